@@ -1,0 +1,112 @@
+/**
+ * Time, injected. Every limiter reads `now()` from a {@link Clock} and arms at most one timer
+ * through it, so tests step time by hand ({@link ManualClock}) and the simulator runs on virtual
+ * time. Times are milliseconds on a monotonic clock, never wall-clock dates.
+ */
+export interface Clock {
+  /** Milliseconds on a monotonic clock (the origin is arbitrary). */
+  now(): number;
+  /** Runs `fn` once after `ms` milliseconds; returns a handle for {@link Clock.clearTimeout}. */
+  setTimeout(fn: () => void, ms: number): unknown;
+  clearTimeout(handle: unknown): void;
+}
+
+/** Node's timers overflow (and fire at once) past this many milliseconds. */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/**
+ * The real clock: `performance.now()` and unref'd timers, so a limiter never keeps a process
+ * alive on its own.
+ */
+export const systemClock: Clock = {
+  now: () => performance.now(),
+  setTimeout(fn, ms) {
+    const handle = setTimeout(fn, Math.min(Math.max(0, ms), MAX_TIMER_MS));
+    handle.unref();
+    return handle;
+  },
+  clearTimeout(handle) {
+    clearTimeout(handle as ReturnType<typeof setTimeout>);
+  },
+};
+
+interface ManualTimer {
+  readonly at: number;
+  readonly seq: number;
+  readonly fn: () => void;
+}
+
+/**
+ * A clock that moves only when told to. `advance(ms)` runs every timer that falls due, in order
+ * of due time (then of creation), with `now()` set to each timer's due time while it runs.
+ * Meant for tests, the library's and yours.
+ */
+export class ManualClock implements Clock {
+  #now: number;
+  #seq = 0;
+  #timers: ManualTimer[] = [];
+
+  constructor(start = 0) {
+    this.#now = start;
+  }
+
+  now(): number {
+    return this.#now;
+  }
+
+  setTimeout(fn: () => void, ms: number): unknown {
+    const timer: ManualTimer = { at: this.#now + Math.max(0, ms), seq: this.#seq++, fn };
+    this.#timers.push(timer);
+    return timer;
+  }
+
+  clearTimeout(handle: unknown): void {
+    const i = this.#timers.indexOf(handle as ManualTimer);
+    if (i !== -1) this.#timers.splice(i, 1);
+  }
+
+  /** Timers armed and not yet run. */
+  get pendingTimers(): number {
+    return this.#timers.length;
+  }
+
+  /** Moves time forward by `ms`, running the timers that fall due on the way. */
+  advance(ms: number): void {
+    if (!(ms >= 0)) throw new RangeError(`ManualClock.advance: ms must be >= 0, received ${ms}`);
+    this.advanceTo(this.#now + ms);
+  }
+
+  /** Moves time forward to `time`, running the timers that fall due on the way. */
+  advanceTo(time: number): void {
+    for (;;) {
+      const next = this.#nextDue(time);
+      if (next === undefined) break;
+      this.#timers.splice(this.#timers.indexOf(next), 1);
+      this.#now = next.at;
+      next.fn();
+    }
+    if (time > this.#now) this.#now = time;
+  }
+
+  /** Runs timers until none is left, or `limit` of them have run; returns how many ran. */
+  runAll(limit = 100_000): number {
+    let ran = 0;
+    while (ran < limit) {
+      const next = this.#nextDue(Number.POSITIVE_INFINITY);
+      if (next === undefined) break;
+      this.advanceTo(next.at);
+      ran++;
+    }
+    return ran;
+  }
+
+  #nextDue(limit: number): ManualTimer | undefined {
+    let best: ManualTimer | undefined;
+    for (const t of this.#timers) {
+      if (t.at <= limit && (best === undefined || t.at < best.at || (t.at === best.at && t.seq < best.seq))) {
+        best = t;
+      }
+    }
+    return best;
+  }
+}

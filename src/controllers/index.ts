@@ -1,0 +1,39 @@
+import { ConfigError } from '../errors.js';
+import { type AimdOptions, aimd } from './aimd.js';
+import { type CubicOptions, cubic } from './cubic.js';
+import type { RateController } from './types.js';
+
+export type { AimdOptions } from './aimd.js';
+export { aimd } from './aimd.js';
+export type { CubicOptions, CubicParams } from './cubic.js';
+export { cubic, cubicCurve, cubicK } from './cubic.js';
+export type { RateController, RateControllerState } from './types.js';
+
+/** The `controller` option: a built-in controller by name, or your own. */
+export type ControllerSpec = 'aimd' | 'cubic' | RateController;
+
+/**
+ * Builds the named built-in controller with its options, or checks and returns a custom one.
+ * Throws `ConfigError` naming `controller` for anything else, or naming the bad option.
+ */
+export function resolveController(
+  spec: ControllerSpec,
+  options: { aimd?: AimdOptions; cubic?: CubicOptions } = {},
+): RateController {
+  if (spec === 'aimd') return aimd(options.aimd);
+  if (spec === 'cubic') return cubic(options.cubic);
+  if (isController(spec)) return spec;
+  throw new ConfigError([
+    {
+      path: 'controller',
+      message: "must be 'aimd', 'cubic' or an object with onThrottled and onSuccess functions",
+      received: spec,
+    },
+  ]);
+}
+
+function isController(value: unknown): value is RateController {
+  if (typeof value !== 'object' || value === null) return false;
+  const candidate = value as Partial<Record<keyof RateController, unknown>>;
+  return typeof candidate.onThrottled === 'function' && typeof candidate.onSuccess === 'function';
+}

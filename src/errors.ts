@@ -1,0 +1,62 @@
+/** The base of every error this library throws; `code` is stable across versions. */
+export class AdaptiveRateLimitError extends Error {
+  readonly code: string;
+
+  constructor(code: string, message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = 'AdaptiveRateLimitError';
+    this.code = code;
+  }
+}
+
+/** Why a limiter refused a request without sending it. */
+export type RejectionReason = 'queue-full' | 'max-wait' | 'timeout' | 'closed';
+
+/** A request the limiter did not send: its queue was full, its wait too long, or it was closed. */
+export class RateLimitRejectedError extends AdaptiveRateLimitError {
+  readonly reason: RejectionReason;
+  /** The name of the limiter that refused. */
+  readonly limiter: string;
+
+  constructor(reason: RejectionReason, limiter: string, detail: string) {
+    super(`ERR_RATE_LIMIT_${reason.toUpperCase().replace('-', '_')}`, `rate limiter "${limiter}": ${detail}`);
+    this.name = 'RateLimitRejectedError';
+    this.reason = reason;
+    this.limiter = limiter;
+  }
+}
+
+/** One bad field of an options object or a config file. */
+export interface ConfigIssue {
+  /** Dotted path of the field, such as `limiters.github.maxWait`. */
+  path: string;
+  message: string;
+  /** The value received, as found. */
+  received: unknown;
+}
+
+/** Options or a config file that do not validate; `issues` lists every bad field. */
+export class ConfigError extends AdaptiveRateLimitError {
+  readonly issues: readonly ConfigIssue[];
+
+  constructor(issues: readonly ConfigIssue[], source = 'options') {
+    const lines = issues.map(
+      (i) => `  - ${i.path || '(root)'}: ${i.message} (received ${describe(i.received)})`,
+    );
+    super('ERR_INVALID_CONFIG', `invalid ${source}:\n${lines.join('\n')}`);
+    this.name = 'ConfigError';
+    this.issues = issues;
+  }
+}
+
+function describe(value: unknown): string {
+  if (typeof value === 'string') return JSON.stringify(value);
+  if (typeof value === 'number' || typeof value === 'boolean' || value == null) return String(value);
+  if (typeof value === 'function') return 'a function';
+  try {
+    const json = JSON.stringify(value);
+    return json.length > 80 ? `${json.slice(0, 77)}...` : json;
+  } catch {
+    return Object.prototype.toString.call(value);
+  }
+}

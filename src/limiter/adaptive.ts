@@ -1,0 +1,554 @@
+import { EventEmitter } from 'node:events';
+import { type Clock, MAX_TIMER_MS, systemClock } from '../clock.js';
+import { resolveController } from '../controllers/index.js';
+import type { RateController, RateControllerState } from '../controllers/types.js';
+import { ConfigError, RateLimitRejectedError, type RejectionReason } from '../errors.js';
+import type { LimiterEventMap } from './events.js';
+import { MeasuredRate } from './measured-rate.js';
+import {
+  type AdaptiveLimiterOptions,
+  type ResolvedLimiterOptions,
+  resolveLimiterOptions,
+} from './options.js';
+import { Fifo } from './queue.js';
+import type { AcquireOptions, Permit, RateLimiter, WrapOptions } from './types.js';
+import { wrapWithLimiter } from './wrap.js';
+
+/** Tokens are floats; a head that lacks less than this many units is served. */
+const EPSILON = 1e-9;
+/**
+ * Real timers fire up to a millisecond off their float target; a head that became ready by its
+ * deadline is still served when its timer fires within this slack after it. (A manual clock fires
+ * timers exactly, so there the deadline is strict.)
+ */
+const TIMER_SLACK_MS = 1;
+
+interface Waiter {
+  readonly units: number;
+  readonly enqueuedAt: number;
+  /** Latest time it may be granted (ms on the clock); it is rejected then. */
+  readonly deadline: number;
+  readonly resolve: (permit: Permit) => void;
+  readonly reject: (error: unknown) => void;
+  readonly signal: AbortSignal | undefined;
+  onAbort: (() => void) | undefined;
+  dead: boolean;
+}
+
+/** What {@link AdaptiveRateLimiter.snapshot} reports. Rates in units/min, times on the limiter's clock (ms). */
+export interface LimiterSnapshot {
+  name: string;
+  /** Current rate of this process; `Infinity` before the first throttle when no initial rate is set. */
+  rate: number;
+  minRate: number;
+  maxRate: number;
+  measuredRate: number | undefined;
+  /** Units in the bucket now (negative: owed by a request larger than the burst). */
+  tokens: number;
+  /** Burst capacity in units: one second of the rate, at least one unit. */
+  capacity: number;
+  queued: number;
+  queuedUnits: number;
+  /** End of the current Retry-After pause, or `undefined` when not paused. */
+  pausedUntil: number | undefined;
+  waited: boolean;
+  instanceCount: number;
+  throttles: number;
+  cuts: number;
+  closed: boolean;
+}
+
+/**
+ * The adaptive limiter: a token bucket refilled at a rate a {@link RateController} moves, a
+ * FIFO queue of waiters, Retry-After pauses, and the cut rules of the spec. Synchronous inside:
+ * every state change happens in one call, and at most one timer is armed (none when idle).
+ *
+ * The bucket holds one second of the rate (at least one unit) and starts full. A request larger
+ * than the bucket is served once the bucket is full and leaves it in debt, so the long-run rate
+ * holds for any request size.
+ */
+export class AdaptiveRateLimiter extends EventEmitter<LimiterEventMap> implements RateLimiter {
+  readonly #clock: Clock;
+  #opts: ResolvedLimiterOptions;
+  #controller: RateController;
+  #minRate = 0;
+  #maxRate = 0;
+
+  // bucket
+  #rate: number;
+  #capacity = 1;
+  #tokens = 0;
+  #refilledAt: number;
+
+  // queue and timer
+  readonly #queue = new Fifo<Waiter>();
+  #queuedUnits = 0;
+  #timer: unknown;
+  #timerAt = Number.POSITIVE_INFINITY;
+
+  // pause bookkeeping (ms on the clock)
+  #pauseStart = Number.NEGATIVE_INFINITY;
+  #pausedUntil = Number.NEGATIVE_INFINITY;
+  #pauseBefore = 0;
+  #resumePending = false;
+
+  // controller bookkeeping
+  readonly #measured: MeasuredRate;
+  readonly #createdAt: number;
+  #lastCutAt: number;
+  #lastIncreaseAt: number;
+  #rateBeforeLastDecrease: number;
+  #measuredAtLastDecrease: number | undefined;
+  #cutEpoch = 0;
+  #cuts = 0;
+  #throttles = 0;
+  #waited = false;
+  #unitsSinceCreation = 0;
+  #closed = false;
+
+  constructor(options: AdaptiveLimiterOptions = {}) {
+    super();
+    this.#opts = resolveLimiterOptions(options);
+    this.#controller = resolveController(this.#opts.controller, this.#opts);
+    this.#clock = options.clock ?? systemClock;
+    const now = this.#clock.now();
+    this.#createdAt = now;
+    this.#lastCutAt = now;
+    this.#lastIncreaseAt = now;
+    this.#refilledAt = now;
+    this.#measured = new MeasuredRate(now);
+    this.#applyShares();
+    const initial = this.#opts.initialUnitsPerMinute;
+    this.#rate = initial === undefined ? this.#maxRate : initial / this.#opts.instanceCount;
+    this.#rateBeforeLastDecrease = this.#rate;
+    this.#capacity = capacityOf(this.#rate);
+    this.#tokens = this.#capacity;
+  }
+
+  get name(): string {
+    return this.#opts.name;
+  }
+
+  /** The current rate of this process in units/min (`Infinity` while unlimited). */
+  get rate(): number {
+    return this.#rate;
+  }
+
+  /** The clock this limiter reads. */
+  get clock(): Clock {
+    return this.#clock;
+  }
+
+  acquire(units = 1, options?: AcquireOptions): Promise<Permit> {
+    if (!(units > 0 && units < Number.POSITIVE_INFINITY)) {
+      return Promise.reject(
+        new RangeError(`acquire: units must be a positive finite number, received ${units}`),
+      );
+    }
+    const signal = options?.signal;
+    if (signal?.aborted) return Promise.reject(signal.reason);
+    if (this.#closed) return Promise.reject(this.#rejection('closed', units, 'closed'));
+    const now = this.#clock.now();
+    if (this.#queue.size === 0 && this.#canGrant(units, now)) {
+      return Promise.resolve(this.#grant(units, now, now));
+    }
+    this.#waited = true;
+    if (this.#queue.size >= this.#opts.queueLimit) {
+      const detail = `queue full: ${this.#queue.size} of ${this.#opts.queueLimit} waiting`;
+      return Promise.reject(this.#rejection('queue-full', units, detail));
+    }
+    const predicted = this.#predictWait(units, now);
+    if (predicted > this.#opts.maxWait) {
+      const detail = `predicted wait ${Math.ceil(predicted)} ms is longer than maxWait ${this.#opts.maxWait} ms`;
+      return Promise.reject(this.#rejection('max-wait', units, detail));
+    }
+    return new Promise<Permit>((resolve, reject) => {
+      const waiter: Waiter = {
+        units,
+        enqueuedAt: now,
+        deadline: now + this.#opts.maxWait,
+        resolve,
+        reject,
+        signal,
+        onAbort: undefined,
+        dead: false,
+      };
+      if (signal) {
+        waiter.onAbort = () => this.#abort(waiter);
+        signal.addEventListener('abort', waiter.onAbort, { once: true });
+      }
+      this.#queue.push(waiter);
+      this.#queuedUnits += units;
+      this.#arm(now);
+    });
+  }
+
+  tryAcquire(units = 1): Permit | undefined {
+    if (!(units > 0 && units < Number.POSITIVE_INFINITY)) {
+      throw new RangeError(`tryAcquire: units must be a positive finite number, received ${units}`);
+    }
+    if (this.#closed) return undefined;
+    const now = this.#clock.now();
+    if (this.#queue.size === 0 && this.#canGrant(units, now)) return this.#grant(units, now, now);
+    this.#waited = true;
+    return undefined;
+  }
+
+  wrap<A extends unknown[], R>(
+    fn: (...args: A) => Promise<R>,
+    options?: WrapOptions<R>,
+  ): (...args: A) => Promise<R> {
+    return wrapWithLimiter(this, fn, options);
+  }
+
+  /** Changes options at run time; the rate, the bucket, the queue and the cut bookkeeping are kept. */
+  update(options: Partial<AdaptiveLimiterOptions>): void {
+    if (options.clock !== undefined && options.clock !== this.#clock) {
+      throw new ConfigError([
+        { path: 'clock', message: 'cannot change at run time', received: options.clock },
+      ]);
+    }
+    const next = resolveLimiterOptions(options, this.#opts);
+    const controller =
+      options.controller !== undefined || options.aimd !== undefined || options.cubic !== undefined
+        ? resolveController(next.controller, next)
+        : this.#controller;
+    const now = this.#clock.now();
+    this.#refill(now);
+    this.#opts = next;
+    this.#controller = controller;
+    this.#applyShares();
+    let rate = this.#rate;
+    if (rate === Number.POSITIVE_INFINITY && next.initialUnitsPerMinute !== undefined) {
+      rate = next.initialUnitsPerMinute / next.instanceCount;
+    }
+    rate = clamp(rate, this.#minRate, this.#maxRate);
+    if (rate !== this.#rate) this.#changeRate(rate, now, 'update');
+    this.#arm(now);
+  }
+
+  /** Rejects every waiter (reason `closed`) and every later acquire; idempotent. */
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    if (this.#timer !== undefined) this.#clock.clearTimeout(this.#timer);
+    this.#timer = undefined;
+    this.#timerAt = Number.POSITIVE_INFINITY;
+    for (const waiter of this.#queue.drain()) {
+      this.#queuedUnits -= waiter.units;
+      this.#settleWaiter(waiter);
+      waiter.reject(this.#rejection('closed', waiter.units, `closed with ${waiter.units} units waiting`));
+    }
+    this.#queuedUnits = 0;
+  }
+
+  snapshot(): LimiterSnapshot {
+    const now = this.#clock.now();
+    this.#refill(now);
+    return {
+      name: this.#opts.name,
+      rate: this.#rate,
+      minRate: this.#minRate,
+      maxRate: this.#maxRate,
+      measuredRate: this.#measured.value,
+      tokens: this.#tokens,
+      capacity: this.#capacity,
+      queued: this.#queue.size,
+      queuedUnits: this.#queuedUnits,
+      pausedUntil: this.#pausedUntil > now ? this.#pausedUntil : undefined,
+      waited: this.#waited,
+      instanceCount: this.#opts.instanceCount,
+      throttles: this.#throttles,
+      cuts: this.#cuts,
+      closed: this.#closed,
+    };
+  }
+
+  // ---- feedback from permits -------------------------------------------------------------
+
+  /** @internal */
+  _success(permit: LimiterPermit, unitsUsed: number | undefined): void {
+    const now = this.#clock.now();
+    const used =
+      unitsUsed !== undefined && unitsUsed >= 0 && Number.isFinite(unitsUsed) ? unitsUsed : permit.units;
+    this.#measured.record(used, now);
+    this.#unitsSinceCreation += used;
+    if (used !== permit.units) {
+      this.#refill(now);
+      this.#tokens = Math.min(this.#capacity, this.#tokens - (used - permit.units));
+    }
+    if (now < this.#pausedUntil || this.#rate === Number.POSITIVE_INFINITY) return;
+    const next = this.#controller.onSuccess(this.#state(now, this.#rate));
+    if (next === undefined || !Number.isFinite(next)) return;
+    this.#lastIncreaseAt = now;
+    this.#waited = false;
+    const rate = clamp(next, this.#minRate, this.#maxRate);
+    if (rate !== this.#rate) this.#changeRate(rate, now, 'success');
+    this.#arm(now);
+  }
+
+  /** @internal */
+  _throttled(permit: LimiterPermit, retryAfterMs: number | undefined): void {
+    const now = this.#clock.now();
+    this.#measured.record(permit.units, now);
+    this.#unitsSinceCreation += permit.units;
+    this.#throttles++;
+    this.#lastIncreaseAt = now;
+    const cut =
+      permit.epoch === this.#cutEpoch &&
+      (this.#cuts === 0 || now - this.#lastCutAt >= this.#opts.decreaseCooldown);
+    if (cut) this.#cut(now);
+    const pauseMs =
+      retryAfterMs !== undefined && retryAfterMs > 0
+        ? Math.min(retryAfterMs, this.#opts.maxPause)
+        : undefined;
+    this.emit('throttled', { limiter: this.#opts.name, retryAfterMs, cut });
+    if (pauseMs !== undefined && retryAfterMs !== undefined) this.#pause(now, pauseMs, retryAfterMs);
+    this.#arm(now);
+  }
+
+  // ---- internals ---------------------------------------------------------------------------
+
+  #applyShares(): void {
+    const n = this.#opts.instanceCount;
+    this.#minRate = this.#opts.minUnitsPerMinute / n;
+    this.#maxRate = this.#opts.maxUnitsPerMinute / n;
+  }
+
+  #cut(now: number): void {
+    let base = this.#rate;
+    if (base === Number.POSITIVE_INFINITY) {
+      // Unlimited until now: start from what was actually sent.
+      const elapsed = Math.max(now - this.#createdAt, 1_000);
+      base = clamp(
+        this.#measured.value ?? (this.#unitsSinceCreation * 60_000) / elapsed,
+        this.#minRate,
+        this.#maxRate,
+      );
+      this.#rateBeforeLastDecrease = base;
+    }
+    const proposed = this.#controller.onThrottled(this.#state(now, base));
+    const target = Number.isFinite(proposed) ? Math.min(proposed, base) : base;
+    this.#rateBeforeLastDecrease = base;
+    this.#measuredAtLastDecrease = this.#measured.value;
+    this.#pauseBefore = 0;
+    this.#lastCutAt = now;
+    this.#cutEpoch++;
+    this.#cuts++;
+    const leavingUnlimited = this.#rate === Number.POSITIVE_INFINITY;
+    this.#changeRate(clamp(target, this.#minRate, this.#maxRate), now, 'throttle');
+    if (leavingUnlimited) this.#tokens = 0;
+  }
+
+  #pause(now: number, ms: number, requestedMs: number): void {
+    const until = now + ms;
+    if (until <= this.#pausedUntil) return;
+    if (this.#pausedUntil <= now) {
+      // A new pause: bank the previous one's overlap with the time since the last cut.
+      this.#pauseBefore += Math.max(0, this.#pausedUntil - Math.max(this.#pauseStart, this.#lastCutAt));
+      this.#pauseStart = now;
+    }
+    this.#pausedUntil = until;
+    this.#resumePending = true;
+    this.emit('paused', { limiter: this.#opts.name, until, ms, requestedMs });
+  }
+
+  #state(now: number, rate: number): RateControllerState {
+    const pauseNow = Math.max(
+      0,
+      Math.min(now, this.#pausedUntil) - Math.max(this.#pauseStart, this.#lastCutAt),
+    );
+    return {
+      rate,
+      minRate: this.#minRate,
+      maxRate: this.#maxRate,
+      rateBeforeLastDecrease: this.#rateBeforeLastDecrease,
+      measuredRateAtLastDecrease: this.#measuredAtLastDecrease,
+      sinceLastDecrease: now - this.#lastCutAt,
+      pauseSinceLastDecrease: this.#pauseBefore + pauseNow,
+      sinceLastIncrease: now - Math.max(this.#lastIncreaseAt, Math.min(this.#pausedUntil, now)),
+      waited: this.#waited,
+      instanceCount: this.#opts.instanceCount,
+      measuredRate: this.#measured.value,
+    };
+  }
+
+  #changeRate(rate: number, now: number, cause: 'throttle' | 'success' | 'update'): void {
+    this.#refill(now);
+    const from = this.#rate;
+    this.#rate = rate;
+    this.#capacity = capacityOf(rate);
+    if (this.#tokens > this.#capacity) this.#tokens = this.#capacity;
+    this.#waited = false;
+    if (rate < from) this.emit('decreased', { limiter: this.#opts.name, from, to: rate, cause });
+    else if (cause !== 'throttle')
+      this.emit('increased', { limiter: this.#opts.name, from, to: rate, cause });
+  }
+
+  #refill(now: number): void {
+    if (this.#rate === Number.POSITIVE_INFINITY) {
+      this.#refilledAt = now;
+      return;
+    }
+    const elapsed = now - this.#refilledAt;
+    if (elapsed > 0) {
+      this.#tokens = Math.min(this.#capacity, this.#tokens + (elapsed * this.#rate) / 60_000);
+      this.#refilledAt = now;
+    }
+  }
+
+  /** Units a request needs in the bucket to be served: all of them, or a full bucket. */
+  #need(units: number): number {
+    return Math.min(units, this.#capacity);
+  }
+
+  #canGrant(units: number, now: number): boolean {
+    if (now < this.#pausedUntil) return false;
+    if (this.#rate === Number.POSITIVE_INFINITY) return true;
+    this.#refill(now);
+    return this.#tokens + EPSILON >= this.#need(units);
+  }
+
+  #grant(units: number, now: number, since: number): Permit {
+    if (this.#rate !== Number.POSITIVE_INFINITY) this.#tokens -= units;
+    this.emit('acquired', { limiter: this.#opts.name, units, waited: now - since });
+    return new LimiterPermit(this, units, this.#cutEpoch);
+  }
+
+  /** ms until a new request of `units` would be served, behind everyone queued. */
+  #predictWait(units: number, now: number): number {
+    const pause = Math.max(0, this.#pausedUntil - now);
+    if (this.#rate === Number.POSITIVE_INFINITY) return pause;
+    const perMs = this.#rate / 60_000;
+    const tokensAfterPause = Math.min(this.#capacity, this.#tokens + pause * perMs);
+    const deficit = this.#queuedUnits + this.#need(units) - tokensAfterPause;
+    return pause + Math.max(0, deficit) / perMs;
+  }
+
+  /** Arms the one timer for the next event: the head's turn, its deadline, or a pause's end. */
+  #arm(now: number): void {
+    if (this.#closed) return;
+    let at = this.#resumePending ? this.#pausedUntil : Number.POSITIVE_INFINITY;
+    const head = this.#queue.peek();
+    if (head !== undefined) {
+      at = Math.min(at, head.deadline, this.#readyAt(head, now));
+    }
+    if (at === Number.POSITIVE_INFINITY) return;
+    if (this.#timer !== undefined) {
+      if (this.#timerAt <= at) return;
+      this.#clock.clearTimeout(this.#timer);
+    }
+    this.#timerAt = at;
+    const delay = Math.min(MAX_TIMER_MS, Math.max(0, at - now));
+    this.#timer = this.#clock.setTimeout(() => this.#onTimer(), delay);
+  }
+
+  #readyAt(head: Waiter, now: number): number {
+    const start = Math.max(now, this.#pausedUntil);
+    if (this.#rate === Number.POSITIVE_INFINITY) return start;
+    const perMs = this.#rate / 60_000;
+    const tokensAtStart = Math.min(this.#capacity, this.#tokens + (start - this.#refilledAt) * perMs);
+    return start + Math.max(0, this.#need(head.units) - tokensAtStart) / perMs;
+  }
+
+  #onTimer(): void {
+    this.#timer = undefined;
+    this.#timerAt = Number.POSITIVE_INFINITY;
+    const now = this.#clock.now();
+    if (this.#resumePending && now >= this.#pausedUntil) {
+      this.#resumePending = false;
+      this.emit('resumed', { limiter: this.#opts.name });
+    }
+    this.#drain(now);
+    this.#arm(now);
+  }
+
+  #drain(now: number): void {
+    for (let head = this.#queue.peek(); head !== undefined; head = this.#queue.peek()) {
+      if (this.#canGrant(head.units, now)) {
+        if (now > head.deadline + TIMER_SLACK_MS) {
+          this.#expire(head);
+          continue;
+        }
+        this.#queue.shift();
+        this.#queuedUnits -= head.units;
+        this.#settleWaiter(head);
+        head.resolve(this.#grant(head.units, now, head.enqueuedAt));
+      } else if (now >= head.deadline) {
+        this.#expire(head);
+      } else {
+        return;
+      }
+    }
+  }
+
+  #expire(waiter: Waiter): void {
+    this.#queue.shift();
+    this.#queuedUnits -= waiter.units;
+    this.#settleWaiter(waiter);
+    const waited = this.#clock.now() - waiter.enqueuedAt;
+    const detail = `waited ${Math.round(waited)} ms, maxWait is ${this.#opts.maxWait} ms`;
+    waiter.reject(this.#rejection('max-wait', waiter.units, detail));
+  }
+
+  #abort(waiter: Waiter): void {
+    if (waiter.dead) return;
+    this.#queue.kill(waiter);
+    this.#queuedUnits -= waiter.units;
+    this.#settleWaiter(waiter);
+    waiter.reject(waiter.signal?.reason);
+    // The next in line may be served sooner now.
+    const now = this.#clock.now();
+    this.#drain(now);
+    this.#arm(now);
+  }
+
+  #settleWaiter(waiter: Waiter): void {
+    waiter.dead = true;
+    if (waiter.onAbort !== undefined) waiter.signal?.removeEventListener('abort', waiter.onAbort);
+  }
+
+  #rejection(reason: RejectionReason, units: number, detail: string): RateLimitRejectedError {
+    const error = new RateLimitRejectedError(reason, this.#opts.name, detail);
+    this.emit('rejected', { limiter: this.#opts.name, units, reason, message: error.message });
+    return error;
+  }
+}
+
+/** The permit an {@link AdaptiveRateLimiter} grants; settles once. */
+class LimiterPermit implements Permit {
+  #limiter: AdaptiveRateLimiter | undefined;
+
+  constructor(
+    limiter: AdaptiveRateLimiter,
+    readonly units: number,
+    /** The cut count when it was granted: a throttle cuts only for requests sent after the last cut. */
+    readonly epoch: number,
+  ) {
+    this.#limiter = limiter;
+  }
+
+  success(unitsUsed?: number): void {
+    const limiter = this.#limiter;
+    this.#limiter = undefined;
+    limiter?._success(this, unitsUsed);
+  }
+
+  throttled(retryAfterMs?: number): void {
+    const limiter = this.#limiter;
+    this.#limiter = undefined;
+    limiter?._throttled(this, retryAfterMs);
+  }
+
+  failed(): void {
+    this.#limiter = undefined;
+  }
+}
+
+function capacityOf(rate: number): number {
+  return rate === Number.POSITIVE_INFINITY ? Number.POSITIVE_INFINITY : Math.max(rate / 60, 1);
+}
+
+function clamp(value: number, min: number, max: number): number {
+  return value < min ? min : Math.min(value, max);
+}

@@ -1,0 +1,38 @@
+/** Width of one bucket of the measured send rate (ms), as in the AWS SDK. */
+const BUCKET_MS = 500;
+/** Weight of the newest bucket in the moving average, as in the AWS SDK. */
+const SMOOTHING = 0.8;
+
+/**
+ * The measured send rate: units of responses counted in half-second buckets, each closed bucket
+ * (spread over the time since the previous one, so an idle gap lowers it) blended into the
+ * average with weight 0.8. Unlike the AWS SDK, the first closed bucket is taken whole rather
+ * than blended with a starting value of 0, and the response that opens a bucket counts in it.
+ */
+export class MeasuredRate {
+  #bucket: number;
+  #units = 0;
+  #rate: number | undefined;
+
+  constructor(now: number) {
+    this.#bucket = Math.floor(now / BUCKET_MS) * BUCKET_MS;
+  }
+
+  /** The smoothed rate in units/min, `undefined` until a first bucket closes. */
+  get value(): number | undefined {
+    return this.#rate;
+  }
+
+  /** Counts the units of one response received at `now`. */
+  record(units: number, now: number): void {
+    const bucket = Math.floor(now / BUCKET_MS) * BUCKET_MS;
+    if (bucket > this.#bucket) {
+      const perMinute = (this.#units * 60_000) / (bucket - this.#bucket);
+      this.#rate =
+        this.#rate === undefined ? perMinute : perMinute * SMOOTHING + this.#rate * (1 - SMOOTHING);
+      this.#bucket = bucket;
+      this.#units = 0;
+    }
+    this.#units += units;
+  }
+}

@@ -1,0 +1,183 @@
+import { z } from 'zod';
+import type { Clock } from '../clock.js';
+import type { AimdOptions } from '../controllers/aimd.js';
+import type { CubicOptions } from '../controllers/cubic.js';
+import type { RateController } from '../controllers/types.js';
+import { ConfigError } from '../errors.js';
+
+/** Options of an {@link AdaptiveRateLimiter}. Rates are units per minute for the whole budget. */
+export interface AdaptiveLimiterOptions {
+  /** Names the limiter in errors, events and snapshots. @default 'default' */
+  name?: string;
+  /** `'aimd'`, `'cubic'`, or your own {@link RateController}. @default 'aimd' */
+  controller?: 'aimd' | 'cubic' | RateController;
+  /**
+   * The starting rate (units/min, whole budget). When unset the limiter lets everything through
+   * until the first throttle, then cuts from the measured send rate. @default unset
+   */
+  initialUnitsPerMinute?: number;
+  /** The lowest rate a cut can reach (units/min, whole budget, > 0). @default 1 */
+  minUnitsPerMinute?: number;
+  /** The highest rate an increase can reach (units/min, whole budget). @default Infinity */
+  maxUnitsPerMinute?: number;
+  /** Processes sharing the budget; each gets 1/n of min, max, initial and of the steps. @default 1 */
+  instanceCount?: number;
+  /** Longest wait for units (ms); a request predicted to wait longer is rejected at once. @default 60_000 */
+  maxWait?: number;
+  /** Requests that may wait at once; one more is rejected. @default 10_000 */
+  queueLimit?: number;
+  /** Least time between two cuts (ms). @default 1_000 */
+  decreaseCooldown?: number;
+  /** Cap on a Retry-After pause (ms); a server can send anything. @default 600_000 */
+  maxPause?: number;
+  /** Options of the built-in AIMD controller. */
+  aimd?: AimdOptions;
+  /** Options of the built-in CUBIC controller. */
+  cubic?: CubicOptions;
+  /** The time source. @default systemClock */
+  clock?: Clock;
+}
+
+/** The limiter's options after defaults, validated. */
+export interface ResolvedLimiterOptions {
+  name: string;
+  controller: 'aimd' | 'cubic' | RateController;
+  initialUnitsPerMinute: number | undefined;
+  minUnitsPerMinute: number;
+  maxUnitsPerMinute: number;
+  instanceCount: number;
+  maxWait: number;
+  queueLimit: number;
+  decreaseCooldown: number;
+  maxPause: number;
+  aimd: AimdOptions | undefined;
+  cubic: CubicOptions | undefined;
+}
+
+export const LIMITER_DEFAULTS = {
+  name: 'default',
+  controller: 'aimd',
+  minUnitsPerMinute: 1,
+  maxUnitsPerMinute: Number.POSITIVE_INFINITY,
+  instanceCount: 1,
+  maxWait: 60_000,
+  queueLimit: 10_000,
+  decreaseCooldown: 1_000,
+  maxPause: 600_000,
+} as const;
+
+const rate = z.number().positive().finite();
+const ms = z.number().nonnegative().finite();
+
+/** The numeric and named fields shared by the TypeScript API and JSON config (ms already parsed). */
+export const limiterFieldsSchema = z
+  .object({
+    name: z.string().min(1),
+    controller: z.union([
+      z.enum(['aimd', 'cubic']),
+      z.custom<RateController>(
+        (v) =>
+          typeof v === 'object' &&
+          v !== null &&
+          typeof (v as RateController).onThrottled === 'function' &&
+          typeof (v as RateController).onSuccess === 'function',
+        { message: "expected 'aimd', 'cubic' or an object with onThrottled and onSuccess" },
+      ),
+    ]),
+    initialUnitsPerMinute: rate,
+    minUnitsPerMinute: rate,
+    maxUnitsPerMinute: z.number().positive(),
+    instanceCount: z.number().int().positive().finite(),
+    maxWait: ms,
+    queueLimit: z.number().int().nonnegative(),
+    decreaseCooldown: ms,
+    maxPause: ms,
+    aimd: z.object({
+      decreaseFactor: z.number().gt(0).lt(1).optional(),
+      increaseInterval: z.number().positive().finite().optional(),
+      increaseStep: rate.optional(),
+    }),
+    cubic: z.object({
+      beta: z.number().gt(0).lt(1).optional(),
+      scaleConstant: rate.optional(),
+    }),
+    clock: z.custom<Clock>(
+      (v) => typeof v === 'object' && v !== null && typeof (v as Clock).now === 'function',
+      { message: 'expected a Clock with now(), setTimeout() and clearTimeout()' },
+    ),
+  })
+  .partial();
+
+/** Turns zod issues into a {@link ConfigError} that names each field and the value received. */
+export function configErrorFrom(error: z.ZodError, input: unknown, source: string, prefix = ''): ConfigError {
+  return new ConfigError(
+    error.issues.map((issue) => ({
+      path: [prefix, ...issue.path.map(String)].filter(Boolean).join('.'),
+      message: issue.message,
+      received: valueAt(input, issue.path),
+    })),
+    source,
+  );
+}
+
+function valueAt(input: unknown, path: readonly PropertyKey[]): unknown {
+  let v = input;
+  for (const key of path) {
+    if (v === null || typeof v !== 'object') return undefined;
+    v = (v as Record<PropertyKey, unknown>)[key];
+  }
+  return v;
+}
+
+/** Validates limiter options and fills in the defaults; throws {@link ConfigError}. */
+export function resolveLimiterOptions(
+  options: AdaptiveLimiterOptions,
+  base?: ResolvedLimiterOptions,
+): ResolvedLimiterOptions {
+  const parsed = limiterFieldsSchema.safeParse(options);
+  if (!parsed.success) throw configErrorFrom(parsed.error, options, 'rate limiter options');
+  const o = parsed.data;
+  const start = base ?? {
+    ...LIMITER_DEFAULTS,
+    initialUnitsPerMinute: undefined,
+    aimd: undefined,
+    cubic: undefined,
+  };
+  const resolved: ResolvedLimiterOptions = {
+    name: o.name ?? start.name,
+    controller: o.controller ?? start.controller,
+    initialUnitsPerMinute:
+      'initialUnitsPerMinute' in o ? o.initialUnitsPerMinute : start.initialUnitsPerMinute,
+    minUnitsPerMinute: o.minUnitsPerMinute ?? start.minUnitsPerMinute,
+    maxUnitsPerMinute: o.maxUnitsPerMinute ?? start.maxUnitsPerMinute,
+    instanceCount: o.instanceCount ?? start.instanceCount,
+    maxWait: o.maxWait ?? start.maxWait,
+    queueLimit: o.queueLimit ?? start.queueLimit,
+    decreaseCooldown: o.decreaseCooldown ?? start.decreaseCooldown,
+    maxPause: o.maxPause ?? start.maxPause,
+    aimd: o.aimd ? { ...start.aimd, ...o.aimd } : start.aimd,
+    cubic: o.cubic ? { ...start.cubic, ...o.cubic } : start.cubic,
+  };
+  const issues = [];
+  if (resolved.minUnitsPerMinute > resolved.maxUnitsPerMinute) {
+    issues.push({
+      path: 'minUnitsPerMinute',
+      message: `must not be above maxUnitsPerMinute (${resolved.maxUnitsPerMinute})`,
+      received: resolved.minUnitsPerMinute,
+    });
+  }
+  // The initial rate matters only at construction; at run time the rate is clamped instead.
+  const initial = base === undefined ? resolved.initialUnitsPerMinute : undefined;
+  if (
+    initial !== undefined &&
+    (initial < resolved.minUnitsPerMinute || initial > resolved.maxUnitsPerMinute)
+  ) {
+    issues.push({
+      path: 'initialUnitsPerMinute',
+      message: `must be within minUnitsPerMinute (${resolved.minUnitsPerMinute}) and maxUnitsPerMinute (${resolved.maxUnitsPerMinute})`,
+      received: initial,
+    });
+  }
+  if (issues.length > 0) throw new ConfigError(issues, 'rate limiter options');
+  return resolved;
+}

@@ -1,0 +1,50 @@
+/** The feedback channel of one granted request. The first call settles it; later calls do nothing. */
+export interface Permit {
+  /** The units this permit was granted. */
+  readonly units: number;
+  /** The request succeeded; `unitsUsed` corrects its cost when the answer reports it. */
+  success(unitsUsed?: number): void;
+  /** The request was throttled; `retryAfterMs` pauses the limiter (capped by `maxPause`). */
+  throttled(retryAfterMs?: number): void;
+  /** The request failed without an answer about the rate (transport error, 5xx): neither raises nor cuts. */
+  failed(): void;
+}
+
+export interface AcquireOptions {
+  /** Aborting removes the waiter from the queue, returns its units and rejects with the signal's reason. */
+  signal?: AbortSignal | undefined;
+}
+
+/** How a call's outcome feeds the limiter. */
+export type Outcome =
+  | { kind: 'success'; units?: number }
+  | { kind: 'throttled'; retryAfterMs?: number }
+  | { kind: 'failed' };
+
+export interface WrapOptions<R> {
+  /** The cost of a call in units, or a function of its arguments. @default 1 */
+  units?: number | ((...args: never[]) => number);
+  /** Classifies a resolved result. @default every result is a success */
+  classify?: (result: R) => Outcome;
+  /**
+   * Classifies a thrown error. @default an error with `status` or `statusCode` 429 is throttled
+   * (with `retryAfterMs` when it has one); anything else failed.
+   */
+  classifyError?: (error: unknown) => Outcome;
+  /** Attempts in all when a call is throttled (a throttled call was not processed). @default 4 */
+  maxAttempts?: number;
+}
+
+/** The interface both limiter kinds share. */
+export interface RateLimiter {
+  readonly name: string;
+  /** Waits for `units` (default 1), FIFO; rejects with `RateLimitRejectedError` or the abort reason. */
+  acquire(units?: number, options?: AcquireOptions): Promise<Permit>;
+  /** Takes `units` now if they are free and nobody waits, else returns `undefined`. */
+  tryAcquire(units?: number): Permit | undefined;
+  /** Decorates an async function: acquire, call, classify the outcome, retry what was throttled. */
+  wrap<A extends unknown[], R>(
+    fn: (...args: A) => Promise<R>,
+    options?: WrapOptions<R>,
+  ): (...args: A) => Promise<R>;
+}

@@ -1,0 +1,55 @@
+import { runAttempts } from '../attempts.js';
+import { ConfigError } from '../errors.js';
+import type { Outcome, RateLimiter, WrapOptions } from './types.js';
+
+const success: Outcome = { kind: 'success' };
+
+/**
+ * The default reading of a thrown error: `status` or `statusCode` 429 is a throttle (with
+ * `retryAfterMs` when the error carries a finite, non-negative one); anything else failed.
+ */
+export function classifyThrown(error: unknown): Outcome {
+  if (typeof error !== 'object' || error === null) return { kind: 'failed' };
+  const e = error as { status?: unknown; statusCode?: unknown; retryAfterMs?: unknown };
+  if (e.status === 429 || e.statusCode === 429) {
+    const ms = e.retryAfterMs;
+    return typeof ms === 'number' && ms >= 0 && Number.isFinite(ms)
+      ? { kind: 'throttled', retryAfterMs: ms }
+      : { kind: 'throttled' };
+  }
+  return { kind: 'failed' };
+}
+
+/**
+ * Decorates an async function with a limiter: each call acquires its units, runs, and feeds the
+ * limiter from its outcome; a throttled call is run again up to `maxAttempts` in all, then its
+ * last result is returned (or its last error thrown).
+ */
+export function wrapWithLimiter<A extends unknown[], R>(
+  limiter: RateLimiter,
+  fn: (...args: A) => Promise<R>,
+  options: WrapOptions<R> = {},
+): (...args: A) => Promise<R> {
+  if (typeof fn !== 'function') {
+    throw new ConfigError([{ path: 'fn', message: 'expected a function', received: fn }], 'wrap arguments');
+  }
+  const maxAttempts = options.maxAttempts ?? 4;
+  if (!Number.isInteger(maxAttempts) || maxAttempts < 1) {
+    throw new ConfigError([
+      { path: 'maxAttempts', message: 'expected an integer >= 1', received: maxAttempts },
+    ]);
+  }
+  const { units = 1, classify = () => success, classifyError = classifyThrown } = options;
+  if (typeof units === 'number' && !(units > 0 && Number.isFinite(units))) {
+    throw new ConfigError([{ path: 'units', message: 'expected a positive finite number', received: units }]);
+  }
+  return (...args: A) =>
+    runAttempts({
+      limiter,
+      units: typeof units === 'function' ? (units as unknown as (...a: A) => number)(...args) : units,
+      maxAttempts,
+      send: () => fn(...args),
+      classify,
+      classifyError,
+    });
+}

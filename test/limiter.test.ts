@@ -1,0 +1,442 @@
+import { describe, expect, it, vi } from 'vitest';
+import { type Clock, MAX_TIMER_MS, ManualClock } from '../src/clock.js';
+import type { RateController, RateControllerState } from '../src/controllers/types.js';
+import { ConfigError, RateLimitRejectedError } from '../src/errors.js';
+import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
+import type { AdaptiveLimiterOptions } from '../src/limiter/options.js';
+import type { Permit } from '../src/limiter/types.js';
+
+/** Lets resolved promises run; no time passes. */
+const flush = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+function setup(options: AdaptiveLimiterOptions = {}) {
+  const clock = new ManualClock();
+  const limiter = new AdaptiveRateLimiter({ clock, ...options });
+  return { clock, limiter };
+}
+
+/** A controller that records the states it sees and answers as told. */
+function spyController(answers: { throttled?: (s: RateControllerState) => number; success?: number } = {}) {
+  const states: { kind: 'throttled' | 'success'; state: RateControllerState }[] = [];
+  const controller: RateController = {
+    onThrottled(state) {
+      states.push({ kind: 'throttled', state });
+      return answers.throttled ? answers.throttled(state) : state.rate / 2;
+    },
+    onSuccess(state) {
+      states.push({ kind: 'success', state });
+      return answers.success;
+    },
+  };
+  return { controller, states };
+}
+
+/** Acquires and records when each permit was granted. */
+function queue(limiter: AdaptiveRateLimiter, clock: ManualClock, n: number, units = 1) {
+  const granted: number[] = [];
+  const permits: Permit[] = [];
+  const errors: unknown[] = [];
+  for (let i = 0; i < n; i++) {
+    limiter.acquire(units).then(
+      (p) => {
+        granted.push(clock.now());
+        permits.push(p);
+      },
+      (e) => errors.push(e),
+    );
+  }
+  return { granted, permits, errors };
+}
+
+async function advance(clock: ManualClock, ms: number, step = 50) {
+  for (let t = 0; t < ms; t += step) {
+    clock.advance(Math.min(step, ms - t));
+    await flush();
+  }
+}
+
+describe('AdaptiveRateLimiter: the bucket and the queue', () => {
+  it('serves a full bucket at once, then one request per 1/rate, first in first out', async () => {
+    const { clock, limiter } = setup({ initialUnitsPerMinute: 600 });
+    const order: number[] = [];
+    for (let i = 0; i < 13; i++) void limiter.acquire().then(() => order.push(i));
+    await flush();
+    expect(order).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    clock.advance(99);
+    await flush();
+    expect(order).toHaveLength(10);
+    clock.advance(1);
+    await flush();
+    expect(order).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+    await advance(clock, 200);
+    expect(order).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
+  });
+
+  it('serves a request larger than the burst once the bucket is full and leaves it in debt', async () => {
+    const { clock, limiter } = setup({ initialUnitsPerMinute: 60 });
+    const { granted } = queue(limiter, clock, 1, 5);
+    await flush();
+    expect(granted).toEqual([0]);
+    expect(limiter.snapshot().tokens).toBe(-4);
+    const second = queue(limiter, clock, 1, 1);
+    await advance(clock, 6_000, 500);
+    expect(second.granted).toEqual([5_000]);
+  });
+
+  it('rejects a request at once when the queue is full, with the numbers in the message', async () => {
+    const { limiter } = setup({ initialUnitsPerMinute: 60, queueLimit: 2 });
+    limiter.tryAcquire();
+    void limiter.acquire().catch(() => {});
+    void limiter.acquire().catch(() => {});
+    const error = await limiter.acquire().catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(RateLimitRejectedError);
+    expect(error).toMatchObject({
+      reason: 'queue-full',
+      limiter: 'default',
+      code: 'ERR_RATE_LIMIT_QUEUE_FULL',
+    });
+    expect((error as Error).message).toContain('2 of 2 waiting');
+  });
+
+  it('rejects at once a request whose predicted wait is longer than maxWait, and admits one exactly at it', async () => {
+    const { clock, limiter } = setup({ initialUnitsPerMinute: 60, maxWait: 2_000 });
+    limiter.tryAcquire();
+    const first = queue(limiter, clock, 2);
+    const late = await limiter.acquire().catch((e: unknown) => e);
+    expect(late).toMatchObject({ reason: 'max-wait' });
+    expect((late as Error).message).toContain('3000 ms is longer than maxWait 2000 ms');
+    await advance(clock, 2_000, 1_000);
+    expect(first.granted).toEqual([1_000, 2_000]);
+    expect(first.errors).toEqual([]);
+  });
+
+  it('rejects a waiter at its deadline when a cut pushes its wait past maxWait', async () => {
+    const { clock, limiter } = setup({ initialUnitsPerMinute: 60, maxWait: 3_000 });
+    const sent = limiter.tryAcquire()!;
+    const waiting = queue(limiter, clock, 3);
+    sent.throttled(); // 60 -> 42/min: the third waiter now comes after its deadline
+    await advance(clock, 2_999, 1);
+    expect(waiting.errors).toEqual([]);
+    clock.advance(1);
+    await flush();
+    expect(waiting.errors).toHaveLength(1);
+    expect(waiting.errors[0]).toMatchObject({ reason: 'max-wait' });
+    expect(waiting.granted.every((t) => t <= 3_000)).toBe(true);
+  });
+
+  it('takes an aborted waiter out of the queue, returns its units, and rejects with the abort reason', async () => {
+    const { clock, limiter } = setup({ initialUnitsPerMinute: 60 });
+    limiter.tryAcquire();
+    const controller = new AbortController();
+    const aborted = limiter.acquire(1, { signal: controller.signal });
+    const next = queue(limiter, clock, 1);
+    expect(limiter.snapshot().queued).toBe(2);
+    controller.abort();
+    await expect(aborted).rejects.toMatchObject({ name: 'AbortError' });
+    expect(limiter.snapshot()).toMatchObject({ queued: 1, queuedUnits: 1 });
+    await advance(clock, 1_000, 1_000);
+    expect(next.granted).toEqual([1_000]);
+  });
+
+  it('rejects at once when the signal is already aborted', async () => {
+    const { limiter } = setup({ initialUnitsPerMinute: 60 });
+    await expect(limiter.acquire(1, { signal: AbortSignal.abort() })).rejects.toMatchObject({
+      name: 'AbortError',
+    });
+    expect(limiter.snapshot().queued).toBe(0);
+  });
+
+  it('tryAcquire never queues and marks that a request had to wait', () => {
+    const { limiter } = setup({ initialUnitsPerMinute: 60 });
+    expect(limiter.tryAcquire()).toBeDefined();
+    expect(limiter.tryAcquire()).toBeUndefined();
+    expect(limiter.snapshot()).toMatchObject({ queued: 0, waited: true });
+  });
+
+  it('arms at most one timer, and none when idle', async () => {
+    const { clock, limiter } = setup({ initialUnitsPerMinute: 60 });
+    expect(clock.pendingTimers).toBe(0);
+    limiter.tryAcquire();
+    queue(limiter, clock, 100);
+    expect(clock.pendingTimers).toBe(1);
+    await advance(clock, 100_000, 1_000);
+    expect(clock.pendingTimers).toBe(0);
+  });
+
+  it('rejects bad units with an error naming the value', async () => {
+    const { limiter } = setup();
+    await expect(limiter.acquire(0)).rejects.toThrow('units must be a positive finite number, received 0');
+    expect(() => limiter.tryAcquire(Number.NaN)).toThrow('received NaN');
+  });
+});
+
+describe('AdaptiveRateLimiter: throttles, cuts and pauses', () => {
+  it('cuts once for a burst of 429s sent before the cut', () => {
+    const { limiter } = setup({ initialUnitsPerMinute: 6_000 });
+    const permits = Array.from({ length: 50 }, () => limiter.tryAcquire()!);
+    for (const p of permits) p.throttled();
+    expect(limiter.snapshot()).toMatchObject({ cuts: 1, throttles: 50 });
+    expect(limiter.rate).toBeCloseTo(4_200);
+  });
+
+  it('cuts again only after the cooldown, and only for a request sent after the last cut', () => {
+    const { clock, limiter } = setup({ initialUnitsPerMinute: 6_000, decreaseCooldown: 1_000 });
+    const before = limiter.tryAcquire()!;
+    limiter.tryAcquire()!.throttled();
+    const after = limiter.tryAcquire()!;
+    clock.advance(500);
+    limiter.tryAcquire()!.throttled(); // sent after the cut, but within the cooldown
+    expect(limiter.snapshot().cuts).toBe(1);
+    clock.advance(600);
+    before.throttled(); // after the cooldown, but sent before the cut
+    expect(limiter.snapshot().cuts).toBe(1);
+    after.throttled();
+    expect(limiter.snapshot().cuts).toBe(2);
+    expect(limiter.rate).toBeCloseTo(6_000 * 0.7 * 0.7);
+  });
+
+  it('uses the lower of the controller answer and the rate, and keeps it at the minimum or above', () => {
+    const raising = spyController({ throttled: (s) => s.rate * 2 });
+    const { limiter } = setup({ initialUnitsPerMinute: 600, controller: raising.controller });
+    limiter.tryAcquire()!.throttled();
+    expect(limiter.rate).toBe(600);
+    const sinking = spyController({ throttled: () => -5 });
+    const other = setup({
+      initialUnitsPerMinute: 600,
+      minUnitsPerMinute: 60,
+      controller: sinking.controller,
+    });
+    other.limiter.tryAcquire()!.throttled();
+    expect(other.limiter.rate).toBe(60);
+  });
+
+  it('pauses every send for the Retry-After, then resumes', async () => {
+    const { clock, limiter } = setup({ initialUnitsPerMinute: 6_000 });
+    const events: string[] = [];
+    limiter.on('paused', (e) => events.push(`paused ${e.ms}`));
+    limiter.on('resumed', () => events.push(`resumed at ${clock.now()}`));
+    limiter.tryAcquire()!.throttled(5_000);
+    expect(limiter.tryAcquire()).toBeUndefined();
+    const waiting = queue(limiter, clock, 1);
+    await advance(clock, 4_999, 1_000);
+    expect(waiting.granted).toEqual([]);
+    await advance(clock, 1, 1);
+    expect(waiting.granted).toEqual([5_000]);
+    expect(events).toEqual(['paused 5000', 'resumed at 5000']);
+    expect(limiter.snapshot().pausedUntil).toBeUndefined();
+  });
+
+  it('caps a hostile Retry-After at maxPause and never arms a timer past 2^31-1 ms', () => {
+    const delays: number[] = [];
+    const manual = new ManualClock();
+    const clock: Clock = {
+      now: () => manual.now(),
+      setTimeout: (fn, ms) => {
+        delays.push(ms);
+        return manual.setTimeout(fn, ms);
+      },
+      clearTimeout: (h) => manual.clearTimeout(h),
+    };
+    const capped = new AdaptiveRateLimiter({ clock, initialUnitsPerMinute: 600 });
+    capped.tryAcquire()!.throttled(999_999_999_000);
+    expect(capped.snapshot().pausedUntil).toBe(600_000);
+    const huge = new AdaptiveRateLimiter({ clock, initialUnitsPerMinute: 600, maxPause: 1e13 });
+    huge.tryAcquire()!.throttled(1e13);
+    expect(Math.max(...delays)).toBeLessThanOrEqual(MAX_TIMER_MS);
+  });
+
+  it('does not call onSuccess during a pause', () => {
+    const spy = spyController({ success: 1_000 });
+    const { clock, limiter } = setup({ initialUnitsPerMinute: 600, controller: spy.controller });
+    const late = limiter.tryAcquire()!;
+    limiter.tryAcquire()!.throttled(2_000);
+    clock.advance(1_000);
+    late.success();
+    expect(spy.states.filter((s) => s.kind === 'success')).toHaveLength(0);
+    clock.advance(1_000);
+    limiter.tryAcquire()!.success();
+    expect(spy.states.filter((s) => s.kind === 'success')).toHaveLength(1);
+  });
+
+  it('tells the controller the pause since the last cut and counts the increase clock from the end of the pause', () => {
+    const spy = spyController({ throttled: (s) => s.rate * 0.7 });
+    const { clock, limiter } = setup({ initialUnitsPerMinute: 600, controller: spy.controller });
+    limiter.tryAcquire()!.throttled(3_000);
+    clock.advance(5_000);
+    limiter.tryAcquire()!.success();
+    const seen = spy.states.at(-1)!.state;
+    expect(seen).toMatchObject({
+      sinceLastDecrease: 5_000,
+      pauseSinceLastDecrease: 3_000,
+      sinceLastIncrease: 2_000,
+    });
+    expect(seen.rateBeforeLastDecrease).toBe(600);
+  });
+
+  it('leaves an unlimited limiter at its first throttle for the measured send rate', () => {
+    const { clock, limiter } = setup();
+    expect(limiter.rate).toBe(Number.POSITIVE_INFINITY);
+    for (let t = 0; t < 3_000; t += 10) {
+      limiter.tryAcquire()!.success();
+      clock.advance(10);
+    }
+    limiter.tryAcquire()!.throttled();
+    // 100 responses a second = 6,000/min measured; AIMD cuts it by 30 %.
+    expect(limiter.rate).toBeCloseTo(4_200, -1);
+    expect(limiter.tryAcquire()).toBeUndefined();
+  });
+});
+
+describe('AdaptiveRateLimiter: increases', () => {
+  it('climbs by 60 units/min per instance every 10 s while requests wait (AIMD, 2 instances)', async () => {
+    const { clock, limiter } = setup({ initialUnitsPerMinute: 1_000, instanceCount: 2, maxWait: 600_000 });
+    const rates: number[] = [];
+    limiter.on('increased', (e) => rates.push(e.to));
+    for (let second = 0; second < 60; second++) {
+      for (let i = 0; i < 20; i++)
+        void limiter.acquire().then(
+          (p) => p.success(),
+          () => {},
+        );
+      await advance(clock, 1_000, 100);
+    }
+    expect(rates).toEqual([560, 620, 680, 740, 800, 860]);
+    // 360/min per instance in a minute: 720/min for the budget of two.
+    expect((rates.at(-1)! - 500) * 2).toBe(720);
+  });
+
+  it('does not increase when no request had to wait', () => {
+    const { clock, limiter } = setup({ initialUnitsPerMinute: 600 });
+    for (let t = 0; t < 60; t++) {
+      clock.advance(1_000);
+      limiter.tryAcquire()!.success();
+    }
+    expect(limiter.rate).toBe(600);
+  });
+
+  it('restarts the increase clock and clears waited on a non-null answer, even the same rate', () => {
+    const spy = spyController({ success: 600 });
+    const { clock, limiter } = setup({ initialUnitsPerMinute: 600, controller: spy.controller });
+    limiter.tryAcquire(10);
+    limiter.tryAcquire();
+    expect(limiter.snapshot().waited).toBe(true);
+    clock.advance(3_000);
+    limiter.tryAcquire()!.success();
+    expect(limiter.snapshot().waited).toBe(false);
+    clock.advance(1_000);
+    limiter.tryAcquire()!.success();
+    expect(spy.states.at(-1)!.state.sinceLastIncrease).toBe(1_000);
+  });
+
+  it('keeps the rate within [min, max] whatever the controller says', () => {
+    const spy = spyController({ success: 1e9 });
+    const { limiter } = setup({
+      initialUnitsPerMinute: 600,
+      maxUnitsPerMinute: 900,
+      controller: spy.controller,
+    });
+    limiter.tryAcquire()!.success();
+    expect(limiter.rate).toBe(900);
+  });
+
+  it('divides min, max and initial by the instance count', () => {
+    const { limiter } = setup({
+      initialUnitsPerMinute: 1_000,
+      minUnitsPerMinute: 100,
+      maxUnitsPerMinute: 5_625,
+      instanceCount: 2,
+    });
+    expect(limiter.snapshot()).toMatchObject({ rate: 500, minRate: 50, maxRate: 2_812.5, instanceCount: 2 });
+  });
+
+  it('measures the send rate in units of responses, and corrects a permit by the units used', () => {
+    const { clock, limiter } = setup({ initialUnitsPerMinute: 60_000 });
+    for (let t = 0; t < 2_000; t += 100) {
+      limiter.tryAcquire()!.success(3); // charged 1, used 3: 30 units/s
+      clock.advance(100);
+    }
+    limiter.tryAcquire()!.success(3);
+    expect(limiter.snapshot().measuredRate).toBeCloseTo(1_800);
+  });
+});
+
+describe('AdaptiveRateLimiter: options, update, close and events', () => {
+  it.each([
+    [{ initialUnitsPerMinute: -5 }, 'initialUnitsPerMinute', '-5'],
+    [{ minUnitsPerMinute: 10, maxUnitsPerMinute: 5 }, 'minUnitsPerMinute', '10'],
+    [{ maxWait: Number.NaN }, 'maxWait', 'NaN'],
+    [{ aimd: { increaseInterval: 0 } }, 'aimd.increaseInterval', '0'],
+    [{ instanceCount: 1.5 }, 'instanceCount', '1.5'],
+    [{ controller: 'vegas' }, 'controller', '"vegas"'],
+  ])('rejects %j naming the field and the value', (options, field, received) => {
+    const create = () => new AdaptiveRateLimiter(options as AdaptiveLimiterOptions);
+    expect(create).toThrow(ConfigError);
+    expect(create).toThrow(
+      new RegExp(`${field.replace('.', '\\.')}: .*received ${received.replace('.', '\\.')}`),
+    );
+  });
+
+  it('changes limits, controller and waits at run time and keeps its state', () => {
+    const { limiter } = setup({ initialUnitsPerMinute: 6_000 });
+    limiter.tryAcquire()!.throttled();
+    limiter.update({ maxUnitsPerMinute: 3_000, controller: 'cubic', maxWait: 5_000 });
+    expect(limiter.rate).toBe(3_000);
+    expect(limiter.snapshot()).toMatchObject({ cuts: 1, throttles: 1, maxRate: 3_000 });
+    expect(() => limiter.update({ minUnitsPerMinute: 10_000 })).toThrow(/minUnitsPerMinute/);
+    expect(limiter.rate).toBe(3_000);
+  });
+
+  it('rejects every waiter with reason closed, once, and every later acquire', async () => {
+    const { clock, limiter } = setup({ initialUnitsPerMinute: 60 });
+    limiter.tryAcquire();
+    const waiting = queue(limiter, clock, 3);
+    limiter.close();
+    limiter.close();
+    await flush();
+    expect(waiting.errors.map((e) => (e as RateLimitRejectedError).reason)).toEqual([
+      'closed',
+      'closed',
+      'closed',
+    ]);
+    await expect(limiter.acquire()).rejects.toMatchObject({ reason: 'closed' });
+    expect(clock.pendingTimers).toBe(0);
+  });
+
+  it('emits typed events for acquire, reject, throttle and rate changes', async () => {
+    const { clock, limiter } = setup({ initialUnitsPerMinute: 60, queueLimit: 0 });
+    const seen = vi.fn();
+    for (const name of ['acquired', 'rejected', 'throttled', 'decreased'] as const) {
+      limiter.on(name, (e) => seen(name, e));
+    }
+    limiter.tryAcquire()!.throttled();
+    await limiter.acquire().catch(() => {});
+    clock.advance(0);
+    expect(seen.mock.calls.map((c) => c[0])).toEqual(['acquired', 'decreased', 'throttled', 'rejected']);
+    expect(seen.mock.calls[1]![1]).toMatchObject({ from: 60, to: 42, cause: 'throttle' });
+  });
+});
+
+describe('AdaptiveRateLimiter.wrap', () => {
+  it('retries a throttled call up to maxAttempts and then returns its last answer', async () => {
+    const { clock, limiter } = setup({ initialUnitsPerMinute: 60_000 });
+    const fn = vi.fn(async () => ({ status: 429 }));
+    const wrapped = limiter.wrap(fn, {
+      classify: (r) => (r.status === 429 ? { kind: 'throttled', retryAfterMs: 100 } : { kind: 'success' }),
+    });
+    const result = wrapped();
+    await advance(clock, 1_000, 10);
+    await expect(result).resolves.toEqual({ status: 429 });
+    expect(fn).toHaveBeenCalledTimes(4);
+  });
+
+  it('reads a thrown 429 as a throttle and other errors as failures', async () => {
+    const { limiter } = setup({ initialUnitsPerMinute: 60_000 });
+    const boom = Object.assign(new Error('slow down'), { status: 429 });
+    const wrapped = limiter.wrap(async () => Promise.reject(boom), { maxAttempts: 1 });
+    await expect(wrapped()).rejects.toBe(boom);
+    expect(limiter.snapshot().throttles).toBe(1);
+    const failing = limiter.wrap(async () => Promise.reject(new Error('reset')));
+    await expect(failing()).rejects.toThrow('reset');
+    expect(limiter.snapshot().throttles).toBe(1);
+  });
+});
