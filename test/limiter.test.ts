@@ -406,7 +406,7 @@ describe('AdaptiveRateLimiter: options, update, close and events', () => {
     const { clock, limiter } = setup({ initialUnitsPerMinute: 60, queueLimit: 0 });
     const seen = vi.fn();
     for (const name of ['acquired', 'rejected', 'throttled', 'decreased'] as const) {
-      limiter.on(name, (e) => seen(name, e));
+      limiter.on(name, (e: unknown) => seen(name, e));
     }
     limiter.tryAcquire()!.throttled();
     await limiter.acquire().catch(() => {});
