@@ -60,5 +60,5 @@ export async function runAttempts<T>(plan: AttemptPlan<T>): Promise<T> {
 export function feed(permit: Permit, outcome: Outcome): void {
   if (outcome.kind === 'success') permit.success(outcome.units);
   else if (outcome.kind === 'throttled') permit.throttled(outcome.retryAfterMs);
-  else permit.failed();
+  else permit.failed(outcome.retryAfterMs);
 }

@@ -245,6 +245,13 @@ describe('AdaptiveRateLimiter: throttles, cuts and pauses', () => {
     expect(Math.max(...delays)).toBeLessThanOrEqual(MAX_TIMER_MS);
   });
 
+  it('pauses without cutting on a failure that carries a Retry-After', () => {
+    const { limiter } = setup({ initialUnitsPerMinute: 600 });
+    limiter.tryAcquire()!.failed(2_000);
+    limiter.tryAcquire()?.failed();
+    expect(limiter.snapshot()).toMatchObject({ rate: 600, cuts: 0, throttles: 0, pausedUntil: 2_000 });
+  });
+
   it('does not call onSuccess during a pause', () => {
     const spy = spyController({ success: 1_000 });
     const { clock, limiter } = setup({ initialUnitsPerMinute: 600, controller: spy.controller });

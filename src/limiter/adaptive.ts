@@ -307,6 +307,14 @@ export class AdaptiveRateLimiter extends EventEmitter<LimiterEventMap> implement
     this.#arm(now);
   }
 
+  /** @internal A failed answer that asks for a wait (a 503 with Retry-After): pause, no cut. */
+  _failed(retryAfterMs: number): void {
+    if (!(retryAfterMs > 0)) return;
+    const now = this.#clock.now();
+    this.#pause(now, Math.min(retryAfterMs, this.#opts.maxPause), retryAfterMs);
+    this.#arm(now);
+  }
+
   // ---- internals ---------------------------------------------------------------------------
 
   #applyShares(): void {
@@ -540,8 +548,10 @@ class LimiterPermit implements Permit {
     limiter?._throttled(this, retryAfterMs);
   }
 
-  failed(): void {
+  failed(retryAfterMs?: number): void {
+    const limiter = this.#limiter;
     this.#limiter = undefined;
+    if (retryAfterMs !== undefined) limiter?._failed(retryAfterMs);
   }
 }
 

@@ -6,8 +6,12 @@ export interface Permit {
   success(unitsUsed?: number): void;
   /** The request was throttled; `retryAfterMs` pauses the limiter (capped by `maxPause`). */
   throttled(retryAfterMs?: number): void;
-  /** The request failed without an answer about the rate (transport error, 5xx): neither raises nor cuts. */
-  failed(): void;
+  /**
+   * The request failed without an answer about the rate (transport error, 5xx): neither raises nor
+   * cuts. `retryAfterMs` (a 503 with `Retry-After` when 503 is not a throttle status) pauses the
+   * limiter (capped by `maxPause`) without cutting.
+   */
+  failed(retryAfterMs?: number): void;
 }
 
 export interface AcquireOptions {
@@ -19,7 +23,7 @@ export interface AcquireOptions {
 export type Outcome =
   | { kind: 'success'; units?: number }
   | { kind: 'throttled'; retryAfterMs?: number }
-  | { kind: 'failed' };
+  | { kind: 'failed'; retryAfterMs?: number };
 
 export interface WrapOptions<R> {
   /** The cost of a call in units, or a function of its arguments. @default 1 */
