@@ -393,6 +393,17 @@ describe('AdaptiveRateLimiter: options, update, close and events', () => {
     expect(limiter.rate).toBe(3_000);
   });
 
+  it('sets the rate and pauses on request, within the limits', () => {
+    const { limiter } = setup({ initialUnitsPerMinute: 600, maxUnitsPerMinute: 1_200, maxPause: 5_000 });
+    limiter.setRate(900);
+    expect(limiter.rate).toBe(900);
+    limiter.setRate(1e9);
+    expect(limiter.rate).toBe(1_200);
+    expect(() => limiter.setRate(-1)).toThrow(/rate: expected a positive number \(received -1\)/);
+    limiter.pauseFor(60_000);
+    expect(limiter.snapshot()).toMatchObject({ pausedUntil: 5_000, cuts: 0 });
+  });
+
   it('rejects every waiter with reason closed, once, and every later acquire', async () => {
     const { clock, limiter } = setup({ initialUnitsPerMinute: 60 });
     limiter.tryAcquire();

@@ -227,6 +227,30 @@ export class AdaptiveRateLimiter extends EventEmitter<LimiterEventMap> implement
     this.#arm(now);
   }
 
+  /**
+   * Sets the current rate (units/min of this process, clamped to [min, max]) without asking the
+   * controller: for an operator, or a coordinator that shares one budget between processes.
+   * Like any change of rate it clears `waited`; the cut bookkeeping is kept.
+   */
+  setRate(rate: number): void {
+    if (!(rate > 0)) throw new ConfigError([{ path: 'rate', message: 'expected a positive number', received: rate }]);
+    const now = this.#clock.now();
+    const next = clamp(rate, this.#minRate, this.#maxRate);
+    if (next !== this.#rate) this.#changeRate(next, now, 'update');
+    this.#arm(now);
+  }
+
+  /**
+   * Pauses every send for `ms` (capped by `maxPause`), as a Retry-After does, without a cut.
+   * A shorter pause than the current one changes nothing.
+   */
+  pauseFor(ms: number): void {
+    if (!(ms >= 0)) throw new ConfigError([{ path: 'ms', message: 'expected a number >= 0', received: ms }]);
+    const now = this.#clock.now();
+    if (ms > 0) this.#pause(now, Math.min(ms, this.#opts.maxPause), ms);
+    this.#arm(now);
+  }
+
   /** Rejects every waiter (reason `closed`) and every later acquire; idempotent. */
   close(): void {
     if (this.#closed) return;
@@ -309,10 +333,7 @@ export class AdaptiveRateLimiter extends EventEmitter<LimiterEventMap> implement
 
   /** @internal A failed answer that asks for a wait (a 503 with Retry-After): pause, no cut. */
   _failed(retryAfterMs: number): void {
-    if (!(retryAfterMs > 0)) return;
-    const now = this.#clock.now();
-    this.#pause(now, Math.min(retryAfterMs, this.#opts.maxPause), retryAfterMs);
-    this.#arm(now);
+    if (retryAfterMs > 0) this.pauseFor(retryAfterMs);
   }
 
   // ---- internals ---------------------------------------------------------------------------
