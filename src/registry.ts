@@ -1,0 +1,396 @@
+import { EventEmitter } from 'node:events';
+import { z } from 'zod';
+import { type Clock, systemClock } from './clock.js';
+import {
+  conflictMessage,
+  exactOrigin,
+  exactOriginConflicts,
+  type LimiterConfig,
+  limiterConfigIssues,
+} from './config/schema.js';
+import { AdaptiveRateLimitError, ConfigError, type ConfigIssue } from './errors.js';
+import { normalizeOrigin, originMatcher } from './http/origin.js';
+import { AdaptiveRateLimiter } from './limiter/adaptive.js';
+import { configErrorFrom } from './limiter/options.js';
+
+/** Options of a {@link RateLimiterRegistry}. */
+export interface RegistryOptions {
+  /** Named limiters, each with the origins it covers, in declaration order. @default {} */
+  limiters?: Record<string, LimiterConfig>;
+  /**
+   * The config for an origin no limiter covers: each such origin gets a limiter of its own, made
+   * on first use and named after the normalized origin. `false` passes those origins through
+   * (`limiterFor` returns `undefined`). @default {}
+   */
+  default?: Omit<LimiterConfig, 'origins'> | false;
+  /** The time source of the registry and of every limiter it makes. @default systemClock */
+  clock?: Clock;
+  /**
+   * The most per-origin limiters kept (an integer >= 1); making one more drops the least recently
+   * used idle one. Limiters with requests queued or a pause running are never dropped, so the
+   * count can exceed this while that many are busy. @default 1_000
+   */
+  maxOriginLimiters?: number;
+  /**
+   * A per-origin limiter that is idle (nothing queued, not paused) and was not looked up for this
+   * long (ms) is dropped; the next request to its origin starts a fresh one. Checked lazily,
+   * during `limiterFor`, at most every `idleTimeout / 10` ms: no timers. @default 600_000
+   */
+  idleTimeout?: number;
+}
+
+/** The typed events of a {@link RateLimiterRegistry} (Resilience4j's entry events). */
+export interface RegistryEventMap {
+  /** A limiter joined the registry: by `add`, or made on demand for an origin. */
+  added: [{ name: string; limiter: AdaptiveRateLimiter }];
+  /** A limiter left the registry: by `remove`, or a per-origin limiter dropped as idle or over the cap. */
+  removed: [{ name: string; limiter: AdaptiveRateLimiter }];
+  /** `replace` put `limiter` in the place of `old`. */
+  replaced: [{ name: string; old: AdaptiveRateLimiter; limiter: AdaptiveRateLimiter }];
+}
+
+export const REGISTRY_DEFAULTS = { maxOriginLimiters: 1_000, idleTimeout: 600_000 } as const;
+
+const registryOptionsSchema = z
+  .object({
+    maxOriginLimiters: z.number().int().min(1),
+    idleTimeout: z.number().nonnegative(),
+  })
+  .partial();
+
+interface NamedEntry {
+  readonly config: LimiterConfig;
+  readonly limiter: AdaptiveRateLimiter;
+  /** Its exact origins, normalized. */
+  readonly exact: readonly string[];
+  /** Its wildcard patterns as one predicate, if it has any. */
+  readonly wildcard: ((origin: string) => boolean) | undefined;
+}
+
+interface OriginEntry {
+  readonly limiter: AdaptiveRateLimiter;
+  /** When `limiterFor` last returned it (ms on the registry's clock). */
+  usedAt: number;
+}
+
+/**
+ * Named limiters and the map from origins to them. A request's origin goes to the named limiter
+ * that lists it (an exact origin beats a wildcard; among wildcards the limiter declared first
+ * wins), else to a limiter of its own made from `default`, else (with `default: false`) to none.
+ *
+ * The registry closes a limiter only in `remove` and `close`. A limiter that leaves it in other
+ * ways (`replace`, or a per-origin limiter dropped as idle or over the cap) is not closed: a
+ * request still holding it, such as a retry after a 429, is served by it, and it is garbage
+ * once nothing holds it (an idle limiter holds no timer).
+ */
+export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
+  readonly #clock: Clock;
+  readonly #default: Omit<LimiterConfig, 'origins'> | false;
+  readonly #maxOriginLimiters: number;
+  readonly #idleTimeout: number;
+  /** In declaration order; `replace` keeps a limiter's place. */
+  readonly #named = new Map<string, NamedEntry>();
+  /** Exact origin to the name of the limiter that lists it. */
+  readonly #exact = new Map<string, string>();
+  /** Per-origin limiters, least recently used first (a use deletes and sets again). */
+  readonly #perOrigin = new Map<string, OriginEntry>();
+  #sweptAt: number;
+  #closed = false;
+
+  constructor(options: RegistryOptions = {}) {
+    super();
+    const parsed = registryOptionsSchema.safeParse(options);
+    if (!parsed.success) throw configErrorFrom(parsed.error, options, 'rate limiter registry options');
+    this.#clock = options.clock ?? systemClock;
+    this.#maxOriginLimiters = parsed.data.maxOriginLimiters ?? REGISTRY_DEFAULTS.maxOriginLimiters;
+    this.#idleTimeout = parsed.data.idleTimeout ?? REGISTRY_DEFAULTS.idleTimeout;
+    this.#default = options.default ?? {};
+    this.#sweptAt = this.#clock.now();
+
+    const issues: ConfigIssue[] = [];
+    if (this.#default !== false) issues.push(...this.#checkDefault(this.#default));
+    const entries = Object.entries(options.limiters ?? {});
+    for (const [name, config] of entries) {
+      const built = this.#build(name, config);
+      if ('issues' in built) issues.push(...built.issues);
+      else this.#named.set(name, built);
+    }
+    issues.push(...conflictIssues(entries));
+    if (issues.length > 0) throw new ConfigError(issues, 'rate limiter registry options');
+    for (const [name, entry] of this.#named) this.#index(name, entry);
+  }
+
+  /**
+   * The limiter for requests to `origin` (any URL of it; it is normalized, so
+   * `HTTPS://API.Example.com:443/` and `https://api.example.com` share a limiter): the named
+   * limiter that covers it, else its per-origin limiter (made now if there is none), else
+   * `undefined` when `default` is `false`.
+   *
+   * @throws {ConfigError} when `origin` is not an http(s) URL.
+   */
+  limiterFor(origin: string | URL): AdaptiveRateLimiter | undefined {
+    const key = normalizeOrigin(origin);
+    const name = this.#owner(key);
+    if (name !== undefined) return this.#named.get(name)?.limiter;
+    if (this.#default === false) return undefined;
+
+    const now = this.#clock.now();
+    this.#sweep(now);
+    const found = this.#perOrigin.get(key);
+    if (found !== undefined) {
+      found.usedAt = now;
+      this.#perOrigin.delete(key);
+      this.#perOrigin.set(key, found);
+      return found.limiter;
+    }
+    const limiter = this.#make(key, this.#default);
+    if (this.#closed) {
+      // A closed registry answers every origin with a closed limiter, and keeps none of them.
+      limiter.close();
+      return limiter;
+    }
+    this.#perOrigin.set(key, { limiter, usedAt: now });
+    this.emit('added', { name: key, limiter });
+    this.#trim(key);
+    return limiter;
+  }
+
+  /** The config of the limiter `name`: its own, or `default` for a per-origin limiter. */
+  configFor(name: string): LimiterConfig | undefined {
+    const named = this.#named.get(name);
+    if (named !== undefined) return named.config;
+    return this.#perOrigin.has(name) && this.#default !== false ? this.#default : undefined;
+  }
+
+  /** The limiter `name` (named, or per-origin by its origin); does not count as a use. */
+  get(name: string): AdaptiveRateLimiter | undefined {
+    return this.#named.get(name)?.limiter ?? this.#perOrigin.get(name)?.limiter;
+  }
+
+  /** The named limiters in declaration order, then the per-origin ones, least recently used first. */
+  names(): string[] {
+    return [...this.#named.keys(), ...this.#perOrigin.keys()];
+  }
+
+  /**
+   * Adds a named limiter. Per-origin limiters of origins it covers leave the registry (not closed).
+   * @throws {ConfigError} when the name is taken, the config is bad, or one of its exact origins
+   * belongs to another limiter.
+   */
+  add(name: string, config: LimiterConfig): AdaptiveRateLimiter {
+    this.#assertOpen('add');
+    if (this.#named.has(name)) {
+      throw new ConfigError(
+        [
+          {
+            path: `limiters.${name}`,
+            message: 'a limiter of this name exists; use replace()',
+            received: name,
+          },
+        ],
+        'rate limiter registry',
+      );
+    }
+    const entry = this.#buildOrThrow(name, config, this.#named.entries());
+    this.#named.set(name, entry);
+    this.#index(name, entry);
+    this.emit('added', { name, limiter: entry.limiter });
+    return entry.limiter;
+  }
+
+  /**
+   * Puts a fresh limiter made from `config` in the place of `name` (same declaration order), for
+   * every request from now on; to change options and keep the learned rate, use
+   * `get(name).update(...)` instead. The old limiter is not closed: the requests already queued
+   * in it, or holding it for a retry, are served by it, so a config change fails no caller.
+   * @throws {ConfigError} when there is no such limiter or the config is bad; nothing changes then.
+   */
+  replace(name: string, config: LimiterConfig): AdaptiveRateLimiter {
+    this.#assertOpen('replace');
+    const old = this.#named.get(name);
+    if (old === undefined) {
+      throw new ConfigError(
+        [{ path: `limiters.${name}`, message: 'no limiter of this name; use add()', received: name }],
+        'rate limiter registry',
+      );
+    }
+    const others = [...this.#named.entries()].filter(([n]) => n !== name);
+    const entry = this.#buildOrThrow(name, config, others);
+    this.#unindex(name, old);
+    this.#named.set(name, entry);
+    this.#index(name, entry);
+    this.emit('replaced', { name, old: old.limiter, limiter: entry.limiter });
+    return entry.limiter;
+  }
+
+  /**
+   * Removes the limiter `name` (named, or per-origin by its origin) and closes it: its waiters
+   * reject with reason `closed`. Its origins go to `default` from now on.
+   * @returns whether there was such a limiter.
+   */
+  remove(name: string): boolean {
+    const named = this.#named.get(name);
+    const limiter = named?.limiter ?? this.#perOrigin.get(name)?.limiter;
+    if (limiter === undefined) return false;
+    if (named !== undefined) {
+      this.#unindex(name, named);
+      this.#named.delete(name);
+    } else this.#perOrigin.delete(name);
+    limiter.close();
+    this.emit('removed', { name, limiter });
+    return true;
+  }
+
+  /**
+   * Closes every limiter (their waiters reject with reason `closed`); idempotent. The limiters
+   * stay listed, so `limiterFor` keeps answering, with closed limiters; `add` and `replace` throw.
+   */
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    for (const entry of this.#named.values()) entry.limiter.close();
+    for (const entry of this.#perOrigin.values()) entry.limiter.close();
+  }
+
+  // ---- internals ---------------------------------------------------------------------------
+
+  #owner(origin: string): string | undefined {
+    const exact = this.#exact.get(origin);
+    if (exact !== undefined) return exact;
+    for (const [name, entry] of this.#named) {
+      if (entry.wildcard?.(origin)) return name;
+    }
+    return undefined;
+  }
+
+  #make(name: string, config: LimiterConfig): AdaptiveRateLimiter {
+    const { origins: _origins, maxConcurrent: _maxConcurrent, ...options } = config;
+    return new AdaptiveRateLimiter({ ...options, name, clock: this.#clock });
+  }
+
+  /** A limiter and its origin index for `config`, or every issue of the config. */
+  #build(name: string, config: LimiterConfig): NamedEntry | { issues: ConfigIssue[] } {
+    const path = `limiters.${name}`;
+    const issues: ConfigIssue[] = [];
+    if (typeof name !== 'string' || name === '') {
+      issues.push({ path, message: 'a limiter name must be a non-empty string', received: name });
+    }
+    if (typeof config !== 'object' || config === null) {
+      return { issues: [...issues, { path, message: 'expected a limiter config object', received: config }] };
+    }
+    issues.push(...limiterConfigIssues(config, path));
+    const limiter = collect(issues, path, () => this.#make(name, config));
+    if (issues.length > 0 || limiter === undefined) return { issues };
+    const origins = config.origins ?? [];
+    const wildcards = origins.filter((pattern) => pattern.includes('*'));
+    return {
+      config: { ...config, origins: [...origins] },
+      limiter,
+      exact: origins.map(exactOrigin).filter((origin) => origin !== undefined),
+      wildcard: wildcards.length > 0 ? originMatcher(wildcards) : undefined,
+    };
+  }
+
+  #buildOrThrow(
+    name: string,
+    config: LimiterConfig,
+    others: Iterable<readonly [string, NamedEntry]>,
+  ): NamedEntry {
+    const built = this.#build(name, config);
+    const existing = [...others].map(([n, entry]) => [n, entry.config] as const);
+    const conflicts = conflictIssues([...existing, [name, config]]).filter((issue) =>
+      issue.path.startsWith(`limiters.${name}.origins.`),
+    );
+    const issues = 'issues' in built ? [...built.issues, ...conflicts] : conflicts;
+    if (issues.length > 0 || 'issues' in built) throw new ConfigError(issues, 'rate limiter registry');
+    return built;
+  }
+
+  #checkDefault(config: Omit<LimiterConfig, 'origins'>): ConfigIssue[] {
+    const issues: ConfigIssue[] = [];
+    if (typeof config !== 'object' || config === null) {
+      return [{ path: 'default', message: 'expected a limiter config object or false', received: config }];
+    }
+    if ('origins' in config) {
+      issues.push({
+        path: 'default.origins',
+        message: 'the default covers every origin no limiter names; it takes no origins',
+        received: (config as LimiterConfig).origins,
+      });
+    }
+    issues.push(...limiterConfigIssues(config, 'default'));
+    collect(issues, 'default', () => this.#make('default', config));
+    return issues;
+  }
+
+  #index(name: string, entry: NamedEntry): void {
+    for (const origin of entry.exact) if (!this.#exact.has(origin)) this.#exact.set(origin, name);
+    // Per-origin limiters of origins this one now covers leave the registry.
+    for (const [origin, found] of this.#perOrigin) {
+      if (this.#owner(origin) === name) {
+        this.#perOrigin.delete(origin);
+        this.emit('removed', { name: origin, limiter: found.limiter });
+      }
+    }
+  }
+
+  #unindex(name: string, entry: NamedEntry): void {
+    for (const origin of entry.exact) if (this.#exact.get(origin) === name) this.#exact.delete(origin);
+  }
+
+  /** Drops per-origin limiters idle for `idleTimeout`; runs at most every `idleTimeout / 10` ms. */
+  #sweep(now: number): void {
+    if (now - this.#sweptAt < this.#idleTimeout / 10) return;
+    this.#sweptAt = now;
+    for (const [origin, entry] of this.#perOrigin) {
+      if (now - entry.usedAt < this.#idleTimeout) break; // LRU order: the rest were used later
+      if (isIdle(entry.limiter)) this.#drop(origin, entry);
+    }
+  }
+
+  /** Drops the least recently used idle per-origin limiters while there are more than the cap. */
+  #trim(keep: string): void {
+    for (const [origin, entry] of this.#perOrigin) {
+      if (this.#perOrigin.size <= this.#maxOriginLimiters) return;
+      if (origin !== keep && isIdle(entry.limiter)) this.#drop(origin, entry);
+    }
+  }
+
+  #drop(origin: string, entry: OriginEntry): void {
+    this.#perOrigin.delete(origin);
+    this.emit('removed', { name: origin, limiter: entry.limiter });
+  }
+
+  #assertOpen(action: string): void {
+    if (this.#closed)
+      throw new AdaptiveRateLimitError('ERR_REGISTRY_CLOSED', `cannot ${action}: the registry is closed`);
+  }
+}
+
+/** Nothing queued and no pause running: dropping it loses nothing but its learned rate. */
+function isIdle(limiter: AdaptiveRateLimiter): boolean {
+  const snapshot = limiter.snapshot();
+  return snapshot.queued === 0 && snapshot.pausedUntil === undefined;
+}
+
+/** Runs `fn`; its {@link ConfigError} issues join `issues`, each path under `path`. */
+function collect<T>(issues: ConfigIssue[], path: string, fn: () => T): T | undefined {
+  try {
+    return fn();
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error;
+    for (const issue of error.issues)
+      issues.push({ ...issue, path: issue.path ? `${path}.${issue.path}` : path });
+    return undefined;
+  }
+}
+
+function conflictIssues(
+  limiters: Iterable<readonly [string, { origins?: readonly unknown[] | undefined } | undefined]>,
+): ConfigIssue[] {
+  return exactOriginConflicts(limiters).map((c) => ({
+    path: `limiters.${c.name}.origins.${c.index}`,
+    message: conflictMessage(c),
+    received: c.pattern,
+  }));
+}

@@ -1,0 +1,277 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../src/config/load.js';
+import { parseConfig } from '../src/config/schema.js';
+import { ConfigError } from '../src/errors.js';
+import { RateLimiterRegistry } from '../src/registry.js';
+
+function configError(fn: () => unknown): ConfigError {
+  try {
+    fn();
+  } catch (error) {
+    if (error instanceof ConfigError) return error;
+    throw error;
+  }
+  throw new Error('expected a ConfigError');
+}
+
+describe('parseConfig', () => {
+  it('parses our camelCase shape, turning durations into ms and filling in the defaults', () => {
+    const config = parseConfig({
+      limiters: {
+        github: {
+          origins: ['https://api.github.com', '*.githubusercontent.com'],
+          controller: 'cubic',
+          maxWait: '30s',
+          maxUnitsPerMinute: 4_500,
+          maxConcurrent: 8,
+          aimd: { increaseInterval: '10s', increaseStep: 60 },
+        },
+      },
+    });
+    expect(config).toEqual({
+      limiters: {
+        github: {
+          origins: ['https://api.github.com', '*.githubusercontent.com'],
+          controller: 'cubic',
+          maxWait: 30_000,
+          maxUnitsPerMinute: 4_500,
+          maxConcurrent: 8,
+          aimd: { increaseInterval: 10_000, increaseStep: 60 },
+        },
+      },
+      default: {},
+      maxAttempts: 4,
+      throttleStatuses: [429],
+      maxReplayBodyBytes: 1024 * 1024,
+    });
+  });
+
+  it.each([
+    ['maxWait', 2_500, 2_500],
+    ['maxWait', '500ms', 500],
+    ['decreaseCooldown', '2m', 120_000],
+    ['maxPause', '00:05:00', 300_000],
+    ['maxPause', '1.5s', 1_500],
+  ])('reads %s %j as %d ms', (field, value, ms) => {
+    expect(parseConfig({ default: { [field]: value } }).default).toEqual({ [field]: ms });
+  });
+
+  it('takes default false, and the top-level options', () => {
+    const config = parseConfig({
+      default: false,
+      maxAttempts: 2,
+      throttleStatuses: [429, 503],
+      maxReplayBodyBytes: 0,
+    });
+    expect(config).toEqual({
+      limiters: {},
+      default: false,
+      maxAttempts: 2,
+      throttleStatuses: [429, 503],
+      maxReplayBodyBytes: 0,
+    });
+  });
+
+  const appsettings = {
+    Logging: { LogLevel: { Default: 'Information' } },
+    AdaptiveRateLimiting: {
+      Limiters: {
+        'orders-api': {
+          Origins: ['https://orders.example.com'],
+          Controller: 'Cubic',
+          InitialUnitsPerMinute: 600,
+          MaxWait: '00:00:30',
+          Aimd: { IncreaseInterval: '00:00:10' },
+        },
+        Billing: { Controller: 'AIMD', Cubic: { Beta: 0.8 } },
+      },
+      Default: { MaxConcurrent: 4 },
+      MaxAttempts: 3,
+    },
+  };
+  const expected = {
+    limiters: {
+      'orders-api': {
+        origins: ['https://orders.example.com'],
+        controller: 'cubic',
+        initialUnitsPerMinute: 600,
+        maxWait: 30_000,
+        aimd: { increaseInterval: 10_000 },
+      },
+      Billing: { controller: 'aimd', cubic: { beta: 0.8 } },
+    },
+    default: { maxConcurrent: 4 },
+    maxAttempts: 3,
+    throttleStatuses: [429],
+    maxReplayBodyBytes: 1024 * 1024,
+  };
+
+  it('parses a whole appsettings.json: PascalCase keys, TimeSpans, controller names in any case', () => {
+    expect(parseConfig(appsettings)).toEqual(expected);
+  });
+
+  it('parses the AdaptiveRateLimiting section on its own', () => {
+    expect(parseConfig(appsettings.AdaptiveRateLimiting)).toEqual(expected);
+  });
+
+  it("parses the seed's own example", () => {
+    const seed = { AdaptiveRateLimiting: { Limiters: { 'orders-api': { Controller: 'Cubic' } } } };
+    expect(parseConfig(seed).limiters).toEqual({ 'orders-api': { controller: 'cubic' } });
+  });
+
+  it('lists every bad field at once, each with its path and the value received', () => {
+    const error = configError(() =>
+      parseConfig({
+        limiters: {
+          github: {
+            origins: ['https://api.github.com/v3'],
+            controller: 'vegas',
+            maxWait: '10 sec',
+            queueLimit: -1,
+            minUnitsPerMinute: 100,
+            maxUnitsPerMinute: 10,
+            aimd: { decreaseFactor: 1.5 },
+          },
+          other: { initialUnitsPerMinute: 0.5 },
+        },
+        default: { maxConcurrent: 0 },
+        maxAttempts: 0,
+        throttleStatuses: [429, 200],
+      }),
+    );
+    expect(error.issues.map((i) => [i.path, i.received])).toEqual([
+      ['limiters.github.controller', 'vegas'],
+      ['limiters.github.maxWait', '10 sec'],
+      ['limiters.github.queueLimit', -1],
+      ['limiters.github.aimd.decreaseFactor', 1.5],
+      ['limiters.github.origins.0', 'https://api.github.com/v3'],
+      ['limiters.github.minUnitsPerMinute', 100],
+      ['limiters.other.initialUnitsPerMinute', 0.5],
+      ['default.maxConcurrent', 0],
+      ['maxAttempts', 0],
+      ['throttleStatuses.1', 200],
+    ]);
+    expect(error.message).toContain('limiters.github.maxWait');
+    expect(error.message).toContain('(received "10 sec")');
+    expect(error.issues.find((i) => i.path === 'limiters.github.minUnitsPerMinute')?.message).toMatch(
+      /maxUnitsPerMinute \(10\)/,
+    );
+  });
+
+  it('names an unknown key by its path, as written, with the keys it could have been', () => {
+    const error = configError(() =>
+      parseConfig({ limiters: { github: { maxWiat: '30s', aimd: { step: 1 } } } }),
+    );
+    expect(error.issues.map((i) => [i.path, i.received])).toEqual([
+      ['limiters.github.aimd.step', 1],
+      ['limiters.github.maxWiat', '30s'],
+    ]);
+    expect(error.issues[1]?.message).toMatch(/unknown key .*maxWait/);
+  });
+
+  it('names paths of an appsettings file in its own spelling', () => {
+    const error = configError(() =>
+      parseConfig({ AdaptiveRateLimiting: { Limiters: { 'orders-api': { MaxWait: 'soon', Extra: 1 } } } }),
+    );
+    expect(error.issues.map((i) => i.path)).toEqual([
+      'AdaptiveRateLimiting.Limiters.orders-api.MaxWait',
+      'AdaptiveRateLimiting.Limiters.orders-api.Extra',
+    ]);
+  });
+
+  it('refuses an exact origin listed by two limiters', () => {
+    const error = configError(() =>
+      parseConfig({
+        limiters: { a: { origins: ['https://a.test'] }, b: { origins: ['HTTPS://A.TEST:443'] } },
+      }),
+    );
+    expect(error.issues).toEqual([
+      {
+        path: 'limiters.b.origins.0',
+        message: expect.stringContaining('limiter "a"'),
+        received: 'HTTPS://A.TEST:443',
+      },
+    ]);
+  });
+
+  it('refuses origins in the default, a default that is neither false nor an object, and a non-object', () => {
+    expect(configError(() => parseConfig({ default: { origins: [] } })).issues[0]?.path).toBe(
+      'default.origins',
+    );
+    expect(configError(() => parseConfig({ default: true })).issues[0]).toMatchObject({
+      path: 'default',
+      received: true,
+    });
+    expect(configError(() => parseConfig('limiters')).issues[0]?.path).toBe('');
+  });
+
+  it('gives a config the registry takes as it is', () => {
+    const config = parseConfig({
+      limiters: { github: { origins: ['https://api.github.com'], maxWait: '5s' } },
+      default: false,
+    });
+    const registry = new RateLimiterRegistry(config);
+    expect(registry.limiterFor('https://api.github.com')?.name).toBe('github');
+    expect(registry.limiterFor('https://elsewhere.test')).toBeUndefined();
+  });
+});
+
+describe('loadConfig', () => {
+  let dir: string;
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'arl-config-'));
+  });
+  afterAll(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('reads a JSON file', async () => {
+    const file = join(dir, 'limits.json');
+    await writeFile(file, JSON.stringify({ limiters: { github: { origins: ['https://api.github.com'] } } }));
+    expect((await loadConfig(file)).limiters).toEqual({ github: { origins: ['https://api.github.com'] } });
+  });
+
+  it('reads an appsettings.json with a BOM, comments and trailing commas, as .NET does', async () => {
+    const file = join(dir, 'appsettings.json');
+    const text = `\uFEFF{
+  // the limiter section
+  "AdaptiveRateLimiting": {
+    "Limiters": {
+      "orders-api": { "Controller": "Cubic", /* learn fast */ "Origins": ["https://orders.test"], },
+    },
+  },
+  "AllowedHosts": "*"
+}`;
+    await writeFile(file, text);
+    expect((await loadConfig(file)).limiters).toEqual({
+      'orders-api': { controller: 'cubic', origins: ['https://orders.test'] },
+    });
+  });
+
+  it('keeps comment-like text inside strings', async () => {
+    const file = join(dir, 'strings.json');
+    await writeFile(file, '{ "limiters": { "a//b": { "origins": ["https://a.test"] }, "c,}": {} } }');
+    expect(Object.keys((await loadConfig(file)).limiters)).toEqual(['a//b', 'c,}']);
+  });
+
+  it('reports a JSON syntax error as a ConfigError naming the file and the line', async () => {
+    const file = join(dir, 'broken.json');
+    await writeFile(file, '{\n  "limiters": {\n    "a": { "maxWait": 5 }\n    "b": {}\n  }\n}');
+    const error = await loadConfig(file).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ConfigError);
+    expect((error as ConfigError).message).toContain(file);
+    expect((error as ConfigError).message).toMatch(/line 4/);
+  });
+
+  it('names the file when a field is bad', async () => {
+    const file = join(dir, 'bad.json');
+    await writeFile(file, JSON.stringify({ maxAttempts: 'four' }));
+    const error = await loadConfig(file).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ConfigError);
+    expect((error as ConfigError).message).toContain(file);
+    expect((error as ConfigError).issues[0]).toMatchObject({ path: 'maxAttempts', received: 'four' });
+  });
+});
