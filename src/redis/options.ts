@@ -1,0 +1,95 @@
+import type { Redis } from 'ioredis';
+import { z } from 'zod';
+import { ConfigError } from '../errors.js';
+import { type AdaptiveLimiterOptions, configErrorFrom } from '../limiter/options.js';
+
+/**
+ * Options of {@link createSharedBudget}: the limiter's options (rates are units/min of the WHOLE
+ * budget, shared by every process) plus how to reach Redis and how often to talk to it.
+ */
+export interface SharedBudgetOptions extends AdaptiveLimiterOptions {
+  /** A Redis URL (`redis://127.0.0.1:6379/0`) or an ioredis client you own (it is not closed). */
+  redis: string | Redis;
+  /** The budget's name: every process that passes the same name (and Redis) shares one budget. */
+  name: string;
+  /**
+   * ms between two heartbeats. Each heartbeat is one Redis round trip (one Lua script); a change
+   * of the shared rate, the members or a pause reaches this process within one heartbeat.
+   * @default 250
+   */
+  heartbeatInterval?: number;
+  /**
+   * A member that has not sent a heartbeat for this long (ms) is dropped from the budget.
+   * @default 4 × heartbeatInterval
+   */
+  memberTimeout?: number;
+  /**
+   * Longest wait for a Redis reply (ms) before the call counts as failed (and the budget as
+   * degraded). @default max(1_000, 2 × heartbeatInterval)
+   */
+  redisTimeout?: number;
+  /**
+   * The part of the whole rate kept as a floor for every member, split between them, so an idle
+   * process can still send at once (0 to 1). The rest is split by demand. @default 0.05
+   */
+  floorFraction?: number;
+  /**
+   * While Redis cannot be reached, reject every acquire (`SharedBudgetUnavailableError`) instead
+   * of serving from this process's last known share. @default false
+   */
+  failClosed?: boolean;
+  /** Prefix of the Redis keys. @default 'arl:' */
+  keyPrefix?: string;
+  /** The shared state expires after this long (ms) with no member left. @default 3_600_000 */
+  stateTtl?: number;
+}
+
+/** The coordinator's own options after defaults. */
+export interface ResolvedSharedOptions {
+  name: string;
+  heartbeatInterval: number;
+  memberTimeout: number;
+  redisTimeout: number;
+  floorFraction: number;
+  failClosed: boolean;
+  keyPrefix: string;
+  stateTtl: number;
+}
+
+const positiveMs = z.number().positive().finite();
+
+const sharedSchema = z.object({
+  name: z.string().min(1),
+  heartbeatInterval: positiveMs.optional(),
+  memberTimeout: positiveMs.optional(),
+  redisTimeout: positiveMs.optional(),
+  floorFraction: z.number().min(0).max(1).optional(),
+  failClosed: z.boolean().optional(),
+  keyPrefix: z.string().optional(),
+  stateTtl: positiveMs.optional(),
+});
+
+/** Validates the coordinator's options and fills in the defaults; throws {@link ConfigError}. */
+export function resolveSharedOptions(options: SharedBudgetOptions): ResolvedSharedOptions {
+  const redis: unknown = options.redis;
+  if (typeof redis !== 'string' && (typeof redis !== 'object' || redis === null)) {
+    throw new ConfigError(
+      [{ path: 'redis', message: 'expected a Redis URL or an ioredis client', received: redis }],
+      'shared budget options',
+    );
+  }
+  const parsed = sharedSchema.safeParse(options);
+  if (!parsed.success) throw configErrorFrom(parsed.error, options, 'shared budget options');
+  const o = parsed.data;
+  const heartbeatInterval = o.heartbeatInterval ?? 250;
+  return {
+    name: o.name,
+    heartbeatInterval,
+    memberTimeout: o.memberTimeout ?? 4 * heartbeatInterval,
+    redisTimeout: o.redisTimeout ?? Math.max(1_000, 2 * heartbeatInterval),
+    floorFraction: o.floorFraction ?? 0.05,
+    failClosed: o.failClosed ?? false,
+    keyPrefix: o.keyPrefix ?? 'arl:',
+    stateTtl: o.stateTtl ?? 3_600_000,
+  };
+}

@@ -1,0 +1,511 @@
+import { createHash, randomUUID } from 'node:crypto';
+import { EventEmitter } from 'node:events';
+import { hostname } from 'node:os';
+import { Redis } from 'ioredis';
+import type { Clock } from '../clock.js';
+import { AdaptiveRateLimitError } from '../errors.js';
+import { AdaptiveRateLimiter, type LimiterSnapshot } from '../limiter/adaptive.js';
+import { resolveLimiterOptions } from '../limiter/options.js';
+import type { AcquireOptions, Permit, RateLimiter, WrapOptions } from '../limiter/types.js';
+import { wrapWithLimiter } from '../limiter/wrap.js';
+import { type ResolvedSharedOptions, resolveSharedOptions, type SharedBudgetOptions } from './options.js';
+import { CUT, HEARTBEAT, LEAVE, PAUSE } from './scripts.js';
+
+/** A backlog of queued units counts as demand to be served within this many ms. */
+const BACKLOG_MS = 1_000;
+/** A new share closer than this (relative) to the current rate is not applied: no churn. */
+const SHARE_TOLERANCE = 0.005;
+/** A shared pause that ends within this many ms of the local one is not applied again. */
+const PAUSE_TOLERANCE_MS = 25;
+/** The local limiter's floor (units/min): a member's share may be below the whole budget's min. */
+const LOCAL_MIN_RATE = 1e-3;
+
+/** What this process last learned from Redis. Rates in units/min. */
+export interface SharedState {
+  /** The whole budget's rate; `undefined` while not learned (no initial rate, no throttle yet). */
+  rate: number | undefined;
+  /** This member's share of the rate; `undefined` while the rate is not learned. */
+  share: number | undefined;
+  /** Live members, this one included (1 before the first reply). */
+  members: number;
+  /** Cuts of the shared rate so far: a throttle cuts only a request sent in the current epoch. */
+  epoch: number;
+  /** True while Redis cannot be reached and this process serves from its last known share. */
+  degraded: boolean;
+  /** Redis round trips made so far (one per heartbeat, cut or pause; two on a script cache miss). */
+  roundTrips: number;
+}
+
+/** The events of a {@link SharedBudget}; the local limiter's own events are on `budget.limiter`. */
+export interface SharedBudgetEventMap {
+  /** Redis could not be reached: this process now serves from `rate` (units/min), its local share. */
+  degraded: [{ budget: string; error: unknown; rate: number }];
+  /** Redis answers again: sharing resumed. */
+  recovered: [{ budget: string; members: number }];
+  /** The number of live members changed. */
+  members: [{ budget: string; from: number; to: number }];
+}
+
+/** Thrown by `acquire` of a `failClosed` budget while Redis cannot be reached. */
+export class SharedBudgetUnavailableError extends AdaptiveRateLimitError {
+  readonly budget: string;
+
+  constructor(budget: string, cause: unknown) {
+    const detail = cause instanceof Error ? cause.message : String(cause);
+    super('ERR_SHARED_BUDGET_UNAVAILABLE', `shared budget "${budget}": Redis unreachable (${detail})`, {
+      cause,
+    });
+    this.name = 'SharedBudgetUnavailableError';
+    this.budget = budget;
+  }
+}
+
+interface Script {
+  readonly lua: string;
+  readonly sha: string;
+}
+
+function script(lua: string): Script {
+  return { lua, sha: createHash('sha1').update(lua).digest('hex') };
+}
+
+const scripts = {
+  heartbeat: script(HEARTBEAT),
+  cut: script(CUT),
+  pause: script(PAUSE),
+  leave: script(LEAVE),
+};
+
+/**
+ * One budget shared by every process that opens it with the same name on the same Redis. Each
+ * process keeps a local {@link AdaptiveRateLimiter} and leases a share of the whole RATE (not
+ * units): an acquire never waits for Redis. A heartbeat (one Lua script) registers the member,
+ * reports its demand and its controller's proposed change, and applies the share it gets back.
+ * A cut and a Retry-After pause are shared at once through their own script. See docs/redis.md.
+ */
+export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements RateLimiter {
+  /** The local limiter this process acquires from; its events and snapshot are this process's. */
+  readonly limiter: AdaptiveRateLimiter;
+  /** This member's id in Redis. */
+  readonly id: string;
+
+  readonly #opts: ResolvedSharedOptions;
+  readonly #client: Redis;
+  readonly #ownsClient: boolean;
+  readonly #keys: readonly [string, string, string];
+  readonly #clock: Clock;
+  readonly #initial: string;
+  readonly #min: string;
+  readonly #max: string;
+  readonly #cooldown: number;
+  readonly #maxPause: number;
+
+  #timer: unknown;
+  #beat: Promise<void> | undefined;
+  #closed = false;
+  #degraded = false;
+  #lastError: unknown;
+  #rate: number | undefined;
+  #share: number | undefined;
+  #members = 1;
+  #epoch = 0;
+  /** The last share divided by the rate: a cut applies it to the new rate at once. */
+  #fraction: number;
+  /** The controller's changes of the local rate (units/min) since the last heartbeat. */
+  #pendingDelta = 0;
+  #localCut: { from: number; to: number } | undefined;
+  #seq = 0;
+  #appliedSeq = 0;
+  #roundTrips = 0;
+  readonly #pending = new Set<Promise<unknown>>();
+  readonly #ready: Promise<void>;
+  #resolveReady: () => void = () => {};
+
+  constructor(options: SharedBudgetOptions) {
+    super();
+    this.#opts = resolveSharedOptions(options);
+    const {
+      redis,
+      heartbeatInterval: _h,
+      memberTimeout: _m,
+      redisTimeout: _r,
+      floorFraction: _f,
+      failClosed: _c,
+      keyPrefix: _k,
+      stateTtl: _s,
+      ...limiterOptions
+    } = options;
+    // Whole-budget options are checked as for one limiter, before anything is opened.
+    resolveLimiterOptions(limiterOptions);
+    const guess = limiterOptions.instanceCount ?? 1;
+    const min = limiterOptions.minUnitsPerMinute ?? 1;
+    const initial = limiterOptions.initialUnitsPerMinute;
+    this.limiter = new AdaptiveRateLimiter({
+      ...limiterOptions,
+      name: this.#opts.name,
+      instanceCount: 1,
+      minUnitsPerMinute: Math.min(min, LOCAL_MIN_RATE),
+      initialUnitsPerMinute: initial === undefined ? undefined : Math.max(initial / guess, LOCAL_MIN_RATE),
+    });
+    this.#clock = this.limiter.clock;
+    this.#members = guess;
+    this.#fraction = 1 / guess;
+    this.#rate = initial;
+    this.#initial = initial === undefined ? '' : String(initial);
+    this.#min = String(min);
+    const max = limiterOptions.maxUnitsPerMinute ?? Number.POSITIVE_INFINITY;
+    this.#max = Number.isFinite(max) ? String(max) : '';
+    this.#cooldown = limiterOptions.decreaseCooldown ?? 1_000;
+    this.#maxPause = limiterOptions.maxPause ?? 600_000;
+
+    const tag = `${this.#opts.keyPrefix}{${this.#opts.name}}`;
+    this.#keys = [`${tag}:state`, `${tag}:members`, `${tag}:demand`];
+    this.id = `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
+    if (typeof redis === 'string') {
+      this.#client = new Redis(redis, {
+        // Fail fast while disconnected; the heartbeat retries, and the local share serves meanwhile.
+        maxRetriesPerRequest: 0,
+        connectTimeout: this.#opts.redisTimeout,
+        retryStrategy: (times) => Math.min(50 * times, 500),
+      });
+      // Errors are reported once through 'degraded'; ioredis would print every reconnect attempt.
+      this.#client.on('error', (error: unknown) => {
+        this.#lastError = error;
+      });
+      this.#ownsClient = true;
+    } else {
+      this.#client = redis;
+      this.#ownsClient = false;
+    }
+
+    this.limiter.on('increased', (e) => {
+      if (e.cause === 'success' && Number.isFinite(e.from)) this.#pendingDelta += e.to - e.from;
+    });
+    this.limiter.on('decreased', (e) => {
+      if (e.cause === 'throttle') this.#localCut = { from: e.from, to: e.to };
+      else if (e.cause === 'success' && Number.isFinite(e.from)) this.#pendingDelta += e.to - e.from;
+    });
+
+    this.#ready = new Promise((resolve) => {
+      this.#resolveReady = resolve;
+    });
+    this.#tick();
+  }
+
+  get name(): string {
+    return this.#opts.name;
+  }
+
+  /** What this process last learned from Redis. */
+  get state(): SharedState {
+    return {
+      rate: this.#rate,
+      share: this.#share,
+      members: this.#members,
+      epoch: this.#epoch,
+      degraded: this.#degraded,
+      roundTrips: this.#roundTrips,
+    };
+  }
+
+  /** The local limiter's snapshot: this process's share, queue and pause. */
+  snapshot(): LimiterSnapshot {
+    return this.limiter.snapshot();
+  }
+
+  /** Resolves after the first heartbeat, answered or failed. */
+  ready(): Promise<void> {
+    return this.#ready;
+  }
+
+  acquire(units = 1, options?: AcquireOptions): Promise<Permit> {
+    if (this.#opts.failClosed) return this.#acquireClosed(units, options);
+    return this.limiter.acquire(units, options).then((permit) => new SharedPermit(this, permit, this.#epoch));
+  }
+
+  tryAcquire(units = 1): Permit | undefined {
+    if (this.#opts.failClosed && this.#degraded) return undefined;
+    const permit = this.limiter.tryAcquire(units);
+    return permit === undefined ? undefined : new SharedPermit(this, permit, this.#epoch);
+  }
+
+  wrap<A extends unknown[], R>(
+    fn: (...args: A) => Promise<R>,
+    options?: WrapOptions<R>,
+  ): (...args: A) => Promise<R> {
+    return wrapWithLimiter(this, fn, options);
+  }
+
+  /** Runs a heartbeat now (after the one in flight) and returns the state it learned. */
+  async refresh(): Promise<SharedState> {
+    while (this.#beat !== undefined) await this.#beat;
+    await this.#heartbeat();
+    return this.state;
+  }
+
+  /** Waits for the cut and pause scripts sent so far. */
+  async flush(): Promise<void> {
+    await Promise.allSettled([...this.#pending]);
+  }
+
+  /**
+   * Stops the heartbeat, leaves the budget (the others see one member fewer at their next
+   * heartbeat), closes the Redis client it opened and the local limiter. Idempotent.
+   */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    if (this.#timer !== undefined) this.#clock.clearTimeout(this.#timer);
+    this.#timer = undefined;
+    await this.#beat;
+    await this.flush();
+    if (!this.#degraded) {
+      await this.#run(scripts.leave, [this.id]).catch(() => undefined);
+    }
+    if (this.#ownsClient) {
+      await withTimeout(this.#client.quit(), this.#opts.redisTimeout).catch(() => this.#client.disconnect());
+    }
+    this.limiter.close();
+  }
+
+  // ---- feedback from permits -------------------------------------------------------------
+
+  /** @internal */
+  _throttled(inner: Permit, sentEpoch: number, retryAfterMs: number | undefined): void {
+    this.#localCut = undefined;
+    inner.throttled(retryAfterMs);
+    const cut = this.#localCut;
+    this.#localCut = undefined;
+    if (cut !== undefined) this.#track(this.#cut(sentEpoch, cut));
+    if (retryAfterMs !== undefined && retryAfterMs > 0) this.#track(this.#pause(retryAfterMs));
+  }
+
+  /** @internal */
+  _failed(inner: Permit, retryAfterMs: number | undefined): void {
+    inner.failed(retryAfterMs);
+    if (retryAfterMs !== undefined && retryAfterMs > 0) this.#track(this.#pause(retryAfterMs));
+  }
+
+  // ---- coordination ----------------------------------------------------------------------
+
+  async #acquireClosed(units: number, options: AcquireOptions | undefined): Promise<Permit> {
+    await this.#ready;
+    if (this.#degraded) throw new SharedBudgetUnavailableError(this.#opts.name, this.#lastError);
+    const permit = await this.limiter.acquire(units, options);
+    return new SharedPermit(this, permit, this.#epoch);
+  }
+
+  #tick(): void {
+    this.#timer = undefined;
+    if (this.#closed) return;
+    void this.#heartbeat().finally(() => {
+      if (this.#closed || this.#timer !== undefined) return;
+      this.#timer = this.#clock.setTimeout(() => this.#tick(), this.#opts.heartbeatInterval);
+    });
+  }
+
+  #heartbeat(): Promise<void> {
+    if (this.#beat !== undefined) return this.#beat;
+    const beat = this.#sendHeartbeat().finally(() => {
+      this.#beat = undefined;
+      this.#resolveReady();
+    });
+    this.#beat = beat;
+    return beat;
+  }
+
+  async #sendHeartbeat(): Promise<void> {
+    const snap = this.limiter.snapshot();
+    const demand = (snap.measuredRate ?? 0) + (snap.queuedUnits * 60_000) / BACKLOG_MS;
+    // The controllers' proposals move the whole rate by their mean over the members.
+    const delta = this.#degraded || this.#rate === undefined ? 0 : this.#pendingDelta / this.#members;
+    this.#pendingDelta = 0;
+    const o = this.#opts;
+    const args = [
+      this.id,
+      demand,
+      delta,
+      o.memberTimeout,
+      o.floorFraction,
+      this.#initial,
+      this.#min,
+      this.#max,
+    ];
+    try {
+      const { seq, reply } = await this.#call(scripts.heartbeat, [...args, o.stateTtl]);
+      const [rate, epoch, pauseRemaining, members, share] = reply as [string, number, number, number, string];
+      this.#recover(members);
+      if (seq < this.#appliedSeq) return;
+      this.#appliedSeq = seq;
+      this.#setMembers(members);
+      this.#epoch = Math.max(this.#epoch, epoch);
+      this.#rate = rate === '' ? undefined : Number(rate);
+      this.#share = share === '' ? undefined : Number(share);
+      if (this.#rate !== undefined && this.#share !== undefined) this.#fraction = this.#share / this.#rate;
+      this.#applyShare(this.#share);
+      this.#applyPause(pauseRemaining);
+    } catch (error) {
+      this.#fail(error);
+    }
+  }
+
+  async #cut(sentEpoch: number, cut: { from: number; to: number }): Promise<void> {
+    if (this.#degraded) return; // the local cut stands
+    const ratio = Number.isFinite(cut.from) && cut.from > 0 ? cut.to / cut.from : '';
+    // Leaving "unlimited": the local cut started from this process's measured rate.
+    const absolute = cut.to * this.#members;
+    const args = [sentEpoch, ratio, absolute, this.#cooldown, this.#min, this.#max, this.#opts.stateTtl];
+    try {
+      const { seq, reply } = await this.#call(scripts.cut, args);
+      const [, rate, epoch] = reply as [number, string, number];
+      this.#epoch = Math.max(this.#epoch, epoch);
+      if (seq < this.#appliedSeq) return;
+      this.#appliedSeq = seq;
+      this.#rate = rate === '' ? undefined : Number(rate);
+      if (this.#rate !== undefined) this.#share = this.#rate * this.#fraction;
+      // A refused cut (another member cut for this burst) restores the share the local cut took.
+      this.#applyShare(this.#share);
+    } catch (error) {
+      this.#fail(error);
+    }
+  }
+
+  async #pause(ms: number): Promise<void> {
+    if (this.#degraded) return;
+    try {
+      await this.#call(scripts.pause, [Math.min(ms, this.#maxPause), this.#opts.stateTtl]);
+    } catch (error) {
+      this.#fail(error);
+    }
+  }
+
+  #applyShare(share: number | undefined): void {
+    if (share === undefined || !(share > 0) || this.#closed) return;
+    const current = this.limiter.rate;
+    if (Number.isFinite(current) && Math.abs(share - current) <= current * SHARE_TOLERANCE) return;
+    this.limiter.setRate(share);
+  }
+
+  #applyPause(remaining: number): void {
+    if (!(remaining > 0) || this.#closed) return;
+    const until = this.limiter.snapshot().pausedUntil;
+    const local = until === undefined ? 0 : until - this.#clock.now();
+    if (remaining > local + PAUSE_TOLERANCE_MS) this.limiter.pauseFor(remaining);
+  }
+
+  #setMembers(members: number): void {
+    if (members === this.#members) return;
+    const from = this.#members;
+    this.#members = members;
+    this.emit('members', { budget: this.#opts.name, from, to: members });
+  }
+
+  #fail(error: unknown): void {
+    this.#lastError = error;
+    if (this.#degraded || this.#closed) return;
+    this.#degraded = true;
+    this.#pendingDelta = 0;
+    // Fall back to an equal share of the last known rate.
+    if (this.#rate !== undefined) {
+      this.#share = this.#rate / this.#members;
+      this.#applyShare(this.#share);
+    }
+    const rate = this.limiter.rate;
+    if (this.listenerCount('degraded') === 0) {
+      const detail = error instanceof Error ? error.message : String(error);
+      console.warn(
+        `adaptive-rate-limit: shared budget "${this.#opts.name}" degraded (${detail}); serving from the local share, ${rate} units/min`,
+      );
+    }
+    this.emit('degraded', { budget: this.#opts.name, error, rate });
+  }
+
+  #recover(members: number): void {
+    if (!this.#degraded) return;
+    this.#degraded = false;
+    if (this.listenerCount('recovered') === 0) {
+      console.warn(`adaptive-rate-limit: shared budget "${this.#opts.name}" recovered; sharing resumed`);
+    }
+    this.emit('recovered', { budget: this.#opts.name, members });
+  }
+
+  #track(promise: Promise<void>): void {
+    this.#pending.add(promise);
+    void promise.finally(() => this.#pending.delete(promise));
+  }
+
+  async #call(s: Script, args: readonly (string | number)[]): Promise<{ seq: number; reply: unknown }> {
+    const seq = ++this.#seq;
+    const reply = await withTimeout(this.#run(s, args), this.#opts.redisTimeout);
+    return { seq, reply };
+  }
+
+  async #run(s: Script, args: readonly (string | number)[]): Promise<unknown> {
+    const keys = this.#keys;
+    this.#roundTrips++;
+    try {
+      return await this.#client.evalsha(s.sha, keys.length, ...keys, ...args);
+    } catch (error) {
+      if (!(error instanceof Error) || !error.message.startsWith('NOSCRIPT')) throw error;
+      this.#roundTrips++;
+      return await this.#client.eval(s.lua, keys.length, ...keys, ...args);
+    }
+  }
+}
+
+/** The permit of a {@link SharedBudget}: the local permit plus the shared epoch it was sent in. */
+class SharedPermit implements Permit {
+  #budget: SharedBudget | undefined;
+
+  constructor(
+    budget: SharedBudget,
+    readonly inner: Permit,
+    readonly epoch: number,
+  ) {
+    this.#budget = budget;
+  }
+
+  get units(): number {
+    return this.inner.units;
+  }
+
+  success(unitsUsed?: number): void {
+    if (this.#settle() !== undefined) this.inner.success(unitsUsed);
+  }
+
+  throttled(retryAfterMs?: number): void {
+    this.#settle()?._throttled(this.inner, this.epoch, retryAfterMs);
+  }
+
+  failed(retryAfterMs?: number): void {
+    this.#settle()?._failed(this.inner, retryAfterMs);
+  }
+
+  #settle(): SharedBudget | undefined {
+    const budget = this.#budget;
+    this.#budget = undefined;
+    return budget;
+  }
+}
+
+function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no answer from Redis within ${ms} ms`)), ms);
+    timer.unref();
+    promise.then(
+      (value) => {
+        clearTimeout(timer);
+        resolve(value);
+      },
+      (error: unknown) => {
+        clearTimeout(timer);
+        reject(error);
+      },
+    );
+  });
+}
+
+/** Opens a budget shared through Redis; see {@link SharedBudgetOptions}. Throws `ConfigError` at once. */
+export function createSharedBudget(options: SharedBudgetOptions): SharedBudget {
+  return new SharedBudget(options);
+}

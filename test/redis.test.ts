@@ -1,0 +1,214 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Redis } from 'ioredis';
+import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
+import { ConfigError } from '../src/errors.js';
+import {
+  createSharedBudget,
+  type SharedBudget,
+  type SharedBudgetOptions,
+  SharedBudgetUnavailableError,
+} from '../src/redis/index.js';
+import { describeRedis, freePort, RedisServer } from './helpers/redis-server.js';
+
+/** Polls `condition` (real processes, real time); fails with `what` after `limitMs`. */
+async function waitFor(what: string, condition: () => boolean, limitMs = 10_000): Promise<void> {
+  const deadline = Date.now() + limitMs;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(20);
+  }
+}
+
+let names = 0;
+const open: SharedBudget[] = [];
+
+function budget(options: Partial<SharedBudgetOptions> & Pick<SharedBudgetOptions, 'redis'>): SharedBudget {
+  const b = createSharedBudget({ name: `test-${process.pid}-${names}`, heartbeatInterval: 50, ...options });
+  b.on('degraded', () => {});
+  b.on('recovered', () => {});
+  open.push(b);
+  return b;
+}
+
+afterEach(async () => {
+  await Promise.all(open.splice(0).map((b) => b.close()));
+  names++;
+});
+
+describeRedis('shared budget on a real Redis', () => {
+  let server: RedisServer;
+  let redis: Redis;
+
+  beforeAll(async () => {
+    server = await RedisServer.start();
+    redis = new Redis(server.url);
+  });
+
+  afterAll(async () => {
+    redis?.disconnect();
+    await server?.stop();
+  });
+
+  it('validates its options at once, naming the field', () => {
+    expect(() => createSharedBudget({ redis: server.url, name: '' })).toThrow(ConfigError);
+    expect(() => createSharedBudget({ redis: server.url, name: 'x', heartbeatInterval: -1 })).toThrow(
+      /heartbeatInterval/,
+    );
+    expect(() =>
+      createSharedBudget({ redis: server.url, name: 'x', minUnitsPerMinute: 10, initialUnitsPerMinute: 5 }),
+    ).toThrow(/initialUnitsPerMinute/);
+  });
+
+  it('derives the members from heartbeats and drops one that dies within a few heartbeats', async () => {
+    const opts = { redis: server.url, memberTimeout: 300 };
+    const a = budget(opts);
+    const b = budget(opts);
+    const client = new Redis(server.url, { maxRetriesPerRequest: 0 });
+    const c = budget({ ...opts, redis: client });
+    await waitFor('3 members', () => [a, b, c].every((x) => x.state.members === 3));
+
+    client.disconnect(); // c can no longer heartbeat: to the others it is dead
+    await waitFor('2 members', () => a.state.members === 2 && b.state.members === 2);
+    expect(c.state.degraded).toBe(true);
+
+    await a.close(); // a clean close leaves at once
+    const state = await b.refresh();
+    expect(state.members).toBe(1);
+  });
+
+  it('cuts the shared rate once for a burst sent before the cut, then again for a later request', async () => {
+    const opts = {
+      redis: server.url,
+      initialUnitsPerMinute: 600,
+      decreaseCooldown: 0,
+      heartbeatInterval: 5_000,
+    };
+    const members = [budget(opts), budget(opts), budget(opts)];
+    for (const m of members) await m.refresh();
+    for (const m of members) await m.refresh();
+    expect(members.map((m) => m.state.members)).toEqual([3, 3, 3]);
+    expect(members[0]!.state.share).toBeCloseTo(200);
+
+    const burst = await Promise.all(members.map((m) => m.acquire()));
+    burst[0]!.throttled();
+    await members[0]!.flush();
+    burst[1]!.throttled();
+    burst[2]!.throttled();
+    await Promise.all(members.map((m) => m.flush()));
+
+    const key = `arl:{${members[0]!.name}}:state`;
+    expect(Number(await redis.hget(key, 'cuts'))).toBe(1);
+    expect(Number(await redis.hget(key, 'rate'))).toBeCloseTo(420);
+    for (const m of members) expect((await m.refresh()).rate).toBeCloseTo(420);
+    // Each member's local rate is its share of the cut budget, the refused local cuts undone.
+    for (const m of members) expect(m.limiter.rate).toBeCloseTo(140);
+
+    const later = await members[1]!.acquire();
+    later.throttled();
+    await members[1]!.flush();
+    expect(Number(await redis.hget(key, 'cuts'))).toBe(2);
+    expect(Number(await redis.hget(key, 'rate'))).toBeCloseTo(294);
+  });
+
+  it('pauses every member when one sees a Retry-After', async () => {
+    const opts = { redis: server.url, initialUnitsPerMinute: 6_000, heartbeatInterval: 5_000 };
+    const [a, b, c] = [budget(opts), budget(opts), budget(opts)];
+    for (const m of [a, b, c]) await m.refresh();
+
+    const permit = await a.acquire();
+    permit.throttled(30_000);
+    await a.flush();
+    expect(a.snapshot().pausedUntil).toBeDefined();
+    expect(b.tryAcquire()).toBeDefined(); // b has not heard yet: one heartbeat of lag
+
+    await b.refresh();
+    await c.refresh();
+    expect(b.snapshot().pausedUntil).toBeDefined();
+    expect(c.snapshot().pausedUntil).toBeDefined();
+    expect(c.tryAcquire()).toBeUndefined();
+  });
+
+  it('gives a busy member a larger share than an idle one', async () => {
+    const opts = { redis: server.url, initialUnitsPerMinute: 600, heartbeatInterval: 5_000 };
+    const idle = budget(opts);
+    const busy = budget(opts);
+    await idle.refresh();
+    await busy.refresh();
+    const waiting = Array.from({ length: 30 }, () => busy.acquire().catch(() => undefined));
+    await busy.refresh();
+    await idle.refresh();
+    const busyShare = busy.state.share ?? 0;
+    const idleShare = idle.state.share ?? 0;
+    expect(busyShare).toBeGreaterThan(4 * idleShare);
+    expect(busyShare + idleShare).toBeCloseTo(600, 0);
+    await busy.close();
+    await Promise.all(waiting);
+  });
+});
+
+describeRedis('shared budget when Redis fails', () => {
+  it('serves from the local share when Redis is down at start, and says so once', async () => {
+    const port = await freePort();
+    const b = budget({ redis: `redis://127.0.0.1:${port}`, initialUnitsPerMinute: 6_000, redisTimeout: 200 });
+    const degraded: unknown[] = [];
+    b.on('degraded', (e) => degraded.push(e));
+    await b.ready();
+    const permits = await Promise.all(Array.from({ length: 20 }, () => b.acquire()));
+    for (const p of permits) p.success();
+    await sleep(200);
+    expect(b.state.degraded).toBe(true);
+    expect(degraded).toHaveLength(1);
+  });
+
+  it('rejects instead when failClosed is set', async () => {
+    const port = await freePort();
+    const b = budget({ redis: `redis://127.0.0.1:${port}`, failClosed: true, redisTimeout: 200 });
+    await expect(b.acquire()).rejects.toBeInstanceOf(SharedBudgetUnavailableError);
+    expect(b.tryAcquire()).toBeUndefined();
+  });
+
+  it('loses and hangs no request when Redis is killed mid-run, and resumes sharing when it is back', async () => {
+    const server = await RedisServer.start();
+    try {
+      const opts = { redis: server.url, initialUnitsPerMinute: 12_000, redisTimeout: 200 };
+      const members = [budget(opts), budget(opts)];
+      const events: string[] = [];
+      for (const m of members) {
+        m.on('degraded', () => events.push('degraded'));
+        m.on('recovered', () => events.push('recovered'));
+      }
+      await waitFor('2 members', () => members.every((m) => m.state.members === 2));
+
+      let done = 0;
+      const run = async (m: SharedBudget, n: number): Promise<void> => {
+        for (let i = 0; i < n; i++) {
+          const permit = await m.acquire();
+          permit.success();
+          done++;
+        }
+      };
+      const first = Promise.all(members.map((m) => run(m, 150)));
+      await waitFor('some requests', () => done >= 40);
+      await server.kill();
+      await first;
+      await waitFor('both degraded', () => members.every((m) => m.state.degraded));
+      // Each falls back to the last known rate divided by the last known members.
+      for (const m of members) expect(Math.abs(m.limiter.rate - 6_000)).toBeLessThan(60);
+      await Promise.all(members.map((m) => run(m, 50)));
+      expect(done).toBe(400);
+      expect(events.filter((e) => e === 'degraded')).toHaveLength(2);
+
+      await server.restart();
+      await waitFor('sharing resumed', () =>
+        members.every((m) => !m.state.degraded && m.state.members === 2),
+      );
+      expect(events.filter((e) => e === 'recovered')).toHaveLength(2);
+      await Promise.all(members.map((m) => run(m, 20)));
+      expect(done).toBe(440);
+      for (const m of members) expect((await m.refresh()).members).toBe(2);
+    } finally {
+      await Promise.all(open.splice(0).map((b) => b.close()));
+      await server.stop();
+    }
+  });
+});
