@@ -1,3 +1,4 @@
+import { RateLimitRejectedError } from './errors.js';
 import type { Outcome, Permit, RateLimiter } from './limiter/types.js';
 
 /** One transport's way of making and judging an attempt; see {@link runAttempts}. */
@@ -16,7 +17,10 @@ export interface AttemptPlan<T> {
   classifyError?(error: unknown): Outcome;
   /** Whether a throttled result may be sent again (its body can be replayed). @default true */
   canRetry?(result: T): boolean;
-  /** Drops a throttled result that is about to be retried (drain its body). */
+  /**
+   * Drops a throttled result once its retry has its units (drain its body). Until then the
+   * result is held: if the limiter refuses the retry, the caller gets it.
+   */
   discard?(result: T): void;
   /** Whether a throttled error may be sent again. @default true */
   canRetryError?(error: unknown): boolean;
@@ -25,13 +29,25 @@ export interface AttemptPlan<T> {
 /**
  * The attempt loop every adapter shares: acquire units, send, classify the answer, feed the
  * permit, and send a throttled attempt again through the limiter, up to `maxAttempts` in all.
- * When the attempts run out the caller gets the last answer itself (the 429 response, or the
- * last error), never a new error of ours. A rejection by the limiter (queue full, max wait,
- * closed) or an abort rejects with that error.
+ * When the attempts run out, or the limiter refuses a retry, the caller gets the last answer
+ * itself (the 429 response, or the last error), never a new error of ours. A first attempt the
+ * limiter refuses (queue full, max wait, closed), or an abort, rejects with that error.
  */
 export async function runAttempts<T>(plan: AttemptPlan<T>): Promise<T> {
+  let held: { result: T } | undefined;
   for (let attempt = 1; ; attempt++) {
-    const permit = await plan.limiter.acquire(plan.units, { signal: plan.signal });
+    let permit: Permit;
+    try {
+      permit = await plan.limiter.acquire(plan.units, { signal: plan.signal });
+    } catch (error) {
+      // A retry the limiter refuses (queue full, wait past maxWait, closed) ends with the
+      // server's last answer, which the caller would otherwise never see.
+      if (held !== undefined && error instanceof RateLimitRejectedError) return held.result;
+      if (held !== undefined) plan.discard?.(held.result);
+      throw error;
+    }
+    if (held !== undefined) plan.discard?.(held.result);
+    held = undefined;
     let result: T;
     try {
       result = await plan.send(attempt);
@@ -52,7 +68,7 @@ export async function runAttempts<T>(plan: AttemptPlan<T>): Promise<T> {
     if (outcome.kind !== 'throttled' || attempt >= plan.maxAttempts || !(plan.canRetry?.(result) ?? true)) {
       return result;
     }
-    plan.discard?.(result);
+    held = { result };
   }
 }
 

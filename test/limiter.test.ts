@@ -447,6 +447,14 @@ describe('AdaptiveRateLimiter.wrap', () => {
     expect(fn).toHaveBeenCalledTimes(4);
   });
 
+  it('returns the last answer when the limiter refuses the retry (a Retry-After longer than maxWait)', async () => {
+    const { limiter } = setup({ initialUnitsPerMinute: 60_000, maxWait: 60_000 });
+    const fn = vi.fn(async () => ({ status: 429 }));
+    const wrapped = limiter.wrap(fn, { classify: () => ({ kind: 'throttled', retryAfterMs: 120_000 }) });
+    await expect(wrapped()).resolves.toEqual({ status: 429 });
+    expect(fn).toHaveBeenCalledTimes(1);
+  });
+
   it('reads a thrown 429 as a throttle and other errors as failures', async () => {
     const { limiter } = setup({ initialUnitsPerMinute: 60_000 });
     const boom = Object.assign(new Error('slow down'), { status: 429 });

@@ -1,0 +1,80 @@
+import type { Outcome } from '../limiter/types.js';
+import { headerLookup, type ResponseHeaders, retryAfterFromHeaders } from './retry-after.js';
+
+/** Response headers as the library's callbacks see them: lower-case names, repeated fields as arrays. */
+export type HeaderRecord = Readonly<Record<string, string | string[] | undefined>>;
+
+/** What an answer means for the limiter. */
+export type ResponseVerdict = 'success' | 'throttled' | 'failed';
+
+/** How responses are judged; the resolved form of the interceptor's options. */
+export interface ResponseRules {
+  /** Statuses that mean "slow down". */
+  readonly throttleStatuses: ReadonlySet<number>;
+  /** The caller's verdict, or `undefined` for the default rule. */
+  readonly classify?: ((status: number, headers: HeaderRecord) => ResponseVerdict | undefined) | undefined;
+  /** The units a successful request really cost, or `undefined` to keep the charge. */
+  readonly responseUnits?: ((status: number, headers: HeaderRecord) => number | undefined) | undefined;
+}
+
+const SUCCESS: Outcome = { kind: 'success' };
+const FAILED: Outcome = { kind: 'failed' };
+const VERDICTS: ReadonlySet<unknown> = new Set(['success', 'throttled', 'failed']);
+
+/**
+ * The default rule (DESIGN, "HTTP answers"): a throttle status is throttled; any other status
+ * below 500 (2xx, 3xx, 4xx: the server answered and was not overloaded) is a success; 5xx failed.
+ */
+export function defaultVerdict(status: number, throttleStatuses: ReadonlySet<number>): ResponseVerdict {
+  if (throttleStatuses.has(status)) return 'throttled';
+  return status >= 500 ? 'failed' : 'success';
+}
+
+/**
+ * Turns a response into the outcome that feeds its permit.
+ *
+ * - throttled: with the wait the response asks for (`retry-after-ms`, `Retry-After` in seconds or
+ *   as an HTTP-date read against the wall clock `Date.now()`, or an exhausted `ratelimit` policy);
+ *   the limiter caps it by `maxPause`.
+ * - failed: a 5xx (or the caller's `'failed'`) neither raises nor cuts the rate; when it carries
+ *   such a wait (a 503 with `Retry-After` that is not a throttle status, S3's or nginx's "come back
+ *   later") the limiter pauses for it without cutting.
+ * - success: charged `responseUnits(status, headers)` when that gives a number.
+ *
+ * @param headers the response headers in any shape {@link headerLookup} reads.
+ * @param record the same headers as a {@link HeaderRecord}, built only when a callback needs it.
+ * @throws {TypeError} when `classify` or `responseUnits` returns something else than documented.
+ */
+export function classifyResponse(
+  status: number,
+  headers: ResponseHeaders,
+  rules: ResponseRules,
+  record: () => HeaderRecord,
+): Outcome {
+  let verdict: ResponseVerdict | undefined;
+  if (rules.classify !== undefined) {
+    verdict = rules.classify(status, record());
+    if (verdict !== undefined && !VERDICTS.has(verdict)) {
+      throw new TypeError(
+        `classify(${status}) returned ${JSON.stringify(verdict)}; expected 'success', 'throttled', 'failed' or undefined`,
+      );
+    }
+  }
+  verdict ??= defaultVerdict(status, rules.throttleStatuses);
+  if (verdict === 'success') {
+    if (rules.responseUnits === undefined) return SUCCESS;
+    const units = rules.responseUnits(status, record());
+    if (units === undefined) return SUCCESS;
+    if (typeof units !== 'number' || !(units >= 0) || !Number.isFinite(units)) {
+      throw new TypeError(
+        `responseUnits(${status}) returned ${String(units)}; expected a finite number >= 0 or undefined`,
+      );
+    }
+    return { kind: 'success', units };
+  }
+  const retryAfterMs = retryAfterFromHeaders(headerLookup(headers), Date.now());
+  if (verdict === 'throttled') {
+    return retryAfterMs === undefined ? { kind: 'throttled' } : { kind: 'throttled', retryAfterMs };
+  }
+  return retryAfterMs === undefined ? FAILED : { kind: 'failed', retryAfterMs };
+}

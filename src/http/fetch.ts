@@ -1,0 +1,157 @@
+import { runAttempts } from '../attempts.js';
+import { ConfigError } from '../errors.js';
+import type { RateLimiterRegistry } from '../registry.js';
+import { headerRecord } from './headers.js';
+import { type InterceptorOptions, resolveInterceptorOptions } from './options.js';
+import { normalizeOrigin } from './origin.js';
+import { type AttemptBodies, attemptBodies, isReplayableBody } from './request-body.js';
+import { HttpRuntime } from './runtime.js';
+
+/** Options of {@link rateLimitedFetch}. */
+export interface RateLimitedFetchOptions extends InterceptorOptions {
+  /**
+   * The fetch to wrap (undici's, a polyfill, one msw intercepts, ...). Read at call time when
+   * unset, so a fetch patched later is used. @default globalThis.fetch
+   */
+  fetch?: typeof fetch;
+}
+
+/** What {@link rateLimitedFetch} returns: a fetch, with its registry. */
+export type RateLimitedFetch = typeof fetch & {
+  /** The registry the wrapper takes its limiters from. */
+  readonly registry: RateLimiterRegistry;
+  /** Closes the registry the wrapper made (not one passed in as `registry`). Idempotent. */
+  close(): void;
+};
+
+/**
+ * Wraps any `fetch` (browsers, Deno, Bun, undici, msw-intercepted) with the same behaviour as the
+ * undici interceptor: each origin's requests wait for units of its limiter, throttled responses
+ * cut the rate and pause the origin, and a throttled request is sent again up to `maxAttempts` in
+ * all, after which its caller gets the 429 response.
+ *
+ * Request bodies are sent again as they are when they can be (a string, bytes, Blob, FormData,
+ * URLSearchParams); a `Request` object's body is cloned for each attempt (`Request.clone()`, which
+ * keeps it in memory until the request is over); a stream or async iterable `init.body` is kept
+ * while sent, up to `maxReplayBodyBytes`, and a longer one is not retried.
+ *
+ * Not http(s) URLs (`data:`, `blob:`) and origins without a limiter (`default: false`) are passed
+ * through. A request the limiter refuses rejects with `RateLimitRejectedError`; an aborted one
+ * with the signal's reason, at once, even while it waits.
+ *
+ * @throws {ConfigError} when an option is invalid, naming each bad field and the value received.
+ */
+export function rateLimitedFetch(options: RateLimitedFetchOptions = {}): RateLimitedFetch {
+  const source = 'rateLimitedFetch options';
+  const resolved = resolveInterceptorOptions(options, source, ['fetch']);
+  const base = options.fetch;
+  if (base !== undefined && typeof base !== 'function') {
+    throw new ConfigError([{ path: 'fetch', message: 'expected a fetch function', received: base }], source);
+  }
+  const send: typeof fetch = base ?? ((input, init) => globalThis.fetch(input, init));
+  const runtime = new HttpRuntime(resolved);
+
+  async function fetchWithRateLimit(input: RequestInfo | URL, init?: RequestInit): Promise<Response> {
+    const request = input instanceof Request ? input : undefined;
+    const url = requestUrl(input);
+    const origin = url === undefined ? undefined : tryNormalize(url);
+    const route = origin === undefined ? undefined : runtime.route(origin);
+    if (origin === undefined || route === undefined || url === undefined) return send(input, init);
+
+    const units = runtime.unitsFor(() => ({
+      origin,
+      method: init?.method ?? request?.method ?? 'GET',
+      path: url.pathname + url.search,
+      headers: headerRecord(new Headers(init?.headers ?? request?.headers)),
+    }));
+    const signal = init?.signal ?? request?.signal ?? undefined;
+    const bodies = fetchBodies(input, init, resolved.maxReplayBodyBytes);
+    const attempt = () => send(...bodies.next());
+    const { limiter, queue } = route;
+    try {
+      return await runAttempts<Response>({
+        limiter,
+        units,
+        maxAttempts: resolved.maxAttempts,
+        signal,
+        send: () => (queue === undefined ? attempt() : queue.add(attempt, { signal })),
+        classify: (r) => runtime.classify(r.status, r.headers, () => headerRecord(r.headers)),
+        canRetry: () => bodies.replayable,
+        discard: (r) => {
+          r.body?.cancel().catch(() => {});
+        },
+      });
+    } catch (error) {
+      bodies.close();
+      throw error;
+    }
+  }
+
+  return Object.assign(fetchWithRateLimit, {
+    registry: runtime.registry,
+    close: () => runtime.close(),
+  }) as RateLimitedFetch;
+}
+
+type FetchArgs = [input: RequestInfo | URL, init?: RequestInit];
+
+/** The arguments of each attempt, with a body that can be sent again; see {@link AttemptBodies}. */
+function fetchBodies(input: RequestInfo | URL, init: RequestInit | undefined, maxBytes: number) {
+  const body = init?.body;
+  const replay = (next: () => FetchArgs, bodies?: AttemptBodies) => ({
+    next,
+    get replayable() {
+      return bodies?.replayable ?? true;
+    },
+    close: () => bodies?.close(),
+  });
+  if (body != null && !isReplayableBody(body)) {
+    // A stream or async iterable: kept while sent, up to maxBytes.
+    const bodies = attemptBodies(body, maxBytes);
+    return replay(() => {
+      const next = bodies.next();
+      return [
+        input,
+        { ...init, body: isReplayableBody(next) ? (next as BodyInit) : toStream(next), duplex: 'half' },
+      ];
+    }, bodies);
+  }
+  if (body == null && input instanceof Request && input.body !== null) {
+    return replay(() => [input.clone(), init]);
+  }
+  return replay(() => [input, init]);
+}
+
+/** An async iterable of bytes as a web `ReadableStream`. */
+function toStream(iterable: unknown): ReadableStream<Uint8Array> {
+  const iterator = (iterable as AsyncIterable<Uint8Array>)[Symbol.asyncIterator]();
+  return new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      const { done, value } = await iterator.next();
+      if (done) controller.close();
+      else controller.enqueue(value);
+    },
+    async cancel(reason) {
+      await iterator.return?.(reason);
+    },
+  });
+}
+
+function requestUrl(input: RequestInfo | URL): URL | undefined {
+  try {
+    if (input instanceof URL) return input;
+    const href = input instanceof Request ? input.url : String(input);
+    // A relative URL resolves against the page, as fetch resolves it (browsers).
+    return URL.canParse(href) ? new URL(href) : new URL(new Request(href).url);
+  } catch {
+    return undefined;
+  }
+}
+
+function tryNormalize(url: URL): string | undefined {
+  try {
+    return normalizeOrigin(url);
+  } catch {
+    return undefined;
+  }
+}

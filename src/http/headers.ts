@@ -1,0 +1,29 @@
+import type { HeaderRecord } from './classify.js';
+
+/**
+ * Any header shape undici or fetch accepts, as a {@link HeaderRecord}: names in lower case,
+ * repeated names as arrays. Takes a plain object, a flat `[name, value, ...]` array (strings or
+ * Buffers), an iterable of `[name, value]` pairs (`Map`, WHATWG `Headers`), or nothing.
+ */
+export function headerRecord(headers: unknown): HeaderRecord {
+  const out: Record<string, string | string[]> = {};
+  const add = (name: unknown, value: unknown) => {
+    if (value === undefined || value === null) return;
+    const key = String(name).toLowerCase();
+    const values = Array.isArray(value) ? value.map(String) : [String(value)];
+    const had = out[key];
+    if (had === undefined) out[key] = values.length === 1 ? (values[0] as string) : values;
+    else out[key] = [...(Array.isArray(had) ? had : [had]), ...values];
+  };
+  if (headers == null || typeof headers !== 'object') return out;
+  if (Array.isArray(headers)) {
+    for (let i = 0; i + 1 < headers.length; i += 2) add(headers[i], headers[i + 1]);
+  } else if (typeof (headers as Iterable<unknown>)[Symbol.iterator] === 'function') {
+    for (const pair of headers as Iterable<unknown>) {
+      if (Array.isArray(pair)) add(pair[0], pair[1]);
+    }
+  } else {
+    for (const [name, value] of Object.entries(headers)) add(name, value);
+  }
+  return out;
+}

@@ -1,0 +1,180 @@
+import { z } from 'zod';
+import type { Clock } from '../clock.js';
+import { CONFIG_DEFAULTS, type LimiterConfig } from '../config/schema.js';
+import { ConfigError } from '../errors.js';
+import { configErrorFrom } from '../limiter/options.js';
+import type { RateLimiterRegistry } from '../registry.js';
+import type { HeaderRecord, ResponseVerdict } from './classify.js';
+import { normalizeOrigin } from './origin.js';
+
+/** A request as `units` sees it, before it is sent. */
+export interface OutgoingRequest {
+  /** Normalized: `https://api.example.com`, `http://127.0.0.1:8080`. */
+  origin: string;
+  /** `GET`, `POST`, ... as the caller wrote it. */
+  method: string;
+  /** Path and query: `/v1/items?page=2`. */
+  path: string;
+  /** Request headers, names in lower case, repeated fields as arrays. */
+  headers: HeaderRecord;
+}
+
+/** Options of {@link adaptiveRateLimit} and {@link rateLimitedFetch}. Validated when the factory is called. */
+export interface InterceptorOptions {
+  /**
+   * Named limiters, each with the `origins` it covers (exact origins and `*.example.com`
+   * wildcards) and the limiter's options (rates in units/min, durations in ms).
+   * Not with `registry`. @default {}
+   */
+  limiters?: Record<string, LimiterConfig>;
+  /**
+   * The config for an origin no limiter names: each such origin gets a limiter of its own; `false`
+   * lets those origins pass through unlimited. Not with `registry`. @default {} (a limiter per origin with the defaults)
+   */
+  default?: Omit<LimiterConfig, 'origins'> | false;
+  /**
+   * A registry to take limiters from instead of building one from `limiters`, `default` and
+   * `clock`: share it between an interceptor and a fetch wrapper, watch its events, change it at
+   * run time. Its owner closes it. @default a registry of the adapter's own
+   */
+  registry?: RateLimiterRegistry;
+  /**
+   * The origin of requests that carry none: a `Client` or `Pool` composed on undici 7 dispatches
+   * without `opts.origin`. An http(s) origin; normalized. @default none (such a request fails)
+   */
+  origin?: string | URL;
+  /** The cost of a request in units (> 0, finite). @default () => 1 */
+  units?: (request: OutgoingRequest) => number;
+  /**
+   * The units a successful request really cost, from its answer (APIs that report a request's
+   * cost in a header); `undefined` keeps the charge. The measured send rate counts the corrected
+   * units. @default keep the charge
+   */
+  responseUnits?: (status: number, headers: HeaderRecord) => number | undefined;
+  /**
+   * Attempts in all for a throttled request (an integer >= 1): a throttled request whose body can
+   * be sent again is queued again; after the last attempt the caller gets the throttled response
+   * itself. `1` never retries. @default 4
+   */
+  maxAttempts?: number;
+  /** Response statuses that mean "slow down" (each 400..599), such as `[429, 503]` for S3. @default [429] */
+  throttleStatuses?: readonly number[];
+  /**
+   * Judges a response: `'success'`, `'throttled'` or `'failed'`, or `undefined` for the default
+   * rule (throttle statuses throttled, other 2xx-4xx success, 5xx failed). For APIs such as
+   * GitHub's, which throttle with 403 and `x-ratelimit-remaining: 0`. @default the default rule
+   */
+  classify?: (status: number, headers: HeaderRecord) => ResponseVerdict | undefined;
+  /**
+   * The longest one-shot request body (a stream, an async iterable, Node fetch's body) kept in
+   * memory while it is sent, in bytes, so that a throttled attempt can be sent again; a longer
+   * body is sent once and its caller gets the throttled response. Strings, Buffers and other
+   * in-memory bodies are always replayed. An integer >= 0. @default 1048576 (1 MiB)
+   */
+  maxReplayBodyBytes?: number;
+  /** The time source of the limiters the adapter makes. Not with `registry`. @default systemClock */
+  clock?: Clock;
+}
+
+/** {@link InterceptorOptions} after defaults and checks. */
+export interface ResolvedInterceptorOptions {
+  limiters: Record<string, LimiterConfig> | undefined;
+  default: Omit<LimiterConfig, 'origins'> | false | undefined;
+  registry: RateLimiterRegistry | undefined;
+  origin: string | undefined;
+  units: ((request: OutgoingRequest) => number) | undefined;
+  responseUnits: ((status: number, headers: HeaderRecord) => number | undefined) | undefined;
+  maxAttempts: number;
+  throttleStatuses: ReadonlySet<number>;
+  classify: ((status: number, headers: HeaderRecord) => ResponseVerdict | undefined) | undefined;
+  maxReplayBodyBytes: number;
+  clock: Clock | undefined;
+}
+
+const fn = <T>(what: string) =>
+  z.custom<T>((v) => typeof v === 'function', { message: `expected a function (${what})` }).optional();
+
+const isObject = (v: unknown) => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** The shape checked here; the limiters' own fields are checked by the registry that makes them. */
+export const interceptorOptionsSchema = z
+  .object({
+    limiters: z.record(
+      z.string().min(1),
+      z.custom<LimiterConfig>(isObject, { message: 'expected an object' }),
+    ),
+    default: z.union([
+      z.literal(false),
+      z.custom<Omit<LimiterConfig, 'origins'>>(isObject, { message: 'expected false or an object' }),
+    ]),
+    registry: z.custom<RateLimiterRegistry>(
+      (v) => isObject(v) && typeof (v as RateLimiterRegistry).limiterFor === 'function',
+      { message: 'expected a RateLimiterRegistry' },
+    ),
+    origin: z.union([z.string(), z.instanceof(URL)]),
+    units: fn<(request: OutgoingRequest) => number>('request => units'),
+    responseUnits: fn<(status: number, headers: HeaderRecord) => number | undefined>(
+      '(status, headers) => units',
+    ),
+    maxAttempts: z.number().int().min(1),
+    throttleStatuses: z.array(z.number().int().min(400).max(599)).readonly(),
+    classify: fn<(status: number, headers: HeaderRecord) => ResponseVerdict | undefined>(
+      "(status, headers) => 'success' | 'throttled' | 'failed' | undefined",
+    ),
+    maxReplayBodyBytes: z.number().int().nonnegative(),
+    clock: z.custom<Clock>(
+      (v) =>
+        isObject(v) &&
+        typeof (v as Clock).now === 'function' &&
+        typeof (v as Clock).setTimeout === 'function',
+      { message: 'expected a Clock with now(), setTimeout() and clearTimeout()' },
+    ),
+  })
+  .partial()
+  .strict();
+
+/**
+ * Checks the options (each bad field named with the value received) and fills in the defaults.
+ * `extra` lists keys another factory adds (the fetch wrapper's `fetch`).
+ *
+ * @throws {ConfigError}
+ */
+export function resolveInterceptorOptions(
+  options: InterceptorOptions = {},
+  source = 'adaptiveRateLimit options',
+  extra: readonly string[] = [],
+): ResolvedInterceptorOptions {
+  if (!isObject(options)) {
+    throw new ConfigError([{ path: '', message: 'expected an options object', received: options }], source);
+  }
+  const own = Object.fromEntries(Object.entries(options).filter(([key]) => !extra.includes(key)));
+  const parsed = interceptorOptionsSchema.safeParse(own);
+  if (!parsed.success) throw configErrorFrom(parsed.error, own, source);
+  const o = parsed.data;
+  if (o.registry !== undefined) {
+    const clash = (['limiters', 'default', 'clock'] as const).filter((key) => o[key] !== undefined);
+    if (clash.length > 0) {
+      throw new ConfigError(
+        clash.map((key) => ({
+          path: key,
+          message: 'not allowed with `registry`: configure the registry instead',
+          received: o[key],
+        })),
+        source,
+      );
+    }
+  }
+  return {
+    limiters: o.limiters,
+    default: o.default,
+    registry: o.registry,
+    origin: o.origin === undefined ? undefined : normalizeOrigin(o.origin, 'origin'),
+    units: o.units,
+    responseUnits: o.responseUnits,
+    maxAttempts: o.maxAttempts ?? CONFIG_DEFAULTS.maxAttempts,
+    throttleStatuses: new Set(o.throttleStatuses ?? CONFIG_DEFAULTS.throttleStatuses),
+    classify: o.classify,
+    maxReplayBodyBytes: o.maxReplayBodyBytes ?? CONFIG_DEFAULTS.maxReplayBodyBytes,
+    clock: o.clock,
+  };
+}
