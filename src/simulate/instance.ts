@@ -1,0 +1,234 @@
+import { type AttemptPlan, runAttempts } from '../attempts.js';
+import { RateLimitRejectedError } from '../errors.js';
+import type { AcquireOptions, Outcome, Permit, RateLimiter, WrapOptions } from '../limiter/types.js';
+import type { RunCollector } from './metrics.js';
+import type { ApiAnswer, ModelApi } from './model-api.js';
+import type { Prng } from './prng.js';
+import { factorAt, type TimedFactor } from './scenarios.js';
+import type { VirtualClock } from './virtual-clock.js';
+
+/**
+ * Counts the simulated requests whose code is running in promise callbacks rather than parked
+ * on a virtual timer (waiting for the limiter's units or for the API's answer). The virtual
+ * clock lets microtasks run until it is 0 before it moves time on.
+ */
+export interface WorkCounter {
+  busy: number;
+}
+
+/** A limiter that tells when it settles an acquire: the library's limiter does, by its events. */
+interface SettleEvents {
+  on(event: 'acquired' | 'rejected', listener: () => void): unknown;
+}
+
+/**
+ * Hands the attempt loop a limiter and watches it; the real limiter does all the work (this adds
+ * no rule of its own). A request that calls `acquire` stays busy when the limiter settles it at
+ * once (granted or rejected: the promise callbacks still have to run), and parks when it joins
+ * the queue; the limiter's `acquired` or `rejected` event for it, fired from the limiter's
+ * timer, makes it busy again. Records each acquire's wait.
+ */
+export class TrackedLimiter implements RateLimiter {
+  readonly #work: WorkCounter;
+  #inAcquire = false;
+  #settledNow = false;
+
+  constructor(
+    readonly inner: RateLimiter & Partial<SettleEvents>,
+    readonly clock: VirtualClock,
+    work: WorkCounter,
+    readonly collector: RunCollector,
+  ) {
+    this.#work = work;
+    const onSettle = () => {
+      if (this.#inAcquire) this.#settledNow = true;
+      else work.busy++;
+    };
+    inner.on?.('acquired', onSettle);
+    inner.on?.('rejected', onSettle);
+  }
+
+  get name(): string {
+    return this.inner.name;
+  }
+
+  acquire(units?: number, options?: AcquireOptions): Promise<Permit> {
+    const start = this.clock.now();
+    // Without settle events, a limiter is taken to settle every acquire at once.
+    this.#settledNow = this.inner.on === undefined;
+    this.#inAcquire = true;
+    let promise: Promise<Permit>;
+    try {
+      promise = this.inner.acquire(units, options);
+    } finally {
+      this.#inAcquire = false;
+    }
+    if (!this.#settledNow) this.#work.busy--;
+    return promise.then(
+      (permit) => {
+        this.collector.recordWait(this.clock.now() - start);
+        return permit;
+      },
+      (error: unknown) => {
+        // Every refusal ends its request: a first attempt rejects, a retry returns its last 429.
+        if (error instanceof RateLimitRejectedError) this.collector.recordRefusal(error.reason);
+        throw error;
+      },
+    );
+  }
+
+  tryAcquire(units?: number): Permit | undefined {
+    return this.inner.tryAcquire(units);
+  }
+
+  wrap<A extends unknown[], R>(
+    fn: (...args: A) => Promise<R>,
+    options?: WrapOptions<R>,
+  ): (...args: A) => Promise<R> {
+    return this.inner.wrap(fn, options);
+  }
+}
+
+export interface InstanceOptions {
+  clock: VirtualClock;
+  api: ModelApi;
+  limiter: TrackedLimiter;
+  work: WorkCounter;
+  collector: RunCollector;
+  /** Base demand, units/min. */
+  demand: number;
+  demandEvents: readonly TimedFactor[];
+  unitsPerRequest: { min: number; max: number };
+  maxAttempts: number;
+  /** Arrival times and request sizes; the same stream in every mode, so modes see the same demand. */
+  arrivals: Prng;
+  /** No request arrives at or after this time, ms. */
+  endMs: number;
+}
+
+/**
+ * One process: Poisson arrivals of requests (their rate in units/min follows the demand and its
+ * events), each sent through the library's attempt loop (`runAttempts`) with its own limiter,
+ * against the shared model API.
+ */
+export class SimInstance {
+  readonly #o: InstanceOptions;
+  readonly #meanUnits: number;
+  /** The exact (unrounded) time of the last arrival, ms: the Poisson process runs on it. */
+  #lastArrival = 0;
+  /** The first unexpected error of a request, rethrown by the run. */
+  error: unknown;
+
+  constructor(options: InstanceOptions) {
+    this.#o = options;
+    this.#meanUnits = (options.unitsPerRequest.min + options.unitsPerRequest.max) / 2;
+  }
+
+  /** Schedules the first arrival. */
+  start(): void {
+    this.#scheduleNext();
+  }
+
+  #scheduleNext(): void {
+    const at = this.#nextArrival(this.#lastArrival);
+    if (!(at < this.#o.endMs)) return;
+    this.#lastArrival = at;
+    const { clock } = this.#o;
+    clock.setTimeout(() => this.#arrive(), at - clock.now());
+  }
+
+  /** The next arrival after `t` (ms) of a Poisson process whose rate changes at event bounds. */
+  #nextArrival(t: number): number {
+    const { demand, demandEvents, arrivals, endMs } = this.#o;
+    let from = t;
+    while (from < endMs) {
+      const until = nextBoundary(demandEvents, from);
+      const perMinute = (demand * factorAt(demandEvents, from)) / this.#meanUnits;
+      if (perMinute > 0) {
+        const at = from + arrivals.exponential(60_000 / perMinute);
+        if (at < until) return at;
+      }
+      from = until;
+    }
+    return Number.POSITIVE_INFINITY;
+  }
+
+  #arrive(): void {
+    const { arrivals, unitsPerRequest, collector, work } = this.#o;
+    const units = arrivals.int(unitsPerRequest.min, unitsPerRequest.max);
+    collector.requests++;
+    collector.demandUnits += units;
+    work.busy++;
+    void this.#request(units);
+    this.#scheduleNext();
+  }
+
+  async #request(units: number): Promise<void> {
+    const { work, collector } = this.#o;
+    const request = new SimRequest(this.#o, units);
+    try {
+      const answer = await runAttempts(request);
+      if (answer.status !== 429) collector.succeeded++;
+      else if (request.attempts >= request.maxAttempts) collector.gaveUp++;
+      // The limiter refused a retry (counted as rejected) and the loop returned the last 429.
+      else collector.retriesRefused++;
+    } catch (error) {
+      // A refused first attempt is counted by the tracked limiter; anything else is a bug.
+      if (!(error instanceof RateLimitRejectedError)) this.error ??= error;
+    } finally {
+      work.busy--;
+    }
+  }
+}
+
+/**
+ * One request's plan for the attempt loop: send asks the model API, whose answer arrives after
+ * its latency; a 429 is throttled with its Retry-After. (A class rather than an object literal:
+ * a run makes tens of thousands, and methods on the prototype cost no closures.)
+ */
+class SimRequest implements AttemptPlan<ApiAnswer> {
+  readonly limiter: TrackedLimiter;
+  readonly maxAttempts: number;
+  readonly #o: InstanceOptions;
+  /** Attempts sent so far. */
+  attempts = 0;
+
+  constructor(
+    options: InstanceOptions,
+    readonly units: number,
+  ) {
+    this.#o = options;
+    this.limiter = options.limiter;
+    this.maxAttempts = options.maxAttempts;
+  }
+
+  send(): Promise<ApiAnswer> {
+    const { api, work, clock } = this.#o;
+    const answer = api.decide(this.units);
+    this.attempts++;
+    work.busy--;
+    return new Promise<ApiAnswer>((resolve) => {
+      clock.setTimeout(() => {
+        work.busy++;
+        resolve(answer);
+      }, api.latency());
+    });
+  }
+
+  classify(answer: ApiAnswer): Outcome {
+    return answer.status === 429 ? { kind: 'throttled', retryAfterMs: answer.retryAfterMs } : SUCCESS;
+  }
+}
+
+const SUCCESS: Outcome = { kind: 'success' };
+
+/** The first event start or end after `t` (ms), or Infinity. */
+function nextBoundary(events: readonly TimedFactor[], t: number): number {
+  let next = Number.POSITIVE_INFINITY;
+  for (const e of events) {
+    if (e.atMs > t && e.atMs < next) next = e.atMs;
+    const end = e.atMs + e.durationMs;
+    if (end > t && end < next) next = end;
+  }
+  return next;
+}

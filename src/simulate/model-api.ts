@@ -1,0 +1,116 @@
+import type { Clock } from '../clock.js';
+import type { Prng } from './prng.js';
+
+/** What the model API answers to one request. */
+export type ApiAnswer = { status: 200 } | { status: 429; retryAfterMs: number };
+
+export interface ModelApiOptions {
+  clock: Clock;
+  /** The hidden quota for all our instances together, units/min. */
+  quota: number;
+  /** The bucket holds this many seconds of the quota (at least one request's units). */
+  burstSeconds: number;
+  /** Median of the log-normal latency of an answer, ms. */
+  latencyMedianMs: number;
+  /** Spread (sigma of the log) of the latency. */
+  latencySigma: number;
+  /** The stream the latencies are drawn from. */
+  random: Prng;
+}
+
+/** The OK answer, shared: it carries no data. */
+const OK: ApiAnswer = { status: 200 };
+/** The least latency of an answer, ms. */
+const MIN_LATENCY_MS = 5;
+
+/**
+ * A model of an API that rate-limits its callers with a hidden quota: a token bucket refilled at
+ * the quota (units/min) that holds `burstSeconds` of it and starts full. A request is judged
+ * when it is sent: if the bucket holds its units they are taken and it is accepted, otherwise it
+ * gets a 429 with a `Retry-After` in whole seconds (at least 1): the time until the bucket will
+ * hold its units, rounded up, as servers that count in seconds send it. A 429 costs no quota.
+ * The answer reaches the caller after a latency drawn from a seeded log-normal distribution.
+ *
+ * Quota events (another client taking part of the quota) call {@link setQuota}.
+ */
+export class ModelApi {
+  readonly #clock: Clock;
+  readonly #burstSeconds: number;
+  readonly #latencyMedianMs: number;
+  readonly #latencySigma: number;
+  readonly #random: Prng;
+  #quota: number;
+  #capacity: number;
+  #tokens: number;
+  #refilledAt: number;
+
+  /** Units accepted in each second of the run (index: whole seconds of virtual time). */
+  readonly acceptedBySecond: number[] = [];
+  /** 429 answers in each second of the run. */
+  readonly throttledBySecond: number[] = [];
+  acceptedUnits = 0;
+  acceptedRequests = 0;
+  throttled = 0;
+
+  constructor(options: ModelApiOptions) {
+    this.#clock = options.clock;
+    this.#burstSeconds = options.burstSeconds;
+    this.#latencyMedianMs = options.latencyMedianMs;
+    this.#latencySigma = options.latencySigma;
+    this.#random = options.random;
+    this.#quota = options.quota;
+    this.#capacity = this.#capacityOf(options.quota);
+    this.#tokens = this.#capacity;
+    this.#refilledAt = this.#clock.now();
+  }
+
+  /** The quota now, units/min. */
+  get quota(): number {
+    return this.#quota;
+  }
+
+  /** Changes the quota (units/min); the bucket keeps its units, up to its new capacity. */
+  setQuota(quota: number): void {
+    this.#refill();
+    this.#quota = quota;
+    this.#capacity = this.#capacityOf(quota);
+    if (this.#tokens > this.#capacity) this.#tokens = this.#capacity;
+  }
+
+  /** Judges a request of `units` sent now. */
+  decide(units: number): ApiAnswer {
+    const now = this.#clock.now();
+    this.#refill();
+    const second = Math.floor(now / 1000);
+    if (this.#tokens >= units || (units > this.#capacity && this.#tokens >= this.#capacity)) {
+      this.#tokens -= units;
+      this.acceptedUnits += units;
+      this.acceptedRequests++;
+      this.acceptedBySecond[second] = (this.acceptedBySecond[second] ?? 0) + units;
+      return OK;
+    }
+    this.throttled++;
+    this.throttledBySecond[second] = (this.throttledBySecond[second] ?? 0) + 1;
+    const need = Math.min(units, this.#capacity) - this.#tokens;
+    const waitMs = this.#quota > 0 ? (need * 60_000) / this.#quota : 60_000;
+    return { status: 429, retryAfterMs: Math.max(1, Math.ceil(waitMs / 1000)) * 1000 };
+  }
+
+  /** A latency for one answer, ms. */
+  latency(): number {
+    return Math.max(MIN_LATENCY_MS, this.#random.logNormal(this.#latencyMedianMs, this.#latencySigma));
+  }
+
+  #capacityOf(quota: number): number {
+    return Math.max((quota * this.#burstSeconds) / 60, 1);
+  }
+
+  #refill(): void {
+    const now = this.#clock.now();
+    const elapsed = now - this.#refilledAt;
+    if (elapsed > 0) {
+      this.#tokens = Math.min(this.#capacity, this.#tokens + (elapsed * this.#quota) / 60_000);
+      this.#refilledAt = now;
+    }
+  }
+}

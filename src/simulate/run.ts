@@ -1,0 +1,308 @@
+import type { RateController } from '../controllers/types.js';
+import { AdaptiveRateLimiter } from '../limiter/adaptive.js';
+import type { AdaptiveLimiterOptions } from '../limiter/options.js';
+import { SimInstance, TrackedLimiter, type WorkCounter } from './instance.js';
+import { computeMetrics, type Metrics, meanQuota, RunCollector, unitsInLastMinute } from './metrics.js';
+import { ModelApi } from './model-api.js';
+import { PassThroughLimiter } from './pass-through.js';
+import { Prng } from './prng.js';
+import { boundaries, fitDemand, type ModeName, quotaAt, type SimParams } from './scenarios.js';
+import { VirtualClock } from './virtual-clock.js';
+
+/** A mode to run: a built-in one, or a user's controller (`custom`). */
+export interface ModeSpec {
+  name: ModeName;
+  /** The row's name in the table. */
+  label: string;
+  /** The controller of the `custom` mode. */
+  controller?: RateController;
+  /** Where the custom controller came from (a path), for the report. */
+  source?: string;
+}
+
+const LABELS: Record<Exclude<ModeName, 'custom'>, string> = {
+  none: 'No limiter',
+  fixed: 'Fixed rate',
+  aimd: 'AIMD',
+  cubic: 'CUBIC',
+};
+
+export function builtInMode(name: Exclude<ModeName, 'custom'>): ModeSpec {
+  return { name, label: LABELS[name] };
+}
+
+/** One sample per virtual second, column by column; rates and quota in units/min. */
+export interface Series {
+  /** End of each sampled second, s. */
+  t: number[];
+  quota: number[];
+  /** Sum of the instances' rates; `null` without a limiter. */
+  sumRate: (number | null)[];
+  /** Each instance's rate: `rates[i][k]` is instance i at sample k. */
+  rates: (number | null)[][];
+  /** Units the API accepted in the last 60 s. */
+  used60: number[];
+  /** Requests waiting in the limiters' queues, all instances. */
+  queued: number[];
+  /** 429 answers in that second. */
+  throttled: number[];
+  /** Units the API accepted in that second. */
+  accepted: number[];
+}
+
+/** The result of one mode on one scenario: plain data, ready for JSON. */
+export interface ModeResult extends Metrics {
+  scenario: string;
+  mode: ModeName;
+  label: string;
+  /** Counts behind the columns. */
+  details: {
+    requests: number;
+    demandUnits: number;
+    acceptedUnits: number;
+    succeeded: number;
+    rejectedQueueFull: number;
+    rejectedMaxWait: number;
+    /** Of the rejected, those refused on a retry after a 429: the attempt loop returned that 429. */
+    retriesRefused: number;
+    /** Requests still waiting or in flight at the end. */
+    unfinished: number;
+    meanQuota: number;
+    /** Cuts of each instance's limiter. */
+    cuts: number[];
+    /** Retry-After pauses of each instance's limiter. */
+    pauses: number[];
+    /** Each instance's rate at the end, units/min. */
+    finalRates: (number | null)[];
+    /** Virtual timers run (events of the simulation). */
+    events: number;
+  };
+  parameters: SimParams & {
+    /** The options each instance's limiter got (rates for the whole budget); `null` without one. */
+    limiterOptions: Record<string, unknown> | null;
+    controllerSource?: string;
+  };
+  /** Real time the run took, ms: the only field that differs between two runs of the same seed. */
+  wallMs: number;
+  series?: Series;
+}
+
+export interface RunOptions {
+  /** Keep the time series in the result. @default false */
+  series?: boolean;
+  /** Told each virtual second how far the run is (ms of virtual time done). */
+  onProgress?: (virtualMs: number) => void;
+}
+
+/** Limiter options of a mode (whole-budget rates), or `undefined` for no limiter. */
+export function limiterOptionsFor(
+  mode: ModeSpec,
+  params: SimParams,
+): Omit<AdaptiveLimiterOptions, 'clock' | 'name'> | undefined {
+  const l = params.limiter;
+  const common = {
+    instanceCount: params.instances,
+    maxWait: l.maxWait,
+    queueLimit: l.queueLimit,
+    decreaseCooldown: l.decreaseCooldown,
+    maxPause: l.maxPause,
+  };
+  switch (mode.name) {
+    case 'none':
+      return undefined;
+    case 'fixed':
+      return {
+        ...common,
+        initialUnitsPerMinute: l.fixedUnitsPerMinute,
+        minUnitsPerMinute: l.fixedUnitsPerMinute,
+        maxUnitsPerMinute: l.fixedUnitsPerMinute,
+      };
+    default: {
+      const controller = mode.name === 'custom' ? mode.controller : mode.name;
+      if (controller === undefined) throw new TypeError('the custom mode needs a controller');
+      return {
+        ...common,
+        controller,
+        initialUnitsPerMinute: l.initialUnitsPerMinute,
+        minUnitsPerMinute: l.minUnitsPerMinute,
+        maxUnitsPerMinute: l.maxUnitsPerMinute,
+        ...(mode.name === 'aimd' ? { aimd: { ...l.aimd } } : {}),
+        ...(mode.name === 'cubic' ? { cubic: { ...l.cubic } } : {}),
+      };
+    }
+  }
+}
+
+/** Runs one mode of a scenario on the virtual clock. */
+export async function runMode(
+  scenario: string,
+  input: SimParams,
+  mode: ModeSpec,
+  options: RunOptions = {},
+): Promise<ModeResult> {
+  const started = performance.now();
+  const params: SimParams = { ...input, demand: fitDemand(input.demand, input.instances) };
+  const endMs = params.minutes * 60_000;
+  const clock = new VirtualClock();
+  const work: WorkCounter = { busy: 0 };
+  const collector = new RunCollector();
+  const api = new ModelApi({
+    clock,
+    quota: quotaAt(params, 0),
+    burstSeconds: params.apiBurstSeconds,
+    latencyMedianMs: params.latency.medianMs,
+    latencySigma: params.latency.sigma,
+    random: new Prng(params.seed, 'latency'),
+  });
+  for (const t of boundaries(params.quotaEvents, endMs)) {
+    clock.setTimeout(() => api.setQuota(quotaAt(params, t)), t);
+  }
+
+  const limiterOptions = limiterOptionsFor(mode, params);
+  const limiters: (AdaptiveRateLimiter | undefined)[] = [];
+  const pauses: number[] = [];
+  const instances: SimInstance[] = [];
+  for (let i = 0; i < params.instances; i++) {
+    const name = `instance-${i + 1}`;
+    let inner: AdaptiveRateLimiter | PassThroughLimiter;
+    pauses.push(0);
+    if (limiterOptions === undefined) {
+      inner = new PassThroughLimiter(name);
+      limiters.push(undefined);
+    } else {
+      const limiter = new AdaptiveRateLimiter({ ...limiterOptions, name, clock });
+      limiter.on('paused', () => {
+        pauses[i]!++;
+      });
+      inner = limiter;
+      limiters.push(limiter);
+    }
+    const instance = new SimInstance({
+      clock,
+      api,
+      limiter: new TrackedLimiter(inner, clock, work, collector),
+      work,
+      collector,
+      demand: params.demand[i]!,
+      demandEvents: params.demandEvents,
+      unitsPerRequest: params.unitsPerRequest,
+      maxAttempts: params.maxAttempts,
+      // The same streams in every mode: the same arrivals and sizes for each instance.
+      arrivals: new Prng(params.seed, `arrivals-${i}`),
+      endMs,
+    });
+    instances.push(instance);
+  }
+
+  const series = emptySeries(params.instances);
+  const sample = (second: number) => {
+    const t = second * 1000;
+    let sum: number | null = 0;
+    let queued = 0;
+    for (let i = 0; i < limiters.length; i++) {
+      const limiter = limiters[i];
+      if (limiter === undefined) {
+        sum = null;
+        series.rates[i]!.push(null);
+        continue;
+      }
+      const snapshot = limiter.snapshot();
+      queued += snapshot.queued;
+      series.rates[i]!.push(round2(snapshot.rate));
+      if (sum !== null) sum += snapshot.rate;
+    }
+    series.t.push(second);
+    series.quota.push(round2(api.quota));
+    series.sumRate.push(sum === null ? null : round2(sum));
+    series.used60.push(unitsInLastMinute(api.acceptedBySecond, second));
+    series.queued.push(queued);
+    series.throttled.push(api.throttledBySecond[second - 1] ?? 0);
+    series.accepted.push(api.acceptedBySecond[second - 1] ?? 0);
+    options.onProgress?.(t);
+  };
+  const seconds = Math.floor(endMs / 1000);
+  const tick = (second: number) => {
+    sample(second);
+    if (second < seconds) clock.setTimeout(() => tick(second + 1), 1000);
+  };
+  clock.setTimeout(() => tick(1), 1000);
+
+  for (const instance of instances) instance.start();
+  // Each rejection builds a RateLimitRejectedError whose stack trace costs more than the rest of
+  // its request; the simulator only counts them, so stacks are off while it runs.
+  const stackTraceLimit = Error.stackTraceLimit;
+  Error.stackTraceLimit = 0;
+  try {
+    await clock.runUntil(endMs, { busy: () => work.busy });
+  } finally {
+    Error.stackTraceLimit = stackTraceLimit;
+  }
+  for (const instance of instances) if (instance.error !== undefined) throw instance.error;
+
+  const metrics = computeMetrics(params, collector, api);
+  const result: ModeResult = {
+    scenario,
+    mode: mode.name,
+    label: mode.label,
+    ...metrics,
+    details: {
+      requests: collector.requests,
+      demandUnits: collector.demandUnits,
+      acceptedUnits: api.acceptedUnits,
+      succeeded: collector.succeeded,
+      rejectedQueueFull: collector.rejectedQueueFull,
+      rejectedMaxWait: collector.rejectedMaxWait,
+      retriesRefused: collector.retriesRefused,
+      unfinished: collector.unfinished,
+      meanQuota: meanQuota(params),
+      cuts: limiters.map((l) => l?.snapshot().cuts ?? 0),
+      pauses,
+      finalRates: limiters.map((l) => (l === undefined ? null : round2(l.rate))),
+      events: clock.timersRun,
+    },
+    parameters: {
+      ...params,
+      limiterOptions: limiterOptions === undefined ? null : describeOptions(limiterOptions),
+      ...(mode.source !== undefined ? { controllerSource: mode.source } : {}),
+    },
+    wallMs: 0,
+  };
+  if (options.series) result.series = series;
+  result.wallMs = Math.round(performance.now() - started);
+  return result;
+}
+
+/** Runs a scenario in each mode, one after the other. */
+export async function runScenario(
+  scenario: string,
+  params: SimParams,
+  modes: readonly ModeSpec[],
+  options: RunOptions = {},
+): Promise<ModeResult[]> {
+  const results: ModeResult[] = [];
+  for (const mode of modes) results.push(await runMode(scenario, params, mode, options));
+  return results;
+}
+
+function emptySeries(instances: number): Series {
+  return {
+    t: [],
+    quota: [],
+    sumRate: [],
+    rates: Array.from({ length: instances }, () => []),
+    used60: [],
+    queued: [],
+    throttled: [],
+    accepted: [],
+  };
+}
+
+/** Limiter options as JSON: a custom controller shows as `"custom"`. */
+function describeOptions(options: Omit<AdaptiveLimiterOptions, 'clock' | 'name'>): Record<string, unknown> {
+  const { controller, ...rest } = options;
+  return { controller: typeof controller === 'object' ? 'custom' : (controller ?? 'aimd'), ...rest };
+}
+
+function round2(x: number): number {
+  return Number.isFinite(x) ? Math.round(x * 100) / 100 : x;
+}

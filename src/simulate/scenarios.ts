@@ -1,0 +1,198 @@
+import { LIMITER_DEFAULTS } from '../limiter/options.js';
+
+/** A change of the quota or of the demand for a while: the value is multiplied by `factor`. */
+export interface TimedFactor {
+  /** Start, ms from the start of the run. */
+  atMs: number;
+  /** Length, ms. */
+  durationMs: number;
+  /** Multiplies the base value while it lasts (0.5: half; 5: five times). */
+  factor: number;
+}
+
+/** The limiter options of every limited mode; rates are units/min for the whole budget. */
+export interface SimLimiterParams {
+  initialUnitsPerMinute: number;
+  minUnitsPerMinute: number;
+  maxUnitsPerMinute: number;
+  /** The rate of the `fixed` mode (its initial, min and max). */
+  fixedUnitsPerMinute: number;
+  maxWait: number;
+  queueLimit: number;
+  decreaseCooldown: number;
+  maxPause: number;
+  aimd: { decreaseFactor: number; increaseInterval: number; increaseStep: number };
+  cubic: { beta: number; scaleConstant: number };
+}
+
+/** Everything a run depends on. Plain data, so that it prints as JSON. */
+export interface SimParams {
+  /** Processes sharing the quota, each with its own limiter. */
+  instances: number;
+  /** The API's hidden quota for all instances together, units/min. */
+  quota: number;
+  /** Demand of each instance, units/min (one value per instance). */
+  demand: number[];
+  /** Virtual minutes to run. */
+  minutes: number;
+  seed: number;
+  /** Units of one request: a uniform whole number in [min, max]. */
+  unitsPerRequest: { min: number; max: number };
+  /** Attempts per request in the attempt loop, the first included. */
+  maxAttempts: number;
+  /** The model API's bucket holds this many seconds of the quota. */
+  apiBurstSeconds: number;
+  /** Latency of an answer: log-normal with this median (ms) and spread. */
+  latency: { medianMs: number; sigma: number };
+  /** Times when another client takes part of the quota. */
+  quotaEvents: TimedFactor[];
+  /** Times when the demand of every instance changes. */
+  demandEvents: TimedFactor[];
+  limiter: SimLimiterParams;
+}
+
+/** The built-in modes; `custom` is a user's controller module. */
+export type ModeName = 'none' | 'fixed' | 'aimd' | 'cubic' | 'custom';
+export const BUILT_IN_MODES = ['none', 'fixed', 'aimd', 'cubic'] as const satisfies readonly ModeName[];
+
+export interface Scenario {
+  name: string;
+  description: string;
+  params: SimParams;
+  /** Modes the preset runs unless `--modes` says otherwise. */
+  modes: ModeName[];
+}
+
+const MINUTE = 60_000;
+
+/**
+ * The seed's setting: 2 instances of 2,000 units/min against a hidden quota of 3,000, 15 min,
+ * seed 42, an initial rate of 1,500 units/min for the whole budget and a maximum of 5,625
+ * (2,812.5 for each of 2 instances). Limiter options the seed does not give are the library's
+ * defaults: maxWait 60 s, queueLimit 10,000, decreaseCooldown 1 s, min 1 unit/min.
+ */
+export function baseParams(): SimParams {
+  return {
+    instances: 2,
+    quota: 3_000,
+    demand: [2_000, 2_000],
+    minutes: 15,
+    seed: 42,
+    unitsPerRequest: { min: 1, max: 3 },
+    maxAttempts: 4,
+    apiBurstSeconds: 2,
+    latency: { medianMs: 100, sigma: 0.5 },
+    quotaEvents: [],
+    demandEvents: [],
+    limiter: {
+      initialUnitsPerMinute: 1_500,
+      minUnitsPerMinute: LIMITER_DEFAULTS.minUnitsPerMinute,
+      maxUnitsPerMinute: 5_625,
+      fixedUnitsPerMinute: 1_500,
+      maxWait: LIMITER_DEFAULTS.maxWait,
+      queueLimit: LIMITER_DEFAULTS.queueLimit,
+      decreaseCooldown: LIMITER_DEFAULTS.decreaseCooldown,
+      maxPause: LIMITER_DEFAULTS.maxPause,
+      // The controllers' own defaults (src/controllers/aimd.ts, cubic.ts).
+      aimd: { decreaseFactor: 0.7, increaseInterval: 10_000, increaseStep: 120 },
+      cubic: { beta: 0.7, scaleConstant: 0.4 },
+    },
+  };
+}
+
+const ALL_MODES: ModeName[] = [...BUILT_IN_MODES];
+
+/** The named presets, in the order `--scenario all` runs them. */
+export const SCENARIOS: readonly Scenario[] = [
+  {
+    name: 'steady',
+    description: "The seed's setting: two instances that together want more than the hidden quota.",
+    params: baseParams(),
+    modes: ALL_MODES,
+  },
+  {
+    name: 'quota-drop',
+    description:
+      'As steady; after 5 min another client takes half of the quota for 60 s (the seed\'s "Quota drop").',
+    params: { ...baseParams(), quotaEvents: [{ atMs: 5 * MINUTE, durationMs: MINUTE, factor: 0.5 }] },
+    modes: ALL_MODES,
+  },
+  {
+    name: 'many-instances',
+    description: '10 instances share the quota; the same total demand (10 of 400 units/min).',
+    params: { ...baseParams(), instances: 10, demand: Array.from({ length: 10 }, () => 400) },
+    modes: ALL_MODES,
+  },
+  {
+    name: 'uneven-demand',
+    description:
+      'One busy instance (3,800 units/min) and one nearly idle (200): what a static instance share costs.',
+    params: { ...baseParams(), demand: [3_800, 200] },
+    modes: ALL_MODES,
+  },
+  {
+    name: 'burst',
+    description: 'As steady; after 5 min the demand jumps to 5 times for 30 s.',
+    params: { ...baseParams(), demandEvents: [{ atMs: 5 * MINUTE, durationMs: 30_000, factor: 5 }] },
+    modes: ALL_MODES,
+  },
+  {
+    name: 'try-aimd-step-600',
+    description: 'The seed\'s "Bigger steps": AIMD with an increaseStep of 600 units/min.',
+    params: (() => {
+      const p = baseParams();
+      p.limiter.aimd.increaseStep = 600;
+      return p;
+    })(),
+    modes: ['aimd'],
+  },
+  {
+    name: 'try-cubic-max-2700',
+    description: 'The seed\'s "Maximum below the quota": CUBIC with maxUnitsPerMinute 2,700 (quota 3,000).',
+    params: (() => {
+      const p = baseParams();
+      p.limiter.maxUnitsPerMinute = 2_700;
+      return p;
+    })(),
+    modes: ['cubic'],
+  },
+];
+
+export function findScenario(name: string): Scenario | undefined {
+  return SCENARIOS.find((s) => s.name === name);
+}
+
+/** A deep copy of a scenario's parameters, safe to change. */
+export function cloneParams(params: SimParams): SimParams {
+  return structuredClone(params);
+}
+
+/**
+ * Fits the demand list to the instance count: one value applies to every instance; a longer
+ * list is used in turn (3800,200 for 4 instances is 3800,200,3800,200).
+ */
+export function fitDemand(demand: readonly number[], instances: number): number[] {
+  if (demand.length === 0) throw new RangeError('demand: at least one value is needed');
+  return Array.from({ length: instances }, (_, i) => demand[i % demand.length]!);
+}
+
+/** The quota (units/min) at time `t` (ms): the base times every event in force. */
+export function quotaAt(params: SimParams, t: number): number {
+  return params.quota * factorAt(params.quotaEvents, t);
+}
+
+/** The product of the factors of the events in force at `t` (ms). */
+export function factorAt(events: readonly TimedFactor[], t: number): number {
+  let factor = 1;
+  for (const e of events) if (t >= e.atMs && t < e.atMs + e.durationMs) factor *= e.factor;
+  return factor;
+}
+
+/** The times (ms) where some event starts or ends, sorted, within (0, end). */
+export function boundaries(events: readonly TimedFactor[], endMs: number): number[] {
+  const times = new Set<number>();
+  for (const e of events) {
+    for (const t of [e.atMs, e.atMs + e.durationMs]) if (t > 0 && t < endMs) times.add(t);
+  }
+  return [...times].sort((a, b) => a - b);
+}

@@ -1,0 +1,43 @@
+import type { ModeResult } from './run.js';
+
+const integer = new Intl.NumberFormat('en-US', { maximumFractionDigits: 0 });
+
+/** The seed's comparison table as aligned text, one row per mode. */
+export function formatTable(results: readonly ModeResult[]): string {
+  const header = ['Mode', 'Throughput', 'Share', '429s', 'Rejected', 'Gave up', 'p95 wait', 'Recovery'];
+  const rows = results.map((r) => [
+    r.label,
+    integer.format(r.throughput),
+    `${Math.round(r.share * 100)}%`,
+    integer.format(r.throttled),
+    integer.format(r.rejected),
+    integer.format(r.gaveUp),
+    `${r.p95WaitSeconds.toFixed(1)} s`,
+    formatRecovery(r),
+  ]);
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i]!.length)));
+  const line = (cells: readonly string[]) =>
+    cells
+      .map((cell, i) => (i === 0 ? cell.padEnd(widths[i]!) : cell.padStart(widths[i]!)))
+      .join('  ')
+      .trimEnd();
+  return [line(header), line(widths.map((w) => '-'.repeat(w))), ...rows.map(line)].join('\n');
+}
+
+/** `12 s`; `-` without a quota drop; `> 540 s` when it did not recover before the end. */
+export function formatRecovery(r: ModeResult): string {
+  if (r.recovered === null) return '-';
+  if (r.recoverySeconds !== null) return `${r.recoverySeconds} s`;
+  const drop = r.parameters.quotaEvents.find((e) => e.factor < 1);
+  const left = drop ? Math.floor((r.parameters.minutes * 60_000 - drop.atMs - drop.durationMs) / 1000) : 0;
+  return `> ${left} s`;
+}
+
+/** One line that says what was simulated. */
+export function describeParams(r: ModeResult): string {
+  const p = r.parameters;
+  const demand = p.demand.every((d) => d === p.demand[0])
+    ? `${p.instances} instances of ${integer.format(p.demand[0]!)} units/min`
+    : `${p.instances} instances of ${p.demand.map((d) => integer.format(d)).join(', ')} units/min`;
+  return `quota ${integer.format(p.quota)} units/min, ${demand}, ${p.minutes} min, seed ${p.seed}`;
+}

@@ -1,0 +1,50 @@
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { runAttempts } from '../src/attempts.js';
+import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
+import { builtInMode, runMode } from '../src/simulate/run.js';
+import { cloneParams, findScenario } from '../src/simulate/scenarios.js';
+
+// Watch the library's attempt loop: the simulator must send every request through it.
+vi.mock(import('../src/attempts.js'), async (importOriginal) => {
+  const original = await importOriginal();
+  return { ...original, runAttempts: vi.fn(original.runAttempts) as typeof original.runAttempts };
+});
+
+afterEach(() => {
+  vi.restoreAllMocks();
+  vi.mocked(runAttempts).mockClear();
+});
+
+function steady(minutes: number) {
+  const params = cloneParams(findScenario('steady')!.params);
+  params.minutes = minutes;
+  return params;
+}
+
+describe('the simulator runs the library, not a model of it', () => {
+  it('acquires every attempt from AdaptiveRateLimiter, the class the interceptor uses', async () => {
+    const acquire = vi.spyOn(AdaptiveRateLimiter.prototype, 'acquire');
+    const result = await runMode('steady', steady(1), builtInMode('cubic'));
+    const limiters = new Set(acquire.mock.contexts);
+    expect(limiters.size).toBe(2);
+    for (const limiter of limiters) expect(limiter).toBeInstanceOf(AdaptiveRateLimiter);
+    // One acquire per attempt: every request once, and once more for each 429 retried.
+    expect(acquire.mock.calls.length).toBeGreaterThanOrEqual(result.details.requests);
+    expect(acquire.mock.calls.length).toBeLessThanOrEqual(result.details.requests + result.throttled);
+  });
+
+  it('sends every request through runAttempts with 4 attempts', async () => {
+    const result = await runMode('steady', steady(1), builtInMode('aimd'));
+    const calls = vi.mocked(runAttempts).mock.calls;
+    expect(calls).toHaveLength(result.details.requests);
+    for (const [plan] of calls.slice(0, 50)) expect(plan.maxAttempts).toBe(4);
+  });
+
+  it('runs the no-limiter mode through the same attempt loop, without AdaptiveRateLimiter', async () => {
+    const acquire = vi.spyOn(AdaptiveRateLimiter.prototype, 'acquire');
+    const result = await runMode('steady', steady(1), builtInMode('none'));
+    expect(acquire).not.toHaveBeenCalled();
+    expect(vi.mocked(runAttempts).mock.calls).toHaveLength(result.details.requests);
+    expect(result.gaveUp).toBeGreaterThan(0);
+  });
+});

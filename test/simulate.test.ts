@@ -1,0 +1,177 @@
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { main } from '../src/simulate/cli.js';
+import { builtInMode, type ModeResult, runMode, runScenario } from '../src/simulate/run.js';
+import { cloneParams, findScenario, type SimParams } from '../src/simulate/scenarios.js';
+import { calls } from './fixtures/step-controller.js';
+
+function paramsOf(name: string, minutes?: number): SimParams {
+  const scenario = findScenario(name);
+  if (!scenario) throw new Error(`no scenario ${name}`);
+  const params = cloneParams(scenario.params);
+  if (minutes !== undefined) params.minutes = minutes;
+  return params;
+}
+
+const modes = [builtInMode('none'), builtInMode('fixed'), builtInMode('aimd'), builtInMode('cubic')];
+
+function byMode(results: readonly ModeResult[]): Record<string, ModeResult> {
+  return Object.fromEntries(results.map((r) => [r.mode, r]));
+}
+
+/** Runs the CLI and captures what it writes. */
+async function cli(args: string[]) {
+  let stdout = '';
+  let stderr = '';
+  const code = await main(args, {
+    stdout: { write: (t: string) => (stdout += t) },
+    stderr: { write: (t: string) => (stderr += t), isTTY: false },
+    cwd: process.cwd(),
+  });
+  return { code, stdout, stderr };
+}
+
+const withoutWallTime = (results: readonly ModeResult[]) =>
+  JSON.stringify(results.map(({ wallMs: _wallMs, ...rest }) => rest));
+
+describe('npm run simulate', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'simulate-'));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('gives the same JSON, byte for byte, for the same seed (wall time aside)', async () => {
+    const params = paramsOf('quota-drop', 7);
+    const first = await runScenario('quota-drop', params, modes, { series: true });
+    const second = await runScenario('quota-drop', params, modes, { series: true });
+    expect(withoutWallTime(second)).toBe(withoutWallTime(first));
+
+    const other = await runMode('quota-drop', { ...params, seed: 43 }, builtInMode('aimd'));
+    expect(other.details.requests).not.toBe(first[2]!.details.requests);
+  });
+
+  it('prints the same --json twice, and only wallMs differs', async () => {
+    const args = ['--scenario', 'steady', '--minutes', '2', '--json'];
+    const a = await cli(args);
+    const b = await cli(args);
+    expect(a.code).toBe(0);
+    const strip = (text: string) => text.replace(/"wallMs": \d+/g, '"wallMs": 0');
+    expect(strip(b.stdout)).toBe(strip(a.stdout));
+    const parsed = JSON.parse(a.stdout) as ModeResult[];
+    expect(parsed.map((r) => r.mode)).toEqual(['none', 'fixed', 'aimd', 'cubic']);
+    for (const r of parsed) {
+      expect(Object.keys(r)).toEqual(
+        expect.arrayContaining([
+          'throughput',
+          'share',
+          'throttled',
+          'rejected',
+          'gaveUp',
+          'p95WaitSeconds',
+          'recoverySeconds',
+          'parameters',
+          'wallMs',
+        ]),
+      );
+      expect(r.parameters.seed).toBe(42);
+    }
+    expect(a.stderr).toMatch(/^took \d+\.\d s \(4 runs\)\n$/);
+  });
+
+  it('keeps the shape of the seed in steady', async () => {
+    const results = byMode(await runScenario('steady', paramsOf('steady', 6), modes));
+    const { none, fixed, aimd, cubic } = results as Record<'none' | 'fixed' | 'aimd' | 'cubic', ModeResult>;
+    // No limiter: by far the most 429s and gave-ups.
+    expect(none.throttled).toBeGreaterThan(10 * Math.max(fixed.throttled, aimd.throttled, cubic.throttled));
+    expect(none.gaveUp).toBeGreaterThan(100);
+    expect(Math.max(fixed.gaveUp, aimd.gaveUp, cubic.gaveUp)).toBeLessThan(none.gaveUp / 10);
+    // Fixed: close to its fixed rate (1,500 units/min) with few 429s.
+    expect(fixed.throughput).toBeGreaterThan(1_450);
+    expect(fixed.throughput).toBeLessThan(1_560);
+    expect(fixed.throttled).toBeLessThan(10);
+    // AIMD: fewer 429s than CUBIC; CUBIC: at least AIMD's share.
+    expect(aimd.throttled).toBeLessThan(cubic.throttled);
+    expect(cubic.share).toBeGreaterThanOrEqual(aimd.share);
+    // Without a quota drop there is no recovery to report.
+    expect(aimd.recovered).toBeNull();
+  });
+
+  it('reports a recovery in quota-drop', async () => {
+    const results = await runScenario('quota-drop', paramsOf('quota-drop', 10), modes);
+    for (const r of results) {
+      expect(r.recovered, r.mode).toBe(true);
+      expect(r.recoverySeconds, r.mode).toBeGreaterThanOrEqual(0);
+    }
+    // The fixed rate (1,500) never needed more than the dropped quota (1,500).
+    expect(byMode(results).fixed!.recoverySeconds).toBe(0);
+    const { stdout, code } = await cli([
+      '--scenario',
+      'quota-drop',
+      '--minutes',
+      '7',
+      '--modes',
+      'fixed,cubic',
+    ]);
+    expect(code).toBe(0);
+    expect(stdout).toMatch(/^Fixed rate .* 0 s$/m);
+    expect(stdout).toMatch(/^CUBIC .*( \d+ s|> \d+ s)$/m);
+  });
+
+  it('runs a custom controller module given with --controller', async () => {
+    const before = { ...calls };
+    const { code, stdout } = await cli([
+      '--controller',
+      'test/fixtures/step-controller.js',
+      '--modes',
+      'custom',
+      '--minutes',
+      '3',
+      '--json',
+    ]);
+    expect(code).toBe(0);
+    const [result] = JSON.parse(stdout) as ModeResult[];
+    expect(result!.mode).toBe('custom');
+    expect(result!.label).toBe('Custom (step-controller.js)');
+    expect(result!.parameters.limiterOptions?.controller).toBe('custom');
+    expect(result!.throughput).toBeGreaterThan(1_000);
+    expect(calls.onSuccess).toBeGreaterThan(before.onSuccess);
+  });
+
+  it('prints the seed table with every column, and says how long it took', async () => {
+    const { code, stdout } = await cli(['--minutes', '1']);
+    expect(code).toBe(0);
+    expect(stdout).toMatch(/^Mode +Throughput +Share +429s +Rejected +Gave up +p95 wait +Recovery$/m);
+    for (const label of ['No limiter', 'Fixed rate', 'AIMD', 'CUBIC']) {
+      expect(stdout).toMatch(
+        new RegExp(`^${label} +[\\d,]+ +\\d+% +[\\d,]+ +[\\d,]+ +[\\d,]+ +\\d+\\.\\d s +-$`, 'm'),
+      );
+    }
+    expect(stdout).toMatch(/^took \d+\.\d s \(4 runs\)$/m);
+  });
+
+  it('writes a self-contained HTML report with the chart library inlined', async () => {
+    const file = join(dir, 'report.html');
+    const { code } = await cli(['--minutes', '1', '--modes', 'none,aimd', '--html', file]);
+    expect(code).toBe(0);
+    const html = readFileSync(file, 'utf8');
+    expect(html).toContain('var uPlot=');
+    expect(html).toContain('id="sim-data"');
+    expect(html).not.toMatch(/<script[^>]+src=|<link[^>]+href=/);
+    const data = JSON.parse(html.match(/id="sim-data">([^<]*)<\/script>/)![1]!) as {
+      modes: { series: { t: number[]; rates: unknown[][] } }[];
+    }[];
+    expect(data[0]!.modes[1]!.series.t).toHaveLength(60);
+    expect(data[0]!.modes[1]!.series.rates).toHaveLength(2);
+  });
+
+  it('names a bad flag and its value', async () => {
+    const bad = await cli(['--instances', 'two']);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('--instances: expected a whole number >= 1, received "two"');
+    const unknown = await cli(['--scenario', 'nope']);
+    expect(unknown.stderr).toContain('unknown scenario "nope"');
+    const limiter = await cli(['--max-units-per-minute', '1000', '--minutes', '1']);
+    expect(limiter.code).toBe(2);
+    expect(limiter.stderr).toContain('initialUnitsPerMinute');
+  });
+});
