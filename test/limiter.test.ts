@@ -289,9 +289,25 @@ describe('AdaptiveRateLimiter: throttles, cuts and pauses', () => {
     }
     limiter.tryAcquire()!.throttled();
     // 100 responses a second = 6,000/min measured; AIMD cuts it by 30 %.
-    expect(limiter.rate).toBeCloseTo(4_200, -1);
+    expect(limiter.rate).toBeCloseTo(4_200, -2);
     expect(limiter.tryAcquire()).toBeUndefined();
   });
+
+  it.each(['aimd', 'cubic'] as const)(
+    'does not fall to the minimum when a burst is throttled before its first answers arrive (%s)',
+    async (controller) => {
+      // Regression: the first half-second bucket closed empty while the burst was in flight, the
+      // measured rate read 0, and the first cut went straight to 1 unit/min.
+      const clock = new ManualClock(400);
+      const limiter = new AdaptiveRateLimiter({ clock, controller });
+      const permits = await Promise.all(Array.from({ length: 30 }, () => limiter.acquire()));
+      clock.advance(150);
+      for (const p of permits.slice(0, 20)) p.success();
+      permits[20]!.throttled(1_000);
+      // 21 answers (the 429 too) in the first second: 1,260/min, cut by 30 %.
+      expect(limiter.rate).toBeCloseTo(882);
+    },
+  );
 });
 
 describe('AdaptiveRateLimiter: increases', () => {

@@ -116,7 +116,7 @@ export class AdaptiveRateLimiter extends EventEmitter<LimiterEventMap> implement
     this.#lastCutAt = now;
     this.#lastIncreaseAt = now;
     this.#refilledAt = now;
-    this.#measured = new MeasuredRate(now);
+    this.#measured = new MeasuredRate();
     this.#applyShares();
     const initial = this.#opts.initialUnitsPerMinute;
     this.#rate = initial === undefined ? this.#maxRate : initial / this.#opts.instanceCount;
@@ -233,7 +233,8 @@ export class AdaptiveRateLimiter extends EventEmitter<LimiterEventMap> implement
    * Like any change of rate it clears `waited`; the cut bookkeeping is kept.
    */
   setRate(rate: number): void {
-    if (!(rate > 0)) throw new ConfigError([{ path: 'rate', message: 'expected a positive number', received: rate }]);
+    if (!(rate > 0))
+      throw new ConfigError([{ path: 'rate', message: 'expected a positive number', received: rate }]);
     const now = this.#clock.now();
     const next = clamp(rate, this.#minRate, this.#maxRate);
     if (next !== this.#rate) this.#changeRate(next, now, 'update');
@@ -346,20 +347,22 @@ export class AdaptiveRateLimiter extends EventEmitter<LimiterEventMap> implement
 
   #cut(now: number): void {
     let base = this.#rate;
+    let measured = this.#measured.value;
     if (base === Number.POSITIVE_INFINITY) {
-      // Unlimited until now: start from what was actually sent.
-      const elapsed = Math.max(now - this.#createdAt, 1_000);
-      base = clamp(
-        this.#measured.value ?? (this.#unitsSinceCreation * 60_000) / elapsed,
-        this.#minRate,
-        this.#maxRate,
-      );
-      this.#rateBeforeLastDecrease = base;
+      // Unlimited until now: start from what was sent. The smoothed rate may hold a bucket that
+      // closed while the first burst was still in flight, so the average since creation is a floor.
+      const average = (this.#unitsSinceCreation * 60_000) / Math.max(now - this.#createdAt, 1_000);
+      base = clamp(Math.max(measured ?? 0, average), this.#minRate, this.#maxRate);
+      // That estimate stands as the measured rate too, so CUBIC's W is not cut twice.
+      measured = base;
     }
-    const proposed = this.#controller.onThrottled(this.#state(now, base));
+    const state = this.#state(now, base);
+    const proposed = this.#controller.onThrottled(
+      measured === state.measuredRate ? state : { ...state, measuredRate: measured },
+    );
     const target = Number.isFinite(proposed) ? Math.min(proposed, base) : base;
     this.#rateBeforeLastDecrease = base;
-    this.#measuredAtLastDecrease = this.#measured.value;
+    this.#measuredAtLastDecrease = measured;
     this.#pauseBefore = 0;
     this.#lastCutAt = now;
     this.#cutEpoch++;

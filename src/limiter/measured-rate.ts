@@ -7,16 +7,14 @@ const SMOOTHING = 0.8;
  * The measured send rate: units of responses counted in half-second buckets, each closed bucket
  * (spread over the time since the previous one, so an idle gap lowers it) blended into the
  * average with weight 0.8. Unlike the AWS SDK, the first closed bucket is taken whole rather
- * than blended with a starting value of 0, and the response that opens a bucket counts in it.
+ * than blended with a starting value of 0, the response that opens a bucket counts in it, and
+ * the first bucket opens at the first response (not at creation).
  */
 export class MeasuredRate {
-  #bucket: number;
+  /** Start of the open bucket (ms); unset until the first response, so that the time before it, when requests were still in flight, does not count as an idle gap. */
+  #bucket: number | undefined;
   #units = 0;
   #rate: number | undefined;
-
-  constructor(now: number) {
-    this.#bucket = Math.floor(now / BUCKET_MS) * BUCKET_MS;
-  }
 
   /** The smoothed rate in units/min, `undefined` until a first bucket closes. */
   get value(): number | undefined {
@@ -26,7 +24,8 @@ export class MeasuredRate {
   /** Counts the units of one response received at `now`. */
   record(units: number, now: number): void {
     const bucket = Math.floor(now / BUCKET_MS) * BUCKET_MS;
-    if (bucket > this.#bucket) {
+    if (this.#bucket === undefined) this.#bucket = bucket;
+    else if (bucket > this.#bucket) {
       const perMinute = (this.#units * 60_000) / (bucket - this.#bucket);
       this.#rate =
         this.#rate === undefined ? perMinute : perMinute * SMOOTHING + this.#rate * (1 - SMOOTHING);

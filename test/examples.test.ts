@@ -1,0 +1,45 @@
+import { execFile } from 'node:child_process';
+import { readdirSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { describe, expect, it } from 'vitest';
+
+// Runs each example as its users do (`node --import tsx examples/<name>.ts`) and checks that it
+// exits 0 and prints its summary. They run at the same time: each starts its own server on port 0.
+
+const run = promisify(execFile);
+const root = fileURLToPath(new URL('..', import.meta.url));
+
+/** Each example, with a line of its output that says it did its job. */
+const examples: Record<string, RegExp> = {
+  'global-dispatcher.ts': /^global fetch: 60 of 60 requests answered 200/m,
+  'per-client.ts':
+    /^pool: 40 of 40 requests answered 200\n[\s\S]*^agent \(dns, rate limit, redirect, retry\): 20 of 20 requests answered 200/m,
+  'per-origin-config.ts':
+    /^rate-limits\.json and appsettings\.json load into the same config\n[\s\S]*^orders-api \(cubic\): 40 of 40 answered 200/m,
+  'custom-controller.ts': /^rate \(units\/min\): 300 -> 480 -> /m,
+  'fetch-wrapper.ts': /^rateLimitedFetch: 50 of 50 POSTs answered 200 with their body intact/m,
+  'wrap-function.ts': /^limiter\.wrap: 60 of 60 calls returned an order, 0 threw/m,
+};
+
+describe('examples', () => {
+  it('lists every example file', () => {
+    const files = readdirSync(new URL('../examples/', import.meta.url)).filter(
+      (f) => f.endsWith('.ts') && f !== 'server.ts',
+    );
+    expect(files.sort()).toEqual(Object.keys(examples).sort());
+  });
+
+  it.concurrent.for(Object.entries(examples))(
+    '%s exits 0 and prints its summary',
+    async ([file, line], t) => {
+      const { stdout, stderr } = await run(process.execPath, ['--import', 'tsx', `examples/${file}`], {
+        cwd: root,
+        timeout: 20_000,
+      });
+      t.expect(stderr).toBe('');
+      t.expect(stdout).toMatch(line);
+      t.expect(stdout).toMatch(/429/);
+    },
+  );
+});
