@@ -1,7 +1,9 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { runAttempts } from '../src/attempts.js';
 import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
-import { builtInMode, runMode } from '../src/simulate/run.js';
+import { MemoryBudgetStore } from '../src/redis/memory-store.js';
+import { SharedBudget } from '../src/redis/shared-budget.js';
+import { builtInMode, runMode, sharedMode } from '../src/simulate/run.js';
 import { cloneParams, findScenario } from '../src/simulate/scenarios.js';
 
 // Watch the library's attempt loop: the simulator must send every request through it.
@@ -38,6 +40,29 @@ describe('the simulator runs the library, not a model of it', () => {
     const calls = vi.mocked(runAttempts).mock.calls;
     expect(calls).toHaveLength(result.details.requests);
     for (const [plan] of calls.slice(0, 50)) expect(plan.maxAttempts).toBe(4);
+  });
+
+  it('runs a shared mode on SharedBudget (one store) and its AdaptiveRateLimiter, as adaptive-rate-limit/redis', async () => {
+    const budgetAcquire = vi.spyOn(SharedBudget.prototype, 'acquire');
+    const limiterAcquire = vi.spyOn(AdaptiveRateLimiter.prototype, 'acquire');
+    const heartbeat = vi.spyOn(MemoryBudgetStore.prototype, 'heartbeat');
+    const result = await runMode('steady', steady(1), sharedMode(builtInMode('aimd'))!);
+
+    const budgets = new Set(budgetAcquire.mock.contexts);
+    expect(budgets.size).toBe(2);
+    for (const budget of budgets) expect(budget).toBeInstanceOf(SharedBudget);
+    // Every acquire of a budget is its local limiter's acquire.
+    const locals = new Set(limiterAcquire.mock.contexts);
+    expect(locals).toEqual(new Set([...budgets].map((b) => (b as SharedBudget).limiter)));
+    expect(limiterAcquire.mock.calls.length).toBe(budgetAcquire.mock.calls.length);
+    expect(budgetAcquire.mock.calls.length).toBeGreaterThanOrEqual(result.details.requests);
+    expect(vi.mocked(runAttempts).mock.calls).toHaveLength(result.details.requests);
+
+    // One store for the budget; each instance heartbeats every 250 ms of virtual time.
+    expect(new Set(heartbeat.mock.contexts).size).toBe(1);
+    expect(heartbeat.mock.calls.length).toBeGreaterThanOrEqual(2 * 240);
+    expect(heartbeat.mock.calls.length).toBeLessThanOrEqual(2 * 241);
+    expect(result.shared).toBe(true);
   });
 
   it('runs the no-limiter mode through the same attempt loop, without AdaptiveRateLimiter', async () => {

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { main } from '../src/simulate/cli.js';
-import { builtInMode, type ModeResult, runMode, runScenario } from '../src/simulate/run.js';
+import { builtInMode, type ModeResult, runMode, runScenario, sharedMode } from '../src/simulate/run.js';
 import { cloneParams, findScenario, type SimParams } from '../src/simulate/scenarios.js';
 import { calls } from './fixtures/step-controller.js';
 
@@ -115,6 +115,62 @@ describe('npm run simulate', () => {
     expect(code).toBe(0);
     expect(stdout).toMatch(/^Fixed rate .* 0 s$/m);
     expect(stdout).toMatch(/^CUBIC .*( \d+ s|> \d+ s)$/m);
+  });
+
+  it('shares one budget by demand with --shared: in uneven-demand the busy instance no longer starves', async () => {
+    const params = paramsOf('uneven-demand', 5);
+    const aimd = builtInMode('aimd');
+    const [statics, shared] = await runScenario('uneven-demand', params, [aimd, sharedMode(aimd)!]);
+    expect(shared!.label).toBe('AIMD (shared)');
+    expect(shared!.shared).toBe(true);
+    expect(statics!.shared).toBe(false);
+    // Static shares cap the busy instance at max / 2 = 1,500 units/min; one shared budget does not.
+    expect(statics!.details.finalRates[0]).toBeLessThanOrEqual(1_500);
+    expect(shared!.details.finalRates[0]).toBeGreaterThan(2_000);
+    expect(shared!.throughput).toBeGreaterThan(1.3 * statics!.throughput);
+    expect(shared!.share).toBeGreaterThan(statics!.share);
+    expect(shared!.details.sharedBudget?.rate).toBeGreaterThan(2_500);
+    expect(statics!.details.sharedBudget).toBeNull();
+
+    const again = await runMode('uneven-demand', params, sharedMode(aimd)!, { series: true });
+    const twice = await runMode('uneven-demand', params, sharedMode(aimd)!, { series: true });
+    expect(withoutWallTime([twice])).toBe(withoutWallTime([again]));
+  });
+
+  it('adds a shared row after each limited mode with --shared, and drops them with --no-shared', async () => {
+    const args = ['--scenario', 'steady', '--minutes', '1', '--shared', '--json'];
+    const a = await cli(args);
+    const b = await cli(args);
+    expect(a.code).toBe(0);
+    const strip = (text: string) => text.replace(/"wallMs": \d+/g, '"wallMs": 0');
+    expect(strip(b.stdout)).toBe(strip(a.stdout));
+    const parsed = JSON.parse(a.stdout) as ModeResult[];
+    expect(parsed.map((r) => r.label)).toEqual([
+      'No limiter',
+      'Fixed rate',
+      'Fixed rate (shared)',
+      'AIMD',
+      'AIMD (shared)',
+      'CUBIC',
+      'CUBIC (shared)',
+    ]);
+    expect(parsed[2]!.parameters.shared).toEqual({ heartbeatInterval: 250, floorFraction: 0.05 });
+
+    const table = await cli(['--scenario', 'uneven-demand', '--minutes', '1', '--modes', 'aimd']);
+    expect(table.stdout).toMatch(/^AIMD \(shared\) +[\d,]+ +\d+%/m);
+    const without = await cli([
+      '--scenario',
+      'uneven-demand',
+      '--minutes',
+      '1',
+      '--modes',
+      'aimd',
+      '--no-shared',
+    ]);
+    expect(without.stdout).toMatch(/^AIMD +[\d,]+ +\d+%/m);
+    expect(without.stdout).not.toMatch(/^AIMD \(shared\)/m);
+    const bad = await cli(['--shared', '--floor-fraction', '2']);
+    expect(bad.stderr).toContain('--floor-fraction: expected a number from 0 to 1, received "2"');
   });
 
   it('runs a custom controller module given with --controller', async () => {

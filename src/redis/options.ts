@@ -2,14 +2,24 @@ import type { Redis } from 'ioredis';
 import { z } from 'zod';
 import { ConfigError } from '../errors.js';
 import { type AdaptiveLimiterOptions, configErrorFrom } from '../limiter/options.js';
+import type { BudgetStore } from './store.js';
 
 /**
  * Options of {@link createSharedBudget}: the limiter's options (rates are units/min of the WHOLE
- * budget, shared by every process) plus how to reach Redis and how often to talk to it.
+ * budget, shared by every process; `clock` drives the local limiter and the heartbeats) plus
+ * where the shared state lives (`redis`, or another `store`) and how often to talk to it.
  */
 export interface SharedBudgetOptions extends AdaptiveLimiterOptions {
-  /** A Redis URL (`redis://127.0.0.1:6379/0`) or an ioredis client you own (it is not closed). */
-  redis: string | Redis;
+  /**
+   * A Redis URL (`redis://127.0.0.1:6379/0`) or an ioredis client you own (it is not closed).
+   * Give this or `store`.
+   */
+  redis?: string | Redis;
+  /**
+   * Where the shared state lives instead of Redis: a `MemoryBudgetStore` that the members of
+   * one process share (the simulator does), or your own {@link BudgetStore}. Give this or `redis`.
+   */
+  store?: BudgetStore;
   /** The budget's name: every process that passes the same name (and Redis) shares one budget. */
   name: string;
   /**
@@ -56,6 +66,15 @@ export interface ResolvedSharedOptions {
   stateTtl: number;
 }
 
+/** The coordinator's defaults; `memberTimeout` and `redisTimeout` follow the heartbeat. */
+export const SHARED_DEFAULTS = {
+  heartbeatInterval: 250,
+  floorFraction: 0.05,
+  failClosed: false,
+  keyPrefix: 'arl:',
+  stateTtl: 3_600_000,
+} as const;
+
 const positiveMs = z.number().positive().finite();
 
 const sharedSchema = z.object({
@@ -71,8 +90,15 @@ const sharedSchema = z.object({
 
 /** Validates the coordinator's options and fills in the defaults; throws {@link ConfigError}. */
 export function resolveSharedOptions(options: SharedBudgetOptions): ResolvedSharedOptions {
-  const redis: unknown = options.redis;
-  if (typeof redis !== 'string' && (typeof redis !== 'object' || redis === null)) {
+  const { redis, store } = options as { redis: unknown; store: unknown };
+  if (store !== undefined) {
+    const ok =
+      typeof store === 'object' && store !== null && typeof (store as BudgetStore).heartbeat === 'function';
+    if (!ok || redis !== undefined) {
+      const message = ok ? 'give either redis or store, not both' : 'expected a BudgetStore';
+      throw new ConfigError([{ path: 'store', message, received: store }], 'shared budget options');
+    }
+  } else if (typeof redis !== 'string' && (typeof redis !== 'object' || redis === null)) {
     throw new ConfigError(
       [{ path: 'redis', message: 'expected a Redis URL or an ioredis client', received: redis }],
       'shared budget options',
@@ -81,15 +107,15 @@ export function resolveSharedOptions(options: SharedBudgetOptions): ResolvedShar
   const parsed = sharedSchema.safeParse(options);
   if (!parsed.success) throw configErrorFrom(parsed.error, options, 'shared budget options');
   const o = parsed.data;
-  const heartbeatInterval = o.heartbeatInterval ?? 250;
+  const heartbeatInterval = o.heartbeatInterval ?? SHARED_DEFAULTS.heartbeatInterval;
   return {
     name: o.name,
     heartbeatInterval,
     memberTimeout: o.memberTimeout ?? 4 * heartbeatInterval,
     redisTimeout: o.redisTimeout ?? Math.max(1_000, 2 * heartbeatInterval),
-    floorFraction: o.floorFraction ?? 0.05,
-    failClosed: o.failClosed ?? false,
-    keyPrefix: o.keyPrefix ?? 'arl:',
-    stateTtl: o.stateTtl ?? 3_600_000,
+    floorFraction: o.floorFraction ?? SHARED_DEFAULTS.floorFraction,
+    failClosed: o.failClosed ?? SHARED_DEFAULTS.failClosed,
+    keyPrefix: o.keyPrefix ?? SHARED_DEFAULTS.keyPrefix,
+    stateTtl: o.stateTtl ?? SHARED_DEFAULTS.stateTtl,
   };
 }

@@ -1,7 +1,6 @@
-import { createHash, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { hostname } from 'node:os';
-import { Redis } from 'ioredis';
 import type { Clock } from '../clock.js';
 import { AdaptiveRateLimitError } from '../errors.js';
 import { AdaptiveRateLimiter, type LimiterSnapshot } from '../limiter/adaptive.js';
@@ -9,7 +8,8 @@ import { resolveLimiterOptions } from '../limiter/options.js';
 import type { AcquireOptions, Permit, RateLimiter, WrapOptions } from '../limiter/types.js';
 import { wrapWithLimiter } from '../limiter/wrap.js';
 import { type ResolvedSharedOptions, resolveSharedOptions, type SharedBudgetOptions } from './options.js';
-import { CUT, HEARTBEAT, LEAVE, PAUSE } from './scripts.js';
+import { RedisBudgetStore } from './redis-store.js';
+import type { Answer, BudgetStore, HeartbeatReply } from './store.js';
 
 /** A backlog of queued units counts as demand to be served within this many ms. */
 const BACKLOG_MS = 1_000;
@@ -20,7 +20,7 @@ const PAUSE_TOLERANCE_MS = 25;
 /** The local limiter's floor (units/min): a member's share may be below the whole budget's min. */
 const LOCAL_MIN_RATE = 1e-3;
 
-/** What this process last learned from Redis. Rates in units/min. */
+/** What this process last learned from the store (Redis). Rates in units/min. */
 export interface SharedState {
   /** The whole budget's rate; `undefined` while not learned (no initial rate, no throttle yet). */
   rate: number | undefined;
@@ -32,7 +32,10 @@ export interface SharedState {
   epoch: number;
   /** True while Redis cannot be reached and this process serves from its last known share. */
   degraded: boolean;
-  /** Redis round trips made so far (one per heartbeat, cut or pause; two on a script cache miss). */
+  /**
+   * Round trips to the store's server so far (Redis: one per heartbeat, cut or pause; two on a
+   * script cache miss). A store in memory makes none.
+   */
   roundTrips: number;
 }
 
@@ -60,43 +63,31 @@ export class SharedBudgetUnavailableError extends AdaptiveRateLimitError {
   }
 }
 
-interface Script {
-  readonly lua: string;
-  readonly sha: string;
-}
-
-function script(lua: string): Script {
-  return { lua, sha: createHash('sha1').update(lua).digest('hex') };
-}
-
-const scripts = {
-  heartbeat: script(HEARTBEAT),
-  cut: script(CUT),
-  pause: script(PAUSE),
-  leave: script(LEAVE),
-};
-
 /**
  * One budget shared by every process that opens it with the same name on the same Redis. Each
  * process keeps a local {@link AdaptiveRateLimiter} and leases a share of the whole RATE (not
  * units): an acquire never waits for Redis. A heartbeat (one Lua script) registers the member,
  * reports its demand and its controller's proposed change, and applies the share it gets back.
  * A cut and a Retry-After pause are shared at once through their own script. See docs/redis.md.
+ *
+ * The shared state lives behind a {@link BudgetStore}: Redis by default (`redis`), or a
+ * `MemoryBudgetStore` shared by the members of one process (`store`), as in the simulator. The
+ * heartbeats are timers on the limiter's `clock`; a store that answers synchronously (memory)
+ * is applied in the same call, so on a virtual clock everything happens at its instant.
  */
 export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements RateLimiter {
   /** The local limiter this process acquires from; its events and snapshot are this process's. */
   readonly limiter: AdaptiveRateLimiter;
-  /** This member's id in Redis. */
+  /** This member's id in the store. */
   readonly id: string;
 
   readonly #opts: ResolvedSharedOptions;
-  readonly #client: Redis;
-  readonly #ownsClient: boolean;
-  readonly #keys: readonly [string, string, string];
+  readonly #store: BudgetStore;
   readonly #clock: Clock;
-  readonly #initial: string;
-  readonly #min: string;
-  readonly #max: string;
+  /** Whole-budget rates for the store, units/min; `undefined`: none (unlimited, no maximum). */
+  readonly #initial: number | undefined;
+  readonly #min: number;
+  readonly #max: number | undefined;
   readonly #cooldown: number;
   readonly #maxPause: number;
 
@@ -116,7 +107,6 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
   #localCut: { from: number; to: number } | undefined;
   #seq = 0;
   #appliedSeq = 0;
-  #roundTrips = 0;
   readonly #pending = new Set<Promise<unknown>>();
   readonly #ready: Promise<void>;
   #resolveReady: () => void = () => {};
@@ -126,6 +116,7 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
     this.#opts = resolveSharedOptions(options);
     const {
       redis,
+      store,
       heartbeatInterval: _h,
       memberTimeout: _m,
       redisTimeout: _r,
@@ -151,32 +142,23 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
     this.#members = guess;
     this.#fraction = 1 / guess;
     this.#rate = initial;
-    this.#initial = initial === undefined ? '' : String(initial);
-    this.#min = String(min);
+    this.#initial = initial;
+    this.#min = min;
     const max = limiterOptions.maxUnitsPerMinute ?? Number.POSITIVE_INFINITY;
-    this.#max = Number.isFinite(max) ? String(max) : '';
+    this.#max = Number.isFinite(max) ? max : undefined;
     this.#cooldown = limiterOptions.decreaseCooldown ?? 1_000;
     this.#maxPause = limiterOptions.maxPause ?? 600_000;
 
-    const tag = `${this.#opts.keyPrefix}{${this.#opts.name}}`;
-    this.#keys = [`${tag}:state`, `${tag}:members`, `${tag}:demand`];
     this.id = `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
-    if (typeof redis === 'string') {
-      this.#client = new Redis(redis, {
-        // Fail fast while disconnected; the heartbeat retries, and the local share serves meanwhile.
-        maxRetriesPerRequest: 0,
-        connectTimeout: this.#opts.redisTimeout,
-        retryStrategy: (times) => Math.min(50 * times, 500),
+    this.#store =
+      store ??
+      new RedisBudgetStore({
+        // resolveSharedOptions checked that one of them is given.
+        redis: redis!,
+        name: this.#opts.name,
+        keyPrefix: this.#opts.keyPrefix,
+        redisTimeout: this.#opts.redisTimeout,
       });
-      // Errors are reported once through 'degraded'; ioredis would print every reconnect attempt.
-      this.#client.on('error', (error: unknown) => {
-        this.#lastError = error;
-      });
-      this.#ownsClient = true;
-    } else {
-      this.#client = redis;
-      this.#ownsClient = false;
-    }
 
     this.limiter.on('increased', (e) => {
       if (e.cause === 'success' && Number.isFinite(e.from)) this.#pendingDelta += e.to - e.from;
@@ -196,7 +178,7 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
     return this.#opts.name;
   }
 
-  /** What this process last learned from Redis. */
+  /** What this process last learned from the store. */
   get state(): SharedState {
     return {
       rate: this.#rate,
@@ -204,13 +186,18 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
       members: this.#members,
       epoch: this.#epoch,
       degraded: this.#degraded,
-      roundTrips: this.#roundTrips,
+      roundTrips: this.#store.roundTrips,
     };
   }
 
   /** The local limiter's snapshot: this process's share, queue and pause. */
   snapshot(): LimiterSnapshot {
     return this.limiter.snapshot();
+  }
+
+  /** The store this budget shares its state through. */
+  get store(): BudgetStore {
+    return this.#store;
   }
 
   /** Resolves after the first heartbeat, answered or failed. */
@@ -250,7 +237,7 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
 
   /**
    * Stops the heartbeat, leaves the budget (the others see one member fewer at their next
-   * heartbeat), closes the Redis client it opened and the local limiter. Idempotent.
+   * heartbeat), closes the store (the Redis client it opened) and the local limiter. Idempotent.
    */
   async close(): Promise<void> {
     if (this.#closed) return;
@@ -260,11 +247,11 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
     await this.#beat;
     await this.flush();
     if (!this.#degraded) {
-      await this.#run(scripts.leave, [this.id]).catch(() => undefined);
+      await Promise.resolve()
+        .then(() => this.#store.leave(this.id))
+        .catch(() => undefined);
     }
-    if (this.#ownsClient) {
-      await withTimeout(this.#client.quit(), this.#opts.redisTimeout).catch(() => this.#client.disconnect());
-    }
+    await this.#store.close?.();
     this.limiter.close();
   }
 
@@ -298,15 +285,25 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
   #tick(): void {
     this.#timer = undefined;
     if (this.#closed) return;
-    void this.#heartbeat().finally(() => {
-      if (this.#closed || this.#timer !== undefined) return;
-      this.#timer = this.#clock.setTimeout(() => this.#tick(), this.#opts.heartbeatInterval);
-    });
+    const beat = this.#heartbeat();
+    if (beat === undefined) this.#arm();
+    else void beat.finally(() => this.#arm());
   }
 
-  #heartbeat(): Promise<void> {
+  #arm(): void {
+    if (this.#closed || this.#timer !== undefined) return;
+    this.#timer = this.#clock.setTimeout(() => this.#tick(), this.#opts.heartbeatInterval);
+  }
+
+  /** Sends a heartbeat (or joins the one in flight); `undefined` when it was applied at once. */
+  #heartbeat(): Promise<void> | undefined {
     if (this.#beat !== undefined) return this.#beat;
-    const beat = this.#sendHeartbeat().finally(() => {
+    const pending = this.#sendHeartbeat();
+    if (pending === undefined) {
+      this.#resolveReady();
+      return undefined;
+    }
+    const beat = pending.finally(() => {
       this.#beat = undefined;
       this.#resolveReady();
     });
@@ -314,69 +311,101 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
     return beat;
   }
 
-  async #sendHeartbeat(): Promise<void> {
+  #sendHeartbeat(): Promise<void> | undefined {
     const snap = this.limiter.snapshot();
     const demand = (snap.measuredRate ?? 0) + (snap.queuedUnits * 60_000) / BACKLOG_MS;
     // The controllers' proposals move the whole rate by their mean over the members.
     const delta = this.#degraded || this.#rate === undefined ? 0 : this.#pendingDelta / this.#members;
     this.#pendingDelta = 0;
     const o = this.#opts;
-    const args = [
-      this.id,
-      demand,
-      delta,
-      o.memberTimeout,
-      o.floorFraction,
-      this.#initial,
-      this.#min,
-      this.#max,
-    ];
-    try {
-      const { seq, reply } = await this.#call(scripts.heartbeat, [...args, o.stateTtl]);
-      const [rate, epoch, pauseRemaining, members, share] = reply as [string, number, number, number, string];
-      this.#recover(members);
-      if (seq < this.#appliedSeq) return;
-      this.#appliedSeq = seq;
-      this.#setMembers(members);
-      this.#epoch = Math.max(this.#epoch, epoch);
-      this.#rate = rate === '' ? undefined : Number(rate);
-      this.#share = share === '' ? undefined : Number(share);
-      if (this.#rate !== undefined && this.#share !== undefined) this.#fraction = this.#share / this.#rate;
-      this.#applyShare(this.#share);
-      this.#applyPause(pauseRemaining);
-    } catch (error) {
-      this.#fail(error);
-    }
+    const seq = ++this.#seq;
+    return this.#ask(
+      () =>
+        this.#store.heartbeat({
+          id: this.id,
+          demand,
+          delta,
+          memberTimeout: o.memberTimeout,
+          floorFraction: o.floorFraction,
+          initialRate: this.#initial,
+          minRate: this.#min,
+          maxRate: this.#max,
+          ttl: o.stateTtl,
+        }),
+      (reply) => this.#applyHeartbeat(seq, reply),
+    );
   }
 
-  async #cut(sentEpoch: number, cut: { from: number; to: number }): Promise<void> {
-    if (this.#degraded) return; // the local cut stands
-    const ratio = Number.isFinite(cut.from) && cut.from > 0 ? cut.to / cut.from : '';
-    // Leaving "unlimited": the local cut started from this process's measured rate.
-    const absolute = cut.to * this.#members;
-    const args = [sentEpoch, ratio, absolute, this.#cooldown, this.#min, this.#max, this.#opts.stateTtl];
-    try {
-      const { seq, reply } = await this.#call(scripts.cut, args);
-      const [, rate, epoch] = reply as [number, string, number];
-      this.#epoch = Math.max(this.#epoch, epoch);
-      if (seq < this.#appliedSeq) return;
-      this.#appliedSeq = seq;
-      this.#rate = rate === '' ? undefined : Number(rate);
-      if (this.#rate !== undefined) this.#share = this.#rate * this.#fraction;
-      // A refused cut (another member cut for this burst) restores the share the local cut took.
-      this.#applyShare(this.#share);
-    } catch (error) {
-      this.#fail(error);
-    }
+  #applyHeartbeat(seq: number, reply: HeartbeatReply): void {
+    this.#recover(reply.members);
+    if (seq < this.#appliedSeq) return;
+    this.#appliedSeq = seq;
+    this.#setMembers(reply.members);
+    this.#epoch = Math.max(this.#epoch, reply.epoch);
+    this.#rate = reply.rate;
+    this.#share = reply.share;
+    if (this.#rate !== undefined && this.#share !== undefined) this.#fraction = this.#share / this.#rate;
+    this.#applyShare(this.#share);
+    this.#applyPause(reply.pauseRemaining);
   }
 
-  async #pause(ms: number): Promise<void> {
-    if (this.#degraded) return;
+  #cut(sentEpoch: number, cut: { from: number; to: number }): Promise<void> | undefined {
+    if (this.#degraded) return undefined; // the local cut stands
+    const o = this.#opts;
+    const seq = ++this.#seq;
+    return this.#ask(
+      () =>
+        this.#store.cut({
+          sentEpoch,
+          ratio: Number.isFinite(cut.from) && cut.from > 0 ? cut.to / cut.from : undefined,
+          // Leaving "unlimited": the local cut started from this process's measured rate.
+          absoluteRate: cut.to * this.#members,
+          cooldown: this.#cooldown,
+          minRate: this.#min,
+          maxRate: this.#max,
+          ttl: o.stateTtl,
+        }),
+      (reply) => {
+        this.#epoch = Math.max(this.#epoch, reply.epoch);
+        if (seq < this.#appliedSeq) return;
+        this.#appliedSeq = seq;
+        this.#rate = reply.rate;
+        if (this.#rate !== undefined) this.#share = this.#rate * this.#fraction;
+        // A refused cut (another member cut for this burst) restores the share the local cut took.
+        this.#applyShare(this.#share);
+      },
+    );
+  }
+
+  #pause(ms: number): Promise<void> | undefined {
+    if (this.#degraded) return undefined;
+    const request = { ms: Math.min(ms, this.#maxPause), ttl: this.#opts.stateTtl };
+    return this.#ask(
+      () => this.#store.pause(request),
+      () => {},
+    );
+  }
+
+  /**
+   * Asks the store and applies its answer: in this call when the store answers synchronously
+   * (then returns `undefined`), else when the promise settles. A failure marks the budget degraded.
+   */
+  #ask<T>(call: () => Answer<T>, apply: (answer: T) => void): Promise<void> | undefined {
+    const fail = (error: unknown) => this.#fail(error);
+    let answer: Answer<T>;
     try {
-      await this.#call(scripts.pause, [Math.min(ms, this.#maxPause), this.#opts.stateTtl]);
+      answer = call();
     } catch (error) {
-      this.#fail(error);
+      fail(error);
+      return undefined;
     }
+    if (isPromiseLike(answer)) return Promise.resolve(answer).then(apply).catch(fail);
+    try {
+      apply(answer);
+    } catch (error) {
+      fail(error);
+    }
+    return undefined;
   }
 
   #applyShare(share: number | undefined): void {
@@ -429,27 +458,10 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
     this.emit('recovered', { budget: this.#opts.name, members });
   }
 
-  #track(promise: Promise<void>): void {
+  #track(promise: Promise<void> | undefined): void {
+    if (promise === undefined) return;
     this.#pending.add(promise);
     void promise.finally(() => this.#pending.delete(promise));
-  }
-
-  async #call(s: Script, args: readonly (string | number)[]): Promise<{ seq: number; reply: unknown }> {
-    const seq = ++this.#seq;
-    const reply = await withTimeout(this.#run(s, args), this.#opts.redisTimeout);
-    return { seq, reply };
-  }
-
-  async #run(s: Script, args: readonly (string | number)[]): Promise<unknown> {
-    const keys = this.#keys;
-    this.#roundTrips++;
-    try {
-      return await this.#client.evalsha(s.sha, keys.length, ...keys, ...args);
-    } catch (error) {
-      if (!(error instanceof Error) || !error.message.startsWith('NOSCRIPT')) throw error;
-      this.#roundTrips++;
-      return await this.#client.eval(s.lua, keys.length, ...keys, ...args);
-    }
   }
 }
 
@@ -488,24 +500,14 @@ class SharedPermit implements Permit {
   }
 }
 
-function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
-  return new Promise<T>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`no answer from Redis within ${ms} ms`)), ms);
-    timer.unref();
-    promise.then(
-      (value) => {
-        clearTimeout(timer);
-        resolve(value);
-      },
-      (error: unknown) => {
-        clearTimeout(timer);
-        reject(error);
-      },
-    );
-  });
+function isPromiseLike<T>(value: Answer<T>): value is Promise<T> {
+  return typeof (value as { then?: unknown } | null)?.then === 'function';
 }
 
-/** Opens a budget shared through Redis; see {@link SharedBudgetOptions}. Throws `ConfigError` at once. */
+/**
+ * Opens a budget shared through Redis (`redis`) or another store (`store`); see
+ * {@link SharedBudgetOptions}. Throws `ConfigError` at once.
+ */
 export function createSharedBudget(options: SharedBudgetOptions): SharedBudget {
   return new SharedBudget(options);
 }

@@ -7,7 +7,14 @@ import { ConfigError } from '../errors.js';
 import { AdaptiveRateLimiter } from '../limiter/adaptive.js';
 import { loadControllerModule } from './controller-module.js';
 import { type ReportGroup, renderHtml } from './report-html.js';
-import { builtInMode, limiterOptionsFor, type ModeResult, type ModeSpec, runMode } from './run.js';
+import {
+  builtInMode,
+  limiterOptionsFor,
+  type ModeResult,
+  type ModeSpec,
+  runMode,
+  sharedMode,
+} from './run.js';
 import {
   BUILT_IN_MODES,
   cloneParams,
@@ -32,6 +39,9 @@ Scenarios and modes
   --modes LIST           none, fixed, aimd, cubic, custom (default: the scenario's)
   --controller PATH      a module exporting a RateController as default or \`controller\`;
                          adds the custom mode
+  --shared               also runs each limited mode with ONE budget shared by the instances,
+                         as adaptive-rate-limit/redis shares it ("AIMD (shared)"), next to the
+                         static shares (uneven-demand does by default; --no-shared: not)
   --list                 lists the scenarios and exits
 
 Model
@@ -67,6 +77,10 @@ Limiter (rates for the whole budget; each instance gets 1/instances of them)
   --beta N                       CUBIC (default 0.7)
   --scale-constant N             CUBIC (default 0.4)
 
+Shared budget (the "(shared)" modes)
+  --heartbeat-interval DURATION  each instance's heartbeat (default 250ms)
+  --floor-fraction N             part of the rate kept as a floor for the instances (default 0.05)
+
 Output
   --json                 one JSON object per mode (columns, counts, parameters, wallMs)
   --series               with --json: add the time series (one sample per virtual second)
@@ -78,6 +92,7 @@ const OPTIONS = {
   scenario: { type: 'string' },
   modes: { type: 'string' },
   controller: { type: 'string' },
+  shared: { type: 'boolean' },
   list: { type: 'boolean' },
   instances: { type: 'string' },
   quota: { type: 'string' },
@@ -108,13 +123,17 @@ const OPTIONS = {
   'decrease-factor': { type: 'string' },
   beta: { type: 'string' },
   'scale-constant': { type: 'string' },
+  'heartbeat-interval': { type: 'string' },
+  'floor-fraction': { type: 'string' },
   json: { type: 'boolean' },
   series: { type: 'boolean' },
   html: { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
-type Values = ReturnType<typeof parseArgs<{ options: typeof OPTIONS; strict: true }>>['values'];
+type Values = ReturnType<
+  typeof parseArgs<{ options: typeof OPTIONS; strict: true; allowNegative: true }>
+>['values'];
 
 /** A bad flag: the message names it and the value received. */
 export class UsageError extends Error {
@@ -146,7 +165,13 @@ export async function main(args: readonly string[], io: CliIo = defaultIo()): Pr
 async function run(args: readonly string[], io: CliIo): Promise<number> {
   let values: Values;
   try {
-    ({ values } = parseArgs({ args: [...args], options: OPTIONS, strict: true, allowPositionals: false }));
+    ({ values } = parseArgs({
+      args: [...args],
+      options: OPTIONS,
+      strict: true,
+      allowPositionals: false,
+      allowNegative: true,
+    }));
   } catch (error) {
     throw new UsageError((error as Error).message);
   }
@@ -165,7 +190,12 @@ async function run(args: readonly string[], io: CliIo): Promise<number> {
   const plan = scenarios.map((scenario) => ({
     scenario,
     params: applyOverrides(cloneParams(scenario.params), values),
-    modes: modesFor(requested ?? scenario.modes, custom, requested === undefined),
+    modes: modesFor(
+      requested ?? scenario.modes,
+      custom,
+      requested === undefined,
+      values.shared ?? scenario.shared === true,
+    ),
   }));
 
   // Check every mode's limiter options before the first run: a bad one fails at once.
@@ -248,7 +278,12 @@ function parseModes(text: string): ModeName[] {
   });
 }
 
-function modesFor(names: readonly ModeName[], custom: ModeSpec | undefined, addCustom: boolean): ModeSpec[] {
+function modesFor(
+  names: readonly ModeName[],
+  custom: ModeSpec | undefined,
+  addCustom: boolean,
+  shared: boolean,
+): ModeSpec[] {
   const specs: ModeSpec[] = [];
   for (const name of names) {
     if (name !== 'custom') specs.push(builtInMode(name));
@@ -256,7 +291,12 @@ function modesFor(names: readonly ModeName[], custom: ModeSpec | undefined, addC
     else throw new UsageError('--modes custom needs --controller PATH');
   }
   if (custom && addCustom && !names.includes('custom')) specs.push(custom);
-  return specs;
+  if (!shared) return specs;
+  // Each limited mode, then the same mode with one shared budget.
+  return specs.flatMap((spec) => {
+    const variant = sharedMode(spec);
+    return variant === undefined ? [spec] : [spec, variant];
+  });
 }
 
 /** Applies the flags to a copy of a scenario's parameters. */
@@ -391,6 +431,20 @@ export function applyOverrides(params: SimParams, v: Partial<Values>): SimParams
   set(positive('scale-constant'), (x) => {
     l.cubic.scaleConstant = x;
   });
+  set(duration('heartbeat-interval'), (x) => {
+    if (!(x > 0)) {
+      throw new UsageError(
+        `--heartbeat-interval: expected a duration > 0, received "${v['heartbeat-interval']}"`,
+      );
+    }
+    p.shared.heartbeatInterval = x;
+  });
+  set(
+    num('floor-fraction', (x) => x >= 0 && x <= 1, 'a number from 0 to 1'),
+    (x) => {
+      p.shared.floorFraction = x;
+    },
+  );
   return p;
 }
 

@@ -17,7 +17,7 @@ export interface WorkCounter {
 }
 
 /** A limiter that tells when it settles an acquire: the library's limiter does, by its events. */
-interface SettleEvents {
+export interface SettleEvents {
   on(event: 'acquired' | 'rejected', listener: () => void): unknown;
 }
 
@@ -26,26 +26,31 @@ interface SettleEvents {
  * no rule of its own). A request that calls `acquire` stays busy when the limiter settles it at
  * once (granted or rejected: the promise callbacks still have to run), and parks when it joins
  * the queue; the limiter's `acquired` or `rejected` event for it, fired from the limiter's
- * timer, makes it busy again. Records each acquire's wait.
+ * timer, makes it busy again. Records each acquire's wait. The events come from `events`: the
+ * limiter itself, or the local limiter of a shared budget.
  */
 export class TrackedLimiter implements RateLimiter {
   readonly #work: WorkCounter;
   #inAcquire = false;
   #settledNow = false;
 
+  readonly #events: Partial<SettleEvents>;
+
   constructor(
-    readonly inner: RateLimiter & Partial<SettleEvents>,
+    readonly inner: RateLimiter,
     readonly clock: VirtualClock,
     work: WorkCounter,
     readonly collector: RunCollector,
+    events: Partial<SettleEvents> = inner as Partial<SettleEvents>,
   ) {
     this.#work = work;
+    this.#events = events;
     const onSettle = () => {
       if (this.#inAcquire) this.#settledNow = true;
       else work.busy++;
     };
-    inner.on?.('acquired', onSettle);
-    inner.on?.('rejected', onSettle);
+    events.on?.('acquired', onSettle);
+    events.on?.('rejected', onSettle);
   }
 
   get name(): string {
@@ -55,7 +60,7 @@ export class TrackedLimiter implements RateLimiter {
   acquire(units?: number, options?: AcquireOptions): Promise<Permit> {
     const start = this.clock.now();
     // Without settle events, a limiter is taken to settle every acquire at once.
-    this.#settledNow = this.inner.on === undefined;
+    this.#settledNow = this.#events.on === undefined;
     this.#inAcquire = true;
     let promise: Promise<Permit>;
     try {

@@ -1,6 +1,8 @@
 import type { RateController } from '../controllers/types.js';
 import { AdaptiveRateLimiter } from '../limiter/adaptive.js';
 import type { AdaptiveLimiterOptions } from '../limiter/options.js';
+import { MemoryBudgetStore } from '../redis/memory-store.js';
+import { SharedBudget } from '../redis/shared-budget.js';
 import { SimInstance, TrackedLimiter, type WorkCounter } from './instance.js';
 import { computeMetrics, type Metrics, meanQuota, RunCollector, unitsInLastMinute } from './metrics.js';
 import { ModelApi } from './model-api.js';
@@ -18,6 +20,11 @@ export interface ModeSpec {
   controller?: RateController;
   /** Where the custom controller came from (a path), for the report. */
   source?: string;
+  /**
+   * One budget shared by the instances, as `adaptive-rate-limit/redis` shares it (a
+   * `SharedBudget` per instance, one `MemoryBudgetStore`), instead of static shares.
+   */
+  shared?: boolean;
 }
 
 const LABELS: Record<Exclude<ModeName, 'custom'>, string> = {
@@ -29,6 +36,12 @@ const LABELS: Record<Exclude<ModeName, 'custom'>, string> = {
 
 export function builtInMode(name: Exclude<ModeName, 'custom'>): ModeSpec {
   return { name, label: LABELS[name] };
+}
+
+/** The same mode with one shared budget (`AIMD (shared)`); `undefined` for `none` (no limiter). */
+export function sharedMode(mode: ModeSpec): ModeSpec | undefined {
+  if (mode.name === 'none' || mode.shared) return undefined;
+  return { ...mode, shared: true, label: `${mode.label} (shared)` };
 }
 
 /** One sample per virtual second, column by column; rates and quota in units/min. */
@@ -54,6 +67,8 @@ export interface Series {
 export interface ModeResult extends Metrics {
   scenario: string;
   mode: ModeName;
+  /** One budget shared by the instances (a `SharedBudget` each), rather than static shares. */
+  shared: boolean;
   label: string;
   /** Counts behind the columns. */
   details: {
@@ -72,8 +87,10 @@ export interface ModeResult extends Metrics {
     cuts: number[];
     /** Retry-After pauses of each instance's limiter. */
     pauses: number[];
-    /** Each instance's rate at the end, units/min. */
+    /** Each instance's rate at the end, units/min (in a shared mode: its share). */
     finalRates: (number | null)[];
+    /** The shared budget at the end: its whole rate (units/min) and its cuts; `null` without one. */
+    sharedBudget: { rate: number | null; cuts: number } | null;
     /** Virtual timers run (events of the simulation). */
     events: number;
   };
@@ -159,28 +176,35 @@ export async function runMode(
   }
 
   const limiterOptions = limiterOptionsFor(mode, params);
+  // A shared mode: one store for the budget, in memory, on the virtual clock (Redis's role).
+  const store = mode.shared && limiterOptions !== undefined ? new MemoryBudgetStore({ clock }) : undefined;
   const limiters: (AdaptiveRateLimiter | undefined)[] = [];
   const pauses: number[] = [];
   const instances: SimInstance[] = [];
   for (let i = 0; i < params.instances; i++) {
     const name = `instance-${i + 1}`;
-    let inner: AdaptiveRateLimiter | PassThroughLimiter;
-    pauses.push(0);
+    let tracked: TrackedLimiter;
+    let limiter: AdaptiveRateLimiter | undefined;
     if (limiterOptions === undefined) {
-      inner = new PassThroughLimiter(name);
-      limiters.push(undefined);
+      tracked = new TrackedLimiter(new PassThroughLimiter(name), clock, work, collector);
+    } else if (store !== undefined) {
+      // The budget's rates are whole-budget; `instanceCount` is only its first guess.
+      const budget = new SharedBudget({ ...limiterOptions, ...params.shared, name: 'budget', store, clock });
+      limiter = budget.limiter;
+      tracked = new TrackedLimiter(budget, clock, work, collector, limiter);
     } else {
-      const limiter = new AdaptiveRateLimiter({ ...limiterOptions, name, clock });
-      limiter.on('paused', () => {
-        pauses[i]!++;
-      });
-      inner = limiter;
-      limiters.push(limiter);
+      limiter = new AdaptiveRateLimiter({ ...limiterOptions, name, clock });
+      tracked = new TrackedLimiter(limiter, clock, work, collector);
     }
+    pauses.push(0);
+    limiter?.on('paused', () => {
+      pauses[i]!++;
+    });
+    limiters.push(limiter);
     const instance = new SimInstance({
       clock,
       api,
-      limiter: new TrackedLimiter(inner, clock, work, collector),
+      limiter: tracked,
       work,
       collector,
       demand: params.demand[i]!,
@@ -243,6 +267,7 @@ export async function runMode(
   const result: ModeResult = {
     scenario,
     mode: mode.name,
+    shared: store !== undefined,
     label: mode.label,
     ...metrics,
     details: {
@@ -258,6 +283,10 @@ export async function runMode(
       cuts: limiters.map((l) => l?.snapshot().cuts ?? 0),
       pauses,
       finalRates: limiters.map((l) => (l === undefined ? null : round2(l.rate))),
+      sharedBudget:
+        store === undefined
+          ? null
+          : { rate: store.rate === undefined ? null : round2(store.rate), cuts: store.cuts },
       events: clock.timersRun,
     },
     parameters: {

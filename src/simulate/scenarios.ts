@@ -1,4 +1,5 @@
 import { LIMITER_DEFAULTS } from '../limiter/options.js';
+import { SHARED_DEFAULTS } from '../redis/options.js';
 
 /** A change of the quota or of the demand for a while: the value is multiplied by `factor`. */
 export interface TimedFactor {
@@ -25,6 +26,14 @@ export interface SimLimiterParams {
   cubic: { beta: number; scaleConstant: number };
 }
 
+/** The options of the shared modes' `SharedBudget` (see docs/redis.md). */
+export interface SimSharedParams {
+  /** ms between two heartbeats of each instance. */
+  heartbeatInterval: number;
+  /** Part of the whole rate kept as a floor, split between the instances (0 to 1). */
+  floorFraction: number;
+}
+
 /** Everything a run depends on. Plain data, so that it prints as JSON. */
 export interface SimParams {
   /** Processes sharing the quota, each with its own limiter. */
@@ -49,6 +58,8 @@ export interface SimParams {
   /** Times when the demand of every instance changes. */
   demandEvents: TimedFactor[];
   limiter: SimLimiterParams;
+  /** The shared budget of the `(shared)` modes. */
+  shared: SimSharedParams;
 }
 
 /** The built-in modes; `custom` is a user's controller module. */
@@ -61,6 +72,8 @@ export interface Scenario {
   params: SimParams;
   /** Modes the preset runs unless `--modes` says otherwise. */
   modes: ModeName[];
+  /** Also runs each limited mode with one shared budget unless `--no-shared` says otherwise. */
+  shared?: boolean;
 }
 
 const MINUTE = 60_000;
@@ -97,6 +110,10 @@ export function baseParams(): SimParams {
       aimd: { decreaseFactor: 0.7, increaseInterval: 10_000, increaseStep: 120 },
       cubic: { beta: 0.7, scaleConstant: 0.4 },
     },
+    shared: {
+      heartbeatInterval: SHARED_DEFAULTS.heartbeatInterval,
+      floorFraction: SHARED_DEFAULTS.floorFraction,
+    },
   };
 }
 
@@ -126,9 +143,16 @@ export const SCENARIOS: readonly Scenario[] = [
   {
     name: 'uneven-demand',
     description:
-      'One busy instance (3,800 units/min) and one nearly idle (200): what a static instance share costs.',
-    params: { ...baseParams(), demand: [3_800, 200] },
+      'One busy instance (3,800 units/min), one nearly idle (200), max 3,000: a static share caps each ' +
+      'at 1,500; the "(shared)" rows share one budget by demand.',
+    params: (() => {
+      const p = { ...baseParams(), demand: [3_800, 200] };
+      // A maximum at the API's documented quota: what a static share (max / instanceCount) costs.
+      p.limiter.maxUnitsPerMinute = 3_000;
+      return p;
+    })(),
     modes: ALL_MODES,
+    shared: true,
   },
   {
     name: 'burst',

@@ -1,0 +1,150 @@
+import { type Clock, systemClock } from '../clock.js';
+import {
+  type BudgetStore,
+  type CutReply,
+  type CutRequest,
+  clampRate,
+  cutRate,
+  demandWeightedShare,
+  type HeartbeatReply,
+  type HeartbeatRequest,
+  mayCut,
+  type PauseRequest,
+} from './store.js';
+
+export interface MemoryBudgetStoreOptions {
+  /** The store's clock, as Redis's `TIME` is the Redis store's. @default the system clock */
+  clock?: Clock;
+}
+
+/**
+ * One shared budget kept in this process's memory: the same rules as the Redis store's Lua
+ * scripts (see store.ts), answered synchronously. Give the same store to every
+ * {@link SharedBudget} that shares the budget: the simulator's instances do, on its virtual
+ * clock; so can several workers of one process, or tests on a manual clock.
+ */
+export class MemoryBudgetStore implements BudgetStore {
+  readonly roundTrips = 0;
+  readonly #clock: Clock;
+
+  // the state hash of the Redis store (expires on its own)
+  #rate: number | undefined;
+  #epoch = 0;
+  #lastCutAt: number | undefined;
+  #cuts = 0;
+  #pausedUntil = 0;
+  #stateExpiresAt = Number.POSITIVE_INFINITY;
+  // the members zset and the demand hash (they expire together, on heartbeats only)
+  /** Member id -> time of its last heartbeat (ms), in order of joining. */
+  readonly #members = new Map<string, number>();
+  /** Member id -> demand, units/min. */
+  readonly #demand = new Map<string, number>();
+  #membersExpireAt = Number.POSITIVE_INFINITY;
+
+  constructor(options: MemoryBudgetStoreOptions = {}) {
+    this.#clock = options.clock ?? systemClock;
+  }
+
+  /** The whole rate, units/min (`undefined` while unlimited). */
+  get rate(): number | undefined {
+    this.#expire(this.#now());
+    return this.#rate;
+  }
+
+  /** Shared cuts so far. */
+  get cuts(): number {
+    this.#expire(this.#now());
+    return this.#cuts;
+  }
+
+  /** Live members as of their last heartbeat (silent ones are dropped at the next heartbeat). */
+  get members(): number {
+    this.#expire(this.#now());
+    return this.#members.size;
+  }
+
+  heartbeat(r: HeartbeatRequest): HeartbeatReply {
+    const now = this.#now();
+    this.#expire(now);
+    const members = this.#members;
+    members.set(r.id, now);
+    for (const [id, seen] of members) {
+      if (seen > now - r.memberTimeout) continue;
+      members.delete(id);
+      this.#demand.delete(id);
+    }
+    this.#demand.set(r.id, r.demand);
+
+    let rate = this.#rate ?? r.initialRate;
+    if (rate !== undefined) {
+      rate = clampRate(rate + r.delta, r.minRate, r.maxRate);
+      this.#rate = rate;
+    }
+    const share =
+      rate === undefined
+        ? undefined
+        : demandWeightedShare(rate, r.demand, this.#demand.values(), r.floorFraction, members.size);
+    this.#stateExpiresAt = now + r.ttl;
+    this.#membersExpireAt = now + r.ttl;
+    return {
+      rate,
+      epoch: this.#epoch,
+      pauseRemaining: Math.max(0, this.#pausedUntil - now),
+      members: members.size,
+      share,
+    };
+  }
+
+  cut(r: CutRequest): CutReply {
+    const now = this.#now();
+    this.#expire(now);
+    if (!mayCut(r.sentEpoch, this.#epoch, this.#lastCutAt, now, r.cooldown)) {
+      return { cut: false, rate: this.#rate, epoch: this.#epoch };
+    }
+    this.#rate = cutRate(this.#rate, r.ratio, r.absoluteRate, r.minRate, r.maxRate);
+    this.#epoch++;
+    this.#lastCutAt = now;
+    this.#cuts++;
+    this.#stateExpiresAt = now + r.ttl;
+    return { cut: true, rate: this.#rate, epoch: this.#epoch };
+  }
+
+  pause(r: PauseRequest): number {
+    const now = this.#now();
+    this.#expire(now);
+    if (now + r.ms > this.#pausedUntil) {
+      this.#pausedUntil = now + r.ms;
+      this.#stateExpiresAt = now + r.ttl;
+    }
+    return Math.max(0, this.#pausedUntil - now);
+  }
+
+  leave(id: string): number {
+    this.#expire(this.#now());
+    this.#members.delete(id);
+    this.#demand.delete(id);
+    return this.#members.size;
+  }
+
+  /** Whole ms, as the Redis scripts read `TIME`. */
+  #now(): number {
+    return Math.floor(this.#clock.now());
+  }
+
+  /** Forgets what has expired, as Redis drops a key whose TTL ran out. */
+  #expire(now: number): void {
+    if (now >= this.#stateExpiresAt) {
+      this.#rate = undefined;
+      this.#epoch = 0;
+      this.#lastCutAt = undefined;
+      this.#cuts = 0;
+      this.#pausedUntil = 0;
+      this.#stateExpiresAt = Number.POSITIVE_INFINITY;
+    }
+    if (now >= this.#membersExpireAt || this.#members.size === 0) {
+      this.#members.clear();
+      this.#demand.clear();
+      this.#membersExpireAt = Number.POSITIVE_INFINITY;
+    }
+  }
+}

@@ -1,0 +1,162 @@
+import { createHash } from 'node:crypto';
+import { Redis } from 'ioredis';
+import { CUT, HEARTBEAT, LEAVE, PAUSE } from './scripts.js';
+import type {
+  BudgetStore,
+  CutReply,
+  CutRequest,
+  HeartbeatReply,
+  HeartbeatRequest,
+  PauseRequest,
+} from './store.js';
+
+export interface RedisBudgetStoreOptions {
+  /** A Redis URL (a client is opened, and closed with the store) or an ioredis client you own. */
+  redis: string | Redis;
+  /** The budget's name: its keys are `<keyPrefix>{<name>}:state|members|demand`. */
+  name: string;
+  keyPrefix: string;
+  /** A call unanswered this long (ms, real time) fails. */
+  redisTimeout: number;
+}
+
+interface Script {
+  readonly lua: string;
+  readonly sha: string;
+}
+
+function script(lua: string): Script {
+  return { lua, sha: createHash('sha1').update(lua).digest('hex') };
+}
+
+const scripts = {
+  heartbeat: script(HEARTBEAT),
+  cut: script(CUT),
+  pause: script(PAUSE),
+  leave: script(LEAVE),
+};
+
+/**
+ * One budget's state in Redis: each call is one Lua script (scripts.ts), atomic on the server and
+ * timed by the server's clock. `evalsha` first; on a script cache miss, `eval` (two round trips).
+ */
+export class RedisBudgetStore implements BudgetStore {
+  readonly #client: Redis;
+  readonly #ownsClient: boolean;
+  readonly #keys: readonly [string, string, string];
+  readonly #timeout: number;
+  #roundTrips = 0;
+
+  constructor(options: RedisBudgetStoreOptions) {
+    const tag = `${options.keyPrefix}{${options.name}}`;
+    this.#keys = [`${tag}:state`, `${tag}:members`, `${tag}:demand`];
+    this.#timeout = options.redisTimeout;
+    const { redis } = options;
+    if (typeof redis === 'string') {
+      this.#client = new Redis(redis, {
+        // Fail fast while disconnected; the heartbeat retries, and the local share serves meanwhile.
+        maxRetriesPerRequest: 0,
+        connectTimeout: options.redisTimeout,
+        retryStrategy: (times) => Math.min(50 * times, 500),
+      });
+      // Errors reach the budget through its failed calls ('degraded', once); ioredis would print
+      // every reconnect attempt.
+      this.#client.on('error', () => {});
+      this.#ownsClient = true;
+    } else {
+      this.#client = redis;
+      this.#ownsClient = false;
+    }
+  }
+
+  get roundTrips(): number {
+    return this.#roundTrips;
+  }
+
+  async heartbeat(r: HeartbeatRequest): Promise<HeartbeatReply> {
+    const reply = await this.#call(scripts.heartbeat, [
+      r.id,
+      r.demand,
+      r.delta,
+      r.memberTimeout,
+      r.floorFraction,
+      optional(r.initialRate),
+      r.minRate,
+      optional(r.maxRate),
+      r.ttl,
+    ]);
+    const [rate, epoch, pauseRemaining, members, share] = reply as [string, number, number, number, string];
+    return { rate: number(rate), epoch, pauseRemaining, members, share: number(share) };
+  }
+
+  async cut(r: CutRequest): Promise<CutReply> {
+    const reply = await this.#call(scripts.cut, [
+      r.sentEpoch,
+      optional(r.ratio),
+      r.absoluteRate,
+      r.cooldown,
+      r.minRate,
+      optional(r.maxRate),
+      r.ttl,
+    ]);
+    const [cut, rate, epoch] = reply as [number, string, number];
+    return { cut: cut === 1, rate: number(rate), epoch };
+  }
+
+  async pause(r: PauseRequest): Promise<number> {
+    return (await this.#call(scripts.pause, [r.ms, r.ttl])) as number;
+  }
+
+  async leave(id: string): Promise<number> {
+    return (await this.#call(scripts.leave, [id])) as number;
+  }
+
+  /** Closes the client it opened (a client passed in is left open). */
+  async close(): Promise<void> {
+    if (!this.#ownsClient) return;
+    await withTimeout(this.#client.quit(), this.#timeout).catch(() => this.#client.disconnect());
+  }
+
+  #call(s: Script, args: readonly (string | number)[]): Promise<unknown> {
+    return withTimeout(this.#run(s, args), this.#timeout);
+  }
+
+  async #run(s: Script, args: readonly (string | number)[]): Promise<unknown> {
+    const keys = this.#keys;
+    this.#roundTrips++;
+    try {
+      return await this.#client.evalsha(s.sha, keys.length, ...keys, ...args);
+    } catch (error) {
+      if (!(error instanceof Error) || !error.message.startsWith('NOSCRIPT')) throw error;
+      this.#roundTrips++;
+      return await this.#client.eval(s.lua, keys.length, ...keys, ...args);
+    }
+  }
+}
+
+/** An optional number as a script argument: `''` for none (an infinite maximum is none too). */
+function optional(x: number | undefined): string | number {
+  return x === undefined || !Number.isFinite(x) ? '' : x;
+}
+
+/** A script's optional number: `''` is none. */
+function number(text: string): number | undefined {
+  return text === '' ? undefined : Number(text);
+}
+
+function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no answer from Redis within ${ms} ms`)), ms);
+    timer.unref();
+    promise.then(
+      (value) => {
+        clearTimeout(timer);
+        resolve(value);
+      },
+      (error: unknown) => {
+        clearTimeout(timer);
+        reject(error);
+      },
+    );
+  });
+}
