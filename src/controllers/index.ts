@@ -9,6 +9,9 @@ export type { CubicOptions, CubicParams } from './cubic.js';
 export { cubic, cubicCurve, cubicK } from './cubic.js';
 export type { RateController, RateControllerState } from './types.js';
 
+const defaultAimd = aimd();
+const defaultCubic = cubic();
+
 /** The `controller` option: a built-in controller by name, or your own. */
 export type ControllerSpec = 'aimd' | 'cubic' | RateController;
 
@@ -20,8 +23,9 @@ export function resolveController(
   spec: ControllerSpec,
   options: { aimd?: AimdOptions; cubic?: CubicOptions } = {},
 ): RateController {
-  if (spec === 'aimd') return aimd(options.aimd);
-  if (spec === 'cubic') return cubic(options.cubic);
+  // Controllers are pure: limiters with the default options share one.
+  if (spec === 'aimd') return options.aimd === undefined ? defaultAimd : aimd(options.aimd);
+  if (spec === 'cubic') return options.cubic === undefined ? defaultCubic : cubic(options.cubic);
   if (isController(spec)) return spec;
   throw new ConfigError([
     {

@@ -71,6 +71,9 @@ export class AdaptiveRateLimiter extends EventEmitter<LimiterEventMap> implement
   readonly #clock: Clock;
   #opts: ResolvedLimiterOptions;
   #controller: RateController;
+  /** AIMD or CUBIC, which answer `undefined` to a success when nothing waited. */
+  #builtIn = true;
+  readonly #onTimerBound = () => this.#onTimer();
   #minRate = 0;
   #maxRate = 0;
 
@@ -110,6 +113,7 @@ export class AdaptiveRateLimiter extends EventEmitter<LimiterEventMap> implement
     super();
     this.#opts = resolveLimiterOptions(options);
     this.#controller = resolveController(this.#opts.controller, this.#opts);
+    this.#builtIn = typeof this.#opts.controller === 'string';
     this.#clock = options.clock ?? systemClock;
     const now = this.#clock.now();
     this.#createdAt = now;
@@ -217,6 +221,7 @@ export class AdaptiveRateLimiter extends EventEmitter<LimiterEventMap> implement
     this.#refill(now);
     this.#opts = next;
     this.#controller = controller;
+    this.#builtIn = typeof next.controller === 'string';
     this.#applyShares();
     let rate = this.#rate;
     if (rate === Number.POSITIVE_INFINITY && next.initialUnitsPerMinute !== undefined) {
@@ -303,6 +308,8 @@ export class AdaptiveRateLimiter extends EventEmitter<LimiterEventMap> implement
       this.#tokens = Math.min(this.#capacity, this.#tokens - (used - permit.units));
     }
     if (now < this.#pausedUntil || this.#rate === Number.POSITIVE_INFINITY) return;
+    // The built-in controllers raise only after a wait: skip building their state otherwise.
+    if (!this.#waited && this.#builtIn) return;
     const next = this.#controller.onSuccess(this.#state(now, this.#rate));
     if (next === undefined || !Number.isFinite(next)) return;
     this.#lastIncreaseAt = now;
@@ -443,7 +450,9 @@ export class AdaptiveRateLimiter extends EventEmitter<LimiterEventMap> implement
 
   #grant(units: number, now: number, since: number): Permit {
     if (this.#rate !== Number.POSITIVE_INFINITY) this.#tokens -= units;
-    this.emit('acquired', { limiter: this.#opts.name, units, waited: now - since });
+    if (this.listenerCount('acquired') > 0) {
+      this.emit('acquired', { limiter: this.#opts.name, units, waited: now - since });
+    }
     return new LimiterPermit(this, units, this.#cutEpoch);
   }
 
@@ -472,7 +481,7 @@ export class AdaptiveRateLimiter extends EventEmitter<LimiterEventMap> implement
     }
     this.#timerAt = at;
     const delay = Math.min(MAX_TIMER_MS, Math.max(0, at - now));
-    this.#timer = this.#clock.setTimeout(() => this.#onTimer(), delay);
+    this.#timer = this.#clock.setTimeout(this.#onTimerBound, delay);
   }
 
   #readyAt(head: Waiter, now: number): number {

@@ -1,0 +1,61 @@
+/**
+ * Runs the bench suites in order and prints their tables.
+ *
+ *   npm run bench              every suite
+ *   npm run bench -- engine    only the named suites
+ *
+ * Run node with `--expose-gc` so the memory figures are exact.
+ */
+import { cpus } from 'node:os';
+import { hasGc, nowMs } from './harness.js';
+
+interface Suite {
+  readonly name: string;
+  readonly description: string;
+  /** Loaded on demand, so running one suite does not import the others' dependencies. */
+  readonly run: () => Promise<void>;
+}
+
+/** Every suite, in the order `npm run bench` runs them. Add a suite here. */
+const suites: readonly Suite[] = [
+  {
+    name: 'engine',
+    description: 'limiter engine vs p-throttle, limiter, p-queue, bottleneck: sync, async, drain, memory',
+    run: async () => (await import('./engine.js')).run(),
+  },
+  {
+    name: 'redis',
+    description: 'the Redis shared budget against the local limiter',
+    run: async () => (await import('./redis.js')).redisSuite(),
+  },
+];
+
+function header(): void {
+  const cpu = cpus();
+  console.log('adaptive-rate-limit bench');
+  console.log(`node ${process.version} (${process.platform}/${process.arch})`);
+  console.log(`cpu  ${cpu[0]?.model ?? 'unknown'} × ${cpu.length}`);
+  console.log(`date ${new Date().toISOString()}`);
+  console.log(`gc   ${hasGc ? 'exposed' : 'missing (memory figures are noise; run node with --expose-gc)'}`);
+}
+
+async function main(): Promise<void> {
+  const wanted = process.argv.slice(2).filter((arg) => !arg.startsWith('-'));
+  const unknown = wanted.filter((name) => !suites.some((s) => s.name === name));
+  if (unknown.length > 0) {
+    const known = suites.map((s) => `  ${s.name.padEnd(8)} ${s.description}`).join('\n');
+    console.error(`unknown suite: ${unknown.join(', ')}\navailable suites:\n${known}`);
+    process.exitCode = 2;
+    return;
+  }
+  const selected = wanted.length === 0 ? suites : suites.filter((s) => wanted.includes(s.name));
+  header();
+  for (const suite of selected) {
+    const start = nowMs();
+    console.log(`\n== ${suite.name}: ${suite.description}`);
+    await suite.run();
+    console.log(`\n(${suite.name} took ${((nowMs() - start) / 1000).toFixed(1)} s)`);
+  }
+}
+
+await main();
