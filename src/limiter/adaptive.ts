@@ -1,9 +1,8 @@
-import { EventEmitter } from 'node:events';
 import { type Clock, MAX_TIMER_MS, systemClock } from '../clock.js';
 import { resolveController } from '../controllers/index.js';
 import type { RateController, RateControllerState } from '../controllers/types.js';
 import { ConfigError, RateLimitRejectedError, type RejectionReason } from '../errors.js';
-import type { LimiterEventMap } from './events.js';
+import { LazyEmitter, type LimiterEventMap } from './events.js';
 import { MeasuredRate } from './measured-rate.js';
 import {
   type AdaptiveLimiterOptions,
@@ -67,13 +66,13 @@ export interface LimiterSnapshot {
  * than the bucket is served once the bucket is full and leaves it in debt, so the long-run rate
  * holds for any request size.
  */
-export class AdaptiveRateLimiter extends EventEmitter<LimiterEventMap> implements RateLimiter {
+export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements RateLimiter {
   readonly #clock: Clock;
   #opts: ResolvedLimiterOptions;
   #controller: RateController;
   /** AIMD or CUBIC, which answer `undefined` to a success when nothing waited. */
   #builtIn = true;
-  readonly #onTimerBound = () => this.#onTimer();
+  #onTimerBound: (() => void) | undefined;
   #minRate = 0;
   #maxRate = 0;
 
@@ -481,6 +480,7 @@ export class AdaptiveRateLimiter extends EventEmitter<LimiterEventMap> implement
     }
     this.#timerAt = at;
     const delay = Math.min(MAX_TIMER_MS, Math.max(0, at - now));
+    this.#onTimerBound ??= () => this.#onTimer();
     this.#timer = this.#clock.setTimeout(this.#onTimerBound, delay);
   }
 

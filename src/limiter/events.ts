@@ -1,3 +1,4 @@
+import { EventEmitter } from 'node:events';
 import type { RejectionReason } from '../errors.js';
 
 /** The typed events of a limiter; payloads are plain objects, rates in units/min, times in ms. */
@@ -19,3 +20,48 @@ export interface LimiterEventMap {
 }
 
 export type LimiterEventName = keyof LimiterEventMap;
+
+type Listener<A extends unknown[]> = (...args: A) => void;
+
+/**
+ * The event methods of a limiter, on a Node `EventEmitter` made at the first listener: an idle
+ * limiter nobody watches does not carry one (it is a quarter of a limiter's memory), and an
+ * event with no listener costs one check.
+ */
+export class LazyEmitter<T extends { [K in keyof T]: unknown[] }> {
+  #emitter: EventEmitter | undefined;
+
+  on<K extends keyof T & string>(event: K, listener: Listener<T[K]>): this {
+    this.#events().on(event, listener as Listener<unknown[]>);
+    return this;
+  }
+
+  once<K extends keyof T & string>(event: K, listener: Listener<T[K]>): this {
+    this.#events().once(event, listener as Listener<unknown[]>);
+    return this;
+  }
+
+  off<K extends keyof T & string>(event: K, listener: Listener<T[K]>): this {
+    this.#emitter?.off(event, listener as Listener<unknown[]>);
+    return this;
+  }
+
+  removeAllListeners(event?: keyof T & string): this {
+    if (event === undefined) this.#emitter?.removeAllListeners();
+    else this.#emitter?.removeAllListeners(event);
+    return this;
+  }
+
+  listenerCount(event: keyof T & string): number {
+    return this.#emitter?.listenerCount(event) ?? 0;
+  }
+
+  protected emit<K extends keyof T & string>(event: K, ...args: T[K]): boolean {
+    return this.#emitter?.emit(event, ...args) ?? false;
+  }
+
+  #events(): EventEmitter {
+    if (this.#emitter === undefined) this.#emitter = new EventEmitter();
+    return this.#emitter;
+  }
+}

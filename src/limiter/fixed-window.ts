@@ -1,8 +1,7 @@
-import { EventEmitter } from 'node:events';
 import { z } from 'zod';
 import { type Clock, MAX_TIMER_MS, systemClock } from '../clock.js';
 import { RateLimitRejectedError, type RejectionReason } from '../errors.js';
-import type { LimiterEventMap } from './events.js';
+import { LazyEmitter, type LimiterEventMap } from './events.js';
 import { configErrorFrom, LIMITER_DEFAULTS, limiterFieldsSchema } from './options.js';
 import { Fifo } from './queue.js';
 import type { AcquireOptions, Permit, RateLimiter, WrapOptions } from './types.js';
@@ -80,7 +79,7 @@ interface Waiter {
  * move up. `changeLimitForPeriod` applies from the next cycle, to current waiters too (they may
  * wait longer or shorter than predicted); `changeTimeoutDuration` applies to new callers only.
  */
-export class FixedWindowRateLimiter extends EventEmitter<FixedWindowEventMap> implements RateLimiter {
+export class FixedWindowRateLimiter extends LazyEmitter<FixedWindowEventMap> implements RateLimiter {
   readonly name: string;
   readonly #clock: Clock;
   readonly #createdAt: number;
