@@ -2,6 +2,7 @@ import { type Clock, MAX_TIMER_MS, systemClock } from '../clock.js';
 import { resolveController } from '../controllers/index.js';
 import type { RateController, RateControllerState } from '../controllers/types.js';
 import { ConfigError, RateLimitRejectedError, type RejectionReason } from '../errors.js';
+import { TokenBucket } from './bucket.js';
 import { LazyEmitter, type LimiterEventMap } from './events.js';
 import { MeasuredRate } from './measured-rate.js';
 import {
@@ -9,12 +10,12 @@ import {
   type ResolvedLimiterOptions,
   resolveLimiterOptions,
 } from './options.js';
+import { Pause } from './pause.js';
+import { LimiterPermit, type PermitSink } from './permit.js';
 import { Fifo } from './queue.js';
 import type { AcquireOptions, Permit, RateLimiter, WrapOptions } from './types.js';
 import { wrapWithLimiter } from './wrap.js';
 
-/** Tokens are floats; a head that lacks less than this many units is served. */
-const EPSILON = 1e-9;
 /**
  * Real timers fire up to a millisecond off their float target; a head that became ready by its
  * deadline is still served when its timer fires within this slack after it. (A manual clock fires
@@ -66,7 +67,7 @@ export interface LimiterSnapshot {
  * than the bucket is served once the bucket is full and leaves it in debt, so the long-run rate
  * holds for any request size.
  */
-export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements RateLimiter {
+export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements RateLimiter, PermitSink {
   readonly #clock: Clock;
   #opts: ResolvedLimiterOptions;
   #controller: RateController;
@@ -76,23 +77,14 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   #minRate = 0;
   #maxRate = 0;
 
-  // bucket
-  #rate: number;
-  #capacity = 1;
-  #tokens = 0;
-  #refilledAt: number;
+  readonly #bucket: TokenBucket;
+  readonly #pause = new Pause();
 
   // queue and timer
   readonly #queue = new Fifo<Waiter>();
   #queuedUnits = 0;
   #timer: unknown;
   #timerAt = Number.POSITIVE_INFINITY;
-
-  // pause bookkeeping (ms on the clock)
-  #pauseStart = Number.NEGATIVE_INFINITY;
-  #pausedUntil = Number.NEGATIVE_INFINITY;
-  #pauseBefore = 0;
-  #resumePending = false;
 
   // controller bookkeeping
   readonly #measured: MeasuredRate;
@@ -118,14 +110,12 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     this.#createdAt = now;
     this.#lastCutAt = now;
     this.#lastIncreaseAt = now;
-    this.#refilledAt = now;
     this.#measured = new MeasuredRate();
     this.#applyShares();
     const initial = this.#opts.initialUnitsPerMinute;
-    this.#rate = initial === undefined ? this.#maxRate : initial / this.#opts.instanceCount;
-    this.#rateBeforeLastDecrease = this.#rate;
-    this.#capacity = capacityOf(this.#rate);
-    this.#tokens = this.#capacity;
+    const rate = initial === undefined ? this.#maxRate : initial / this.#opts.instanceCount;
+    this.#bucket = new TokenBucket(rate, now);
+    this.#rateBeforeLastDecrease = rate;
   }
 
   get name(): string {
@@ -134,7 +124,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
 
   /** The current rate of this process in units/min (`Infinity` while unlimited). */
   get rate(): number {
-    return this.#rate;
+    return this.#bucket.rate;
   }
 
   /** The clock this limiter reads. */
@@ -160,7 +150,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
       const detail = `queue full: ${this.#queue.size} of ${this.#opts.queueLimit} waiting`;
       return Promise.reject(this.#rejection('queue-full', units, detail));
     }
-    const predicted = this.#predictWait(units, now);
+    const predicted = this.#bucket.predictWait(units, this.#queuedUnits, this.#pause.left(now), now);
     if (predicted > this.#opts.maxWait) {
       const detail = `predicted wait ${Math.ceil(predicted)} ms is longer than maxWait ${this.#opts.maxWait} ms`;
       return Promise.reject(this.#rejection('max-wait', units, detail));
@@ -217,17 +207,16 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
         ? resolveController(next.controller, next)
         : this.#controller;
     const now = this.#clock.now();
-    this.#refill(now);
     this.#opts = next;
     this.#controller = controller;
     this.#builtIn = typeof next.controller === 'string';
     this.#applyShares();
-    let rate = this.#rate;
-    if (rate === Number.POSITIVE_INFINITY && next.initialUnitsPerMinute !== undefined) {
+    let rate = this.#bucket.rate;
+    if (this.#bucket.unlimited && next.initialUnitsPerMinute !== undefined) {
       rate = next.initialUnitsPerMinute / next.instanceCount;
     }
     rate = clamp(rate, this.#minRate, this.#maxRate);
-    if (rate !== this.#rate) this.#changeRate(rate, now, 'update');
+    if (rate !== this.#bucket.rate) this.#changeRate(rate, now, 'update');
     this.#arm(now);
   }
 
@@ -241,7 +230,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
       throw new ConfigError([{ path: 'rate', message: 'expected a positive number', received: rate }]);
     const now = this.#clock.now();
     const next = clamp(rate, this.#minRate, this.#maxRate);
-    if (next !== this.#rate) this.#changeRate(next, now, 'update');
+    if (next !== this.#bucket.rate) this.#changeRate(next, now, 'update');
     this.#arm(now);
   }
 
@@ -252,7 +241,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   pauseFor(ms: number): void {
     if (!(ms >= 0)) throw new ConfigError([{ path: 'ms', message: 'expected a number >= 0', received: ms }]);
     const now = this.#clock.now();
-    if (ms > 0) this.#pause(now, Math.min(ms, this.#opts.maxPause), ms);
+    if (ms > 0) this.#pauseFor(now, Math.min(ms, this.#opts.maxPause), ms);
     this.#arm(now);
   }
 
@@ -273,18 +262,19 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
 
   snapshot(): LimiterSnapshot {
     const now = this.#clock.now();
-    this.#refill(now);
+    const bucket = this.#bucket;
+    bucket.refill(now);
     return {
       name: this.#opts.name,
-      rate: this.#rate,
+      rate: bucket.rate,
       minRate: this.#minRate,
       maxRate: this.#maxRate,
       measuredRate: this.#measured.value,
-      tokens: this.#tokens,
-      capacity: this.#capacity,
+      tokens: bucket.tokens,
+      capacity: bucket.capacity,
       queued: this.#queue.size,
       queuedUnits: this.#queuedUnits,
-      pausedUntil: this.#pausedUntil > now ? this.#pausedUntil : undefined,
+      pausedUntil: this.#pause.active(now) ? this.#pause.until : undefined,
       waited: this.#waited,
       instanceCount: this.#opts.instanceCount,
       throttles: this.#throttles,
@@ -302,19 +292,16 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
       unitsUsed !== undefined && unitsUsed >= 0 && Number.isFinite(unitsUsed) ? unitsUsed : permit.units;
     this.#measured.record(used, now);
     this.#unitsSinceCreation += used;
-    if (used !== permit.units) {
-      this.#refill(now);
-      this.#tokens = Math.min(this.#capacity, this.#tokens - (used - permit.units));
-    }
-    if (now < this.#pausedUntil || this.#rate === Number.POSITIVE_INFINITY) return;
+    if (used !== permit.units) this.#bucket.charge(used - permit.units, now);
+    if (this.#pause.active(now) || this.#bucket.unlimited) return;
     // The built-in controllers raise only after a wait: skip building their state otherwise.
     if (!this.#waited && this.#builtIn) return;
-    const next = this.#controller.onSuccess(this.#state(now, this.#rate));
+    const next = this.#controller.onSuccess(this.#state(now, this.#bucket.rate));
     if (next === undefined || !Number.isFinite(next)) return;
     this.#lastIncreaseAt = now;
     this.#waited = false;
     const rate = clamp(next, this.#minRate, this.#maxRate);
-    if (rate !== this.#rate) this.#changeRate(rate, now, 'success');
+    if (rate !== this.#bucket.rate) this.#changeRate(rate, now, 'success');
     this.#arm(now);
   }
 
@@ -334,7 +321,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
         ? Math.min(retryAfterMs, this.#opts.maxPause)
         : undefined;
     this.emit('throttled', { limiter: this.#opts.name, retryAfterMs, cut });
-    if (pauseMs !== undefined && retryAfterMs !== undefined) this.#pause(now, pauseMs, retryAfterMs);
+    if (pauseMs !== undefined && retryAfterMs !== undefined) this.#pauseFor(now, pauseMs, retryAfterMs);
     this.#arm(now);
   }
 
@@ -352,9 +339,10 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   }
 
   #cut(now: number): void {
-    let base = this.#rate;
+    const leavingUnlimited = this.#bucket.unlimited;
+    let base = this.#bucket.rate;
     let measured = this.#measured.value;
-    if (base === Number.POSITIVE_INFINITY) {
+    if (leavingUnlimited) {
       // Unlimited until now: start from what was sent. The smoothed rate may hold a bucket that
       // closed while the first burst was still in flight, so the average since creation is a floor.
       const average = (this.#unitsSinceCreation * 60_000) / Math.max(now - this.#createdAt, 1_000);
@@ -369,33 +357,23 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     const target = Number.isFinite(proposed) ? Math.min(proposed, base) : base;
     this.#rateBeforeLastDecrease = base;
     this.#measuredAtLastDecrease = measured;
-    this.#pauseBefore = 0;
+    this.#pause.cut();
     this.#lastCutAt = now;
     this.#cutEpoch++;
     this.#cuts++;
-    const leavingUnlimited = this.#rate === Number.POSITIVE_INFINITY;
     this.#changeRate(clamp(target, this.#minRate, this.#maxRate), now, 'throttle');
-    if (leavingUnlimited) this.#tokens = 0;
+    // Leaving "unlimited": the server just said no, so the bucket starts empty.
+    if (leavingUnlimited) this.#bucket.tokens = 0;
   }
 
-  #pause(now: number, ms: number, requestedMs: number): void {
+  #pauseFor(now: number, ms: number, requestedMs: number): void {
     const until = now + ms;
-    if (until <= this.#pausedUntil) return;
-    if (this.#pausedUntil <= now) {
-      // A new pause: bank the previous one's overlap with the time since the last cut.
-      this.#pauseBefore += Math.max(0, this.#pausedUntil - Math.max(this.#pauseStart, this.#lastCutAt));
-      this.#pauseStart = now;
+    if (this.#pause.extend(now, until, this.#lastCutAt)) {
+      this.emit('paused', { limiter: this.#opts.name, until, ms, requestedMs });
     }
-    this.#pausedUntil = until;
-    this.#resumePending = true;
-    this.emit('paused', { limiter: this.#opts.name, until, ms, requestedMs });
   }
 
   #state(now: number, rate: number): RateControllerState {
-    const pauseNow = Math.max(
-      0,
-      Math.min(now, this.#pausedUntil) - Math.max(this.#pauseStart, this.#lastCutAt),
-    );
     return {
       rate,
       minRate: this.#minRate,
@@ -403,8 +381,8 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
       rateBeforeLastDecrease: this.#rateBeforeLastDecrease,
       measuredRateAtLastDecrease: this.#measuredAtLastDecrease,
       sinceLastDecrease: now - this.#lastCutAt,
-      pauseSinceLastDecrease: this.#pauseBefore + pauseNow,
-      sinceLastIncrease: now - Math.max(this.#lastIncreaseAt, Math.min(this.#pausedUntil, now)),
+      pauseSinceLastDecrease: this.#pause.sinceCut(now, this.#lastCutAt),
+      sinceLastIncrease: now - this.#pause.increaseClockFrom(now, this.#lastIncreaseAt),
       waited: this.#waited,
       instanceCount: this.#opts.instanceCount,
       measuredRate: this.#measured.value,
@@ -412,66 +390,33 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   }
 
   #changeRate(rate: number, now: number, cause: 'throttle' | 'success' | 'update'): void {
-    this.#refill(now);
-    const from = this.#rate;
-    this.#rate = rate;
-    this.#capacity = capacityOf(rate);
-    if (this.#tokens > this.#capacity) this.#tokens = this.#capacity;
+    const from = this.#bucket.rate;
+    this.#bucket.setRate(rate, now);
     this.#waited = false;
     if (rate < from) this.emit('decreased', { limiter: this.#opts.name, from, to: rate, cause });
     else if (cause !== 'throttle')
       this.emit('increased', { limiter: this.#opts.name, from, to: rate, cause });
   }
 
-  #refill(now: number): void {
-    if (this.#rate === Number.POSITIVE_INFINITY) {
-      this.#refilledAt = now;
-      return;
-    }
-    const elapsed = now - this.#refilledAt;
-    if (elapsed > 0) {
-      this.#tokens = Math.min(this.#capacity, this.#tokens + (elapsed * this.#rate) / 60_000);
-      this.#refilledAt = now;
-    }
-  }
-
-  /** Units a request needs in the bucket to be served: all of them, or a full bucket. */
-  #need(units: number): number {
-    return Math.min(units, this.#capacity);
-  }
-
   #canGrant(units: number, now: number): boolean {
-    if (now < this.#pausedUntil) return false;
-    if (this.#rate === Number.POSITIVE_INFINITY) return true;
-    this.#refill(now);
-    return this.#tokens + EPSILON >= this.#need(units);
+    return !this.#pause.active(now) && this.#bucket.canTake(units, now);
   }
 
   #grant(units: number, now: number, since: number): Permit {
-    if (this.#rate !== Number.POSITIVE_INFINITY) this.#tokens -= units;
+    this.#bucket.take(units);
     if (this.listenerCount('acquired') > 0) {
       this.emit('acquired', { limiter: this.#opts.name, units, waited: now - since });
     }
     return new LimiterPermit(this, units, this.#cutEpoch);
   }
 
-  /** ms until a new request of `units` would be served, behind everyone queued. */
-  #predictWait(units: number, now: number): number {
-    const pause = Math.max(0, this.#pausedUntil - now);
-    if (this.#rate === Number.POSITIVE_INFINITY) return pause;
-    const perMs = this.#rate / 60_000;
-    const tokensAfterPause = Math.min(this.#capacity, this.#tokens + pause * perMs);
-    const deficit = this.#queuedUnits + this.#need(units) - tokensAfterPause;
-    return pause + Math.max(0, deficit) / perMs;
-  }
-
   /** Arms the one timer for the next event: the head's turn, its deadline, or a pause's end. */
   #arm(now: number): void {
     if (this.#closed) return;
-    let at = this.#resumePending ? this.#pausedUntil : Number.POSITIVE_INFINITY;
+    let at = this.#pause.resumePending ? this.#pause.until : Number.POSITIVE_INFINITY;
     const head = this.#queue.peek();
     if (head !== undefined) {
-      at = Math.min(at, head.deadline, this.#readyAt(head, now));
+      at = Math.min(at, head.deadline, this.#bucket.readyAt(head.units, Math.max(now, this.#pause.until)));
     }
     if (at === Number.POSITIVE_INFINITY) return;
     if (this.#timer !== undefined) {
@@ -484,20 +429,12 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     this.#timer = this.#clock.setTimeout(this.#onTimerBound, delay);
   }
 
-  #readyAt(head: Waiter, now: number): number {
-    const start = Math.max(now, this.#pausedUntil);
-    if (this.#rate === Number.POSITIVE_INFINITY) return start;
-    const perMs = this.#rate / 60_000;
-    const tokensAtStart = Math.min(this.#capacity, this.#tokens + (start - this.#refilledAt) * perMs);
-    return start + Math.max(0, this.#need(head.units) - tokensAtStart) / perMs;
-  }
-
   #onTimer(): void {
     this.#timer = undefined;
     this.#timerAt = Number.POSITIVE_INFINITY;
     const now = this.#clock.now();
-    if (this.#resumePending && now >= this.#pausedUntil) {
-      this.#resumePending = false;
+    if (this.#pause.resumePending && !this.#pause.active(now)) {
+      this.#pause.resumePending = false;
       this.emit('resumed', { limiter: this.#opts.name });
     }
     this.#drain(now);
@@ -554,42 +491,6 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     this.emit('rejected', { limiter: this.#opts.name, units, reason, message: error.message });
     return error;
   }
-}
-
-/** The permit an {@link AdaptiveRateLimiter} grants; settles once. */
-class LimiterPermit implements Permit {
-  #limiter: AdaptiveRateLimiter | undefined;
-
-  constructor(
-    limiter: AdaptiveRateLimiter,
-    readonly units: number,
-    /** The cut count when it was granted: a throttle cuts only for requests sent after the last cut. */
-    readonly epoch: number,
-  ) {
-    this.#limiter = limiter;
-  }
-
-  success(unitsUsed?: number): void {
-    const limiter = this.#limiter;
-    this.#limiter = undefined;
-    limiter?._success(this, unitsUsed);
-  }
-
-  throttled(retryAfterMs?: number): void {
-    const limiter = this.#limiter;
-    this.#limiter = undefined;
-    limiter?._throttled(this, retryAfterMs);
-  }
-
-  failed(retryAfterMs?: number): void {
-    const limiter = this.#limiter;
-    this.#limiter = undefined;
-    if (retryAfterMs !== undefined) limiter?._failed(retryAfterMs);
-  }
-}
-
-function capacityOf(rate: number): number {
-  return rate === Number.POSITIVE_INFINITY ? Number.POSITIVE_INFINITY : Math.max(rate / 60, 1);
 }
 
 function clamp(value: number, min: number, max: number): number {

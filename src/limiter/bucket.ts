@@ -1,0 +1,90 @@
+/** Tokens are floats; a request that lacks less than this many units is served. */
+const EPSILON = 1e-9;
+
+/**
+ * A token bucket of units refilled at a rate in units/min; times are ms on the limiter's clock.
+ * It holds one second of the rate (at least one unit) and starts full. A request larger than the
+ * bucket is served once the bucket is full and leaves it in debt (negative tokens), so the
+ * long-run rate holds for any request size. An infinite rate is "unlimited": everything may go,
+ * except during a pause.
+ */
+export class TokenBucket {
+  /** Units/min; `Infinity` when unlimited. */
+  rate: number;
+  /** Units: one second of the rate, at least one. */
+  capacity: number;
+  /** Units now available (negative: owed by a request larger than the bucket). */
+  tokens: number;
+  #refilledAt: number;
+
+  constructor(rate: number, now: number) {
+    this.rate = rate;
+    this.capacity = capacityOf(rate);
+    this.tokens = this.capacity;
+    this.#refilledAt = now;
+  }
+
+  get unlimited(): boolean {
+    return this.rate === Number.POSITIVE_INFINITY;
+  }
+
+  refill(now: number): void {
+    const elapsed = now - this.#refilledAt;
+    if (elapsed <= 0) return;
+    this.#refilledAt = now;
+    if (!this.unlimited) this.tokens = Math.min(this.capacity, this.tokens + (elapsed * this.rate) / 60_000);
+  }
+
+  /** Changes the rate from `now`, after crediting the old rate up to now. */
+  setRate(rate: number, now: number): void {
+    this.refill(now);
+    this.rate = rate;
+    this.capacity = capacityOf(rate);
+    if (this.tokens > this.capacity) this.tokens = this.capacity;
+  }
+
+  /** Whether `units` may be taken at `now`: enough units, or a full bucket. */
+  canTake(units: number, now: number): boolean {
+    if (this.unlimited) return true;
+    this.refill(now);
+    return this.tokens + EPSILON >= this.#need(units);
+  }
+
+  take(units: number): void {
+    if (!this.unlimited) this.tokens -= units;
+  }
+
+  /** Charges (or refunds, when negative) `delta` units: a permit whose answer corrected its cost. */
+  charge(delta: number, now: number): void {
+    if (this.unlimited) return;
+    this.refill(now);
+    this.tokens = Math.min(this.capacity, this.tokens - delta);
+  }
+
+  /** The time (ms) at which `units` may be taken, counting from `start` (now, or a pause's end), if nobody takes any before. */
+  readyAt(units: number, start: number): number {
+    if (this.unlimited) return start;
+    const perMs = this.rate / 60_000;
+    const tokensAtStart = Math.min(this.capacity, this.tokens + (start - this.#refilledAt) * perMs);
+    return start + Math.max(0, this.#need(units) - tokensAtStart) / perMs;
+  }
+
+  /** ms until a request of `units` would be served behind `queuedUnits` waiting units and a pause of `pause` ms. */
+  predictWait(units: number, queuedUnits: number, pause: number, now: number): number {
+    if (this.unlimited) return pause;
+    this.refill(now);
+    const perMs = this.rate / 60_000;
+    const tokensAfterPause = Math.min(this.capacity, this.tokens + pause * perMs);
+    const deficit = queuedUnits + this.#need(units) - tokensAfterPause;
+    return pause + Math.max(0, deficit) / perMs;
+  }
+
+  /** Units a request needs in the bucket to be served: all of them, or a full bucket. */
+  #need(units: number): number {
+    return Math.min(units, this.capacity);
+  }
+}
+
+function capacityOf(rate: number): number {
+  return rate === Number.POSITIVE_INFINITY ? Number.POSITIVE_INFINITY : Math.max(rate / 60, 1);
+}
