@@ -28,6 +28,11 @@ const suites: readonly Suite[] = [
     description: 'the Redis shared budget against the local limiter',
     run: async () => (await import('./redis.js')).redisSuite(),
   },
+  {
+    name: 'http',
+    description: 'requests/s and latency through the undici interceptor vs a bare Agent (limits never bind)',
+    run: async () => (await import('./http.js')).httpSuite(),
+  },
 ];
 
 function header(): void {
