@@ -45,16 +45,21 @@ describe('the simulator runs the library, not a model of it', () => {
   it('runs a shared mode on SharedBudget (one store) and its AdaptiveRateLimiter, as adaptive-rate-limit/redis', async () => {
     const budgetAcquire = vi.spyOn(SharedBudget.prototype, 'acquire');
     const limiterAcquire = vi.spyOn(AdaptiveRateLimiter.prototype, 'acquire');
+    const limiterTake = vi.spyOn(AdaptiveRateLimiter.prototype, 'tryAcquire');
     const heartbeat = vi.spyOn(MemoryBudgetStore.prototype, 'heartbeat');
     const result = await runMode('steady', steady(1), sharedMode(builtInMode('aimd'))!);
 
     const budgets = new Set(budgetAcquire.mock.contexts);
     expect(budgets.size).toBe(2);
     for (const budget of budgets) expect(budget).toBeInstanceOf(SharedBudget);
-    // Every acquire of a budget is its local limiter's acquire.
-    const locals = new Set(limiterAcquire.mock.contexts);
-    expect(locals).toEqual(new Set([...budgets].map((b) => (b as SharedBudget).limiter)));
-    expect(limiterAcquire.mock.calls.length).toBe(budgetAcquire.mock.calls.length);
+    // Every acquire of a budget is its local limiter's: units free now are taken at once
+    // (tryAcquire), the others wait in the local limiter's queue (acquire).
+    const locals = new Set([...budgets].map((b) => (b as SharedBudget).limiter));
+    expect(new Set(limiterTake.mock.contexts)).toEqual(locals);
+    expect(new Set(limiterAcquire.mock.contexts)).toEqual(locals);
+    expect(limiterTake.mock.calls.length).toBe(budgetAcquire.mock.calls.length);
+    const takenAtOnce = limiterTake.mock.results.filter((r) => r.value !== undefined).length;
+    expect(limiterAcquire.mock.calls.length).toBe(budgetAcquire.mock.calls.length - takenAtOnce);
     expect(budgetAcquire.mock.calls.length).toBeGreaterThanOrEqual(result.details.requests);
     expect(vi.mocked(runAttempts).mock.calls).toHaveLength(result.details.requests);
 

@@ -137,6 +137,23 @@ describe('npm run simulate', () => {
     expect(withoutWallTime([twice])).toBe(withoutWallTime([again]));
   });
 
+  it('keeps a shared CUBIC budget within its maximum: try-cubic-max-2700 --shared sends at most 2,700', async () => {
+    const params = paramsOf('try-cubic-max-2700');
+    const shared = await runMode('try-cubic-max-2700', params, sharedMode(builtInMode('cubic'))!, {
+      series: true,
+    });
+    const series = shared.series!;
+    // The members' rates add up to at most the maximum, every second of the run (before the fix
+    // they reached 2 × 2,700 and the instances sent 3,001 units/min)...
+    expect(Math.max(...series.sumRate.map(Number))).toBeLessThanOrEqual(2_700 + 1e-6);
+    // ...so the instances send at most the maximum (plus the first second's full buckets), which
+    // is below the quota (3,000): no 429, no cut.
+    expect(shared.throughput).toBeLessThanOrEqual(2_700);
+    expect(Math.max(...series.used60)).toBeLessThanOrEqual(2_700 + 2_700 / 60);
+    expect(shared.throttled).toBe(0);
+    expect(shared.details.sharedBudget).toEqual({ rate: 2_700, cuts: 0 });
+  });
+
   it('adds a shared row after each limited mode with --shared, and drops them with --no-shared', async () => {
     const args = ['--scenario', 'steady', '--minutes', '1', '--shared', '--json'];
     const a = await cli(args);

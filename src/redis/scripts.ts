@@ -25,8 +25,8 @@ end
 
 /**
  * One heartbeat: registers the member, drops the members silent for longer than the timeout,
- * records this member's demand, adds the controllers' proposed change to the whole rate, and
- * returns the shared state with this member's share of the rate.
+ * records this member's demand, adds its controller's proposed change (`delta`, clamped) to the
+ * whole rate, and returns the shared state with this member's share of the rate.
  *
  * ARGV: id, demand, delta, memberTimeoutMs, floorFraction, initialRate|'', minRate, maxRate|'', ttlMs
  * Returns: { rate|'', epoch, pauseRemainingMs, members, share|'', serverNow }

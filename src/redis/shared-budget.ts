@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { hostname } from 'node:os';
 import type { Clock } from '../clock.js';
+import { resolveController } from '../controllers/index.js';
 import { AdaptiveRateLimitError } from '../errors.js';
 import { AdaptiveRateLimiter, type LimiterSnapshot } from '../limiter/adaptive.js';
 import { resolveLimiterOptions } from '../limiter/options.js';
@@ -9,6 +10,7 @@ import type { AcquireOptions, Permit, RateLimiter, WrapOptions } from '../limite
 import { wrapWithLimiter } from '../limiter/wrap.js';
 import { type ResolvedSharedOptions, resolveSharedOptions, type SharedBudgetOptions } from './options.js';
 import { RedisBudgetStore } from './redis-store.js';
+import { type SharedCut, shareController } from './share-controller.js';
 import type { Answer, BudgetStore, HeartbeatReply } from './store.js';
 
 /** A backlog of queued units counts as demand to be served within this many ms. */
@@ -100,11 +102,30 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
   #share: number | undefined;
   #members = 1;
   #epoch = 0;
-  /** The last share divided by the rate: a cut applies it to the new rate at once. */
+  /**
+   * The last share divided by the rate: a cut applies it to the new rate at once, and the local
+   * controller sees a process that carries this part of the budget (see share-controller.ts).
+   */
   #fraction: number;
   /** The controller's changes of the local rate (units/min) since the last heartbeat. */
   #pendingDelta = 0;
   #localCut: { from: number; to: number } | undefined;
+  /** Acquires of this budget queued in the local limiter, or granted and not yet handed out. */
+  #queued = 0;
+  /** The shared epoch at each grant of a queued acquire whose permit is not handed out yet. */
+  readonly #grantEpochs: number[] = [];
+  /** True while this budget takes units at once (a grant the queue's listener must not record). */
+  #takingNow = false;
+  /** Listens to the local limiter's grants while acquires of this budget are queued. */
+  readonly #onGrant = (): void => {
+    if (!this.#takingNow) this.#grantEpochs.push(this.#epoch);
+  };
+  /** The last cut of the whole rate made by another member: when this member learned of it. */
+  #sharedCut: { at: number; rateBefore: number } | undefined;
+  /** The local limiter's pauses, as CUBIC counts them: ms banked since the shared cut, and the last. */
+  #pausedBanked = 0;
+  #pauseFrom = Number.NEGATIVE_INFINITY;
+  #pauseUntil = Number.NEGATIVE_INFINITY;
   #seq = 0;
   #appliedSeq = 0;
   readonly #pending = new Set<Promise<unknown>>();
@@ -127,24 +148,33 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
       ...limiterOptions
     } = options;
     // Whole-budget options are checked as for one limiter, before anything is opened.
-    resolveLimiterOptions(limiterOptions);
-    const guess = limiterOptions.instanceCount ?? 1;
-    const min = limiterOptions.minUnitsPerMinute ?? 1;
-    const initial = limiterOptions.initialUnitsPerMinute;
+    const resolved = resolveLimiterOptions(limiterOptions);
+    const guess = resolved.instanceCount;
+    const min = resolved.minUnitsPerMinute;
+    const max = resolved.maxUnitsPerMinute;
+    const initial = resolved.initialUnitsPerMinute;
+    this.#members = guess;
+    this.#fraction = 1 / guess;
+    // The local controller sees this member's part of the budget: its steps, its part of the
+    // maximum and its rate before the last cut are scaled by the share (share-controller.ts).
+    const controller = shareController(
+      resolveController(resolved.controller, resolved),
+      () => ({ fraction: this.#fraction, minRate: min, maxRate: max, sharedCut: this.#sharedCutSeen() }),
+      // AIMD and CUBIC raise only after a wait: a success without one costs no state.
+      typeof resolved.controller === 'string',
+    );
     this.limiter = new AdaptiveRateLimiter({
       ...limiterOptions,
       name: this.#opts.name,
+      controller,
       instanceCount: 1,
       minUnitsPerMinute: Math.min(min, LOCAL_MIN_RATE),
       initialUnitsPerMinute: initial === undefined ? undefined : Math.max(initial / guess, LOCAL_MIN_RATE),
     });
     this.#clock = this.limiter.clock;
-    this.#members = guess;
-    this.#fraction = 1 / guess;
     this.#rate = initial;
     this.#initial = initial;
     this.#min = min;
-    const max = limiterOptions.maxUnitsPerMinute ?? Number.POSITIVE_INFINITY;
     this.#max = Number.isFinite(max) ? max : undefined;
     this.#cooldown = limiterOptions.decreaseCooldown ?? 1_000;
     this.#maxPause = limiterOptions.maxPause ?? 600_000;
@@ -160,6 +190,14 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
         redisTimeout: this.#opts.redisTimeout,
       });
 
+    this.limiter.on('paused', (e) => {
+      const from = e.until - e.ms;
+      if (from >= this.#pauseUntil) {
+        this.#pausedBanked += this.#pausedSinceCut(this.#pauseFrom, this.#pauseUntil);
+        this.#pauseFrom = from;
+      }
+      this.#pauseUntil = e.until;
+    });
     this.limiter.on('increased', (e) => {
       if (e.cause === 'success' && Number.isFinite(e.from)) this.#pendingDelta += e.to - e.from;
     });
@@ -207,12 +245,12 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
 
   acquire(units = 1, options?: AcquireOptions): Promise<Permit> {
     if (this.#opts.failClosed) return this.#acquireClosed(units, options);
-    return this.limiter.acquire(units, options).then((permit) => new SharedPermit(this, permit, this.#epoch));
+    return this.#acquire(units, options);
   }
 
   tryAcquire(units = 1): Permit | undefined {
     if (this.#opts.failClosed && this.#degraded) return undefined;
-    const permit = this.limiter.tryAcquire(units);
+    const permit = this.#takeNow(units);
     return permit === undefined ? undefined : new SharedPermit(this, permit, this.#epoch);
   }
 
@@ -278,8 +316,50 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
   async #acquireClosed(units: number, options: AcquireOptions | undefined): Promise<Permit> {
     await this.#ready;
     if (this.#degraded) throw new SharedBudgetUnavailableError(this.#opts.name, this.#lastError);
-    const permit = await this.limiter.acquire(units, options);
-    return new SharedPermit(this, permit, this.#epoch);
+    return this.#acquire(units, options);
+  }
+
+  /**
+   * The local limiter's acquire, as a permit that records the shared epoch known when the local
+   * limiter granted it, not when the promise's callback runs (a heartbeat or a cut may come
+   * between). Units free now are taken at once, with this epoch; a queued acquire's epoch is
+   * recorded by the `acquired` event, in the order of the grants, which is the order the
+   * callbacks run in. (The event is listened to only while acquires of this budget are queued;
+   * acquires made on `budget.limiter` itself meanwhile would shift that order.)
+   */
+  #acquire(units: number, options: AcquireOptions | undefined): Promise<Permit> {
+    if (units > 0 && units < Number.POSITIVE_INFINITY && options?.signal?.aborted !== true) {
+      const permit = this.#takeNow(units);
+      if (permit !== undefined) return Promise.resolve(new SharedPermit(this, permit, this.#epoch));
+    }
+    if (this.#queued++ === 0) this.limiter.on('acquired', this.#onGrant);
+    return this.limiter.acquire(units, options).then(
+      (permit) => {
+        const epoch = this.#grantEpochs.shift() ?? this.#epoch;
+        this.#dequeued();
+        return new SharedPermit(this, permit, epoch);
+      },
+      (error: unknown) => {
+        this.#dequeued();
+        throw error;
+      },
+    );
+  }
+
+  #dequeued(): void {
+    if (--this.#queued > 0) return;
+    this.limiter.off('acquired', this.#onGrant);
+    this.#grantEpochs.length = 0;
+  }
+
+  /** The local limiter's `tryAcquire`, unseen by the queue's grant listener. */
+  #takeNow(units: number): Permit | undefined {
+    this.#takingNow = true;
+    try {
+      return this.limiter.tryAcquire(units);
+    } finally {
+      this.#takingNow = false;
+    }
   }
 
   #tick(): void {
@@ -314,8 +394,9 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
   #sendHeartbeat(): Promise<void> | undefined {
     const snap = this.limiter.snapshot();
     const demand = (snap.measuredRate ?? 0) + (snap.queuedUnits * 60_000) / BACKLOG_MS;
-    // The controllers' proposals move the whole rate by their mean over the members.
-    const delta = this.#degraded || this.#rate === undefined ? 0 : this.#pendingDelta / this.#members;
+    // Each member's controller runs on its part of the budget (share-controller.ts), so the
+    // changes of the members' rates add up to the change of the whole rate.
+    const delta = this.#degraded || this.#rate === undefined ? 0 : this.#pendingDelta;
     this.#pendingDelta = 0;
     const o = this.#opts;
     const seq = ++this.#seq;
@@ -338,10 +419,10 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
 
   #applyHeartbeat(seq: number, reply: HeartbeatReply): void {
     this.#recover(reply.members);
+    this.#learnEpoch(reply.epoch, false);
     if (seq < this.#appliedSeq) return;
     this.#appliedSeq = seq;
     this.#setMembers(reply.members);
-    this.#epoch = Math.max(this.#epoch, reply.epoch);
     this.#rate = reply.rate;
     this.#share = reply.share;
     if (this.#rate !== undefined && this.#share !== undefined) this.#fraction = this.#share / this.#rate;
@@ -366,7 +447,7 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
           ttl: o.stateTtl,
         }),
       (reply) => {
-        this.#epoch = Math.max(this.#epoch, reply.epoch);
+        this.#learnEpoch(reply.epoch, reply.cut);
         if (seq < this.#appliedSeq) return;
         this.#appliedSeq = seq;
         this.#rate = reply.rate;
@@ -384,6 +465,39 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
       () => this.#store.pause(request),
       () => {},
     );
+  }
+
+  /**
+   * The store's epoch. A newer one than this member knew is a cut of the whole rate: its own
+   * (`own`: the local limiter's last cut is that cut already), or another member's: from now on
+   * the local controller counts from that cut, as from its own, with the whole rate known before
+   * it (see share-controller.ts).
+   */
+  #learnEpoch(epoch: number, own: boolean): void {
+    if (epoch <= this.#epoch) return;
+    this.#epoch = epoch;
+    if (own || this.#rate === undefined) {
+      this.#sharedCut = undefined;
+      return;
+    }
+    this.#sharedCut = { at: this.#clock.now(), rateBefore: this.#rate };
+    this.#pausedBanked = 0;
+  }
+
+  #sharedCutSeen(): SharedCut | undefined {
+    const cut = this.#sharedCut;
+    if (cut === undefined) return undefined;
+    return {
+      since: this.#clock.now() - cut.at,
+      paused: this.#pausedBanked + this.#pausedSinceCut(this.#pauseFrom, this.#pauseUntil),
+      rateBefore: cut.rateBefore,
+    };
+  }
+
+  /** ms of the pause [from, until) after the shared cut, up to now. */
+  #pausedSinceCut(from: number, until: number): number {
+    const cutAt = this.#sharedCut?.at ?? Number.POSITIVE_INFINITY;
+    return Math.max(0, Math.min(until, this.#clock.now()) - Math.max(from, cutAt));
   }
 
   /**
@@ -436,6 +550,7 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
     this.#pendingDelta = 0;
     // Fall back to an equal share of the last known rate.
     if (this.#rate !== undefined) {
+      this.#fraction = 1 / this.#members;
       this.#share = this.#rate / this.#members;
       this.#applyShare(this.#share);
     }

@@ -37,7 +37,11 @@ export interface HeartbeatRequest {
   id: string;
   /** The member's demand: its measured send rate plus its backlog, units/min. */
   demand: number;
-  /** The controllers' proposed change of the whole rate, units/min. */
+  /**
+   * The member's proposed change of the whole rate, units/min: what its controller changed its
+   * own rate by since its last heartbeat. Each member's controller runs on its part of the budget
+   * (share-controller.ts), so the members' changes add up to the whole rate's.
+   */
   delta: number;
   /** ms without a heartbeat after which a member is dropped. */
   memberTimeout: number;
