@@ -24,6 +24,12 @@ export interface AttemptPlan<T> {
   discard?(result: T): void;
   /** Whether a throttled error may be sent again. @default true */
   canRetryError?(error: unknown): boolean;
+  /**
+   * The result of attempt 1 when the adapter made that attempt itself (a synchronous fast path:
+   * units taken with `tryAcquire`), fed its permit, found it throttled and decided, by the rule
+   * this loop applies, to send it again. The loop then starts at attempt 2, holding it.
+   */
+  throttledFirst?: T | undefined;
 }
 
 /**
@@ -34,8 +40,9 @@ export interface AttemptPlan<T> {
  * limiter refuses (queue full, max wait, closed), or an abort, rejects with that error.
  */
 export async function runAttempts<T>(plan: AttemptPlan<T>): Promise<T> {
-  let held: { result: T } | undefined;
-  for (let attempt = 1; ; attempt++) {
+  let held: { result: T } | undefined =
+    plan.throttledFirst === undefined ? undefined : { result: plan.throttledFirst };
+  for (let attempt = held === undefined ? 1 : 2; ; attempt++) {
     let permit: Permit;
     try {
       permit = await plan.limiter.acquire(plan.units, { signal: plan.signal });

@@ -92,8 +92,10 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
   readonly #named = new Map<string, NamedEntry>();
   /** Exact origin to the name of the limiter that lists it. */
   readonly #exact = new Map<string, string>();
-  /** Per-origin limiters, least recently used first (a use deletes and sets again). */
+  /** Per-origin limiters, least recently used first (a use moves its entry to the end). */
   readonly #perOrigin = new Map<string, OriginEntry>();
+  /** The key last moved to the end of `#perOrigin`: the last entry while it is still there. */
+  #newest: string | undefined;
   #sweptAt: number;
   #closed = false;
 
@@ -129,30 +131,51 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
    * @throws {ConfigError} when `origin` is not an http(s) URL.
    */
   limiterFor(origin: string | URL): AdaptiveRateLimiter | undefined {
-    const key = normalizeOrigin(origin);
+    return this._limiterForOrigin(normalizeOrigin(origin));
+  }
+
+  /**
+   * @internal {@link limiterFor} for an origin that is normalized already (the HTTP adapters
+   * normalize each origin once and remember it).
+   */
+  _limiterForOrigin(key: string): AdaptiveRateLimiter | undefined {
     const name = this.#owner(key);
     if (name !== undefined) return this.#named.get(name)?.limiter;
     if (this.#default === false) return undefined;
+    const found = this._touchOrigin(key);
+    if (found !== undefined) return found;
 
-    const now = this.#clock.now();
-    this.#sweep(now);
-    const found = this.#perOrigin.get(key);
-    if (found !== undefined) {
-      found.usedAt = now;
-      this.#perOrigin.delete(key);
-      this.#perOrigin.set(key, found);
-      return found.limiter;
-    }
     const limiter = this.#make(key, this.#default);
     if (this.#closed) {
       // A closed registry answers every origin with a closed limiter, and keeps none of them.
       limiter.close();
       return limiter;
     }
-    this.#perOrigin.set(key, { limiter, usedAt: now });
+    this.#perOrigin.set(key, { limiter, usedAt: this.#clock.now() });
+    this.#newest = key;
     this.emit('added', { name: key, limiter });
     this.#trim(key);
     return limiter;
+  }
+
+  /**
+   * @internal The per-origin limiter of the normalized origin `key`, counted as a use (as
+   * {@link limiterFor} counts it: it is not dropped as idle), or `undefined` when the registry
+   * holds none for it. What the HTTP adapters call for an origin whose limiter they remember.
+   */
+  _touchOrigin(key: string): AdaptiveRateLimiter | undefined {
+    const now = this.#clock.now();
+    this.#sweep(now);
+    const found = this.#perOrigin.get(key);
+    if (found === undefined) return undefined;
+    found.usedAt = now;
+    if (this.#newest !== key) {
+      // Moved to the end (most recent); already there when it was the last one used.
+      this.#perOrigin.delete(key);
+      this.#perOrigin.set(key, found);
+      this.#newest = key;
+    }
+    return found.limiter;
   }
 
   /** The config of the limiter `name`: its own, or `default` for a per-origin limiter. */

@@ -9,8 +9,6 @@ export interface AttemptOwner {
   /** The caller's handler and the controller it knows (the same for every attempt). */
   readonly handler: Dispatcher.DispatchHandler;
   readonly controller: Controller;
-  /** The caller aborted: the reason, else `undefined`. */
-  readonly abortReason: Error | undefined;
   /** Whether the caller paused the response. */
   readonly callerPaused: boolean;
   /** The attempt's own controller is known (`onRequestStart`). */
@@ -19,11 +17,23 @@ export interface AttemptOwner {
   finished(): void;
 }
 
+/** Who judges an attempt: told of its response start, or of its failure before one. */
+export interface AttemptJudge {
+  /**
+   * The final response started (or the request was upgraded: then the caller has it already).
+   * `true` gives it to the caller at once; `false` holds it, paused, for the attempt loop to
+   * {@link Attempt.deliver} or {@link Attempt.discard}. May discard the attempt itself.
+   */
+  started(attempt: Attempt): boolean;
+  /** The attempt failed before its response started. */
+  failed(attempt: Attempt, error: Error): void;
+}
+
 /**
- * The handler of one attempt. It sends the request once and reports back at response start
- * (`response` resolves) without telling the caller: the attempt loop decides whether the caller
- * sees this response ({@link Attempt.deliver}) or a retry replaces it ({@link Attempt.discard}).
- * Until then the response is paused, and what arrives anyway is kept.
+ * The handler of one attempt. It sends the request once and asks its judge at response start
+ * whether the caller gets this response now, or the response is held (paused, and what arrives
+ * anyway is kept) until the attempt loop decides: the caller sees it ({@link Attempt.deliver}),
+ * or a retry replaces it ({@link Attempt.discard}).
  */
 export class Attempt implements Dispatcher.DispatchHandler {
   /** The controller undici gave this attempt; `undefined` until `onRequestStart`. */
@@ -31,24 +41,20 @@ export class Attempt implements Dispatcher.DispatchHandler {
   status = 0;
   headers: HeaderMap = {};
   statusMessage: string | undefined;
-  /** Resolves at response start (or upgrade), rejects on an error before it. */
-  readonly response: Promise<Attempt>;
 
   readonly #owner: AttemptOwner;
+  readonly #judge: AttemptJudge;
   /** done: dropped for a retry, or ended; later callbacks are ignored. */
   #state: 'sending' | 'held' | 'delivered' | 'done' = 'sending';
-  #resolve!: (attempt: Attempt) => void;
-  #reject!: (error: Error) => void;
+  /** Whether this attempt paused its response to hold it. */
+  #pausedHeld = false;
   #chunks: Buffer[] = [];
   #trailers: HeaderMap | undefined;
   #error: Error | undefined;
 
-  constructor(owner: AttemptOwner) {
+  constructor(owner: AttemptOwner, judge: AttemptJudge) {
     this.#owner = owner;
-    this.response = new Promise<Attempt>((resolve, reject) => {
-      this.#resolve = resolve;
-      this.#reject = reject;
-    });
+    this.#judge = judge;
   }
 
   /** Whether the caller has this response. */
@@ -66,7 +72,7 @@ export class Attempt implements Dispatcher.DispatchHandler {
     this.status = status;
     this.headers = headers;
     this.#state = 'delivered';
-    this.#resolve(this);
+    this.#judge.started(this);
     const { handler, controller } = this.#owner;
     this.#owner.finished();
     handler.onRequestUpgrade?.(controller, status, headers, socket);
@@ -74,11 +80,12 @@ export class Attempt implements Dispatcher.DispatchHandler {
   }
 
   onResponseStart(controller: Controller, status: number, headers: HeaderMap, statusMessage?: string): void {
-    const { handler, controller: callerController } = this.#owner;
     if (status < 200) {
       // Informational (103 Early Hints): passed on, the final answer follows.
-      if (this.#state === 'sending')
+      if (this.#state === 'sending') {
+        const { handler, controller: callerController } = this.#owner;
         handler.onResponseStart?.(callerController, status, headers, statusMessage);
+      }
       return;
     }
     if (this.#state !== 'sending') return;
@@ -86,24 +93,29 @@ export class Attempt implements Dispatcher.DispatchHandler {
     this.headers = headers;
     this.statusMessage = statusMessage;
     this.#state = 'held';
-    controller.pause();
-    this.#resolve(this);
+    if (this.#judge.started(this)) this.deliver();
+    else if (this.#state === 'held') {
+      this.#pausedHeld = true;
+      controller.pause();
+    }
   }
 
   onResponseData(_controller: Controller, chunk: Buffer): void {
-    if (this.#state === 'held') this.#chunks.push(chunk);
-    else if (this.#state === 'delivered') this.#owner.handler.onResponseData?.(this.#owner.controller, chunk);
+    if (this.#state === 'delivered') this.#owner.handler.onResponseData?.(this.#owner.controller, chunk);
+    else if (this.#state === 'held') this.#chunks.push(chunk);
   }
 
   onResponseEnd(_controller: Controller, trailers: HeaderMap): void {
-    if (this.#state === 'held') this.#trailers = trailers;
-    else if (this.#state === 'delivered') this.#end(trailers);
+    if (this.#state === 'delivered') this.#end(trailers);
+    else if (this.#state === 'held') this.#trailers = trailers;
   }
 
   onResponseError(_controller: Controller | null | undefined, error: Error): void {
-    if (this.#state === 'sending') this.#reject(error);
-    else if (this.#state === 'held') this.#error ??= error;
-    else if (this.#state === 'delivered') this.#fail(error);
+    if (this.#state === 'delivered') this.#fail(error);
+    else if (this.#state === 'sending') {
+      this.#state = 'done';
+      this.#judge.failed(this, error);
+    } else if (this.#state === 'held') this.#error ??= error;
   }
 
   /** Gives the held response to the caller: its start, what arrived meanwhile, then the rest. */
@@ -118,7 +130,7 @@ export class Attempt implements Dispatcher.DispatchHandler {
       for (const chunk of chunks) handler.onResponseData?.(controller, chunk);
       if (this.#error !== undefined) this.#fail(this.#error);
       else if (this.#trailers !== undefined) this.#end(this.#trailers);
-      else if (!this.#owner.callerPaused) this.controller?.resume();
+      else if (this.#pausedHeld && !this.#owner.callerPaused) this.controller?.resume();
     } catch (error) {
       // A throwing handler fails its request, as undici's core does.
       if (this.#state === 'delivered') {

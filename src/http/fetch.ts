@@ -67,14 +67,14 @@ export function rateLimitedFetch(options: RateLimitedFetchOptions = {}): RateLim
     const signal = init?.signal ?? request?.signal ?? undefined;
     const bodies = fetchBodies(input, init, resolved.maxReplayBodyBytes);
     const attempt = () => send(...bodies.next());
-    const { limiter, queue } = route;
+    const { limiter, gate } = route;
     try {
       return await runAttempts<Response>({
         limiter,
         units,
         maxAttempts: resolved.maxAttempts,
         signal,
-        send: () => (queue === undefined ? attempt() : queue.add(attempt, { signal })),
+        send: () => (gate === undefined ? attempt() : gate.run(attempt, signal)),
         classify: (r) => runtime.classify(r.status, r.headers, () => headerRecord(r.headers)),
         canRetry: () => bodies.replayable,
         discard: (r) => {

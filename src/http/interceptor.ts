@@ -38,7 +38,10 @@ export interface AdaptiveRateLimitInterceptor extends Dispatcher.DispatcherCompo
  * - An abort while the request waits rejects it at once and returns its units. A request the
  *   limiter refuses fails with `RateLimitRejectedError` (through `fetch`: the `cause` of its
  *   `TypeError`).
- * - A success is counted when the response starts, not when its body ends.
+ * - A success is counted when the response starts, not when its body ends; a `maxConcurrent`
+ *   slot is given back then too (a body nobody reads would otherwise hold it for ever).
+ * - A request whose units (and slot) are free is sent at once, and its response passes straight
+ *   through unless it is throttled and will be sent again.
  *
  * Written against undici's handler API of v7 and v8 (`onRequestStart`, `onResponseStart`, ...).
  *

@@ -1,30 +1,40 @@
-import PQueue from 'p-queue';
 import { attachDiagnostics } from '../diagnostics.js';
 import type { AdaptiveRateLimiter } from '../limiter/adaptive.js';
 import type { Outcome } from '../limiter/types.js';
 import { RateLimiterRegistry } from '../registry.js';
 import { classifyResponse, type HeaderRecord, type ResponseRules } from './classify.js';
+import { ConcurrencyGate } from './concurrency.js';
 import type { OutgoingRequest, ResolvedInterceptorOptions } from './options.js';
 import type { ResponseHeaders } from './retry-after.js';
 
-/** Where a request goes: its limiter, and the queue that caps its requests in flight. */
+/** Where a request goes: its limiter, and the gate that caps its requests in flight. */
 export interface Route {
-  limiter: AdaptiveRateLimiter;
+  readonly limiter: AdaptiveRateLimiter;
   /** Present when the limiter's config sets `maxConcurrent`. */
-  queue: PQueue | undefined;
+  readonly gate: ConcurrencyGate | undefined;
+  /** A per-origin limiter: each use is reported to the registry, which drops idle ones. */
+  readonly perOrigin: boolean;
 }
 
+/** Routes remembered per runtime, at most (a crawler's many hosts must not grow it without end). */
+const MAX_ROUTES = 1024;
+
 /**
- * What the HTTP adapters share, built once per factory call: the registry, the concurrency
- * queues (one p-queue per limiter, made on first use), the units and the verdict of a response.
- * No limiter logic lives here.
+ * What the HTTP adapters share, built once per factory call: the registry, the routes (limiter
+ * and concurrency gate per origin, remembered until the registry changes), the units and the
+ * verdict of a response. No limiter logic lives here.
  */
 export class HttpRuntime {
   readonly registry: RateLimiterRegistry;
   readonly options: ResolvedInterceptorOptions;
   readonly #ownsRegistry: boolean;
   readonly #rules: ResponseRules;
-  readonly #queues = new WeakMap<AdaptiveRateLimiter, PQueue>();
+  /** One gate per limiter: a named limiter's origins share its cap. */
+  readonly #gates = new WeakMap<AdaptiveRateLimiter, ConcurrencyGate>();
+  /** By normalized origin; `null` for an origin passed through. Valid for `#changes.count`. */
+  readonly #routes = new Map<string, Route | null>();
+  readonly #changes: RegistryChanges;
+  #seenChanges: number;
 
   constructor(options: ResolvedInterceptorOptions) {
     this.options = options;
@@ -41,23 +51,50 @@ export class HttpRuntime {
       classify: options.classify,
       responseUnits: options.responseUnits,
     };
+    this.#changes = changesOf(this.registry);
+    this.#seenChanges = this.#changes.count;
   }
 
-  /** The limiter (and queue) for a normalized origin, or `undefined` to pass the request through. */
+  /**
+   * The limiter (and gate) for a normalized origin, or `undefined` to pass the request through.
+   * Remembered per origin until the registry adds, removes or replaces a limiter; a per-origin
+   * limiter still counts as used at every request, so it is not dropped as idle.
+   */
   route(origin: string): Route | undefined {
-    const limiter = this.registry.limiterFor(origin);
-    if (limiter === undefined) return undefined;
+    if (this.#seenChanges !== this.#changes.count) {
+      this.#seenChanges = this.#changes.count;
+      this.#routes.clear();
+    }
+    const known = this.#routes.get(origin);
+    if (known === null) return undefined;
+    if (known !== undefined && (!known.perOrigin || this.registry._touchOrigin(origin) === known.limiter)) {
+      return known;
+    }
+    return this.#resolve(origin);
+  }
+
+  #resolve(origin: string): Route | undefined {
+    // A limiter made now (its 'added' event) clears the routes at the next request: simpler than
+    // telling which routes the look-up's own changes leave valid.
+    const limiter = this.registry._limiterForOrigin(origin);
+    if (this.#routes.size >= MAX_ROUTES) this.#routes.clear();
+    if (limiter === undefined) {
+      this.#routes.set(origin, null);
+      return undefined;
+    }
     attachDiagnostics(limiter);
     const maxConcurrent = this.registry.configFor(limiter.name)?.maxConcurrent;
-    if (maxConcurrent === undefined) return { limiter, queue: undefined };
-    let queue = this.#queues.get(limiter);
-    if (queue === undefined) {
-      queue = new PQueue({ concurrency: maxConcurrent });
-      this.#queues.set(limiter, queue);
-    } else if (queue.concurrency !== maxConcurrent) {
-      queue.concurrency = maxConcurrent;
+    let gate: ConcurrencyGate | undefined;
+    if (maxConcurrent !== undefined) {
+      gate = this.#gates.get(limiter);
+      if (gate === undefined) {
+        gate = new ConcurrencyGate(maxConcurrent);
+        this.#gates.set(limiter, gate);
+      }
     }
-    return { limiter, queue };
+    const route: Route = { limiter, gate, perOrigin: this.registry._touchOrigin(origin) === limiter };
+    this.#routes.set(origin, route);
+    return route;
   }
 
   /** The units a request is charged: `units(request)`, default 1. @throws {TypeError} on a bad answer. */
@@ -83,4 +120,26 @@ export class HttpRuntime {
   close(): void {
     if (this.#ownsRegistry) this.registry.close();
   }
+}
+
+/** How many times a registry added, removed or replaced a limiter: any change of its routes. */
+interface RegistryChanges {
+  count: number;
+}
+
+/** One counter (and one listener per event) per registry, however many runtimes share it. */
+const registryChanges = new WeakMap<RateLimiterRegistry, RegistryChanges>();
+
+function changesOf(registry: RateLimiterRegistry): RegistryChanges {
+  let changes = registryChanges.get(registry);
+  if (changes === undefined) {
+    const counter = { count: 0 };
+    const changed = () => {
+      counter.count++;
+    };
+    registry.on('added', changed).on('removed', changed).on('replaced', changed);
+    registryChanges.set(registry, counter);
+    changes = counter;
+  }
+  return changes;
 }

@@ -1,0 +1,288 @@
+import { once } from 'node:events';
+import { createServer, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Agent, type Dispatcher, request, upgrade } from 'undici';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { ManualClock } from '../src/clock.js';
+import { type AdaptiveRateLimitInterceptor, adaptiveRateLimit } from '../src/http/interceptor.js';
+import type { InterceptorOptions } from '../src/http/options.js';
+import { RateLimitedServer, type RateLimitedServerOptions } from './helpers/rate-limited-server.js';
+
+// The fast path: a request whose units (and maxConcurrent slot) are free is sent at once and its
+// response judged synchronously; only a throttled answer to retry goes through the attempt loop.
+
+/** Limits that never bind: tests that count requests must not wait in real time. */
+const NEVER_BINDS = { initialUnitsPerMinute: 6_000_000, minUnitsPerMinute: 6_000_000 };
+
+const cleanups: (() => unknown)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+async function serve(options: RateLimitedServerOptions = {}): Promise<RateLimitedServer> {
+  const server = await RateLimitedServer.start(options);
+  cleanups.push(() => server.close());
+  return server;
+}
+
+function limit(options: InterceptorOptions = {}): AdaptiveRateLimitInterceptor {
+  const interceptor = adaptiveRateLimit(options);
+  cleanups.push(() => interceptor.close());
+  return interceptor;
+}
+
+function agentWith(...chain: Dispatcher.DispatcherComposeInterceptor[]): Dispatcher {
+  const agent = new Agent();
+  cleanups.push(() => agent.close());
+  return agent.compose(chain);
+}
+
+async function get(dispatcher: Dispatcher, url: string, options: Partial<Dispatcher.RequestOptions> = {}) {
+  const response = await request(url, { dispatcher, ...options });
+  return { status: response.statusCode, body: await response.body.text() };
+}
+
+/**
+ * An interceptor placed inside the limiter (listed before it): counts the `pause()` calls on the
+ * controllers undici hands the limiter's attempts.
+ */
+function pauseCounter() {
+  const counter = { pauses: 0 };
+  const interceptor: Dispatcher.DispatcherComposeInterceptor = (dispatch) => (opts, handler) =>
+    dispatch(opts, {
+      onRequestStart(controller, context) {
+        const pause = controller.pause.bind(controller);
+        controller.pause = () => {
+          counter.pauses++;
+          pause();
+        };
+        handler.onRequestStart?.(controller, context);
+      },
+      onRequestUpgrade: (controller, status, headers, socket) =>
+        handler.onRequestUpgrade?.(controller, status, headers, socket),
+      onResponseStart: (controller, status, headers, message) =>
+        handler.onResponseStart?.(controller, status, headers, message),
+      onResponseData: (controller, chunk) => handler.onResponseData?.(controller, chunk),
+      onResponseEnd: (controller, trailers) => handler.onResponseEnd?.(controller, trailers),
+      onResponseError: (controller, error) => handler.onResponseError?.(controller, error),
+    });
+  return { counter, interceptor };
+}
+
+/** A server that answers `/hang` only when told (in order), and anything else at once. */
+async function holdingServer() {
+  const held: ServerResponse[] = [];
+  let inFlight = 0;
+  let maxInFlight = 0;
+  const server = await serve({
+    respond: (req, res) => {
+      if (!req.url?.startsWith('/hang')) return false;
+      inFlight++;
+      maxInFlight = Math.max(maxInFlight, inFlight);
+      held.push(res);
+      return true;
+    },
+  });
+  return {
+    server,
+    get maxInFlight() {
+      return maxInFlight;
+    },
+    /** Answers the oldest held request. */
+    answerOne() {
+      const res = held.shift();
+      inFlight--;
+      res?.writeHead(200).end('answered');
+    },
+  };
+}
+
+describe('adaptiveRateLimit: the fast path', () => {
+  it('passes a success straight through without pausing its response', async () => {
+    const server = await serve();
+    const { counter, interceptor } = pauseCounter();
+    const agent = agentWith(interceptor, limit({ default: NEVER_BINDS }));
+
+    for (let i = 0; i < 3; i++) expect((await get(agent, `${server.origin}/${i}`)).status).toBe(200);
+
+    expect(counter.pauses).toBe(0);
+  });
+
+  it('hands a throttled answer to the attempt loop, which holds each answer it judges', async () => {
+    let first = true;
+    const server = await serve({
+      respond: (_req, res) => {
+        if (!first) return false;
+        first = false;
+        res.writeHead(429, { 'retry-after': '0' }).end('slow down');
+        return true;
+      },
+    });
+    const { counter, interceptor } = pauseCounter();
+    const agent = agentWith(interceptor, limit({ default: NEVER_BINDS }));
+
+    expect(await get(agent, `${server.origin}/`)).toEqual({ status: 200, body: 'ok GET /' });
+    expect(counter.pauses).toBe(2); // the 429 until its retry has units, then the retry's 200
+  });
+
+  it('fails a request aborted before it is sent, taking no units and sending nothing', async () => {
+    const server = await serve();
+    const rl = limit({ clock: new ManualClock(), default: { initialUnitsPerMinute: 600 } });
+    const limiter = rl.registry.limiterFor(server.origin)!;
+    const tokens = limiter.snapshot().tokens;
+    const reason = new Error('changed my mind');
+    const onResponseError = vi.fn();
+
+    agentWith(rl).dispatch(
+      { origin: server.origin, path: '/', method: 'GET' },
+      {
+        onRequestStart: (controller) => controller.abort(reason),
+        onResponseError,
+      },
+    );
+
+    expect(onResponseError).toHaveBeenCalledTimes(1);
+    expect(onResponseError).toHaveBeenCalledWith(expect.anything(), reason);
+    expect(limiter.snapshot()).toMatchObject({ tokens, queued: 0 });
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(server.requests).toBe(0);
+  });
+
+  it('aborts an attempt in flight and frees its maxConcurrent slot', async () => {
+    const hold = await holdingServer();
+    const origin = hold.server.origin;
+    const agent = agentWith(
+      limit({ limiters: { api: { origins: [origin], maxConcurrent: 1, ...NEVER_BINDS } } }),
+    );
+    const abort = new AbortController();
+
+    const hanging = request(`${origin}/hang`, { dispatcher: agent, signal: abort.signal });
+    await hold.server.waitForRequests(1);
+    abort.abort();
+
+    await expect(hanging).rejects.toMatchObject({ name: 'AbortError' });
+    expect((await get(agent, `${origin}/next`)).status).toBe(200);
+  });
+
+  it('retries a throttled answer through the limiter, with the streamed body intact', async () => {
+    let first = true;
+    const server = await serve({
+      respond: (_req, res) => {
+        if (!first) return false;
+        first = false;
+        res.writeHead(429, { 'retry-after': '0' }).end('slow down');
+        return true;
+      },
+    });
+    const rl = limit({ limiters: { api: { origins: [server.origin], maxConcurrent: 4, ...NEVER_BINDS } } });
+    const acquired = vi.fn();
+    rl.registry.get('api')?.on('acquired', acquired);
+    const body = (async function* () {
+      yield 'streamed ';
+      yield 'body';
+    })();
+
+    const answer = await get(agentWith(rl), `${server.origin}/upload`, {
+      method: 'PUT',
+      body: body as unknown as Dispatcher.DispatchOptions['body'],
+    });
+
+    expect(answer.status).toBe(200);
+    expect(server.received.map((r) => [r.status, r.body])).toEqual([
+      [429, 'streamed body'],
+      [200, 'streamed body'],
+    ]);
+    expect(acquired).toHaveBeenCalledTimes(2); // units for each attempt
+    expect(rl.registry.get('api')?.snapshot()).toMatchObject({ throttles: 1, queued: 0 });
+  });
+
+  it('hands over the 429 it holds when the limiter refuses the retry', async () => {
+    const server = await serve({ capacity: 0, retryAfter: '600' });
+    const rl = limit({ clock: new ManualClock(), default: { maxWait: 1_000 } });
+
+    const answer = await get(agentWith(rl), `${server.origin}/`);
+
+    expect(answer).toEqual({ status: 429, body: 'slow down' });
+    expect(server.requests).toBe(1);
+  });
+});
+
+describe('adaptiveRateLimit: upgrades', () => {
+  it('hands the socket over, counts a success and frees the maxConcurrent slot', async () => {
+    const server = createServer((_req, res) => res.end('plain'));
+    server.on('upgrade', (_req, socket) => {
+      socket.end('HTTP/1.1 101 Switching Protocols\r\nconnection: upgrade\r\nupgrade: echo\r\n\r\n');
+    });
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    cleanups.push(() => {
+      server.closeAllConnections();
+      return new Promise((resolve) => server.close(resolve));
+    });
+    const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const rl = limit({ limiters: { api: { origins: [origin], maxConcurrent: 1, ...NEVER_BINDS } } });
+    const agent = agentWith(rl);
+    const acquired = vi.fn();
+    rl.registry.get('api')?.on('acquired', acquired);
+
+    const upgraded = await upgrade(`${origin}/`, { dispatcher: agent, protocol: 'echo' });
+    upgraded.socket.destroy();
+
+    expect(upgraded.headers.upgrade).toBe('echo');
+    expect(acquired).toHaveBeenCalledTimes(1);
+    expect(rl.registry.get('api')?.snapshot()).toMatchObject({ throttles: 0, queued: 0 });
+    expect((await get(agent, `${origin}/`)).body).toBe('plain'); // the slot is free again
+  });
+});
+
+describe('adaptiveRateLimit: maxConcurrent', () => {
+  it('keeps the cap under a burst, sending each waiting request as a slot frees', async () => {
+    const hold = await holdingServer();
+    const origin = hold.server.origin;
+    const agent = agentWith(
+      limit({ limiters: { api: { origins: [origin], maxConcurrent: 2, ...NEVER_BINDS } } }),
+    );
+
+    const answers = Array.from({ length: 6 }, (_, i) => get(agent, `${origin}/hang/${i}`));
+    for (let seen = 2; seen <= 6; seen++) {
+      await hold.server.waitForRequests(seen);
+      await new Promise((resolve) => setTimeout(resolve, 10));
+      expect(hold.server.requests).toBe(seen);
+      hold.answerOne();
+    }
+    hold.answerOne();
+
+    expect((await Promise.all(answers)).map((a) => a.status)).toEqual([200, 200, 200, 200, 200, 200]);
+    expect(hold.maxInFlight).toBe(2);
+    // The first two race each other to the server; the queued ones go in order.
+    expect(hold.server.received.map((r) => r.path).sort()).toEqual(
+      [0, 1, 2, 3, 4, 5].map((i) => `/hang/${i}`),
+    );
+    expect(hold.server.received.slice(2).map((r) => r.path)).toEqual([
+      '/hang/2',
+      '/hang/3',
+      '/hang/4',
+      '/hang/5',
+    ]);
+  });
+
+  it('never sends a request aborted while it waits for a slot', async () => {
+    const hold = await holdingServer();
+    const origin = hold.server.origin;
+    const agent = agentWith(
+      limit({ limiters: { api: { origins: [origin], maxConcurrent: 1, ...NEVER_BINDS } } }),
+    );
+    const abort = new AbortController();
+
+    const first = get(agent, `${origin}/hang`);
+    await hold.server.waitForRequests(1);
+    const waiting = request(`${origin}/waiting`, { dispatcher: agent, signal: abort.signal });
+    abort.abort();
+    await expect(waiting).rejects.toMatchObject({ name: 'AbortError' });
+    hold.answerOne();
+
+    expect((await first).status).toBe(200);
+    expect((await get(agent, `${origin}/after`)).status).toBe(200);
+    expect(hold.server.received.map((r) => r.path)).toEqual(['/hang', '/after']);
+  });
+});
