@@ -42,6 +42,8 @@ export interface AttemptPlan<T> {
 export async function runAttempts<T>(plan: AttemptPlan<T>): Promise<T> {
   let held: { result: T } | undefined =
     plan.throttledFirst === undefined ? undefined : { result: plan.throttledFirst };
+  /** The last attempt threw a throttled error; a refused retry rethrows it. */
+  let heldError: { error: unknown } | undefined;
   for (let attempt = held === undefined ? 1 : 2; ; attempt++) {
     let permit: Permit;
     try {
@@ -49,12 +51,16 @@ export async function runAttempts<T>(plan: AttemptPlan<T>): Promise<T> {
     } catch (error) {
       // A retry the limiter refuses (queue full, wait past maxWait, closed) ends with the
       // server's last answer, which the caller would otherwise never see.
-      if (held !== undefined && error instanceof RateLimitRejectedError) return held.result;
+      if (error instanceof RateLimitRejectedError) {
+        if (held !== undefined) return held.result;
+        if (heldError !== undefined) throw heldError.error;
+      }
       if (held !== undefined) plan.discard?.(held.result);
       throw error;
     }
     if (held !== undefined) plan.discard?.(held.result);
     held = undefined;
+    heldError = undefined;
     let result: T;
     try {
       result = await plan.send(attempt);
@@ -66,6 +72,7 @@ export async function runAttempts<T>(plan: AttemptPlan<T>): Promise<T> {
         attempt < plan.maxAttempts &&
         (plan.canRetryError?.(error) ?? true)
       ) {
+        heldError = { error };
         continue;
       }
       throw error;

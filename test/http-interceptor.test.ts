@@ -616,12 +616,13 @@ describe('adaptiveRateLimit: options and observability', () => {
 
     await get(agentWith(rl), `${server.origin}/`);
 
+    // The pause comes first, so that a failing controller cannot let sends through it.
     expect(seen.map(([name]) => name)).toEqual([
+      'adaptive-rate-limit:pause',
       'adaptive-rate-limit:rate',
       'adaptive-rate-limit:throttle',
-      'adaptive-rate-limit:pause',
     ]);
-    expect(seen[1]?.[1]).toEqual({ limiter: server.origin, retryAfterMs: 5_000, cut: true });
+    expect(seen[2]?.[1]).toEqual({ limiter: server.origin, retryAfterMs: 5_000, cut: true });
   });
 
   it('leaves no open handles after close()', async () => {

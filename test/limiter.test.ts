@@ -165,7 +165,8 @@ describe('AdaptiveRateLimiter: the bucket and the queue', () => {
 
   it('rejects bad units with an error naming the value', async () => {
     const { limiter } = setup();
-    await expect(limiter.acquire(0)).rejects.toThrow('units must be a positive finite number, received 0');
+    await expect(limiter.acquire(0)).rejects.toThrow('units: expected a positive finite number (received 0)');
+    await expect(limiter.acquire('2' as unknown as number)).rejects.toThrow(ConfigError);
     expect(() => limiter.tryAcquire(Number.NaN)).toThrow('received NaN');
   });
 });
@@ -304,8 +305,8 @@ describe('AdaptiveRateLimiter: throttles, cuts and pauses', () => {
       clock.advance(150);
       for (const p of permits.slice(0, 20)) p.success();
       permits[20]!.throttled(1_000);
-      // 21 answers (the 429 too) in the first second: 1,260/min, cut by 30 %.
-      expect(limiter.rate).toBeCloseTo(882);
+      // 30 units sent within the first second: 1,800/min, cut by 30 %.
+      expect(limiter.rate).toBeCloseTo(1_260);
     },
   );
 });
@@ -471,6 +472,13 @@ describe('AdaptiveRateLimiter.wrap', () => {
     expect(fn).toHaveBeenCalledTimes(1);
   });
 
+  it('rethrows the last error when the limiter refuses the retry of a thrown 429', async () => {
+    const { limiter } = setup({ initialUnitsPerMinute: 60_000, maxWait: 5_000 });
+    const boom = Object.assign(new Error('slow down'), { status: 429, retryAfterMs: 30_000 });
+    const wrapped = limiter.wrap(async () => Promise.reject(boom));
+    await expect(wrapped()).rejects.toBe(boom);
+  });
+
   it('reads a thrown 429 as a throttle and other errors as failures', async () => {
     const { limiter } = setup({ initialUnitsPerMinute: 60_000 });
     const boom = Object.assign(new Error('slow down'), { status: 429 });
@@ -480,5 +488,95 @@ describe('AdaptiveRateLimiter.wrap', () => {
     const failing = limiter.wrap(async () => Promise.reject(new Error('reset')));
     await expect(failing()).rejects.toThrow('reset');
     expect(limiter.snapshot().throttles).toBe(1);
+  });
+});
+
+describe('AdaptiveRateLimiter: regressions found in review', () => {
+  it('keeps climbing while a batch stays queued across rate changes', async () => {
+    const { clock, limiter } = setup({ initialUnitsPerMinute: 60, maxWait: 3_600_000 });
+    for (let i = 0; i < 2_000; i++)
+      void limiter.acquire().then(
+        (p) => p.success(),
+        () => {},
+      );
+    await advance(clock, 60_000, 500);
+    // +120/min every 10 s while requests wait: 60 -> 780 in a minute (it stopped at 180 before).
+    expect(limiter.rate).toBe(780);
+  });
+
+  it('starts the first cut of an idle unlimited limiter from what it sent, not from its age', async () => {
+    const { clock, limiter } = setup();
+    clock.advance(600_000); // made at startup, first used ten minutes later
+    const permits = Array.from({ length: 300 }, () => limiter.tryAcquire()!);
+    clock.advance(200);
+    permits[0]!.throttled();
+    // 300 units within a second: 18,000/min, cut by 30 %.
+    expect(limiter.rate).toBeCloseTo(12_600);
+  });
+
+  it('makes progress when rounding at a large clock value leaves the head a hair short', () => {
+    const clock = new ManualClock(1_000_000_007.31);
+    const limiter = new AdaptiveRateLimiter({ clock, initialUnitsPerMinute: 3_013.7 });
+    limiter.tryAcquire(limiter.snapshot().capacity);
+    void limiter.acquire(1);
+    void limiter.acquire(1);
+    let fired = 0;
+    const setTimeout = clock.setTimeout.bind(clock);
+    clock.setTimeout = (fn, ms) =>
+      setTimeout(() => {
+        fired++;
+        fn();
+      }, ms);
+    clock.advance(5_000);
+    expect(fired).toBeLessThan(100);
+    expect(limiter.snapshot().queued).toBe(0);
+  });
+
+  it('keeps the Retry-After pause when a custom controller throws', () => {
+    const controller: RateController = {
+      onThrottled: () => {
+        throw new Error('controller bug');
+      },
+      onSuccess: () => undefined,
+    };
+    const { limiter } = setup({ initialUnitsPerMinute: 600, controller });
+    expect(() => limiter.tryAcquire()!.throttled(5_000)).toThrow('controller bug');
+    expect(limiter.snapshot().pausedUntil).toBe(5_000);
+    expect(limiter.tryAcquire()).toBeUndefined();
+  });
+
+  it('rescales its share when the instance count changes at run time', () => {
+    const { limiter } = setup({ initialUnitsPerMinute: 1_200 });
+    limiter.update({ instanceCount: 4 });
+    expect(limiter.rate).toBe(300);
+  });
+
+  it('clears its timer when the last waiter aborts', () => {
+    const { clock, limiter } = setup({ initialUnitsPerMinute: 60 });
+    limiter.tryAcquire();
+    const controller = new AbortController();
+    void limiter.acquire(1, { signal: controller.signal }).catch(() => {});
+    expect(clock.pendingTimers).toBe(1);
+    controller.abort();
+    expect(clock.pendingTimers).toBe(0);
+  });
+
+  it('serves the head sooner when an answer refunds units', async () => {
+    const { clock, limiter } = setup({ initialUnitsPerMinute: 60 });
+    const permit = limiter.tryAcquire()!;
+    const waiting = queue(limiter, clock, 1);
+    clock.advance(100);
+    permit.success(0); // cost nothing after all: its unit comes back
+    await flush();
+    expect(waiting.granted).toEqual([100]);
+  });
+
+  it('does not pause at all with maxPause 0', () => {
+    const { limiter } = setup({ initialUnitsPerMinute: 600, maxPause: 0 });
+    const paused = vi.fn();
+    limiter.on('paused', paused);
+    limiter.tryAcquire()!.throttled(5_000);
+    expect(paused).not.toHaveBeenCalled();
+    expect(limiter.snapshot().pausedUntil).toBeUndefined();
   });
 });

@@ -22,6 +22,8 @@ import { wrapWithLimiter } from './wrap.js';
  * timers exactly, so there the deadline is strict.)
  */
 const TIMER_SLACK_MS = 1;
+/** The least step of the timer when the head is due now but rounding kept it from going. */
+const MIN_STEP_MS = 1e-3;
 
 interface Waiter {
   readonly units: number;
@@ -88,7 +90,6 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
 
   // controller bookkeeping
   readonly #measured: MeasuredRate;
-  readonly #createdAt: number;
   #lastCutAt: number;
   #lastIncreaseAt: number;
   #rateBeforeLastDecrease: number;
@@ -97,7 +98,9 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   #cuts = 0;
   #throttles = 0;
   #waited = false;
-  #unitsSinceCreation = 0;
+  /** Units granted while unlimited, and when the first was: the send rate a first cut starts from. */
+  #unlimitedUnits = 0;
+  #firstGrantAt: number | undefined;
   #closed = false;
 
   constructor(options: AdaptiveLimiterOptions = {}) {
@@ -107,7 +110,6 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     this.#builtIn = typeof this.#opts.controller === 'string';
     this.#clock = options.clock ?? systemClock;
     const now = this.#clock.now();
-    this.#createdAt = now;
     this.#lastCutAt = now;
     this.#lastIncreaseAt = now;
     this.#measured = new MeasuredRate();
@@ -133,11 +135,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   }
 
   acquire(units = 1, options?: AcquireOptions): Promise<Permit> {
-    if (!(units > 0 && units < Number.POSITIVE_INFINITY)) {
-      return Promise.reject(
-        new RangeError(`acquire: units must be a positive finite number, received ${units}`),
-      );
-    }
+    if (!validUnits(units)) return Promise.reject(badUnits(units));
     const signal = options?.signal;
     if (signal?.aborted) return Promise.reject(signal.reason);
     if (this.#closed) return Promise.reject(this.#rejection('closed', units, 'closed'));
@@ -177,9 +175,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   }
 
   tryAcquire(units = 1): Permit | undefined {
-    if (!(units > 0 && units < Number.POSITIVE_INFINITY)) {
-      throw new RangeError(`tryAcquire: units must be a positive finite number, received ${units}`);
-    }
+    if (!validUnits(units)) throw badUnits(units);
     if (this.#closed) return undefined;
     const now = this.#clock.now();
     if (this.#queue.size === 0 && this.#canGrant(units, now)) return this.#grant(units, now, now);
@@ -207,17 +203,20 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
         ? resolveController(next.controller, next)
         : this.#controller;
     const now = this.#clock.now();
+    const share = this.#opts.instanceCount / next.instanceCount;
     this.#opts = next;
     this.#controller = controller;
     this.#builtIn = typeof next.controller === 'string';
     this.#applyShares();
-    let rate = this.#bucket.rate;
+    // A new instance count rescales this process's share of what was learned.
+    let rate = this.#bucket.rate * share;
+    this.#rateBeforeLastDecrease *= share;
     if (this.#bucket.unlimited && next.initialUnitsPerMinute !== undefined) {
       rate = next.initialUnitsPerMinute / next.instanceCount;
     }
     rate = clamp(rate, this.#minRate, this.#maxRate);
     if (rate !== this.#bucket.rate) this.#changeRate(rate, now, 'update');
-    this.#arm(now);
+    this.#kick(now);
   }
 
   /**
@@ -231,7 +230,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     const now = this.#clock.now();
     const next = clamp(rate, this.#minRate, this.#maxRate);
     if (next !== this.#bucket.rate) this.#changeRate(next, now, 'update');
-    this.#arm(now);
+    this.#kick(now);
   }
 
   /**
@@ -241,7 +240,8 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   pauseFor(ms: number): void {
     if (!(ms >= 0)) throw new ConfigError([{ path: 'ms', message: 'expected a number >= 0', received: ms }]);
     const now = this.#clock.now();
-    if (ms > 0) this.#pauseFor(now, Math.min(ms, this.#opts.maxPause), ms);
+    const capped = Math.min(ms, this.#opts.maxPause);
+    if (capped > 0) this.#pauseFor(now, capped, ms);
     this.#arm(now);
   }
 
@@ -291,8 +291,10 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     const used =
       unitsUsed !== undefined && unitsUsed >= 0 && Number.isFinite(unitsUsed) ? unitsUsed : permit.units;
     this.#measured.record(used, now);
-    this.#unitsSinceCreation += used;
-    if (used !== permit.units) this.#bucket.charge(used - permit.units, now);
+    if (used !== permit.units) {
+      this.#bucket.charge(used - permit.units, now);
+      this.#kick(now); // a refund may let the head go now
+    }
     if (this.#pause.active(now) || this.#bucket.unlimited) return;
     // The built-in controllers raise only after a wait: skip building their state otherwise.
     if (!this.#waited && this.#builtIn) return;
@@ -302,27 +304,28 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     this.#waited = false;
     const rate = clamp(next, this.#minRate, this.#maxRate);
     if (rate !== this.#bucket.rate) this.#changeRate(rate, now, 'success');
-    this.#arm(now);
+    this.#kick(now);
   }
 
   /** @internal */
   _throttled(permit: LimiterPermit, retryAfterMs: number | undefined): void {
     const now = this.#clock.now();
     this.#measured.record(permit.units, now);
-    this.#unitsSinceCreation += permit.units;
     this.#throttles++;
     this.#lastIncreaseAt = now;
     const cut =
       permit.epoch === this.#cutEpoch &&
       (this.#cuts === 0 || now - this.#lastCutAt >= this.#opts.decreaseCooldown);
-    if (cut) this.#cut(now);
+    // The pause first: a custom controller that throws must not let sends through a Retry-After.
     const pauseMs =
-      retryAfterMs !== undefined && retryAfterMs > 0
-        ? Math.min(retryAfterMs, this.#opts.maxPause)
-        : undefined;
-    this.emit('throttled', { limiter: this.#opts.name, retryAfterMs, cut });
-    if (pauseMs !== undefined && retryAfterMs !== undefined) this.#pauseFor(now, pauseMs, retryAfterMs);
-    this.#arm(now);
+      retryAfterMs !== undefined && retryAfterMs > 0 ? Math.min(retryAfterMs, this.#opts.maxPause) : 0;
+    if (pauseMs > 0 && retryAfterMs !== undefined) this.#pauseFor(now, pauseMs, retryAfterMs);
+    try {
+      if (cut) this.#cut(now);
+    } finally {
+      this.emit('throttled', { limiter: this.#opts.name, retryAfterMs, cut });
+      this.#arm(now);
+    }
   }
 
   /** @internal A failed answer that asks for a wait (a 503 with Retry-After): pause, no cut. */
@@ -344,8 +347,10 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     let measured = this.#measured.value;
     if (leavingUnlimited) {
       // Unlimited until now: start from what was sent. The smoothed rate may hold a bucket that
-      // closed while the first burst was still in flight, so the average since creation is a floor.
-      const average = (this.#unitsSinceCreation * 60_000) / Math.max(now - this.#createdAt, 1_000);
+      // closed while the first burst was still in flight, so the units sent since the first
+      // grant (over at least a second) are a floor.
+      const since = this.#firstGrantAt ?? now;
+      const average = (this.#unlimitedUnits * 60_000) / Math.max(now - since, 1_000);
       base = clamp(Math.max(measured ?? 0, average), this.#minRate, this.#maxRate);
       // That estimate stands as the measured rate too, so CUBIC's W is not cut twice.
       measured = base;
@@ -392,7 +397,8 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   #changeRate(rate: number, now: number, cause: 'throttle' | 'success' | 'update'): void {
     const from = this.#bucket.rate;
     this.#bucket.setRate(rate, now);
-    this.#waited = false;
+    // Requests still queued wait under the new rate too.
+    this.#waited = this.#queue.size > 0;
     if (rate < from) this.emit('decreased', { limiter: this.#opts.name, from, to: rate, cause });
     else if (cause !== 'throttle')
       this.emit('increased', { limiter: this.#opts.name, from, to: rate, cause });
@@ -403,11 +409,21 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   }
 
   #grant(units: number, now: number, since: number): Permit {
+    if (this.#bucket.unlimited) {
+      this.#unlimitedUnits += units;
+      this.#firstGrantAt ??= now;
+    }
     this.#bucket.take(units);
     if (this.listenerCount('acquired') > 0) {
       this.emit('acquired', { limiter: this.#opts.name, units, waited: now - since });
     }
     return new LimiterPermit(this, units, this.#cutEpoch);
+  }
+
+  /** Serves whoever may go now, then arms the timer for the rest. */
+  #kick(now: number): void {
+    this.#drain(now);
+    this.#arm(now);
   }
 
   /** Arms the one timer for the next event: the head's turn, its deadline, or a pause's end. */
@@ -418,7 +434,16 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     if (head !== undefined) {
       at = Math.min(at, head.deadline, this.#bucket.readyAt(head.units, Math.max(now, this.#pause.until)));
     }
-    if (at === Number.POSITIVE_INFINITY) return;
+    if (at === Number.POSITIVE_INFINITY) {
+      // Nothing to wait for (the last waiter left): no timer when idle.
+      if (this.#timer !== undefined) this.#clock.clearTimeout(this.#timer);
+      this.#timer = undefined;
+      this.#timerAt = Number.POSITIVE_INFINITY;
+      return;
+    }
+    // The head could not go now (drain ran first): float rounding at large clock values may put
+    // its turn at `now`, so step at least a microsecond to make progress.
+    if (at <= now) at = now + MIN_STEP_MS;
     if (this.#timer !== undefined) {
       if (this.#timerAt <= at) return;
       this.#clock.clearTimeout(this.#timer);
@@ -437,8 +462,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
       this.#pause.resumePending = false;
       this.emit('resumed', { limiter: this.#opts.name });
     }
-    this.#drain(now);
-    this.#arm(now);
+    this.#kick(now);
   }
 
   #drain(now: number): void {
@@ -451,6 +475,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
         this.#queue.shift();
         this.#queuedUnits -= head.units;
         this.#settleWaiter(head);
+        this.#waited = true;
         head.resolve(this.#grant(head.units, now, head.enqueuedAt));
       } else if (now >= head.deadline) {
         this.#expire(head);
@@ -476,9 +501,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     this.#settleWaiter(waiter);
     waiter.reject(waiter.signal?.reason);
     // The next in line may be served sooner now.
-    const now = this.#clock.now();
-    this.#drain(now);
-    this.#arm(now);
+    this.#kick(this.#clock.now());
   }
 
   #settleWaiter(waiter: Waiter): void {
@@ -491,6 +514,17 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     this.emit('rejected', { limiter: this.#opts.name, units, reason, message: error.message });
     return error;
   }
+}
+
+function validUnits(units: unknown): units is number {
+  return typeof units === 'number' && units > 0 && units < Number.POSITIVE_INFINITY;
+}
+
+function badUnits(units: unknown): ConfigError {
+  return new ConfigError(
+    [{ path: 'units', message: 'expected a positive finite number', received: units }],
+    'acquire arguments',
+  );
 }
 
 function clamp(value: number, min: number, max: number): number {
