@@ -1,33 +1,8 @@
-// Time
+// The public API, one block per group. Each group comment stands on its own line, followed by a
+// blank line: biome's organizeImports then sorts within a group and never moves exports across.
 
-// The attempt loop (for your own adapters)
-export type { AttemptPlan } from './attempts.js';
-export { runAttempts } from './attempts.js';
-export type { Clock } from './clock.js';
-export { MAX_TIMER_MS, ManualClock, systemClock } from './clock.js';
-export { parseDuration } from './config/duration.js';
-export { loadConfig } from './config/load.js';
-// Registry and config
-export type { LimiterConfig, RateLimitConfig } from './config/schema.js';
-export { parseConfig } from './config/schema.js';
-// Controllers
-export type { AimdOptions, CubicOptions, RateController, RateControllerState } from './controllers/index.js';
-export { aimd, cubic, cubicCurve, cubicK } from './controllers/index.js';
-// Observability
-export { attachDiagnostics, DIAGNOSTICS_CHANNELS } from './diagnostics.js';
-// Errors
-export type { ConfigIssue, RejectionReason } from './errors.js';
-export { AdaptiveRateLimitError, ConfigError, RateLimitRejectedError } from './errors.js';
-// HTTP adapters
-export type { HeaderRecord, ResponseVerdict } from './http/classify.js';
-export type { RateLimitedFetch, RateLimitedFetchOptions } from './http/fetch.js';
-export { rateLimitedFetch } from './http/fetch.js';
-export type { AdaptiveRateLimitInterceptor } from './http/interceptor.js';
-export { adaptiveRateLimit } from './http/interceptor.js';
-export type { InterceptorOptions, OutgoingRequest } from './http/options.js';
-export { normalizeOrigin } from './http/origin.js';
-export { parseRetryAfter, retryAfterFromHeaders } from './http/retry-after.js';
 // Limiters
+
 export type { LimiterSnapshot } from './limiter/adaptive.js';
 export { AdaptiveRateLimiter } from './limiter/adaptive.js';
 export type { LimiterEventMap, LimiterEventName } from './limiter/events.js';
@@ -40,5 +15,47 @@ export { FixedWindowRateLimiter } from './limiter/fixed-window.js';
 export type { AdaptiveLimiterOptions } from './limiter/options.js';
 export { LIMITER_DEFAULTS } from './limiter/options.js';
 export type { AcquireOptions, Outcome, Permit, RateLimiter, WrapOptions } from './limiter/types.js';
+
+// Controllers
+
+export type { AimdOptions, CubicOptions, RateController, RateControllerState } from './controllers/index.js';
+export { aimd, cubic, cubicCurve, cubicK } from './controllers/index.js';
+
+// HTTP adapters
+
+export type { HeaderRecord, ResponseVerdict } from './http/classify.js';
+export type { RateLimitedFetch, RateLimitedFetchOptions } from './http/fetch.js';
+export { rateLimitedFetch } from './http/fetch.js';
+export type { AdaptiveRateLimitInterceptor } from './http/interceptor.js';
+export { adaptiveRateLimit } from './http/interceptor.js';
+export type { InterceptorOptions, OutgoingRequest } from './http/options.js';
+export { normalizeOrigin } from './http/origin.js';
+export { parseRetryAfter, retryAfterFromHeaders } from './http/retry-after.js';
+
+// Registry and config
+
+export { parseDuration } from './config/duration.js';
+export { loadConfig } from './config/load.js';
+export type { LimiterConfig, RateLimitConfig } from './config/schema.js';
+export { parseConfig } from './config/schema.js';
 export type { RegistryEventMap, RegistryOptions } from './registry.js';
 export { RateLimiterRegistry } from './registry.js';
+
+// Errors
+
+export type { ConfigIssue, RejectionReason } from './errors.js';
+export { AdaptiveRateLimitError, ConfigError, RateLimitRejectedError } from './errors.js';
+
+// Time
+
+export type { Clock } from './clock.js';
+export { MAX_TIMER_MS, ManualClock, systemClock } from './clock.js';
+
+// Observability
+
+export { attachDiagnostics, DIAGNOSTICS_CHANNELS } from './diagnostics.js';
+
+// The attempt loop (for your own adapters)
+
+export type { AttemptPlan } from './attempts.js';
+export { runAttempts } from './attempts.js';

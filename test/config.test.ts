@@ -5,6 +5,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config/load.js';
 import { parseConfig } from '../src/config/schema.js';
 import { ConfigError } from '../src/errors.js';
+import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
+import { resolveLimiterOptions } from '../src/limiter/options.js';
 import { RateLimiterRegistry } from '../src/registry.js';
 
 function configError(fn: () => unknown): ConfigError {
@@ -16,6 +18,8 @@ function configError(fn: () => unknown): ConfigError {
   }
   throw new Error('expected a ConfigError');
 }
+
+const CONTROLLER = "expected 'aimd', 'cubic' or an object with onThrottled and onSuccess";
 
 describe('parseConfig', () => {
   it('parses our camelCase shape, turning durations into ms and filling in the defaults', () => {
@@ -161,6 +165,58 @@ describe('parseConfig', () => {
     );
   });
 
+  it('checks min <= max whenever the rates are valid, even beside a non-integer field', () => {
+    const limiter = { instanceCount: 1.5, minUnitsPerMinute: 100, maxUnitsPerMinute: 10 };
+    const error = configError(() => parseConfig({ limiters: { a: limiter }, default: { ...limiter } }));
+    expect(error.issues.map((i) => [i.path, i.received])).toEqual([
+      ['limiters.a.instanceCount', 1.5],
+      ['limiters.a.minUnitsPerMinute', 100],
+      ['default.instanceCount', 1.5],
+      ['default.minUnitsPerMinute', 100],
+    ]);
+    expect(error.issues[1]?.message).toBe('must not be above maxUnitsPerMinute (10)');
+  });
+
+  it('checks initial within min and max beside an unknown key, but not when a rate itself is bad', () => {
+    const error = configError(() =>
+      parseConfig({
+        limiters: {
+          a: { queueLimit: 2.5, extra: 1, maxUnitsPerMinute: 10, initialUnitsPerMinute: 50 },
+          b: { minUnitsPerMinute: 'x', maxUnitsPerMinute: 10, initialUnitsPerMinute: 50 },
+        },
+      }),
+    );
+    expect(error.issues.map((i) => i.path)).toEqual([
+      'limiters.a.queueLimit',
+      'limiters.a.extra',
+      'limiters.a.initialUnitsPerMinute',
+      'limiters.b.minUnitsPerMinute',
+    ]);
+  });
+
+  it('reports an origin listed twice beside a non-integer top-level field', () => {
+    const error = configError(() =>
+      parseConfig({
+        limiters: { a: { origins: ['https://a.test'] }, b: { origins: ['https://a.test'] } },
+        maxAttempts: 1.5,
+      }),
+    );
+    expect(error.issues.map((i) => [i.path, i.received])).toEqual([
+      ['maxAttempts', 1.5],
+      ['limiters.b.origins.0', 'https://a.test'],
+    ]);
+  });
+
+  it.each(['cubics', 5])('tells a bad controller %j what it expected', (controller) => {
+    const error = configError(() =>
+      parseConfig({ limiters: { a: { controller } }, default: { controller } }),
+    );
+    expect(error.issues).toEqual([
+      { path: 'limiters.a.controller', message: CONTROLLER, received: controller },
+      { path: 'default.controller', message: CONTROLLER, received: controller },
+    ]);
+  });
+
   it('names an unknown key by its path, as written, with the keys it could have been', () => {
     const error = configError(() =>
       parseConfig({ limiters: { github: { maxWiat: '30s', aimd: { step: 1 } } } }),
@@ -216,6 +272,45 @@ describe('parseConfig', () => {
     const registry = new RateLimiterRegistry(config);
     expect(registry.limiterFor('https://api.github.com')?.name).toBe('github');
     expect(registry.limiterFor('https://elsewhere.test')).toBeUndefined();
+  });
+});
+
+describe('limiter options', () => {
+  it.each([
+    ['a misspelt name', 'cubics'],
+    ['an empty object', {}],
+    ['an object without onSuccess', { onThrottled: () => 1 }],
+  ])('tell a bad controller (%s) what it expected', (_, controller) => {
+    const options = { controller } as unknown as Parameters<typeof resolveLimiterOptions>[0];
+    for (const fn of [() => resolveLimiterOptions(options), () => new AdaptiveRateLimiter(options)]) {
+      expect(configError(fn).issues).toEqual([
+        { path: 'controller', message: CONTROLLER, received: controller },
+      ]);
+    }
+  });
+
+  it('check min <= max and initial within them whenever the rates are valid, beside other bad fields', () => {
+    const error = configError(() =>
+      resolveLimiterOptions({
+        instanceCount: 1.5,
+        minUnitsPerMinute: 100,
+        maxUnitsPerMinute: 10,
+        initialUnitsPerMinute: 5,
+      }),
+    );
+    expect(error.issues.map((i) => [i.path, i.received])).toEqual([
+      ['instanceCount', 1.5],
+      ['minUnitsPerMinute', 100],
+      ['initialUnitsPerMinute', 5],
+    ]);
+    const limiter = new AdaptiveRateLimiter({ maxUnitsPerMinute: 50 });
+    expect(configError(() => limiter.update({ queueLimit: -1, minUnitsPerMinute: 60 })).issues).toEqual([
+      expect.objectContaining({ path: 'queueLimit', received: -1 }),
+      expect.objectContaining({ path: 'minUnitsPerMinute', received: 60 }),
+    ]);
+    expect(
+      configError(() => resolveLimiterOptions({ minUnitsPerMinute: -1, maxUnitsPerMinute: 10 })).issues,
+    ).toEqual([expect.objectContaining({ path: 'minUnitsPerMinute', received: -1 })]);
   });
 });
 

@@ -1,6 +1,7 @@
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
-import { ConfigError, RateLimitRejectedError } from '../src/errors.js';
+import { AdaptiveRateLimitError, ConfigError, RateLimitRejectedError } from '../src/errors.js';
 import { FixedWindowRateLimiter } from '../src/limiter/fixed-window.js';
 
 type Options = Partial<ConstructorParameters<typeof FixedWindowRateLimiter>[0]>;
@@ -348,9 +349,211 @@ describe('FixedWindowRateLimiter', () => {
     expect(limiter.snapshot()).toMatchObject({ limitForPeriod: 2, timeoutDuration: 5_000 });
   });
 
-  it('rejects units that are not a positive finite number with a RangeError', async () => {
-    const { limiter } = setup();
-    await expect(limiter.acquire(0)).rejects.toBeInstanceOf(RangeError);
-    expect(() => limiter.tryAcquire(Number.NaN)).toThrow(RangeError);
+  it.each([0, -1, Number.NaN, Number.POSITIVE_INFINITY, '2', null])(
+    'refuses units = %s with a ConfigError naming units',
+    async (units) => {
+      const { limiter } = setup();
+      const rejected = await limiter.acquire(units as number).catch((e: unknown) => e);
+      expect(rejected).toBeInstanceOf(ConfigError);
+      expect(rejected).toBeInstanceOf(AdaptiveRateLimitError);
+      expect((rejected as ConfigError).issues).toEqual([
+        { path: 'units', message: 'expected a positive finite number', received: units },
+      ]);
+      expect(() => limiter.tryAcquire(units as number)).toThrow(ConfigError);
+      expect(limiter.snapshot()).toMatchObject({ availablePermissions: 2, queued: 0 });
+    },
+  );
+});
+
+/** Units granted per cycle (cycles of 1,000 ms from time 0), from the limiter's `acquired` events. */
+function unitsPerCycle(clock: ManualClock, limiter: FixedWindowRateLimiter): Map<number, number> {
+  const perCycle = new Map<number, number>();
+  limiter.on('acquired', ({ units }) => {
+    const cycle = Math.floor(clock.now() / 1_000);
+    perCycle.set(cycle, (perCycle.get(cycle) ?? 0) + units);
+  });
+  return perCycle;
+}
+
+describe('FixedWindowRateLimiter reservations after an abort or a limit change', () => {
+  it('re-packs the waiters behind an aborted one, so no cycle gets more than limitForPeriod', async () => {
+    const { clock, limiter } = setup({ limitForPeriod: 4, timeoutDuration: 60_000 });
+    const perCycle = unitsPerCycle(clock, limiter);
+    await limiter.acquire(1);
+    const controller = new AbortController();
+    const aborted = limiter.acquire(4, { signal: controller.signal }).catch((e: unknown) => e);
+    const order: number[] = [];
+    const behind = [
+      limiter.acquire(4).then(() => order.push(4)),
+      limiter.acquire(3).then(() => order.push(3)),
+    ];
+    controller.abort();
+    await aborted;
+    clock.runAll();
+    await Promise.all(behind);
+    expect(order).toEqual([4, 3]);
+    expect([...perCycle]).toEqual([
+      [0, 1],
+      [1, 4],
+      [2, 3],
+    ]);
+  });
+
+  it('gives a waiter behind an aborted one the units left in the current cycle', async () => {
+    const { clock, limiter, grants } = setup({ limitForPeriod: 4 });
+    await limiter.acquire(1);
+    const controller = new AbortController();
+    const aborted = limiter.acquire(4, { signal: controller.signal }).catch((e: unknown) => e);
+    const small = limiter.acquire(2);
+    controller.abort();
+    await aborted;
+    await small;
+    expect(grants).toEqual([0, 0]);
+    expect(limiter.snapshot()).toMatchObject({ availablePermissions: 1, queued: 0 });
+    expect(clock.pendingTimers).toBe(0);
+  });
+
+  it('re-packs current waiters when changeLimitForPeriod lowers the limit', async () => {
+    const { clock, limiter } = setup({ limitForPeriod: 4, timeoutDuration: 60_000 });
+    const perCycle = unitsPerCycle(clock, limiter);
+    await limiter.acquire(4);
+    const big = limiter.acquire(4).catch((e: unknown) => e);
+    const small = limiter.acquire(2);
+    limiter.changeLimitForPeriod(3);
+    clock.runAll();
+    await small;
+    expect([...perCycle]).toEqual([
+      [0, 4],
+      [1, 2],
+    ]);
+    // A waiter that no cycle at the new limit can hold is rejected, as a new caller would be.
+    const error = await big;
+    expect(error).toBeInstanceOf(RateLimitRejectedError);
+    expect(error).toMatchObject({ reason: 'timeout' });
+    expect((error as Error).message).toBe(
+      'rate limiter "fw": 4 units can never be served: limitForPeriod is 3 per cycle',
+    );
+  });
+
+  it('re-packs current waiters when changeLimitForPeriod raises the limit', async () => {
+    const { clock, limiter, grants } = setup({ limitForPeriod: 2 });
+    await limiter.acquire(2);
+    const waiting = [limiter.acquire(2), limiter.acquire(1), limiter.acquire(1), limiter.acquire(2)];
+    expect(limiter.snapshot().availablePermissions).toBe(-6);
+    limiter.changeLimitForPeriod(4);
+    expect(limiter.snapshot().availablePermissions).toBe(-6);
+    clock.runAll();
+    await Promise.all(waiting);
+    expect(grants).toEqual([0, 1_000, 1_000, 1_000, 2_000]);
+  });
+  it('re-packs the waiters of a cycle its timer missed, instead of granting them all at once', async () => {
+    const clock = new ManualClock();
+    // A clock whose timers never fire: only calls move the limiter, as under a blocked event loop.
+    const stalled = { now: () => clock.now(), setTimeout: () => undefined, clearTimeout: () => {} };
+    const limiter = new FixedWindowRateLimiter({
+      limitForPeriod: 2,
+      limitRefreshPeriod: 1_000,
+      timeoutDuration: 10_000,
+      clock: stalled,
+    });
+    const perCycle = unitsPerCycle(clock, limiter);
+    await limiter.acquire(2);
+    const waiting = [limiter.acquire(2), limiter.acquire(2), limiter.acquire(1)];
+    for (const t of [3_500, 4_000, 5_000]) {
+      clock.advanceTo(t);
+      limiter.snapshot();
+    }
+    await Promise.all(waiting);
+    expect([...perCycle]).toEqual([
+      [0, 2],
+      [3, 2],
+      [4, 2],
+      [5, 1],
+    ]);
+  });
+});
+
+type Command =
+  | { op: 'acquire'; units: number; abortable: boolean }
+  | { op: 'abort'; index: number }
+  | { op: 'limit'; limit: number }
+  | { op: 'advance'; ms: number };
+
+const MAX_LIMIT = 5;
+
+const command = fc.oneof(
+  {
+    weight: 6,
+    arbitrary: fc.record({
+      op: fc.constant('acquire' as const),
+      units: fc.integer({ min: 1, max: MAX_LIMIT }),
+      abortable: fc.boolean(),
+    }),
+  },
+  { weight: 2, arbitrary: fc.record({ op: fc.constant('abort' as const), index: fc.nat() }) },
+  {
+    weight: 1,
+    arbitrary: fc.record({
+      op: fc.constant('limit' as const),
+      limit: fc.integer({ min: 1, max: MAX_LIMIT }),
+    }),
+  },
+  {
+    weight: 3,
+    arbitrary: fc.record({ op: fc.constant('advance' as const), ms: fc.integer({ min: 0, max: 2_500 }) }),
+  },
+) as fc.Arbitrary<Command>;
+
+describe('FixedWindowRateLimiter invariants (fast-check)', () => {
+  it('never grants more than a cycle’s limit in it, settles every acquire, and serves in FIFO order', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(command, { minLength: 1, maxLength: 80 }),
+        fc.integer({ min: 1, max: MAX_LIMIT }),
+        fc.integer({ min: 0, max: 8_000 }),
+        async (commands, initialLimit, timeoutDuration) => {
+          const { clock, limiter } = setup({ limitForPeriod: initialLimit, timeoutDuration });
+          const perCycle = unitsPerCycle(clock, limiter);
+          /** Limit changes as [time, limit]: a change applies to the cycles that start after it. */
+          const changes: [number, number][] = [[Number.NEGATIVE_INFINITY, initialLimit]];
+          const limitOf = (cycle: number) => changes.filter(([t]) => t < cycle * 1_000).at(-1)![1];
+          const requests: { controller: AbortController | undefined; settled: boolean }[] = [];
+          const granted: number[] = [];
+          for (const c of commands) {
+            if (c.op === 'acquire') {
+              const limit = limiter.snapshot().limitForPeriod;
+              const units = Math.min(c.units, limit);
+              const controller = c.abortable ? new AbortController() : undefined;
+              const request = { controller, settled: false };
+              const id = requests.push(request) - 1;
+              limiter.acquire(units, { signal: controller?.signal }).then(
+                () => {
+                  request.settled = true;
+                  granted.push(id);
+                },
+                () => {
+                  request.settled = true;
+                },
+              );
+            } else if (c.op === 'abort') {
+              const abortable = requests.filter((r) => r.controller !== undefined);
+              abortable[c.index % Math.max(1, abortable.length)]?.controller?.abort();
+            } else if (c.op === 'limit') {
+              limiter.changeLimitForPeriod(c.limit);
+              changes.push([clock.now(), c.limit]);
+            } else {
+              clock.advance(c.ms);
+            }
+          }
+          clock.runAll();
+          await flush();
+          expect(requests.every((r) => r.settled)).toBe(true);
+          expect(limiter.snapshot().queued).toBe(0);
+          for (const [cycle, units] of perCycle) expect(units).toBeLessThanOrEqual(limitOf(cycle));
+          expect(granted).toEqual([...granted].sort((a, b) => a - b));
+        },
+      ),
+      { numRuns: 300 },
+    );
   });
 });

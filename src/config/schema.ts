@@ -3,6 +3,7 @@ import { ConfigError, type ConfigIssue } from '../errors.js';
 import { normalizeOrigin, originMatcher } from '../http/origin.js';
 import {
   type AdaptiveLimiterOptions,
+  CONTROLLER_MESSAGE,
   configErrorFrom,
   limiterFieldsSchema,
   resolveLimiterOptions,
@@ -62,7 +63,7 @@ function duration<T extends z.ZodType<number, number>>(rule: T) {
 /** `'aimd'` or `'cubic'`, in any case (`"Cubic"`, `"AIMD"`), as .NET binds enums. */
 const controllerName = z.preprocess(
   (value) => (typeof value === 'string' ? value.toLowerCase() : value),
-  fields.controller.unwrap().options[0],
+  z.enum(fields.controller.unwrap().options[0].options, { error: CONTROLLER_MESSAGE }),
 );
 
 const aimdFields = fields.aimd.unwrap();
@@ -90,38 +91,55 @@ const limiterOptionsSchema = limiterFieldsSchema.omit({ name: true, clock: true 
   maxConcurrent: maxConcurrent.optional(),
 });
 
-const RATE_FIELDS = ['minUnitsPerMinute', 'maxUnitsPerMinute', 'initialUnitsPerMinute'] as const;
-
-/**
- * The limiter's cross-field rules (min <= max, initial within them), as `resolveLimiterOptions`
- * states them; runs whenever the three rates themselves are valid, so their issues come with the rest.
- */
-function withRateRules<T extends z.ZodType>(schema: T): T {
-  return schema.superRefine(
-    (value, ctx) => {
-      const v = value as Record<string, unknown>;
-      const rates = Object.fromEntries(RATE_FIELDS.filter((k) => v[k] !== undefined).map((k) => [k, v[k]]));
-      for (const issue of issuesOf(() => resolveLimiterOptions(rates))) {
-        ctx.addIssue({ code: 'custom', message: issue.message, path: [issue.path], input: issue.received });
-      }
-    },
-    {
-      when: (payload) =>
-        typeof payload.value === 'object' &&
-        payload.value !== null &&
-        !payload.issues.some((issue) =>
-          (RATE_FIELDS as readonly PropertyKey[]).includes(issue.path?.[0] ?? ''),
-        ),
-    },
-  );
+/** An issue of a {@link withRule} rule, at a path relative to the object it checks. */
+interface RuleIssue {
+  path: PropertyKey[];
+  message: string;
+  input: unknown;
 }
 
-const limiterConfigSchema = withRateRules(
-  limiterOptionsSchema.extend({ origins: z.array(originPattern).optional() }).strict(),
-);
-const defaultConfigSchema = withRateRules(limiterOptionsSchema.strict());
+/**
+ * `schema`, then `rule` on the input whenever it is an object and none of the fields `rule` reads
+ * (`reads`, top-level keys) has an issue, whatever the other fields do. A zod refinement would not
+ * do: zod skips every refinement of an object once one of its fields fails with an explicit abort
+ * (`.int()` does), so a non-integer `instanceCount` would hide `minUnitsPerMinute` > `maxUnitsPerMinute`.
+ */
+function withRule<T extends z.ZodType>(
+  schema: T,
+  reads: readonly PropertyKey[],
+  rule: (value: Record<string, unknown>) => Iterable<RuleIssue>,
+) {
+  return z.unknown().transform((input, ctx): z.output<T> => {
+    const result = schema.safeParse(input);
+    const issues = result.success ? [] : result.error.issues;
+    for (const issue of issues) ctx.addIssue(issue as Parameters<typeof ctx.addIssue>[0]);
+    if (isRecord(input) && !issues.some((issue) => reads.includes(issue.path[0] ?? ''))) {
+      for (const issue of rule(input)) ctx.addIssue({ code: 'custom', ...issue });
+    }
+    return result.success ? result.data : z.NEVER;
+  });
+}
 
-const configSchema = z
+const RATE_FIELDS = ['minUnitsPerMinute', 'maxUnitsPerMinute', 'initialUnitsPerMinute'] as const;
+
+/** The limiter's cross-field rules (min <= max, initial within them), as `resolveLimiterOptions` states them. */
+function* rateRules(value: Record<string, unknown>): Iterable<RuleIssue> {
+  const rates = Object.fromEntries(
+    RATE_FIELDS.filter((k) => value[k] !== undefined).map((k) => [k, value[k]]),
+  );
+  for (const issue of issuesOf(() => resolveLimiterOptions(rates))) {
+    yield { path: [issue.path], message: issue.message, input: issue.received };
+  }
+}
+
+const limiterConfigObject = limiterOptionsSchema
+  .extend({ origins: z.array(originPattern).optional() })
+  .strict();
+const limiterConfigSchema = withRule(limiterConfigObject, RATE_FIELDS, rateRules);
+const defaultConfigObject = limiterOptionsSchema.strict();
+const defaultConfigSchema = withRule(defaultConfigObject, RATE_FIELDS, rateRules);
+
+const configObject = z
   .object({
     limiters: z.record(z.string().min(1), limiterConfigSchema).default(() => ({})),
     default: z.union([z.literal(false), defaultConfigSchema]).default(() => ({})),
@@ -131,20 +149,19 @@ const configSchema = z
       .default(() => [...CONFIG_DEFAULTS.throttleStatuses]),
     maxReplayBodyBytes: z.number().int().nonnegative().default(CONFIG_DEFAULTS.maxReplayBodyBytes),
   })
-  .strict()
-  .superRefine(
-    (config, ctx) => {
-      for (const c of exactOriginConflicts(Object.entries(config.limiters ?? {}))) {
-        ctx.addIssue({
-          code: 'custom',
-          message: conflictMessage(c),
-          path: ['limiters', c.name, 'origins', c.index],
-          input: c.pattern,
-        });
-      }
-    },
-    { when: (payload) => typeof payload.value === 'object' && payload.value !== null },
-  );
+  .strict();
+
+/** An exact origin listed by two limiters; bad patterns are skipped (they are reported on their own). */
+function* originRules(config: Record<string, unknown>): Iterable<RuleIssue> {
+  if (!isRecord(config.limiters)) return;
+  for (const c of exactOriginConflicts(
+    Object.entries(config.limiters) as Parameters<typeof exactOriginConflicts>[0],
+  )) {
+    yield { path: ['limiters', c.name, 'origins', c.index], message: conflictMessage(c), input: c.pattern };
+  }
+}
+
+const configSchema = withRule(configObject, [], originRules);
 
 // ---- parseConfig -------------------------------------------------------------------------
 
@@ -199,9 +216,9 @@ function level(schema: { shape: object }, more: Omit<Level, 'keys'> = {}): Level
 }
 
 const CONTROLLERS = { aimd: level(aimdSchema), cubic: level(cubicSchema) };
-const LIMITER: Level = level(limiterConfigSchema, { objects: CONTROLLERS });
-const DEFAULT: Level = level(defaultConfigSchema, { objects: CONTROLLERS });
-const ROOT: Level = level(configSchema, { objects: { default: DEFAULT }, records: { limiters: LIMITER } });
+const LIMITER: Level = level(limiterConfigObject, { objects: CONTROLLERS });
+const DEFAULT: Level = level(defaultConfigObject, { objects: CONTROLLERS });
+const ROOT: Level = level(configObject, { objects: { default: DEFAULT }, records: { limiters: LIMITER } });
 
 /**
  * A copy of `value` with the keys of `lvl` in their canonical spelling. `written` remembers, per

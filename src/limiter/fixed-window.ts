@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { type Clock, MAX_TIMER_MS, systemClock } from '../clock.js';
-import { RateLimitRejectedError, type RejectionReason } from '../errors.js';
+import { ConfigError, RateLimitRejectedError, type RejectionReason } from '../errors.js';
 import { LazyEmitter, type LimiterEventMap } from './events.js';
 import { configErrorFrom, LIMITER_DEFAULTS, limiterFieldsSchema } from './options.js';
 import { Fifo } from './queue.js';
@@ -52,8 +52,8 @@ const SOURCE = 'fixed-window limiter options';
 
 interface Waiter {
   readonly units: number;
-  /** Units taken from the permissions: its own, plus the rest of a cycle it did not fit in. */
-  readonly reserved: number;
+  /** The cycle whose units it is granted; set when it is queued, and again on a re-plan. */
+  cycle: number;
   readonly since: number;
   readonly resolve: (permit: Permit) => void;
   readonly reject: (error: unknown) => void;
@@ -64,20 +64,26 @@ interface Waiter {
 
 /**
  * Resilience4j's `AtomicRateLimiter`: cycles of `limitRefreshPeriod` counted from creation, each
- * granting `limitForPeriod` units. Its state is Resilience4j's: the active cycle and the units left
- * in it, negative when waiters have reserved later cycles' units; idle cycles are added (up to one
- * cycle's worth) on the next call, so nothing runs while idle. A caller whose units are left in
- * the current cycle gets them at once; otherwise it reserves them and waits, first in first out,
- * for the start of the cycle that covers them, if that is within `timeoutDuration`. If not, it is
- * rejected at once (reason `timeout`) and reserves nothing: Resilience4j parks the thread for the
- * whole timeout first, which only delays a known failure. One timer serves the whole queue.
+ * granting `limitForPeriod` units. Idle cycles are added (up to one cycle's worth) on the next
+ * call, so nothing runs while idle. A caller whose units are left in the current cycle gets them
+ * at once; otherwise it waits, first in first out, for the start of the cycle that holds it, if
+ * that is within `timeoutDuration`. If not, it is rejected at once (reason `timeout`) and reserves
+ * nothing: Resilience4j parks the thread for the whole timeout first, which only delays a known
+ * failure. One timer serves the whole queue.
  *
- * Where we differ or go further: a request that does not fit in what is left of a cycle also
- * reserves that rest, unused (Resilience4j spends it and so sends more than `limitForPeriod` in
- * the next cycle). A request of more than `limitForPeriod` units is rejected at once (reason
- * `timeout`): no cycle can hold it. An aborted waiter returns all it reserved and those behind
- * move up. `changeLimitForPeriod` applies from the next cycle, to current waiters too (they may
- * wait longer or shorter than predicted); `changeTimeoutDuration` applies to new callers only.
+ * Waiters are packed into cycles in queue order: each goes in the cycle of the waiter before it if
+ * it fits in what that cycle has left, else in the next cycle, leaving that rest unused
+ * (Resilience4j spends it and so sends more than `limitForPeriod` in the next cycle). Each waiter
+ * keeps its cycle, so no cycle is granted more than its limit. A request of more than
+ * `limitForPeriod` units that does not fit in the current cycle is rejected at once (reason
+ * `timeout`): no cycle can hold it.
+ *
+ * An aborted waiter gives up its place and the waiters behind it are packed again, so they may
+ * move up (a waiter that now fits in the current cycle is granted in a microtask).
+ * `changeLimitForPeriod` applies from the next cycle, to current waiters too: they are packed
+ * again at the new limit (they may wait longer or shorter than predicted), and a waiter larger
+ * than the new limit is rejected (reason `timeout`, "can never be served"), as a new caller of
+ * that size would be. `changeTimeoutDuration` applies to new callers only.
  */
 export class FixedWindowRateLimiter extends LazyEmitter<FixedWindowEventMap> implements RateLimiter {
   readonly name: string;
@@ -87,10 +93,15 @@ export class FixedWindowRateLimiter extends LazyEmitter<FixedWindowEventMap> imp
   #limit: number;
   #timeout: number;
   #cycle = 0;
-  #permits: number;
+  /** Units left in the current cycle, not counting what waiters will get in later cycles. */
+  #left: number;
   readonly #queue = new Fifo<Waiter>();
-  /** Units reserved by the waiters. */
-  #reserved = 0;
+  /** The cycle of the last waiter, and the units that cycle has left after it (when any wait). */
+  #tailCycle = 0;
+  #tailLeft = 0;
+  /** An abort left the plan with a gap: pack the waiters again before anything else. */
+  #stale = false;
+  #updateQueued = false;
   #timer: unknown;
   #timerAt = Number.POSITIVE_INFINITY;
   #closed = false;
@@ -106,7 +117,7 @@ export class FixedWindowRateLimiter extends LazyEmitter<FixedWindowEventMap> imp
     this.#period = o.limitRefreshPeriod;
     this.#limit = o.limitForPeriod;
     this.#timeout = o.timeoutDuration;
-    this.#permits = o.limitForPeriod;
+    this.#left = o.limitForPeriod;
   }
 
   acquire(units = 1, options?: AcquireOptions): Promise<Permit> {
@@ -117,26 +128,26 @@ export class FixedWindowRateLimiter extends LazyEmitter<FixedWindowEventMap> imp
     if (this.#closed) return Promise.reject(this.#rejection('closed', units, 'closed'));
     const now = this.#clock.now();
     this.#drain(now);
-    if (units > this.#limit) {
-      const detail = `${units} units can never be served: limitForPeriod is ${this.#limit} per cycle`;
-      return Promise.reject(this.#rejection('timeout', units, detail));
-    }
-    if (this.#queue.size === 0 && units <= this.#permits + EPSILON) {
-      this.#permits -= units;
+    if (this.#queue.size === 0 && units <= this.#left + EPSILON) {
+      this.#left -= units;
       return Promise.resolve(this.#grant(units, 0));
     }
-    const rest = this.#restOfLastCycle();
-    const reserved = rest + EPSILON < units ? units + rest : units;
-    const cycles = this.#cyclesUntilCovered(reserved - this.#permits);
-    const wait = this.#startOf(this.#cycle + cycles) - now;
+    let cycle = this.#queue.size === 0 ? this.#cycle : this.#tailCycle;
+    let left = this.#queue.size === 0 ? this.#left : this.#tailLeft;
+    if (units > left + EPSILON) {
+      if (units > this.#limit) return Promise.reject(this.#neverServed(units));
+      cycle++;
+      left = this.#limit;
+    }
+    const wait = this.#startOf(cycle) - now;
     if (wait > this.#timeout) {
-      const detail = `${units} units would wait ${Math.ceil(wait)} ms for cycle ${this.#cycle + cycles}, longer than timeoutDuration ${this.#timeout} ms`;
+      const detail = `${units} units would wait ${Math.ceil(wait)} ms for cycle ${cycle}, longer than timeoutDuration ${this.#timeout} ms`;
       return Promise.reject(this.#rejection('timeout', units, detail));
     }
-    this.#permits -= reserved;
-    this.#reserved += reserved;
+    this.#tailCycle = cycle;
+    this.#tailLeft = left - units;
     return new Promise<Permit>((resolve, reject) => {
-      const waiter: Waiter = { units, reserved, since: now, resolve, reject, signal, dead: false };
+      const waiter: Waiter = { units, cycle, since: now, resolve, reject, signal, dead: false };
       if (signal) {
         waiter.onAbort = () => this.#abort(waiter);
         signal.addEventListener('abort', waiter.onAbort, { once: true });
@@ -151,8 +162,8 @@ export class FixedWindowRateLimiter extends LazyEmitter<FixedWindowEventMap> imp
     if (invalid) throw invalid;
     if (this.#closed) return undefined;
     this.#drain(this.#clock.now());
-    if (this.#queue.size > 0 || units > this.#permits + EPSILON) return undefined;
-    this.#permits -= units;
+    if (this.#queue.size > 0 || units > this.#left + EPSILON) return undefined;
+    this.#left -= units;
     return this.#grant(units, 0);
   }
 
@@ -163,12 +174,16 @@ export class FixedWindowRateLimiter extends LazyEmitter<FixedWindowEventMap> imp
     return wrapWithLimiter(this, fn, options);
   }
 
-  /** Sets the units per cycle from the next cycle on; the current cycle's permits stay as they are. */
+  /**
+   * Sets the units per cycle from the next cycle on; the current cycle's permits stay as they are.
+   * Current waiters are packed again at the new limit; one larger than it is rejected (reason `timeout`).
+   */
   changeLimitForPeriod(limitForPeriod: number): void {
     const parsed = optionsSchema.shape.limitForPeriod.safeParse(limitForPeriod);
     if (!parsed.success) throw configErrorFrom(parsed.error, limitForPeriod, SOURCE, 'limitForPeriod');
     this.#drain(this.#clock.now()); // the cycles elapsed so far count at the old limit
     this.#limit = parsed.data;
+    this.#replan();
     this.#update();
   }
 
@@ -186,7 +201,7 @@ export class FixedWindowRateLimiter extends LazyEmitter<FixedWindowEventMap> imp
       limitForPeriod: this.#limit,
       limitRefreshPeriod: this.#period,
       timeoutDuration: this.#timeout,
-      availablePermissions: this.#permits,
+      availablePermissions: this.#available(),
       activeCycle: this.#cycle,
       queued: this.#queue.size,
       closed: this.#closed,
@@ -199,11 +214,10 @@ export class FixedWindowRateLimiter extends LazyEmitter<FixedWindowEventMap> imp
     this.#closed = true;
     this.#clearTimer();
     for (const waiter of this.#queue.drain()) {
-      this.#permits += waiter.reserved;
       this.#settle(waiter);
       waiter.reject(this.#rejection('closed', waiter.units, `closed with ${waiter.units} units waiting`));
     }
-    this.#reserved = 0;
+    this.#stale = false;
   }
 
   #startOf(cycle: number): number {
@@ -218,31 +232,61 @@ export class FixedWindowRateLimiter extends LazyEmitter<FixedWindowEventMap> imp
     return cycle;
   }
 
-  /** Units left in the last cycle with reservations (the current one when nobody waits). */
-  #restOfLastCycle(): number {
-    if (this.#permits >= 0) return this.#permits;
-    const rest = ((this.#permits % this.#limit) + this.#limit) % this.#limit;
-    return rest > this.#limit - EPSILON ? 0 : rest;
+  /**
+   * Resilience4j's available permissions: the units left in the current cycle less those the
+   * waiters hold, counting the unused rest of a cycle a waiter did not fit in as held.
+   */
+  #available(): number {
+    if (this.#queue.size === 0) return this.#left;
+    return -((this.#tailCycle - this.#cycle - 1) * this.#limit + (this.#limit - this.#tailLeft));
   }
 
-  /** Full cycles after the current one until `shortfall` units are covered (0: covered now). */
-  #cyclesUntilCovered(shortfall: number): number {
-    return shortfall <= EPSILON ? 0 : Math.ceil((shortfall - EPSILON) / this.#limit);
+  /**
+   * Packs the waiters into cycles again, in queue order, from what the current cycle has left; a
+   * waiter that fits in no cycle at the current limit is rejected. O(waiters): it runs after an
+   * abort, a limit change or a missed cycle only.
+   */
+  #replan(): void {
+    this.#stale = false;
+    let cycle = this.#cycle;
+    let left = this.#left;
+    const dropped: Waiter[] = [];
+    for (const waiter of this.#queue.drain()) {
+      if (waiter.units > left + EPSILON) {
+        if (waiter.units > this.#limit) {
+          dropped.push(waiter);
+          continue;
+        }
+        cycle++;
+        left = this.#limit;
+      }
+      waiter.cycle = cycle;
+      left -= waiter.units;
+      this.#queue.push(waiter);
+    }
+    this.#tailCycle = cycle;
+    this.#tailLeft = left;
+    // Rejected once the queue is whole again: a listener of `rejected` may call back in.
+    for (const waiter of dropped) {
+      this.#settle(waiter);
+      waiter.reject(this.#neverServed(waiter.units));
+    }
   }
 
-  /** Adds the elapsed cycles' permits, then grants the waiters they cover, in order. */
+  /** Starts the cycle `now` falls in, then grants the waiters of the cycles begun, in order. */
   #drain(now: number): void {
     const cycle = this.#cycleAt(now);
     if (cycle > this.#cycle) {
-      this.#permits = Math.min(this.#permits + (cycle - this.#cycle) * this.#limit, this.#limit);
       this.#cycle = cycle;
+      this.#left = this.#limit;
     }
-    // Waiters' units are already taken from `#permits`; the head is covered when what is left
-    // without the reservations behind it would hold it.
+    // A timer that fired late (a busy event loop) skipped a cycle its waiters were packed into.
+    const first = this.#queue.peek();
+    if (this.#stale || (first !== undefined && first.cycle < this.#cycle)) this.#replan();
     for (let head = this.#queue.peek(); head !== undefined; head = this.#queue.peek()) {
-      if (this.#cyclesUntilCovered(head.reserved - this.#permits - this.#reserved) > 0) return;
+      if (head.cycle > this.#cycle) return;
       this.#queue.shift();
-      this.#reserved -= head.reserved;
+      this.#left -= head.units;
       this.#settle(head);
       head.resolve(this.#grant(head.units, now - head.since));
     }
@@ -255,8 +299,7 @@ export class FixedWindowRateLimiter extends LazyEmitter<FixedWindowEventMap> imp
       this.#clearTimer();
       return;
     }
-    const shortfall = head.reserved - this.#permits - this.#reserved;
-    const at = this.#startOf(this.#cycle + Math.max(1, this.#cyclesUntilCovered(shortfall)));
+    const at = this.#startOf(Math.max(this.#cycle + 1, head.cycle));
     if (this.#timer !== undefined && this.#timerAt <= at) return;
     this.#clearTimer();
     this.#timerAt = at;
@@ -285,11 +328,18 @@ export class FixedWindowRateLimiter extends LazyEmitter<FixedWindowEventMap> imp
   #abort(waiter: Waiter): void {
     if (waiter.dead) return;
     this.#queue.kill(waiter);
-    this.#reserved -= waiter.reserved;
-    this.#permits += waiter.reserved;
     this.#settle(waiter);
+    // The waiters behind move up: packed again on the next call, or in a microtask, which also
+    // grants those that now fit in the current cycle. Many aborts at once re-pack once.
+    this.#stale = true;
+    if (!this.#updateQueued) {
+      this.#updateQueued = true;
+      queueMicrotask(() => {
+        this.#updateQueued = false;
+        if (!this.#closed) this.#update();
+      });
+    }
     waiter.reject(waiter.signal?.reason);
-    this.#update(); // a smaller next in line may be covered already
   }
 
   #settle(waiter: Waiter): void {
@@ -302,6 +352,11 @@ export class FixedWindowRateLimiter extends LazyEmitter<FixedWindowEventMap> imp
     return permitOf(units);
   }
 
+  #neverServed(units: number): RateLimitRejectedError {
+    const detail = `${units} units can never be served: limitForPeriod is ${this.#limit} per cycle`;
+    return this.#rejection('timeout', units, detail);
+  }
+
   #rejection(reason: RejectionReason, units: number, detail: string): RateLimitRejectedError {
     const error = new RateLimitRejectedError(reason, this.name, detail);
     this.emit('rejected', { limiter: this.name, units, reason, message: error.message });
@@ -309,9 +364,12 @@ export class FixedWindowRateLimiter extends LazyEmitter<FixedWindowEventMap> imp
   }
 }
 
-function checkUnits(method: string, units: number): RangeError | undefined {
-  if (units > 0 && units < Number.POSITIVE_INFINITY) return undefined;
-  return new RangeError(`${method}: units must be a positive finite number, received ${units}`);
+function checkUnits(method: string, units: unknown): ConfigError | undefined {
+  if (typeof units === 'number' && units > 0 && units < Number.POSITIVE_INFINITY) return undefined;
+  return new ConfigError(
+    [{ path: 'units', message: 'expected a positive finite number', received: units }],
+    `${method} arguments`,
+  );
 }
 
 const ignore = (): void => {};

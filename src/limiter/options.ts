@@ -3,7 +3,7 @@ import type { Clock } from '../clock.js';
 import type { AimdOptions } from '../controllers/aimd.js';
 import type { CubicOptions } from '../controllers/cubic.js';
 import type { RateController } from '../controllers/types.js';
-import { ConfigError } from '../errors.js';
+import { ConfigError, type ConfigIssue } from '../errors.js';
 
 /** Options of an {@link AdaptiveRateLimiter}. Rates are units per minute for the whole budget. */
 export interface AdaptiveLimiterOptions {
@@ -66,6 +66,14 @@ export const LIMITER_DEFAULTS = {
   maxPause: 600_000,
 } as const;
 
+/** What a bad `controller` is told, in the TypeScript options and in a config file alike. */
+export const CONTROLLER_MESSAGE = "expected 'aimd', 'cubic' or an object with onThrottled and onSuccess";
+
+/** The fields the cross-field rules of {@link resolveLimiterOptions} read. */
+const RATE_FIELDS: readonly string[] = ['minUnitsPerMinute', 'maxUnitsPerMinute', 'initialUnitsPerMinute'];
+
+const SOURCE = 'rate limiter options';
+
 const rate = z.number().positive().finite();
 const ms = z.number().nonnegative().finite();
 
@@ -73,17 +81,21 @@ const ms = z.number().nonnegative().finite();
 export const limiterFieldsSchema = z
   .object({
     name: z.string().min(1),
-    controller: z.union([
-      z.enum(['aimd', 'cubic']),
-      z.custom<RateController>(
-        (v) =>
-          typeof v === 'object' &&
-          v !== null &&
-          typeof (v as RateController).onThrottled === 'function' &&
-          typeof (v as RateController).onSuccess === 'function',
-        { message: "expected 'aimd', 'cubic' or an object with onThrottled and onSuccess" },
-      ),
-    ]),
+    // The message on the union itself: a failed union reports only its own ("Invalid input").
+    controller: z.union(
+      [
+        z.enum(['aimd', 'cubic'], { error: CONTROLLER_MESSAGE }),
+        z.custom<RateController>(
+          (v) =>
+            typeof v === 'object' &&
+            v !== null &&
+            typeof (v as RateController).onThrottled === 'function' &&
+            typeof (v as RateController).onSuccess === 'function',
+          { error: CONTROLLER_MESSAGE },
+        ),
+      ],
+      { error: CONTROLLER_MESSAGE },
+    ),
     initialUnitsPerMinute: rate,
     minUnitsPerMinute: rate,
     maxUnitsPerMinute: z.number().positive(),
@@ -129,20 +141,30 @@ function valueAt(input: unknown, path: readonly PropertyKey[]): unknown {
   return v;
 }
 
-/** Validates limiter options and fills in the defaults; throws {@link ConfigError}. */
+/**
+ * Validates limiter options and fills in the defaults; throws {@link ConfigError} listing every bad
+ * field: the cross-field rules (min <= max, initial within them) are checked whenever the rates they
+ * read are valid, even when other fields are not.
+ */
 export function resolveLimiterOptions(
   options: AdaptiveLimiterOptions,
   base?: ResolvedLimiterOptions,
 ): ResolvedLimiterOptions {
   const parsed = limiterFieldsSchema.safeParse(options);
-  if (!parsed.success) throw configErrorFrom(parsed.error, options, 'rate limiter options');
-  const o = parsed.data;
   const start = base ?? {
     ...LIMITER_DEFAULTS,
     initialUnitsPerMinute: undefined,
     aimd: undefined,
     cubic: undefined,
   };
+  if (!parsed.success) {
+    const issues = configErrorFrom(parsed.error, options, SOURCE).issues;
+    // The rates are plain numbers: once valid, the input's are the parsed ones.
+    const ratesValid = !issues.some((i) => i.path === '' || RATE_FIELDS.includes(i.path));
+    const more = ratesValid ? rateIssues(options, start, base === undefined) : [];
+    throw new ConfigError([...issues, ...more], SOURCE);
+  }
+  const o = parsed.data;
   const resolved: ResolvedLimiterOptions = {
     name: o.name ?? start.name,
     controller: o.controller ?? start.controller,
@@ -158,26 +180,41 @@ export function resolveLimiterOptions(
     aimd: o.aimd ? { ...start.aimd, ...o.aimd } : start.aimd,
     cubic: o.cubic ? { ...start.cubic, ...o.cubic } : start.cubic,
   };
-  const issues = [];
-  if (resolved.minUnitsPerMinute > resolved.maxUnitsPerMinute) {
+  const issues = rateIssues(o, start, base === undefined);
+  if (issues.length > 0) throw new ConfigError(issues, SOURCE);
+  return resolved;
+}
+
+/**
+ * The cross-field rules on valid rates: min <= max, and (at construction only: at run time the
+ * rate is clamped instead) initial within them.
+ */
+function rateIssues(
+  rates: Pick<AdaptiveLimiterOptions, 'minUnitsPerMinute' | 'maxUnitsPerMinute' | 'initialUnitsPerMinute'>,
+  start: Pick<ResolvedLimiterOptions, 'minUnitsPerMinute' | 'maxUnitsPerMinute' | 'initialUnitsPerMinute'>,
+  construction: boolean,
+): ConfigIssue[] {
+  const min = rates.minUnitsPerMinute ?? start.minUnitsPerMinute;
+  const max = rates.maxUnitsPerMinute ?? start.maxUnitsPerMinute;
+  const issues: ConfigIssue[] = [];
+  if (min > max) {
     issues.push({
       path: 'minUnitsPerMinute',
-      message: `must not be above maxUnitsPerMinute (${resolved.maxUnitsPerMinute})`,
-      received: resolved.minUnitsPerMinute,
+      message: `must not be above maxUnitsPerMinute (${max})`,
+      received: min,
     });
   }
-  // The initial rate matters only at construction; at run time the rate is clamped instead.
-  const initial = base === undefined ? resolved.initialUnitsPerMinute : undefined;
-  if (
-    initial !== undefined &&
-    (initial < resolved.minUnitsPerMinute || initial > resolved.maxUnitsPerMinute)
-  ) {
+  const initial = !construction
+    ? undefined
+    : 'initialUnitsPerMinute' in rates
+      ? rates.initialUnitsPerMinute
+      : start.initialUnitsPerMinute;
+  if (initial !== undefined && (initial < min || initial > max)) {
     issues.push({
       path: 'initialUnitsPerMinute',
-      message: `must be within minUnitsPerMinute (${resolved.minUnitsPerMinute}) and maxUnitsPerMinute (${resolved.maxUnitsPerMinute})`,
+      message: `must be within minUnitsPerMinute (${min}) and maxUnitsPerMinute (${max})`,
       received: initial,
     });
   }
-  if (issues.length > 0) throw new ConfigError(issues, 'rate limiter options');
-  return resolved;
+  return issues;
 }
