@@ -1,46 +1,13 @@
 import { once } from 'node:events';
 import { createServer, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { Agent, type Dispatcher, request, upgrade } from 'undici';
-import { afterEach, describe, expect, it, vi } from 'vitest';
+import { type Dispatcher, request, upgrade } from 'undici';
+import { describe, expect, it, vi } from 'vitest';
 import { ManualClock } from '../src/clock.js';
-import { type AdaptiveRateLimitInterceptor, adaptiveRateLimit } from '../src/http/interceptor.js';
-import type { InterceptorOptions } from '../src/http/options.js';
-import { RateLimitedServer, type RateLimitedServerOptions } from './helpers/rate-limited-server.js';
+import { agentWith, cleanups, get, limit, NEVER_BINDS, serve } from './helpers/interceptor-fixtures.js';
 
 // The fast path: a request whose units (and maxConcurrent slot) are free is sent at once and its
 // response judged synchronously; only a throttled answer to retry goes through the attempt loop.
-
-/** Limits that never bind: tests that count requests must not wait in real time. */
-const NEVER_BINDS = { initialUnitsPerMinute: 6_000_000, minUnitsPerMinute: 6_000_000 };
-
-const cleanups: (() => unknown)[] = [];
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-});
-
-async function serve(options: RateLimitedServerOptions = {}): Promise<RateLimitedServer> {
-  const server = await RateLimitedServer.start(options);
-  cleanups.push(() => server.close());
-  return server;
-}
-
-function limit(options: InterceptorOptions = {}): AdaptiveRateLimitInterceptor {
-  const interceptor = adaptiveRateLimit(options);
-  cleanups.push(() => interceptor.close());
-  return interceptor;
-}
-
-function agentWith(...chain: Dispatcher.DispatcherComposeInterceptor[]): Dispatcher {
-  const agent = new Agent();
-  cleanups.push(() => agent.close());
-  return agent.compose(chain);
-}
-
-async function get(dispatcher: Dispatcher, url: string, options: Partial<Dispatcher.RequestOptions> = {}) {
-  const response = await request(url, { dispatcher, ...options });
-  return { status: response.statusCode, body: await response.body.text() };
-}
 
 /**
  * An interceptor placed inside the limiter (listed before it): counts the `pause()` calls on the
@@ -121,7 +88,7 @@ describe('adaptiveRateLimit: the fast path', () => {
     const { counter, interceptor } = pauseCounter();
     const agent = agentWith(interceptor, limit({ default: NEVER_BINDS }));
 
-    expect(await get(agent, `${server.origin}/`)).toEqual({ status: 200, body: 'ok GET /' });
+    expect(await get(agent, `${server.origin}/`)).toMatchObject({ status: 200, body: 'ok GET /' });
     expect(counter.pauses).toBe(2); // the 429 until its retry has units, then the retry's 200
   });
 
@@ -202,7 +169,7 @@ describe('adaptiveRateLimit: the fast path', () => {
 
     const answer = await get(agentWith(rl), `${server.origin}/`);
 
-    expect(answer).toEqual({ status: 429, body: 'slow down' });
+    expect(answer).toMatchObject({ status: 429, body: 'slow down' });
     expect(server.requests).toBe(1);
   });
 });

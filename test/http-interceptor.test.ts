@@ -13,41 +13,15 @@ import {
   request,
   fetch as undiciFetch,
 } from 'undici';
-import { afterEach, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { ManualClock } from '../src/clock.js';
 import type { RateController } from '../src/controllers/types.js';
 import { DIAGNOSTICS_CHANNELS } from '../src/diagnostics.js';
 import { ConfigError, RateLimitRejectedError } from '../src/errors.js';
-import { type AdaptiveRateLimitInterceptor, adaptiveRateLimit } from '../src/http/interceptor.js';
-import type { InterceptorOptions } from '../src/http/options.js';
+import { adaptiveRateLimit } from '../src/http/interceptor.js';
 import { RateLimiterRegistry } from '../src/registry.js';
-import { RateLimitedServer, type RateLimitedServerOptions, until } from './helpers/rate-limited-server.js';
-
-/** Limits that never bind: tests that count requests must not wait in real time. */
-const NEVER_BINDS = { initialUnitsPerMinute: 6_000_000, minUnitsPerMinute: 6_000_000 };
-
-const cleanups: (() => unknown)[] = [];
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-});
-
-async function serve(options: RateLimitedServerOptions = {}): Promise<RateLimitedServer> {
-  const server = await RateLimitedServer.start(options);
-  cleanups.push(() => server.close());
-  return server;
-}
-
-function limit(options: InterceptorOptions = {}): AdaptiveRateLimitInterceptor {
-  const interceptor = adaptiveRateLimit(options);
-  cleanups.push(() => interceptor.close());
-  return interceptor;
-}
-
-function agentWith(...chain: Dispatcher.DispatcherComposeInterceptor[]): Dispatcher {
-  const agent = new Agent();
-  cleanups.push(() => agent.close());
-  return agent.compose(chain);
-}
+import { agentWith, cleanups, get, limit, NEVER_BINDS, serve } from './helpers/interceptor-fixtures.js';
+import { RateLimitedServer, until } from './helpers/rate-limited-server.js';
 
 /** Answers the first `n` requests with `status` (and headers), then lets the bucket decide. */
 function firstAnswers(n: number, status: number, headers: Record<string, string> = {}) {
@@ -72,11 +46,6 @@ async function settle<T>(clock: ManualClock, promise: Promise<T>, stepMs = 1_000
     return done;
   }, 'the request to settle');
   return promise;
-}
-
-async function get(dispatcher: Dispatcher, url: string, options: Partial<Dispatcher.RequestOptions> = {}) {
-  const response = await request(url, { dispatcher, ...options });
-  return { status: response.statusCode, headers: response.headers, body: await response.body.text() };
 }
 
 describe('adaptiveRateLimit: throttling', () => {

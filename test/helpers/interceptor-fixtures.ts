@@ -1,0 +1,43 @@
+import { Agent, type Dispatcher, request } from 'undici';
+import { afterEach } from 'vitest';
+import { type AdaptiveRateLimitInterceptor, adaptiveRateLimit } from '../../src/http/interceptor.js';
+import type { InterceptorOptions } from '../../src/http/options.js';
+import { RateLimitedServer, type RateLimitedServerOptions } from './rate-limited-server.js';
+
+// Fixtures of the interceptor tests: every server, interceptor and agent a test makes is closed
+// after it, newest first. Importing this file registers the `afterEach` in the importing file.
+
+/** Limits that never bind: tests that count requests must not wait in real time. */
+export const NEVER_BINDS = { initialUnitsPerMinute: 6_000_000, minUnitsPerMinute: 6_000_000 };
+
+export const cleanups: (() => unknown)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+export async function serve(options: RateLimitedServerOptions = {}): Promise<RateLimitedServer> {
+  const server = await RateLimitedServer.start(options);
+  cleanups.push(() => server.close());
+  return server;
+}
+
+export function limit(options: InterceptorOptions = {}): AdaptiveRateLimitInterceptor {
+  const interceptor = adaptiveRateLimit(options);
+  cleanups.push(() => interceptor.close());
+  return interceptor;
+}
+
+export function agentWith(...chain: Dispatcher.DispatcherComposeInterceptor[]): Dispatcher {
+  const agent = new Agent();
+  cleanups.push(() => agent.close());
+  return agent.compose(chain);
+}
+
+export async function get(
+  dispatcher: Dispatcher,
+  url: string,
+  options: Partial<Dispatcher.RequestOptions> = {},
+) {
+  const response = await request(url, { dispatcher, ...options });
+  return { status: response.statusCode, headers: response.headers, body: await response.body.text() };
+}
