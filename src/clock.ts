@@ -6,8 +6,12 @@
 export interface Clock {
   /** Milliseconds on a monotonic clock (the origin is arbitrary). */
   now(): number;
-  /** Runs `fn` once after `ms` milliseconds; returns a handle for {@link Clock.clearTimeout}. */
-  setTimeout(fn: () => void, ms: number): unknown;
+  /**
+   * Runs `fn` once after `ms` milliseconds; returns a handle for {@link Clock.clearTimeout}.
+   * `keepAlive` asks a real clock to keep the process running until then (a request waits on
+   * it); otherwise the timer must not keep it alive. Clocks without processes ignore it.
+   */
+  setTimeout(fn: () => void, ms: number, keepAlive?: boolean): unknown;
   clearTimeout(handle: unknown): void;
 }
 
@@ -15,14 +19,15 @@ export interface Clock {
 export const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /**
- * The real clock: `performance.now()` and unref'd timers, so a limiter never keeps a process
- * alive on its own.
+ * The real clock: `performance.now()` and Node's timers. A timer keeps the process alive only
+ * when asked (`keepAlive`: a request is waiting on it, and must not be dropped by an exit); an
+ * idle limiter's timer (the end of a pause nobody waits for) never does.
  */
 export const systemClock: Clock = {
   now: () => performance.now(),
-  setTimeout(fn, ms) {
+  setTimeout(fn, ms, keepAlive = false) {
     const handle = setTimeout(fn, Math.min(Math.max(0, ms), MAX_TIMER_MS));
-    handle.unref();
+    if (!keepAlive) handle.unref();
     return handle;
   },
   clearTimeout(handle) {

@@ -87,6 +87,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   #queuedUnits = 0;
   #timer: unknown;
   #timerAt = Number.POSITIVE_INFINITY;
+  #timerKeepsAlive = false;
 
   // controller bookkeeping
   readonly #measured: MeasuredRate;
@@ -444,14 +445,17 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     // The head could not go now (drain ran first): float rounding at large clock values may put
     // its turn at `now`, so step at least a microsecond to make progress.
     if (at <= now) at = now + MIN_STEP_MS;
+    // A waiter keeps the process alive until it is served: an exit must not drop it silently.
+    const keepAlive = head !== undefined;
     if (this.#timer !== undefined) {
-      if (this.#timerAt <= at) return;
+      if (this.#timerAt <= at && (this.#timerKeepsAlive || !keepAlive)) return;
       this.#clock.clearTimeout(this.#timer);
     }
     this.#timerAt = at;
+    this.#timerKeepsAlive = keepAlive;
     const delay = Math.min(MAX_TIMER_MS, Math.max(0, at - now));
     this.#onTimerBound ??= () => this.#onTimer();
-    this.#timer = this.#clock.setTimeout(this.#onTimerBound, delay);
+    this.#timer = this.#clock.setTimeout(this.#onTimerBound, delay, keepAlive);
   }
 
   #onTimer(): void {

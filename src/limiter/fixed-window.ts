@@ -304,7 +304,8 @@ export class FixedWindowRateLimiter extends LazyEmitter<FixedWindowEventMap> imp
     this.#clearTimer();
     this.#timerAt = at;
     const delay = Math.min(MAX_TIMER_MS, Math.max(0, at - now));
-    this.#timer = this.#clock.setTimeout(() => this.#onTimer(), delay);
+    // Only waiters arm it: it keeps the process alive until they are served.
+    this.#timer = this.#clock.setTimeout(() => this.#onTimer(), delay, true);
   }
 
   #onTimer(): void {
