@@ -172,6 +172,33 @@ describe('adaptiveRateLimit: the fast path', () => {
     expect(answer).toMatchObject({ status: 429, body: 'slow down' });
     expect(server.requests).toBe(1);
   });
+  it('fails a request whose controller throws, instead of leaving it hanging', async () => {
+    const server = await serve({ capacity: 0 });
+    const broken = {
+      onThrottled: () => {
+        throw new Error('controller bug');
+      },
+      onSuccess: () => {
+        throw new Error('controller bug');
+      },
+    };
+    const rl = limit({ default: { ...NEVER_BINDS, controller: broken } });
+    const agent = agentWith(rl);
+    await expect(get(agent, `${server.origin}/`)).rejects.toThrow('controller bug');
+  });
+
+  it('frees the maxConcurrent slot when an acquired listener throws', async () => {
+    const server = await serve();
+    const rl = limit({ limiters: { api: { origins: [server.origin], ...NEVER_BINDS, maxConcurrent: 1 } } });
+    const agent = agentWith(rl);
+    const listener = () => {
+      throw new Error('listener bug');
+    };
+    rl.registry.get('api')?.on('acquired', listener);
+    await expect(get(agent, `${server.origin}/`)).rejects.toThrow('listener bug');
+    rl.registry.get('api')?.off('acquired', listener);
+    await expect(get(agent, `${server.origin}/`)).resolves.toMatchObject({ status: 200 });
+  });
 });
 
 describe('adaptiveRateLimit: upgrades', () => {

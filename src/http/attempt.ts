@@ -127,7 +127,12 @@ export class Attempt implements Dispatcher.DispatchHandler {
     this.#chunks = [];
     try {
       handler.onResponseStart?.(controller, this.status, this.headers, this.statusMessage);
-      for (const chunk of chunks) handler.onResponseData?.(controller, chunk);
+      // The caller may abort from any callback (then it has had onResponseError): stop there.
+      for (const chunk of chunks) {
+        if (this.#state !== 'delivered') return;
+        handler.onResponseData?.(controller, chunk);
+      }
+      if (this.#state !== 'delivered') return;
       if (this.#error !== undefined) this.#fail(this.#error);
       else if (this.#trailers !== undefined) this.#end(this.#trailers);
       else if (this.#pausedHeld && !this.#owner.callerPaused) this.controller?.resume();

@@ -152,11 +152,14 @@ export class RateLimitedDispatch implements Controller, AttemptOwner, AttemptJud
   #sendFirst(): boolean {
     const { limiter, gate } = this.#route;
     if (gate !== undefined && !gate.tryEnter()) return false;
-    const permit = limiter.tryAcquire(this.#units);
-    if (permit === undefined) {
-      gate?.leave();
-      return false;
+    let permit: Permit | undefined;
+    try {
+      permit = limiter.tryAcquire(this.#units);
+    } finally {
+      // An `acquired` listener that throws must not keep the slot.
+      if (permit === undefined) gate?.leave();
     }
+    if (permit === undefined) return false;
     this.#permit = permit;
     this.#slot = gate !== undefined;
     this.#dispatchAttempt(new Attempt(this, this));
@@ -179,7 +182,13 @@ export class RateLimitedDispatch implements Controller, AttemptOwner, AttemptJud
       if (!attempt.delivered) this.#fail(error);
       return false;
     }
-    if (permit !== undefined) feed(permit, outcome);
+    try {
+      if (permit !== undefined) feed(permit, outcome);
+    } catch (error) {
+      // A controller or a listener that throws fails the request, as it does in the loop.
+      if (!attempt.delivered) this.#fail(error);
+      return false;
+    }
     if (attempt.delivered) return true;
     // runAttempts's rule: a throttled answer is sent again while attempts are left and the body can be.
     if (outcome.kind === 'throttled' && 1 < this.#runtime.options.maxAttempts && this.#canRetry()) {
