@@ -1,4 +1,6 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { getEventListeners } from 'node:events';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { ManualClock } from '../src/clock.js';
 import { createSharedBudget, MemoryBudgetStore, type SharedBudget } from '../src/redis/index.js';
 import { RedisBudgetStore } from '../src/redis/redis-store.js';
@@ -9,6 +11,7 @@ import {
   demandWeightedShare,
   type HeartbeatReply,
   type HeartbeatRequest,
+  type PauseRequest,
 } from '../src/redis/store.js';
 import { describeRedis, RedisServer } from './helpers/redis-server.js';
 
@@ -69,12 +72,12 @@ describe('MemoryBudgetStore', () => {
     const clock = new ManualClock();
     const store = new MemoryBudgetStore({ clock });
     store.heartbeat(beat('a', 0));
-    expect(store.cut(cut(0, { cooldown: 1_000 }))).toEqual({ cut: true, rate: 420, epoch: 1 });
+    expect(store.cut(cut(0, { cooldown: 1_000 }))).toMatchObject({ cut: true, rate: 420, epoch: 1 });
     expect(store.cut(cut(0, { cooldown: 1_000 })).cut).toBe(false);
     clock.advance(999);
     expect(store.cut(cut(1, { cooldown: 1_000 })).cut).toBe(false);
     clock.advance(1);
-    expect(store.cut(cut(1, { cooldown: 1_000 }))).toEqual({ cut: true, rate: 294, epoch: 2 });
+    expect(store.cut(cut(1, { cooldown: 1_000 }))).toMatchObject({ cut: true, rate: 294, epoch: 2 });
     expect(store.cuts).toBe(2);
   });
 
@@ -90,6 +93,183 @@ describe('MemoryBudgetStore', () => {
     clock.advance(10_000);
     expect(store.rate).toBeUndefined();
     expect(store.heartbeat(beat('a', 0, { ttl: 10_000 }))).toMatchObject({ rate: 600, epoch: 0, members: 1 });
+  });
+
+  it('starts a new generation when its state is lost, and counts a request of another one as sent at its start', () => {
+    const clock = new ManualClock();
+    const store = new MemoryBudgetStore({ clock });
+    const first = store.heartbeat(beat('a', 0, { ttl: 10_000 })).generation;
+    expect(first).toEqual(expect.any(String));
+    expect(store.cut(cut(0, { generation: first, ttl: 10_000 }))).toMatchObject({ cut: true, epoch: 1 });
+    expect(store.cut(cut(1, { generation: first, ttl: 10_000 }))).toMatchObject({ cut: true, epoch: 2 });
+    expect(store.heartbeat(beat('a', 0, { ttl: 10_000 })).generation).toBe(first);
+
+    clock.advance(10_000); // the state expires: epoch 0 again, in a new generation
+    const reset = store.heartbeat(beat('a', 0, { ttl: 10_000 }));
+    expect(reset).toMatchObject({ rate: 600, epoch: 0 });
+    expect(reset.generation).not.toBe(first);
+    // A throttle of a request sent in the lost generation (at its epoch 2) cuts the new one once.
+    expect(store.cut(cut(2, { generation: first }))).toEqual({
+      cut: true,
+      rate: 420,
+      epoch: 1,
+      generation: reset.generation,
+    });
+    expect(store.cut(cut(2, { generation: first })).cut).toBe(false);
+    expect(store.cut(cut(1, { generation: reset.generation })).cut).toBe(true);
+    expect(store.cuts).toBe(2);
+  });
+});
+
+/** A store whose state can be lost at once, as a Redis restart or a FLUSHDB loses it. */
+class LosableStore implements BudgetStore {
+  readonly roundTrips = 0;
+  inner: MemoryBudgetStore;
+
+  constructor(readonly clock: ManualClock) {
+    this.inner = new MemoryBudgetStore({ clock });
+  }
+
+  lose(): void {
+    this.inner = new MemoryBudgetStore({ clock: this.clock });
+  }
+
+  heartbeat(r: HeartbeatRequest) {
+    return this.inner.heartbeat(r);
+  }
+  cut(r: CutRequest) {
+    return this.inner.cut(r);
+  }
+  pause(r: PauseRequest) {
+    return this.inner.pause(r);
+  }
+  leave(id: string) {
+    return this.inner.leave(id);
+  }
+}
+
+describe('SharedBudget after its shared state is lost', () => {
+  const open: SharedBudget[] = [];
+  afterAll(async () => {
+    await Promise.all(open.map((b) => b.close()));
+  });
+
+  function members(n: number, store: BudgetStore, clock: ManualClock) {
+    const budgets = Array.from({ length: n }, () =>
+      createSharedBudget({
+        name: 'losable',
+        store,
+        clock,
+        initialUnitsPerMinute: 600,
+        decreaseCooldown: 0,
+        heartbeatInterval: 250,
+      }),
+    );
+    open.push(...budgets);
+    return budgets;
+  }
+
+  async function throttle(b: SharedBudget): Promise<void> {
+    (await b.acquire()).throttled();
+  }
+
+  it('adopts the new state and cuts it again', async () => {
+    const clock = new ManualClock();
+    const store = new LosableStore(clock);
+    const budgets = members(3, store, clock);
+    const [a, b, c] = budgets as [SharedBudget, SharedBudget, SharedBudget];
+    clock.advance(250);
+    for (let i = 0; i < 3; i++) await throttle(a);
+    expect(store.inner.cuts).toBe(3);
+    const lost = a.state.generation;
+    const inFlight = await b.acquire(); // sent before the loss, throttled after it
+
+    store.lose(); // epoch 0 again: the members still know epoch 3
+    clock.advance(250); // a heartbeat each: the state comes back at the initial rate
+    for (const m of budgets) {
+      expect(m.state).toMatchObject({ epoch: 0, rate: 600 });
+      expect(m.state.generation).not.toBe(lost);
+    }
+    // A request sent in the lost state cuts the new one (no cut in it yet), once.
+    inFlight.throttled();
+    expect(store.inner.cuts).toBe(1);
+    expect(store.inner.rate).toBeCloseTo(420);
+    clock.advance(250); // every member hears of that cut
+    await throttle(c);
+    await throttle(c);
+    expect(store.inner.cuts).toBe(3);
+    expect(store.inner.rate).toBeCloseTo(600 * 0.7 ** 3);
+    clock.advance(250);
+    for (const m of budgets) expect(m.state).toMatchObject({ epoch: 3, rate: store.inner.rate });
+  });
+
+  it('cuts the new state when the first to hear of the loss is a cut', async () => {
+    const clock = new ManualClock();
+    const store = new LosableStore(clock);
+    const budgets = members(2, store, clock);
+    const a = budgets[0]!;
+    clock.advance(250);
+    await throttle(a);
+    await throttle(a);
+    expect(store.inner.cuts).toBe(2);
+
+    store.lose();
+    await throttle(a); // its permit's epoch is 2, of the lost state: it cuts the new one
+    expect(store.inner.cuts).toBe(1);
+    expect(a.state.epoch).toBe(1);
+    await throttle(a);
+    expect(store.inner.cuts).toBe(2);
+  });
+});
+
+describe('SharedBudget with failClosed, before its first heartbeat', () => {
+  /** A store whose first heartbeat is answered only when the test says so. */
+  function slowStore() {
+    let answer = (): void => {};
+    const memory = new MemoryBudgetStore();
+    const store: BudgetStore = {
+      roundTrips: 0,
+      heartbeat: (r) =>
+        new Promise<HeartbeatReply>((resolve) => {
+          answer = () => resolve(memory.heartbeat(r));
+        }),
+      cut: (r) => memory.cut(r),
+      pause: (r) => memory.pause(r),
+      leave: (id) => memory.leave(id),
+    };
+    return { store, answerHeartbeat: () => answer() };
+  }
+
+  it('rejects an aborted acquire at once with the reason, and leaves no listener on the signal', async () => {
+    const { store, answerHeartbeat } = slowStore();
+    const b = createSharedBudget({ name: 'closed', store, failClosed: true, initialUnitsPerMinute: 600 });
+    try {
+      const reason = new Error('gave up');
+      const aborted = new AbortController();
+      const pending = b.acquire(1, { signal: aborted.signal });
+      const settled = vi.fn();
+      pending.then(settled, settled);
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(settled).not.toHaveBeenCalled(); // waiting for the first heartbeat
+      aborted.abort(reason);
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(settled).toHaveBeenCalledWith(reason); // at once, not at the heartbeat's answer
+      await expect(pending).rejects.toBe(reason);
+
+      const already = AbortSignal.abort(reason);
+      await expect(b.acquire(1, { signal: already })).rejects.toBe(reason);
+
+      const kept = new AbortController();
+      const waiting = b.acquire(1, { signal: kept.signal });
+      expect(getEventListeners(kept.signal, 'abort').length).toBeLessThanOrEqual(1);
+      answerHeartbeat();
+      const permit = await waiting;
+      permit.success();
+      expect(getEventListeners(kept.signal, 'abort')).toHaveLength(0);
+    } finally {
+      answerHeartbeat();
+      await b.close();
+    }
   });
 });
 
@@ -232,44 +412,89 @@ describeRedis('the Redis store and the memory store follow the same rules', () =
     }
   });
 
-  it('answers a sequence of heartbeats, cuts, pauses and leaves as the memory store does', async () => {
-    type Step = (store: BudgetStore) => Promise<HeartbeatReply | CutReply | number>;
-    const steps: [string, Step][] = [
-      ['a joins', async (s) => s.heartbeat(beat('a', 100))],
-      ['b joins', async (s) => s.heartbeat(beat('b', 500))],
-      ['c joins', async (s) => s.heartbeat(beat('c', 0))],
-      ['a cut', async (s) => s.cut(cut(0))],
-      ['a cut for the same burst', async (s) => s.cut(cut(0))],
-      ['a cut within the cooldown', async (s) => s.cut(cut(1, { cooldown: HOUR }))],
-      ['a raise', async (s) => s.heartbeat(beat('a', 100, { delta: 30 }))],
-      [
-        'a raise past the maximum',
-        async (s) => s.heartbeat(beat('b', 500, { delta: 5_000, maxRate: 1_000 })),
-      ],
-      ['a cut below the minimum', async (s) => s.cut(cut(1, { ratio: 1e-6, minRate: 12 }))],
-      ['a pause', async (s) => s.pause({ ms: 30_000, ttl: HOUR })],
-      ['a shorter pause', async (s) => s.pause({ ms: 1_000, ttl: HOUR })],
-      ['b hears of the pause', async (s) => s.heartbeat(beat('b', 500))],
-      ['c leaves', async (s) => s.leave('c')],
-      ['a after c left', async (s) => s.heartbeat(beat('a', 100))],
-    ];
-    const memory = new MemoryBudgetStore();
-    const redis = redisStore();
-    for (const [what, step] of steps) {
-      const [fromRedis, fromMemory] = [await step(redis), await step(memory)];
-      expectSameAnswer(what, fromRedis, fromMemory);
-    }
+  type Answer = HeartbeatReply | CutReply | number;
+  /** A call to a store; `gen(i)`: the i-th generation that store answered so far. */
+  type Step = (store: BudgetStore, gen: (i: number) => string) => Answer | Promise<Answer>;
 
-    const unlimited: [string, Step][] = [
-      ['joins without a rate', async (s) => s.heartbeat(beat('a', 100, { initialRate: undefined }))],
-      ['the first cut sets the rate', async (s) => s.cut(cut(0, { ratio: undefined, absoluteRate: 900 }))],
-      ['then shares it', async (s) => s.heartbeat(beat('a', 100, { initialRate: undefined }))],
-    ];
-    const memory2 = new MemoryBudgetStore();
-    const redis2 = redisStore();
-    for (const [what, step] of unlimited) {
-      expectSameAnswer(what, await step(redis2), await step(memory2));
+  /**
+   * Runs `steps` on a Redis store and a memory store and expects the same answers; a number
+   * instead of a step waits that many ms (real time for Redis, `clock` for the memory store).
+   * Generations are random: each store's must change at the same steps.
+   */
+  async function expectSameRules(steps: ([string, Step] | number)[], clock?: ManualClock): Promise<void> {
+    const redis = redisStore();
+    const memory = new MemoryBudgetStore({ clock });
+    const seen = [[], []] as [string[], string[]];
+    const ordinal = (store: 0 | 1, answer: Answer): number | undefined => {
+      if (typeof answer === 'number') return undefined;
+      const gens = seen[store];
+      if (!gens.includes(answer.generation)) gens.push(answer.generation);
+      return gens.indexOf(answer.generation);
+    };
+    for (const step of steps) {
+      if (typeof step === 'number') {
+        await sleep(step);
+        clock?.advance(step);
+        continue;
+      }
+      const [what, call] = step;
+      const fromRedis = await call(redis, (i) => seen[0][i]!);
+      const fromMemory = await call(memory, (i) => seen[1][i]!);
+      expectSameAnswer(what, fromRedis, fromMemory);
+      expect(ordinal(0, fromRedis), `${what}: generation`).toBe(ordinal(1, fromMemory));
     }
+  }
+
+  it('answers a sequence of heartbeats, cuts, pauses and leaves as the memory store does', async () => {
+    await expectSameRules([
+      ['a joins', (s) => s.heartbeat(beat('a', 100))],
+      ['b joins', (s) => s.heartbeat(beat('b', 500))],
+      ['c joins', (s) => s.heartbeat(beat('c', 0))],
+      ['a cut', (s) => s.cut(cut(0))],
+      ['a cut for the same burst', (s) => s.cut(cut(0))],
+      ['a cut within the cooldown', (s) => s.cut(cut(1, { cooldown: HOUR }))],
+      ['a raise', (s) => s.heartbeat(beat('a', 100, { delta: 30 }))],
+      ['a raise past the maximum', (s) => s.heartbeat(beat('b', 500, { delta: 5_000, maxRate: 1_000 }))],
+      ['a cut below the minimum', (s) => s.cut(cut(1, { ratio: 1e-6, minRate: 12 }))],
+      ['a pause', (s) => s.pause({ ms: 30_000, ttl: HOUR })],
+      ['a shorter pause', (s) => s.pause({ ms: 1_000, ttl: HOUR })],
+      ['b hears of the pause', (s) => s.heartbeat(beat('b', 500))],
+      ['c leaves', (s) => s.leave('c')],
+      ['a after c left', (s) => s.heartbeat(beat('a', 100))],
+    ]);
+
+    await expectSameRules([
+      ['joins without a rate', (s) => s.heartbeat(beat('a', 100, { initialRate: undefined }))],
+      ['the first cut sets the rate', (s) => s.cut(cut(0, { ratio: undefined, absoluteRate: 900 }))],
+      ['then shares it', (s) => s.heartbeat(beat('a', 100, { initialRate: undefined }))],
+    ]);
+  });
+
+  it('starts a new generation after the state is lost, as the memory store does', async () => {
+    const ttl = 300;
+    await expectSameRules(
+      [
+        ['a joins', (s) => s.heartbeat(beat('a', 100, { ttl }))],
+        ['b joins', (s) => s.heartbeat(beat('b', 500, { ttl }))],
+        ['a cut', (s, gen) => s.cut(cut(0, { generation: gen(0), ttl }))],
+        ['a second cut', (s, gen) => s.cut(cut(1, { generation: gen(0), ttl }))],
+        ['b hears of them', (s) => s.heartbeat(beat('b', 500, { ttl }))],
+        ttl + 100, // the state and the members expire
+        ['a after the loss: epoch 0, the initial rate', (s) => s.heartbeat(beat('a', 100, { ttl }))],
+        ['a request of the lost generation cuts', (s, gen) => s.cut(cut(2, { generation: gen(0), ttl }))],
+        ['another one does not', (s, gen) => s.cut(cut(2, { generation: gen(0), ttl }))],
+        ['a request of the new one cuts', (s, gen) => s.cut(cut(1, { generation: gen(1), ttl }))],
+        ['a request of no known generation cuts in its epoch', (s) => s.cut(cut(2, { ttl }))],
+        ttl + 100,
+        ['a pause makes a new state', (s) => s.pause({ ms: 1_000, ttl })],
+        [
+          'a cut of the lost generation sets its rate',
+          (s, gen) => s.cut(cut(3, { generation: gen(1), ttl })),
+        ],
+        ['a heartbeat shares it', (s) => s.heartbeat(beat('b', 500, { ttl }))],
+      ],
+      new ManualClock(),
+    );
   });
 });
 
@@ -283,8 +508,8 @@ function expectSameAnswer(
     expect(Math.abs(Number(a) - Number(b)), what).toBeLessThan(50);
     return;
   }
-  const { rate: rateA, ...restA } = a as HeartbeatReply;
-  const { rate: rateB, ...restB } = b as HeartbeatReply;
+  const { rate: rateA, generation: _genA, ...restA } = a as HeartbeatReply;
+  const { rate: rateB, generation: _genB, ...restB } = b as HeartbeatReply;
   expect(rateA === undefined, what).toBe(rateB === undefined);
   if (rateA !== undefined) expect(rateA / rateB!, what).toBeCloseTo(1, 12);
   if ('share' in restA && 'share' in restB) {

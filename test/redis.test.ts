@@ -110,6 +110,33 @@ describeRedis('shared budget on a real Redis', () => {
     expect(Number(await redis.hget(key, 'rate'))).toBeCloseTo(294);
   });
 
+  it('cuts the shared rate again after the shared state is lost (a restart, a FLUSHALL)', async () => {
+    const opts = {
+      redis: server.url,
+      initialUnitsPerMinute: 600,
+      decreaseCooldown: 0,
+      heartbeatInterval: 5_000,
+    };
+    const members = [budget(opts), budget(opts), budget(opts)];
+    for (const m of members) await m.refresh();
+    const key = `arl:{${members[0]!.name}}:state`;
+    const throttle = async (m: SharedBudget) => {
+      (await m.acquire()).throttled();
+      await m.flush();
+    };
+    for (let i = 0; i < 3; i++) await throttle(members[0]!);
+    expect(Number(await redis.hget(key, 'cuts'))).toBe(3);
+    for (const m of members) expect((await m.refresh()).epoch).toBe(3);
+
+    await redis.flushall(); // the store's epoch is 0 again; the members knew 3
+    for (const m of members) await m.refresh();
+    for (const m of members) expect(m.state).toMatchObject({ epoch: 0, rate: 600 });
+    for (let i = 0; i < 3; i++) await throttle(members[1]!);
+    expect(Number(await redis.hget(key, 'cuts'))).toBe(3);
+    expect(Number(await redis.hget(key, 'rate'))).toBeCloseTo(600 * 0.7 ** 3);
+    for (const m of members) expect((await m.refresh()).rate).toBeCloseTo(600 * 0.7 ** 3);
+  });
+
   it('pauses every member when one sees a Retry-After', async () => {
     const opts = { redis: server.url, initialUnitsPerMinute: 6_000, heartbeatInterval: 5_000 };
     const [a, b, c] = [budget(opts), budget(opts), budget(opts)];

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { type Clock, systemClock } from '../clock.js';
 import {
   type BudgetStore,
@@ -10,6 +11,7 @@ import {
   type HeartbeatRequest,
   mayCut,
   type PauseRequest,
+  sentEpochIn,
 } from './store.js';
 
 export interface MemoryBudgetStoreOptions {
@@ -27,7 +29,8 @@ export class MemoryBudgetStore implements BudgetStore {
   readonly roundTrips = 0;
   readonly #clock: Clock;
 
-  // the state hash of the Redis store (expires on its own)
+  // the state hash of the Redis store (expires on its own); no generation: no state
+  #generation: string | undefined;
   #rate: number | undefined;
   #epoch = 0;
   #lastCutAt: number | undefined;
@@ -51,6 +54,12 @@ export class MemoryBudgetStore implements BudgetStore {
     return this.#rate;
   }
 
+  /** The state's generation (`undefined`: no state, as after it expired). */
+  get generation(): string | undefined {
+    this.#expire(this.#now());
+    return this.#generation;
+  }
+
   /** Shared cuts so far. */
   get cuts(): number {
     this.#expire(this.#now());
@@ -66,6 +75,7 @@ export class MemoryBudgetStore implements BudgetStore {
   heartbeat(r: HeartbeatRequest): HeartbeatReply {
     const now = this.#now();
     this.#expire(now);
+    const generation = this.#create(now, r.ttl);
     const members = this.#members;
     members.set(r.id, now);
     for (const [id, seen] of members) {
@@ -87,6 +97,7 @@ export class MemoryBudgetStore implements BudgetStore {
     this.#stateExpiresAt = now + r.ttl;
     this.#membersExpireAt = now + r.ttl;
     return {
+      generation,
       rate,
       epoch: this.#epoch,
       pauseRemaining: Math.max(0, this.#pausedUntil - now),
@@ -98,20 +109,23 @@ export class MemoryBudgetStore implements BudgetStore {
   cut(r: CutRequest): CutReply {
     const now = this.#now();
     this.#expire(now);
-    if (!mayCut(r.sentEpoch, this.#epoch, this.#lastCutAt, now, r.cooldown)) {
-      return { cut: false, rate: this.#rate, epoch: this.#epoch };
+    const generation = this.#create(now, r.ttl);
+    const sentEpoch = sentEpochIn(r.sentEpoch, r.generation, generation);
+    if (!mayCut(sentEpoch, this.#epoch, this.#lastCutAt, now, r.cooldown)) {
+      return { cut: false, rate: this.#rate, epoch: this.#epoch, generation };
     }
     this.#rate = cutRate(this.#rate, r.ratio, r.absoluteRate, r.minRate, r.maxRate);
     this.#epoch++;
     this.#lastCutAt = now;
     this.#cuts++;
     this.#stateExpiresAt = now + r.ttl;
-    return { cut: true, rate: this.#rate, epoch: this.#epoch };
+    return { cut: true, rate: this.#rate, epoch: this.#epoch, generation };
   }
 
   pause(r: PauseRequest): number {
     const now = this.#now();
     this.#expire(now);
+    this.#create(now, r.ttl);
     if (now + r.ms > this.#pausedUntil) {
       this.#pausedUntil = now + r.ms;
       this.#stateExpiresAt = now + r.ttl;
@@ -131,9 +145,18 @@ export class MemoryBudgetStore implements BudgetStore {
     return Math.floor(this.#clock.now());
   }
 
+  /** The state's generation; a new one, with the state's ttl, when there is no state. */
+  #create(now: number, ttl: number): string {
+    if (this.#generation !== undefined) return this.#generation;
+    this.#generation = randomUUID();
+    this.#stateExpiresAt = now + ttl;
+    return this.#generation;
+  }
+
   /** Forgets what has expired, as Redis drops a key whose TTL ran out. */
   #expire(now: number): void {
     if (now >= this.#stateExpiresAt) {
+      this.#generation = undefined;
       this.#rate = undefined;
       this.#epoch = 0;
       this.#lastCutAt = undefined;

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { CUT, HEARTBEAT, LEAVE, PAUSE } from './scripts.js';
 import type {
@@ -84,9 +84,18 @@ export class RedisBudgetStore implements BudgetStore {
       r.minRate,
       optional(r.maxRate),
       r.ttl,
+      randomUUID(),
     ]);
-    const [rate, epoch, pauseRemaining, members, share] = reply as [string, number, number, number, string];
-    return { rate: number(rate), epoch, pauseRemaining, members, share: number(share) };
+    const [rate, epoch, pauseRemaining, members, share, , generation] = reply as [
+      string,
+      number,
+      number,
+      number,
+      string,
+      number,
+      string,
+    ];
+    return { generation, rate: number(rate), epoch, pauseRemaining, members, share: number(share) };
   }
 
   async cut(r: CutRequest): Promise<CutReply> {
@@ -98,13 +107,15 @@ export class RedisBudgetStore implements BudgetStore {
       r.minRate,
       optional(r.maxRate),
       r.ttl,
+      r.generation ?? '',
+      randomUUID(),
     ]);
-    const [cut, rate, epoch] = reply as [number, string, number];
-    return { cut: cut === 1, rate: number(rate), epoch };
+    const [cut, rate, epoch, generation] = reply as [number, string, number, string];
+    return { cut: cut === 1, rate: number(rate), epoch, generation };
   }
 
   async pause(r: PauseRequest): Promise<number> {
-    return (await this.#call(scripts.pause, [r.ms, r.ttl])) as number;
+    return (await this.#call(scripts.pause, [r.ms, r.ttl, randomUUID()])) as number;
   }
 
   async leave(id: string): Promise<number> {

@@ -5,7 +5,7 @@
  * truncates a Lua number to an integer on the way out.
  *
  * Keys (one hash tag, so a cluster keeps them on one slot):
- *   KEYS[1] `<prefix>{<name>}:state`    hash: rate, epoch, lastCutAt, cuts, pausedUntil
+ *   KEYS[1] `<prefix>{<name>}:state`    hash: generation, rate, epoch, lastCutAt, cuts, pausedUntil
  *   KEYS[2] `<prefix>{<name>}:members`  zset: member id -> last heartbeat (server ms)
  *   KEYS[3] `<prefix>{<name>}:demand`   hash: member id -> demand (units/min)
  */
@@ -13,6 +13,21 @@
 const NOW = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+`;
+
+/**
+ * The state's generation: a random id made when the state is created. A script that finds no
+ * state (never made, expired, lost with a restart, evicted, flushed) creates it with the
+ * candidate id the client sent (random, made by the client: Lua's random is not) and the ttl.
+ */
+const GENERATION = `
+local function generation(candidate, ttl)
+  local gen = redis.call('HGET', KEYS[1], 'generation')
+  if gen then return gen end
+  redis.call('HSET', KEYS[1], 'generation', candidate)
+  redis.call('PEXPIRE', KEYS[1], ttl)
+  return candidate
+end
 `;
 
 const CLAMP = `
@@ -28,10 +43,11 @@ end
  * records this member's demand, adds its controller's proposed change (`delta`, clamped) to the
  * whole rate, and returns the shared state with this member's share of the rate.
  *
- * ARGV: id, demand, delta, memberTimeoutMs, floorFraction, initialRate|'', minRate, maxRate|'', ttlMs
- * Returns: { rate|'', epoch, pauseRemainingMs, members, share|'', serverNow }
+ * ARGV: id, demand, delta, memberTimeoutMs, floorFraction, initialRate|'', minRate, maxRate|'', ttlMs,
+ *   candidateGeneration
+ * Returns: { rate|'', epoch, pauseRemainingMs, members, share|'', serverNow, generation }
  */
-export const HEARTBEAT = `${NOW}${CLAMP}
+export const HEARTBEAT = `${NOW}${GENERATION}${CLAMP}
 local id = ARGV[1]
 local demand = tonumber(ARGV[2])
 local delta = tonumber(ARGV[3])
@@ -40,6 +56,7 @@ local floorFraction = tonumber(ARGV[5])
 local minRate = tonumber(ARGV[7])
 local maxRate = tonumber(ARGV[8])
 local ttl = tonumber(ARGV[9])
+local gen = generation(ARGV[10], ttl)
 
 redis.call('ZADD', KEYS[2], now, id)
 local dead = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now - timeout)
@@ -77,18 +94,20 @@ end
 redis.call('PEXPIRE', KEYS[1], ttl)
 redis.call('PEXPIRE', KEYS[2], ttl)
 redis.call('PEXPIRE', KEYS[3], ttl)
-return { rate, epoch, math.max(0, pausedUntil - now), members, share, now }
+return { rate, epoch, math.max(0, pausedUntil - now), members, share, now, gen }
 `;
 
 /**
  * A throttle that cut locally asks to cut the whole budget. It cuts only when the throttled
  * request was sent in the current epoch (sent before the last cut: no) and the cooldown has
- * passed since the last cut; then it bumps the epoch.
+ * passed since the last cut; then it bumps the epoch. A request sent in another generation
+ * counts as sent at epoch 0 of this one (sentEpochIn in store.ts).
  *
- * ARGV: sentEpoch, ratio|'', absoluteRate|'', cooldownMs, minRate, maxRate|'', ttlMs
- * Returns: { cut (0|1), rate|'', epoch }
+ * ARGV: sentEpoch, ratio|'', absoluteRate|'', cooldownMs, minRate, maxRate|'', ttlMs,
+ *   sentGeneration|'', candidateGeneration
+ * Returns: { cut (0|1), rate|'', epoch, generation }
  */
-export const CUT = `${NOW}${CLAMP}
+export const CUT = `${NOW}${GENERATION}${CLAMP}
 local sentEpoch = tonumber(ARGV[1])
 local ratio = tonumber(ARGV[2])
 local absolute = tonumber(ARGV[3])
@@ -96,6 +115,8 @@ local cooldown = tonumber(ARGV[4])
 local minRate = tonumber(ARGV[5])
 local maxRate = tonumber(ARGV[6])
 local ttl = tonumber(ARGV[7])
+local gen = generation(ARGV[9], ttl)
+if ARGV[8] ~= '' and ARGV[8] ~= gen then sentEpoch = 0 end
 
 local rate = tonumber(redis.call('HGET', KEYS[1], 'rate'))
 local epoch = tonumber(redis.call('HGET', KEYS[1], 'epoch')) or 0
@@ -114,19 +135,20 @@ if sentEpoch == epoch and (lastCutAt == nil or now - lastCutAt >= cooldown) then
   cut = 1
 end
 if rate == nil then rate = '' else rate = tostring(rate) end
-return { cut, rate, epoch }
+return { cut, rate, epoch, gen }
 `;
 
 /**
  * A Retry-After seen by one member pauses all: the shared pause ends at the later of its current
  * end and now + ms.
  *
- * ARGV: ms, ttlMs
+ * ARGV: ms, ttlMs, candidateGeneration
  * Returns: the remaining pause in ms.
  */
-export const PAUSE = `${NOW}
+export const PAUSE = `${NOW}${GENERATION}
 local ms = tonumber(ARGV[1])
 local ttl = tonumber(ARGV[2])
+generation(ARGV[3], ttl)
 local pausedUntil = tonumber(redis.call('HGET', KEYS[1], 'pausedUntil')) or 0
 if now + ms > pausedUntil then
   pausedUntil = now + ms

@@ -30,8 +30,17 @@ export interface SharedState {
   share: number | undefined;
   /** Live members, this one included (1 before the first reply). */
   members: number;
-  /** Cuts of the shared rate so far: a throttle cuts only a request sent in the current epoch. */
+  /**
+   * Cuts of the shared rate so far, in the state's current generation: a throttle cuts only a
+   * request sent in the current epoch.
+   */
   epoch: number;
+  /**
+   * The shared state's generation (`undefined` before the first reply): a new one when the
+   * state was lost (a Redis restart, a failover, an eviction, a FLUSHDB, its ttl) and created
+   * again; this member then took the new state's epoch and rate as they were.
+   */
+  generation: string | undefined;
   /** True while Redis cannot be reached and this process serves from its last known share. */
   degraded: boolean;
   /**
@@ -49,6 +58,12 @@ export interface SharedBudgetEventMap {
   recovered: [{ budget: string; members: number }];
   /** The number of live members changed. */
   members: [{ budget: string; from: number; to: number }];
+}
+
+/** A shared epoch in the generation of the state it belongs to: what a permit was sent in. */
+interface Era {
+  readonly epoch: number;
+  readonly generation: string | undefined;
 }
 
 /** Thrown by `acquire` of a `failClosed` budget while Redis cannot be reached. */
@@ -101,7 +116,8 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
   #rate: number | undefined;
   #share: number | undefined;
   #members = 1;
-  #epoch = 0;
+  /** The shared epoch and generation this member knows (one object per change, shared by permits). */
+  #era: Era = { epoch: 0, generation: undefined };
   /**
    * The last share divided by the rate: a cut applies it to the new rate at once, and the local
    * controller sees a process that carries this part of the budget (see share-controller.ts).
@@ -112,13 +128,13 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
   #localCut: { from: number; to: number } | undefined;
   /** Acquires of this budget queued in the local limiter, or granted and not yet handed out. */
   #queued = 0;
-  /** The shared epoch at each grant of a queued acquire whose permit is not handed out yet. */
-  readonly #grantEpochs: number[] = [];
+  /** The shared era at each grant of a queued acquire whose permit is not handed out yet. */
+  readonly #grantEras: Era[] = [];
   /** True while this budget takes units at once (a grant the queue's listener must not record). */
   #takingNow = false;
   /** Listens to the local limiter's grants while acquires of this budget are queued. */
   readonly #onGrant = (): void => {
-    if (!this.#takingNow) this.#grantEpochs.push(this.#epoch);
+    if (!this.#takingNow) this.#grantEras.push(this.#era);
   };
   /** The last cut of the whole rate made by another member: when this member learned of it. */
   #sharedCut: { at: number; rateBefore: number } | undefined;
@@ -130,6 +146,7 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
   #appliedSeq = 0;
   readonly #pending = new Set<Promise<unknown>>();
   readonly #ready: Promise<void>;
+  #isReady = false;
   #resolveReady: () => void = () => {};
 
   constructor(options: SharedBudgetOptions) {
@@ -207,7 +224,10 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
     });
 
     this.#ready = new Promise((resolve) => {
-      this.#resolveReady = resolve;
+      this.#resolveReady = () => {
+        this.#isReady = true;
+        resolve();
+      };
     });
     this.#tick();
   }
@@ -222,7 +242,8 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
       rate: this.#rate,
       share: this.#share,
       members: this.#members,
-      epoch: this.#epoch,
+      epoch: this.#era.epoch,
+      generation: this.#era.generation,
       degraded: this.#degraded,
       roundTrips: this.#store.roundTrips,
     };
@@ -251,7 +272,7 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
   tryAcquire(units = 1): Permit | undefined {
     if (this.#opts.failClosed && this.#degraded) return undefined;
     const permit = this.#takeNow(units);
-    return permit === undefined ? undefined : new SharedPermit(this, permit, this.#epoch);
+    return permit === undefined ? undefined : new SharedPermit(this, permit, this.#era);
   }
 
   wrap<A extends unknown[], R>(
@@ -296,12 +317,12 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
   // ---- feedback from permits -------------------------------------------------------------
 
   /** @internal */
-  _throttled(inner: Permit, sentEpoch: number, retryAfterMs: number | undefined): void {
+  _throttled(inner: Permit, sent: Era, retryAfterMs: number | undefined): void {
     this.#localCut = undefined;
     inner.throttled(retryAfterMs);
     const cut = this.#localCut;
     this.#localCut = undefined;
-    if (cut !== undefined) this.#track(this.#cut(sentEpoch, cut));
+    if (cut !== undefined) this.#track(this.#cut(sent, cut));
     if (retryAfterMs !== undefined && retryAfterMs > 0) this.#track(this.#pause(retryAfterMs));
   }
 
@@ -314,7 +335,9 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
   // ---- coordination ----------------------------------------------------------------------
 
   async #acquireClosed(units: number, options: AcquireOptions | undefined): Promise<Permit> {
-    await this.#ready;
+    const signal = options?.signal;
+    if (this.#isReady || signal === undefined) await this.#ready;
+    else await readyOrAborted(this.#ready, signal);
     if (this.#degraded) throw new SharedBudgetUnavailableError(this.#opts.name, this.#lastError);
     return this.#acquire(units, options);
   }
@@ -330,14 +353,14 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
   #acquire(units: number, options: AcquireOptions | undefined): Promise<Permit> {
     if (units > 0 && units < Number.POSITIVE_INFINITY && options?.signal?.aborted !== true) {
       const permit = this.#takeNow(units);
-      if (permit !== undefined) return Promise.resolve(new SharedPermit(this, permit, this.#epoch));
+      if (permit !== undefined) return Promise.resolve(new SharedPermit(this, permit, this.#era));
     }
     if (this.#queued++ === 0) this.limiter.on('acquired', this.#onGrant);
     return this.limiter.acquire(units, options).then(
       (permit) => {
-        const epoch = this.#grantEpochs.shift() ?? this.#epoch;
+        const era = this.#grantEras.shift() ?? this.#era;
         this.#dequeued();
-        return new SharedPermit(this, permit, epoch);
+        return new SharedPermit(this, permit, era);
       },
       (error: unknown) => {
         this.#dequeued();
@@ -349,7 +372,7 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
   #dequeued(): void {
     if (--this.#queued > 0) return;
     this.limiter.off('acquired', this.#onGrant);
-    this.#grantEpochs.length = 0;
+    this.#grantEras.length = 0;
   }
 
   /** The local limiter's `tryAcquire`, unseen by the queue's grant listener. */
@@ -419,7 +442,7 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
 
   #applyHeartbeat(seq: number, reply: HeartbeatReply): void {
     this.#recover(reply.members);
-    this.#learnEpoch(reply.epoch, false);
+    this.#learn(seq, reply.generation, reply.epoch, false);
     if (seq < this.#appliedSeq) return;
     this.#appliedSeq = seq;
     this.#setMembers(reply.members);
@@ -430,14 +453,15 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
     this.#applyPause(reply.pauseRemaining);
   }
 
-  #cut(sentEpoch: number, cut: { from: number; to: number }): Promise<void> | undefined {
+  #cut(sent: Era, cut: { from: number; to: number }): Promise<void> | undefined {
     if (this.#degraded) return undefined; // the local cut stands
     const o = this.#opts;
     const seq = ++this.#seq;
     return this.#ask(
       () =>
         this.#store.cut({
-          sentEpoch,
+          sentEpoch: sent.epoch,
+          generation: sent.generation,
           ratio: Number.isFinite(cut.from) && cut.from > 0 ? cut.to / cut.from : undefined,
           // Leaving "unlimited": the local cut started from this process's measured rate.
           absoluteRate: cut.to * this.#members,
@@ -447,7 +471,7 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
           ttl: o.stateTtl,
         }),
       (reply) => {
-        this.#learnEpoch(reply.epoch, reply.cut);
+        this.#learn(seq, reply.generation, reply.epoch, reply.cut);
         if (seq < this.#appliedSeq) return;
         this.#appliedSeq = seq;
         this.#rate = reply.rate;
@@ -468,14 +492,26 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
   }
 
   /**
-   * The store's epoch. A newer one than this member knew is a cut of the whole rate: its own
-   * (`own`: the local limiter's last cut is that cut already), or another member's: from now on
-   * the local controller counts from that cut, as from its own, with the whole rate known before
-   * it (see share-controller.ts).
+   * The store's generation and epoch, from the answer to call `seq`. A newer epoch than this
+   * member knew is a cut of the whole rate: its own (`own`: the local limiter's last cut is that
+   * cut already), or another member's: from now on the local controller counts from that cut, as
+   * from its own, with the whole rate known before it (see share-controller.ts).
+   *
+   * Another generation than this member knew is a state created again after it was lost (see
+   * store.ts): its epoch is taken as it is, lower or not (epochs of two generations do not
+   * compare), and the caller takes its rate. Only from an answer at least as recent as the last
+   * applied one: a late answer from before a change of generation is not taken back.
    */
-  #learnEpoch(epoch: number, own: boolean): void {
-    if (epoch <= this.#epoch) return;
-    this.#epoch = epoch;
+  #learn(seq: number, generation: string, epoch: number, own: boolean): void {
+    if (generation !== this.#era.generation) {
+      if (seq < this.#appliedSeq) return;
+      this.#era = { epoch, generation };
+      // A new state at epoch 0 has no cut yet: the last cut this member knows stays the last.
+      if (epoch === 0 && !own) return;
+    } else {
+      if (epoch <= this.#era.epoch) return;
+      this.#era = { epoch, generation };
+    }
     if (own || this.#rate === undefined) {
       this.#sharedCut = undefined;
       return;
@@ -580,16 +616,21 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
   }
 }
 
-/** The permit of a {@link SharedBudget}: the local permit plus the shared epoch it was sent in. */
+/** The permit of a {@link SharedBudget}: the local permit plus the shared era it was sent in. */
 class SharedPermit implements Permit {
   #budget: SharedBudget | undefined;
 
   constructor(
     budget: SharedBudget,
     readonly inner: Permit,
-    readonly epoch: number,
+    readonly era: Era,
   ) {
     this.#budget = budget;
+  }
+
+  /** The shared epoch it was sent in. */
+  get epoch(): number {
+    return this.era.epoch;
   }
 
   get units(): number {
@@ -601,7 +642,7 @@ class SharedPermit implements Permit {
   }
 
   throttled(retryAfterMs?: number): void {
-    this.#settle()?._throttled(this.inner, this.epoch, retryAfterMs);
+    this.#settle()?._throttled(this.inner, this.era, retryAfterMs);
   }
 
   failed(retryAfterMs?: number): void {
@@ -613,6 +654,22 @@ class SharedPermit implements Permit {
     this.#budget = undefined;
     return budget;
   }
+}
+
+/**
+ * `ready`, or a rejection with the signal's reason as soon as it aborts; the abort listener is
+ * removed when `ready` settles first (`ready` never rejects).
+ */
+function readyOrAborted(ready: Promise<void>, signal: AbortSignal): Promise<void> {
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return new Promise<void>((resolve, reject) => {
+    const onAbort = (): void => reject(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    void ready.then(() => {
+      signal.removeEventListener('abort', onAbort);
+      resolve();
+    });
+  });
 }
 
 function isPromiseLike<T>(value: Answer<T>): value is Promise<T> {

@@ -1,12 +1,20 @@
 /**
  * The seam between a {@link SharedBudget} and where the shared state lives. A store holds ONE
- * budget's state: its whole rate, cut epoch, last cut, pause and members with their demand.
+ * budget's state: its generation, whole rate, cut epoch, last cut, pause and members with their
+ * demand.
  * Two stores implement it with the same rules: Redis (Lua scripts, see scripts.ts) for
  * processes, and memory (memory-store.ts) for members in one process, such as the simulator's.
  *
  * Rates are units/min of the whole budget; durations are ms on the store's clock (the Redis
  * server's `TIME`, or the clock given to the memory store). A store may answer synchronously
  * (memory) or with a promise (Redis): a budget applies a synchronous answer in the same call.
+ *
+ * The state can be lost (a Redis restart without persistence, a failover, an eviction, a
+ * FLUSHDB, its ttl after a long outage): it then starts again at epoch 0 and the initial rate.
+ * So that the members notice, the state carries a **generation**: a random id made when the
+ * state is created (by whichever call finds none), answered by every heartbeat and cut. A member
+ * that sees another generation than the one it knew takes the store's epoch and rate as they are
+ * (its own epoch may be higher: epochs of two generations do not compare).
  */
 export interface BudgetStore {
   /**
@@ -17,10 +25,14 @@ export interface BudgetStore {
   heartbeat(request: HeartbeatRequest): Answer<HeartbeatReply>;
   /**
    * A throttle that cut a member's share asks to cut the whole rate: only when the request was
-   * sent in the current epoch and `cooldown` has passed since the last cut ({@link mayCut}).
+   * sent in the current epoch and `cooldown` has passed since the last cut ({@link mayCut}). A
+   * request sent in another generation counts as sent at this one's start ({@link sentEpochIn}).
    */
   cut(request: CutRequest): Answer<CutReply>;
-  /** A Retry-After pauses all: the pause ends at the later of its current end and now + `ms`. */
+  /**
+   * A Retry-After pauses all: the pause ends at the later of its current end and now + `ms`.
+   * (Creates the state, with a new generation, when there is none.)
+   */
   pause(request: PauseRequest): Answer<number>;
   /** A member leaves at once; answers the members left. */
   leave(id: string): Answer<number>;
@@ -57,9 +69,11 @@ export interface HeartbeatRequest {
 }
 
 export interface HeartbeatReply {
+  /** The state's generation: a new one when the state was lost and created again. */
+  generation: string;
   /** The whole rate; `undefined` while unlimited (no initial rate, no cut yet). */
   rate: number | undefined;
-  /** Shared cuts so far. */
+  /** Shared cuts so far, in this generation. */
   epoch: number;
   /** ms left of the shared pause (0: none). */
   pauseRemaining: number;
@@ -72,6 +86,11 @@ export interface HeartbeatReply {
 export interface CutRequest {
   /** The shared epoch the throttled request was sent in. */
   sentEpoch: number;
+  /**
+   * The generation `sentEpoch` belongs to; `undefined`: none known yet (the member's first
+   * heartbeat is not answered), taken as the current one.
+   */
+  generation?: string | undefined;
   /** The local cut's `to / from`: the whole rate is multiplied by it. `undefined`: unknown. */
   ratio: number | undefined;
   /** The whole rate to set when the store has none (leaving "unlimited"). */
@@ -88,6 +107,8 @@ export interface CutReply {
   cut: boolean;
   rate: number | undefined;
   epoch: number;
+  /** The state's generation (see {@link HeartbeatReply.generation}). */
+  generation: string;
 }
 
 export interface PauseRequest {
@@ -122,6 +143,20 @@ export function demandWeightedShare(
   for (const demand of demands) total += Math.min(demand, rate) + floor;
   if (!(total > 0)) return rate / members;
   return (rate * (Math.min(own, rate) + floor)) / total;
+}
+
+/**
+ * The epoch of the store's current `generation` a request counts as sent in: its own
+ * (`sentEpoch`) when it was sent in this generation (or in none known), else 0: it was sent
+ * before this generation's state was created, so it cuts only while this generation has no cut
+ * yet (the first 429 after a loss cuts the new state, a burst of them once).
+ */
+export function sentEpochIn(
+  sentEpoch: number,
+  sentGeneration: string | undefined,
+  generation: string,
+): number {
+  return sentGeneration === undefined || sentGeneration === generation ? sentEpoch : 0;
 }
 
 /**
