@@ -12,6 +12,7 @@ import { AdaptiveRateLimitError, ConfigError, type ConfigIssue } from './errors.
 import { normalizeOrigin, originMatcher } from './http/origin.js';
 import { AdaptiveRateLimiter } from './limiter/adaptive.js';
 import { configErrorFrom } from './limiter/options.js';
+import type { RateLimiter } from './limiter/types.js';
 
 /** Options of a {@link RateLimiterRegistry}. */
 export interface RegistryOptions {
@@ -39,7 +40,12 @@ export interface RegistryOptions {
   idleTimeout?: number;
 }
 
-/** The typed events of a {@link RateLimiterRegistry} (Resilience4j's entry events). */
+/**
+ * The typed events of a {@link RateLimiterRegistry} (Resilience4j's entry events). Each names the
+ * entry's `AdaptiveRateLimiter` (for a `limiter` instance: the one `get(name)` answers); an entry
+ * without one (a `limiter` instance that neither is nor holds one) is left out of them, and a
+ * `replace` between such an entry and another is told as `removed` or `added` of the other.
+ */
 export interface RegistryEventMap {
   /** A limiter joined the registry: by `add`, or made on demand for an origin. */
   added: [{ name: string; limiter: AdaptiveRateLimiter }];
@@ -60,7 +66,12 @@ const registryOptionsSchema = z
 
 interface NamedEntry {
   readonly config: LimiterConfig;
-  readonly limiter: AdaptiveRateLimiter;
+  /** What its requests go through: the limiter made from `config`, or `config.limiter`. */
+  readonly instance: RateLimiter;
+  /** Its `AdaptiveRateLimiter`: the one made, or the instance's (see {@link adaptiveOf}). */
+  readonly limiter: AdaptiveRateLimiter | undefined;
+  /** Whether the registry made it, and so closes it; a `limiter` instance is its owner's. */
+  readonly owned: boolean;
   /** Its exact origins, normalized. */
   readonly exact: readonly string[];
   /** Its wildcard patterns as one predicate, if it has any. */
@@ -82,6 +93,10 @@ interface OriginEntry {
  * ways (`replace`, or a per-origin limiter dropped as idle or over the cap) is not closed: a
  * request still holding it, such as a retry after a 429, is served by it, and it is garbage
  * once nothing holds it (an idle limiter holds no timer).
+ *
+ * A named limiter may be an instance you own (`limiter` in its config, such as a `SharedBudget`):
+ * the registry routes its origins to it like any named limiter, never drops it, and never closes
+ * it (not in `remove`, not in `close`): close it yourself, after the adapters that use it.
  */
 export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
   readonly #clock: Clock;
@@ -98,6 +113,8 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
   #newest: string | undefined;
   #sweptAt: number;
   #closed = false;
+  /** Entries added, removed or replaced so far (events or not): the HTTP adapters' route cache key. */
+  #changes = 0;
 
   constructor(options: RegistryOptions = {}) {
     super();
@@ -126,7 +143,9 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
    * The limiter for requests to `origin` (any URL of it; it is normalized, so
    * `HTTPS://API.Example.com:443/` and `https://api.example.com` share a limiter): the named
    * limiter that covers it, else its per-origin limiter (made now if there is none), else
-   * `undefined` when `default` is `false`.
+   * `undefined` when `default` is `false`. For a named limiter given as an instance
+   * (`limiter`), its `AdaptiveRateLimiter` as {@link get} answers it (a `SharedBudget`'s
+   * `.limiter`), or `undefined` when it has none.
    *
    * @throws {ConfigError} when `origin` is not an http(s) URL.
    */
@@ -141,6 +160,33 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
   _limiterForOrigin(key: string): AdaptiveRateLimiter | undefined {
     const name = this.#owner(key);
     if (name !== undefined) return this.#named.get(name)?.limiter;
+    return this.#perOriginFor(key);
+  }
+
+  /**
+   * @internal What the HTTP adapters send the requests to the normalized origin `key` through:
+   * the entry's name, the {@link RateLimiter} its requests acquire from (a `limiter` instance as
+   * it was given) and its `AdaptiveRateLimiter`, if any; `undefined` to pass them through.
+   */
+  _routeForOrigin(
+    key: string,
+  ): { name: string; limiter: RateLimiter; adaptive: AdaptiveRateLimiter | undefined } | undefined {
+    const name = this.#owner(key);
+    if (name !== undefined) {
+      const entry = this.#named.get(name);
+      return entry && { name, limiter: entry.instance, adaptive: entry.limiter };
+    }
+    const limiter = this.#perOriginFor(key);
+    return limiter && { name: key, limiter, adaptive: limiter };
+  }
+
+  /** @internal How many times an entry was added, removed or replaced: routes stay valid until it moves. */
+  get _changes(): number {
+    return this.#changes;
+  }
+
+  /** The per-origin limiter of `key`, made now if there is none; `undefined` with `default: false`. */
+  #perOriginFor(key: string): AdaptiveRateLimiter | undefined {
     if (this.#default === false) return undefined;
     const found = this._touchOrigin(key);
     if (found !== undefined) return found;
@@ -153,7 +199,7 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
     }
     this.#perOrigin.set(key, { limiter, usedAt: this.#clock.now() });
     this.#newest = key;
-    this.emit('added', { name: key, limiter });
+    this.#announce('added', key, limiter);
     this.#trim(key);
     return limiter;
   }
@@ -178,16 +224,26 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
     return found.limiter;
   }
 
-  /** The config of the limiter `name`: its own, or `default` for a per-origin limiter. */
+  /**
+   * The config of the limiter `name`: its own, or `default` for a per-origin limiter. For a named
+   * limiter given as an instance, `configFor(name).limiter` is that instance.
+   */
   configFor(name: string): LimiterConfig | undefined {
     const named = this.#named.get(name);
     if (named !== undefined) return named.config;
     return this.#perOrigin.has(name) && this.#default !== false ? this.#default : undefined;
   }
 
-  /** The limiter `name` (named, or per-origin by its origin); does not count as a use. */
+  /**
+   * The limiter `name` (named, or per-origin by its origin); does not count as a use. For a named
+   * limiter given as an instance (`limiter`): the instance when it is an `AdaptiveRateLimiter`,
+   * else its `.limiter` when that is one (a `SharedBudget`'s local limiter: this process's
+   * share, snapshot and events; change the budget's options where it is made, not here), else
+   * `undefined` (`configFor(name).limiter` is the instance).
+   */
   get(name: string): AdaptiveRateLimiter | undefined {
-    return this.#named.get(name)?.limiter ?? this.#perOrigin.get(name)?.limiter;
+    const named = this.#named.get(name);
+    return named !== undefined ? named.limiter : this.#perOrigin.get(name)?.limiter;
   }
 
   /** The named limiters in declaration order, then the per-origin ones, least recently used first. */
@@ -196,11 +252,15 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
   }
 
   /**
-   * Adds a named limiter. Per-origin limiters of origins it covers leave the registry (not closed).
+   * Adds a named limiter: made from `config`, or the `limiter` instance it gives (then its
+   * `AdaptiveRateLimiter` as {@link get} answers it, or `undefined`, is returned). Per-origin
+   * limiters of origins it covers leave the registry (not closed).
    * @throws {ConfigError} when the name is taken, the config is bad, or one of its exact origins
    * belongs to another limiter.
    */
-  add(name: string, config: LimiterConfig): AdaptiveRateLimiter {
+  add(name: string, config: LimiterConfig & { limiter?: undefined }): AdaptiveRateLimiter;
+  add(name: string, config: LimiterConfig): AdaptiveRateLimiter | undefined;
+  add(name: string, config: LimiterConfig): AdaptiveRateLimiter | undefined {
     this.#assertOpen('add');
     if (this.#named.has(name)) {
       throw new ConfigError(
@@ -217,7 +277,7 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
     const entry = this.#buildOrThrow(name, config, this.#named.entries());
     this.#named.set(name, entry);
     this.#index(name, entry);
-    this.emit('added', { name, limiter: entry.limiter });
+    this.#announce('added', name, entry.limiter);
     return entry.limiter;
   }
 
@@ -226,9 +286,12 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
    * every request from now on; to change options and keep the learned rate, use
    * `get(name).update(...)` instead. The old limiter is not closed: the requests already queued
    * in it, or holding it for a retry, are served by it, so a config change fails no caller.
+   * `config` may give a `limiter` instance, as in {@link add}.
    * @throws {ConfigError} when there is no such limiter or the config is bad; nothing changes then.
    */
-  replace(name: string, config: LimiterConfig): AdaptiveRateLimiter {
+  replace(name: string, config: LimiterConfig & { limiter?: undefined }): AdaptiveRateLimiter;
+  replace(name: string, config: LimiterConfig): AdaptiveRateLimiter | undefined;
+  replace(name: string, config: LimiterConfig): AdaptiveRateLimiter | undefined {
     this.#assertOpen('replace');
     const old = this.#named.get(name);
     if (old === undefined) {
@@ -242,36 +305,48 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
     this.#unindex(name, old);
     this.#named.set(name, entry);
     this.#index(name, entry);
-    this.emit('replaced', { name, old: old.limiter, limiter: entry.limiter });
+    this.#changes++;
+    if (old.limiter !== undefined && entry.limiter !== undefined) {
+      this.emit('replaced', { name, old: old.limiter, limiter: entry.limiter });
+    } else if (old.limiter !== undefined) this.emit('removed', { name, limiter: old.limiter });
+    else if (entry.limiter !== undefined) this.emit('added', { name, limiter: entry.limiter });
     return entry.limiter;
   }
 
   /**
    * Removes the limiter `name` (named, or per-origin by its origin) and closes it: its waiters
-   * reject with reason `closed`. Its origins go to `default` from now on.
+   * reject with reason `closed`. A `limiter` instance is not closed: its owner closes it. Its
+   * origins go to `default` from now on.
    * @returns whether there was such a limiter.
    */
   remove(name: string): boolean {
     const named = this.#named.get(name);
-    const limiter = named?.limiter ?? this.#perOrigin.get(name)?.limiter;
-    if (limiter === undefined) return false;
+    const perOrigin = named === undefined ? this.#perOrigin.get(name) : undefined;
+    if (named === undefined && perOrigin === undefined) return false;
+    let limiter: AdaptiveRateLimiter | undefined;
     if (named !== undefined) {
       this.#unindex(name, named);
       this.#named.delete(name);
-    } else this.#perOrigin.delete(name);
-    limiter.close();
-    this.emit('removed', { name, limiter });
+      limiter = named.limiter;
+      if (named.owned) limiter?.close();
+    } else if (perOrigin !== undefined) {
+      this.#perOrigin.delete(name);
+      limiter = perOrigin.limiter;
+      limiter.close();
+    }
+    this.#announce('removed', name, limiter);
     return true;
   }
 
   /**
-   * Closes every limiter (their waiters reject with reason `closed`); idempotent. The limiters
-   * stay listed, so `limiterFor` keeps answering, with closed limiters; `add` and `replace` throw.
+   * Closes every limiter it made (their waiters reject with reason `closed`); idempotent. The
+   * limiters stay listed, so `limiterFor` keeps answering, with closed limiters; `add` and
+   * `replace` throw. A `limiter` instance is not closed: it serves on until its owner closes it.
    */
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
-    for (const entry of this.#named.values()) entry.limiter.close();
+    for (const entry of this.#named.values()) if (entry.owned) entry.limiter?.close();
     for (const entry of this.#perOrigin.values()) entry.limiter.close();
   }
 
@@ -286,8 +361,14 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
     return undefined;
   }
 
+  /** Counts a change of the entries, and emits it when the entry has an `AdaptiveRateLimiter`. */
+  #announce(event: 'added' | 'removed', name: string, limiter: AdaptiveRateLimiter | undefined): void {
+    this.#changes++;
+    if (limiter !== undefined) this.emit(event, { name, limiter });
+  }
+
   #make(name: string, config: LimiterConfig): AdaptiveRateLimiter {
-    const { origins: _origins, maxConcurrent: _maxConcurrent, ...options } = config;
+    const { origins: _origins, maxConcurrent: _maxConcurrent, limiter: _limiter, ...options } = config;
     return new AdaptiveRateLimiter({ ...options, name, clock: this.#clock });
   }
 
@@ -302,13 +383,18 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
       return { issues: [...issues, { path, message: 'expected a limiter config object', received: config }] };
     }
     issues.push(...limiterConfigIssues(config, path));
-    const limiter = collect(issues, path, () => this.#make(name, config));
-    if (issues.length > 0 || limiter === undefined) return { issues };
+    const given = config.limiter;
+    // A limiter instance carries its own options: nothing to make (limiterConfigIssues checked it).
+    const made = given === undefined ? collect(issues, path, () => this.#make(name, config)) : undefined;
+    const instance = given ?? made;
+    if (issues.length > 0 || instance === undefined) return { issues };
     const origins = config.origins ?? [];
     const wildcards = origins.filter((pattern) => pattern.includes('*'));
     return {
       config: { ...config, origins: [...origins] },
-      limiter,
+      instance,
+      limiter: made ?? adaptiveOf(instance),
+      owned: made !== undefined,
       exact: origins.map(exactOrigin).filter((origin) => origin !== undefined),
       wildcard: wildcards.length > 0 ? originMatcher(wildcards) : undefined,
     };
@@ -341,8 +427,17 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
         received: (config as LimiterConfig).origins,
       });
     }
-    issues.push(...limiterConfigIssues(config, 'default'));
-    collect(issues, 'default', () => this.#make('default', config));
+    const { limiter, ...options } = config;
+    if (limiter !== undefined) {
+      issues.push({
+        path: 'default.limiter',
+        message:
+          'the default makes a limiter per origin; put a limiter instance in a named limiter, with its origins',
+        received: limiter,
+      });
+    }
+    issues.push(...limiterConfigIssues(options, 'default'));
+    collect(issues, 'default', () => this.#make('default', options));
     return issues;
   }
 
@@ -352,7 +447,7 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
     for (const [origin, found] of this.#perOrigin) {
       if (this.#owner(origin) === name) {
         this.#perOrigin.delete(origin);
-        this.emit('removed', { name: origin, limiter: found.limiter });
+        this.#announce('removed', origin, found.limiter);
       }
     }
   }
@@ -381,13 +476,23 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
 
   #drop(origin: string, entry: OriginEntry): void {
     this.#perOrigin.delete(origin);
-    this.emit('removed', { name: origin, limiter: entry.limiter });
+    this.#announce('removed', origin, entry.limiter);
   }
 
   #assertOpen(action: string): void {
     if (this.#closed)
       throw new AdaptiveRateLimitError('ERR_REGISTRY_CLOSED', `cannot ${action}: the registry is closed`);
   }
+}
+
+/**
+ * The `AdaptiveRateLimiter` of a `limiter` instance: the instance when it is one, else its
+ * `.limiter` when that is one (a `SharedBudget`'s local limiter), else `undefined`.
+ */
+function adaptiveOf(instance: RateLimiter): AdaptiveRateLimiter | undefined {
+  if (instance instanceof AdaptiveRateLimiter) return instance;
+  const inner = (instance as { limiter?: unknown }).limiter;
+  return inner instanceof AdaptiveRateLimiter ? inner : undefined;
 }
 
 /** Nothing queued and no pause running: dropping it loses nothing but its learned rate. */

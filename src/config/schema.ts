@@ -8,6 +8,7 @@ import {
   limiterFieldsSchema,
   resolveLimiterOptions,
 } from '../limiter/options.js';
+import type { RateLimiter } from '../limiter/types.js';
 import { durationSchema } from './duration.js';
 
 /** One named limiter: the limiter's options plus what it covers and how requests are sent. */
@@ -20,6 +21,26 @@ export interface LimiterConfig extends Omit<AdaptiveLimiterOptions, 'clock' | 'n
   origins?: string[];
   /** Requests in flight at once (an integer >= 1). @default unset: no cap */
   maxConcurrent?: number;
+  /**
+   * A limiter you own, to put behind `origins` instead of one the registry makes: typically a
+   * `SharedBudget` (`adaptive-rate-limit/redis`), so that every process's requests to these
+   * origins are metered against one budget; any {@link RateLimiter} will do (the HTTP adapters
+   * use only its `tryAcquire` and `acquire`, and feed its permits).
+   *
+   * - It carries its own options: with it, only `origins` and `maxConcurrent` (the adapter's
+   *   concurrency gate) are allowed; a rate option next to it is a `ConfigError` naming the field.
+   * - Named limiters only (not `default`), and in code only: JSON config cannot hold an instance,
+   *   so `parseConfig` rejects the key.
+   * - The registry never closes it (not in `remove`, not in `close`) and never drops it: its
+   *   owner closes it (`await budget.close()`), after the adapters that use it.
+   * - `registry.get(name)` and `limiterFor(origin)` answer its `AdaptiveRateLimiter`: the instance
+   *   itself when it is one, else its `.limiter` when that is one (a `SharedBudget`'s local
+   *   limiter: this process's share, snapshot and events), else `undefined`.
+   *   `registry.configFor(name).limiter` is the instance.
+   *
+   * @default unset: the registry makes an `AdaptiveRateLimiter` from this config
+   */
+  limiter?: RateLimiter;
 }
 
 /** A parsed config file, or the registry and interceptor options it stands for. */
@@ -286,7 +307,10 @@ function expandIssues(issues: readonly ZodIssue[], base: readonly PropertyKey[] 
       return issue.keys.map((key) => ({
         code: 'custom',
         path: [...path, key],
-        message: `unknown key (expected one of: ${knownKeys(path).join(', ')})`,
+        message:
+          key.toLowerCase() === 'limiter' && path.length === 2 && path[0] === 'limiters'
+            ? 'a limiter instance cannot come from JSON config: set `limiter` in code (RateLimiterRegistry or the HTTP adapters)'
+            : `unknown key (expected one of: ${knownKeys(path).join(', ')})`,
       }));
     }
     if (issue.code === 'invalid_union') {
@@ -362,12 +386,32 @@ export function exactOrigin(pattern: string): string | undefined {
   return normalizeOrigin(pattern);
 }
 
+/** The keys of a {@link LimiterConfig} allowed next to a `limiter` instance. */
+const WITH_INSTANCE: ReadonlySet<string> = new Set(['origins', 'maxConcurrent', 'limiter']);
+
 /**
- * What a {@link LimiterConfig} adds to the limiter's options (`origins`, `maxConcurrent`), checked;
- * the limiter checks the rest when it is made. Issues name `${path}.origins.0` and so on.
+ * What a {@link LimiterConfig} adds to the limiter's options (`origins`, `maxConcurrent`,
+ * `limiter`), checked; the limiter checks the rest when it is made. Issues name
+ * `${path}.origins.0` and so on.
  */
 export function limiterConfigIssues(config: LimiterConfig, path: string): ConfigIssue[] {
   const issues: ConfigIssue[] = [];
+  if (config.limiter !== undefined) {
+    if (!isRateLimiter(config.limiter))
+      issues.push({
+        path: `${path}.limiter`,
+        message: 'expected a RateLimiter (an object with acquire() and tryAcquire())',
+        received: config.limiter,
+      });
+    for (const [key, value] of Object.entries(config)) {
+      if (value === undefined || WITH_INSTANCE.has(key)) continue;
+      issues.push({
+        path: `${path}.${key}`,
+        message: 'not allowed with `limiter`: the limiter instance carries its own options',
+        received: value,
+      });
+    }
+  }
   if (config.origins !== undefined) {
     if (Array.isArray(config.origins))
       issues.push(...issuesOf(() => originMatcher(config.origins ?? [], `${path}.origins`)));
@@ -397,6 +441,15 @@ export function issuesOf(fn: () => unknown): readonly ConfigIssue[] {
     if (error instanceof ConfigError) return error.issues;
     throw error;
   }
+}
+
+function isRateLimiter(value: unknown): value is RateLimiter {
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    typeof (value as RateLimiter).acquire === 'function' &&
+    typeof (value as RateLimiter).tryAcquire === 'function'
+  );
 }
 
 function isRecord(value: unknown): value is Record<string, unknown> {

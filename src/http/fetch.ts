@@ -20,7 +20,10 @@ export interface RateLimitedFetchOptions extends InterceptorOptions {
 export type RateLimitedFetch = typeof fetch & {
   /** The registry the wrapper takes its limiters from. */
   readonly registry: RateLimiterRegistry;
-  /** Closes the registry the wrapper made (not one passed in as `registry`). Idempotent. */
+  /**
+   * Closes the registry the wrapper made (not one passed in as `registry`, nor a `limiter`
+   * instance given in `limiters`). Idempotent.
+   */
   close(): void;
 };
 

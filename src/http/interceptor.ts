@@ -12,7 +12,8 @@ export interface AdaptiveRateLimitInterceptor extends Dispatcher.DispatcherCompo
   readonly registry: RateLimiterRegistry;
   /**
    * Closes the registry the interceptor made (rejecting the requests still waiting); a registry
-   * passed in as `registry` is left to its owner. Close the dispatcher too. Idempotent.
+   * passed in as `registry`, and a `limiter` instance given in `limiters`, are left to their
+   * owners. Close the dispatcher too. Idempotent.
    */
   close(): void;
 }

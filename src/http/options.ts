@@ -23,7 +23,10 @@ export interface OutgoingRequest {
 export interface InterceptorOptions {
   /**
    * Named limiters, each with the `origins` it covers (exact origins and `*.example.com`
-   * wildcards) and the limiter's options (rates in units/min, durations in ms).
+   * wildcards) and the limiter's options (rates in units/min, durations in ms), or a `limiter`
+   * instance you own in place of the options: a `SharedBudget` from `adaptive-rate-limit/redis`
+   * meters these origins' requests in every process against one budget. The adapter never closes
+   * such an instance; close it after the adapter (see `LimiterConfig.limiter`).
    * Not with `registry`. @default {}
    */
   limiters?: Record<string, LimiterConfig>;

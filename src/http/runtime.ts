@@ -1,6 +1,5 @@
 import { attachDiagnostics } from '../diagnostics.js';
-import type { AdaptiveRateLimiter } from '../limiter/adaptive.js';
-import type { Outcome } from '../limiter/types.js';
+import type { Outcome, RateLimiter } from '../limiter/types.js';
 import { RateLimiterRegistry } from '../registry.js';
 import { classifyResponse, type HeaderRecord, type ResponseRules } from './classify.js';
 import { ConcurrencyGate } from './concurrency.js';
@@ -9,7 +8,11 @@ import type { ResponseHeaders } from './retry-after.js';
 
 /** Where a request goes: its limiter, and the gate that caps its requests in flight. */
 export interface Route {
-  readonly limiter: AdaptiveRateLimiter;
+  /**
+   * What its requests acquire from: the registry's limiter, or a named limiter's `limiter`
+   * instance (a `SharedBudget`, any `RateLimiter`): only `tryAcquire` and `acquire` are used.
+   */
+  readonly limiter: RateLimiter;
   /** Present when the limiter's config sets `maxConcurrent`. */
   readonly gate: ConcurrencyGate | undefined;
   /** A per-origin limiter: each use is reported to the registry, which drops idle ones. */
@@ -29,11 +32,10 @@ export class HttpRuntime {
   readonly options: ResolvedInterceptorOptions;
   readonly #ownsRegistry: boolean;
   readonly #rules: ResponseRules;
-  /** One gate per limiter: a named limiter's origins share its cap. */
-  readonly #gates = new WeakMap<AdaptiveRateLimiter, ConcurrencyGate>();
-  /** By normalized origin; `null` for an origin passed through. Valid for `#changes.count`. */
+  /** One gate per limiter (per `limiter` instance): a named limiter's origins share its cap. */
+  readonly #gates = new WeakMap<RateLimiter, ConcurrencyGate>();
+  /** By normalized origin; `null` for an origin passed through. Valid for `registry._changes`. */
   readonly #routes = new Map<string, Route | null>();
-  readonly #changes: RegistryChanges;
   #seenChanges: number;
 
   constructor(options: ResolvedInterceptorOptions) {
@@ -51,8 +53,7 @@ export class HttpRuntime {
       classify: options.classify,
       responseUnits: options.responseUnits,
     };
-    this.#changes = changesOf(this.registry);
-    this.#seenChanges = this.#changes.count;
+    this.#seenChanges = this.registry._changes;
   }
 
   /**
@@ -61,8 +62,9 @@ export class HttpRuntime {
    * limiter still counts as used at every request, so it is not dropped as idle.
    */
   route(origin: string): Route | undefined {
-    if (this.#seenChanges !== this.#changes.count) {
-      this.#seenChanges = this.#changes.count;
+    const changes = this.registry._changes;
+    if (this.#seenChanges !== changes) {
+      this.#seenChanges = changes;
       this.#routes.clear();
     }
     const known = this.#routes.get(origin);
@@ -74,20 +76,23 @@ export class HttpRuntime {
   }
 
   #resolve(origin: string): Route | undefined {
-    // A limiter made now (its 'added' event) clears the routes at the next request: simpler than
-    // telling which routes the look-up's own changes leave valid.
-    const limiter = this.registry._limiterForOrigin(origin);
+    // A limiter made now (a change of the registry) clears the routes at the next request:
+    // simpler than telling which routes the look-up's own changes leave valid.
+    const found = this.registry._routeForOrigin(origin);
     if (this.#routes.size >= MAX_ROUTES) this.#routes.clear();
-    if (limiter === undefined) {
+    if (found === undefined) {
       this.#routes.set(origin, null);
       return undefined;
     }
-    attachDiagnostics(limiter);
-    const maxConcurrent = this.registry.configFor(limiter.name)?.maxConcurrent;
+    const { limiter, adaptive } = found;
+    // A limiter instance without an AdaptiveRateLimiter (neither one nor holding one) publishes nothing.
+    if (adaptive !== undefined) attachDiagnostics(adaptive);
+    const maxConcurrent = this.registry.configFor(found.name)?.maxConcurrent;
     let gate: ConcurrencyGate | undefined;
     if (maxConcurrent !== undefined) {
       gate = this.#gates.get(limiter);
-      if (gate === undefined) {
+      // A `limiter` instance outlives a `replace` that changes its cap: a new cap, a new gate.
+      if (gate === undefined || gate.max !== maxConcurrent) {
         gate = new ConcurrencyGate(maxConcurrent);
         this.#gates.set(limiter, gate);
       }
@@ -120,26 +125,4 @@ export class HttpRuntime {
   close(): void {
     if (this.#ownsRegistry) this.registry.close();
   }
-}
-
-/** How many times a registry added, removed or replaced a limiter: any change of its routes. */
-interface RegistryChanges {
-  count: number;
-}
-
-/** One counter (and one listener per event) per registry, however many runtimes share it. */
-const registryChanges = new WeakMap<RateLimiterRegistry, RegistryChanges>();
-
-function changesOf(registry: RateLimiterRegistry): RegistryChanges {
-  let changes = registryChanges.get(registry);
-  if (changes === undefined) {
-    const counter = { count: 0 };
-    const changed = () => {
-      counter.count++;
-    };
-    registry.on('added', changed).on('removed', changed).on('replaced', changed);
-    registryChanges.set(registry, counter);
-    changes = counter;
-  }
-  return changes;
 }
