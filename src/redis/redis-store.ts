@@ -1,5 +1,7 @@
 import { createHash, randomUUID } from 'node:crypto';
-import { Redis } from 'ioredis';
+import { createRequire } from 'node:module';
+import type { Redis } from 'ioredis';
+import { AdaptiveRateLimitError } from '../errors.js';
 import { CUT, HEARTBEAT, LEAVE, PAUSE } from './scripts.js';
 import type {
   BudgetStore,
@@ -53,7 +55,7 @@ export class RedisBudgetStore implements BudgetStore {
     this.#timeout = options.redisTimeout;
     const { redis } = options;
     if (typeof redis === 'string') {
-      this.#client = new Redis(redis, {
+      this.#client = new (loadIoredis().Redis)(redis, {
         // Fail fast while disconnected; the heartbeat retries, and the local share serves meanwhile.
         maxRetriesPerRequest: 0,
         connectTimeout: options.redisTimeout,
@@ -170,4 +172,20 @@ function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
       },
     );
   });
+}
+
+/**
+ * ioredis is an optional peer dependency, loaded when a store opens its own client: importing
+ * `adaptive-rate-limit/redis` for the memory store (or the simulator) does not need it.
+ */
+function loadIoredis(): typeof import('ioredis') {
+  try {
+    return createRequire(import.meta.url)('ioredis') as typeof import('ioredis');
+  } catch (cause) {
+    throw new AdaptiveRateLimitError(
+      'ERR_IOREDIS_MISSING',
+      'adaptive-rate-limit/redis needs the ioredis package to connect to Redis: npm install ioredis',
+      { cause },
+    );
+  }
 }
