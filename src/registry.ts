@@ -1,44 +1,23 @@
 import { EventEmitter } from 'node:events';
-import { z } from 'zod';
 import { type Clock, systemClock } from './clock.js';
-import {
-  conflictMessage,
-  exactOrigin,
-  exactOriginConflicts,
-  type LimiterConfig,
-  limiterConfigIssues,
-} from './config/schema.js';
+import type { LimiterConfig } from './config/schema.js';
 import { AdaptiveRateLimitError, ConfigError, type ConfigIssue } from './errors.js';
-import { normalizeOrigin, originMatcher } from './http/origin.js';
-import { AdaptiveRateLimiter } from './limiter/adaptive.js';
+import { normalizeOrigin } from './http/origin.js';
+import type { AdaptiveRateLimiter } from './limiter/adaptive.js';
 import { configErrorFrom } from './limiter/options.js';
 import type { RateLimiter } from './limiter/types.js';
+import {
+  buildEntry,
+  buildEntryOrThrow,
+  conflictIssues,
+  defaultConfigIssues,
+  makeLimiter,
+  type NamedEntry,
+} from './registry/entries.js';
+import { REGISTRY_DEFAULTS, type RegistryOptions, registryOptionsSchema } from './registry/options.js';
+import { OriginPool } from './registry/origin-pool.js';
 
-/** Options of a {@link RateLimiterRegistry}. */
-export interface RegistryOptions {
-  /** Named limiters, each with the origins it covers, in declaration order. @default {} */
-  limiters?: Record<string, LimiterConfig>;
-  /**
-   * The config for an origin no limiter covers: each such origin gets a limiter of its own, made
-   * on first use and named after the normalized origin. `false` passes those origins through
-   * (`limiterFor` returns `undefined`). @default {}
-   */
-  default?: Omit<LimiterConfig, 'origins'> | false;
-  /** The time source of the registry and of every limiter it makes. @default systemClock */
-  clock?: Clock;
-  /**
-   * The most per-origin limiters kept (an integer >= 1); making one more drops the least recently
-   * used idle one. Limiters with requests queued or a pause running are never dropped, so the
-   * count can exceed this while that many are busy. @default 1_000
-   */
-  maxOriginLimiters?: number;
-  /**
-   * A per-origin limiter that is idle (nothing queued, not paused) and was not looked up for this
-   * long (ms) is dropped; the next request to its origin starts a fresh one. Checked lazily,
-   * during `limiterFor`, at most every `idleTimeout / 10` ms: no timers. @default 600_000
-   */
-  idleTimeout?: number;
-}
+export { REGISTRY_DEFAULTS, type RegistryOptions } from './registry/options.js';
 
 /**
  * The typed events of a {@link RateLimiterRegistry} (Resilience4j's entry events). Each names the
@@ -53,35 +32,6 @@ export interface RegistryEventMap {
   removed: [{ name: string; limiter: AdaptiveRateLimiter }];
   /** `replace` put `limiter` in the place of `old`. */
   replaced: [{ name: string; old: AdaptiveRateLimiter; limiter: AdaptiveRateLimiter }];
-}
-
-export const REGISTRY_DEFAULTS = { maxOriginLimiters: 1_000, idleTimeout: 600_000 } as const;
-
-const registryOptionsSchema = z
-  .object({
-    maxOriginLimiters: z.number().int().min(1),
-    idleTimeout: z.number().nonnegative(),
-  })
-  .partial();
-
-interface NamedEntry {
-  readonly config: LimiterConfig;
-  /** What its requests go through: the limiter made from `config`, or `config.limiter`. */
-  readonly instance: RateLimiter;
-  /** Its `AdaptiveRateLimiter`: the one made, or the instance's (see {@link adaptiveOf}). */
-  readonly limiter: AdaptiveRateLimiter | undefined;
-  /** Whether the registry made it, and so closes it; a `limiter` instance is its owner's. */
-  readonly owned: boolean;
-  /** Its exact origins, normalized. */
-  readonly exact: readonly string[];
-  /** Its wildcard patterns as one predicate, if it has any. */
-  readonly wildcard: ((origin: string) => boolean) | undefined;
-}
-
-interface OriginEntry {
-  readonly limiter: AdaptiveRateLimiter;
-  /** When `limiterFor` last returned it (ms on the registry's clock). */
-  usedAt: number;
 }
 
 /**
@@ -101,17 +51,12 @@ interface OriginEntry {
 export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
   readonly #clock: Clock;
   readonly #default: Omit<LimiterConfig, 'origins'> | false;
-  readonly #maxOriginLimiters: number;
-  readonly #idleTimeout: number;
   /** In declaration order; `replace` keeps a limiter's place. */
   readonly #named = new Map<string, NamedEntry>();
   /** Exact origin to the name of the limiter that lists it. */
   readonly #exact = new Map<string, string>();
-  /** Per-origin limiters, least recently used first (a use moves its entry to the end). */
-  readonly #perOrigin = new Map<string, OriginEntry>();
-  /** The key last moved to the end of `#perOrigin`: the last entry while it is still there. */
-  #newest: string | undefined;
-  #sweptAt: number;
+  /** Per-origin limiters, least recently used first, and their eviction. */
+  readonly #perOrigin: OriginPool;
   #closed = false;
   /** Entries added, removed or replaced so far (events or not): the HTTP adapters' route cache key. */
   #changes = 0;
@@ -121,16 +66,21 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
     const parsed = registryOptionsSchema.safeParse(options);
     if (!parsed.success) throw configErrorFrom(parsed.error, options, 'rate limiter registry options');
     this.#clock = options.clock ?? systemClock;
-    this.#maxOriginLimiters = parsed.data.maxOriginLimiters ?? REGISTRY_DEFAULTS.maxOriginLimiters;
-    this.#idleTimeout = parsed.data.idleTimeout ?? REGISTRY_DEFAULTS.idleTimeout;
+    const maxOriginLimiters = parsed.data.maxOriginLimiters ?? REGISTRY_DEFAULTS.maxOriginLimiters;
+    const idleTimeout = parsed.data.idleTimeout ?? REGISTRY_DEFAULTS.idleTimeout;
     this.#default = options.default ?? {};
-    this.#sweptAt = this.#clock.now();
+    this.#perOrigin = new OriginPool({
+      clock: this.#clock,
+      maxOriginLimiters,
+      idleTimeout,
+      onDrop: (origin, limiter) => this.#announce('removed', origin, limiter),
+    });
 
     const issues: ConfigIssue[] = [];
-    if (this.#default !== false) issues.push(...this.#checkDefault(this.#default));
+    if (this.#default !== false) issues.push(...defaultConfigIssues(this.#default, this.#clock));
     const entries = Object.entries(options.limiters ?? {});
     for (const [name, config] of entries) {
-      const built = this.#build(name, config);
+      const built = buildEntry(name, config, this.#clock);
       if ('issues' in built) issues.push(...built.issues);
       else this.#named.set(name, built);
     }
@@ -191,16 +141,15 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
     const found = this._touchOrigin(key);
     if (found !== undefined) return found;
 
-    const limiter = this.#make(key, this.#default);
+    const limiter = makeLimiter(key, this.#default, this.#clock);
     if (this.#closed) {
       // A closed registry answers every origin with a closed limiter, and keeps none of them.
       limiter.close();
       return limiter;
     }
-    this.#perOrigin.set(key, { limiter, usedAt: this.#clock.now() });
-    this.#newest = key;
+    this.#perOrigin.add(key, limiter);
     this.#announce('added', key, limiter);
-    this.#trim(key);
+    this.#perOrigin.trim(key);
     return limiter;
   }
 
@@ -210,18 +159,7 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
    * holds none for it. What the HTTP adapters call for an origin whose limiter they remember.
    */
   _touchOrigin(key: string): AdaptiveRateLimiter | undefined {
-    const now = this.#clock.now();
-    this.#sweep(now);
-    const found = this.#perOrigin.get(key);
-    if (found === undefined) return undefined;
-    found.usedAt = now;
-    if (this.#newest !== key) {
-      // Moved to the end (most recent); already there when it was the last one used.
-      this.#perOrigin.delete(key);
-      this.#perOrigin.set(key, found);
-      this.#newest = key;
-    }
-    return found.limiter;
+    return this.#perOrigin.touch(key);
   }
 
   /**
@@ -243,7 +181,7 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
    */
   get(name: string): AdaptiveRateLimiter | undefined {
     const named = this.#named.get(name);
-    return named !== undefined ? named.limiter : this.#perOrigin.get(name)?.limiter;
+    return named !== undefined ? named.limiter : this.#perOrigin.get(name);
   }
 
   /** The named limiters in declaration order, then the per-origin ones, least recently used first. */
@@ -274,7 +212,7 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
         'rate limiter registry',
       );
     }
-    const entry = this.#buildOrThrow(name, config, this.#named.entries());
+    const entry = buildEntryOrThrow(name, config, this.#named.entries(), this.#clock);
     this.#named.set(name, entry);
     this.#index(name, entry);
     this.#announce('added', name, entry.limiter);
@@ -301,7 +239,7 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
       );
     }
     const others = [...this.#named.entries()].filter(([n]) => n !== name);
-    const entry = this.#buildOrThrow(name, config, others);
+    const entry = buildEntryOrThrow(name, config, others, this.#clock);
     this.#unindex(name, old);
     this.#named.set(name, entry);
     this.#index(name, entry);
@@ -331,7 +269,7 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
       if (named.owned) limiter?.close();
     } else if (perOrigin !== undefined) {
       this.#perOrigin.delete(name);
-      limiter = perOrigin.limiter;
+      limiter = perOrigin;
       limiter.close();
     }
     this.#announce('removed', name, limiter);
@@ -347,7 +285,7 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
     if (this.#closed) return;
     this.#closed = true;
     for (const entry of this.#named.values()) if (entry.owned) entry.limiter?.close();
-    for (const entry of this.#perOrigin.values()) entry.limiter.close();
+    for (const limiter of this.#perOrigin.limiters()) limiter.close();
   }
 
   // ---- internals ---------------------------------------------------------------------------
@@ -367,158 +305,18 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
     if (limiter !== undefined) this.emit(event, { name, limiter });
   }
 
-  #make(name: string, config: LimiterConfig): AdaptiveRateLimiter {
-    const { origins: _origins, maxConcurrent: _maxConcurrent, limiter: _limiter, ...options } = config;
-    return new AdaptiveRateLimiter({ ...options, name, clock: this.#clock });
-  }
-
-  /** A limiter and its origin index for `config`, or every issue of the config. */
-  #build(name: string, config: LimiterConfig): NamedEntry | { issues: ConfigIssue[] } {
-    const path = `limiters.${name}`;
-    const issues: ConfigIssue[] = [];
-    if (typeof name !== 'string' || name === '') {
-      issues.push({ path, message: 'a limiter name must be a non-empty string', received: name });
-    }
-    if (typeof config !== 'object' || config === null) {
-      return { issues: [...issues, { path, message: 'expected a limiter config object', received: config }] };
-    }
-    issues.push(...limiterConfigIssues(config, path));
-    const given = config.limiter;
-    // A limiter instance carries its own options: nothing to make (limiterConfigIssues checked it).
-    const made = given === undefined ? collect(issues, path, () => this.#make(name, config)) : undefined;
-    const instance = given ?? made;
-    if (issues.length > 0 || instance === undefined) return { issues };
-    const origins = config.origins ?? [];
-    const wildcards = origins.filter((pattern) => pattern.includes('*'));
-    return {
-      config: { ...config, origins: [...origins] },
-      instance,
-      limiter: made ?? adaptiveOf(instance),
-      owned: made !== undefined,
-      exact: origins.map(exactOrigin).filter((origin) => origin !== undefined),
-      wildcard: wildcards.length > 0 ? originMatcher(wildcards) : undefined,
-    };
-  }
-
-  #buildOrThrow(
-    name: string,
-    config: LimiterConfig,
-    others: Iterable<readonly [string, NamedEntry]>,
-  ): NamedEntry {
-    const built = this.#build(name, config);
-    const existing = [...others].map(([n, entry]) => [n, entry.config] as const);
-    const conflicts = conflictIssues([...existing, [name, config]]).filter((issue) =>
-      issue.path.startsWith(`limiters.${name}.origins.`),
-    );
-    const issues = 'issues' in built ? [...built.issues, ...conflicts] : conflicts;
-    if (issues.length > 0 || 'issues' in built) throw new ConfigError(issues, 'rate limiter registry');
-    return built;
-  }
-
-  #checkDefault(config: Omit<LimiterConfig, 'origins'>): ConfigIssue[] {
-    const issues: ConfigIssue[] = [];
-    if (typeof config !== 'object' || config === null) {
-      return [{ path: 'default', message: 'expected a limiter config object or false', received: config }];
-    }
-    if ('origins' in config) {
-      issues.push({
-        path: 'default.origins',
-        message: 'the default covers every origin no limiter names; it takes no origins',
-        received: (config as LimiterConfig).origins,
-      });
-    }
-    const { limiter, ...options } = config;
-    if (limiter !== undefined) {
-      issues.push({
-        path: 'default.limiter',
-        message:
-          'the default makes a limiter per origin; put a limiter instance in a named limiter, with its origins',
-        received: limiter,
-      });
-    }
-    issues.push(...limiterConfigIssues(options, 'default'));
-    collect(issues, 'default', () => this.#make('default', options));
-    return issues;
-  }
-
   #index(name: string, entry: NamedEntry): void {
     for (const origin of entry.exact) if (!this.#exact.has(origin)) this.#exact.set(origin, name);
     // Per-origin limiters of origins this one now covers leave the registry.
-    for (const [origin, found] of this.#perOrigin) {
-      if (this.#owner(origin) === name) {
-        this.#perOrigin.delete(origin);
-        this.#announce('removed', origin, found.limiter);
-      }
-    }
+    this.#perOrigin.dropWhere((origin) => this.#owner(origin) === name);
   }
 
   #unindex(name: string, entry: NamedEntry): void {
     for (const origin of entry.exact) if (this.#exact.get(origin) === name) this.#exact.delete(origin);
   }
 
-  /** Drops per-origin limiters idle for `idleTimeout`; runs at most every `idleTimeout / 10` ms. */
-  #sweep(now: number): void {
-    if (now - this.#sweptAt < this.#idleTimeout / 10) return;
-    this.#sweptAt = now;
-    for (const [origin, entry] of this.#perOrigin) {
-      if (now - entry.usedAt < this.#idleTimeout) break; // LRU order: the rest were used later
-      if (isIdle(entry.limiter)) this.#drop(origin, entry);
-    }
-  }
-
-  /** Drops the least recently used idle per-origin limiters while there are more than the cap. */
-  #trim(keep: string): void {
-    for (const [origin, entry] of this.#perOrigin) {
-      if (this.#perOrigin.size <= this.#maxOriginLimiters) return;
-      if (origin !== keep && isIdle(entry.limiter)) this.#drop(origin, entry);
-    }
-  }
-
-  #drop(origin: string, entry: OriginEntry): void {
-    this.#perOrigin.delete(origin);
-    this.#announce('removed', origin, entry.limiter);
-  }
-
   #assertOpen(action: string): void {
     if (this.#closed)
       throw new AdaptiveRateLimitError('ERR_REGISTRY_CLOSED', `cannot ${action}: the registry is closed`);
   }
-}
-
-/**
- * The `AdaptiveRateLimiter` of a `limiter` instance: the instance when it is one, else its
- * `.limiter` when that is one (a `SharedBudget`'s local limiter), else `undefined`.
- */
-function adaptiveOf(instance: RateLimiter): AdaptiveRateLimiter | undefined {
-  if (instance instanceof AdaptiveRateLimiter) return instance;
-  const inner = (instance as { limiter?: unknown }).limiter;
-  return inner instanceof AdaptiveRateLimiter ? inner : undefined;
-}
-
-/** Nothing queued and no pause running: dropping it loses nothing but its learned rate. */
-function isIdle(limiter: AdaptiveRateLimiter): boolean {
-  const snapshot = limiter.snapshot();
-  return snapshot.queued === 0 && snapshot.pausedUntil === undefined;
-}
-
-/** Runs `fn`; its {@link ConfigError} issues join `issues`, each path under `path`. */
-function collect<T>(issues: ConfigIssue[], path: string, fn: () => T): T | undefined {
-  try {
-    return fn();
-  } catch (error) {
-    if (!(error instanceof ConfigError)) throw error;
-    for (const issue of error.issues)
-      issues.push({ ...issue, path: issue.path ? `${path}.${issue.path}` : path });
-    return undefined;
-  }
-}
-
-function conflictIssues(
-  limiters: Iterable<readonly [string, { origins?: readonly unknown[] | undefined } | undefined]>,
-): ConfigIssue[] {
-  return exactOriginConflicts(limiters).map((c) => ({
-    path: `limiters.${c.name}.origins.${c.index}`,
-    message: conflictMessage(c),
-    received: c.pattern,
-  }));
 }

@@ -1,0 +1,180 @@
+import { z } from 'zod';
+import { ConfigError, type ConfigIssue } from '../errors.js';
+import { normalizeOrigin, originMatcher } from '../http/origin.js';
+import { configErrorFrom, resolveLimiterOptions } from '../limiter/options.js';
+import type { RateLimiter } from '../limiter/types.js';
+import type { LimiterConfig } from './schema.js';
+
+/** The source a config error names. */
+export const SOURCE = 'rate limit config';
+
+/** The rule of `maxConcurrent`, in the schema and next to a `limiter` instance. */
+export const maxConcurrent = z.number().int().min(1);
+
+// ---- cross-field rules of the schema -----------------------------------------------------
+
+/** An issue of a {@link withRule} rule, at a path relative to the object it checks. */
+interface RuleIssue {
+  path: PropertyKey[];
+  message: string;
+  input: unknown;
+}
+
+/**
+ * `schema`, then `rule` on the input whenever it is an object and none of the fields `rule` reads
+ * (`reads`, top-level keys) has an issue, whatever the other fields do. A zod refinement would not
+ * do: zod skips every refinement of an object once one of its fields fails with an explicit abort
+ * (`.int()` does), so a non-integer `instanceCount` would hide `minUnitsPerMinute` > `maxUnitsPerMinute`.
+ */
+export function withRule<T extends z.ZodType>(
+  schema: T,
+  reads: readonly PropertyKey[],
+  rule: (value: Record<string, unknown>) => Iterable<RuleIssue>,
+) {
+  return z.unknown().transform((input, ctx): z.output<T> => {
+    const result = schema.safeParse(input);
+    const issues = result.success ? [] : result.error.issues;
+    for (const issue of issues) ctx.addIssue(issue as Parameters<typeof ctx.addIssue>[0]);
+    if (isRecord(input) && !issues.some((issue) => reads.includes(issue.path[0] ?? ''))) {
+      for (const issue of rule(input)) ctx.addIssue({ code: 'custom', ...issue });
+    }
+    return result.success ? result.data : z.NEVER;
+  });
+}
+
+export const RATE_FIELDS = ['minUnitsPerMinute', 'maxUnitsPerMinute', 'initialUnitsPerMinute'] as const;
+
+/** The limiter's cross-field rules (min <= max, initial within them), as `resolveLimiterOptions` states them. */
+export function* rateRules(value: Record<string, unknown>): Iterable<RuleIssue> {
+  const rates = Object.fromEntries(
+    RATE_FIELDS.filter((k) => value[k] !== undefined).map((k) => [k, value[k]]),
+  );
+  for (const issue of issuesOf(() => resolveLimiterOptions(rates))) {
+    yield { path: [issue.path], message: issue.message, input: issue.received };
+  }
+}
+
+/** An exact origin listed by two limiters; bad patterns are skipped (they are reported on their own). */
+export function* originRules(config: Record<string, unknown>): Iterable<RuleIssue> {
+  if (!isRecord(config.limiters)) return;
+  for (const c of exactOriginConflicts(
+    Object.entries(config.limiters) as Parameters<typeof exactOriginConflicts>[0],
+  )) {
+    yield { path: ['limiters', c.name, 'origins', c.index], message: conflictMessage(c), input: c.pattern };
+  }
+}
+
+// ---- helpers shared with the registry ----------------------------------------------------
+
+/** An exact origin that a later limiter lists although an earlier one (`owner`) already covers it. */
+export interface OriginConflict {
+  name: string;
+  index: number;
+  pattern: string;
+  origin: string;
+  owner: string;
+}
+
+/**
+ * Exact origins listed by more than one limiter, in declaration order: the first limiter owns
+ * the origin, each later listing is a conflict. Wildcards may overlap (the first declared wins);
+ * bad patterns are skipped (they are reported on their own).
+ */
+export function exactOriginConflicts(
+  limiters: Iterable<readonly [string, { origins?: readonly unknown[] | undefined } | undefined]>,
+): OriginConflict[] {
+  const owners = new Map<string, string>();
+  const conflicts: OriginConflict[] = [];
+  for (const [name, config] of limiters) {
+    const origins = isRecord(config) && Array.isArray(config.origins) ? config.origins : [];
+    origins.forEach((pattern, index) => {
+      if (typeof pattern !== 'string' || pattern.includes('*')) return;
+      const origin = exactOrigin(pattern);
+      if (origin === undefined) return;
+      const owner = owners.get(origin);
+      if (owner === undefined) owners.set(origin, name);
+      else if (owner !== name) conflicts.push({ name, index, pattern, origin, owner });
+    });
+  }
+  return conflicts;
+}
+
+export function conflictMessage(conflict: OriginConflict): string {
+  return `${conflict.origin} is already covered by limiter "${conflict.owner}"`;
+}
+
+/** The normalized origin of an exact (non-wildcard) pattern, or `undefined` when it is not one. */
+export function exactOrigin(pattern: string): string | undefined {
+  if (pattern.includes('*') || issuesOf(() => originMatcher([pattern])).length > 0) return undefined;
+  return normalizeOrigin(pattern);
+}
+
+/** The keys of a {@link LimiterConfig} allowed next to a `limiter` instance. */
+const WITH_INSTANCE: ReadonlySet<string> = new Set(['origins', 'maxConcurrent', 'limiter']);
+
+/**
+ * What a {@link LimiterConfig} adds to the limiter's options (`origins`, `maxConcurrent`,
+ * `limiter`), checked; the limiter checks the rest when it is made. Issues name
+ * `${path}.origins.0` and so on.
+ */
+export function limiterConfigIssues(config: LimiterConfig, path: string): ConfigIssue[] {
+  const issues: ConfigIssue[] = [];
+  if (config.limiter !== undefined) {
+    if (!isRateLimiter(config.limiter))
+      issues.push({
+        path: `${path}.limiter`,
+        message: 'expected a RateLimiter (an object with acquire() and tryAcquire())',
+        received: config.limiter,
+      });
+    for (const [key, value] of Object.entries(config)) {
+      if (value === undefined || WITH_INSTANCE.has(key)) continue;
+      issues.push({
+        path: `${path}.${key}`,
+        message: 'not allowed with `limiter`: the limiter instance carries its own options',
+        received: value,
+      });
+    }
+  }
+  if (config.origins !== undefined) {
+    if (Array.isArray(config.origins))
+      issues.push(...issuesOf(() => originMatcher(config.origins ?? [], `${path}.origins`)));
+    else
+      issues.push({
+        path: `${path}.origins`,
+        message: 'expected an array of origins',
+        received: config.origins,
+      });
+  }
+  if (config.maxConcurrent !== undefined) {
+    const result = maxConcurrent.safeParse(config.maxConcurrent);
+    if (!result.success)
+      issues.push(
+        ...configErrorFrom(result.error, config.maxConcurrent, SOURCE, `${path}.maxConcurrent`).issues,
+      );
+  }
+  return issues;
+}
+
+/** The issues of the {@link ConfigError} `fn` throws, or none; any other error is rethrown. */
+export function issuesOf(fn: () => unknown): readonly ConfigIssue[] {
+  try {
+    fn();
+    return [];
+  } catch (error) {
+    if (error instanceof ConfigError) return error.issues;
+    throw error;
+  }
+}
+
+function isRateLimiter(value: unknown): value is RateLimiter {
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    typeof (value as RateLimiter).acquire === 'function' &&
+    typeof (value as RateLimiter).tryAcquire === 'function'
+  );
+}
+
+export function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}

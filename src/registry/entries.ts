@@ -1,0 +1,141 @@
+import type { Clock } from '../clock.js';
+import { conflictMessage, exactOrigin, exactOriginConflicts, limiterConfigIssues } from '../config/rules.js';
+import type { LimiterConfig } from '../config/schema.js';
+import { ConfigError, type ConfigIssue } from '../errors.js';
+import { originMatcher } from '../http/origin.js';
+import { AdaptiveRateLimiter } from '../limiter/adaptive.js';
+import type { RateLimiter } from '../limiter/types.js';
+
+/** A named limiter of the registry, built from its config by {@link buildEntry}. */
+export interface NamedEntry {
+  readonly config: LimiterConfig;
+  /** What its requests go through: the limiter made from `config`, or `config.limiter`. */
+  readonly instance: RateLimiter;
+  /** Its `AdaptiveRateLimiter`: the one made, or the instance's (see {@link adaptiveOf}). */
+  readonly limiter: AdaptiveRateLimiter | undefined;
+  /** Whether the registry made it, and so closes it; a `limiter` instance is its owner's. */
+  readonly owned: boolean;
+  /** Its exact origins, normalized. */
+  readonly exact: readonly string[];
+  /** Its wildcard patterns as one predicate, if it has any. */
+  readonly wildcard: ((origin: string) => boolean) | undefined;
+}
+
+/** The limiter `name` made from `config` on the registry's `clock`. */
+export function makeLimiter(name: string, config: LimiterConfig, clock: Clock): AdaptiveRateLimiter {
+  const { origins: _origins, maxConcurrent: _maxConcurrent, limiter: _limiter, ...options } = config;
+  return new AdaptiveRateLimiter({ ...options, name, clock });
+}
+
+/** A limiter and its origin index for `config`, or every issue of the config. */
+export function buildEntry(
+  name: string,
+  config: LimiterConfig,
+  clock: Clock,
+): NamedEntry | { issues: ConfigIssue[] } {
+  const path = `limiters.${name}`;
+  const issues: ConfigIssue[] = [];
+  if (typeof name !== 'string' || name === '') {
+    issues.push({ path, message: 'a limiter name must be a non-empty string', received: name });
+  }
+  if (typeof config !== 'object' || config === null) {
+    return { issues: [...issues, { path, message: 'expected a limiter config object', received: config }] };
+  }
+  issues.push(...limiterConfigIssues(config, path));
+  const given = config.limiter;
+  // A limiter instance carries its own options: nothing to make (limiterConfigIssues checked it).
+  const made =
+    given === undefined ? collect(issues, path, () => makeLimiter(name, config, clock)) : undefined;
+  const instance = given ?? made;
+  if (issues.length > 0 || instance === undefined) return { issues };
+  const origins = config.origins ?? [];
+  const wildcards = origins.filter((pattern) => pattern.includes('*'));
+  return {
+    config: { ...config, origins: [...origins] },
+    instance,
+    limiter: made ?? adaptiveOf(instance),
+    owned: made !== undefined,
+    exact: origins.map(exactOrigin).filter((origin) => origin !== undefined),
+    wildcard: wildcards.length > 0 ? originMatcher(wildcards) : undefined,
+  };
+}
+
+/**
+ * {@link buildEntry}, checked also against the exact origins of the `others` entries.
+ * @throws {ConfigError} listing every issue.
+ */
+export function buildEntryOrThrow(
+  name: string,
+  config: LimiterConfig,
+  others: Iterable<readonly [string, NamedEntry]>,
+  clock: Clock,
+): NamedEntry {
+  const built = buildEntry(name, config, clock);
+  const existing = [...others].map(([n, entry]) => [n, entry.config] as const);
+  const conflicts = conflictIssues([...existing, [name, config]]).filter((issue) =>
+    issue.path.startsWith(`limiters.${name}.origins.`),
+  );
+  const issues = 'issues' in built ? [...built.issues, ...conflicts] : conflicts;
+  if (issues.length > 0 || 'issues' in built) throw new ConfigError(issues, 'rate limiter registry');
+  return built;
+}
+
+/** The issues of the registry's `default` config. */
+export function defaultConfigIssues(config: Omit<LimiterConfig, 'origins'>, clock: Clock): ConfigIssue[] {
+  const issues: ConfigIssue[] = [];
+  if (typeof config !== 'object' || config === null) {
+    return [{ path: 'default', message: 'expected a limiter config object or false', received: config }];
+  }
+  if ('origins' in config) {
+    issues.push({
+      path: 'default.origins',
+      message: 'the default covers every origin no limiter names; it takes no origins',
+      received: (config as LimiterConfig).origins,
+    });
+  }
+  const { limiter, ...options } = config;
+  if (limiter !== undefined) {
+    issues.push({
+      path: 'default.limiter',
+      message:
+        'the default makes a limiter per origin; put a limiter instance in a named limiter, with its origins',
+      received: limiter,
+    });
+  }
+  issues.push(...limiterConfigIssues(options, 'default'));
+  collect(issues, 'default', () => makeLimiter('default', options, clock));
+  return issues;
+}
+
+/** An issue for each exact origin that a later limiter lists although an earlier one covers it. */
+export function conflictIssues(
+  limiters: Iterable<readonly [string, { origins?: readonly unknown[] | undefined } | undefined]>,
+): ConfigIssue[] {
+  return exactOriginConflicts(limiters).map((c) => ({
+    path: `limiters.${c.name}.origins.${c.index}`,
+    message: conflictMessage(c),
+    received: c.pattern,
+  }));
+}
+
+/**
+ * The `AdaptiveRateLimiter` of a `limiter` instance: the instance when it is one, else its
+ * `.limiter` when that is one (a `SharedBudget`'s local limiter), else `undefined`.
+ */
+function adaptiveOf(instance: RateLimiter): AdaptiveRateLimiter | undefined {
+  if (instance instanceof AdaptiveRateLimiter) return instance;
+  const inner = (instance as { limiter?: unknown }).limiter;
+  return inner instanceof AdaptiveRateLimiter ? inner : undefined;
+}
+
+/** Runs `fn`; its {@link ConfigError} issues join `issues`, each path under `path`. */
+function collect<T>(issues: ConfigIssue[], path: string, fn: () => T): T | undefined {
+  try {
+    return fn();
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error;
+    for (const issue of error.issues)
+      issues.push({ ...issue, path: issue.path ? `${path}.${issue.path}` : path });
+    return undefined;
+  }
+}
