@@ -8,16 +8,7 @@ import { ConfigError } from '../src/errors.js';
 import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
 import { resolveLimiterOptions } from '../src/limiter/options.js';
 import { RateLimiterRegistry } from '../src/registry.js';
-
-function configError(fn: () => unknown): ConfigError {
-  try {
-    fn();
-  } catch (error) {
-    if (error instanceof ConfigError) return error;
-    throw error;
-  }
-  throw new Error('expected a ConfigError');
-}
+import { configError } from './helpers/config-error.js';
 
 const CONTROLLER = "expected 'aimd', 'cubic' or an object with onThrottled and onSuccess";
 

@@ -4,13 +4,14 @@ import { describe, expect, it, vi } from 'vitest';
 import { ManualClock } from '../src/clock.js';
 import { parseConfig } from '../src/config/schema.js';
 import { DIAGNOSTICS_CHANNELS } from '../src/diagnostics.js';
-import { ConfigError, RateLimitRejectedError } from '../src/errors.js';
+import { RateLimitRejectedError } from '../src/errors.js';
 import { rateLimitedFetch } from '../src/http/fetch.js';
 import { adaptiveRateLimit } from '../src/http/interceptor.js';
 import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
 import { FixedWindowRateLimiter } from '../src/limiter/fixed-window.js';
 import { createSharedBudget, MemoryBudgetStore, type SharedBudget } from '../src/redis/index.js';
 import { RateLimiterRegistry } from '../src/registry.js';
+import { configError } from './helpers/config-error.js';
 import { agentWith, cleanups, get, limit, serve } from './helpers/interceptor-fixtures.js';
 import { until } from './helpers/rate-limited-server.js';
 
@@ -38,16 +39,6 @@ function throttleRequest(n: number) {
     res.writeHead(429, { 'retry-after': '30' }).end('slow down');
     return true;
   };
-}
-
-function configError(fn: () => unknown): ConfigError {
-  try {
-    fn();
-  } catch (error) {
-    if (error instanceof ConfigError) return error;
-    throw error;
-  }
-  throw new Error('expected a ConfigError');
 }
 
 describe('a SharedBudget behind origins of the HTTP adapters', () => {

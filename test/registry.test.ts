@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
 import { AdaptiveRateLimitError, ConfigError, RateLimitRejectedError } from '../src/errors.js';
 import { RateLimiterRegistry, type RegistryOptions } from '../src/registry.js';
+import { configError } from './helpers/config-error.js';
 
 function setup(options: RegistryOptions = {}) {
   const clock = new ManualClock();
@@ -11,16 +12,6 @@ function setup(options: RegistryOptions = {}) {
   registry.on('removed', ({ name }) => events.push(`removed ${name}`));
   registry.on('replaced', ({ name }) => events.push(`replaced ${name}`));
   return { clock, registry, events };
-}
-
-function configError(fn: () => unknown): ConfigError {
-  try {
-    fn();
-  } catch (error) {
-    if (error instanceof ConfigError) return error;
-    throw error;
-  }
-  throw new Error('expected a ConfigError');
 }
 
 describe('RateLimiterRegistry: origin to limiter', () => {
