@@ -25,6 +25,12 @@ export interface AttemptPlan<T> {
   /** Whether a throttled error may be sent again. @default true */
   canRetryError?(error: unknown): boolean;
   /**
+   * Waits for a slot of a concurrency cap before each attempt's units, and resolves with its
+   * release, called when the attempt's `send` settles. Taking the slot first keeps the units
+   * taken close to the send: units taken while waiting for a slot would go out in a burst.
+   */
+  slot?(signal: AbortSignal | undefined): Promise<() => void>;
+  /**
    * The result of attempt 1 when the adapter made that attempt itself (a synchronous fast path:
    * units taken with `tryAcquire`), fed its permit, found it throttled and decided, by the rule
    * this loop applies, to send it again. The loop then starts at attempt 2, holding it.
@@ -46,9 +52,12 @@ export async function runAttempts<T>(plan: AttemptPlan<T>): Promise<T> {
   let heldError: { error: unknown } | undefined;
   for (let attempt = held === undefined ? 1 : 2; ; attempt++) {
     let permit: Permit;
+    let release: (() => void) | undefined;
     try {
+      if (plan.slot !== undefined) release = await plan.slot(plan.signal);
       permit = await plan.limiter.acquire(plan.units, { signal: plan.signal });
     } catch (error) {
+      release?.();
       // A retry the limiter refuses (queue full, wait past maxWait, closed) ends with the
       // server's last answer, which the caller would otherwise never see.
       if (error instanceof RateLimitRejectedError) {
@@ -65,6 +74,7 @@ export async function runAttempts<T>(plan: AttemptPlan<T>): Promise<T> {
     try {
       result = await plan.send(attempt);
     } catch (error) {
+      release?.();
       const outcome = plan.classifyError ? plan.classifyError(error) : ({ kind: 'failed' } as const);
       feed(permit, outcome);
       if (
@@ -77,6 +87,7 @@ export async function runAttempts<T>(plan: AttemptPlan<T>): Promise<T> {
       }
       throw error;
     }
+    release?.();
     const outcome = plan.classify(result);
     feed(permit, outcome);
     if (outcome.kind !== 'throttled' || attempt >= plan.maxAttempts || !(plan.canRetry?.(result) ?? true)) {

@@ -279,4 +279,31 @@ describe('adaptiveRateLimit: maxConcurrent', () => {
     expect((await get(agent, `${origin}/after`)).status).toBe(200);
     expect(hold.server.received.map((r) => r.path)).toEqual(['/hang', '/after']);
   });
+  it('takes no units while a request waits for a slot, so waiting requests neither burst nor spend', async () => {
+    // Regression: units were taken before the slot; requests that waited for it went out back to
+    // back when it freed (already paid for), and an abort there lost its units.
+    const hold = await holdingServer();
+    const origin = hold.server.origin;
+    const clock = new ManualClock();
+    const rl = limit({
+      clock,
+      limiters: { api: { origins: [origin], maxConcurrent: 1, initialUnitsPerMinute: 600 } },
+    });
+    const agent = agentWith(rl);
+    const limiter = rl.registry.get('api')!;
+
+    const first = get(agent, `${origin}/hang`);
+    await hold.server.waitForRequests(1);
+    const abort = new AbortController();
+    const waiting = Array.from({ length: 4 }, (_, i) =>
+      request(`${origin}/waiting/${i}`, { dispatcher: agent, signal: abort.signal }),
+    );
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(limiter.snapshot().tokens).toBe(9); // only the first request's unit is spent
+    abort.abort();
+    await Promise.all(waiting.map((w) => expect(w).rejects.toMatchObject({ name: 'AbortError' })));
+    expect(limiter.snapshot().tokens).toBe(9);
+    hold.answerOne();
+    expect((await first).status).toBe(200);
+  });
 });

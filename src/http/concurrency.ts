@@ -54,26 +54,29 @@ export class ConcurrencyGate {
     }
   }
 
-  /**
-   * Runs `send` in a slot, which it holds until the promise it returns settles: at once when a
-   * slot is free and nobody waits, else after the requests waiting before it. An abort while it
-   * waits rejects with the signal's reason, and `send` is never called.
-   */
-  run<T>(send: () => Promise<T>, signal?: AbortSignal): Promise<T> {
-    if (!this.tryEnter()) {
-      this.#fit();
-      return this.#queue.add(send, { signal });
-    }
-    let sent: Promise<T>;
+  /** Runs `send` in a slot, held until the promise it returns settles (see {@link enter}). */
+  async run<T>(send: () => Promise<T>, signal?: AbortSignal): Promise<T> {
+    const release = await this.enter(signal);
     try {
-      sent = send();
-    } catch (error) {
-      this.leave();
-      return Promise.reject(error);
+      return await send();
+    } finally {
+      release();
     }
-    const leave = () => this.leave();
-    sent.then(leave, leave);
-    return sent;
+  }
+
+  /**
+   * Waits for a slot: at once when one is free and nobody waits, else after the requests waiting
+   * before it (FIFO). Resolves with the function that gives it back (once). An abort while it
+   * waits rejects with the signal's reason and takes no slot.
+   */
+  enter(signal?: AbortSignal): Promise<() => void> {
+    if (signal?.aborted) return Promise.reject(signal.reason);
+    if (this.tryEnter()) return Promise.resolve(once(() => this.leave()));
+    this.#fit();
+    return new Promise((resolve, reject) => {
+      // The queued task holds its p-queue slot until the release is called.
+      this.#queue.add(() => new Promise<void>((release) => resolve(once(release))), { signal }).catch(reject);
+    });
   }
 
   /** Lets the queue run only as many requests as the slots taken outside it leave free. */
@@ -87,4 +90,13 @@ export class ConcurrencyGate {
     if (this.#queue.concurrency !== free) this.#queue.concurrency = free;
     this.#queue.start();
   }
+}
+
+function once(fn: () => void): () => void {
+  let done = false;
+  return () => {
+    if (done) return;
+    done = true;
+    fn();
+  };
 }

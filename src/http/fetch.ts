@@ -77,7 +77,8 @@ export function rateLimitedFetch(options: RateLimitedFetchOptions = {}): RateLim
         units,
         maxAttempts: resolved.maxAttempts,
         signal,
-        send: () => (gate === undefined ? attempt() : gate.run(attempt, signal)),
+        slot: gate === undefined ? undefined : (slotSignal) => gate.enter(slotSignal),
+        send: attempt,
         classify: (r) => runtime.classify(r.status, r.headers, () => headerRecord(r.headers)),
         canRetry: () => bodies.replayable,
         discard: (r) => {

@@ -2,6 +2,7 @@ import type { Dispatcher } from 'undici';
 import { feed, runAttempts } from '../attempts.js';
 import type { Outcome, Permit } from '../limiter/types.js';
 import { Attempt, type AttemptJudge, type AttemptOwner } from './attempt.js';
+import type { ConcurrencyGate } from './concurrency.js';
 import { headerRecord } from './headers.js';
 import { type AttemptBodies, attemptBodies } from './request-body.js';
 import type { HttpRuntime, Route } from './runtime.js';
@@ -231,6 +232,10 @@ export class RateLimitedDispatch implements Controller, AttemptOwner, AttemptJud
       maxAttempts: this.#runtime.options.maxAttempts,
       signal: cancel.signal,
       throttledFirst,
+      slot:
+        this.#route.gate === undefined
+          ? undefined
+          : (signal) => (this.#route.gate as ConcurrencyGate).enter(signal),
       send: () => this.#send(),
       classify: (a) => this.#classify(a),
       canRetry: () => this.#canRetry(),
@@ -242,20 +247,17 @@ export class RateLimitedDispatch implements Controller, AttemptOwner, AttemptJud
   }
 
   #send(): Promise<Attempt> {
-    const send = () =>
-      new Promise<Attempt>((resolve, reject) => {
-        const judge: AttemptJudge = {
-          // Held for the loop to judge.
-          started: (attempt) => {
-            resolve(attempt);
-            return false;
-          },
-          failed: (_attempt, error) => reject(error),
-        };
-        this.#dispatchAttempt(new Attempt(this, judge));
-      });
-    const gate = this.#route.gate;
-    return gate === undefined ? send() : gate.run(send, this.#cancel?.signal);
+    return new Promise<Attempt>((resolve, reject) => {
+      const judge: AttemptJudge = {
+        // Held for the loop to judge.
+        started: (attempt) => {
+          resolve(attempt);
+          return false;
+        },
+        failed: (_attempt, error) => reject(error),
+      };
+      this.#dispatchAttempt(new Attempt(this, judge));
+    });
   }
 
   #dispatchAttempt(attempt: Attempt): void {
