@@ -49,6 +49,7 @@ export interface RegistryEventMap {
  * it (not in `remove`, not in `close`): close it yourself, after the adapters that use it.
  */
 export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
+  readonly #busyChecks = new Set<(limiter: AdaptiveRateLimiter) => boolean>();
   readonly #clock: Clock;
   readonly #default: Omit<LimiterConfig, 'origins'> | false;
   /** In declaration order; `replace` keeps a limiter's place. */
@@ -74,6 +75,10 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
       maxOriginLimiters,
       idleTimeout,
       onDrop: (origin, limiter) => this.#announce('removed', origin, limiter),
+      isBusy: (limiter) => {
+        for (const busy of this.#busyChecks) if (busy(limiter)) return true;
+        return false;
+      },
     });
 
     const issues: ConfigIssue[] = [];
@@ -131,6 +136,16 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
   }
 
   /** @internal How many times an entry was added, removed or replaced: routes stay valid until it moves. */
+  /**
+   * @internal An adapter tells the registry which limiters it still uses beyond their own queue
+   * (requests holding or waiting for a maxConcurrent slot): those are not dropped as idle, or a
+   * new limiter for the origin would come with a second cap. Returns the function that removes it.
+   */
+  _addBusyCheck(check: (limiter: AdaptiveRateLimiter) => boolean): () => void {
+    this.#busyChecks.add(check);
+    return () => this.#busyChecks.delete(check);
+  }
+
   get _changes(): number {
     return this.#changes;
   }

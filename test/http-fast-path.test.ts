@@ -4,6 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { type Dispatcher, request, upgrade } from 'undici';
 import { describe, expect, it, vi } from 'vitest';
 import { ManualClock } from '../src/clock.js';
+import { RateLimiterRegistry } from '../src/registry.js';
 import { agentWith, cleanups, get, limit, NEVER_BINDS, serve } from './helpers/interceptor-fixtures.js';
 
 // The fast path: a request whose units (and maxConcurrent slot) are free is sent at once and its
@@ -305,5 +306,32 @@ describe('adaptiveRateLimit: maxConcurrent', () => {
     expect(limiter.snapshot().tokens).toBe(9);
     hold.answerOne();
     expect((await first).status).toBe(200);
+  });
+  it('keeps the cap of an origin whose limiter has requests in flight when other origins crowd the registry', async () => {
+    // Regression: a per-origin limiter with requests holding its slot counted as idle, was
+    // dropped, and the next request to the origin came with a second cap.
+    const hold = await holdingServer();
+    const other = await serve();
+    const a = hold.server.origin;
+    const registry = new RateLimiterRegistry({
+      default: { ...NEVER_BINDS, maxConcurrent: 1 },
+      maxOriginLimiters: 1,
+    });
+    cleanups.push(() => registry.close());
+    const agent = agentWith(limit({ registry }));
+
+    const first = get(agent, `${a}/hang/0`);
+    await hold.server.waitForRequests(1);
+    const second = get(agent, `${a}/hang/1`);
+    expect((await get(agent, `${other.origin}/`)).status).toBe(200);
+    const third = get(agent, `${a}/hang/2`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(hold.server.requests).toBe(1);
+    for (let i = 0; i < 3; i++) {
+      await hold.server.waitForRequests(i + 1);
+      hold.answerOne();
+    }
+    expect((await Promise.all([first, second, third])).map((r) => r.status)).toEqual([200, 200, 200]);
+    expect(hold.maxInFlight).toBe(1);
   });
 });

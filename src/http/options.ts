@@ -37,8 +37,9 @@ export interface InterceptorOptions {
   default?: Omit<LimiterConfig, 'origins'> | false;
   /**
    * A registry to take limiters from instead of building one from `limiters`, `default` and
-   * `clock`: share it between an interceptor and a fetch wrapper, watch its events, change it at
-   * run time. Its owner closes it. @default a registry of the adapter's own
+   * `clock`: share it between an interceptor and a fetch wrapper (they share the limiters' rates;
+   * each adapter keeps its own `maxConcurrent` cap), watch its events, change it at run time.
+   * Its owner closes it. @default a registry of the adapter's own
    */
   registry?: RateLimiterRegistry;
   /**

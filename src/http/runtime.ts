@@ -34,6 +34,7 @@ export class HttpRuntime {
   readonly #rules: ResponseRules;
   /** One gate per limiter (per `limiter` instance): a named limiter's origins share its cap. */
   readonly #gates = new WeakMap<RateLimiter, ConcurrencyGate>();
+  readonly #removeBusyCheck: () => void;
   /** By normalized origin; `null` for an origin passed through. Valid for `registry._changes`. */
   readonly #routes = new Map<string, Route | null>();
   #seenChanges: number;
@@ -48,6 +49,10 @@ export class HttpRuntime {
         ...(options.default !== undefined && { default: options.default }),
         ...(options.clock !== undefined && { clock: options.clock }),
       });
+    this.#removeBusyCheck = this.registry._addBusyCheck((limiter) => {
+      const gate = this.#gates.get(limiter);
+      return gate !== undefined && (gate.inFlight > 0 || gate.waiting > 0);
+    });
     this.#rules = {
       throttleStatuses: options.throttleStatuses,
       classify: options.classify,
@@ -123,6 +128,7 @@ export class HttpRuntime {
 
   /** Closes the registry if this runtime made it. */
   close(): void {
+    this.#removeBusyCheck();
     if (this.#ownsRegistry) this.registry.close();
   }
 }

@@ -17,6 +17,8 @@ export interface OriginPoolOptions {
   idleTimeout: number;
   /** Told of each limiter dropped as idle, over the cap or by {@link OriginPool.dropWhere}. */
   onDrop: (origin: string, limiter: AdaptiveRateLimiter) => void;
+  /** Whether something outside the limiter still uses it (an adapter's requests in flight). */
+  isBusy?: (limiter: AdaptiveRateLimiter) => boolean;
 }
 
 /**
@@ -30,6 +32,7 @@ export class OriginPool {
   readonly #maxOriginLimiters: number;
   readonly #idleTimeout: number;
   readonly #onDrop: (origin: string, limiter: AdaptiveRateLimiter) => void;
+  readonly #isBusy: (limiter: AdaptiveRateLimiter) => boolean;
   /** Per-origin limiters, least recently used first (a use moves its entry to the end). */
   readonly #perOrigin = new Map<string, OriginEntry>();
   /** The key last moved to the end of `#perOrigin`: the last entry while it is still there. */
@@ -41,6 +44,7 @@ export class OriginPool {
     this.#maxOriginLimiters = options.maxOriginLimiters;
     this.#idleTimeout = options.idleTimeout;
     this.#onDrop = options.onDrop;
+    this.#isBusy = options.isBusy ?? (() => false);
     this.#sweptAt = this.#clock.now();
   }
 
@@ -105,7 +109,7 @@ export class OriginPool {
   trim(keep: string): void {
     for (const [origin, entry] of this.#perOrigin) {
       if (this.#perOrigin.size <= this.#maxOriginLimiters) return;
-      if (origin !== keep && isIdle(entry.limiter)) this.#drop(origin, entry);
+      if (origin !== keep && this.#idle(entry.limiter)) this.#drop(origin, entry);
     }
   }
 
@@ -115,8 +119,12 @@ export class OriginPool {
     this.#sweptAt = now;
     for (const [origin, entry] of this.#perOrigin) {
       if (now - entry.usedAt < this.#idleTimeout) break; // LRU order: the rest were used later
-      if (isIdle(entry.limiter)) this.#drop(origin, entry);
+      if (this.#idle(entry.limiter)) this.#drop(origin, entry);
     }
+  }
+
+  #idle(limiter: AdaptiveRateLimiter): boolean {
+    return isIdle(limiter) && !this.#isBusy(limiter);
   }
 
   #drop(origin: string, entry: OriginEntry): void {
