@@ -1,0 +1,269 @@
+import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
+import type { Clock } from '../clock.js';
+import type { AdaptiveRateLimiter } from '../limiter/adaptive.js';
+import type { Permit } from '../limiter/types.js';
+import type { MemberState, SharedState } from './member-state.js';
+import type { ResolvedSharedOptions } from './options.js';
+import type { Era } from './permit.js';
+import type { Answer, BudgetStore } from './store.js';
+
+/** A backlog of queued units counts as demand to be served within this many ms. */
+const BACKLOG_MS = 1_000;
+
+/** What a {@link Coordinator} is made with. Rates are the whole budget's, units/min. */
+export interface CoordinatorInit {
+  readonly opts: ResolvedSharedOptions;
+  /** `undefined`: none (unlimited until a throttle). */
+  readonly initialRate: number | undefined;
+  readonly minRate: number;
+  /** `Infinity`: no maximum. */
+  readonly maxRate: number;
+  /** The limiter's `decreaseCooldown` and `maxPause`, ms: the store's cut and pause use them. */
+  readonly cooldown: number;
+  readonly maxPause: number;
+  /** Opens the store. */
+  readonly store: () => BudgetStore;
+}
+
+/**
+ * A member's coordination with the others through the store: the heartbeat (one script) on the
+ * local limiter's clock, which registers the member, reports its demand and its controller's
+ * proposed change; the cut and pause scripts a permit's throttle sends at once; and leaving. The
+ * answers go to the {@link MemberState}: in the same call when the store answers synchronously
+ * (memory), so on a virtual clock everything happens at its instant; a failure marks it degraded.
+ */
+export class Coordinator {
+  /** This member's id in the store. */
+  readonly id: string;
+  /** The store the budget shares its state through. */
+  readonly store: BudgetStore;
+  /** Resolves after the first heartbeat, answered or failed. */
+  readonly ready: Promise<void>;
+
+  readonly #member: MemberState;
+  readonly #limiter: AdaptiveRateLimiter;
+  readonly #opts: ResolvedSharedOptions;
+  readonly #clock: Clock;
+  /** Whole-budget rates for the store, units/min; `undefined`: none (unlimited, no maximum). */
+  readonly #initial: number | undefined;
+  readonly #min: number;
+  readonly #max: number | undefined;
+  readonly #cooldown: number;
+  readonly #maxPause: number;
+
+  #timer: unknown;
+  #beat: Promise<void> | undefined;
+  #closed = false;
+  #localCut: { from: number; to: number } | undefined;
+  #seq = 0;
+  readonly #pending = new Set<Promise<unknown>>();
+  #isReady = false;
+  #resolveReady: () => void = () => {};
+
+  constructor(member: MemberState, init: CoordinatorInit) {
+    this.#member = member;
+    this.#limiter = member.limiter;
+    this.#opts = init.opts;
+    this.#clock = this.#limiter.clock;
+    this.#initial = init.initialRate;
+    this.#min = init.minRate;
+    this.#max = Number.isFinite(init.maxRate) ? init.maxRate : undefined;
+    this.#cooldown = init.cooldown;
+    this.#maxPause = init.maxPause;
+
+    this.id = `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
+    this.store = init.store();
+
+    this.#limiter.on('paused', (e) => member.paused(e.until - e.ms, e.until));
+    this.#limiter.on('increased', (e) => {
+      if (e.cause === 'success' && Number.isFinite(e.from)) member.proposed(e.to - e.from);
+    });
+    this.#limiter.on('decreased', (e) => {
+      if (e.cause === 'throttle') this.#localCut = { from: e.from, to: e.to };
+      else if (e.cause === 'success' && Number.isFinite(e.from)) member.proposed(e.to - e.from);
+    });
+
+    this.ready = new Promise((resolve) => {
+      this.#resolveReady = () => {
+        this.#isReady = true;
+        resolve();
+      };
+    });
+  }
+
+  /** What this member last learned from the store. */
+  get state(): SharedState {
+    return this.#member.state(this.store.roundTrips);
+  }
+
+  /** True once the first heartbeat was answered or failed. */
+  get isReady(): boolean {
+    return this.#isReady;
+  }
+
+  /** Sends the first heartbeat; the next follow every `heartbeatInterval`. */
+  start(): void {
+    this.#tick();
+  }
+
+  /** Runs a heartbeat now (after the one in flight) and returns the state it learned. */
+  async refresh(): Promise<SharedState> {
+    while (this.#beat !== undefined) await this.#beat;
+    await this.#heartbeat();
+    return this.state;
+  }
+
+  /** Waits for the cut and pause scripts sent so far. */
+  async flush(): Promise<void> {
+    await Promise.allSettled([...this.#pending]);
+  }
+
+  /** Stops the heartbeat, leaves the budget, closes the store and the local limiter. Idempotent. */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#member.close();
+    if (this.#timer !== undefined) this.#clock.clearTimeout(this.#timer);
+    this.#timer = undefined;
+    await this.#beat;
+    await this.flush();
+    if (!this.#member.degraded) {
+      await Promise.resolve()
+        .then(() => this.store.leave(this.id))
+        .catch(() => undefined);
+    }
+    await this.store.close?.();
+    this.#limiter.close();
+  }
+
+  /** A permit sent in `sent` was throttled: shares the local limiter's cut and the pause. */
+  throttled(inner: Permit, sent: Era, retryAfterMs: number | undefined): void {
+    this.#localCut = undefined;
+    inner.throttled(retryAfterMs);
+    const cut = this.#localCut;
+    this.#localCut = undefined;
+    if (cut !== undefined) this.#track(this.#cut(sent, cut));
+    if (retryAfterMs !== undefined && retryAfterMs > 0) this.#track(this.#pause(retryAfterMs));
+  }
+
+  /** A permit failed: shares its Retry-After pause. */
+  failed(inner: Permit, retryAfterMs: number | undefined): void {
+    inner.failed(retryAfterMs);
+    if (retryAfterMs !== undefined && retryAfterMs > 0) this.#track(this.#pause(retryAfterMs));
+  }
+
+  #tick(): void {
+    this.#timer = undefined;
+    if (this.#closed) return;
+    const beat = this.#heartbeat();
+    if (beat === undefined) this.#arm();
+    else void beat.finally(() => this.#arm());
+  }
+
+  #arm(): void {
+    if (this.#closed || this.#timer !== undefined) return;
+    this.#timer = this.#clock.setTimeout(() => this.#tick(), this.#opts.heartbeatInterval);
+  }
+
+  /** Sends a heartbeat (or joins the one in flight); `undefined` when it was applied at once. */
+  #heartbeat(): Promise<void> | undefined {
+    if (this.#beat !== undefined) return this.#beat;
+    const pending = this.#sendHeartbeat();
+    if (pending === undefined) {
+      this.#resolveReady();
+      return undefined;
+    }
+    const beat = pending.finally(() => {
+      this.#beat = undefined;
+      this.#resolveReady();
+    });
+    this.#beat = beat;
+    return beat;
+  }
+
+  #sendHeartbeat(): Promise<void> | undefined {
+    const snap = this.#limiter.snapshot();
+    const demand = (snap.measuredRate ?? 0) + (snap.queuedUnits * 60_000) / BACKLOG_MS;
+    const delta = this.#member.takeDelta();
+    const o = this.#opts;
+    const seq = ++this.#seq;
+    return this.#ask(
+      () =>
+        this.store.heartbeat({
+          id: this.id,
+          demand,
+          delta,
+          memberTimeout: o.memberTimeout,
+          floorFraction: o.floorFraction,
+          initialRate: this.#initial,
+          minRate: this.#min,
+          maxRate: this.#max,
+          ttl: o.stateTtl,
+        }),
+      (reply) => this.#member.applyHeartbeat(seq, reply),
+    );
+  }
+
+  #cut(sent: Era, cut: { from: number; to: number }): Promise<void> | undefined {
+    if (this.#member.degraded) return undefined; // the local cut stands
+    const o = this.#opts;
+    const seq = ++this.#seq;
+    return this.#ask(
+      () =>
+        this.store.cut({
+          sentEpoch: sent.epoch,
+          generation: sent.generation,
+          ratio: Number.isFinite(cut.from) && cut.from > 0 ? cut.to / cut.from : undefined,
+          // Leaving "unlimited": the local cut started from this process's measured rate.
+          absoluteRate: cut.to * this.#member.members,
+          cooldown: this.#cooldown,
+          minRate: this.#min,
+          maxRate: this.#max,
+          ttl: o.stateTtl,
+        }),
+      (reply) => this.#member.applyCut(seq, reply),
+    );
+  }
+
+  #pause(ms: number): Promise<void> | undefined {
+    if (this.#member.degraded) return undefined;
+    const request = { ms: Math.min(ms, this.#maxPause), ttl: this.#opts.stateTtl };
+    return this.#ask(
+      () => this.store.pause(request),
+      () => {},
+    );
+  }
+
+  /**
+   * Asks the store and applies its answer: in this call when the store answers synchronously
+   * (then returns `undefined`), else when the promise settles. A failure marks the budget degraded.
+   */
+  #ask<T>(call: () => Answer<T>, apply: (answer: T) => void): Promise<void> | undefined {
+    const fail = (error: unknown) => this.#member.fail(error);
+    let answer: Answer<T>;
+    try {
+      answer = call();
+    } catch (error) {
+      fail(error);
+      return undefined;
+    }
+    if (isPromiseLike(answer)) return Promise.resolve(answer).then(apply).catch(fail);
+    try {
+      apply(answer);
+    } catch (error) {
+      fail(error);
+    }
+    return undefined;
+  }
+
+  #track(promise: Promise<void> | undefined): void {
+    if (promise === undefined) return;
+    this.#pending.add(promise);
+    void promise.finally(() => this.#pending.delete(promise));
+  }
+}
+
+function isPromiseLike<T>(value: Answer<T>): value is Promise<T> {
+  return typeof (value as { then?: unknown } | null)?.then === 'function';
+}

@@ -1,0 +1,56 @@
+import type { Permit } from '../limiter/types.js';
+
+/** A shared epoch in the generation of the state it belongs to: what a permit was sent in. */
+export interface Era {
+  readonly epoch: number;
+  readonly generation: string | undefined;
+}
+
+/** What a shared permit reports to: its budget. */
+export interface SharedPermitSink {
+  _throttled(inner: Permit, sent: Era, retryAfterMs: number | undefined): void;
+  _failed(inner: Permit, retryAfterMs: number | undefined): void;
+}
+
+/**
+ * The permit of a {@link SharedBudget}: the local permit plus the shared era it was sent in. The
+ * first call settles it; later calls do nothing.
+ */
+export class SharedPermit implements Permit {
+  #budget: SharedPermitSink | undefined;
+
+  constructor(
+    budget: SharedPermitSink,
+    readonly inner: Permit,
+    readonly era: Era,
+  ) {
+    this.#budget = budget;
+  }
+
+  /** The shared epoch it was sent in. */
+  get epoch(): number {
+    return this.era.epoch;
+  }
+
+  get units(): number {
+    return this.inner.units;
+  }
+
+  success(unitsUsed?: number): void {
+    if (this.#settle() !== undefined) this.inner.success(unitsUsed);
+  }
+
+  throttled(retryAfterMs?: number): void {
+    this.#settle()?._throttled(this.inner, this.era, retryAfterMs);
+  }
+
+  failed(retryAfterMs?: number): void {
+    this.#settle()?._failed(this.inner, retryAfterMs);
+  }
+
+  #settle(): SharedPermitSink | undefined {
+    const budget = this.#budget;
+    this.#budget = undefined;
+    return budget;
+  }
+}

@@ -1,0 +1,184 @@
+import { parseArgs } from 'node:util';
+import { builtInMode, type ModeSpec, sharedMode } from './run.js';
+import { BUILT_IN_MODES, type ModeName, SCENARIOS, type Scenario } from './scenarios.js';
+
+/** The text of `--help`. */
+export const HELP = `Usage: npm run simulate -- [options]
+
+Runs the library's own limiter, controllers and attempt loop against a model API with a hidden
+quota, on a virtual clock, and prints the comparison table. Rates are units/min; durations take
+500, "500ms", "10s" or "2m" (a plain number is ms).
+
+Scenarios and modes
+  --scenario NAME        a scenario, all, or a comma list (default steady):
+                         ${SCENARIOS.map((s) => s.name).join(', ')}
+  --modes LIST           none, fixed, aimd, cubic, custom (default: the scenario's)
+  --controller PATH      a module exporting a RateController as default or \`controller\`;
+                         adds the custom mode
+  --shared               also runs each limited mode with ONE budget shared by the instances,
+                         as adaptive-rate-limit/redis shares it ("AIMD (shared)"), next to the
+                         static shares (uneven-demand does by default; --no-shared: not)
+  --list                 lists the scenarios and exits
+
+Model
+  --instances N          processes sharing the quota, each with its own limiter
+  --quota N              the API's hidden quota for all instances, units/min
+  --demand N[,N...]      demand of each instance, units/min (a list is used in turn)
+  --minutes N            virtual minutes to run
+  --seed N               the seed of every random draw
+  --units MIN-MAX        units of one request, a uniform whole number (default 1-3)
+  --latency DURATION     median latency of an answer (log-normal; default 100ms)
+  --latency-sigma N      spread of the latency (sigma of its log; default 0.5)
+  --api-burst-seconds N  the API's bucket holds N seconds of the quota (default 2)
+  --max-attempts N       attempts per request, the first included (default 4)
+  --drop-at DURATION     another client takes part of the quota from then (quota-drop: 5m)
+  --drop-for DURATION    ... for this long (60s)
+  --drop-to FRACTION     ... leaving this fraction of it (0.5)
+  --burst-at DURATION    the demand jumps from then (burst: 5m)
+  --burst-for DURATION   ... for this long (30s)
+  --burst-factor N       ... to N times (5)
+
+Limiter (rates for the whole budget; each instance gets 1/instances of them)
+  --initial-units-per-minute N   (default 1500)
+  --min-units-per-minute N       (default 1)
+  --max-units-per-minute N       (default 5625)
+  --fixed-units-per-minute N     the rate of the fixed mode (default 1500)
+  --max-wait DURATION            (default 60s)
+  --queue-limit N                (default 10000)
+  --decrease-cooldown DURATION   (default 1s)
+  --max-pause DURATION           (default 10m)
+  --increase-step N              AIMD (default 120)
+  --increase-interval DURATION   AIMD (default 10s)
+  --decrease-factor N            AIMD (default 0.7)
+  --beta N                       CUBIC (default 0.7)
+  --scale-constant N             CUBIC (default 0.4)
+
+Shared budget (the "(shared)" modes)
+  --heartbeat-interval DURATION  each instance's heartbeat (default 250ms)
+  --floor-fraction N             part of the rate kept as a floor for the instances (default 0.05)
+
+Output
+  --json                 one JSON object per mode (columns, counts, parameters, wallMs)
+  --series               with --json: add the time series (one sample per virtual second)
+  --html FILE            writes a self-contained page with charts over time
+  --help                 this text
+`;
+
+/** The flags `npm run simulate` takes (see HELP). */
+const OPTIONS = {
+  scenario: { type: 'string' },
+  modes: { type: 'string' },
+  controller: { type: 'string' },
+  shared: { type: 'boolean' },
+  list: { type: 'boolean' },
+  instances: { type: 'string' },
+  quota: { type: 'string' },
+  demand: { type: 'string' },
+  minutes: { type: 'string' },
+  seed: { type: 'string' },
+  units: { type: 'string' },
+  latency: { type: 'string' },
+  'latency-sigma': { type: 'string' },
+  'api-burst-seconds': { type: 'string' },
+  'max-attempts': { type: 'string' },
+  'drop-at': { type: 'string' },
+  'drop-for': { type: 'string' },
+  'drop-to': { type: 'string' },
+  'burst-at': { type: 'string' },
+  'burst-for': { type: 'string' },
+  'burst-factor': { type: 'string' },
+  'initial-units-per-minute': { type: 'string' },
+  'min-units-per-minute': { type: 'string' },
+  'max-units-per-minute': { type: 'string' },
+  'fixed-units-per-minute': { type: 'string' },
+  'max-wait': { type: 'string' },
+  'queue-limit': { type: 'string' },
+  'decrease-cooldown': { type: 'string' },
+  'max-pause': { type: 'string' },
+  'increase-step': { type: 'string' },
+  'increase-interval': { type: 'string' },
+  'decrease-factor': { type: 'string' },
+  beta: { type: 'string' },
+  'scale-constant': { type: 'string' },
+  'heartbeat-interval': { type: 'string' },
+  'floor-fraction': { type: 'string' },
+  json: { type: 'boolean' },
+  series: { type: 'boolean' },
+  html: { type: 'string' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
+/** The flags as parsed: strings, as given (see overrides.ts), or booleans. */
+export type Values = ReturnType<
+  typeof parseArgs<{ options: typeof OPTIONS; strict: true; allowNegative: true }>
+>['values'];
+
+/** A bad flag: the message names it and the value received. */
+export class UsageError extends Error {
+  override name = 'UsageError';
+}
+
+/** Parses the CLI's arguments (without node and the script); a bad flag throws {@link UsageError}. */
+export function parseFlags(args: readonly string[]): Values {
+  try {
+    return parseArgs({
+      args: [...args],
+      options: OPTIONS,
+      strict: true,
+      allowPositionals: false,
+      allowNegative: true,
+    }).values;
+  } catch (error) {
+    throw new UsageError((error as Error).message);
+  }
+}
+
+/** The scenarios `--scenario` names: one, a comma list, or all. */
+export function pickScenarios(names: string): Scenario[] {
+  if (names === 'all') return [...SCENARIOS];
+  return names.split(',').map((name) => {
+    const found = SCENARIOS.find((s) => s.name === name.trim());
+    if (!found) {
+      throw new UsageError(
+        `--scenario: unknown scenario "${name}"; one of ${SCENARIOS.map((s) => s.name).join(', ')}, all`,
+      );
+    }
+    return found;
+  });
+}
+
+/** The modes `--modes` lists. */
+export function parseModes(text: string): ModeName[] {
+  const known: readonly string[] = [...BUILT_IN_MODES, 'custom'];
+  return text.split(',').map((m) => {
+    const name = m.trim();
+    if (!known.includes(name))
+      throw new UsageError(`--modes: unknown mode "${name}"; one of ${known.join(', ')}`);
+    return name as ModeName;
+  });
+}
+
+/**
+ * The modes to run: `names` (`custom` is the `--controller` module's), the custom mode added
+ * when `addCustom` and not named, and with `shared` each limited mode's shared variant after it.
+ */
+export function modesFor(
+  names: readonly ModeName[],
+  custom: ModeSpec | undefined,
+  addCustom: boolean,
+  shared: boolean,
+): ModeSpec[] {
+  const specs: ModeSpec[] = [];
+  for (const name of names) {
+    if (name !== 'custom') specs.push(builtInMode(name));
+    else if (custom) specs.push(custom);
+    else throw new UsageError('--modes custom needs --controller PATH');
+  }
+  if (custom && addCustom && !names.includes('custom')) specs.push(custom);
+  if (!shared) return specs;
+  // Each limited mode, then the same mode with one shared budget.
+  return specs.flatMap((spec) => {
+    const variant = sharedMode(spec);
+    return variant === undefined ? [spec] : [spec, variant];
+  });
+}

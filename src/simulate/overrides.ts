@@ -1,0 +1,167 @@
+import { tryParseDuration } from '../config/duration.js';
+import { UsageError, type Values } from './args.js';
+import type { SimParams, TimedFactor } from './scenarios.js';
+
+/** Applies the flags to a copy of a scenario's parameters. */
+export function applyOverrides(params: SimParams, v: Partial<Values>): SimParams {
+  const p = params;
+  const l = p.limiter;
+  const num = (flag: keyof Values, ok: (x: number) => boolean, what: string): number | undefined => {
+    const text = v[flag];
+    if (typeof text !== 'string') return undefined;
+    const x = Number(text);
+    if (text.trim() === '' || !Number.isFinite(x) || !ok(x)) {
+      throw new UsageError(`--${flag}: expected ${what}, received "${text}"`);
+    }
+    return x;
+  };
+  const positive = (flag: keyof Values) => num(flag, (x) => x > 0, 'a number > 0');
+  const whole = (flag: keyof Values, min: number) =>
+    num(flag, (x) => Number.isInteger(x) && x >= min, `a whole number >= ${min}`);
+  const fraction = (flag: keyof Values) => num(flag, (x) => x > 0 && x < 1, 'a number > 0 and < 1');
+  const duration = (flag: keyof Values): number | undefined => {
+    const text = v[flag];
+    if (typeof text !== 'string') return undefined;
+    const ms = tryParseDuration(/^\d+(\.\d+)?$/.test(text.trim()) ? Number(text) : text);
+    if (ms === undefined)
+      throw new UsageError(`--${flag}: expected a duration such as 500, "10s" or "2m", received "${text}"`);
+    return ms;
+  };
+  const set = <T>(value: T | undefined, apply: (x: T) => void) => {
+    if (value !== undefined) apply(value);
+  };
+
+  set(whole('instances', 1), (x) => {
+    p.instances = x;
+  });
+  set(positive('quota'), (x) => {
+    p.quota = x;
+  });
+  if (typeof v.demand === 'string') {
+    const list = v.demand.split(',').map((d) => Number(d));
+    if (list.some((d) => !Number.isFinite(d) || d < 0)) {
+      throw new UsageError(`--demand: expected numbers >= 0 separated by commas, received "${v.demand}"`);
+    }
+    p.demand = list;
+  }
+  set(positive('minutes'), (x) => {
+    p.minutes = x;
+  });
+  set(whole('seed', 0), (x) => {
+    p.seed = x;
+  });
+  if (typeof v.units === 'string') {
+    const m = /^(\d+)(?:-(\d+))?$/.exec(v.units.trim());
+    const min = m ? Number(m[1]) : Number.NaN;
+    const max = m?.[2] !== undefined ? Number(m[2]) : min;
+    if (!(min >= 1 && max >= min))
+      throw new UsageError(`--units: expected N or MIN-MAX (whole, >= 1), received "${v.units}"`);
+    p.unitsPerRequest = { min, max };
+  }
+  set(duration('latency'), (x) => {
+    p.latency.medianMs = x;
+  });
+  set(
+    num('latency-sigma', (x) => x >= 0, 'a number >= 0'),
+    (x) => {
+      p.latency.sigma = x;
+    },
+  );
+  set(positive('api-burst-seconds'), (x) => {
+    p.apiBurstSeconds = x;
+  });
+  set(whole('max-attempts', 1), (x) => {
+    p.maxAttempts = x;
+  });
+
+  const dropAt = duration('drop-at');
+  const dropFor = duration('drop-for');
+  const dropTo = num('drop-to', (x) => x >= 0, 'a fraction >= 0');
+  if (dropAt !== undefined || dropFor !== undefined || dropTo !== undefined) {
+    p.quotaEvents = [
+      event(p.quotaEvents[0], dropAt, dropFor, dropTo, { atMs: 300_000, durationMs: 60_000, factor: 0.5 }),
+    ];
+  }
+  const burstAt = duration('burst-at');
+  const burstFor = duration('burst-for');
+  const burstFactor = num('burst-factor', (x) => x >= 0, 'a number >= 0');
+  if (burstAt !== undefined || burstFor !== undefined || burstFactor !== undefined) {
+    p.demandEvents = [
+      event(p.demandEvents[0], burstAt, burstFor, burstFactor, {
+        atMs: 300_000,
+        durationMs: 30_000,
+        factor: 5,
+      }),
+    ];
+  }
+
+  set(positive('initial-units-per-minute'), (x) => {
+    l.initialUnitsPerMinute = x;
+  });
+  set(positive('min-units-per-minute'), (x) => {
+    l.minUnitsPerMinute = x;
+  });
+  set(positive('max-units-per-minute'), (x) => {
+    l.maxUnitsPerMinute = x;
+  });
+  set(positive('fixed-units-per-minute'), (x) => {
+    l.fixedUnitsPerMinute = x;
+  });
+  set(duration('max-wait'), (x) => {
+    l.maxWait = x;
+  });
+  set(whole('queue-limit', 0), (x) => {
+    l.queueLimit = x;
+  });
+  set(duration('decrease-cooldown'), (x) => {
+    l.decreaseCooldown = x;
+  });
+  set(duration('max-pause'), (x) => {
+    l.maxPause = x;
+  });
+  set(positive('increase-step'), (x) => {
+    l.aimd.increaseStep = x;
+  });
+  set(duration('increase-interval'), (x) => {
+    l.aimd.increaseInterval = x;
+  });
+  set(fraction('decrease-factor'), (x) => {
+    l.aimd.decreaseFactor = x;
+  });
+  set(fraction('beta'), (x) => {
+    l.cubic.beta = x;
+  });
+  set(positive('scale-constant'), (x) => {
+    l.cubic.scaleConstant = x;
+  });
+  set(duration('heartbeat-interval'), (x) => {
+    if (!(x > 0)) {
+      throw new UsageError(
+        `--heartbeat-interval: expected a duration > 0, received "${v['heartbeat-interval']}"`,
+      );
+    }
+    p.shared.heartbeatInterval = x;
+  });
+  set(
+    num('floor-fraction', (x) => x >= 0 && x <= 1, 'a number from 0 to 1'),
+    (x) => {
+      p.shared.floorFraction = x;
+    },
+  );
+  return p;
+}
+
+function event(
+  current: TimedFactor | undefined,
+  atMs: number | undefined,
+  durationMs: number | undefined,
+  factor: number | undefined,
+  fallback: TimedFactor,
+): TimedFactor {
+  const base = current ?? fallback;
+  return {
+    atMs: atMs ?? base.atMs,
+    durationMs: durationMs ?? base.durationMs,
+    factor: factor ?? base.factor,
+  };
+}
