@@ -1,10 +1,10 @@
-import { type Clock, MAX_TIMER_MS, systemClock } from '../clock.js';
+import { type Clock, systemClock } from '../clock.js';
 import { resolveController } from '../controllers/index.js';
-import type { RateController, RateControllerState } from '../controllers/types.js';
+import type { RateController } from '../controllers/types.js';
 import { ConfigError, RateLimitRejectedError, type RejectionReason } from '../errors.js';
 import { TokenBucket } from './bucket.js';
+import { CutBook } from './cut-book.js';
 import { LazyEmitter, type LimiterEventMap } from './events.js';
-import { MeasuredRate } from './measured-rate.js';
 import {
   type AdaptiveLimiterOptions,
   type ResolvedLimiterOptions,
@@ -12,53 +12,11 @@ import {
 } from './options.js';
 import { Pause } from './pause.js';
 import { LimiterPermit, type PermitSink } from './permit.js';
-import { Fifo } from './queue.js';
-import type { AcquireOptions, Permit, RateLimiter, WrapOptions } from './types.js';
+import type { AcquireOptions, LimiterSnapshot, Permit, RateLimiter, WrapOptions } from './types.js';
+import { WaitingLine } from './waiting-line.js';
 import { wrapWithLimiter } from './wrap.js';
 
-/**
- * Real timers fire up to a millisecond off their float target; a head that became ready by its
- * deadline is still served when its timer fires within this slack after it. (A manual clock fires
- * timers exactly, so there the deadline is strict.)
- */
-const TIMER_SLACK_MS = 1;
-/** The least step of the timer when the head is due now but rounding kept it from going. */
-const MIN_STEP_MS = 1e-3;
-
-interface Waiter {
-  readonly units: number;
-  readonly enqueuedAt: number;
-  /** Latest time it may be granted (ms on the clock); it is rejected then. */
-  readonly deadline: number;
-  readonly resolve: (permit: Permit) => void;
-  readonly reject: (error: unknown) => void;
-  readonly signal: AbortSignal | undefined;
-  onAbort: (() => void) | undefined;
-  dead: boolean;
-}
-
-/** What {@link AdaptiveRateLimiter.snapshot} reports. Rates in units/min, times on the limiter's clock (ms). */
-export interface LimiterSnapshot {
-  name: string;
-  /** Current rate of this process; `Infinity` before the first throttle when no initial rate is set. */
-  rate: number;
-  minRate: number;
-  maxRate: number;
-  measuredRate: number | undefined;
-  /** Units in the bucket now (negative: owed by a request larger than the burst). */
-  tokens: number;
-  /** Burst capacity in units: one second of the rate, at least one unit. */
-  capacity: number;
-  queued: number;
-  queuedUnits: number;
-  /** End of the current Retry-After pause, or `undefined` when not paused. */
-  pausedUntil: number | undefined;
-  waited: boolean;
-  instanceCount: number;
-  throttles: number;
-  cuts: number;
-  closed: boolean;
-}
+export type { LimiterSnapshot } from './types.js';
 
 /**
  * The adaptive limiter: a token bucket refilled at a rate a {@link RateController} moves, a
@@ -68,57 +26,30 @@ export interface LimiterSnapshot {
  * The bucket holds one second of the rate (at least one unit) and starts full. A request larger
  * than the bucket is served once the bucket is full and leaves it in debt, so the long-run rate
  * holds for any request size.
+ *
+ * The parts: the {@link TokenBucket}, the {@link Pause}, the {@link CutBook} (the controller and
+ * what it is told) and the {@link WaitingLine} (the waiters and the one timer, made at the first
+ * wait or pause). The limiter grants, settles permits and tells the listeners.
  */
 export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements RateLimiter, PermitSink {
   readonly #clock: Clock;
   #opts: ResolvedLimiterOptions;
-  #controller: RateController;
-  /** AIMD or CUBIC, which answer `undefined` to a success when nothing waited. */
-  #builtIn = true;
-  #onTimerBound: (() => void) | undefined;
-  #minRate = 0;
-  #maxRate = 0;
-
   readonly #bucket: TokenBucket;
   readonly #pause = new Pause();
-
-  // queue and timer
-  readonly #queue = new Fifo<Waiter>();
-  #queuedUnits = 0;
-  #timer: unknown;
-  #timerAt = Number.POSITIVE_INFINITY;
-  #timerKeepsAlive = false;
-
-  // controller bookkeeping
-  readonly #measured: MeasuredRate;
-  #lastCutAt: number;
-  #lastIncreaseAt: number;
-  #rateBeforeLastDecrease: number;
-  #measuredAtLastDecrease: number | undefined;
-  #cutEpoch = 0;
-  #cuts = 0;
-  #throttles = 0;
-  #waited = false;
-  /** Units granted while unlimited, and when the first was: the send rate a first cut starts from. */
-  #unlimitedUnits = 0;
-  #firstGrantAt: number | undefined;
+  readonly #book: CutBook;
+  #line: WaitingLine | undefined;
   #closed = false;
 
   constructor(options: AdaptiveLimiterOptions = {}) {
     super();
     this.#opts = resolveLimiterOptions(options);
-    this.#controller = resolveController(this.#opts.controller, this.#opts);
-    this.#builtIn = typeof this.#opts.controller === 'string';
+    const controller = resolveController(this.#opts.controller, this.#opts);
     this.#clock = options.clock ?? systemClock;
     const now = this.#clock.now();
-    this.#lastCutAt = now;
-    this.#lastIncreaseAt = now;
-    this.#measured = new MeasuredRate();
-    this.#applyShares();
-    const initial = this.#opts.initialUnitsPerMinute;
-    const rate = initial === undefined ? this.#maxRate : initial / this.#opts.instanceCount;
+    const { initialUnitsPerMinute, maxUnitsPerMinute, instanceCount } = this.#opts;
+    const rate = (initialUnitsPerMinute ?? maxUnitsPerMinute) / instanceCount;
     this.#bucket = new TokenBucket(rate, now);
-    this.#rateBeforeLastDecrease = rate;
+    this.#book = new CutBook(this.#opts, controller, this.#pause, now, rate);
   }
 
   get name(): string {
@@ -141,46 +72,19 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     if (signal?.aborted) return Promise.reject(signal.reason);
     if (this.#closed) return Promise.reject(this.#rejection('closed', units, 'closed'));
     const now = this.#clock.now();
-    if (this.#queue.size === 0 && this.#canGrant(units, now)) {
+    if (this.#nobodyWaits() && this.#canGrant(units, now)) {
       return Promise.resolve(this.#grant(units, now, now));
     }
-    this.#waited = true;
-    if (this.#queue.size >= this.#opts.queueLimit) {
-      const detail = `queue full: ${this.#queue.size} of ${this.#opts.queueLimit} waiting`;
-      return Promise.reject(this.#rejection('queue-full', units, detail));
-    }
-    const predicted = this.#bucket.predictWait(units, this.#queuedUnits, this.#pause.left(now), now);
-    if (predicted > this.#opts.maxWait) {
-      const detail = `predicted wait ${Math.ceil(predicted)} ms is longer than maxWait ${this.#opts.maxWait} ms`;
-      return Promise.reject(this.#rejection('max-wait', units, detail));
-    }
-    return new Promise<Permit>((resolve, reject) => {
-      const waiter: Waiter = {
-        units,
-        enqueuedAt: now,
-        deadline: now + this.#opts.maxWait,
-        resolve,
-        reject,
-        signal,
-        onAbort: undefined,
-        dead: false,
-      };
-      if (signal) {
-        waiter.onAbort = () => this.#abort(waiter);
-        signal.addEventListener('abort', waiter.onAbort, { once: true });
-      }
-      this.#queue.push(waiter);
-      this.#queuedUnits += units;
-      this.#arm(now);
-    });
+    this.#book.waited = true;
+    return this.#waitingLine().join(units, now, signal);
   }
 
   tryAcquire(units = 1): Permit | undefined {
     if (!validUnits(units)) throw badUnits(units);
     if (this.#closed) return undefined;
     const now = this.#clock.now();
-    if (this.#queue.size === 0 && this.#canGrant(units, now)) return this.#grant(units, now, now);
-    this.#waited = true;
+    if (this.#nobodyWaits() && this.#canGrant(units, now)) return this.#grant(units, now, now);
+    this.#book.waited = true;
     return undefined;
   }
 
@@ -202,22 +106,19 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     const controller =
       options.controller !== undefined || options.aimd !== undefined || options.cubic !== undefined
         ? resolveController(next.controller, next)
-        : this.#controller;
+        : undefined;
     const now = this.#clock.now();
+    // A new instance count rescales this process's share of what was learned.
     const share = this.#opts.instanceCount / next.instanceCount;
     this.#opts = next;
-    this.#controller = controller;
-    this.#builtIn = typeof next.controller === 'string';
-    this.#applyShares();
-    // A new instance count rescales this process's share of what was learned.
+    this.#book.configure(next, controller, share);
     let rate = this.#bucket.rate * share;
-    this.#rateBeforeLastDecrease *= share;
     if (this.#bucket.unlimited && next.initialUnitsPerMinute !== undefined) {
       rate = next.initialUnitsPerMinute / next.instanceCount;
     }
-    rate = clamp(rate, this.#minRate, this.#maxRate);
+    rate = this.#book.clamp(rate);
     if (rate !== this.#bucket.rate) this.#changeRate(rate, now, 'update');
-    this.#kick(now);
+    this.#line?.kick(now);
   }
 
   /**
@@ -229,9 +130,9 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     if (!(rate > 0))
       throw new ConfigError([{ path: 'rate', message: 'expected a positive number', received: rate }]);
     const now = this.#clock.now();
-    const next = clamp(rate, this.#minRate, this.#maxRate);
+    const next = this.#book.clamp(rate);
     if (next !== this.#bucket.rate) this.#changeRate(next, now, 'update');
-    this.#kick(now);
+    this.#line?.kick(now);
   }
 
   /**
@@ -250,36 +151,29 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
-    if (this.#timer !== undefined) this.#clock.clearTimeout(this.#timer);
-    this.#timer = undefined;
-    this.#timerAt = Number.POSITIVE_INFINITY;
-    for (const waiter of this.#queue.drain()) {
-      this.#queuedUnits -= waiter.units;
-      this.#settleWaiter(waiter);
-      waiter.reject(this.#rejection('closed', waiter.units, `closed with ${waiter.units} units waiting`));
-    }
-    this.#queuedUnits = 0;
+    this.#line?.close();
   }
 
   snapshot(): LimiterSnapshot {
     const now = this.#clock.now();
     const bucket = this.#bucket;
+    const book = this.#book;
     bucket.refill(now);
     return {
       name: this.#opts.name,
       rate: bucket.rate,
-      minRate: this.#minRate,
-      maxRate: this.#maxRate,
-      measuredRate: this.#measured.value,
+      minRate: book.minRate,
+      maxRate: book.maxRate,
+      measuredRate: book.measured.value,
       tokens: bucket.tokens,
       capacity: bucket.capacity,
-      queued: this.#queue.size,
-      queuedUnits: this.#queuedUnits,
+      queued: this.#line?.size ?? 0,
+      queuedUnits: this.#line?.queuedUnits ?? 0,
       pausedUntil: this.#pause.active(now) ? this.#pause.until : undefined,
-      waited: this.#waited,
+      waited: book.waited,
       instanceCount: this.#opts.instanceCount,
-      throttles: this.#throttles,
-      cuts: this.#cuts,
+      throttles: book.throttles,
+      cuts: book.cuts,
       closed: this.#closed,
     };
   }
@@ -291,32 +185,25 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     const now = this.#clock.now();
     const used =
       unitsUsed !== undefined && unitsUsed >= 0 && Number.isFinite(unitsUsed) ? unitsUsed : permit.units;
-    this.#measured.record(used, now);
+    const book = this.#book;
+    book.measured.record(used, now);
     if (used !== permit.units) {
       this.#bucket.charge(used - permit.units, now);
-      this.#kick(now); // a refund may let the head go now
+      this.#line?.kick(now); // a refund may let the head go now
     }
     if (this.#pause.active(now) || this.#bucket.unlimited) return;
     // The built-in controllers raise only after a wait: skip building their state otherwise.
-    if (!this.#waited && this.#builtIn) return;
-    const next = this.#controller.onSuccess(this.#state(now, this.#bucket.rate));
-    if (next === undefined || !Number.isFinite(next)) return;
-    this.#lastIncreaseAt = now;
-    this.#waited = false;
-    const rate = clamp(next, this.#minRate, this.#maxRate);
+    if (!book.waited && book.builtIn) return;
+    const rate = book.success(now, this.#bucket.rate);
+    if (rate === undefined) return;
     if (rate !== this.#bucket.rate) this.#changeRate(rate, now, 'success');
-    this.#kick(now);
+    this.#line?.kick(now);
   }
 
   /** @internal */
   _throttled(permit: LimiterPermit, retryAfterMs: number | undefined): void {
     const now = this.#clock.now();
-    this.#measured.record(permit.units, now);
-    this.#throttles++;
-    this.#lastIncreaseAt = now;
-    const cut =
-      permit.epoch === this.#cutEpoch &&
-      (this.#cuts === 0 || now - this.#lastCutAt >= this.#opts.decreaseCooldown);
+    const cut = this.#book.throttled(permit, now);
     // The pause first: a custom controller that throws must not let sends through a Retry-After.
     const pauseMs =
       retryAfterMs !== undefined && retryAfterMs > 0 ? Math.min(retryAfterMs, this.#opts.maxPause) : 0;
@@ -336,70 +223,26 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
 
   // ---- internals ---------------------------------------------------------------------------
 
-  #applyShares(): void {
-    const n = this.#opts.instanceCount;
-    this.#minRate = this.#opts.minUnitsPerMinute / n;
-    this.#maxRate = this.#opts.maxUnitsPerMinute / n;
-  }
-
   #cut(now: number): void {
-    const leavingUnlimited = this.#bucket.unlimited;
-    let base = this.#bucket.rate;
-    let measured = this.#measured.value;
-    if (leavingUnlimited) {
-      // Unlimited until now: start from what was sent. The smoothed rate may hold a bucket that
-      // closed while the first burst was still in flight, so the units sent since the first
-      // grant (over at least a second) are a floor.
-      const since = this.#firstGrantAt ?? now;
-      const average = (this.#unlimitedUnits * 60_000) / Math.max(now - since, 1_000);
-      base = clamp(Math.max(measured ?? 0, average), this.#minRate, this.#maxRate);
-      // That estimate stands as the measured rate too, so CUBIC's W is not cut twice.
-      measured = base;
-    }
-    const state = this.#state(now, base);
-    const proposed = this.#controller.onThrottled(
-      measured === state.measuredRate ? state : { ...state, measuredRate: measured },
-    );
-    const target = Number.isFinite(proposed) ? Math.min(proposed, base) : base;
-    this.#rateBeforeLastDecrease = base;
-    this.#measuredAtLastDecrease = measured;
-    this.#pause.cut();
-    this.#lastCutAt = now;
-    this.#cutEpoch++;
-    this.#cuts++;
-    this.#changeRate(clamp(target, this.#minRate, this.#maxRate), now, 'throttle');
+    const bucket = this.#bucket;
+    const leavingUnlimited = bucket.unlimited;
+    this.#changeRate(this.#book.cut(now, bucket.rate), now, 'throttle');
     // Leaving "unlimited": the server just said no, so the bucket starts empty.
-    if (leavingUnlimited) this.#bucket.tokens = 0;
+    if (leavingUnlimited) bucket.tokens = 0;
   }
 
   #pauseFor(now: number, ms: number, requestedMs: number): void {
     const until = now + ms;
-    if (this.#pause.extend(now, until, this.#lastCutAt)) {
+    if (this.#pause.extend(now, until, this.#book.lastCutAt)) {
       this.emit('paused', { limiter: this.#opts.name, until, ms, requestedMs });
     }
-  }
-
-  #state(now: number, rate: number): RateControllerState {
-    return {
-      rate,
-      minRate: this.#minRate,
-      maxRate: this.#maxRate,
-      rateBeforeLastDecrease: this.#rateBeforeLastDecrease,
-      measuredRateAtLastDecrease: this.#measuredAtLastDecrease,
-      sinceLastDecrease: now - this.#lastCutAt,
-      pauseSinceLastDecrease: this.#pause.sinceCut(now, this.#lastCutAt),
-      sinceLastIncrease: now - this.#pause.increaseClockFrom(now, this.#lastIncreaseAt),
-      waited: this.#waited,
-      instanceCount: this.#opts.instanceCount,
-      measuredRate: this.#measured.value,
-    };
   }
 
   #changeRate(rate: number, now: number, cause: 'throttle' | 'success' | 'update'): void {
     const from = this.#bucket.rate;
     this.#bucket.setRate(rate, now);
     // Requests still queued wait under the new rate too.
-    this.#waited = this.#queue.size > 0;
+    this.#book.waited = !this.#nobodyWaits();
     if (rate < from) this.emit('decreased', { limiter: this.#opts.name, from, to: rate, cause });
     else if (cause !== 'throttle')
       this.emit('increased', { limiter: this.#opts.name, from, to: rate, cause });
@@ -410,113 +253,46 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   }
 
   #grant(units: number, now: number, since: number): Permit {
-    if (this.#bucket.unlimited) {
-      this.#unlimitedUnits += units;
-      this.#firstGrantAt ??= now;
-    }
+    if (this.#bucket.unlimited) this.#book.grantedUnlimited(units, now);
     this.#bucket.take(units);
     if (this.listenerCount('acquired') > 0) {
       this.emit('acquired', { limiter: this.#opts.name, units, waited: now - since });
     }
-    return new LimiterPermit(this, units, this.#cutEpoch);
-  }
-
-  /** Serves whoever may go now, then arms the timer for the rest. */
-  #kick(now: number): void {
-    this.#drain(now);
-    this.#arm(now);
-  }
-
-  /** Arms the one timer for the next event: the head's turn, its deadline, or a pause's end. */
-  #arm(now: number): void {
-    if (this.#closed) return;
-    let at = this.#pause.resumePending ? this.#pause.until : Number.POSITIVE_INFINITY;
-    const head = this.#queue.peek();
-    if (head !== undefined) {
-      at = Math.min(at, head.deadline, this.#bucket.readyAt(head.units, Math.max(now, this.#pause.until)));
-    }
-    if (at === Number.POSITIVE_INFINITY) {
-      // Nothing to wait for (the last waiter left): no timer when idle.
-      if (this.#timer !== undefined) this.#clock.clearTimeout(this.#timer);
-      this.#timer = undefined;
-      this.#timerAt = Number.POSITIVE_INFINITY;
-      return;
-    }
-    // The head could not go now (drain ran first): float rounding at large clock values may put
-    // its turn at `now`, so step at least a microsecond to make progress.
-    if (at <= now) at = now + MIN_STEP_MS;
-    // A waiter keeps the process alive until it is served: an exit must not drop it silently.
-    const keepAlive = head !== undefined;
-    if (this.#timer !== undefined) {
-      if (this.#timerAt <= at && (this.#timerKeepsAlive || !keepAlive)) return;
-      this.#clock.clearTimeout(this.#timer);
-    }
-    this.#timerAt = at;
-    this.#timerKeepsAlive = keepAlive;
-    const delay = Math.min(MAX_TIMER_MS, Math.max(0, at - now));
-    this.#onTimerBound ??= () => this.#onTimer();
-    this.#timer = this.#clock.setTimeout(this.#onTimerBound, delay, keepAlive);
-  }
-
-  #onTimer(): void {
-    this.#timer = undefined;
-    this.#timerAt = Number.POSITIVE_INFINITY;
-    const now = this.#clock.now();
-    if (this.#pause.resumePending && !this.#pause.active(now)) {
-      this.#pause.resumePending = false;
-      this.emit('resumed', { limiter: this.#opts.name });
-    }
-    this.#kick(now);
-  }
-
-  #drain(now: number): void {
-    for (let head = this.#queue.peek(); head !== undefined; head = this.#queue.peek()) {
-      if (this.#canGrant(head.units, now)) {
-        if (now > head.deadline + TIMER_SLACK_MS) {
-          this.#expire(head);
-          continue;
-        }
-        this.#queue.shift();
-        this.#queuedUnits -= head.units;
-        this.#settleWaiter(head);
-        this.#waited = true;
-        head.resolve(this.#grant(head.units, now, head.enqueuedAt));
-      } else if (now >= head.deadline) {
-        this.#expire(head);
-      } else {
-        return;
-      }
-    }
-  }
-
-  #expire(waiter: Waiter): void {
-    this.#queue.shift();
-    this.#queuedUnits -= waiter.units;
-    this.#settleWaiter(waiter);
-    const waited = this.#clock.now() - waiter.enqueuedAt;
-    const detail = `waited ${Math.round(waited)} ms, maxWait is ${this.#opts.maxWait} ms`;
-    waiter.reject(this.#rejection('max-wait', waiter.units, detail));
-  }
-
-  #abort(waiter: Waiter): void {
-    if (waiter.dead) return;
-    this.#queue.kill(waiter);
-    this.#queuedUnits -= waiter.units;
-    this.#settleWaiter(waiter);
-    waiter.reject(waiter.signal?.reason);
-    // The next in line may be served sooner now.
-    this.#kick(this.#clock.now());
-  }
-
-  #settleWaiter(waiter: Waiter): void {
-    waiter.dead = true;
-    if (waiter.onAbort !== undefined) waiter.signal?.removeEventListener('abort', waiter.onAbort);
+    return new LimiterPermit(this, units, this.#book.epoch);
   }
 
   #rejection(reason: RejectionReason, units: number, detail: string): RateLimitRejectedError {
     const error = new RateLimitRejectedError(reason, this.#opts.name, detail);
     this.emit('rejected', { limiter: this.#opts.name, units, reason, message: error.message });
     return error;
+  }
+
+  // ---- the waiting line --------------------------------------------------------------------
+
+  #nobodyWaits(): boolean {
+    return this.#line === undefined || this.#line.size === 0;
+  }
+
+  /** Arms the one timer for the head's turn or deadline, or a pause's end. */
+  #arm(now: number): void {
+    // Without a line there is no waiter: only a pause to end needs one (none once closed).
+    if (this.#line !== undefined) this.#line.arm(now);
+    else if (this.#pause.resumePending && !this.#closed) this.#waitingLine().arm(now);
+  }
+
+  /** The line, made at the first wait or pause: an idle limiter carries neither it nor a timer. */
+  #waitingLine(): WaitingLine {
+    this.#line ??= new WaitingLine(this.#clock, this.#bucket, this.#pause, {
+      options: () => this.#opts,
+      canGrant: (units, now) => this.#canGrant(units, now),
+      grant: (units, now, since) => {
+        this.#book.waited = true;
+        return this.#grant(units, now, since);
+      },
+      rejection: (reason, units, detail) => this.#rejection(reason, units, detail),
+      resumed: () => this.emit('resumed', { limiter: this.#opts.name }),
+    });
+    return this.#line;
   }
 }
 
@@ -529,8 +305,4 @@ function badUnits(units: unknown): ConfigError {
     [{ path: 'units', message: 'expected a positive finite number', received: units }],
     'acquire arguments',
   );
-}
-
-function clamp(value: number, min: number, max: number): number {
-  return value < min ? min : Math.min(value, max);
 }

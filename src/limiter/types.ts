@@ -52,3 +52,26 @@ export interface RateLimiter {
     options?: WrapOptions<R>,
   ): (...args: A) => Promise<R>;
 }
+
+/** What `AdaptiveRateLimiter.snapshot()` reports. Rates in units/min, times on the limiter's clock (ms). */
+export interface LimiterSnapshot {
+  name: string;
+  /** Current rate of this process; `Infinity` before the first throttle when no initial rate is set. */
+  rate: number;
+  minRate: number;
+  maxRate: number;
+  measuredRate: number | undefined;
+  /** Units in the bucket now (negative: owed by a request larger than the burst). */
+  tokens: number;
+  /** Burst capacity in units: one second of the rate, at least one unit. */
+  capacity: number;
+  queued: number;
+  queuedUnits: number;
+  /** End of the current Retry-After pause, or `undefined` when not paused. */
+  pausedUntil: number | undefined;
+  waited: boolean;
+  instanceCount: number;
+  throttles: number;
+  cuts: number;
+  closed: boolean;
+}

@@ -1,0 +1,147 @@
+import type { RateController, RateControllerState } from '../controllers/types.js';
+import { MeasuredRate } from './measured-rate.js';
+import type { ResolvedLimiterOptions } from './options.js';
+import type { Pause } from './pause.js';
+import type { LimiterPermit } from './permit.js';
+
+/**
+ * A limiter's controller and the books that make its state: the measured send rate, whether a
+ * request waited, the last cut and the last increase, the rate and the measured rate before the
+ * last decrease, the cut epoch permits are granted in, and what was sent while unlimited. It
+ * applies the cut rules of the spec (a throttle cuts only for a permit granted since the last
+ * cut, and not within `decreaseCooldown` of it) and clamps the controller's answers to this
+ * process's share of [min, max]. Rates are units/min of this process; times are ms on the
+ * limiter's clock. It owns no clock and no timer: the limiter passes `now`.
+ */
+export class CutBook {
+  readonly #pause: Pause;
+  /** The send rate the responses make: the limiter records each into it. */
+  readonly measured = new MeasuredRate();
+  #opts: ResolvedLimiterOptions;
+  #controller: RateController;
+  /** AIMD or CUBIC, which answer `undefined` to a success when nothing waited. */
+  builtIn = true;
+  /** A request waited (or was turned away) since the last change of rate. */
+  waited = false;
+  /** This process's share of `minUnitsPerMinute` and `maxUnitsPerMinute`. */
+  minRate = 0;
+  maxRate = 0;
+  /** The cut epoch a permit is granted in: a throttle cuts only for a permit of the current one. */
+  epoch = 0;
+  /** Cuts and throttled responses so far. */
+  cuts = 0;
+  throttles = 0;
+  /** The last cut (ms); the creation before any. */
+  lastCutAt: number;
+  #lastIncreaseAt: number;
+  #rateBeforeLastDecrease: number;
+  #measuredAtLastDecrease: number | undefined;
+  /** Units granted while unlimited, and when the first was: the send rate a first cut starts from. */
+  #unlimitedUnits = 0;
+  #firstGrantAt: number | undefined;
+
+  constructor(
+    opts: ResolvedLimiterOptions,
+    controller: RateController,
+    pause: Pause,
+    now: number,
+    rate: number,
+  ) {
+    this.#pause = pause;
+    this.#opts = opts;
+    this.#controller = controller;
+    this.lastCutAt = now;
+    this.#lastIncreaseAt = now;
+    this.#rateBeforeLastDecrease = rate;
+    this.configure(opts, controller);
+  }
+
+  /** Takes new options (and controller); `share` rescales what was learned to a new instance count. */
+  configure(opts: ResolvedLimiterOptions, controller = this.#controller, share = 1): void {
+    this.#opts = opts;
+    this.#controller = controller;
+    this.builtIn = typeof opts.controller === 'string';
+    this.minRate = opts.minUnitsPerMinute / opts.instanceCount;
+    this.maxRate = opts.maxUnitsPerMinute / opts.instanceCount;
+    this.#rateBeforeLastDecrease *= share;
+  }
+
+  clamp(rate: number): number {
+    return rate < this.minRate ? this.minRate : Math.min(rate, this.maxRate);
+  }
+
+  /** `units` were granted at `now` while unlimited. */
+  grantedUnlimited(units: number, now: number): void {
+    this.#unlimitedUnits += units;
+    this.#firstGrantAt ??= now;
+  }
+
+  /**
+   * Asks the controller after a success at `rate`; `undefined` for no change. An answer restarts
+   * the increase clock and clears `waited`; it is clamped.
+   */
+  success(now: number, rate: number): number | undefined {
+    const next = this.#controller.onSuccess(this.#state(now, rate));
+    if (next === undefined || !Number.isFinite(next)) return undefined;
+    this.#lastIncreaseAt = now;
+    this.waited = false;
+    return this.clamp(next);
+  }
+
+  /** Books a throttled response to `permit` at `now`; whether it cuts the rate. */
+  throttled(permit: LimiterPermit, now: number): boolean {
+    this.measured.record(permit.units, now);
+    this.throttles++;
+    this.#lastIncreaseAt = now;
+    return (
+      permit.epoch === this.epoch && (this.cuts === 0 || now - this.lastCutAt >= this.#opts.decreaseCooldown)
+    );
+  }
+
+  /**
+   * Cuts at `now` from `rate`: asks the controller, books the cut and returns the new rate
+   * (clamped, never above the old). A controller that throws leaves the books as they were.
+   */
+  cut(now: number, rate: number): number {
+    let base = rate;
+    let measured = this.measured.value;
+    if (rate === Number.POSITIVE_INFINITY) {
+      // Unlimited until now: start from what was sent. The smoothed rate may hold a bucket that
+      // closed while the first burst was still in flight, so the units sent since the first
+      // grant (over at least a second) are a floor.
+      const since = this.#firstGrantAt ?? now;
+      const average = (this.#unlimitedUnits * 60_000) / Math.max(now - since, 1_000);
+      base = this.clamp(Math.max(measured ?? 0, average));
+      // That estimate stands as the measured rate too, so CUBIC's W is not cut twice.
+      measured = base;
+    }
+    const state = this.#state(now, base);
+    const proposed = this.#controller.onThrottled(
+      measured === state.measuredRate ? state : { ...state, measuredRate: measured },
+    );
+    const target = Number.isFinite(proposed) ? Math.min(proposed, base) : base;
+    this.#rateBeforeLastDecrease = base;
+    this.#measuredAtLastDecrease = measured;
+    this.#pause.cut();
+    this.lastCutAt = now;
+    this.epoch++;
+    this.cuts++;
+    return this.clamp(target);
+  }
+
+  #state(now: number, rate: number): RateControllerState {
+    return {
+      rate,
+      minRate: this.minRate,
+      maxRate: this.maxRate,
+      rateBeforeLastDecrease: this.#rateBeforeLastDecrease,
+      measuredRateAtLastDecrease: this.#measuredAtLastDecrease,
+      sinceLastDecrease: now - this.lastCutAt,
+      pauseSinceLastDecrease: this.#pause.sinceCut(now, this.lastCutAt),
+      sinceLastIncrease: now - this.#pause.increaseClockFrom(now, this.#lastIncreaseAt),
+      waited: this.waited,
+      instanceCount: this.#opts.instanceCount,
+      measuredRate: this.measured.value,
+    };
+  }
+}
