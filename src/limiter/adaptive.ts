@@ -76,7 +76,19 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
       return Promise.resolve(this.#grant(units, now, now));
     }
     this.#book.waited = true;
-    return this.#waitingLine().join(units, now, signal);
+    // The admission checks stay here, not in the line: a smaller `acquire` gets inlined into a
+    // caller's loop in place of `_success`, which costs ~7% of `npm run bench -- engine` async.
+    const line = this.#waitingLine();
+    if (line.size >= this.#opts.queueLimit) {
+      const detail = `queue full: ${line.size} of ${this.#opts.queueLimit} waiting`;
+      return Promise.reject(this.#rejection('queue-full', units, detail));
+    }
+    const predicted = this.#bucket.predictWait(units, line.queuedUnits, this.#pause.left(now), now);
+    if (predicted > this.#opts.maxWait) {
+      const detail = `predicted wait ${Math.ceil(predicted)} ms is longer than maxWait ${this.#opts.maxWait} ms`;
+      return Promise.reject(this.#rejection('max-wait', units, detail));
+    }
+    return line.enqueue(units, now, now + this.#opts.maxWait, signal);
   }
 
   tryAcquire(units = 1): Permit | undefined {
@@ -283,7 +295,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   /** The line, made at the first wait or pause: an idle limiter carries neither it nor a timer. */
   #waitingLine(): WaitingLine {
     this.#line ??= new WaitingLine(this.#clock, this.#bucket, this.#pause, {
-      options: () => this.#opts,
+      maxWait: () => this.#opts.maxWait,
       canGrant: (units, now) => this.#canGrant(units, now),
       grant: (units, now, since) => {
         this.#book.waited = true;

@@ -1,7 +1,6 @@
 import { type Clock, MAX_TIMER_MS } from '../clock.js';
 import type { RateLimitRejectedError, RejectionReason } from '../errors.js';
 import type { TokenBucket } from './bucket.js';
-import type { ResolvedLimiterOptions } from './options.js';
 import type { Pause } from './pause.js';
 import { Fifo } from './queue.js';
 import type { Permit } from './types.js';
@@ -29,8 +28,8 @@ interface Waiter {
 
 /** What a {@link WaitingLine} asks of its limiter. Times are ms on the limiter's clock. */
 export interface LineOwner {
-  /** The limiter's options now (`queueLimit`, `maxWait`). */
-  options(): ResolvedLimiterOptions;
+  /** The longest wait (ms) the options give now: the rejection of an expired waiter names it. */
+  maxWait(): number;
   /** Whether `units` may be granted at `now`: no pause, and the bucket has them. */
   canGrant(units: number, now: number): boolean;
   /** Grants `units` at `now` to a waiter queued at `since`. */
@@ -78,22 +77,8 @@ export class WaitingLine {
     return this.#queuedUnits;
   }
 
-  /**
-   * Queues `units` at `now`, or refuses them at once: the queue is full, or the wait predicted
-   * behind the queue and the pause is longer than `maxWait`. An abort of `signal` takes them out.
-   */
-  join(units: number, now: number, signal: AbortSignal | undefined): Promise<Permit> {
-    const { queueLimit, maxWait } = this.#owner.options();
-    if (this.#queue.size >= queueLimit) {
-      const detail = `queue full: ${this.#queue.size} of ${queueLimit} waiting`;
-      return Promise.reject(this.#owner.rejection('queue-full', units, detail));
-    }
-    const predicted = this.#bucket.predictWait(units, this.#queuedUnits, this.#pause.left(now), now);
-    if (predicted > maxWait) {
-      const detail = `predicted wait ${Math.ceil(predicted)} ms is longer than maxWait ${maxWait} ms`;
-      return Promise.reject(this.#owner.rejection('max-wait', units, detail));
-    }
-    const deadline = now + maxWait;
+  /** Queues `units` from `now` until `deadline` (ms); an abort of `signal` takes them out again. */
+  enqueue(units: number, now: number, deadline: number, signal: AbortSignal | undefined): Promise<Permit> {
     return new Promise<Permit>((resolve, reject) => {
       const waiter: Waiter = {
         units,
@@ -202,7 +187,7 @@ export class WaitingLine {
     this.#queuedUnits -= waiter.units;
     this.#settle(waiter);
     const waited = this.#clock.now() - waiter.enqueuedAt;
-    const detail = `waited ${Math.round(waited)} ms, maxWait is ${this.#owner.options().maxWait} ms`;
+    const detail = `waited ${Math.round(waited)} ms, maxWait is ${this.#owner.maxWait()} ms`;
     waiter.reject(this.#owner.rejection('max-wait', waiter.units, detail));
   }
 
