@@ -1,7 +1,7 @@
-import type { Redis } from 'ioredis';
 import { z } from 'zod';
 import { ConfigError } from '../errors.js';
 import { type AdaptiveLimiterOptions, configErrorFrom } from '../limiter/options.js';
+import type { RedisClient } from './client.js';
 import type { BudgetStore } from './store.js';
 
 /**
@@ -14,7 +14,7 @@ export interface SharedBudgetOptions extends AdaptiveLimiterOptions {
    * A Redis URL (`redis://127.0.0.1:6379/0`) or an ioredis client you own (it is not closed).
    * Give this or `store`.
    */
-  redis?: string | Redis;
+  redis?: string | RedisClient;
   /**
    * Where the shared state lives instead of Redis: a `MemoryBudgetStore` that the members of
    * one process share (the simulator does), or your own {@link BudgetStore}. Give this or `redis`.

@@ -1,7 +1,7 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { createRequire } from 'node:module';
-import type { Redis } from 'ioredis';
 import { AdaptiveRateLimitError } from '../errors.js';
+import type { RedisClient } from './client.js';
 import { CUT, HEARTBEAT, LEAVE, PAUSE } from './scripts.js';
 import type {
   BudgetStore,
@@ -14,7 +14,7 @@ import type {
 
 export interface RedisBudgetStoreOptions {
   /** A Redis URL (a client is opened, and closed with the store) or an ioredis client you own. */
-  redis: string | Redis;
+  redis: string | RedisClient;
   /** The budget's name: its keys are `<keyPrefix>{<name>}:state|members|demand`. */
   name: string;
   keyPrefix: string;
@@ -43,7 +43,7 @@ const scripts = {
  * timed by the server's clock. `evalsha` first; on a script cache miss, `eval` (two round trips).
  */
 export class RedisBudgetStore implements BudgetStore {
-  readonly #client: Redis;
+  readonly #client: RedisClient;
   readonly #ownsClient: boolean;
   readonly #keys: readonly [string, string, string];
   readonly #timeout: number;
@@ -55,7 +55,7 @@ export class RedisBudgetStore implements BudgetStore {
     this.#timeout = options.redisTimeout;
     const { redis } = options;
     if (typeof redis === 'string') {
-      this.#client = new (loadIoredis().Redis)(redis, {
+      const client = new (loadIoredis().Redis)(redis, {
         // Fail fast while disconnected; the heartbeat retries, and the local share serves meanwhile.
         maxRetriesPerRequest: 0,
         connectTimeout: options.redisTimeout,
@@ -63,7 +63,8 @@ export class RedisBudgetStore implements BudgetStore {
       });
       // Errors reach the budget through its failed calls ('degraded', once); ioredis would print
       // every reconnect attempt.
-      this.#client.on('error', () => {});
+      client.on('error', () => {});
+      this.#client = client;
       this.#ownsClient = true;
     } else {
       this.#client = redis;
