@@ -22,13 +22,14 @@ function byMode(results: readonly ModeResult[]): Record<string, ModeResult> {
 }
 
 /** Runs the CLI and captures what it writes. */
-async function cli(args: string[]) {
+async function cli(args: string[], command?: string) {
   let stdout = '';
   let stderr = '';
   const code = await main(args, {
     stdout: { write: (t: string) => (stdout += t) },
     stderr: { write: (t: string) => (stderr += t), isTTY: false },
     cwd: process.cwd(),
+    ...(command === undefined ? {} : { command }),
   });
   return { code, stdout, stderr };
 }
@@ -235,6 +236,17 @@ describe('npm run simulate', () => {
     }[];
     expect(data[0]!.modes[1]!.series.t).toHaveLength(60);
     expect(data[0]!.modes[1]!.series.rates).toHaveLength(2);
+  });
+
+  it('names the command it was run as in its help and its HTML report (the bin)', async () => {
+    const help = await cli(['--help'], 'adaptive-rate-limit simulate');
+    expect(help.stdout).toMatch(/^Usage: adaptive-rate-limit simulate \[options\]/);
+    expect((await cli(['--help'])).stdout).toMatch(/^Usage: npm run simulate -- \[options\]/);
+    const file = join(dir, 'bin-report.html');
+    await cli(['--minutes', '1', '--modes', 'aimd', '--html', file], 'adaptive-rate-limit simulate');
+    expect(readFileSync(file, 'utf8')).toContain(
+      `<code>adaptive-rate-limit simulate --minutes 1 --modes aimd --html ${file}</code>`,
+    );
   });
 
   it('names a bad flag and its value', async () => {

@@ -3,7 +3,8 @@ import { builtInMode, type ModeSpec, sharedMode } from './run.js';
 import { BUILT_IN_MODES, type ModeName, SCENARIOS, type Scenario } from './scenarios.js';
 
 /** The text of `--help`. */
-export const HELP = `Usage: npm run simulate -- [options]
+/** The help text; `command` is how the user runs the simulator (`npm run simulate --`). */
+export const helpText = (command: string): string => `Usage: ${command} [options]
 
 Runs the library's own limiter, controllers and attempt loop against a model API with a hidden
 quota, on a virtual clock, and prints the comparison table. Rates are units/min; durations take

@@ -3,7 +3,7 @@ import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ConfigError } from '../errors.js';
 import { AdaptiveRateLimiter } from '../limiter/adaptive.js';
-import { HELP, modesFor, parseFlags, parseModes, pickScenarios, UsageError } from './args.js';
+import { helpText, modesFor, parseFlags, parseModes, pickScenarios, UsageError } from './args.js';
 import { loadControllerModule } from './controller-module.js';
 import { applyOverrides } from './overrides.js';
 import { ProgressBar } from './progress.js';
@@ -22,6 +22,8 @@ export interface CliIo {
   stdout: { write(text: string): unknown };
   stderr: { write(text: string): unknown; isTTY?: boolean; columns?: number };
   cwd: string;
+  /** How the user runs the simulator, for the help and the HTML report. @default 'npm run simulate --' */
+  command?: string;
 }
 
 const defaultIo = (): CliIo => ({ stdout: process.stdout, stderr: process.stderr, cwd: process.cwd() });
@@ -42,7 +44,7 @@ export async function main(args: readonly string[], io: CliIo = defaultIo()): Pr
 async function run(args: readonly string[], io: CliIo): Promise<number> {
   const values = parseFlags(args);
   if (values.help) {
-    io.stdout.write(HELP);
+    io.stdout.write(helpText(io.command ?? 'npm run simulate --'));
     return 0;
   }
   if (values.list) {
@@ -100,7 +102,7 @@ async function run(args: readonly string[], io: CliIo): Promise<number> {
 
   if (values.html !== undefined) {
     const file = resolve(io.cwd, values.html);
-    const command = ['npm run simulate --', ...args].join(' ');
+    const command = [io.command ?? 'npm run simulate --', ...args].join(' ');
     writeFileSync(file, renderHtml(groups, { command, tookMs }));
   }
   if (values.json) {

@@ -18,7 +18,7 @@ export interface ReportMeta {
 }
 
 /**
- * Reads uPlot (a devDependency) to inline it: the page must open offline, from a file.
+ * Reads uPlot (a dependency) to inline it: the page must open offline, from a file.
  * Throws with a hint when it is not installed.
  */
 function chartLibrary(): { js: string; css: string } {
@@ -29,9 +29,12 @@ function chartLibrary(): { js: string; css: string } {
       css: readFileSync(require.resolve('uplot/dist/uPlot.min.css'), 'utf8'),
     };
   } catch (error) {
-    throw new Error('--html needs the uplot package (a devDependency): run `npm install` first', {
-      cause: error,
-    });
+    throw new Error(
+      '--html needs the uplot package (a dependency of adaptive-rate-limit): reinstall the package',
+      {
+        cause: error,
+      },
+    );
   }
 }
 
