@@ -22,6 +22,7 @@ import { adaptiveRateLimit } from '../src/http/interceptor.js';
 import { RateLimiterRegistry } from '../src/registry.js';
 import { agentWith, cleanups, get, limit, NEVER_BINDS, serve } from './helpers/interceptor-fixtures.js';
 import { RateLimitedServer, until } from './helpers/rate-limited-server.js';
+import { undiciMajor } from './helpers/undici-version.js';
 
 /** Answers the first `n` requests with `status` (and headers), then lets the bucket decide. */
 function firstAnswers(n: number, status: number, headers: Record<string, string> = {}) {
@@ -465,19 +466,56 @@ describe('adaptiveRateLimit: with undici', () => {
     expect(rl.registry.get(server.origin)?.snapshot().throttles).toBe(1);
   });
 
-  it('fails a Client request that has no origin when the origin option is missing', async () => {
-    const server = await serve();
-    const client = new Client(server.origin);
-    cleanups.push(() => client.close());
+  it('fails a request that has no origin when the origin option is missing', () => {
+    const sent = vi.fn(() => true);
+    const onResponseError = vi.fn();
 
-    const error = await client
-      .compose(limit())
-      .request({ path: '/', method: 'GET' })
-      .catch((e: unknown) => e);
+    limit()(sent)({ path: '/', method: 'GET' }, { onRequestStart: () => {}, onResponseError });
 
-    expect(error).toMatchObject({ code: 'ERR_INVALID_ORIGIN', message: expect.stringContaining('`origin`') });
-    expect(server.requests).toBe(0);
+    expect(onResponseError).toHaveBeenCalledOnce();
+    expect(onResponseError.mock.calls[0]![1]).toMatchObject({
+      code: 'ERR_INVALID_ORIGIN',
+      message: expect.stringContaining('`origin`'),
+    });
+    expect(sent).not.toHaveBeenCalled();
   });
+
+  it.runIf(undiciMajor === 7)(
+    'fails a Client request that has no origin when the origin option is missing (undici 7)',
+    async () => {
+      const server = await serve();
+      const client = new Client(server.origin);
+      cleanups.push(() => client.close());
+
+      const error = await client
+        .compose(limit())
+        .request({ path: '/', method: 'GET' })
+        .catch((e: unknown) => e);
+
+      expect(error).toMatchObject({
+        code: 'ERR_INVALID_ORIGIN',
+        message: expect.stringContaining('`origin`'),
+      });
+      expect(server.requests).toBe(0);
+    },
+  );
+
+  it.runIf(undiciMajor >= 8)(
+    "meters a Client request with the Client's origin (undici 8 fills it in)",
+    async () => {
+      const server = await serve();
+      const client = new Client(server.origin);
+      cleanups.push(() => client.close());
+      const rl = limit({ default: NEVER_BINDS });
+
+      const response = await client.compose(rl).request({ path: '/', method: 'GET' });
+
+      expect(response.statusCode).toBe(200);
+      await response.body.text();
+      expect(rl.registry.get(server.origin)?.snapshot().throttles).toBe(0);
+      expect(server.requests).toBe(1);
+    },
+  );
 
   it('works inside interceptors.retry, which retries what the limiter does not (a 500)', async () => {
     let n = 0;

@@ -2,6 +2,7 @@ import type { Dispatcher } from 'undici';
 import { AdaptiveRateLimitError } from '../errors.js';
 import type { RateLimiterRegistry } from '../registry.js';
 import { RateLimitedDispatch } from './handler.js';
+import { toDispatchHandler } from './legacy-handler.js';
 import { type InterceptorOptions, resolveInterceptorOptions } from './options.js';
 import { normalizeOrigin } from './origin.js';
 import { HttpRuntime } from './runtime.js';
@@ -44,7 +45,9 @@ export interface AdaptiveRateLimitInterceptor extends Dispatcher.DispatcherCompo
  * - A request whose units (and slot) are free is sent at once, and its response passes straight
  *   through unless it is throttled and will be sent again.
  *
- * Written against undici's handler API of v7 and v8 (`onRequestStart`, `onResponseStart`, ...).
+ * Written against undici's handler API of v7 and v8 (`onRequestStart`, `onResponseStart`, ...);
+ * an old-style handler (`onConnect`, `onHeaders`, ...: Node's built-in `fetch` with a
+ * `dispatcher` from undici 8) is converted on entry.
  *
  * @throws {ConfigError} when an option is invalid, naming each bad field and the value received.
  */
@@ -62,8 +65,10 @@ export function adaptiveRateLimit(options: InterceptorOptions = {}): AdaptiveRat
     // Exactly two parameters: undici 8's compose checks `dispatch.length === 2`.
     return function adaptiveRateLimitDispatch(
       opts: Dispatcher.DispatchOptions,
-      handler: Dispatcher.DispatchHandler,
+      given: Dispatcher.DispatchHandler,
     ) {
+      // Node's fetch passes an old-style handler, which undici 8's compose no longer converts.
+      const handler = toDispatchHandler(given);
       const origin = opts.origin == null ? fallback : origins.normalize(opts.origin);
       if (origin === undefined) {
         handler.onResponseError?.(
