@@ -6,6 +6,11 @@ import { toDispatchHandler } from './legacy-handler.js';
 import { type InterceptorOptions, resolveInterceptorOptions } from './options.js';
 import { normalizeOrigin } from './origin.js';
 import { HttpRuntime } from './runtime.js';
+import { warnOnUnsupportedUndici } from './undici-support.js';
+
+// Names an undici that cannot run on this Node (undici 8 on Node 20) when the package loads, before
+// undici's own load error, which does not say why.
+warnOnUnsupportedUndici();
 
 /** What {@link adaptiveRateLimit} returns: an undici interceptor, with its registry. */
 export interface AdaptiveRateLimitInterceptor extends Dispatcher.DispatcherComposeInterceptor {
