@@ -1,7 +1,9 @@
 import { Agent, type Dispatcher } from 'undici';
 import { describe, expect, it } from 'vitest';
+import { ManualClock } from '../src/clock.js';
 import type { InterceptorOptions } from '../src/http/options.js';
 import { cleanups, limit, NEVER_BINDS, serve } from './helpers/interceptor-fixtures.js';
+import { until } from './helpers/rate-limited-server.js';
 
 // Node's built-in fetch passes its dispatcher an old-style handler (onConnect, onHeaders, onData,
 // onComplete, onError). undici 7's compose converts it before each interceptor; undici 8's does
@@ -65,6 +67,30 @@ describe('an old-style handler (Node fetch, undici 8 compose)', () => {
       [429, '{"id":1}'],
       [200, '{"id":1}'],
     ]);
+  });
+
+  it('rejects a fetch aborted while it waits, before the server sees it (abort through onConnect)', async () => {
+    const server = await serve({ capacity: 1, retryAfter: '600' });
+    const clock = new ManualClock();
+    const options = { clock, maxAttempts: 1, default: { maxWait: 3_600_000 } };
+    const agent = new Agent();
+    cleanups.push(() => agent.close());
+    const rl = limit(options);
+    const dispatcher = {
+      dispatch: rl((opts, handler) => agent.dispatch(opts, handler)),
+    } as unknown as Dispatcher;
+    await (await fetchWith(dispatcher, `${server.origin}/`)).text();
+    expect((await fetchWith(dispatcher, `${server.origin}/`)).status).toBe(429); // paused for 10 minutes
+    const limiter = rl.registry.get(server.origin);
+    const abort = new AbortController();
+
+    const pending = fetchWith(dispatcher, `${server.origin}/waiting`, { signal: abort.signal });
+    await until(() => limiter?.snapshot().queued === 1, 'the request to queue');
+    abort.abort();
+
+    await expect(pending).rejects.toMatchObject({ name: 'AbortError' });
+    await until(() => limiter?.snapshot().queued === 0, 'the reservation to be returned');
+    expect(server.requests).toBe(2);
   });
 
   it('passes an origin without a limiter through (default: false)', async () => {
