@@ -1,6 +1,7 @@
 import { Agent, type Dispatcher } from 'undici';
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
+import type { AdaptiveRateLimitInterceptor } from '../src/http/interceptor.js';
 import type { InterceptorOptions } from '../src/http/options.js';
 import { cleanups, limit, NEVER_BINDS, serve } from './helpers/interceptor-fixtures.js';
 import { until } from './helpers/rate-limited-server.js';
@@ -11,10 +12,11 @@ import { until } from './helpers/rate-limited-server.js';
 // interceptor's dispatch is called directly by Node's fetch, with an Agent's dispatch inside it.
 
 /** A dispatcher whose dispatch is the interceptor's, called with whatever handler fetch passes. */
-function direct(options: InterceptorOptions = {}): Dispatcher {
+function direct(options: InterceptorOptions | AdaptiveRateLimitInterceptor = {}): Dispatcher {
   const agent = new Agent();
   cleanups.push(() => agent.close());
-  const dispatch = limit(options)((opts, handler) => agent.dispatch(opts, handler));
+  const rl = typeof options === 'function' ? options : limit(options);
+  const dispatch = rl((opts, handler) => agent.dispatch(opts, handler));
   return { dispatch } as unknown as Dispatcher;
 }
 
@@ -72,13 +74,8 @@ describe('an old-style handler (Node fetch, undici 8 compose)', () => {
   it('rejects a fetch aborted while it waits, before the server sees it (abort through onConnect)', async () => {
     const server = await serve({ capacity: 1, retryAfter: '600' });
     const clock = new ManualClock();
-    const options = { clock, maxAttempts: 1, default: { maxWait: 3_600_000 } };
-    const agent = new Agent();
-    cleanups.push(() => agent.close());
-    const rl = limit(options);
-    const dispatcher = {
-      dispatch: rl((opts, handler) => agent.dispatch(opts, handler)),
-    } as unknown as Dispatcher;
+    const rl = limit({ clock, maxAttempts: 1, default: { maxWait: 3_600_000 } });
+    const dispatcher = direct(rl);
     await (await fetchWith(dispatcher, `${server.origin}/`)).text();
     expect((await fetchWith(dispatcher, `${server.origin}/`)).status).toBe(429); // paused for 10 minutes
     const limiter = rl.registry.get(server.origin);
