@@ -14,6 +14,7 @@ export type {
 export { FixedWindowRateLimiter } from './limiter/fixed-window.js';
 export type { AdaptiveLimiterOptions } from './limiter/options.js';
 export { LIMITER_DEFAULTS } from './limiter/options.js';
+export { AWS_THROTTLING_CODES, classifyThrown, headersOfError, statusOfError } from './limiter/sdk-errors.js';
 export type { AcquireOptions, Outcome, Permit, RateLimiter, WrapOptions } from './limiter/types.js';
 
 // Controllers

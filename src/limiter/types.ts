@@ -31,8 +31,10 @@ export interface WrapOptions<R> {
   /** Classifies a resolved result. @default every result is a success */
   classify?: (result: R) => Outcome;
   /**
-   * Classifies a thrown error. @default an error with `status` or `statusCode` 429 is throttled
-   * (with `retryAfterMs` when it has one); anything else failed.
+   * Classifies a thrown error. @default `classifyThrown`: an SDK's 429 (`status`, `statusCode`,
+   * `response.status`, `response.statusCode`, `$metadata.httpStatusCode`) or an AWS throttling
+   * error is throttled, with the wait its headers ask for (`retry-after-ms`, `Retry-After`);
+   * anything else failed.
    */
   classifyError?: (error: unknown) => Outcome;
   /** Attempts in all when a call is throttled (a throttled call was not processed). @default 4 */
