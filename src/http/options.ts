@@ -6,6 +6,7 @@ import { configErrorFrom } from '../limiter/options.js';
 import type { RateLimiterRegistry } from '../registry.js';
 import type { HeaderRecord, ResponseVerdict } from './classify.js';
 import { normalizeOrigin } from './origin.js';
+import type { RejectionMode } from './refusal.js';
 
 /** A request as `units` sees it, before it is sent. */
 export interface OutgoingRequest {
@@ -78,6 +79,16 @@ export interface InterceptorOptions {
   maxReplayBodyBytes?: number;
   /** The time source of the limiters the adapter makes. Not with `registry`. @default systemClock */
   clock?: Clock;
+  /**
+   * How a request the limiter refuses (its wait would pass `maxWait`, the queue is full, the
+   * limiter was closed) ends: `'error'` fails it with `RateLimitRejectedError`; `'response'` answers
+   * it with a local `429` carrying `Retry-After` (the predicted wait, whole seconds rounded up, at
+   * least 1) and `x-adaptive-rate-limit: rejected;reason=<reason>`, which SDKs back off from
+   * instead of retrying a "connection error" at once. A retry the limiter refuses still gets the
+   * server's last 429. @default 'error' (a refusal is this process's decision, not the server's
+   * answer: code that counts 429s must not count it, and the error says why)
+   */
+  rejection?: RejectionMode;
 }
 
 /** {@link InterceptorOptions} after defaults and checks. */
@@ -93,6 +104,7 @@ export interface ResolvedInterceptorOptions {
   classify: ((status: number, headers: HeaderRecord) => ResponseVerdict | undefined) | undefined;
   maxReplayBodyBytes: number;
   clock: Clock | undefined;
+  rejection: RejectionMode;
 }
 
 const fn = <T>(what: string) =>
@@ -133,6 +145,7 @@ export const interceptorOptionsSchema = z
         typeof (v as Clock).setTimeout === 'function',
       { message: 'expected a Clock with now(), setTimeout() and clearTimeout()' },
     ),
+    rejection: z.enum(['error', 'response']),
   })
   .partial()
   .strict();
@@ -180,5 +193,6 @@ export function resolveInterceptorOptions(
     classify: o.classify,
     maxReplayBodyBytes: o.maxReplayBodyBytes ?? CONFIG_DEFAULTS.maxReplayBodyBytes,
     clock: o.clock,
+    rejection: o.rejection ?? 'error',
   };
 }

@@ -79,14 +79,14 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     // The admission checks stay here, not in the line: a smaller `acquire` is inlined (V8, Node 20)
     // into a caller's loop in place of `_success`, which cost ~7% of the engine bench's async rate.
     const line = this.#waitingLine();
+    const predicted = this.#bucket.predictWait(units, line.queuedUnits, this.#pause.left(now), now);
     if (line.size >= this.#opts.queueLimit) {
       const detail = `queue full: ${line.size} of ${this.#opts.queueLimit} waiting`;
-      return Promise.reject(this.#rejection('queue-full', units, detail));
+      return Promise.reject(this.#rejection('queue-full', units, detail, predicted));
     }
-    const predicted = this.#bucket.predictWait(units, line.queuedUnits, this.#pause.left(now), now);
     if (predicted > this.#opts.maxWait) {
       const detail = `predicted wait ${Math.ceil(predicted)} ms is longer than maxWait ${this.#opts.maxWait} ms`;
-      return Promise.reject(this.#rejection('max-wait', units, detail));
+      return Promise.reject(this.#rejection('max-wait', units, detail, predicted));
     }
     return line.enqueue(units, now, now + this.#opts.maxWait, signal);
   }
@@ -273,8 +273,13 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     return new LimiterPermit(this, units, this.#book.epoch);
   }
 
-  #rejection(reason: RejectionReason, units: number, detail: string): RateLimitRejectedError {
-    const error = new RateLimitRejectedError(reason, this.#opts.name, detail);
+  #rejection(
+    reason: RejectionReason,
+    units: number,
+    detail: string,
+    waitMs?: number,
+  ): RateLimitRejectedError {
+    const error = new RateLimitRejectedError(reason, this.#opts.name, detail, waitMs);
     this.emit('rejected', { limiter: this.#opts.name, units, reason, message: error.message });
     return error;
   }
@@ -301,7 +306,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
         this.#book.waited = true;
         return this.#grant(units, now, since);
       },
-      rejection: (reason, units, detail) => this.#rejection(reason, units, detail),
+      rejection: (reason, units, detail, waitMs) => this.#rejection(reason, units, detail, waitMs),
       resumed: () => this.emit('resumed', { limiter: this.#opts.name }),
     });
     return this.#line;

@@ -142,7 +142,7 @@ export class FixedWindowRateLimiter extends LazyEmitter<FixedWindowEventMap> imp
     const wait = this.#startOf(cycle) - now;
     if (wait > this.#timeout) {
       const detail = `${units} units would wait ${Math.ceil(wait)} ms for cycle ${cycle}, longer than timeoutDuration ${this.#timeout} ms`;
-      return Promise.reject(this.#rejection('timeout', units, detail));
+      return Promise.reject(this.#rejection('timeout', units, detail, wait));
     }
     this.#tailCycle = cycle;
     this.#tailLeft = left - units;
@@ -358,8 +358,13 @@ export class FixedWindowRateLimiter extends LazyEmitter<FixedWindowEventMap> imp
     return this.#rejection('timeout', units, detail);
   }
 
-  #rejection(reason: RejectionReason, units: number, detail: string): RateLimitRejectedError {
-    const error = new RateLimitRejectedError(reason, this.name, detail);
+  #rejection(
+    reason: RejectionReason,
+    units: number,
+    detail: string,
+    waitMs?: number,
+  ): RateLimitRejectedError {
+    const error = new RateLimitRejectedError(reason, this.name, detail, waitMs);
     this.emit('rejected', { limiter: this.name, units, reason, message: error.message });
     return error;
   }

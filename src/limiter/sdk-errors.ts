@@ -1,3 +1,4 @@
+import { REFUSAL_HEADER } from '../http/refusal.js';
 import { headerLookup, type ResponseHeaders, retryAfterFromHeaders } from '../http/retry-after.js';
 import type { Outcome } from './types.js';
 
@@ -85,13 +86,17 @@ function isAwsThrottling(error: Bag): boolean {
  *   `Retry-After`, an exhausted `ratelimit`), else the error's own `retryAfterMs` when it is a
  *   number >= 0.
  * - failed: anything else; a 5xx with such a wait pauses the limiter without a cut, as the HTTP
- *   adapters do.
+ *   adapters do. So is a 429 the library made itself (`x-adaptive-rate-limit: rejected`, the
+ *   adapters' `rejection: 'response'`): no server said it.
  *
  * For anything else (an SDK's own error class, GitHub's 403), give `wrap` a `classifyError` of your
  * own, falling back to this one.
  */
 export function classifyThrown(error: unknown): Outcome {
   if (!isBag(error)) return { kind: 'failed' };
+  const headers = headersOfError(error);
+  // The library's own refusal (`rejection: 'response'`) was never sent: not the server's word.
+  if (headers !== undefined && headerLookup(headers)(REFUSAL_HEADER) !== undefined) return { kind: 'failed' };
   const status = statusOfError(error);
   const throttled = status === 429 || isAwsThrottling(error);
   // A wait on a failure is kept only for a server error (a 503 "come back later").
