@@ -11,7 +11,7 @@ import {
   resolveLimiterOptions,
 } from './options.js';
 import { Pause } from './pause.js';
-import { LimiterPermit, type PermitSink } from './permit.js';
+import { LimiterPermit, type PermitSink, waitedBefore } from './permit.js';
 import type { AcquireOptions, LimiterSnapshot, Permit, RateLimiter, WrapOptions } from './types.js';
 import { WaitingLine } from './waiting-line.js';
 import { wrapWithLimiter } from './wrap.js';
@@ -80,15 +80,17 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     // into a caller's loop in place of `_success`, which cost ~7% of the engine bench's async rate.
     const line = this.#waitingLine();
     const predicted = this.#bucket.predictWait(units, line.queuedUnits, this.#pause.left(now), now);
+    const maxWait = this.#opts.maxWait - waitedBefore(options);
     if (line.size >= this.#opts.queueLimit) {
       const detail = `queue full: ${line.size} of ${this.#opts.queueLimit} waiting`;
       return Promise.reject(this.#rejection('queue-full', units, detail, predicted));
     }
-    if (predicted > this.#opts.maxWait) {
-      const detail = `predicted wait ${Math.ceil(predicted)} ms is longer than maxWait ${this.#opts.maxWait} ms`;
+    if (predicted > maxWait) {
+      const left = maxWait < this.#opts.maxWait ? `the ${Math.max(0, Math.floor(maxWait))} ms left of ` : '';
+      const detail = `predicted wait ${Math.ceil(predicted)} ms is longer than ${left}maxWait ${this.#opts.maxWait} ms`;
       return Promise.reject(this.#rejection('max-wait', units, detail, predicted));
     }
-    return line.enqueue(units, now, now + this.#opts.maxWait, signal);
+    return line.enqueue(units, now, now + maxWait, signal);
   }
 
   tryAcquire(units = 1): Permit | undefined {
@@ -270,7 +272,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     if (this.listenerCount('acquired') > 0) {
       this.emit('acquired', { limiter: this.#opts.name, units, waited: now - since });
     }
-    return new LimiterPermit(this, units, this.#book.epoch);
+    return new LimiterPermit(this, units, this.#book.epoch, now - since);
   }
 
   #rejection(

@@ -3,6 +3,7 @@ import { type Clock, MAX_TIMER_MS, systemClock } from '../clock.js';
 import { ConfigError, RateLimitRejectedError, type RejectionReason } from '../errors.js';
 import { LazyEmitter, type LimiterEventMap } from './events.js';
 import { configErrorFrom, LIMITER_DEFAULTS, limiterFieldsSchema } from './options.js';
+import { waitedBefore } from './permit.js';
 import { Fifo } from './queue.js';
 import type { AcquireOptions, Permit, RateLimiter, WrapOptions } from './types.js';
 import { wrapWithLimiter } from './wrap.js';
@@ -140,7 +141,7 @@ export class FixedWindowRateLimiter extends LazyEmitter<FixedWindowEventMap> imp
       left = this.#limit;
     }
     const wait = this.#startOf(cycle) - now;
-    if (wait > this.#timeout) {
+    if (wait > this.#timeout - waitedBefore(options)) {
       const detail = `${units} units would wait ${Math.ceil(wait)} ms for cycle ${cycle}, longer than timeoutDuration ${this.#timeout} ms`;
       return Promise.reject(this.#rejection('timeout', units, detail, wait));
     }
@@ -350,7 +351,7 @@ export class FixedWindowRateLimiter extends LazyEmitter<FixedWindowEventMap> imp
 
   #grant(units: number, waited: number): Permit {
     this.emit('acquired', { limiter: this.name, units, waited });
-    return permitOf(units);
+    return permitOf(units, waited);
   }
 
   #neverServed(units: number): RateLimitRejectedError {
@@ -381,6 +382,6 @@ function checkUnits(method: string, units: unknown): ConfigError | undefined {
 const ignore = (): void => {};
 
 /** A fixed window does not adapt: the feedback is accepted and ignored. */
-function permitOf(units: number): Permit {
-  return { units, success: ignore, throttled: ignore, failed: ignore };
+function permitOf(units: number, waitedMs: number): Permit {
+  return { units, waitedMs, success: ignore, throttled: ignore, failed: ignore };
 }
