@@ -4,7 +4,7 @@ import { CONFIG_DEFAULTS, type LimiterConfig } from '../config/schema.js';
 import { ConfigError } from '../errors.js';
 import { configErrorFrom } from '../limiter/options.js';
 import type { RateLimiterRegistry } from '../registry.js';
-import type { HeaderRecord, ResponseVerdict } from './classify.js';
+import type { ClassifyResult, HeaderRecord } from './classify.js';
 import { normalizeOrigin } from './origin.js';
 import type { RejectionMode } from './refusal.js';
 
@@ -66,10 +66,12 @@ export interface InterceptorOptions {
   throttleStatuses?: readonly number[];
   /**
    * Judges a response: `'success'`, `'throttled'` or `'failed'`, or `undefined` for the default
-   * rule (throttle statuses throttled, other 2xx-4xx success, 5xx failed). For APIs such as
-   * GitHub's, which throttle with 403 and `x-ratelimit-remaining: 0`. @default the default rule
+   * rule (throttle statuses throttled, other 2xx-4xx success, 5xx failed); a throttled or failed
+   * verdict may carry its wait, `{ verdict: 'throttled', retryAfterMs }` (ms, >= 0), which replaces
+   * the one read from `Retry-After`. For APIs such as GitHub's, which throttle with 403 and
+   * `x-ratelimit-remaining: 0` until `x-ratelimit-reset`: `githubClassify`. @default the default rule
    */
-  classify?: (status: number, headers: HeaderRecord) => ResponseVerdict | undefined;
+  classify?: (status: number, headers: HeaderRecord) => ClassifyResult;
   /**
    * The longest one-shot request body (a stream, an async iterable, Node fetch's body) kept in
    * memory while it is sent, in bytes, so that a throttled attempt can be sent again; a longer
@@ -101,7 +103,7 @@ export interface ResolvedInterceptorOptions {
   responseUnits: ((status: number, headers: HeaderRecord) => number | undefined) | undefined;
   maxAttempts: number;
   throttleStatuses: ReadonlySet<number>;
-  classify: ((status: number, headers: HeaderRecord) => ResponseVerdict | undefined) | undefined;
+  classify: ((status: number, headers: HeaderRecord) => ClassifyResult) | undefined;
   maxReplayBodyBytes: number;
   clock: Clock | undefined;
   rejection: RejectionMode;
@@ -134,8 +136,8 @@ export const interceptorOptionsSchema = z
     ),
     maxAttempts: z.number().int().min(1),
     throttleStatuses: z.array(z.number().int().min(400).max(599)).readonly(),
-    classify: fn<(status: number, headers: HeaderRecord) => ResponseVerdict | undefined>(
-      "(status, headers) => 'success' | 'throttled' | 'failed' | undefined",
+    classify: fn<(status: number, headers: HeaderRecord) => ClassifyResult>(
+      "(status, headers) => 'success' | 'throttled' | 'failed' | { verdict, retryAfterMs } | undefined",
     ),
     maxReplayBodyBytes: z.number().int().nonnegative(),
     clock: z.custom<Clock>(
