@@ -20,7 +20,7 @@ export interface Refusal {
   readonly statusText: 'Too Many Requests';
   /** Lower-case names. */
   readonly headers: Readonly<Record<string, string>>;
-  /** JSON: `{"error":{"type":"rate_limit_rejected","code","reason","limiter","message"}}`. */
+  /** JSON: `{"message","error":{"type":"rate_limit_rejected","code","reason","limiter","message"}}`. */
   readonly body: string;
 }
 
@@ -31,13 +31,14 @@ export interface Refusal {
  *   it predicted none: a closed limiter);
  * - `x-adaptive-rate-limit: rejected;reason=<reason>` (a Structured Field item: a token with a
  *   token parameter), so that code and logs can tell it from the server's own 429;
- * - `content-type: application/json`, with a body SDKs read an error message from (openai,
- *   Anthropic and Octokit show `error.message`).
+ * - `content-type: application/json`, with a body SDKs read an error message from (openai and
+ *   Anthropic show `error.message`, Octokit the top-level `message`).
  */
 export function refusalOf(error: unknown, mode: RejectionMode): Refusal | undefined {
   if (mode !== 'response' || !(error instanceof RateLimitRejectedError)) return undefined;
   const seconds = Math.max(1, Math.ceil((error.retryAfterMs ?? 0) / 1000));
   const body = JSON.stringify({
+    message: error.message,
     error: {
       type: 'rate_limit_rejected',
       code: error.code,
