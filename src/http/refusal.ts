@@ -52,7 +52,7 @@ export function refusalOf(error: unknown, mode: RejectionMode): Refusal | undefi
     statusText: 'Too Many Requests',
     headers: {
       'content-type': 'application/json',
-      'content-length': String(Buffer.byteLength(body)),
+      'content-length': String(new TextEncoder().encode(body).byteLength),
       'retry-after': String(seconds),
       [REFUSAL_HEADER]: `rejected;reason=${error.reason}`,
     },
@@ -89,7 +89,7 @@ export function answerRefusal(
   if (refusal === undefined) return false;
   try {
     handler.onResponseStart?.(controller, refusal.status, { ...refusal.headers }, refusal.statusText);
-    if (!controller.aborted) handler.onResponseData?.(controller, Buffer.from(refusal.body));
+    if (!controller.aborted) handler.onResponseData?.(controller, Buffer.from(refusal.body, 'utf8'));
     // An abort from a callback ends the request with its reason, as undici's core does.
     if (controller.aborted) handler.onResponseError?.(controller, controller.reason ?? new Error('aborted'));
     else handler.onResponseEnd?.(controller, {});
