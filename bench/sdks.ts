@@ -15,6 +15,9 @@
  * - <1s after 429: requests that reached the server within a second after it sent a 429, the
  *   first 20 ms after it left out (requests already in flight then); of the 60 burst calls, and
  *   of the steady ones.
+ * - sent <1s after a 429 came back: requests the limiter let go within a second after a 429
+ *   reached it, timed below the limiter (the fetch-based recipes; `-` for the global dispatcher
+ *   and got). Every 429 here asks for at least 1 s, so each one is a request Retry-After forbade.
  * - the last row, "today": openai with its default retries and the library's default refusals.
  * - burst 429s: 429s answered to the 60 calls sent at once (their retries included).
  */
@@ -110,7 +113,16 @@ function oracle(arrivals: number[]): number {
 
 async function run(recipe: Recipe) {
   const api = await startApi();
-  const client = recipe.make(api.origin, { limiter: { maxWait: MAX_WAIT_MS } });
+  // Below the limiter: when each request left, and when each 429 came back (fetch-based recipes).
+  const sentAt: number[] = [];
+  const throttledBackAt: number[] = [];
+  const watched: typeof fetch = async (input, init) => {
+    sentAt.push(performance.now());
+    const response = await globalThis.fetch(input, init);
+    if (response.status === 429) throttledBackAt.push(performance.now());
+    return response;
+  };
+  const client = recipe.make(api.origin, { limiter: { maxWait: MAX_WAIT_MS }, fetch: watched });
   const start = performance.now();
   const arrivals: number[] = [];
   const endings: Promise<Ending>[] = [];
@@ -126,9 +138,12 @@ async function run(recipe: Recipe) {
   for (let i = 0; i < BURST_CALLS; i++) callOne(i);
   const steadyCalls = Math.round((STEADY_MS / 1000) * STEADY_PER_SECOND);
   for (let i = 0; i < steadyCalls; i++) {
-    await new Promise((resolve) => setTimeout(resolve, 1000 / STEADY_PER_SECOND));
+    // On a schedule from the start, so that late timers do not stretch the load.
+    const due = start + ((i + 1) * 1000) / STEADY_PER_SECOND;
+    await new Promise((resolve) => setTimeout(resolve, Math.max(0, due - performance.now())));
     callOne(BURST_CALLS + i);
   }
+  const span = performance.now() - start;
   let timer: NodeJS.Timeout | undefined;
   const stop = new Promise<'stopped'>((resolve) => {
     timer = setTimeout(() => resolve('stopped'), HARD_STOP_MS - (performance.now() - start));
@@ -149,6 +164,7 @@ async function run(recipe: Recipe) {
   return {
     sdk: recipe.name,
     calls: endings.length,
+    'load s': Math.round(span / 100) / 10,
     ok: counts.ok,
     'oracle ok': oracle(arrivals),
     'failed: 429': counts['server-429'],
@@ -159,6 +175,10 @@ async function run(recipe: Recipe) {
     'burst 429s': api.hits.filter((h) => h.status === 429 && burst(h)).length,
     attempts: `${Math.max(...perCall.values())} (${recipe.maxAttempts})`,
     '<1s after 429 (burst/steady)': `${soon.filter(burst).length}/${soon.filter((h) => !burst(h)).length}`,
+    'sent <1s after a 429 came back':
+      sentAt.length === 0
+        ? '-'
+        : sentAt.filter((t) => throttledBackAt.some((r) => t > r && t - r < 1000)).length,
     cuts: snapshot?.cuts ?? '-',
   };
 }

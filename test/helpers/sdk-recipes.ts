@@ -22,6 +22,8 @@ export interface RecipeOptions {
   limiter?: Omit<LimiterConfig, 'origins'>;
   /** The library's attempts per call. @default the recipe's */
   maxAttempts?: number;
+  /** The fetch `rateLimitedFetch` wraps (to watch what it sends). @default globalThis.fetch */
+  fetch?: typeof fetch;
 }
 
 /** One SDK's client made by its recipe. */
@@ -51,6 +53,7 @@ const quiet = { debug() {}, info() {}, warn() {}, error() {} };
 /** `rateLimitedFetch` as each fetch-based recipe sets it up: one limiter for the API's origin. */
 function limitedFetch(origin: string, options: RecipeOptions, maxAttempts: number, throttleStatuses = [429]) {
   return rateLimitedFetch({
+    ...(options.fetch !== undefined && { fetch: options.fetch }),
     limiters: { api: { origins: [origin], ...options.limiter } },
     maxAttempts: options.maxAttempts ?? maxAttempts,
     throttleStatuses,
