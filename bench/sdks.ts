@@ -196,7 +196,10 @@ const today: Recipe = {
   attemptsPerCall: 12,
   throttleStatus: 429,
   make(origin, options = {}) {
-    const fetch = rateLimitedFetch({ limiters: { api: { origins: [origin], ...options.limiter } } });
+    const fetch = rateLimitedFetch({
+      ...(options.fetch !== undefined && { fetch: options.fetch }),
+      limiters: { api: { origins: [origin], ...options.limiter } },
+    });
     const client = new OpenAI({ apiKey: 'test', baseURL: `${origin}/v1`, fetch, logger: quiet });
     return {
       registry: fetch.registry,
