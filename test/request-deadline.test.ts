@@ -2,6 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
 import type { RateLimitRejectedError } from '../src/errors.js';
 import { AdaptiveRateLimiter, FixedWindowRateLimiter } from '../src/index.js';
+import { agentWith, get, limit, NEVER_BINDS, serve } from './helpers/interceptor-fixtures.js';
+import { until } from './helpers/rate-limited-server.js';
 
 async function flush(): Promise<void> {
   for (let i = 0; i < 20; i++) await Promise.resolve();
@@ -74,5 +76,22 @@ describe('one maxWait for the whole request, not one per attempt', () => {
     });
     window.tryAcquire();
     await expect(window.acquire(1, { waitedMs: 8_000 })).rejects.toMatchObject({ reason: 'timeout' });
+  });
+
+  it('the interceptor hands back the 429 of a request that already waited, instead of waiting maxWait again', async () => {
+    const server = await serve({ capacity: 0, retryAfter: '30' });
+    const clock = new ManualClock();
+    const rl = limit({ clock, default: { ...NEVER_BINDS, maxWait: 60_000 } });
+    const limiter = rl.registry.limiterFor(server.origin) as AdaptiveRateLimiter;
+    limiter.pauseFor(40_000);
+
+    const pending = get(agentWith(rl), `${server.origin}/`);
+    await until(() => limiter.snapshot().queued === 1, 'the request to queue');
+    clock.advance(40_000);
+
+    // 40 s waited + a 30 s Retry-After: the retry would pass maxWait 60 s.
+    expect((await pending).status).toBe(429);
+    expect(server.requests).toBe(1);
+    expect(limiter.snapshot().queued).toBe(0);
   });
 });
