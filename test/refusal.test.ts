@@ -4,7 +4,7 @@ import { ManualClock } from '../src/clock.js';
 import { ConfigError, RateLimitRejectedError } from '../src/errors.js';
 import { rateLimitedFetch } from '../src/http/fetch.js';
 import type { InterceptorOptions } from '../src/http/options.js';
-import { AdaptiveRateLimiter, classifyThrown, FixedWindowRateLimiter } from '../src/index.js';
+import { AdaptiveRateLimiter, classifyThrown, FixedWindowRateLimiter, parseConfig } from '../src/index.js';
 import { agentWith, cleanups, get, limit, serve } from './helpers/interceptor-fixtures.js';
 
 /** The server answers 429 with `Retry-After: 600` to every request: one 429 pauses the limiter for 10 min. */
@@ -77,6 +77,17 @@ describe("rejection: 'response' (the interceptor)", () => {
     expect(error).toBeInstanceOf(RateLimitRejectedError);
     expect(error).toMatchObject({ reason: 'max-wait' });
     expect((error as RateLimitRejectedError).retryAfterMs).toBeGreaterThan(599_000);
+  });
+
+  it('is set from a config file too, in any case (appsettings: "Rejection": "Response")', async () => {
+    const config = parseConfig({ AdaptiveRateLimiting: { Rejection: 'Response', MaxAttempts: 1 } });
+    expect(config.rejection).toBe('response');
+    const { server, agent } = await pausedByA429(config);
+
+    expect((await get(agent, `${server.origin}/`)).headers['x-adaptive-rate-limit']).toBe(
+      'rejected;reason=max-wait',
+    );
+    expect(() => parseConfig({ rejection: 'nope' })).toThrow(/rejection/);
   });
 
   it('names a bad value', () => {
