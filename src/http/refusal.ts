@@ -60,12 +60,6 @@ export function refusalOf(error: unknown, mode: RejectionMode): Refusal | undefi
   };
 }
 
-/** Whether a response's headers mark it as a refusal made by this library. */
-export function isLocalRefusal(get: (name: string) => string | string[] | null | undefined): boolean {
-  const value = get(REFUSAL_HEADER);
-  return typeof value === 'string' && value.startsWith('rejected');
-}
-
 /** The fetch wrapper's hook: the local 429 as a `Response`, or `undefined` to rethrow `error`. */
 export function refusalResponse(error: unknown, mode: RejectionMode): Response | undefined {
   const refusal = refusalOf(error, mode);
