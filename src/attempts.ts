@@ -43,19 +43,24 @@ export interface AttemptPlan<T> {
  * permit, and send a throttled attempt again through the limiter, up to `maxAttempts` in all.
  * When the attempts run out, or the limiter refuses a retry, the caller gets the last answer
  * itself (the 429 response, or the last error), never a new error of ours. A first attempt the
- * limiter refuses (queue full, max wait, closed), or an abort, rejects with that error.
+ * limiter refuses (queue full, max wait, closed), or an abort, rejects with that error. The
+ * waits for every attempt's units share one `maxWait`: each acquire is told how long the request
+ * has waited so far (`waitedMs`).
  */
 export async function runAttempts<T>(plan: AttemptPlan<T>): Promise<T> {
   let held: { result: T } | undefined =
     plan.throttledFirst === undefined ? undefined : { result: plan.throttledFirst };
   /** The last attempt threw a throttled error; a refused retry rethrows it. */
   let heldError: { error: unknown } | undefined;
+  /** ms this request waited for its earlier attempts' units: one maxWait for the whole request. */
+  let waitedMs = 0;
   for (let attempt = held === undefined ? 1 : 2; ; attempt++) {
     let permit: Permit;
     let release: (() => void) | undefined;
     try {
       if (plan.slot !== undefined) release = await plan.slot(plan.signal);
-      permit = await plan.limiter.acquire(plan.units, { signal: plan.signal });
+      permit = await plan.limiter.acquire(plan.units, { signal: plan.signal, waitedMs });
+      waitedMs += permit.waitedMs ?? 0;
     } catch (error) {
       release?.();
       // A retry the limiter refuses (queue full, wait past maxWait, closed) ends with the

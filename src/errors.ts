@@ -17,12 +17,21 @@ export class RateLimitRejectedError extends AdaptiveRateLimitError {
   readonly reason: RejectionReason;
   /** The name of the limiter that refused. */
   readonly limiter: string;
+  /**
+   * The wait the limiter predicted when it refused (ms, >= 0), when it knows one: how long the
+   * request would have waited (max-wait, queue-full, timeout). `undefined` once closed.
+   */
+  readonly retryAfterMs: number | undefined;
 
-  constructor(reason: RejectionReason, limiter: string, detail: string) {
+  constructor(reason: RejectionReason, limiter: string, detail: string, retryAfterMs?: number) {
     super(`ERR_RATE_LIMIT_${reason.toUpperCase().replace('-', '_')}`, `rate limiter "${limiter}": ${detail}`);
     this.name = 'RateLimitRejectedError';
     this.reason = reason;
     this.limiter = limiter;
+    this.retryAfterMs =
+      retryAfterMs !== undefined && retryAfterMs >= 0 && Number.isFinite(retryAfterMs)
+        ? retryAfterMs
+        : undefined;
   }
 }
 

@@ -14,6 +14,7 @@ export type {
 export { FixedWindowRateLimiter } from './limiter/fixed-window.js';
 export type { AdaptiveLimiterOptions } from './limiter/options.js';
 export { LIMITER_DEFAULTS } from './limiter/options.js';
+export { AWS_THROTTLING_CODES, classifyThrown, headersOfError, statusOfError } from './limiter/sdk-errors.js';
 export type { AcquireOptions, Outcome, Permit, RateLimiter, WrapOptions } from './limiter/types.js';
 
 // Controllers
@@ -23,13 +24,16 @@ export { aimd, cubic, cubicCurve, cubicK } from './controllers/index.js';
 
 // HTTP adapters
 
-export type { HeaderRecord, ResponseVerdict } from './http/classify.js';
+export type { ClassifyResult, HeaderRecord, ResponseVerdict } from './http/classify.js';
 export type { RateLimitedFetch, RateLimitedFetchOptions } from './http/fetch.js';
 export { rateLimitedFetch } from './http/fetch.js';
+export { githubClassify } from './http/github.js';
 export type { AdaptiveRateLimitInterceptor } from './http/interceptor.js';
 export { adaptiveRateLimit } from './http/interceptor.js';
 export type { InterceptorOptions, OutgoingRequest } from './http/options.js';
 export { normalizeOrigin } from './http/origin.js';
+export type { Refusal, RejectionMode } from './http/refusal.js';
+export { REFUSAL_HEADER } from './http/refusal.js';
 export { parseRetryAfter, retryAfterFromHeaders } from './http/retry-after.js';
 
 // Registry and config

@@ -69,6 +69,8 @@ export interface RateLimitConfig {
   throttleStatuses?: number[];
   /** The largest request body (bytes) kept for a replay; a larger one is sent once. @default 1 MiB */
   maxReplayBodyBytes?: number;
+  /** How a refused request ends: `'error'` or a local 429 (`'response'`), any case. @default 'error' */
+  rejection?: 'error' | 'response';
 }
 
 /** The values {@link parseConfig} fills in for fields a config leaves out. */
@@ -132,6 +134,9 @@ const configObject = z
       .array(z.number().int().min(400).max(599))
       .default(() => [...CONFIG_DEFAULTS.throttleStatuses]),
     maxReplayBodyBytes: z.number().int().nonnegative().default(CONFIG_DEFAULTS.maxReplayBodyBytes),
+    rejection: z
+      .preprocess((v) => (typeof v === 'string' ? v.toLowerCase() : v), z.enum(['error', 'response']))
+      .optional(),
   })
   .strict();
 

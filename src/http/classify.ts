@@ -7,12 +7,22 @@ export type HeaderRecord = Readonly<Record<string, string | string[] | undefined
 /** What an answer means for the limiter. */
 export type ResponseVerdict = 'success' | 'throttled' | 'failed';
 
+/**
+ * What a `classify` callback returns: a verdict; or a throttled or failed verdict with the wait
+ * the answer asks for in ms (`{ verdict: 'throttled', retryAfterMs }`, for a wait no standard
+ * header carries, such as GitHub's `x-ratelimit-reset`); or `undefined` for the default rule.
+ */
+export type ClassifyResult =
+  | ResponseVerdict
+  | { verdict: 'throttled' | 'failed'; retryAfterMs?: number | undefined }
+  | undefined;
+
 /** How responses are judged; the resolved form of the interceptor's options. */
 export interface ResponseRules {
   /** Statuses that mean "slow down". */
   readonly throttleStatuses: ReadonlySet<number>;
   /** The caller's verdict, or `undefined` for the default rule. */
-  readonly classify?: ((status: number, headers: HeaderRecord) => ResponseVerdict | undefined) | undefined;
+  readonly classify?: ((status: number, headers: HeaderRecord) => ClassifyResult) | undefined;
   /** The units a successful request really cost, or `undefined` to keep the charge. */
   readonly responseUnits?: ((status: number, headers: HeaderRecord) => number | undefined) | undefined;
 }
@@ -52,11 +62,24 @@ export function classifyResponse(
   record: () => HeaderRecord,
 ): Outcome {
   let verdict: ResponseVerdict | undefined;
+  let waitMs: number | undefined;
   if (rules.classify !== undefined) {
-    verdict = rules.classify(status, record());
-    if (verdict !== undefined && !VERDICTS.has(verdict)) {
+    const result = rules.classify(status, record());
+    if (typeof result === 'object' && result !== null) {
+      verdict = result.verdict;
+      waitMs = result.retryAfterMs;
+      if (waitMs !== undefined && !(typeof waitMs === 'number' && waitMs >= 0 && Number.isFinite(waitMs))) {
+        throw new TypeError(
+          `classify(${status}) returned retryAfterMs ${String(waitMs)}; expected a finite number >= 0`,
+        );
+      }
+    } else verdict = result;
+    if (
+      verdict !== undefined &&
+      (!VERDICTS.has(verdict) || (waitMs !== undefined && verdict === 'success'))
+    ) {
       throw new TypeError(
-        `classify(${status}) returned ${JSON.stringify(verdict)}; expected 'success', 'throttled', 'failed' or undefined`,
+        `classify(${status}) returned ${JSON.stringify(result)}; expected 'success', 'throttled', 'failed', { verdict: 'throttled' | 'failed', retryAfterMs } or undefined`,
       );
     }
   }
@@ -72,7 +95,7 @@ export function classifyResponse(
     }
     return { kind: 'success', units };
   }
-  const retryAfterMs = retryAfterFromHeaders(headerLookup(headers), Date.now());
+  const retryAfterMs = waitMs ?? retryAfterFromHeaders(headerLookup(headers), Date.now());
   if (verdict === 'throttled') {
     return retryAfterMs === undefined ? { kind: 'throttled' } : { kind: 'throttled', retryAfterMs };
   }

@@ -4,6 +4,7 @@ import type { RateLimiterRegistry } from '../registry.js';
 import { headerRecord } from './headers.js';
 import { type InterceptorOptions, resolveInterceptorOptions } from './options.js';
 import { normalizeOrigin } from './origin.js';
+import { refusalResponse } from './refusal.js';
 import { type AttemptBodies, attemptBodies, isReplayableBody } from './request-body.js';
 import { HttpRuntime } from './runtime.js';
 
@@ -87,6 +88,8 @@ export function rateLimitedFetch(options: RateLimitedFetchOptions = {}): RateLim
       });
     } catch (error) {
       bodies.close();
+      const refused = refusalResponse(error, resolved.rejection);
+      if (refused !== undefined) return refused;
       throw error;
     }
   }

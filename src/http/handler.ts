@@ -4,6 +4,7 @@ import type { Outcome, Permit } from '../limiter/types.js';
 import { Attempt, type AttemptJudge, type AttemptOwner } from './attempt.js';
 import type { ConcurrencyGate } from './concurrency.js';
 import { headerRecord } from './headers.js';
+import { answerRefusal } from './refusal.js';
 import { type AttemptBodies, attemptBodies } from './request-body.js';
 import type { HttpRuntime, Route } from './runtime.js';
 
@@ -297,6 +298,7 @@ export class RateLimitedDispatch implements Controller, AttemptOwner, AttemptJud
     // A response held for judging (a classify() that threw) must not keep its connection paused.
     this.#attempt?.discard(false);
     this.finished();
+    if (answerRefusal(error, this.#runtime.options.rejection, this.handler, this)) return;
     this.handler.onResponseError?.(this, asError(error));
   }
 }

@@ -4,8 +4,9 @@ import { CONFIG_DEFAULTS, type LimiterConfig } from '../config/schema.js';
 import { ConfigError } from '../errors.js';
 import { configErrorFrom } from '../limiter/options.js';
 import type { RateLimiterRegistry } from '../registry.js';
-import type { HeaderRecord, ResponseVerdict } from './classify.js';
+import type { ClassifyResult, HeaderRecord } from './classify.js';
 import { normalizeOrigin } from './origin.js';
+import type { RejectionMode } from './refusal.js';
 
 /** A request as `units` sees it, before it is sent. */
 export interface OutgoingRequest {
@@ -65,10 +66,12 @@ export interface InterceptorOptions {
   throttleStatuses?: readonly number[];
   /**
    * Judges a response: `'success'`, `'throttled'` or `'failed'`, or `undefined` for the default
-   * rule (throttle statuses throttled, other 2xx-4xx success, 5xx failed). For APIs such as
-   * GitHub's, which throttle with 403 and `x-ratelimit-remaining: 0`. @default the default rule
+   * rule (throttle statuses throttled, other 2xx-4xx success, 5xx failed); a throttled or failed
+   * verdict may carry its wait, `{ verdict: 'throttled', retryAfterMs }` (ms, >= 0), which replaces
+   * the one read from `Retry-After`. For APIs such as GitHub's, which throttle with 403 and
+   * `x-ratelimit-remaining: 0` until `x-ratelimit-reset`: `githubClassify`. @default the default rule
    */
-  classify?: (status: number, headers: HeaderRecord) => ResponseVerdict | undefined;
+  classify?: (status: number, headers: HeaderRecord) => ClassifyResult;
   /**
    * The longest one-shot request body (a stream, an async iterable, Node fetch's body) kept in
    * memory while it is sent, in bytes, so that a throttled attempt can be sent again; a longer
@@ -78,6 +81,16 @@ export interface InterceptorOptions {
   maxReplayBodyBytes?: number;
   /** The time source of the limiters the adapter makes. Not with `registry`. @default systemClock */
   clock?: Clock;
+  /**
+   * How a request the limiter refuses (its wait would pass `maxWait`, the queue is full, the
+   * limiter was closed) ends: `'error'` fails it with `RateLimitRejectedError`; `'response'` answers
+   * it with a local `429` carrying `Retry-After` (the predicted wait, whole seconds rounded up, at
+   * least 1) and `x-adaptive-rate-limit: rejected;reason=<reason>`, which SDKs back off from
+   * instead of retrying a "connection error" at once. A retry the limiter refuses still gets the
+   * server's last 429. @default 'error' (a refusal is this process's decision, not the server's
+   * answer: code that counts 429s must not count it, and the error says why)
+   */
+  rejection?: RejectionMode;
 }
 
 /** {@link InterceptorOptions} after defaults and checks. */
@@ -90,9 +103,10 @@ export interface ResolvedInterceptorOptions {
   responseUnits: ((status: number, headers: HeaderRecord) => number | undefined) | undefined;
   maxAttempts: number;
   throttleStatuses: ReadonlySet<number>;
-  classify: ((status: number, headers: HeaderRecord) => ResponseVerdict | undefined) | undefined;
+  classify: ((status: number, headers: HeaderRecord) => ClassifyResult) | undefined;
   maxReplayBodyBytes: number;
   clock: Clock | undefined;
+  rejection: RejectionMode;
 }
 
 const fn = <T>(what: string) =>
@@ -122,8 +136,8 @@ export const interceptorOptionsSchema = z
     ),
     maxAttempts: z.number().int().min(1),
     throttleStatuses: z.array(z.number().int().min(400).max(599)).readonly(),
-    classify: fn<(status: number, headers: HeaderRecord) => ResponseVerdict | undefined>(
-      "(status, headers) => 'success' | 'throttled' | 'failed' | undefined",
+    classify: fn<(status: number, headers: HeaderRecord) => ClassifyResult>(
+      "(status, headers) => 'success' | 'throttled' | 'failed' | { verdict, retryAfterMs } | undefined",
     ),
     maxReplayBodyBytes: z.number().int().nonnegative(),
     clock: z.custom<Clock>(
@@ -133,6 +147,7 @@ export const interceptorOptionsSchema = z
         typeof (v as Clock).setTimeout === 'function',
       { message: 'expected a Clock with now(), setTimeout() and clearTimeout()' },
     ),
+    rejection: z.enum(['error', 'response']),
   })
   .partial()
   .strict();
@@ -180,5 +195,6 @@ export function resolveInterceptorOptions(
     classify: o.classify,
     maxReplayBodyBytes: o.maxReplayBodyBytes ?? CONFIG_DEFAULTS.maxReplayBodyBytes,
     clock: o.clock,
+    rejection: o.rejection ?? 'error',
   };
 }

@@ -11,7 +11,7 @@ import {
   resolveLimiterOptions,
 } from './options.js';
 import { Pause } from './pause.js';
-import { LimiterPermit, type PermitSink } from './permit.js';
+import { LimiterPermit, type PermitSink, waitedBefore } from './permit.js';
 import type { AcquireOptions, LimiterSnapshot, Permit, RateLimiter, WrapOptions } from './types.js';
 import { WaitingLine } from './waiting-line.js';
 import { wrapWithLimiter } from './wrap.js';
@@ -79,16 +79,13 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     // The admission checks stay here, not in the line: a smaller `acquire` is inlined (V8, Node 20)
     // into a caller's loop in place of `_success`, which cost ~7% of the engine bench's async rate.
     const line = this.#waitingLine();
-    if (line.size >= this.#opts.queueLimit) {
-      const detail = `queue full: ${line.size} of ${this.#opts.queueLimit} waiting`;
-      return Promise.reject(this.#rejection('queue-full', units, detail));
-    }
     const predicted = this.#bucket.predictWait(units, line.queuedUnits, this.#pause.left(now), now);
-    if (predicted > this.#opts.maxWait) {
-      const detail = `predicted wait ${Math.ceil(predicted)} ms is longer than maxWait ${this.#opts.maxWait} ms`;
-      return Promise.reject(this.#rejection('max-wait', units, detail));
-    }
-    return line.enqueue(units, now, now + this.#opts.maxWait, signal);
+    if (line.size >= this.#opts.queueLimit)
+      return Promise.reject(this.#queueFull(units, line.size, predicted));
+    // One maxWait for the whole request: what its earlier attempts waited counts.
+    const maxWait = this.#opts.maxWait - waitedBefore(options);
+    if (predicted > maxWait) return Promise.reject(this.#tooLong(units, predicted, maxWait));
+    return line.enqueue(units, now, now + maxWait, signal);
   }
 
   tryAcquire(units = 1): Permit | undefined {
@@ -270,11 +267,28 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     if (this.listenerCount('acquired') > 0) {
       this.emit('acquired', { limiter: this.#opts.name, units, waited: now - since });
     }
-    return new LimiterPermit(this, units, this.#book.epoch);
+    return new LimiterPermit(this, units, this.#book.epoch, now - since);
   }
 
-  #rejection(reason: RejectionReason, units: number, detail: string): RateLimitRejectedError {
-    const error = new RateLimitRejectedError(reason, this.#opts.name, detail);
+  #queueFull(units: number, size: number, predicted: number): RateLimitRejectedError {
+    const detail = `queue full: ${size} of ${this.#opts.queueLimit} waiting`;
+    return this.#rejection('queue-full', units, detail, predicted);
+  }
+
+  #tooLong(units: number, predicted: number, maxWait: number): RateLimitRejectedError {
+    const max = this.#opts.maxWait;
+    const left = maxWait < max ? `the ${Math.max(0, Math.floor(maxWait))} ms left of ` : '';
+    const detail = `predicted wait ${Math.ceil(predicted)} ms is longer than ${left}maxWait ${max} ms`;
+    return this.#rejection('max-wait', units, detail, predicted);
+  }
+
+  #rejection(
+    reason: RejectionReason,
+    units: number,
+    detail: string,
+    waitMs?: number,
+  ): RateLimitRejectedError {
+    const error = new RateLimitRejectedError(reason, this.#opts.name, detail, waitMs);
     this.emit('rejected', { limiter: this.#opts.name, units, reason, message: error.message });
     return error;
   }
@@ -301,7 +315,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
         this.#book.waited = true;
         return this.#grant(units, now, since);
       },
-      rejection: (reason, units, detail) => this.#rejection(reason, units, detail),
+      rejection: (reason, units, detail, waitMs) => this.#rejection(reason, units, detail, waitMs),
       resumed: () => this.emit('resumed', { limiter: this.#opts.name }),
     });
     return this.#line;

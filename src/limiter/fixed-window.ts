@@ -3,6 +3,7 @@ import { type Clock, MAX_TIMER_MS, systemClock } from '../clock.js';
 import { ConfigError, RateLimitRejectedError, type RejectionReason } from '../errors.js';
 import { LazyEmitter, type LimiterEventMap } from './events.js';
 import { configErrorFrom, LIMITER_DEFAULTS, limiterFieldsSchema } from './options.js';
+import { waitedBefore } from './permit.js';
 import { Fifo } from './queue.js';
 import type { AcquireOptions, Permit, RateLimiter, WrapOptions } from './types.js';
 import { wrapWithLimiter } from './wrap.js';
@@ -140,9 +141,9 @@ export class FixedWindowRateLimiter extends LazyEmitter<FixedWindowEventMap> imp
       left = this.#limit;
     }
     const wait = this.#startOf(cycle) - now;
-    if (wait > this.#timeout) {
+    if (wait > this.#timeout - waitedBefore(options)) {
       const detail = `${units} units would wait ${Math.ceil(wait)} ms for cycle ${cycle}, longer than timeoutDuration ${this.#timeout} ms`;
-      return Promise.reject(this.#rejection('timeout', units, detail));
+      return Promise.reject(this.#rejection('timeout', units, detail, wait));
     }
     this.#tailCycle = cycle;
     this.#tailLeft = left - units;
@@ -350,7 +351,7 @@ export class FixedWindowRateLimiter extends LazyEmitter<FixedWindowEventMap> imp
 
   #grant(units: number, waited: number): Permit {
     this.emit('acquired', { limiter: this.name, units, waited });
-    return permitOf(units);
+    return permitOf(units, waited);
   }
 
   #neverServed(units: number): RateLimitRejectedError {
@@ -358,8 +359,13 @@ export class FixedWindowRateLimiter extends LazyEmitter<FixedWindowEventMap> imp
     return this.#rejection('timeout', units, detail);
   }
 
-  #rejection(reason: RejectionReason, units: number, detail: string): RateLimitRejectedError {
-    const error = new RateLimitRejectedError(reason, this.name, detail);
+  #rejection(
+    reason: RejectionReason,
+    units: number,
+    detail: string,
+    waitMs?: number,
+  ): RateLimitRejectedError {
+    const error = new RateLimitRejectedError(reason, this.name, detail, waitMs);
     this.emit('rejected', { limiter: this.name, units, reason, message: error.message });
     return error;
   }
@@ -376,6 +382,6 @@ function checkUnits(method: string, units: unknown): ConfigError | undefined {
 const ignore = (): void => {};
 
 /** A fixed window does not adapt: the feedback is accepted and ignored. */
-function permitOf(units: number): Permit {
-  return { units, success: ignore, throttled: ignore, failed: ignore };
+function permitOf(units: number, waitedMs: number): Permit {
+  return { units, waitedMs, success: ignore, throttled: ignore, failed: ignore };
 }

@@ -22,7 +22,11 @@ export interface AdaptiveLimiterOptions {
   maxUnitsPerMinute?: number;
   /** Processes sharing the budget; each gets 1/n of min, max, initial and of the steps. @default 1 */
   instanceCount?: number;
-  /** Longest wait for units (ms); a request predicted to wait longer is rejected at once. @default 60_000 */
+  /**
+   * Longest wait for units (ms); a request predicted to wait longer is rejected at once. One budget
+   * per request: the attempt loop's retries wait only what the earlier attempts left of it
+   * (`AcquireOptions.waitedMs`). @default 60_000
+   */
   maxWait?: number;
   /** Requests that may wait at once; one more is rejected. @default 10_000 */
   queueLimit?: number;

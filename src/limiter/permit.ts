@@ -1,4 +1,4 @@
-import type { Permit } from './types.js';
+import type { AcquireOptions, Permit } from './types.js';
 
 /** What a permit reports to: its limiter. */
 export interface PermitSink {
@@ -16,6 +16,8 @@ export class LimiterPermit implements Permit {
     readonly units: number,
     /** The cut count when it was granted: a throttle cuts only for requests sent after the last cut. */
     readonly epoch: number,
+    /** ms it waited in the queue. */
+    readonly waitedMs = 0,
   ) {
     this.#sink = sink;
   }
@@ -37,4 +39,10 @@ export class LimiterPermit implements Permit {
     this.#sink = undefined;
     if (retryAfterMs !== undefined) sink?._failed(retryAfterMs);
   }
+}
+
+/** `waitedMs` of acquire options when valid (a finite number >= 0), else 0. */
+export function waitedBefore(options: AcquireOptions | undefined): number {
+  const waited = options?.waitedMs;
+  return typeof waited === 'number' && waited >= 0 && Number.isFinite(waited) ? waited : 0;
 }

@@ -2,6 +2,11 @@
 export interface Permit {
   /** The units this permit was granted. */
   readonly units: number;
+  /**
+   * How long its request waited in the limiter for it (ms, 0 when granted at once); absent when
+   * the limiter does not tell. The attempt loop sums it across attempts (`AcquireOptions.waitedMs`).
+   */
+  readonly waitedMs?: number;
   /** The request succeeded; `unitsUsed` corrects its cost when the answer reports it. */
   success(unitsUsed?: number): void;
   /** The request was throttled; `retryAfterMs` pauses the limiter (capped by `maxPause`). */
@@ -17,6 +22,12 @@ export interface Permit {
 export interface AcquireOptions {
   /** Aborting removes the waiter from the queue, returns its units and rejects with the signal's reason. */
   signal?: AbortSignal | undefined;
+  /**
+   * How long this request already waited for earlier attempts (ms, >= 0): it counts against
+   * `maxWait` (`timeoutDuration`), so that a request retried after a 429 never waits `maxWait`
+   * once per attempt. @default 0
+   */
+  waitedMs?: number | undefined;
 }
 
 /** How a call's outcome feeds the limiter. */
@@ -31,8 +42,10 @@ export interface WrapOptions<R> {
   /** Classifies a resolved result. @default every result is a success */
   classify?: (result: R) => Outcome;
   /**
-   * Classifies a thrown error. @default an error with `status` or `statusCode` 429 is throttled
-   * (with `retryAfterMs` when it has one); anything else failed.
+   * Classifies a thrown error. @default `classifyThrown`: an SDK's 429 (`status`, `statusCode`,
+   * `response.status`, `response.statusCode`, `$metadata.httpStatusCode`) or an AWS throttling
+   * error is throttled, with the wait its headers ask for (`retry-after-ms`, `Retry-After`);
+   * anything else failed.
    */
   classifyError?: (error: unknown) => Outcome;
   /** Attempts in all when a call is throttled (a throttled call was not processed). @default 4 */

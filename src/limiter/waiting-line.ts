@@ -35,7 +35,7 @@ export interface LineOwner {
   /** Grants `units` at `now` to a waiter queued at `since`. */
   grant(units: number, now: number, since: number): Permit;
   /** The error that refuses `units`; tells the listeners (`rejected`). */
-  rejection(reason: RejectionReason, units: number, detail: string): RateLimitRejectedError;
+  rejection(reason: RejectionReason, units: number, detail: string, waitMs?: number): RateLimitRejectedError;
   /** A pause ended (the `resumed` event). */
   resumed(): void;
 }
@@ -186,9 +186,12 @@ export class WaitingLine {
     this.#queue.shift();
     this.#queuedUnits -= waiter.units;
     this.#settle(waiter);
-    const waited = this.#clock.now() - waiter.enqueuedAt;
+    const now = this.#clock.now();
+    const waited = now - waiter.enqueuedAt;
     const detail = `waited ${Math.round(waited)} ms, maxWait is ${this.#owner.maxWait()} ms`;
-    waiter.reject(this.#owner.rejection('max-wait', waiter.units, detail));
+    // It was the head: the wait left is its own turn.
+    const left = this.#bucket.predictWait(waiter.units, 0, this.#pause.left(now), now);
+    waiter.reject(this.#owner.rejection('max-wait', waiter.units, detail, left));
   }
 
   #abort(waiter: Waiter): void {

@@ -1,24 +1,9 @@
 import { runAttempts } from '../attempts.js';
 import { ConfigError } from '../errors.js';
+import { classifyThrown } from './sdk-errors.js';
 import type { Outcome, RateLimiter, WrapOptions } from './types.js';
 
 const success: Outcome = { kind: 'success' };
-
-/**
- * The default reading of a thrown error: `status` or `statusCode` 429 is a throttle (with
- * `retryAfterMs` when the error carries a finite, non-negative one); anything else failed.
- */
-export function classifyThrown(error: unknown): Outcome {
-  if (typeof error !== 'object' || error === null) return { kind: 'failed' };
-  const e = error as { status?: unknown; statusCode?: unknown; retryAfterMs?: unknown };
-  if (e.status === 429 || e.statusCode === 429) {
-    const ms = e.retryAfterMs;
-    return typeof ms === 'number' && ms >= 0 && Number.isFinite(ms)
-      ? { kind: 'throttled', retryAfterMs: ms }
-      : { kind: 'throttled' };
-  }
-  return { kind: 'failed' };
-}
 
 /**
  * Decorates an async function with a limiter: each call acquires its units, runs, and feeds the

@@ -36,6 +36,10 @@ export class SharedPermit implements Permit {
     return this.inner.units;
   }
 
+  get waitedMs(): number | undefined {
+    return this.inner.waitedMs;
+  }
+
   success(unitsUsed?: number): void {
     if (this.#settle() !== undefined) this.inner.success(unitsUsed);
   }

@@ -1,0 +1,48 @@
+import type { ClassifyResult, HeaderRecord } from './classify.js';
+import { parseHttpDate } from './retry-after.js';
+
+/** The least pause on an exhausted primary limit (ms): GitHub's reset and `Date` are whole seconds. */
+const MIN_RESET_WAIT_MS = 1_000;
+
+const first = (value: string | string[] | undefined): string | undefined =>
+  Array.isArray(value) ? value[0] : value;
+
+/**
+ * A `classify` for GitHub's REST API (api.github.com, GitHub Enterprise Server), whose limits
+ * answer 403 as well as 429:
+ *
+ * - **primary limit**: a 403 or 429 with `x-ratelimit-remaining: 0` is throttled until
+ *   `x-ratelimit-reset` (epoch seconds), read against the response's own `Date` so that a skewed
+ *   local clock does not matter (the local clock when the answer has no valid `Date`); at least
+ *   1 s. The limiter caps the pause by `maxPause` (GitHub's window is an hour), and a retry whose
+ *   wait would pass `maxWait` ends with the 403 itself.
+ * - **secondary limit**: a 403 with `Retry-After` is throttled for it (a 429 is throttled by
+ *   default anyway).
+ * - anything else: `undefined`, the default rule (a 403 without either is a permission error: a
+ *   success for the limiter, since the server answered).
+ *
+ * ```ts
+ * adaptiveRateLimit({ limiters: { github: { origins: ['https://api.github.com'] } }, classify: githubClassify });
+ * ```
+ *
+ * The header profile `headers: 'github'` (when the library has one) reads the same headers; this
+ * function is the rule on its own, for `classify`.
+ */
+export function githubClassify(status: number, headers: HeaderRecord): ClassifyResult {
+  if (status !== 403 && status !== 429) return undefined;
+  const remaining = first(headers['x-ratelimit-remaining'])?.trim();
+  if (remaining === '0') {
+    const wait = resetWait(first(headers['x-ratelimit-reset']), first(headers.date));
+    return wait === undefined ? 'throttled' : { verdict: 'throttled', retryAfterMs: wait };
+  }
+  if (status === 403 && headers['retry-after'] !== undefined) return 'throttled';
+  return undefined;
+}
+
+/** ms from the response's `Date` (else now) until `reset` (epoch seconds), at least 1 s; `undefined` if `reset` is not one. */
+function resetWait(reset: string | undefined, date: string | undefined): number | undefined {
+  if (reset === undefined || !/^\d{1,12}$/.test(reset.trim())) return undefined;
+  const now = Date.now();
+  const sentAt = date === undefined ? undefined : parseHttpDate(date.trim(), now);
+  return Math.max(MIN_RESET_WAIT_MS, Number(reset.trim()) * 1000 - (sentAt ?? now));
+}

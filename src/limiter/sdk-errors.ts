@@ -1,0 +1,116 @@
+import { REFUSAL_HEADER } from '../http/refusal.js';
+import { headerLookup, type ResponseHeaders, retryAfterFromHeaders } from '../http/retry-after.js';
+import type { Outcome } from './types.js';
+
+/**
+ * Error codes the AWS SDK (smithy's `service-error-classification`) treats as throttling, whatever
+ * the status: many services answer `ThrottlingException` with a 400, S3 answers `SlowDown` with a
+ * 503. An AWS SDK error carries its code as `name` (and often `Code`).
+ */
+export const AWS_THROTTLING_CODES: ReadonlySet<string> = new Set([
+  'BandwidthLimitExceeded',
+  'EC2ThrottledException',
+  'LimitExceededException',
+  'PriorRequestNotComplete',
+  'ProvisionedThroughputExceededException',
+  'RequestLimitExceeded',
+  'RequestThrottled',
+  'RequestThrottledException',
+  'SlowDown',
+  'ThrottledException',
+  'Throttling',
+  'ThrottlingException',
+  'TooManyRequestsException',
+  'TransactionInProgressException',
+]);
+
+type Bag = Record<string, unknown>;
+
+const isBag = (value: unknown): value is Bag =>
+  (typeof value === 'object' || typeof value === 'function') && value !== null;
+
+const httpStatus = (value: unknown): number | undefined =>
+  typeof value === 'number' && Number.isInteger(value) && value >= 100 && value <= 599 ? value : undefined;
+
+/**
+ * The HTTP status an SDK's error carries, or `undefined`. Read in this order, the first valid one
+ * wins: `status` (openai, Anthropic, Octokit), `statusCode`, `response.status` (ky, Octokit,
+ * axios), `response.statusCode` (got), `$metadata.httpStatusCode` (AWS SDK v3),
+ * `$response.statusCode` (AWS SDK v3).
+ */
+export function statusOfError(error: unknown): number | undefined {
+  if (!isBag(error)) return undefined;
+  const response = isBag(error.response) ? error.response : undefined;
+  const metadata = isBag(error.$metadata) ? error.$metadata : undefined;
+  const raw = isBag(error.$response) ? error.$response : undefined;
+  return (
+    httpStatus(error.status) ??
+    httpStatus(error.statusCode) ??
+    httpStatus(response?.status) ??
+    httpStatus(response?.statusCode) ??
+    httpStatus(metadata?.httpStatusCode) ??
+    httpStatus(raw?.statusCode)
+  );
+}
+
+/**
+ * The response headers an SDK's error carries, in any shape `headerLookup` reads, or `undefined`:
+ * `headers` (openai and Anthropic: a `Headers`; others: a record), `response.headers` (ky: a
+ * `Headers`; got and Octokit: a record; axios: an `AxiosHeaders`, read through its `get`),
+ * `$response.headers` (AWS SDK v3: a record).
+ */
+export function headersOfError(error: unknown): ResponseHeaders {
+  if (!isBag(error)) return undefined;
+  for (const holder of [error, error.response, error.$response]) {
+    if (isBag(holder) && isBag(holder.headers)) return holder.headers as ResponseHeaders;
+  }
+  return undefined;
+}
+
+/** Whether an error is the AWS SDK's throttling: a code of {@link AWS_THROTTLING_CODES}, or `$retryable.throttling`. */
+function isAwsThrottling(error: Bag): boolean {
+  for (const code of [error.name, error.Code]) {
+    if (typeof code === 'string' && AWS_THROTTLING_CODES.has(code)) return true;
+  }
+  return isBag(error.$retryable) && error.$retryable.throttling === true;
+}
+
+/**
+ * The default `classifyError` of `wrap`: how the errors of the SDKs people call rate-limited APIs
+ * with (openai, Anthropic, Octokit, the AWS SDK v3, axios, got, ky, and any error with a
+ * `status`) feed the limiter.
+ *
+ * - throttled: status 429 (see {@link statusOfError}), or an AWS throttling error (its code in
+ *   {@link AWS_THROTTLING_CODES}, such as `ThrottlingException` with a 400 or `SlowDown` with a
+ *   503); with the wait the error's headers ask for ({@link headersOfError}: `retry-after-ms`,
+ *   `Retry-After`, an exhausted `ratelimit`), else the error's own `retryAfterMs` when it is a
+ *   number >= 0.
+ * - failed: anything else; a 5xx with such a wait pauses the limiter without a cut, as the HTTP
+ *   adapters do. So is a 429 the library made itself (`x-adaptive-rate-limit: rejected`, the
+ *   adapters' `rejection: 'response'`): no server said it.
+ *
+ * For anything else (an SDK's own error class, GitHub's 403), give `wrap` a `classifyError` of your
+ * own, falling back to this one.
+ */
+export function classifyThrown(error: unknown): Outcome {
+  if (!isBag(error)) return { kind: 'failed' };
+  const headers = headersOfError(error);
+  // The library's own refusal (`rejection: 'response'`) was never sent: not the server's word.
+  if (headers !== undefined && headerLookup(headers)(REFUSAL_HEADER) !== undefined) return { kind: 'failed' };
+  const status = statusOfError(error);
+  const throttled = status === 429 || isAwsThrottling(error);
+  // A wait on a failure is kept only for a server error (a 503 "come back later").
+  const retryAfterMs = throttled || (status ?? 0) >= 500 ? retryAfterOfError(error) : undefined;
+  const kind = throttled ? 'throttled' : 'failed';
+  return retryAfterMs === undefined ? { kind } : { kind, retryAfterMs };
+}
+
+/** The wait an error's headers ask for, or its own `retryAfterMs`; `undefined` when neither. */
+function retryAfterOfError(error: Bag): number | undefined {
+  const headers = headersOfError(error);
+  const fromHeaders =
+    headers === undefined ? undefined : retryAfterFromHeaders(headerLookup(headers), Date.now());
+  if (fromHeaders !== undefined) return fromHeaders;
+  const own = error.retryAfterMs;
+  return typeof own === 'number' && own >= 0 && Number.isFinite(own) ? own : undefined;
+}

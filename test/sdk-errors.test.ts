@@ -1,0 +1,148 @@
+import Anthropic from '@anthropic-ai/sdk';
+import { S3ServiceException } from '@aws-sdk/client-s3';
+import { AxiosError, AxiosHeaders, type InternalAxiosRequestConfig } from 'axios';
+import { HTTPError as KyHTTPError } from 'ky';
+import OpenAI from 'openai';
+import { describe, expect, it } from 'vitest';
+import { AdaptiveRateLimiter, classifyThrown, ManualClock } from '../src/index.js';
+
+/** A thrown 429 of each SDK, as the SDK builds it (or, for got and Octokit, in the shape they give it). */
+const throttledErrors: [string, () => unknown, number | undefined][] = [
+  [
+    'openai RateLimitError, retry-after-ms in a Headers',
+    () => new OpenAI.RateLimitError(429, undefined, 'slow down', new Headers({ 'retry-after-ms': '1500' })),
+    1500,
+  ],
+  [
+    'Anthropic RateLimitError, Retry-After in a Headers',
+    () => new Anthropic.RateLimitError(429, undefined, 'slow down', new Headers({ 'retry-after': '7' })),
+    7000,
+  ],
+  [
+    'Octokit RequestError: status, response.headers as a record',
+    () =>
+      Object.assign(new Error('slow down'), {
+        status: 429,
+        response: { status: 429, headers: { 'retry-after': '3' } },
+      }),
+    3000,
+  ],
+  [
+    'ky HTTPError: response is a Response',
+    () =>
+      new KyHTTPError(
+        new Response('slow down', { status: 429, headers: { 'Retry-After': '2' } }),
+        new Request('http://127.0.0.1/'),
+        {} as never,
+      ),
+    2000,
+  ],
+  [
+    'got HTTPError: response.statusCode, response.headers as a record',
+    () => Object.assign(new Error('429'), { response: { statusCode: 429, headers: { 'retry-after': '4' } } }),
+    4000,
+  ],
+  [
+    'axios AxiosError: response.headers is an AxiosHeaders',
+    () =>
+      new AxiosError('429', 'ERR_BAD_REQUEST', undefined, undefined, {
+        status: 429,
+        statusText: 'Too Many Requests',
+        headers: new AxiosHeaders({ 'Retry-After': '5' }),
+        data: '',
+        config: {} as InternalAxiosRequestConfig,
+      }),
+    5000,
+  ],
+  [
+    'AWS ThrottlingException with a 400',
+    () =>
+      Object.assign(
+        new S3ServiceException({
+          name: 'ThrottlingException',
+          $fault: 'client',
+          $metadata: { httpStatusCode: 400 },
+        }),
+        { $response: { statusCode: 400, headers: { 'retry-after': '6' } } },
+      ),
+    6000,
+  ],
+  [
+    "AWS S3's SlowDown with a 503, no Retry-After",
+    () => new S3ServiceException({ name: 'SlowDown', $fault: 'server', $metadata: { httpStatusCode: 503 } }),
+    undefined,
+  ],
+  [
+    'AWS TooManyRequestsException by $metadata.httpStatusCode 429',
+    () =>
+      new S3ServiceException({
+        name: 'TooManyRequestsException',
+        $fault: 'client',
+        $metadata: { httpStatusCode: 429 },
+      }),
+    undefined,
+  ],
+  [
+    'an error with its own retryAfterMs',
+    () => Object.assign(new Error('x'), { statusCode: 429, retryAfterMs: 900 }),
+    900,
+  ],
+];
+
+describe('classifyThrown: the SDKs’ errors', () => {
+  it.each(throttledErrors)('%s is a throttle with its wait', (_name, make, retryAfterMs) => {
+    const outcome = classifyThrown(make());
+    expect(outcome).toEqual(
+      retryAfterMs === undefined ? { kind: 'throttled' } : { kind: 'throttled', retryAfterMs },
+    );
+  });
+
+  it.each([
+    ['a plain Error', new Error('boom'), { kind: 'failed' }],
+    ['a string', 'boom', { kind: 'failed' }],
+    [
+      'a 404 with Retry-After (kept only on a server error)',
+      { status: 404, headers: { 'retry-after': '9' } },
+      { kind: 'failed' },
+    ],
+    [
+      'a 503 with Retry-After',
+      { response: { status: 503, headers: new Headers({ 'retry-after': '9' }) } },
+      { kind: 'failed', retryAfterMs: 9000 },
+    ],
+    ['a status out of range', { status: 4290 }, { kind: 'failed' }],
+  ])('%s is a failure', (_name, error, outcome) => {
+    expect(classifyThrown(error)).toEqual(outcome);
+  });
+});
+
+describe('wrap reads the SDKs’ errors', () => {
+  it('pauses for the Retry-After of a ky HTTPError it was given (not within a second)', async () => {
+    const clock = new ManualClock();
+    const limiter = new AdaptiveRateLimiter({ clock, initialUnitsPerMinute: 60_000, maxWait: 60_000 });
+    const [, make] = throttledErrors[3] as (typeof throttledErrors)[number];
+    let calls = 0;
+    const wrapped = limiter.wrap(
+      async () => {
+        calls++;
+        if (calls === 1) throw make();
+        return 'ok';
+      },
+      { maxAttempts: 2 },
+    );
+    const result = wrapped();
+    await flush();
+    expect(calls).toBe(1);
+    expect(limiter.snapshot()).toMatchObject({ throttles: 1, pausedUntil: 2000 });
+    clock.advance(1999);
+    await flush();
+    expect(calls).toBe(1);
+    clock.advance(1);
+    await expect(result).resolves.toBe('ok');
+    expect(calls).toBe(2);
+  });
+});
+
+async function flush(): Promise<void> {
+  for (let i = 0; i < 10; i++) await Promise.resolve();
+}
