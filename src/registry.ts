@@ -281,7 +281,7 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
       this.#unindex(name, named);
       this.#named.delete(name);
       limiter = named.limiter;
-      if (named.owned) limiter?.close();
+      named.close();
     } else if (perOrigin !== undefined) {
       this.#perOrigin.delete(name);
       limiter = perOrigin;
@@ -299,7 +299,7 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
-    for (const entry of this.#named.values()) if (entry.owned) entry.limiter?.close();
+    for (const entry of this.#named.values()) entry.close();
     for (const limiter of this.#perOrigin.limiters()) limiter.close();
   }
 

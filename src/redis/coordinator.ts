@@ -40,8 +40,9 @@ export interface CoordinatorInit {
 export class Coordinator {
   /** This member's id in the store. */
   readonly id: string;
-  /** The store the budget shares its state through. */
-  readonly store: BudgetStore;
+  /** The store's opener, called at {@link start}. */
+  readonly #openStore: () => BudgetStore;
+  #store: BudgetStore | undefined;
   /** Resolves after the first heartbeat, answered or failed. */
   readonly ready: Promise<void>;
 
@@ -76,7 +77,7 @@ export class Coordinator {
     this.#maxPause = init.maxPause;
 
     this.id = `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
-    this.store = init.store();
+    this.#openStore = init.store;
 
     this.ready = new Promise((resolve) => {
       this.#resolveReady = () => {
@@ -86,9 +87,20 @@ export class Coordinator {
     });
   }
 
+  /** The store the budget shares its state through (opened now if it was not yet: {@link start}). */
+  get store(): BudgetStore {
+    if (this.#store === undefined) this.start();
+    return this.#store as BudgetStore;
+  }
+
+  /** True once {@link start} opened the store. */
+  get started(): boolean {
+    return this.#store !== undefined;
+  }
+
   /** What this member last learned from the store. */
   get state(): SharedState {
-    return this.#member.state(this.store.roundTrips);
+    return this.#member.state(this.#store?.roundTrips ?? 0);
   }
 
   /** True once the first heartbeat was answered or failed. */
@@ -96,8 +108,13 @@ export class Coordinator {
     return this.#isReady;
   }
 
-  /** Sends the first heartbeat; the next follow every `heartbeatInterval`. */
+  /**
+   * Opens the store and sends the first heartbeat; the next follow every `heartbeatInterval`.
+   * Once only; not after {@link close}.
+   */
   start(): void {
+    if (this.#store !== undefined || this.#closed) return;
+    this.#store = this.#openStore();
     this.#tick();
   }
 
@@ -122,12 +139,15 @@ export class Coordinator {
     this.#timer = undefined;
     await this.#beat;
     await this.flush();
-    if (!this.#member.degraded) {
-      await Promise.resolve()
-        .then(() => this.store.leave(this.id))
-        .catch(() => undefined);
-    }
-    await this.store.close?.();
+    const store = this.#store;
+    if (store !== undefined) {
+      if (!this.#member.degraded) {
+        await Promise.resolve()
+          .then(() => store.leave(this.id))
+          .catch(() => undefined);
+      }
+      await store.close?.();
+    } else this.#resolveReady(); // never opened: nobody waits for a first heartbeat
     this.#limiter.close();
   }
 

@@ -231,10 +231,26 @@ function loadIoredis(): typeof import('ioredis') {
   try {
     return createRequire(import.meta.url)('ioredis') as typeof import('ioredis');
   } catch (cause) {
-    throw new AdaptiveRateLimitError(
-      'ERR_IOREDIS_MISSING',
-      'adaptive-rate-limit/redis needs the ioredis package to connect to Redis: npm install ioredis',
-      { cause },
-    );
+    throw ioredisMissing(cause);
   }
+}
+
+/**
+ * Throws `ERR_IOREDIS_MISSING` now when ioredis cannot be found, without loading it: a budget
+ * that opens its store later (`lazy`) fails where it is made, not at its first request.
+ */
+export function assertIoredis(): void {
+  try {
+    createRequire(import.meta.url).resolve('ioredis');
+  } catch (cause) {
+    throw ioredisMissing(cause);
+  }
+}
+
+function ioredisMissing(cause: unknown): AdaptiveRateLimitError {
+  return new AdaptiveRateLimitError(
+    'ERR_IOREDIS_MISSING',
+    'adaptive-rate-limit/redis needs the ioredis package to connect to Redis: npm install ioredis',
+    { cause },
+  );
 }

@@ -10,7 +10,7 @@ import { memberController } from './member-controller.js';
 import { MemberState, type SharedBudgetEventMap, type SharedState } from './member-state.js';
 import { type ResolvedSharedOptions, resolveSharedOptions, type SharedBudgetOptions } from './options.js';
 import { type Era, SharedPermit } from './permit.js';
-import { RedisBudgetStore } from './redis-store.js';
+import { assertIoredis, RedisBudgetStore } from './redis-store.js';
 import type { BudgetStore } from './store.js';
 
 export type { SharedBudgetEventMap, SharedState } from './member-state.js';
@@ -83,10 +83,12 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
       failClosed: _c,
       keyPrefix: _k,
       stateTtl: _s,
+      lazy: _l,
       ...limiterOptions
     } = options;
     // Whole-budget options are checked as for one limiter, before anything is opened.
     const resolved = resolveLimiterOptions(limiterOptions);
+    if (this.#opts.lazy && typeof redis === 'string') assertIoredis();
     const guess = resolved.instanceCount;
     const min = resolved.minUnitsPerMinute;
     const max = resolved.maxUnitsPerMinute;
@@ -131,7 +133,7 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
         }),
     });
     this.id = this.#coordinator.id;
-    this.#coordinator.start();
+    if (!this.#opts.lazy) this.#coordinator.start();
   }
 
   get name(): string {
@@ -153,17 +155,25 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
     return this.#coordinator.store;
   }
 
-  /** Resolves after the first heartbeat, answered or failed. */
+  /** Resolves after the first heartbeat, answered or failed (a `lazy` budget opens now). */
   ready(): Promise<void> {
+    this.#coordinator.start();
     return this.#coordinator.ready;
   }
 
+  /** Whether the store is open: always, but for a `lazy` budget before its first use. */
+  get opened(): boolean {
+    return this.#coordinator.started;
+  }
+
   acquire(units = 1, options?: AcquireOptions): Promise<Permit> {
+    if (!this.#coordinator.started) this.#coordinator.start();
     if (this.#opts.failClosed) return this.#acquireClosed(units, options);
     return this.#acquire(units, options);
   }
 
   tryAcquire(units = 1): Permit | undefined {
+    if (!this.#coordinator.started) this.#coordinator.start();
     if (this.#opts.failClosed && this.#member.degraded) return undefined;
     const permit = this.#takeNow(units);
     if (permit === undefined) {
@@ -182,6 +192,7 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
 
   /** Runs a heartbeat now (after the one in flight) and returns the state it learned. */
   refresh(): Promise<SharedState> {
+    this.#coordinator.start();
     return this.#coordinator.refresh();
   }
 
