@@ -103,6 +103,21 @@ describe("the budget's controller, once for the budget (ManualClock, MemoryBudge
     expect(a.limiter.rate + b.limiter.rate).toBeCloseTo(6_000, 0);
   });
 
+  it('leaves "unlimited" from the accepted sum: the first cut starts from what the members got accepted', () => {
+    const clock = new ManualClock();
+    const controller = recording();
+    const { store, budgets } = members(2, clock, { controller, initialUnitsPerMinute: undefined });
+    const [a, b] = budgets as [SharedBudget, SharedBudget];
+    send(clock, budgets, 5, 3_000); // 6,000 units/min each, all accepted
+    expect(store.rate).toBeUndefined();
+    a.tryAcquire()!.throttled();
+    expect(controller.throttled.at(-1)!.rate).toBeCloseTo(12_000, -2);
+    expect(store.rate).toBeCloseTo(6_000, -2);
+    clock.advance(250); // b hears of it: no longer unlimited
+    expect(b.limiter.rate).toBeLessThan(6_000);
+    expect(a.limiter.rate + b.limiter.rate).toBeCloseTo(store.rate!, -1);
+  });
+
   it("cuts CUBIC's whole rate from the accepted sum: 0.7 × what the members got accepted", () => {
     const clock = new ManualClock();
     const { store, budgets } = members(3, clock, { controller: 'cubic', initialUnitsPerMinute: 30_000 });

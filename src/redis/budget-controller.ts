@@ -133,20 +133,24 @@ export class BudgetController {
   }
 
   /**
-   * The whole cut after a throttle at `now`, from the current whole rate (while unlimited: the
-   * members' measured send rate, or `localBase`, this member's, scaled by its `fraction`). The
-   * controller sees the accepted sum as the measured rate: what the server accepted of the
-   * members is the quota a cut should start from. Never above the rate it starts from.
+   * The whole cut after a throttle at `now`, from the current whole rate. The controller sees
+   * the accepted sum as the measured rate: what the server accepted of the members is the quota
+   * a cut should start from. Leaving "unlimited" (no rate yet), the cut starts from that sum too
+   * (else from the members' measured send rate, else from `localBase`, this member's, scaled by
+   * its `fraction`), as a single limiter starts from what it sent. Never above the rate it
+   * starts from.
    */
   cut(now: number, ownAccepted: number, localBase: number, fraction: number): CutPlan {
     const k = this.#known;
     const state = this.state(now, false, ownAccepted);
+    const accepted = state.acceptedRate;
     let base = state.rate;
     if (!Number.isFinite(base)) {
-      base = this.#measured > 0 ? this.#measured : localBase / Math.max(fraction, 1e-6);
+      if (accepted !== undefined && accepted > 0) base = accepted;
+      else if (this.#measured > 0) base = this.#measured;
+      else base = localBase / Math.max(fraction, 1e-6);
       base = this.#clamp(base);
     }
-    const accepted = state.acceptedRate;
     const measured = accepted !== undefined && accepted > 0 ? accepted : state.measuredRate;
     const proposed = this.#inner.onThrottled({ ...state, rate: base, measuredRate: measured });
     const rate = this.#clamp(Number.isFinite(proposed) ? Math.min(proposed, base) : base);

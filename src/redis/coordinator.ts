@@ -205,6 +205,7 @@ export class Coordinator {
     const accepted = member.acceptedRate();
     const o = this.#opts;
     const seq = ++this.#seq;
+    const sentAt = this.#clock.now();
     return this.#ask(
       () =>
         this.store.heartbeat({
@@ -221,7 +222,7 @@ export class Coordinator {
           maxRate: this.#max,
           ttl: o.stateTtl,
         }),
-      (reply) => member.applyHeartbeat(seq, reply, accepted),
+      (reply) => member.applyHeartbeat(seq, reply, accepted, sentAt),
     );
   }
 

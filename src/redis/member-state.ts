@@ -27,6 +27,12 @@ export interface SharedState {
    */
   index: number;
   /**
+   * ms to add to this process's clock (the budget's `clock`) to read the store's (the Redis
+   * server's), as of the last heartbeat (half its round trip counted each way): a time base the
+   * members share, for their phases. 0 before the first reply.
+   */
+  serverOffset: number;
+  /**
    * The members' accepted rates added up (units/min of responses classified as success, over the
    * last couple of seconds): while the budget is throttled, the quota. `undefined` before the
    * first reply.
@@ -103,6 +109,7 @@ export class MemberState {
   #share: number | undefined;
   #members: number;
   #index = 0;
+  #serverOffset = 0;
   #acceptedSum: number | undefined;
   /** The shared epoch and generation this member knows (one object per change, shared by permits). */
   #era: Era = { epoch: 0, generation: undefined };
@@ -149,6 +156,7 @@ export class MemberState {
       share: this.#share,
       members: this.#members,
       index: this.#index,
+      serverOffset: this.#serverOffset,
       accepted: this.#acceptedSum,
       epoch: this.#era.epoch,
       generation: this.#era.generation,
@@ -227,8 +235,11 @@ export class MemberState {
     return this.#controller.cut(now, this.acceptedRate(), localBase, this.#fraction);
   }
 
-  /** Applies the reply to heartbeat `seq`, whose report had `accepted` (units/min). */
-  applyHeartbeat(seq: number, reply: HeartbeatReply, accepted: number): void {
+  /**
+   * Applies the reply to heartbeat `seq`, sent at `sentAt` (ms on this member's clock) with a
+   * report of `accepted` (units/min).
+   */
+  applyHeartbeat(seq: number, reply: HeartbeatReply, accepted: number, sentAt: number): void {
     this.#recover(reply.members);
     this.#learn(seq, reply.generation, reply.epoch);
     if (seq < this.#appliedSeq) return;
@@ -236,6 +247,7 @@ export class MemberState {
     const now = this.#clock.now();
     this.#setMembers(reply.members);
     this.#index = reply.index;
+    this.#serverOffset = reply.now - (sentAt + now) / 2;
     this.#acceptedSum = reply.accepted;
     this.#rate = reply.rate;
     this.#share = reply.share;

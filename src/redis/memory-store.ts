@@ -141,6 +141,7 @@ export class MemoryBudgetStore implements BudgetStore {
       measured,
       index: [...members.keys()].sort().indexOf(r.id),
       proposed,
+      now,
       books: this.#books(now),
     };
   }

@@ -95,8 +95,19 @@ export class RedisBudgetStore implements BudgetStore {
       p === undefined ? '' : p.version,
       optional(p?.rate),
     ])) as unknown[];
-    const [rate, epoch, pauseRemaining, members, share, , generation, accepted, measured, index, proposed] =
-      reply as [string, number, number, number, string, number, string, string, string, number, number];
+    const [
+      rate,
+      epoch,
+      pauseRemaining,
+      members,
+      share,
+      now,
+      generation,
+      accepted,
+      measured,
+      index,
+      proposed,
+    ] = reply as [string, number, number, number, string, number, string, string, string, number, number];
     return {
       generation,
       rate: number(rate),
@@ -108,6 +119,7 @@ export class RedisBudgetStore implements BudgetStore {
       measured: Number(measured),
       index,
       proposed: proposed === 1,
+      now,
       books: books(reply.slice(11)),
     };
   }

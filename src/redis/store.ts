@@ -137,6 +137,8 @@ export interface HeartbeatReply {
   index: number;
   /** Whether this heartbeat's proposal was applied. */
   proposed: boolean;
+  /** The store's clock at the answer, ms (Redis: the server's `TIME`). */
+  now: number;
   books: ControllerBooks;
 }
 
