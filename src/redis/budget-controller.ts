@@ -31,6 +31,9 @@ export interface Learned {
   readonly sums?: { accepted: number; measured: number; ownAccepted: number } | undefined;
 }
 
+/** The last answer's state, received at `at` (ms, this member's clock). */
+type Known = Omit<Learned, 'sums'> & { readonly at: number };
+
 /** Whole-budget rates the controller works within, units/min. */
 export interface BudgetLimits {
   /** `undefined`: none (unlimited until a throttle). */
@@ -64,7 +67,7 @@ const NO_CHANGE = 1e-9;
 export class BudgetController {
   readonly #inner: RateController;
   readonly #limits: BudgetLimits;
-  #known: (Learned & { at: number }) | undefined;
+  #known: Known | undefined;
   #accepted: number | undefined;
   #measured = 0;
   /** This member's accepted rate as counted in `#accepted`. */
@@ -77,12 +80,17 @@ export class BudgetController {
 
   /** The state of the store's answer received at `at` (ms, this member's clock). */
   learn(learned: Learned, at: number): void {
-    this.#known = { ...learned, at };
-    if (learned.sums !== undefined) {
-      this.#accepted = learned.sums.accepted;
-      this.#measured = learned.sums.measured;
-      this.#ownAccepted = learned.sums.ownAccepted;
-    }
+    const { generation, rate, books, pauseRemaining } = learned;
+    this.#known = { generation, rate, books, pauseRemaining, at };
+    if (learned.sums !== undefined)
+      this.learnSums(learned.sums.accepted, learned.sums.measured, learned.sums.ownAccepted);
+  }
+
+  /** The members' sums of a heartbeat's answer (units/min), and this member's accepted rate in it. */
+  learnSums(accepted: number, measured: number, ownAccepted: number): void {
+    this.#accepted = accepted;
+    this.#measured = measured;
+    this.#ownAccepted = ownAccepted;
   }
 
   /** The members' accepted rates added up, with this member's as of `ownNow` (units/min). */

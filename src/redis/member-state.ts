@@ -230,7 +230,8 @@ export class MemberState {
    */
   recut(plan: CutPlan, reply: CutReply): CutPlan {
     const now = this.#clock.now();
-    this.#controller.learn({ ...reply, pauseRemaining: this.#localPause(now) }, now);
+    const { generation, rate, books } = reply;
+    this.#controller.learn({ generation, rate, books, pauseRemaining: this.#localPause(now) }, now);
     const localBase = this.#rate === undefined ? plan.rateBefore * this.#fraction : this.limiter.rate;
     return this.#controller.cut(now, this.acceptedRate(), localBase, this.#fraction);
   }
@@ -252,8 +253,8 @@ export class MemberState {
     this.#rate = reply.rate;
     this.#share = reply.share;
     if (this.#rate !== undefined && this.#share !== undefined) this.#fraction = this.#share / this.#rate;
-    const sums = { accepted: reply.accepted, measured: reply.measured, ownAccepted: accepted };
-    this.#controller.learn({ ...reply, sums }, now);
+    this.#controller.learn(reply, now);
+    this.#controller.learnSums(reply.accepted, reply.measured, accepted);
     this.#waitedSinceReply = false;
     this.#applyShare(this.#share);
     this.#applyPause(reply.pauseRemaining);
@@ -266,7 +267,8 @@ export class MemberState {
     this.#appliedSeq = seq;
     const now = this.#clock.now();
     this.#rate = reply.rate;
-    this.#controller.learn({ ...reply, pauseRemaining: this.#localPause(now) }, now);
+    const { generation, rate, books } = reply;
+    this.#controller.learn({ generation, rate, books, pauseRemaining: this.#localPause(now) }, now);
     if (this.#rate !== undefined) this.#share = this.#rate * this.#fraction;
     // A refused cut (another member cut for this burst) restores the share the local cut took.
     this.#applyShare(this.#share);

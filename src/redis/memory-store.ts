@@ -61,6 +61,8 @@ export class MemoryBudgetStore implements BudgetStore {
   readonly #members = new Map<string, number>();
   /** Member id -> its last report. */
   readonly #reports = new Map<string, Report>();
+  /** The demands of one heartbeat (kept: a heartbeat allocates no array). */
+  readonly #demands: number[] = [];
   #membersExpireAt = Number.POSITIVE_INFINITY;
 
   constructor(options: MemoryBudgetStoreOptions = {}) {
@@ -102,7 +104,14 @@ export class MemoryBudgetStore implements BudgetStore {
       members.delete(id);
       this.#reports.delete(id);
     }
-    this.#reports.set(r.id, { demand: r.demand, accepted: r.accepted, measured: r.measured });
+    const report = this.#reports.get(r.id);
+    if (report === undefined)
+      this.#reports.set(r.id, { demand: r.demand, accepted: r.accepted, measured: r.measured });
+    else {
+      report.demand = r.demand;
+      report.accepted = r.accepted;
+      report.measured = r.measured;
+    }
 
     let rate = this.#rate ?? r.initialRate;
     let proposed = false;
@@ -118,7 +127,8 @@ export class MemoryBudgetStore implements BudgetStore {
     if (r.waited) this.#waited = true;
     let accepted = 0;
     let measured = 0;
-    const demands: number[] = [];
+    const demands = this.#demands;
+    demands.length = 0;
     for (const report of this.#reports.values()) {
       accepted += report.accepted;
       measured += report.measured;
@@ -128,6 +138,9 @@ export class MemoryBudgetStore implements BudgetStore {
       rate === undefined
         ? undefined
         : demandWeightedShare(rate, r.demand, demands, r.floorFraction, members.size);
+    // This member's place among the ids in order (as the Lua script sorts them).
+    let index = 0;
+    for (const id of members.keys()) if (id < r.id) index++;
     this.#stateExpiresAt = now + r.ttl;
     this.#membersExpireAt = now + r.ttl;
     return {
@@ -139,7 +152,7 @@ export class MemoryBudgetStore implements BudgetStore {
       share,
       accepted,
       measured,
-      index: [...members.keys()].sort().indexOf(r.id),
+      index,
       proposed,
       now,
       books: this.#books(now),
