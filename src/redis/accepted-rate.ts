@@ -27,10 +27,14 @@ export class AcceptedRate {
     this.#since = now;
   }
 
-  /** `units` of one response classified as success, received at `now`. */
-  record(units: number, now: number): void {
-    this.#advance(now);
-    this.#units[slot(Math.floor(now / BUCKET_MS))]! += units;
+  /**
+   * `units` of responses classified as success, received at `at` (a time before the newest
+   * one recorded counts in its own bucket, or in the oldest still in the window).
+   */
+  record(units: number, at: number): void {
+    this.#advance(at);
+    const index = Math.max(Math.floor(at / BUCKET_MS), this.#newest - (BUCKETS - 1));
+    this.#units[slot(index)]! += units;
   }
 
   /**

@@ -102,6 +102,9 @@ export class MemberState {
   readonly #clock: Clock;
   readonly #controller: BudgetController;
   readonly #accepted: AcceptedRate;
+  /** Units of successes since the accepted rate was last read, at `#bookedAt`. */
+  #unbooked = 0;
+  #bookedAt: number;
   #closed = false;
   #degraded = false;
   #lastError: unknown;
@@ -146,6 +149,7 @@ export class MemberState {
     });
     this.#clock = this.limiter.clock;
     this.#accepted = new AcceptedRate(this.#clock.now());
+    this.#bookedAt = this.#clock.now();
     this.#rate = init.initialRate;
   }
 
@@ -191,14 +195,24 @@ export class MemberState {
     this.#waitedSinceReply = true;
   }
 
-  /** `units` of a response classified as success (its accepted rate). */
+  /**
+   * `units` of a response classified as success (its accepted rate). Only added up here: they
+   * are booked at the next reading (a heartbeat, a cut), at the middle of the time since the
+   * last, so a success reads no clock.
+   */
   succeeded(units: number): void {
-    this.#accepted.record(units, this.#clock.now());
+    this.#unbooked += units;
   }
 
   /** This member's accepted rate now, units/min. */
   acceptedRate(): number {
-    return this.#accepted.value(this.#clock.now());
+    const now = this.#clock.now();
+    if (this.#unbooked > 0) {
+      this.#accepted.record(this.#unbooked, (this.#bookedAt + now) / 2);
+      this.#unbooked = 0;
+    }
+    this.#bookedAt = now;
+    return this.#accepted.value(now);
   }
 
   /** Whether a request waited since the last heartbeat (or `queued` now); starts the next one. */
