@@ -103,7 +103,7 @@ describe("the budget's controller, once for the budget (ManualClock, MemoryBudge
     expect(a.limiter.rate + b.limiter.rate).toBeCloseTo(6_000, 0);
   });
 
-  it('leaves "unlimited" from the accepted sum: the first cut starts from what the members got accepted', () => {
+  it('leaves "unlimited" from what the members sent, with the accepted sum as the measured rate', () => {
     const clock = new ManualClock();
     const controller = recording();
     const { store, budgets } = members(2, clock, { controller, initialUnitsPerMinute: undefined });
@@ -111,7 +111,9 @@ describe("the budget's controller, once for the budget (ManualClock, MemoryBudge
     send(clock, budgets, 5, 3_000); // 6,000 units/min each, all accepted
     expect(store.rate).toBeUndefined();
     a.tryAcquire()!.throttled();
-    expect(controller.throttled.at(-1)!.rate).toBeCloseTo(12_000, -2);
+    const seen = controller.throttled.at(-1)!;
+    expect(seen.rate).toBeCloseTo(12_000, -2); // the members' send rate, not a's own
+    expect(seen.measuredRate).toBeCloseTo(12_000, -2); // all of it accepted
     expect(store.rate).toBeCloseTo(6_000, -2);
     clock.advance(250); // b hears of it: no longer unlimited
     expect(b.limiter.rate).toBeLessThan(6_000);

@@ -143,10 +143,9 @@ export class BudgetController {
   /**
    * The whole cut after a throttle at `now`, from the current whole rate. The controller sees
    * the accepted sum as the measured rate: what the server accepted of the members is the quota
-   * a cut should start from. Leaving "unlimited" (no rate yet), the cut starts from that sum too
-   * (else from the members' measured send rate, else from `localBase`, this member's, scaled by
-   * its `fraction`), as a single limiter starts from what it sent. Never above the rate it
-   * starts from.
+   * a cut should start from. Leaving "unlimited" (no rate yet), the rate it cuts is the
+   * members' measured send rate (else `localBase`, this member's, scaled by its `fraction`), as
+   * a single limiter cuts from what it sent. Never above the rate it starts from.
    */
   cut(now: number, ownAccepted: number, localBase: number, fraction: number): CutPlan {
     const k = this.#known;
@@ -154,9 +153,7 @@ export class BudgetController {
     const accepted = state.acceptedRate;
     let base = state.rate;
     if (!Number.isFinite(base)) {
-      if (accepted !== undefined && accepted > 0) base = accepted;
-      else if (this.#measured > 0) base = this.#measured;
-      else base = localBase / Math.max(fraction, 1e-6);
+      base = this.#measured > 0 ? this.#measured : localBase / Math.max(fraction, 1e-6);
       base = this.#clamp(base);
     }
     const measured = accepted !== undefined && accepted > 0 ? accepted : state.measuredRate;
