@@ -259,6 +259,7 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
     this.#named.set(name, entry);
     this.#index(name, entry);
     this.#changes++;
+    old.retire();
     if (old.limiter !== undefined && entry.limiter !== undefined) {
       this.emit('replaced', { name, old: old.limiter, limiter: entry.limiter });
     } else if (old.limiter !== undefined) this.emit('removed', { name, limiter: old.limiter });

@@ -140,4 +140,19 @@ describeRedis('shared budget in JSON config, on a real Redis', () => {
     await waitFor('no member left', async () => (await redis.zcard(members)) === 0);
     expect(one.registry.get('api')!.snapshot().closed).toBe(true);
   });
+
+  it('closes a shared budget that replace took out once nothing waits in it', async () => {
+    const api = await serve({ capacity: 1_000, retryAfter: undefined });
+    const name = `replaced-${process.pid}`;
+    const shared = { redis: server.url, name, heartbeatInterval: 50 };
+    const rl = limit({ limiters: { api: { origins: [api.origin], shared } }, default: false });
+    expect((await get(agentWith(rl), `${api.origin}/a`)).status).toBe(200);
+    await waitFor('a member', async () => (await redis.zcard(`arl:{${name}}:members`)) === 1);
+    const old = rl.registry.get('api')!;
+
+    rl.registry.replace('api', { origins: [api.origin], shared: { ...shared, name: `${name}-2` } });
+    await waitFor('the old budget left', async () => (await redis.zcard(`arl:{${name}}:members`)) === 0);
+    expect(old.snapshot().closed).toBe(true);
+    expect(await redis.zcard(`arl:{${name}-2}:members`)).toBe(0); // the new one opens at its first request
+  });
 });

@@ -5,7 +5,7 @@ import { ConfigError, type ConfigIssue } from '../errors.js';
 import { originMatcher } from '../http/origin.js';
 import { AdaptiveRateLimiter } from '../limiter/adaptive.js';
 import type { RateLimiter } from '../limiter/types.js';
-import { makeSharedBudget } from './shared.js';
+import { makeSharedBudget, retireSharedBudget } from './shared.js';
 
 /** A named limiter of the registry, built from its config by {@link buildEntry}. */
 export interface NamedEntry {
@@ -21,6 +21,11 @@ export interface NamedEntry {
    * closes its Redis connection in the background). Nothing for a `limiter` instance.
    */
   readonly close: () => void;
+  /**
+   * What `replace` does to it: nothing (requests holding it are served by it, and it is garbage
+   * once nothing holds it), but a `shared` budget is closed once nothing waits in it.
+   */
+  readonly retire: () => void;
   /** Its exact origins, normalized. */
   readonly exact: readonly string[];
   /** Its wildcard patterns as one predicate, if it has any. */
@@ -77,6 +82,7 @@ export function buildEntry(
     limiter: made ?? adaptiveOf(instance),
     owned: made !== undefined,
     close: shared !== undefined ? () => void shared.close().catch(() => undefined) : () => made?.close(),
+    retire: shared !== undefined ? () => retireSharedBudget(shared) : () => {},
     exact: origins.map(exactOrigin).filter((origin) => origin !== undefined),
     wildcard: wildcards.length > 0 ? originMatcher(wildcards) : undefined,
   };

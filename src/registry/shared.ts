@@ -41,3 +41,21 @@ export function makeSharedBudget(name: string, config: LimiterConfig, clock: Clo
     throw new ConfigError(issues, 'shared budget');
   }
 }
+
+/**
+ * Closes a budget `replace` took out of the registry once nothing waits in it: the requests
+ * queued in it are still served (as by any replaced limiter), then it leaves the budget and
+ * closes its connection, instead of staying a member for as long as the process lives.
+ */
+export function retireSharedBudget(budget: SharedBudget): void {
+  const limiter = budget.limiter;
+  const closeWhenIdle = (): void => {
+    if (limiter.snapshot().queued > 0) return;
+    limiter.off('acquired', closeWhenIdle);
+    limiter.off('rejected', closeWhenIdle);
+    void budget.close().catch(() => undefined);
+  };
+  limiter.on('acquired', closeWhenIdle);
+  limiter.on('rejected', closeWhenIdle);
+  closeWhenIdle();
+}
