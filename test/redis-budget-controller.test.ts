@@ -150,6 +150,22 @@ describe("the budget's controller, once for the budget (ManualClock, MemoryBudge
     return Promise.all(waiting);
   });
 
+  it('proposes nothing during the shared pause, as a single limiter raises nothing while paused', () => {
+    const clock = new ManualClock();
+    const controller = recording();
+    const { store, budgets } = members(2, clock, { controller, initialUnitsPerMinute: 600 });
+    clock.advance(250);
+    budgets[0]!.tryAcquire()!.throttled(5_000); // a cut to 300, and a pause of 5 s for all
+    expect(store.rate).toBe(300);
+    const waiting = budgets.map((b) => b.acquire().catch(() => undefined)); // both wait
+    clock.advance(4_500);
+    expect(store.rate).toBe(300);
+    clock.advance(1_000); // the pause is over: the next heartbeats propose
+    expect(store.rate).toBeGreaterThan(300);
+    for (const b of budgets) b.limiter.close();
+    return Promise.all(waiting);
+  });
+
   it("asks the controller nothing on a member's success: the local rate moves only with the budget", () => {
     const clock = new ManualClock();
     const controller = recording();

@@ -128,11 +128,13 @@ export class BudgetController {
 
   /**
    * The change the controller makes to the whole rate after a success at `now`, to send with the
-   * next heartbeat; `undefined`: none (unlimited, no answer yet, or no change).
+   * next heartbeat; `undefined`: none (unlimited, no answer yet, during the shared pause, as a
+   * single limiter asks nothing while paused, or no change).
    */
   proposal(now: number, waited: boolean, ownAccepted: number): Proposal | undefined {
     const k = this.#known;
     if (k === undefined || k.rate === undefined) return undefined;
+    if (now - k.at < k.pauseRemaining) return undefined;
     const next = this.#inner.onSuccess(this.state(now, waited, ownAccepted));
     if (next === undefined || !Number.isFinite(next)) return undefined;
     const rate = this.#clamp(next);
