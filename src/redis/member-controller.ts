@@ -4,8 +4,8 @@ import type { RateController, RateControllerState } from '../controllers/types.j
 export interface MemberView {
   /** True while the store cannot be reached: the member runs on its own, as a static share. */
   readonly degraded: boolean;
-  /** Live members as last learned: the static share's instance count while degraded. */
-  readonly members: number;
+  /** This member's part of the whole rate as last learned (its share / the rate), in (0, 1]. */
+  readonly fraction: number;
   /** The whole budget's minimum and maximum, units/min (`Infinity`: none). */
   readonly minRate: number;
   readonly maxRate: number;
@@ -27,14 +27,15 @@ export interface MemberView {
  *   makes the whole cut, or refuses it and the member's share of the unchanged rate comes back;
  * - on a success, answers nothing: increases are proposed with the heartbeat.
  *
- * While the store cannot be reached (`degraded`), the member is a process with a static share:
- * the inner controller runs on the local state with `instanceCount` = the last known members and
- * that part of the whole minimum and maximum, as a limiter with `instanceCount` would.
+ * While the store cannot be reached (`degraded`), the member is a process with a static share,
+ * its last part of the budget: the inner controller runs on the local state with that part of
+ * the whole minimum, maximum and steps (`instanceCount` = 1 / part), as a limiter with
+ * `instanceCount` would.
  */
 export function memberController(inner: RateController, view: MemberView): RateController {
   const alone = (s: RateControllerState): RateControllerState => {
-    const n = Math.max(1, view.members);
-    return { ...s, instanceCount: n, minRate: view.minRate / n, maxRate: view.maxRate / n };
+    const part = Math.min(1, Math.max(view.fraction, 1e-6));
+    return { ...s, instanceCount: 1 / part, minRate: view.minRate * part, maxRate: view.maxRate * part };
   };
   return {
     onThrottled(s) {

@@ -140,8 +140,8 @@ export class MemberState {
       get degraded() {
         return member.#degraded;
       },
-      get members() {
-        return member.#members;
+      get fraction() {
+        return member.#rate === undefined ? 1 / member.#members : member.#fraction;
       },
       minRate,
       maxRate,
@@ -288,17 +288,14 @@ export class MemberState {
     this.#applyShare(this.#share);
   }
 
-  /** A call to the store failed: the first failure marks the member degraded. */
+  /**
+   * A call to the store failed: the first failure marks the member degraded. It keeps its last
+   * share (the shares added up to the whole rate; a busy member keeps the larger part).
+   */
   fail(error: unknown): void {
     this.#lastError = error;
     if (this.#degraded || this.#closed) return;
     this.#degraded = true;
-    // Fall back to an equal share of the last known rate.
-    if (this.#rate !== undefined) {
-      this.#fraction = 1 / this.#members;
-      this.#share = this.#rate / this.#members;
-      this.#applyShare(this.#share);
-    }
     const rate = this.limiter.rate;
     if (this.#events.listenerCount('degraded') === 0) {
       const detail = error instanceof Error ? error.message : String(error);
