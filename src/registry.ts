@@ -259,6 +259,7 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
     this.#named.set(name, entry);
     this.#index(name, entry);
     this.#changes++;
+    old.retire();
     if (old.limiter !== undefined && entry.limiter !== undefined) {
       this.emit('replaced', { name, old: old.limiter, limiter: entry.limiter });
     } else if (old.limiter !== undefined) this.emit('removed', { name, limiter: old.limiter });
@@ -281,7 +282,7 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
       this.#unindex(name, named);
       this.#named.delete(name);
       limiter = named.limiter;
-      if (named.owned) limiter?.close();
+      named.close();
     } else if (perOrigin !== undefined) {
       this.#perOrigin.delete(name);
       limiter = perOrigin;
@@ -299,7 +300,7 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
-    for (const entry of this.#named.values()) if (entry.owned) entry.limiter?.close();
+    for (const entry of this.#named.values()) entry.close();
     for (const limiter of this.#perOrigin.limiters()) limiter.close();
   }
 

@@ -1,6 +1,9 @@
-import { spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { createSharedBudget, type SharedBudget } from '../src/redis/index.js';
 import { type QuotaServer, startQuotaServer } from './helpers/quota-server.js';
 import { describeRedis, RedisServer } from './helpers/redis-server.js';
 
@@ -8,6 +11,36 @@ const QUOTA = 3_000; // units/min
 const BURST = 50; // the server's bucket: one second of the quota
 const DURATION = 20_000; // ms each worker sends for
 const worker = fileURLToPath(new URL('./fixtures/redis-worker.ts', import.meta.url));
+const member = fileURLToPath(new URL('./fixtures/redis-member.ts', import.meta.url));
+
+/** Polls `condition` (real processes, real time); fails with `what` after `limitMs`. */
+async function waitFor(what: string, condition: () => boolean, limitMs = 15_000): Promise<void> {
+  const deadline = Date.now() + limitMs;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(20);
+  }
+}
+
+/** A busy member in a child process (fixtures/redis-member.ts); its last state line is `state()`. */
+function startMember(env: Record<string, string>): {
+  child: ChildProcess;
+  state: () => { members?: number };
+} {
+  const child = spawn(process.execPath, ['--import', 'tsx', member], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let last: { members?: number } = {};
+  let buffer = '';
+  child.stdout?.on('data', (chunk: Buffer) => {
+    buffer += chunk.toString();
+    const lines = buffer.split('\n');
+    buffer = lines.pop() ?? '';
+    for (const line of lines) if (line.trim() !== '') last = JSON.parse(line) as { members?: number };
+  });
+  return { child, state: () => last };
+}
 
 interface Counts {
   ok: number;
@@ -85,4 +118,70 @@ describeRedis('three processes sharing one budget through Redis', () => {
     expect(ratio).toBeGreaterThanOrEqual(0.9);
     expect(ratio).toBeLessThanOrEqual(1.02);
   }, 90_000);
+});
+
+describeRedis('a member killed with SIGKILL', () => {
+  let redis: RedisServer;
+  const budgets: SharedBudget[] = [];
+  const children: ChildProcess[] = [];
+
+  beforeAll(async () => {
+    redis = await RedisServer.start();
+  });
+
+  afterAll(async () => {
+    for (const child of children)
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    await Promise.all(budgets.map((b) => b.close()));
+    await redis?.stop();
+  });
+
+  it('gives its share to the others once it has been silent for memberTimeout', async () => {
+    const settings = { heartbeatInterval: 50, memberTimeout: 300 };
+    const name = `kill-${process.pid}`;
+    const rate = 6_000;
+    // One member in a child process, busy (200 requests always waiting: its demand, its backlog,
+    // is above any share it gets) ...
+    const { child, state } = startMember({
+      REDIS_URL: redis.url,
+      BUDGET: name,
+      INITIAL: String(rate),
+      HEARTBEAT: String(settings.heartbeatInterval),
+      MEMBER_TIMEOUT: String(settings.memberTimeout),
+    });
+    children.push(child);
+    await waitFor('the child joined', () => state().members !== undefined, 30_000);
+    // ... and two here, as busy, until their local limiters close at the end.
+    const here = [0, 1].map(() => {
+      const b = createSharedBudget({ redis: redis.url, name, initialUnitsPerMinute: rate, ...settings });
+      budgets.push(b);
+      return b;
+    });
+    const loops = here.flatMap((b) =>
+      Array.from({ length: 200 }, async () => {
+        for (;;) {
+          const permit = await b.acquire().catch(() => undefined);
+          if (permit === undefined) return; // closed
+          permit.success();
+        }
+      }),
+    );
+    await waitFor('three members', () => state().members === 3 && here.every((b) => b.state.members === 3));
+    await waitFor('thirds', () => here.every((b) => Math.abs(b.limiter.rate - rate / 3) < rate * 0.05));
+
+    const exited = once(child, 'exit');
+    const killedAt = performance.now();
+    child.kill('SIGKILL'); // no leave: the others learn it only from its silence
+    await exited;
+    await waitFor('two members', () => here.every((b) => b.state.members === 2));
+    await waitFor('halves', () => here.every((b) => Math.abs(b.limiter.rate - rate / 2) < rate * 0.05));
+    // Measured, not asserted: memberTimeout, plus up to a heartbeat, plus the shares' settling.
+    console.log(
+      `e2e: the killed member's share went to the others in ${Math.round(performance.now() - killedAt)} ms`,
+    );
+    expect(here.map((b) => b.state.rate)).toEqual([rate, rate]);
+    expect(here[0]!.limiter.rate + here[1]!.limiter.rate).toBeCloseTo(rate, -2);
+    for (const b of here) b.limiter.close(); // the loops end, their acquires rejected as closed
+    await Promise.all(loops);
+  }, 60_000);
 });

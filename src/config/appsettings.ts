@@ -100,7 +100,7 @@ export function expandIssues(
         path: [...path, key],
         message:
           key.toLowerCase() === 'limiter' && path.length === 2 && path[0] === 'limiters'
-            ? 'a limiter instance cannot come from JSON config: set `limiter` in code (RateLimiterRegistry or the HTTP adapters)'
+            ? 'a limiter instance cannot come from JSON config: set `limiter` in code (RateLimiterRegistry or the HTTP adapters), or declare a budget shared through Redis with `shared`'
             : `unknown key (expected one of: ${knownKeys(root, path).join(', ')})`,
       }));
     }

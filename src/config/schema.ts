@@ -11,6 +11,7 @@ import type { RateLimiter } from '../limiter/types.js';
 import { canonicalKeys, expandIssues, type Level, level, unwrapSection, writtenPath } from './appsettings.js';
 import { durationSchema } from './duration.js';
 import { issuesOf, maxConcurrent, originRules, RATE_FIELDS, rateRules, SOURCE, withRule } from './rules.js';
+import { type SharedConfig, sharedConfigSchema } from './shared.js';
 
 export { APPSETTINGS_SECTION } from './appsettings.js';
 export {
@@ -52,6 +53,14 @@ export interface LimiterConfig extends Omit<AdaptiveLimiterOptions, 'clock' | 'n
    * @default unset: the registry makes an `AdaptiveRateLimiter` from this config
    */
   limiter?: RateLimiter;
+  /**
+   * A budget shared through Redis by every process that declares it (JSON config or code):
+   * `{ "redis": "redis://...", "name": "github" }`. The limiter's rate options are the whole
+   * budget's. The registry makes the `SharedBudget`, opens it at the first request and closes it
+   * with the registry; not with `limiter`, and not in `default`. See {@link SharedConfig}.
+   * @default unset: a limiter of this process alone
+   */
+  shared?: SharedConfig;
 }
 
 /** A parsed config file, or the registry and interceptor options it stands for. */
@@ -119,7 +128,7 @@ const limiterOptionsSchema = limiterFieldsSchema.omit({ name: true, clock: true 
 });
 
 const limiterConfigObject = limiterOptionsSchema
-  .extend({ origins: z.array(originPattern).optional() })
+  .extend({ origins: z.array(originPattern).optional(), shared: sharedConfigSchema.optional() })
   .strict();
 const limiterConfigSchema = withRule(limiterConfigObject, RATE_FIELDS, rateRules);
 const defaultConfigObject = limiterOptionsSchema.strict();
@@ -145,7 +154,9 @@ const configSchema = withRule(configObject, [], originRules);
 // ---- the keys of each level, for the appsettings mapping --------------------------------
 
 const CONTROLLERS = { aimd: level(aimdSchema), cubic: level(cubicSchema) };
-const LIMITER: Level = level(limiterConfigObject, { objects: CONTROLLERS });
+const LIMITER: Level = level(limiterConfigObject, {
+  objects: { ...CONTROLLERS, shared: level(sharedConfigSchema) },
+});
 const DEFAULT: Level = level(defaultConfigObject, { objects: CONTROLLERS });
 const ROOT: Level = level(configObject, { objects: { default: DEFAULT }, records: { limiters: LIMITER } });
 

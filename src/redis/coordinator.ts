@@ -3,10 +3,14 @@ import { hostname } from 'node:os';
 import type { Clock } from '../clock.js';
 import type { AdaptiveRateLimiter } from '../limiter/adaptive.js';
 import type { Permit } from '../limiter/types.js';
+import type { CutPlan } from './budget-controller.js';
 import type { MemberState, SharedState } from './member-state.js';
 import type { ResolvedSharedOptions } from './options.js';
 import type { Era } from './permit.js';
 import type { Answer, BudgetStore } from './store.js';
+
+/** Tries of a cut computed from books that another member's change made stale. */
+const CUT_TRIES = 3;
 
 /** A backlog of queued units counts as demand to be served within this many ms. */
 const BACKLOG_MS = 1_000;
@@ -36,8 +40,9 @@ export interface CoordinatorInit {
 export class Coordinator {
   /** This member's id in the store. */
   readonly id: string;
-  /** The store the budget shares its state through. */
-  readonly store: BudgetStore;
+  /** The store's opener, called at {@link start}. */
+  readonly #openStore: () => BudgetStore;
+  #store: BudgetStore | undefined;
   /** Resolves after the first heartbeat, answered or failed. */
   readonly ready: Promise<void>;
 
@@ -55,7 +60,6 @@ export class Coordinator {
   #timer: unknown;
   #beat: Promise<void> | undefined;
   #closed = false;
-  #localCut: { from: number; to: number } | undefined;
   #seq = 0;
   readonly #pending = new Set<Promise<unknown>>();
   #isReady = false;
@@ -73,16 +77,7 @@ export class Coordinator {
     this.#maxPause = init.maxPause;
 
     this.id = `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
-    this.store = init.store();
-
-    this.#limiter.on('paused', (e) => member.paused(e.until - e.ms, e.until));
-    this.#limiter.on('increased', (e) => {
-      if (e.cause === 'success' && Number.isFinite(e.from)) member.proposed(e.to - e.from);
-    });
-    this.#limiter.on('decreased', (e) => {
-      if (e.cause === 'throttle') this.#localCut = { from: e.from, to: e.to };
-      else if (e.cause === 'success' && Number.isFinite(e.from)) member.proposed(e.to - e.from);
-    });
+    this.#openStore = init.store;
 
     this.ready = new Promise((resolve) => {
       this.#resolveReady = () => {
@@ -92,9 +87,20 @@ export class Coordinator {
     });
   }
 
+  /** The store the budget shares its state through (opened now if it was not yet: {@link start}). */
+  get store(): BudgetStore {
+    if (this.#store === undefined) this.start();
+    return this.#store as BudgetStore;
+  }
+
+  /** True once {@link start} opened the store. */
+  get started(): boolean {
+    return this.#store !== undefined;
+  }
+
   /** What this member last learned from the store. */
   get state(): SharedState {
-    return this.#member.state(this.store.roundTrips);
+    return this.#member.state(this.#store?.roundTrips ?? 0);
   }
 
   /** True once the first heartbeat was answered or failed. */
@@ -102,8 +108,13 @@ export class Coordinator {
     return this.#isReady;
   }
 
-  /** Sends the first heartbeat; the next follow every `heartbeatInterval`. */
+  /**
+   * Opens the store and sends the first heartbeat; the next follow every `heartbeatInterval`.
+   * Once only; not after {@link close}.
+   */
   start(): void {
+    if (this.#store !== undefined || this.#closed) return;
+    this.#store = this.#openStore();
     this.#tick();
   }
 
@@ -128,22 +139,27 @@ export class Coordinator {
     this.#timer = undefined;
     await this.#beat;
     await this.flush();
-    if (!this.#member.degraded) {
-      await Promise.resolve()
-        .then(() => this.store.leave(this.id))
-        .catch(() => undefined);
-    }
-    await this.store.close?.();
+    const store = this.#store;
+    if (store !== undefined) {
+      if (!this.#member.degraded) {
+        await Promise.resolve()
+          .then(() => store.leave(this.id))
+          .catch(() => undefined);
+      }
+      await store.close?.();
+    } else this.#resolveReady(); // never opened: nobody waits for a first heartbeat
     this.#limiter.close();
   }
 
-  /** A permit sent in `sent` was throttled: shares the local limiter's cut and the pause. */
+  /**
+   * A permit sent in `sent` was throttled: the local limiter cuts (its share of the budget's
+   * cut, when its cut rules allow), then the store is asked for the whole cut and the pause.
+   */
   throttled(inner: Permit, sent: Era, retryAfterMs: number | undefined): void {
-    this.#localCut = undefined;
+    this.#member.takeCut();
     inner.throttled(retryAfterMs);
-    const cut = this.#localCut;
-    this.#localCut = undefined;
-    if (cut !== undefined) this.#track(this.#cut(sent, cut));
+    const cut = this.#member.takeCut();
+    if (cut !== undefined) this.#track(this.#cut(sent, cut, CUT_TRIES));
     if (retryAfterMs !== undefined && retryAfterMs > 0) this.#track(this.#pause(retryAfterMs));
   }
 
@@ -183,17 +199,22 @@ export class Coordinator {
   }
 
   #sendHeartbeat(): Promise<void> | undefined {
+    const member = this.#member;
     const snap = this.#limiter.snapshot();
     const demand = (snap.measuredRate ?? 0) + (snap.queuedUnits * 60_000) / BACKLOG_MS;
-    const delta = this.#member.takeDelta();
+    const accepted = member.acceptedRate();
     const o = this.#opts;
     const seq = ++this.#seq;
+    const sentAt = this.#clock.now();
     return this.#ask(
       () =>
         this.store.heartbeat({
           id: this.id,
           demand,
-          delta,
+          accepted,
+          measured: snap.measuredRate ?? 0,
+          waited: member.takeWaited(snap.queued > 0),
+          proposal: member.proposal(),
           memberTimeout: o.memberTimeout,
           floorFraction: o.floorFraction,
           initialRate: this.#initial,
@@ -201,29 +222,40 @@ export class Coordinator {
           maxRate: this.#max,
           ttl: o.stateTtl,
         }),
-      (reply) => this.#member.applyHeartbeat(seq, reply),
+      (reply) => member.applyHeartbeat(seq, reply, accepted, sentAt),
     );
   }
 
-  #cut(sent: Era, cut: { from: number; to: number }): Promise<void> | undefined {
+  /**
+   * Asks the store for the cut `plan`, sent in `sent`; when the books it was computed from are
+   * stale (another member changed them), computes it again from the books answered, `tries` in all.
+   */
+  #cut(sent: Era, plan: CutPlan, tries: number): Promise<void> | undefined {
     if (this.#member.degraded) return undefined; // the local cut stands
     const o = this.#opts;
     const seq = ++this.#seq;
-    return this.#ask(
+    let again: Promise<void> | undefined;
+    const asked = this.#ask(
       () =>
         this.store.cut({
           sentEpoch: sent.epoch,
           generation: sent.generation,
-          ratio: Number.isFinite(cut.from) && cut.from > 0 ? cut.to / cut.from : undefined,
-          // Leaving "unlimited": the local cut started from this process's measured rate.
-          absoluteRate: cut.to * this.#member.members,
+          from: plan.from,
+          rate: plan.rate,
+          rateBefore: plan.rateBefore,
+          measured: plan.measured,
           cooldown: this.#cooldown,
           minRate: this.#min,
           maxRate: this.#max,
           ttl: o.stateTtl,
         }),
-      (reply) => this.#member.applyCut(seq, reply),
+      (reply) => {
+        if (reply.stale && tries > 1 && !this.#closed) {
+          again = this.#cut(sent, this.#member.recut(plan, reply), tries - 1);
+        } else this.#member.applyCut(seq, reply);
+      },
     );
+    return asked === undefined ? again : asked.then(() => again);
   }
 
   #pause(ms: number): Promise<void> | undefined {

@@ -1,53 +1,20 @@
 import type { EventEmitter } from 'node:events';
 import type { Clock } from '../clock.js';
+import type { RateController, RateControllerState } from '../controllers/types.js';
 import type { AdaptiveRateLimiter } from '../limiter/adaptive.js';
+import { AcceptedRate } from './accepted-rate.js';
+import { BudgetController, type CutPlan } from './budget-controller.js';
+import type { MemberView } from './member-controller.js';
 import type { Era } from './permit.js';
-import type { ShareView } from './share-controller.js';
-import { LastSharedCut } from './shared-cut.js';
-import type { CutReply, HeartbeatReply } from './store.js';
+import type { SharedBudgetEventMap, SharedState } from './shared-state.js';
+import type { CutReply, HeartbeatReply, Proposal } from './store.js';
+
+export type { SharedBudgetEventMap, SharedState } from './shared-state.js';
 
 /** A new share closer than this (relative) to the current rate is not applied: no churn. */
 const SHARE_TOLERANCE = 0.005;
 /** A shared pause that ends within this many ms of the local one is not applied again. */
 const PAUSE_TOLERANCE_MS = 25;
-
-/** What this process last learned from the store (Redis). Rates in units/min. */
-export interface SharedState {
-  /** The whole budget's rate; `undefined` while not learned (no initial rate, no throttle yet). */
-  rate: number | undefined;
-  /** This member's share of the rate; `undefined` while the rate is not learned. */
-  share: number | undefined;
-  /** Live members, this one included (1 before the first reply). */
-  members: number;
-  /**
-   * Cuts of the shared rate so far, in the state's current generation: a throttle cuts only a
-   * request sent in the current epoch.
-   */
-  epoch: number;
-  /**
-   * The shared state's generation (`undefined` before the first reply): a new one when the
-   * state was lost (a Redis restart, a failover, an eviction, a FLUSHDB, its ttl) and created
-   * again; this member then took the new state's epoch and rate as they were.
-   */
-  generation: string | undefined;
-  /** True while Redis cannot be reached and this process serves from its last known share. */
-  degraded: boolean;
-  /**
-   * Round trips to the store's server so far (Redis: one per heartbeat, cut or pause; two on a
-   * script cache miss). A store in memory makes none.
-   */
-  roundTrips: number;
-}
-
-/** The events of a {@link SharedBudget}; the local limiter's own events are on `budget.limiter`. */
-export interface SharedBudgetEventMap {
-  /** Redis could not be reached: this process now serves from `rate` (units/min), its local share. */
-  degraded: [{ budget: string; error: unknown; rate: number }];
-  /** Redis answers again: sharing resumed. */
-  recovered: [{ budget: string; members: number }];
-  /** The number of live members changed. */
-  members: [{ budget: string; from: number; to: number }];
-}
 
 /** What a {@link MemberState} starts from. Rates are the whole budget's, units/min. */
 export interface MemberStateInit {
@@ -60,14 +27,17 @@ export interface MemberStateInit {
   readonly maxRate: number;
   /** Members guessed (`instanceCount`) until the first reply. */
   readonly members: number;
-  /** Makes the local limiter; its controller reads `view` at each call (share-controller.ts). */
-  readonly limiter: (view: () => ShareView) => AdaptiveRateLimiter;
+  /** The budget's controller (AIMD, CUBIC, the probe controller, your own). */
+  readonly controller: RateController;
+  /** Makes the local limiter; its controller asks `view` (member-controller.ts). */
+  readonly limiter: (view: MemberView) => AdaptiveRateLimiter;
 }
 
 /**
  * What a member of a {@link SharedBudget} knows of the shared state, and the store's replies
  * applied to its local limiter: its share of the whole rate, the store's generation and epoch
- * taken, the last cut made by another member, and the fall back to an equal share of the last
+ * taken, the budget's controller run on the books kept in the store (budget-controller.ts), this
+ * member's accepted rate and waits reported, and the fall back to an equal share of the last
  * known rate while the store cannot be reached (`degraded`, then `recovered`, emitted on the
  * budget). Synchronous: the {@link Coordinator} calls the store and hands the replies in.
  */
@@ -78,41 +48,56 @@ export class MemberState {
   readonly #events: EventEmitter<SharedBudgetEventMap>;
   readonly #name: string;
   readonly #clock: Clock;
+  readonly #controller: BudgetController;
+  readonly #accepted: AcceptedRate;
+  /** Units of successes since the accepted rate was last read, at `#bookedAt`. */
+  #unbooked = 0;
+  #bookedAt: number;
   #closed = false;
   #degraded = false;
   #lastError: unknown;
   #rate: number | undefined;
   #share: number | undefined;
   #members: number;
+  #index = 0;
+  #serverOffset = 0;
+  #acceptedSum: number | undefined;
   /** The shared epoch and generation this member knows (one object per change, shared by permits). */
   #era: Era = { epoch: 0, generation: undefined };
-  /**
-   * The last share divided by the rate: a cut applies it to the new rate at once, and the local
-   * controller sees a process that carries this part of the budget (see share-controller.ts).
-   */
+  /** The last share divided by the rate: a cut applies it to the new rate at once. */
   #fraction: number;
-  /** The controller's changes of the local rate (units/min) since the last heartbeat. */
-  #pendingDelta = 0;
-  /** The last cut of the whole rate made by another member: when this member learned of it. */
-  readonly #sharedCut = new LastSharedCut(() => this.#clock.now());
+  /** A request waited since the last heartbeat (reported), and since the last reply (proposals). */
+  #waitedSinceBeat = false;
+  #waitedSinceReply = false;
+  /** The cut the local limiter just made, for the coordinator to ask the store for. */
+  #pendingCut: CutPlan | undefined;
   /** The call whose answer was applied last: an older answer does not undo a newer one. */
   #appliedSeq = 0;
 
   constructor(events: EventEmitter<SharedBudgetEventMap>, init: MemberStateInit) {
     this.#events = events;
     this.#name = init.name;
-    const { minRate: min, maxRate: max } = init;
+    const { minRate, maxRate } = init;
     this.#members = init.members;
     this.#fraction = 1 / init.members;
-    // The local controller sees this member's part of the budget: its steps, its part of the
-    // maximum and its rate before the last cut are scaled by the share (share-controller.ts).
-    this.limiter = init.limiter(() => ({
-      fraction: this.#fraction,
-      minRate: min,
-      maxRate: max,
-      sharedCut: this.#sharedCut.seen(),
-    }));
+    this.#controller = new BudgetController(init.controller, init);
+    // The local limiter's controller: a share of the budget's cut on a throttle, nothing on a
+    // success (increases come with the heartbeat); on its own while degraded.
+    const member = this;
+    this.limiter = init.limiter({
+      get degraded() {
+        return member.#degraded;
+      },
+      get fraction() {
+        return member.#rate === undefined ? 1 / member.#members : member.#fraction;
+      },
+      minRate,
+      maxRate,
+      cutShare: (state) => this.#cutShare(state),
+    });
     this.#clock = this.limiter.clock;
+    this.#accepted = new AcceptedRate(this.#clock.now());
+    this.#bookedAt = this.#clock.now();
     this.#rate = init.initialRate;
   }
 
@@ -122,6 +107,9 @@ export class MemberState {
       rate: this.#rate,
       share: this.#share,
       members: this.#members,
+      index: this.#index,
+      serverOffset: this.#serverOffset,
+      accepted: this.#acceptedSum,
       epoch: this.#era.epoch,
       generation: this.#era.generation,
       degraded: this.#degraded,
@@ -149,65 +137,113 @@ export class MemberState {
     return this.#members;
   }
 
-  /** The local limiter paused from `from` until `until` (ms on its clock). */
-  paused(from: number, until: number): void {
-    this.#sharedCut.paused(from, until);
-  }
-
-  /** The local controller changed the local rate by `delta` units/min (not a throttle's cut). */
-  proposed(delta: number): void {
-    this.#pendingDelta += delta;
+  /** A request of this member waited for units, or was turned away by `tryAcquire`. */
+  waited(): void {
+    this.#waitedSinceBeat = true;
+    this.#waitedSinceReply = true;
   }
 
   /**
-   * The change of the whole rate to propose in the next heartbeat (units/min): the controller's
-   * changes since the last one; none while degraded or unlimited. Starts the next sum.
+   * `units` of a response classified as success (its accepted rate). Only added up here: they
+   * are booked at the next reading (a heartbeat, a cut), at the middle of the time since the
+   * last, so a success reads no clock.
    */
-  takeDelta(): number {
-    // Each member's controller runs on its part of the budget (share-controller.ts), so the
-    // changes of the members' rates add up to the change of the whole rate.
-    const delta = this.#degraded || this.#rate === undefined ? 0 : this.#pendingDelta;
-    this.#pendingDelta = 0;
-    return delta;
+  succeeded(units: number): void {
+    this.#unbooked += units;
   }
 
-  /** Applies the reply to heartbeat `seq`. */
-  applyHeartbeat(seq: number, reply: HeartbeatReply): void {
+  /** This member's accepted rate now, units/min. */
+  acceptedRate(): number {
+    const now = this.#clock.now();
+    if (this.#unbooked > 0) {
+      this.#accepted.record(this.#unbooked, (this.#bookedAt + now) / 2);
+      this.#unbooked = 0;
+    }
+    this.#bookedAt = now;
+    return this.#accepted.value(now);
+  }
+
+  /** Whether a request waited since the last heartbeat (or `queued` now); starts the next one. */
+  takeWaited(queued: boolean): boolean {
+    const waited = this.#waitedSinceBeat || queued;
+    this.#waitedSinceBeat = false;
+    return waited;
+  }
+
+  /**
+   * The change the budget's controller makes now, from the last answer's books, for the next
+   * heartbeat to carry; none while degraded.
+   */
+  proposal(): Proposal | undefined {
+    if (this.#degraded) return undefined;
+    return this.#controller.proposal(this.#clock.now(), this.#waitedSinceReply, this.acceptedRate());
+  }
+
+  /** The cut the local limiter just made (to ask the store for); `undefined`: none. */
+  takeCut(): CutPlan | undefined {
+    const cut = this.#pendingCut;
+    this.#pendingCut = undefined;
+    return cut;
+  }
+
+  /**
+   * The store answered that `plan` was computed from other books than its current ones: learns
+   * them and computes the cut again.
+   */
+  recut(plan: CutPlan, reply: CutReply): CutPlan {
+    const now = this.#clock.now();
+    const { generation, rate, books } = reply;
+    this.#controller.learn({ generation, rate, books, pauseRemaining: this.#localPause(now) }, now);
+    const localBase = this.#rate === undefined ? plan.rateBefore * this.#fraction : this.limiter.rate;
+    return this.#controller.cut(now, this.acceptedRate(), localBase, this.#fraction);
+  }
+
+  /**
+   * Applies the reply to heartbeat `seq`, sent at `sentAt` (ms on this member's clock) with a
+   * report of `accepted` (units/min).
+   */
+  applyHeartbeat(seq: number, reply: HeartbeatReply, accepted: number, sentAt: number): void {
     this.#recover(reply.members);
-    this.#learn(seq, reply.generation, reply.epoch, false);
+    this.#learn(seq, reply.generation, reply.epoch);
     if (seq < this.#appliedSeq) return;
     this.#appliedSeq = seq;
+    const now = this.#clock.now();
     this.#setMembers(reply.members);
+    this.#index = reply.index;
+    this.#serverOffset = reply.now - (sentAt + now) / 2;
+    this.#acceptedSum = reply.accepted;
     this.#rate = reply.rate;
     this.#share = reply.share;
     if (this.#rate !== undefined && this.#share !== undefined) this.#fraction = this.#share / this.#rate;
+    this.#controller.learn(reply, now);
+    this.#controller.learnSums(reply.accepted, reply.measured, accepted);
+    this.#waitedSinceReply = false;
     this.#applyShare(this.#share);
     this.#applyPause(reply.pauseRemaining);
   }
 
-  /** Applies the reply to cut `seq`. */
+  /** Applies the (last) reply to cut `seq`. */
   applyCut(seq: number, reply: CutReply): void {
-    this.#learn(seq, reply.generation, reply.epoch, reply.cut);
+    this.#learn(seq, reply.generation, reply.epoch);
     if (seq < this.#appliedSeq) return;
     this.#appliedSeq = seq;
+    const now = this.#clock.now();
     this.#rate = reply.rate;
+    const { generation, rate, books } = reply;
+    this.#controller.learn({ generation, rate, books, pauseRemaining: this.#localPause(now) }, now);
     if (this.#rate !== undefined) this.#share = this.#rate * this.#fraction;
     // A refused cut (another member cut for this burst) restores the share the local cut took.
     this.#applyShare(this.#share);
   }
 
-  /** A call to the store failed: the first failure marks the member degraded. */
+  /**
+   * A call to the store failed: the first failure marks the member degraded. It keeps its last
+   * share (the shares added up to the whole rate; a busy member keeps the larger part).
+   */
   fail(error: unknown): void {
     this.#lastError = error;
     if (this.#degraded || this.#closed) return;
     this.#degraded = true;
-    this.#pendingDelta = 0;
-    // Fall back to an equal share of the last known rate.
-    if (this.#rate !== undefined) {
-      this.#fraction = 1 / this.#members;
-      this.#share = this.#rate / this.#members;
-      this.#applyShare(this.#share);
-    }
     const rate = this.limiter.rate;
     if (this.#events.listenerCount('degraded') === 0) {
       const detail = error instanceof Error ? error.message : String(error);
@@ -224,31 +260,38 @@ export class MemberState {
   }
 
   /**
-   * The store's generation and epoch, from the answer to call `seq`. A newer epoch than this
-   * member knew is a cut of the whole rate: its own (`own`: the local limiter's last cut is that
-   * cut already), or another member's: from now on the local controller counts from that cut, as
-   * from its own, with the whole rate known before it (see share-controller.ts).
-   *
-   * Another generation than this member knew is a state created again after it was lost (see
-   * store.ts): its epoch is taken as it is, lower or not (epochs of two generations do not
-   * compare), and the caller takes its rate. Only from an answer at least as recent as the last
-   * applied one: a late answer from before a change of generation is not taken back.
+   * The local limiter cuts from `state.rate` (the local cut rules allowed it): the budget's
+   * controller computes the whole cut from the books known, kept for the coordinator to ask the
+   * store; the local limiter takes this member's part of it at once.
    */
-  #learn(seq: number, generation: string, epoch: number, own: boolean): void {
+  #cutShare(state: RateControllerState): number {
+    const now = this.#clock.now();
+    const fraction = this.#rate === undefined ? 1 / this.#members : this.#fraction;
+    const plan = this.#controller.cut(now, this.acceptedRate(), state.rate, fraction);
+    this.#pendingCut = plan;
+    return plan.rate * fraction;
+  }
+
+  /** ms left of the local limiter's pause. */
+  #localPause(now: number): number {
+    const until = this.limiter.snapshot().pausedUntil;
+    return until === undefined ? 0 : Math.max(0, until - now);
+  }
+
+  /**
+   * The store's generation and epoch, from the answer to call `seq`. Another generation than
+   * this member knew is a state created again after it was lost (see store.ts): its epoch is
+   * taken as it is, lower or not (epochs of two generations do not compare), and the caller
+   * takes its rate. Only from an answer at least as recent as the last applied one: a late
+   * answer from before a change of generation is not taken back.
+   */
+  #learn(seq: number, generation: string, epoch: number): void {
     if (generation !== this.#era.generation) {
       if (seq < this.#appliedSeq) return;
       this.#era = { epoch, generation };
-      // A new state at epoch 0 has no cut yet: the last cut this member knows stays the last.
-      if (epoch === 0 && !own) return;
-    } else {
-      if (epoch <= this.#era.epoch) return;
+    } else if (epoch > this.#era.epoch) {
       this.#era = { epoch, generation };
     }
-    if (own || this.#rate === undefined) {
-      this.#sharedCut.clear();
-      return;
-    }
-    this.#sharedCut.learned(this.#rate);
   }
 
   #applyShare(share: number | undefined): void {

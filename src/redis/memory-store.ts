@@ -2,17 +2,27 @@ import { randomUUID } from 'node:crypto';
 import { type Clock, systemClock } from '../clock.js';
 import {
   type BudgetStore,
+  type ControllerBooks,
   type CutReply,
   type CutRequest,
   clampRate,
-  cutRate,
   demandWeightedShare,
   type HeartbeatReply,
   type HeartbeatRequest,
+  isCurrent,
   mayCut,
   type PauseRequest,
+  pauseSince,
   sentEpochIn,
+  sinceIncrease,
 } from './store.js';
+
+/** A member's last report. */
+interface Report {
+  demand: number;
+  accepted: number;
+  measured: number;
+}
 
 export interface MemoryBudgetStoreOptions {
   /** The store's clock, as Redis's `TIME` is the Redis store's. @default the system clock */
@@ -36,12 +46,23 @@ export class MemoryBudgetStore implements BudgetStore {
   #lastCutAt: number | undefined;
   #cuts = 0;
   #pausedUntil = 0;
+  #pauseFrom = 0;
+  #pauseBanked = 0;
+  #createdAt = 0;
+  // the controller's books (see ControllerBooks)
+  #version = 0;
+  #lastChangeAt = 0;
+  #rateBefore: number | undefined;
+  #measuredAtCut: number | undefined;
+  #waited = false;
   #stateExpiresAt = Number.POSITIVE_INFINITY;
-  // the members zset and the demand hash (they expire together, on heartbeats only)
+  // the members zset and the reports hash (they expire together, on heartbeats only)
   /** Member id -> time of its last heartbeat (ms), in order of joining. */
   readonly #members = new Map<string, number>();
-  /** Member id -> demand, units/min. */
-  readonly #demand = new Map<string, number>();
+  /** Member id -> its last report. */
+  readonly #reports = new Map<string, Report>();
+  /** The demands of one heartbeat (kept: a heartbeat allocates no array). */
+  readonly #demands: number[] = [];
   #membersExpireAt = Number.POSITIVE_INFINITY;
 
   constructor(options: MemoryBudgetStoreOptions = {}) {
@@ -81,19 +102,45 @@ export class MemoryBudgetStore implements BudgetStore {
     for (const [id, seen] of members) {
       if (seen > now - r.memberTimeout) continue;
       members.delete(id);
-      this.#demand.delete(id);
+      this.#reports.delete(id);
     }
-    this.#demand.set(r.id, r.demand);
+    const report = this.#reports.get(r.id);
+    if (report === undefined)
+      this.#reports.set(r.id, { demand: r.demand, accepted: r.accepted, measured: r.measured });
+    else {
+      report.demand = r.demand;
+      report.accepted = r.accepted;
+      report.measured = r.measured;
+    }
 
     let rate = this.#rate ?? r.initialRate;
+    let proposed = false;
     if (rate !== undefined) {
-      rate = clampRate(rate + r.delta, r.minRate, r.maxRate);
+      if (r.proposal !== undefined && isCurrent(r.proposal, generation, this.#version)) {
+        rate = r.proposal.rate;
+        proposed = true;
+        this.#changed(now);
+      }
+      rate = clampRate(rate, r.minRate, r.maxRate);
       this.#rate = rate;
+    }
+    if (r.waited) this.#waited = true;
+    let accepted = 0;
+    let measured = 0;
+    const demands = this.#demands;
+    demands.length = 0;
+    for (const report of this.#reports.values()) {
+      accepted += report.accepted;
+      measured += report.measured;
+      demands.push(report.demand);
     }
     const share =
       rate === undefined
         ? undefined
-        : demandWeightedShare(rate, r.demand, this.#demand.values(), r.floorFraction, members.size);
+        : demandWeightedShare(rate, r.demand, demands, r.floorFraction, members.size);
+    // This member's place among the ids in order (as the Lua script sorts them).
+    let index = 0;
+    for (const id of members.keys()) if (id < r.id) index++;
     this.#stateExpiresAt = now + r.ttl;
     this.#membersExpireAt = now + r.ttl;
     return {
@@ -103,6 +150,12 @@ export class MemoryBudgetStore implements BudgetStore {
       pauseRemaining: Math.max(0, this.#pausedUntil - now),
       members: members.size,
       share,
+      accepted,
+      measured,
+      index,
+      proposed,
+      now,
+      books: this.#books(now),
     };
   }
 
@@ -111,15 +164,28 @@ export class MemoryBudgetStore implements BudgetStore {
     this.#expire(now);
     const generation = this.#create(now, r.ttl);
     const sentEpoch = sentEpochIn(r.sentEpoch, r.generation, generation);
-    if (!mayCut(sentEpoch, this.#epoch, this.#lastCutAt, now, r.cooldown)) {
-      return { cut: false, rate: this.#rate, epoch: this.#epoch, generation };
+    const refused = !mayCut(sentEpoch, this.#epoch, this.#lastCutAt, now, r.cooldown);
+    if (refused || !isCurrent(r.from, generation, this.#version)) {
+      const books = this.#books(now);
+      return { cut: false, stale: !refused, rate: this.#rate, epoch: this.#epoch, generation, books };
     }
-    this.#rate = cutRate(this.#rate, r.ratio, r.absoluteRate, r.minRate, r.maxRate);
+    this.#rate = clampRate(r.rate, r.minRate, r.maxRate);
+    this.#rateBefore = r.rateBefore;
+    this.#measuredAtCut = r.measured;
     this.#epoch++;
     this.#lastCutAt = now;
     this.#cuts++;
+    this.#pauseBanked = 0;
+    this.#changed(now);
     this.#stateExpiresAt = now + r.ttl;
-    return { cut: true, rate: this.#rate, epoch: this.#epoch, generation };
+    return {
+      cut: true,
+      stale: false,
+      rate: this.#rate,
+      epoch: this.#epoch,
+      generation,
+      books: this.#books(now),
+    };
   }
 
   pause(r: PauseRequest): number {
@@ -127,6 +193,17 @@ export class MemoryBudgetStore implements BudgetStore {
     this.#expire(now);
     this.#create(now, r.ttl);
     if (now + r.ms > this.#pausedUntil) {
+      if (this.#pausedUntil <= now) {
+        // A new pause: bank the last one's part after the last cut.
+        this.#pauseBanked = pauseSince(
+          this.#pauseBanked,
+          this.#pauseFrom,
+          this.#pausedUntil,
+          this.#cutAt,
+          now,
+        );
+        this.#pauseFrom = now;
+      }
       this.#pausedUntil = now + r.ms;
       this.#stateExpiresAt = now + r.ttl;
     }
@@ -136,7 +213,7 @@ export class MemoryBudgetStore implements BudgetStore {
   leave(id: string): number {
     this.#expire(this.#now());
     this.#members.delete(id);
-    this.#demand.delete(id);
+    this.#reports.delete(id);
     return this.#members.size;
   }
 
@@ -145,9 +222,41 @@ export class MemoryBudgetStore implements BudgetStore {
     return Math.floor(this.#clock.now());
   }
 
+  /** The last cut, or the state's creation before any. */
+  get #cutAt(): number {
+    return this.#lastCutAt ?? this.#createdAt;
+  }
+
+  /** The controller changed the rate (a cut or a proposal): a new version of its books. */
+  #changed(now: number): void {
+    this.#version++;
+    this.#lastChangeAt = now;
+    this.#waited = false;
+  }
+
+  #books(now: number): ControllerBooks {
+    return {
+      version: this.#version,
+      rateBeforeLastDecrease: this.#rateBefore,
+      measuredRateAtLastDecrease: this.#measuredAtCut,
+      sinceLastDecrease: now - this.#cutAt,
+      pauseSinceLastDecrease: pauseSince(
+        this.#pauseBanked,
+        this.#pauseFrom,
+        this.#pausedUntil,
+        this.#cutAt,
+        now,
+      ),
+      sinceLastIncrease: sinceIncrease(this.#lastChangeAt, this.#pausedUntil, now),
+      waited: this.#waited,
+    };
+  }
+
   /** The state's generation; a new one, with the state's ttl, when there is no state. */
   #create(now: number, ttl: number): string {
     if (this.#generation !== undefined) return this.#generation;
+    this.#createdAt = now;
+    this.#lastChangeAt = now;
     this.#generation = randomUUID();
     this.#stateExpiresAt = now + ttl;
     return this.#generation;
@@ -162,11 +271,17 @@ export class MemoryBudgetStore implements BudgetStore {
       this.#lastCutAt = undefined;
       this.#cuts = 0;
       this.#pausedUntil = 0;
+      this.#pauseFrom = 0;
+      this.#pauseBanked = 0;
+      this.#version = 0;
+      this.#rateBefore = undefined;
+      this.#measuredAtCut = undefined;
+      this.#waited = false;
       this.#stateExpiresAt = Number.POSITIVE_INFINITY;
     }
     if (now >= this.#membersExpireAt || this.#members.size === 0) {
       this.#members.clear();
-      this.#demand.clear();
+      this.#reports.clear();
       this.#membersExpireAt = Number.POSITIVE_INFINITY;
     }
   }

@@ -11,8 +11,9 @@ import type { BudgetStore } from './store.js';
  */
 export interface SharedBudgetOptions extends AdaptiveLimiterOptions {
   /**
-   * A Redis URL (`redis://127.0.0.1:6379/0`) or an ioredis client you own (it is not closed).
-   * Give this or `store`.
+   * A Redis URL (`redis://[user:password@]host[:port][/db]`, or `rediss://` for TLS) or an
+   * ioredis client you own (it is not closed). Give this or `store`. Another string is a
+   * `ConfigError`.
    */
   redis?: string | RedisClient;
   /**
@@ -52,6 +53,14 @@ export interface SharedBudgetOptions extends AdaptiveLimiterOptions {
   keyPrefix?: string;
   /** The shared state expires after this long (ms) with no member left. @default 3_600_000 */
   stateTtl?: number;
+  /**
+   * Open the store (connect to Redis, join the budget) at the first `acquire`, `tryAcquire`,
+   * `refresh` or `ready`, not now: a budget made at start-up that a process may never use
+   * costs no connection. The registry opens a budget declared in config (`shared`) this way.
+   * Until then the budget's local limiter serves nothing and the budget has no member here.
+   * @default false
+   */
+  lazy?: boolean;
 }
 
 /** The coordinator's own options after defaults. */
@@ -64,6 +73,7 @@ export interface ResolvedSharedOptions {
   failClosed: boolean;
   keyPrefix: string;
   stateTtl: number;
+  lazy: boolean;
 }
 
 /** The coordinator's defaults; `memberTimeout` and `redisTimeout` follow the heartbeat. */
@@ -86,7 +96,21 @@ const sharedSchema = z.object({
   failClosed: z.boolean().optional(),
   keyPrefix: z.string().optional(),
   stateTtl: positiveMs.optional(),
+  lazy: z.boolean().optional(),
 });
+
+/** What a `redis` URL must look like (ioredis reads it): `redis://` or `rediss://` (TLS). */
+export const REDIS_URL_MESSAGE = 'expected a redis:// or rediss:// URL, such as redis://127.0.0.1:6379/0';
+
+/** Whether `url` is a Redis URL ioredis can connect to (a `redis:` or `rediss:` URL with a host). */
+export function isRedisUrl(url: string): boolean {
+  try {
+    const parsed = new URL(url);
+    return (parsed.protocol === 'redis:' || parsed.protocol === 'rediss:') && parsed.hostname !== '';
+  } catch {
+    return false;
+  }
+}
 
 /** Validates the coordinator's options and fills in the defaults; throws {@link ConfigError}. */
 export function resolveSharedOptions(options: SharedBudgetOptions): ResolvedSharedOptions {
@@ -103,6 +127,11 @@ export function resolveSharedOptions(options: SharedBudgetOptions): ResolvedShar
       [{ path: 'redis', message: 'expected a Redis URL or an ioredis client', received: redis }],
       'shared budget options',
     );
+  } else if (typeof redis === 'string' && !isRedisUrl(redis)) {
+    throw new ConfigError(
+      [{ path: 'redis', message: REDIS_URL_MESSAGE, received: redis }],
+      'shared budget options',
+    );
   }
   const parsed = sharedSchema.safeParse(options);
   if (!parsed.success) throw configErrorFrom(parsed.error, options, 'shared budget options');
@@ -117,5 +146,6 @@ export function resolveSharedOptions(options: SharedBudgetOptions): ResolvedShar
     failClosed: o.failClosed ?? SHARED_DEFAULTS.failClosed,
     keyPrefix: o.keyPrefix ?? SHARED_DEFAULTS.keyPrefix,
     stateTtl: o.stateTtl ?? SHARED_DEFAULTS.stateTtl,
+    lazy: o.lazy ?? false,
   };
 }

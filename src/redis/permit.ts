@@ -8,6 +8,7 @@ export interface Era {
 
 /** What a shared permit reports to: its budget. */
 export interface SharedPermitSink {
+  _success(inner: Permit, unitsUsed: number | undefined): void;
   _throttled(inner: Permit, sent: Era, retryAfterMs: number | undefined): void;
   _failed(inner: Permit, retryAfterMs: number | undefined): void;
 }
@@ -41,7 +42,7 @@ export class SharedPermit implements Permit {
   }
 
   success(unitsUsed?: number): void {
-    if (this.#settle() !== undefined) this.inner.success(unitsUsed);
+    this.#settle()?._success(this.inner, unitsUsed);
   }
 
   throttled(retryAfterMs?: number): void {

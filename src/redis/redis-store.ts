@@ -5,6 +5,7 @@ import type { RedisClient } from './client.js';
 import { CUT, HEARTBEAT, LEAVE, PAUSE } from './scripts.js';
 import type {
   BudgetStore,
+  ControllerBooks,
   CutReply,
   CutRequest,
   HeartbeatReply,
@@ -15,7 +16,7 @@ import type {
 export interface RedisBudgetStoreOptions {
   /** A Redis URL (a client is opened, and closed with the store) or an ioredis client you own. */
   redis: string | RedisClient;
-  /** The budget's name: its keys are `<keyPrefix>{<name>}:state|members|demand`. */
+  /** The budget's name: its keys are `<keyPrefix>{<name>}:state|members|reports`. */
   name: string;
   keyPrefix: string;
   /** A call unanswered this long (ms, real time) fails. */
@@ -51,7 +52,7 @@ export class RedisBudgetStore implements BudgetStore {
 
   constructor(options: RedisBudgetStoreOptions) {
     const tag = `${options.keyPrefix}{${options.name}}`;
-    this.#keys = [`${tag}:state`, `${tag}:members`, `${tag}:demand`];
+    this.#keys = [`${tag}:state`, `${tag}:members`, `${tag}:reports`];
     this.#timeout = options.redisTimeout;
     const { redis } = options;
     if (typeof redis === 'string') {
@@ -77,10 +78,13 @@ export class RedisBudgetStore implements BudgetStore {
   }
 
   async heartbeat(r: HeartbeatRequest): Promise<HeartbeatReply> {
-    const reply = await this.#call(scripts.heartbeat, [
+    const p = r.proposal;
+    const reply = (await this.#call(scripts.heartbeat, [
       r.id,
-      r.demand,
-      r.delta,
+      finite(r.demand),
+      finite(r.accepted),
+      finite(r.measured),
+      r.waited ? 1 : 0,
       r.memberTimeout,
       r.floorFraction,
       optional(r.initialRate),
@@ -88,33 +92,63 @@ export class RedisBudgetStore implements BudgetStore {
       optional(r.maxRate),
       r.ttl,
       randomUUID(),
-    ]);
-    const [rate, epoch, pauseRemaining, members, share, , generation] = reply as [
-      string,
-      number,
-      number,
-      number,
-      string,
-      number,
-      string,
-    ];
-    return { generation, rate: number(rate), epoch, pauseRemaining, members, share: number(share) };
+      p?.generation ?? '',
+      p === undefined ? '' : p.version,
+      optional(p?.rate),
+    ])) as unknown[];
+    const [
+      rate,
+      epoch,
+      pauseRemaining,
+      members,
+      share,
+      now,
+      generation,
+      accepted,
+      measured,
+      index,
+      proposed,
+    ] = reply as [string, number, number, number, string, number, string, string, string, number, number];
+    return {
+      generation,
+      rate: number(rate),
+      epoch,
+      pauseRemaining,
+      members,
+      share: number(share),
+      accepted: Number(accepted),
+      measured: Number(measured),
+      index,
+      proposed: proposed === 1,
+      now,
+      books: books(reply.slice(11)),
+    };
   }
 
   async cut(r: CutRequest): Promise<CutReply> {
-    const reply = await this.#call(scripts.cut, [
+    const reply = (await this.#call(scripts.cut, [
       r.sentEpoch,
-      optional(r.ratio),
-      r.absoluteRate,
+      finite(r.rate),
+      finite(r.rateBefore),
+      optional(r.measured),
       r.cooldown,
       r.minRate,
       optional(r.maxRate),
       r.ttl,
       r.generation ?? '',
       randomUUID(),
-    ]);
-    const [cut, rate, epoch, generation] = reply as [number, string, number, string];
-    return { cut: cut === 1, rate: number(rate), epoch, generation };
+      r.from?.generation ?? '',
+      r.from === undefined ? '' : r.from.version,
+    ])) as unknown[];
+    const [cut, stale, rate, epoch, generation] = reply as [number, number, string, number, string];
+    return {
+      cut: cut === 1,
+      stale: stale === 1,
+      rate: number(rate),
+      epoch,
+      generation,
+      books: books(reply.slice(5)),
+    };
   }
 
   async pause(r: PauseRequest): Promise<number> {
@@ -153,6 +187,33 @@ function optional(x: number | undefined): string | number {
   return x === undefined || !Number.isFinite(x) ? '' : x;
 }
 
+/** A number as a script argument: not finite (which a script cannot parse) is 0. */
+function finite(x: number): number {
+  return Number.isFinite(x) ? x : 0;
+}
+
+/** The controller's books as a script lists them (scripts.ts: BOOKS). */
+function books(list: unknown[]): ControllerBooks {
+  const [version, before, measured, sinceCut, pauseSinceCut, sinceIncrease, waited] = list as [
+    number,
+    string,
+    string,
+    string,
+    string,
+    string,
+    number,
+  ];
+  return {
+    version,
+    rateBeforeLastDecrease: number(before),
+    measuredRateAtLastDecrease: number(measured),
+    sinceLastDecrease: Number(sinceCut),
+    pauseSinceLastDecrease: Number(pauseSinceCut),
+    sinceLastIncrease: Number(sinceIncrease),
+    waited: waited === 1,
+  };
+}
+
 /** A script's optional number: `''` is none. */
 function number(text: string): number | undefined {
   return text === '' ? undefined : Number(text);
@@ -183,10 +244,26 @@ function loadIoredis(): typeof import('ioredis') {
   try {
     return createRequire(import.meta.url)('ioredis') as typeof import('ioredis');
   } catch (cause) {
-    throw new AdaptiveRateLimitError(
-      'ERR_IOREDIS_MISSING',
-      'adaptive-rate-limit/redis needs the ioredis package to connect to Redis: npm install ioredis',
-      { cause },
-    );
+    throw ioredisMissing(cause);
   }
+}
+
+/**
+ * Throws `ERR_IOREDIS_MISSING` now when ioredis cannot be found, without loading it: a budget
+ * that opens its store later (`lazy`) fails where it is made, not at its first request.
+ */
+export function assertIoredis(): void {
+  try {
+    createRequire(import.meta.url).resolve('ioredis');
+  } catch (cause) {
+    throw ioredisMissing(cause);
+  }
+}
+
+function ioredisMissing(cause: unknown): AdaptiveRateLimitError {
+  return new AdaptiveRateLimitError(
+    'ERR_IOREDIS_MISSING',
+    'adaptive-rate-limit/redis needs the ioredis package to connect to Redis: npm install ioredis',
+    { cause },
+  );
 }

@@ -6,11 +6,11 @@ import { resolveLimiterOptions } from '../limiter/options.js';
 import type { AcquireOptions, Permit, RateLimiter, WrapOptions } from '../limiter/types.js';
 import { wrapWithLimiter } from '../limiter/wrap.js';
 import { Coordinator } from './coordinator.js';
+import { memberController } from './member-controller.js';
 import { MemberState, type SharedBudgetEventMap, type SharedState } from './member-state.js';
 import { type ResolvedSharedOptions, resolveSharedOptions, type SharedBudgetOptions } from './options.js';
 import { type Era, SharedPermit } from './permit.js';
-import { RedisBudgetStore } from './redis-store.js';
-import { shareController } from './share-controller.js';
+import { assertIoredis, RedisBudgetStore } from './redis-store.js';
 import type { BudgetStore } from './store.js';
 
 export type { SharedBudgetEventMap, SharedState } from './member-state.js';
@@ -36,8 +36,10 @@ export class SharedBudgetUnavailableError extends AdaptiveRateLimitError {
  * One budget shared by every process that opens it with the same name on the same Redis. Each
  * process keeps a local {@link AdaptiveRateLimiter} and leases a share of the whole RATE (not
  * units): an acquire never waits for Redis. A heartbeat (one Lua script) registers the member,
- * reports its demand and its controller's proposed change, and applies the share it gets back.
- * A cut and a Retry-After pause are shared at once through their own script. See docs/redis.md.
+ * reports its demand and accepted rate, carries the budget's controller's proposed change, and
+ * applies the share it gets back. The controller's state is kept once for the budget in the
+ * store, so a cut, a ceiling and a probe are decided once (budget-controller.ts). A cut and a
+ * Retry-After pause are shared at once through their own script. See docs/redis.md.
  *
  * The shared state lives behind a {@link BudgetStore}: Redis by default (`redis`), or a
  * `MemoryBudgetStore` shared by the members of one process (`store`), as in the simulator. The
@@ -81,38 +83,36 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
       failClosed: _c,
       keyPrefix: _k,
       stateTtl: _s,
+      lazy: _l,
       ...limiterOptions
     } = options;
     // Whole-budget options are checked as for one limiter, before anything is opened.
     const resolved = resolveLimiterOptions(limiterOptions);
+    if (this.#opts.lazy && typeof redis === 'string') assertIoredis();
     const guess = resolved.instanceCount;
     const min = resolved.minUnitsPerMinute;
     const max = resolved.maxUnitsPerMinute;
     const initial = resolved.initialUnitsPerMinute;
+    const controller = resolveController(resolved.controller, resolved);
     this.#member = new MemberState(this, {
       name: this.#opts.name,
       initialRate: initial,
       minRate: min,
       maxRate: max,
       members: guess,
-      limiter: (view) => {
-        // The local controller sees this member's part of the budget (share-controller.ts).
-        const controller = shareController(
-          resolveController(resolved.controller, resolved),
-          view,
-          // AIMD and CUBIC raise only after a wait: a success without one costs no state.
-          typeof resolved.controller === 'string',
-        );
-        return new AdaptiveRateLimiter({
+      controller,
+      limiter: (view) =>
+        new AdaptiveRateLimiter({
           ...limiterOptions,
           name: this.#opts.name,
-          controller,
+          // The budget's controller decides once for the budget (budget-controller.ts); the local
+          // one applies this member's part of its cuts (member-controller.ts).
+          controller: memberController(controller, view),
           instanceCount: 1,
           minUnitsPerMinute: Math.min(min, LOCAL_MIN_RATE),
           initialUnitsPerMinute:
             initial === undefined ? undefined : Math.max(initial / guess, LOCAL_MIN_RATE),
-        });
-      },
+        }),
     });
     this.limiter = this.#member.limiter;
     this.#coordinator = new Coordinator(this.#member, {
@@ -133,7 +133,7 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
         }),
     });
     this.id = this.#coordinator.id;
-    this.#coordinator.start();
+    if (!this.#opts.lazy) this.#coordinator.start();
   }
 
   get name(): string {
@@ -155,20 +155,32 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
     return this.#coordinator.store;
   }
 
-  /** Resolves after the first heartbeat, answered or failed. */
+  /** Resolves after the first heartbeat, answered or failed (a `lazy` budget opens now). */
   ready(): Promise<void> {
+    this.#coordinator.start();
     return this.#coordinator.ready;
   }
 
+  /** Whether the store is open: always, but for a `lazy` budget before its first use. */
+  get opened(): boolean {
+    return this.#coordinator.started;
+  }
+
   acquire(units = 1, options?: AcquireOptions): Promise<Permit> {
+    if (!this.#coordinator.started) this.#coordinator.start();
     if (this.#opts.failClosed) return this.#acquireClosed(units, options);
     return this.#acquire(units, options);
   }
 
   tryAcquire(units = 1): Permit | undefined {
+    if (!this.#coordinator.started) this.#coordinator.start();
     if (this.#opts.failClosed && this.#member.degraded) return undefined;
     const permit = this.#takeNow(units);
-    return permit === undefined ? undefined : new SharedPermit(this, permit, this.#member.era);
+    if (permit === undefined) {
+      this.#member.waited();
+      return undefined;
+    }
+    return new SharedPermit(this, permit, this.#member.era);
   }
 
   wrap<A extends unknown[], R>(
@@ -180,6 +192,7 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
 
   /** Runs a heartbeat now (after the one in flight) and returns the state it learned. */
   refresh(): Promise<SharedState> {
+    this.#coordinator.start();
     return this.#coordinator.refresh();
   }
 
@@ -197,6 +210,14 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
   }
 
   // ---- feedback from permits -------------------------------------------------------------
+
+  /** @internal */
+  _success(inner: Permit, unitsUsed: number | undefined): void {
+    const used =
+      unitsUsed !== undefined && unitsUsed >= 0 && Number.isFinite(unitsUsed) ? unitsUsed : inner.units;
+    this.#member.succeeded(used);
+    inner.success(unitsUsed);
+  }
 
   /** @internal */
   _throttled(inner: Permit, sent: Era, retryAfterMs: number | undefined): void {
@@ -233,6 +254,7 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
       const permit = this.#takeNow(units);
       if (permit !== undefined) return Promise.resolve(new SharedPermit(this, permit, this.#member.era));
     }
+    this.#member.waited();
     if (this.#queued++ === 0) this.limiter.on('acquired', this.#onGrant);
     return this.limiter.acquire(units, options).then(
       (permit) => {

@@ -1,7 +1,9 @@
 /**
  * The seam between a {@link SharedBudget} and where the shared state lives. A store holds ONE
- * budget's state: its generation, whole rate, cut epoch, last cut, pause and members with their
- * demand.
+ * budget's state: its generation, whole rate, cut epoch, the books of the budget's controller
+ * (one for the budget: the last cut, the rate before it, the pause since, the last change,
+ * whether requests waited; {@link ControllerBooks}), the pause, and the members with their
+ * reports (demand, accepted rate, measured rate).
  * Two stores implement it with the same rules: Redis (Lua scripts, see scripts.ts) for
  * processes, and memory (memory-store.ts) for members in one process, such as the simulator's.
  *
@@ -19,14 +21,16 @@
 export interface BudgetStore {
   /**
    * One heartbeat of a member: registers it (now), drops the members silent for longer than
-   * `memberTimeout`, records its demand, adds `delta` to the whole rate (clamped), and answers
-   * the shared state with this member's share ({@link demandWeightedShare}).
+   * `memberTimeout`, sets its proposal when the books are still at the version it was computed
+   * from ({@link isCurrent}), records its report, and answers the shared state with the
+   * members' sums and this member's share ({@link demandWeightedShare}).
    */
   heartbeat(request: HeartbeatRequest): Answer<HeartbeatReply>;
   /**
    * A throttle that cut a member's share asks to cut the whole rate: only when the request was
-   * sent in the current epoch and `cooldown` has passed since the last cut ({@link mayCut}). A
-   * request sent in another generation counts as sent at this one's start ({@link sentEpochIn}).
+   * sent in the current epoch and `cooldown` has passed since the last cut ({@link mayCut}), and
+   * the cut was computed from the current books (else `stale`: compute it again). A request sent
+   * in another generation counts as sent at this one's start ({@link sentEpochIn}).
    */
   cut(request: CutRequest): Answer<CutReply>;
   /**
@@ -50,11 +54,21 @@ export interface HeartbeatRequest {
   /** The member's demand: its measured send rate plus its backlog, units/min. */
   demand: number;
   /**
-   * The member's proposed change of the whole rate, units/min: what its controller changed its
-   * own rate by since its last heartbeat. Each member's controller runs on its part of the budget
-   * (share-controller.ts), so the members' changes add up to the whole rate's.
+   * The member's accepted rate: units/min of its responses classified as success over the last
+   * couple of seconds (accepted-rate.ts). The store answers the members' sum.
    */
-  delta: number;
+  accepted: number;
+  /** The member's measured send rate (responses of any kind), units/min; 0 before any. */
+  measured: number;
+  /** Whether a request of this member waited (or was turned away) since its last heartbeat. */
+  waited: boolean;
+  /**
+   * The budget's controller's new whole rate, computed by this member from the state at
+   * `version` of `generation` (an increase, or any change on a success): set only when the state
+   * is still at that version (compare-and-set), so one change is made per version, whichever
+   * member proposes it. `undefined`: none.
+   */
+  proposal?: Proposal | undefined;
   /** ms without a heartbeat after which a member is dropped. */
   memberTimeout: number;
   /** Part of the rate kept as a floor, split between the members (0 to 1). */
@@ -66,6 +80,37 @@ export interface HeartbeatRequest {
   maxRate: number | undefined;
   /** The state expires after this many ms without a heartbeat. */
   ttl: number;
+}
+
+/** A whole rate computed from the state at one version (see {@link HeartbeatRequest.proposal}). */
+export interface Proposal {
+  generation: string;
+  version: number;
+  /** The new whole rate, units/min (clamped by the store). */
+  rate: number;
+}
+
+/**
+ * The budget's controller's books, kept once for the budget in the store (what a single
+ * limiter's controller state holds, `RateControllerState`, for the whole budget), as of the
+ * store's now. A member rebuilds its controller's state from them (budget-controller.ts).
+ * Durations are ms on the store's clock.
+ */
+export interface ControllerBooks {
+  /** Bumped by every change of the controller's decisions (a cut, an applied proposal). */
+  version: number;
+  /** The whole rate just before the last cut; `undefined` before any cut (the initial rate). */
+  rateBeforeLastDecrease: number | undefined;
+  /** The measured (accepted) whole rate the last cut started from; `undefined` before any. */
+  measuredRateAtLastDecrease: number | undefined;
+  /** ms since the last cut; before any, since the state was created. */
+  sinceLastDecrease: number;
+  /** ms of shared pause since the last cut. */
+  pauseSinceLastDecrease: number;
+  /** ms since the last change of the controller (cut or proposal); a pause counts from its end. */
+  sinceLastIncrease: number;
+  /** True when a member's request waited since the last change. */
+  waited: boolean;
 }
 
 export interface HeartbeatReply {
@@ -81,6 +126,20 @@ export interface HeartbeatReply {
   members: number;
   /** This member's share of the rate; `undefined` while unlimited. */
   share: number | undefined;
+  /** The live members' accepted rates added up, units/min. */
+  accepted: number;
+  /** The live members' measured send rates added up, units/min. */
+  measured: number;
+  /**
+   * This member's place among the live members (0 to members - 1, by id): distinct while the
+   * membership holds, so members can take turns (a phase each).
+   */
+  index: number;
+  /** Whether this heartbeat's proposal was applied. */
+  proposed: boolean;
+  /** The store's clock at the answer, ms (Redis: the server's `TIME`). */
+  now: number;
+  books: ControllerBooks;
 }
 
 export interface CutRequest {
@@ -91,10 +150,18 @@ export interface CutRequest {
    * heartbeat is not answered), taken as the current one.
    */
   generation?: string | undefined;
-  /** The local cut's `to / from`: the whole rate is multiplied by it. `undefined`: unknown. */
-  ratio: number | undefined;
-  /** The whole rate to set when the store has none (leaving "unlimited"). */
-  absoluteRate: number;
+  /**
+   * The state the cut was computed from (its generation and books' version): the cut is made
+   * only from the current one; else the reply is `stale`, with the current books, and the
+   * member computes it again. `undefined`: none known (the cut is computed on nothing: stale).
+   */
+  from: { generation: string; version: number } | undefined;
+  /** The whole rate after the cut, as the budget's controller computed it (units/min). */
+  rate: number;
+  /** The whole rate the cut started from (units/min): the next `rateBeforeLastDecrease`. */
+  rateBefore: number;
+  /** The measured (accepted) whole rate it started from: the next `measuredRateAtLastDecrease`. */
+  measured: number | undefined;
   /** Least ms between two shared cuts. */
   cooldown: number;
   minRate: number;
@@ -105,10 +172,16 @@ export interface CutRequest {
 export interface CutReply {
   /** Whether this request cut the whole rate. */
   cut: boolean;
+  /**
+   * The cut would have been made but was computed from another state than the current one:
+   * compute it again from `books` and `rate`.
+   */
+  stale: boolean;
   rate: number | undefined;
   epoch: number;
   /** The state's generation (see {@link HeartbeatReply.generation}). */
   generation: string;
+  books: ControllerBooks;
 }
 
 export interface PauseRequest {
@@ -173,17 +246,32 @@ export function mayCut(
   return sentEpoch === epoch && (lastCutAt === undefined || now - lastCutAt >= cooldown);
 }
 
+/** Whether a change computed `from` a state may be made to the state at (`generation`, `version`). */
+export function isCurrent(
+  from: { generation: string; version: number } | undefined,
+  generation: string,
+  version: number,
+): boolean {
+  return from !== undefined && from.generation === generation && from.version === version;
+}
+
 /**
- * The whole rate after a cut: `rate × ratio`, or `absoluteRate` when the budget had no rate
- * (leaving "unlimited"), clamped. `undefined` ratio keeps the rate.
+ * The shared pause's books: ms of pause since the last cut (`cutAt`), banked for the earlier
+ * pauses and counted for the one from `from` to `until`, as of `now`.
  */
-export function cutRate(
-  rate: number | undefined,
-  ratio: number | undefined,
-  absoluteRate: number,
-  minRate: number,
-  maxRate: number | undefined,
-): number {
-  const next = rate === undefined ? absoluteRate : ratio === undefined ? rate : rate * ratio;
-  return clampRate(next, minRate, maxRate);
+export function pauseSince(banked: number, from: number, until: number, cutAt: number, now: number): number {
+  return banked + Math.max(0, Math.min(now, until) - Math.max(from, cutAt));
+}
+
+/** ms since the increase clock started: the last change, or the end of a later pause (now while paused). */
+export function sinceIncrease(lastChangeAt: number, pausedUntil: number, now: number): number {
+  return now - Math.max(lastChangeAt, Math.min(pausedUntil, now));
+}
+
+/**
+ * Member reports as the Redis store keeps them: `"demand accepted measured"` (units/min each),
+ * one hash field per member.
+ */
+export function packReport(demand: number, accepted: number, measured: number): string {
+  return `${demand} ${accepted} ${measured}`;
 }

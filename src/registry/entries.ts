@@ -5,6 +5,7 @@ import { ConfigError, type ConfigIssue } from '../errors.js';
 import { originMatcher } from '../http/origin.js';
 import { AdaptiveRateLimiter } from '../limiter/adaptive.js';
 import type { RateLimiter } from '../limiter/types.js';
+import { makeSharedBudget, retireSharedBudget } from './shared.js';
 
 /** A named limiter of the registry, built from its config by {@link buildEntry}. */
 export interface NamedEntry {
@@ -15,6 +16,16 @@ export interface NamedEntry {
   readonly limiter: AdaptiveRateLimiter | undefined;
   /** Whether the registry made it, and so closes it; a `limiter` instance is its owner's. */
   readonly owned: boolean;
+  /**
+   * Closes what the registry made: the limiter, or a `shared` budget (which leaves the budget and
+   * closes its Redis connection in the background). Nothing for a `limiter` instance.
+   */
+  readonly close: () => void;
+  /**
+   * What `replace` does to it: nothing (requests holding it are served by it, and it is garbage
+   * once nothing holds it), but a `shared` budget is closed once nothing waits in it.
+   */
+  readonly retire: () => void;
   /** Its exact origins, normalized. */
   readonly exact: readonly string[];
   /** Its wildcard patterns as one predicate, if it has any. */
@@ -23,7 +34,13 @@ export interface NamedEntry {
 
 /** The limiter `name` made from `config` on the registry's `clock`. */
 export function makeLimiter(name: string, config: LimiterConfig, clock: Clock): AdaptiveRateLimiter {
-  const { origins: _origins, maxConcurrent: _maxConcurrent, limiter: _limiter, ...options } = config;
+  const {
+    origins: _origins,
+    maxConcurrent: _maxConcurrent,
+    limiter: _limiter,
+    shared: _s,
+    ...options
+  } = config;
   return new AdaptiveRateLimiter({ ...options, name, clock });
 }
 
@@ -44,10 +61,19 @@ export function buildEntry(
   issues.push(...limiterConfigIssues(config, path));
   const given = config.limiter;
   // A limiter instance carries its own options: nothing to make (limiterConfigIssues checked it).
+  const shared =
+    given === undefined && config.shared !== undefined
+      ? collect(issues, path, () => makeSharedBudget(name, config, clock))
+      : undefined;
   const made =
-    given === undefined ? collect(issues, path, () => makeLimiter(name, config, clock)) : undefined;
-  const instance = given ?? made;
-  if (issues.length > 0 || instance === undefined) return { issues };
+    given === undefined && config.shared === undefined
+      ? collect(issues, path, () => makeLimiter(name, config, clock))
+      : (shared?.limiter ?? undefined);
+  const instance = given ?? shared ?? made;
+  if (issues.length > 0 || instance === undefined) {
+    void shared?.close(); // never opened: nothing to wait for
+    return { issues };
+  }
   const origins = config.origins ?? [];
   const wildcards = origins.filter((pattern) => pattern.includes('*'));
   return {
@@ -55,6 +81,8 @@ export function buildEntry(
     instance,
     limiter: made ?? adaptiveOf(instance),
     owned: made !== undefined,
+    close: shared !== undefined ? () => void shared.close().catch(() => undefined) : () => made?.close(),
+    retire: shared !== undefined ? () => retireSharedBudget(shared) : () => {},
     exact: origins.map(exactOrigin).filter((origin) => origin !== undefined),
     wildcard: wildcards.length > 0 ? originMatcher(wildcards) : undefined,
   };
@@ -93,7 +121,15 @@ export function defaultConfigIssues(config: Omit<LimiterConfig, 'origins'>, cloc
       received: (config as LimiterConfig).origins,
     });
   }
-  const { limiter, ...options } = config;
+  const { limiter, shared, ...options } = config;
+  if (shared !== undefined) {
+    issues.push({
+      path: 'default.shared',
+      message:
+        'the default makes a limiter per origin; declare a shared budget in a named limiter, with its origins',
+      received: shared,
+    });
+  }
   if (limiter !== undefined) {
     issues.push({
       path: 'default.limiter',

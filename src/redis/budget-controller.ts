@@ -1,0 +1,176 @@
+import type { RateController, RateControllerState } from '../controllers/types.js';
+import type { ControllerBooks, Proposal } from './store.js';
+
+/**
+ * The state the budget's controller sees: a single limiter's, for the whole budget, plus the
+ * members' accepted rates added up (units/min; `undefined` before any report). Once the
+ * limiter's own state carries `acceptedRate` (issue 10), this is that state.
+ */
+export type BudgetControllerState = RateControllerState & { readonly acceptedRate: number | undefined };
+
+/** A cut of the whole rate, computed by a member from the books it knows (see {@link BudgetController.cut}). */
+export interface CutPlan {
+  /** The whole rate after the cut, units/min. */
+  readonly rate: number;
+  /** The whole rate it started from. */
+  readonly rateBefore: number;
+  /** The measured (accepted) whole rate the controller saw. */
+  readonly measured: number | undefined;
+  /** The books it was computed from; `undefined`: none known yet (the store answers `stale`). */
+  readonly from: { generation: string; version: number } | undefined;
+}
+
+/** What a member learned of the shared state in one answer of the store. */
+export interface Learned {
+  readonly generation: string;
+  readonly rate: number | undefined;
+  readonly books: ControllerBooks;
+  /** ms left of the shared pause then. */
+  readonly pauseRemaining: number;
+  /** The members' sums (units/min) and this member's own part of them, when the answer had them. */
+  readonly sums?: { accepted: number; measured: number; ownAccepted: number } | undefined;
+}
+
+/** The last answer's state, received at `at` (ms, this member's clock). */
+type Known = Omit<Learned, 'sums'> & { readonly at: number };
+
+/** Whole-budget rates the controller works within, units/min. */
+export interface BudgetLimits {
+  /** `undefined`: none (unlimited until a throttle). */
+  readonly initialRate: number | undefined;
+  readonly minRate: number;
+  /** `Infinity`: no maximum. */
+  readonly maxRate: number;
+}
+
+/** A proposed rate this close (relative) to the current one is no change. */
+const NO_CHANGE = 1e-9;
+
+/**
+ * The budget's controller, run by a member on the state kept once for the budget in the store:
+ * the books (last cut, rate before it, pause since, last change, whether requests waited) as of
+ * the store's last answer, aged by the time since on this member's clock, and the members'
+ * accepted and measured rates added up. Any {@link RateController} (AIMD, CUBIC, the probe
+ * controller, your own) decides on it as a single limiter's controller would for the whole
+ * budget (`instanceCount` 1, the whole min and max):
+ *
+ * - a throttle: {@link cut} computes the whole cut from the current rate, with the accepted sum
+ *   as the measured rate it starts from (while throttled, what the members got accepted is the
+ *   quota); the store makes it only from the books it was computed from (compare-and-set);
+ * - a success: {@link proposal} computes the change the controller makes now; the next heartbeat
+ *   carries it and the store sets it only when the books are still at that version. So a cut,
+ *   a ceiling and a probe are decided once for the budget, whichever member computes them.
+ *
+ * Pure bookkeeping: no timer, no I/O; `now` is the member's clock, used only for the time since
+ * the store's answer.
+ */
+export class BudgetController {
+  readonly #inner: RateController;
+  readonly #limits: BudgetLimits;
+  #known: Known | undefined;
+  #accepted: number | undefined;
+  #measured = 0;
+  /** This member's accepted rate as counted in `#accepted`. */
+  #ownAccepted = 0;
+
+  constructor(inner: RateController, limits: BudgetLimits) {
+    this.#inner = inner;
+    this.#limits = limits;
+  }
+
+  /** The state of the store's answer received at `at` (ms, this member's clock). */
+  learn(learned: Learned, at: number): void {
+    const { generation, rate, books, pauseRemaining } = learned;
+    this.#known = { generation, rate, books, pauseRemaining, at };
+    if (learned.sums !== undefined)
+      this.learnSums(learned.sums.accepted, learned.sums.measured, learned.sums.ownAccepted);
+  }
+
+  /** The members' sums of a heartbeat's answer (units/min), and this member's accepted rate in it. */
+  learnSums(accepted: number, measured: number, ownAccepted: number): void {
+    this.#accepted = accepted;
+    this.#measured = measured;
+    this.#ownAccepted = ownAccepted;
+  }
+
+  /** The members' accepted rates added up, with this member's as of `ownNow` (units/min). */
+  acceptedSum(ownNow: number): number | undefined {
+    if (this.#accepted === undefined) return undefined;
+    return Math.max(0, this.#accepted - this.#ownAccepted + ownNow);
+  }
+
+  /**
+   * The controller's state for the whole budget at `now`: the last books aged by the time since
+   * they were answered. `waited`: a request of this member waited since then.
+   */
+  state(now: number, waited: boolean, ownAccepted: number): BudgetControllerState {
+    const k = this.#known;
+    const { initialRate, minRate, maxRate } = this.#limits;
+    const b = k?.books;
+    const elapsed = k === undefined ? 0 : Math.max(0, now - k.at);
+    const pause = k?.pauseRemaining ?? 0;
+    return {
+      rate: k?.rate ?? Number.POSITIVE_INFINITY,
+      minRate,
+      maxRate,
+      rateBeforeLastDecrease: b?.rateBeforeLastDecrease ?? initialRate ?? Number.POSITIVE_INFINITY,
+      measuredRateAtLastDecrease: b?.measuredRateAtLastDecrease,
+      sinceLastDecrease: (b?.sinceLastDecrease ?? 0) + elapsed,
+      pauseSinceLastDecrease: (b?.pauseSinceLastDecrease ?? 0) + Math.min(elapsed, pause),
+      // While paused at the answer, the increase clock starts at the pause's end.
+      sinceLastIncrease: pause > 0 ? Math.max(0, elapsed - pause) : (b?.sinceLastIncrease ?? 0) + elapsed,
+      waited: (b?.waited ?? false) || waited,
+      instanceCount: 1,
+      measuredRate: this.#measured > 0 ? this.#measured : undefined,
+      acceptedRate: this.acceptedSum(ownAccepted),
+    };
+  }
+
+  /**
+   * The change the controller makes to the whole rate after a success at `now`, to send with the
+   * next heartbeat; `undefined`: none (unlimited, no answer yet, during the shared pause, as a
+   * single limiter asks nothing while paused, or no change).
+   */
+  proposal(now: number, waited: boolean, ownAccepted: number): Proposal | undefined {
+    const k = this.#known;
+    if (k === undefined || k.rate === undefined) return undefined;
+    if (now - k.at < k.pauseRemaining) return undefined;
+    const next = this.#inner.onSuccess(this.state(now, waited, ownAccepted));
+    if (next === undefined || !Number.isFinite(next)) return undefined;
+    const rate = this.#clamp(next);
+    if (Math.abs(rate - k.rate) <= k.rate * NO_CHANGE) return undefined;
+    return { generation: k.generation, version: k.books.version, rate };
+  }
+
+  /**
+   * The whole cut after a throttle at `now`, from the current whole rate. The controller sees
+   * the accepted sum as the measured rate: what the server accepted of the members is the quota
+   * a cut should start from. Leaving "unlimited" (no rate yet), the rate it cuts is the
+   * members' measured send rate (else `localBase`, this member's, scaled by its `fraction`), as
+   * a single limiter cuts from what it sent. Never above the rate it starts from.
+   */
+  cut(now: number, ownAccepted: number, localBase: number, fraction: number): CutPlan {
+    const k = this.#known;
+    const state = this.state(now, false, ownAccepted);
+    const accepted = state.acceptedRate;
+    let base = state.rate;
+    if (!Number.isFinite(base)) {
+      base = this.#measured > 0 ? this.#measured : localBase / Math.max(fraction, 1e-6);
+      base = this.#clamp(base);
+    }
+    const measured = accepted !== undefined && accepted > 0 ? accepted : state.measuredRate;
+    const proposed = this.#inner.onThrottled({ ...state, rate: base, measuredRate: measured });
+    const rate = this.#clamp(Number.isFinite(proposed) ? Math.min(proposed, base) : base);
+    return {
+      rate,
+      rateBefore: base,
+      measured,
+      from: k === undefined ? undefined : { generation: k.generation, version: k.books.version },
+    };
+  }
+
+  #clamp(rate: number): number {
+    const { minRate, maxRate } = this.#limits;
+    return rate < minRate ? minRate : Math.min(rate, maxRate);
+  }
+}

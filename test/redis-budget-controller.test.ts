@@ -1,0 +1,177 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { ManualClock } from '../src/clock.js';
+import type { RateController, RateControllerState } from '../src/controllers/types.js';
+import { AcceptedRate } from '../src/redis/accepted-rate.js';
+import type { BudgetControllerState } from '../src/redis/budget-controller.js';
+import {
+  createSharedBudget,
+  MemoryBudgetStore,
+  type SharedBudget,
+  type SharedBudgetOptions,
+} from '../src/redis/index.js';
+
+const open: SharedBudget[] = [];
+afterEach(async () => {
+  await Promise.all(open.splice(0).map((b) => b.close()));
+});
+
+function members(n: number, clock: ManualClock, options: Partial<SharedBudgetOptions> = {}) {
+  const store = new MemoryBudgetStore({ clock });
+  const budgets = Array.from({ length: n }, () =>
+    createSharedBudget({
+      name: 'controller',
+      store,
+      clock,
+      initialUnitsPerMinute: 12_000,
+      decreaseCooldown: 0,
+      heartbeatInterval: 250,
+      ...options,
+    }),
+  );
+  open.push(...budgets);
+  return { store, budgets };
+}
+
+/** Every 50 ms for `ms`: each member sends `perStep` units, each answered as a success. */
+function send(clock: ManualClock, budgets: readonly SharedBudget[], perStep: number, ms: number): void {
+  for (let t = 0; t < ms; t += 50) {
+    for (const b of budgets) for (let i = 0; i < perStep; i++) b.tryAcquire()?.success();
+    clock.advance(50);
+  }
+}
+
+/** A controller that records what it is shown: cuts by half, raises by 100 after a wait. */
+function recording(): RateController & {
+  throttled: BudgetControllerState[];
+  succeeded: RateControllerState[];
+} {
+  const throttled: BudgetControllerState[] = [];
+  const succeeded: RateControllerState[] = [];
+  return {
+    throttled,
+    succeeded,
+    onThrottled(state) {
+      throttled.push(state as BudgetControllerState);
+      return state.rate / 2;
+    },
+    onSuccess(state) {
+      succeeded.push(state);
+      return state.waited ? state.rate + 100 : undefined;
+    },
+  };
+}
+
+describe('AcceptedRate', () => {
+  it('counts the units of the last 2 s, per minute, and forgets older ones', () => {
+    const accepted = new AcceptedRate(0);
+    expect(accepted.value(0)).toBe(0);
+    for (let t = 0; t < 4_000; t += 100) accepted.record(1, t); // 10 units/s: 600 units/min
+    // The window is the open 250 ms bucket and the 7 before it: 17 units in the last 1.75 s.
+    expect(accepted.value(4_000)).toBeCloseTo((17 * 60_000) / 1_750, 6);
+    // A second later, only the sends of 3,250 to 4,000 ms are in it.
+    expect(accepted.value(5_000)).toBeCloseTo((7 * 60_000) / 1_750, 6);
+    expect(accepted.value(6_250)).toBe(0);
+  });
+
+  it('divides a younger window by its age', () => {
+    const accepted = new AcceptedRate(1_000);
+    for (let t = 1_000; t < 1_500; t += 100) accepted.record(2, t);
+    expect(accepted.value(1_500)).toBeCloseTo((10 * 60_000) / 500, 6);
+  });
+});
+
+describe("the budget's controller, once for the budget (ManualClock, MemoryBudgetStore)", () => {
+  it("shows a cut the whole rate and the members' accepted sum, as one limiter's controller would see it", () => {
+    const clock = new ManualClock();
+    const controller = recording();
+    const { store, budgets } = members(2, clock, { controller });
+    const [a, b] = budgets as [SharedBudget, SharedBudget];
+    send(clock, budgets, 5, 3_000); // 100 units/s each: 6,000 units/min each, 12,000 in all
+    send(clock, [a], 5, 3_000); // then b sends nothing: 6,000 units/min accepted in all
+    expect(a.state.accepted).toBeCloseTo(6_000, -2);
+    a.tryAcquire()!.throttled();
+    expect(store.cuts).toBe(1);
+    const seen = controller.throttled.at(-1)!;
+    expect(seen.instanceCount).toBe(1);
+    expect(seen.rate).toBe(12_000);
+    expect(seen.acceptedRate).toBeCloseTo(6_000, -2);
+    // What the server accepted is what a cut starts from (before: the whole send rate, or
+    // this member's own as its part of it).
+    expect(seen.measuredRate).toBeCloseTo(6_000, -2);
+    expect(store.rate).toBe(6_000); // the recording controller halves the whole rate: decided once
+    clock.advance(250);
+    expect(a.limiter.rate + b.limiter.rate).toBeCloseTo(6_000, 0);
+  });
+
+  it('leaves "unlimited" from what the members sent, with the accepted sum as the measured rate', () => {
+    const clock = new ManualClock();
+    const controller = recording();
+    const { store, budgets } = members(2, clock, { controller, initialUnitsPerMinute: undefined });
+    const [a, b] = budgets as [SharedBudget, SharedBudget];
+    send(clock, budgets, 5, 3_000); // 6,000 units/min each, all accepted
+    expect(store.rate).toBeUndefined();
+    a.tryAcquire()!.throttled();
+    const seen = controller.throttled.at(-1)!;
+    expect(seen.rate).toBeCloseTo(12_000, -2); // the members' send rate, not a's own
+    expect(seen.measuredRate).toBeCloseTo(12_000, -2); // all of it accepted
+    expect(store.rate).toBeCloseTo(6_000, -2);
+    clock.advance(250); // b hears of it: no longer unlimited
+    expect(b.limiter.rate).toBeLessThan(6_000);
+    expect(a.limiter.rate + b.limiter.rate).toBeCloseTo(store.rate!, -1);
+  });
+
+  it("cuts CUBIC's whole rate from the accepted sum: 0.7 × what the members got accepted", () => {
+    const clock = new ManualClock();
+    const { store, budgets } = members(3, clock, { controller: 'cubic', initialUnitsPerMinute: 30_000 });
+    send(clock, budgets, 2, 3_000); // 40 units/s each: 2,400 units/min each, 7,200 in all
+    budgets[2]!.tryAcquire()!.throttled();
+    expect(store.cuts).toBe(1);
+    expect(store.rate! / (0.7 * 7_200)).toBeCloseTo(1, 1);
+  });
+
+  it('raises the whole rate once per change, whichever member proposes it', () => {
+    const clock = new ManualClock();
+    const controller = recording();
+    const { store, budgets } = members(3, clock, { controller, initialUnitsPerMinute: 600 });
+    clock.advance(250);
+    const waiting = budgets.map((b) => {
+      while (b.tryAcquire() !== undefined);
+      return b.acquire().catch(() => undefined); // each member waits: a proposal each
+    });
+    clock.advance(250);
+    clock.advance(250);
+    // Three members proposed +100 from the same books: the store made one change per version.
+    expect(store.rate).toBeLessThanOrEqual(600 + 3 * 100);
+    expect(store.rate).toBeGreaterThan(600);
+    const shown = controller.succeeded.at(-1)!;
+    expect(shown.instanceCount).toBe(1);
+    expect(shown.maxRate).toBe(Number.POSITIVE_INFINITY);
+    for (const b of budgets) b.limiter.close();
+    return Promise.all(waiting);
+  });
+
+  it('proposes nothing during the shared pause, as a single limiter raises nothing while paused', () => {
+    const clock = new ManualClock();
+    const controller = recording();
+    const { store, budgets } = members(2, clock, { controller, initialUnitsPerMinute: 600 });
+    clock.advance(250);
+    budgets[0]!.tryAcquire()!.throttled(5_000); // a cut to 300, and a pause of 5 s for all
+    expect(store.rate).toBe(300);
+    const waiting = budgets.map((b) => b.acquire().catch(() => undefined)); // both wait
+    clock.advance(4_500);
+    expect(store.rate).toBe(300);
+    clock.advance(1_000); // the pause is over: the next heartbeats propose
+    expect(store.rate).toBeGreaterThan(300);
+    for (const b of budgets) b.limiter.close();
+    return Promise.all(waiting);
+  });
+
+  it("asks the controller nothing on a member's success: the local rate moves only with the budget", () => {
+    const clock = new ManualClock();
+    const controller = recording();
+    const { budgets } = members(1, clock, { controller, initialUnitsPerMinute: 600 });
+    const calls = controller.succeeded.length;
+    budgets[0]!.tryAcquire()!.success();
+    expect(controller.succeeded).toHaveLength(calls);
+  });
+});

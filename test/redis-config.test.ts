@@ -1,0 +1,158 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseConfig } from '../src/config/schema.js';
+import { ConfigError } from '../src/errors.js';
+import { rateLimitedFetch } from '../src/http/fetch.js';
+import { createSharedBudget } from '../src/redis/index.js';
+import { RateLimiterRegistry } from '../src/registry.js';
+import { configError } from './helpers/config-error.js';
+import { agentWith, cleanups, get, limit, serve } from './helpers/interceptor-fixtures.js';
+import { describeRedis, RedisServer } from './helpers/redis-server.js';
+
+/** Polls `condition` (a real Redis, real time); fails with `what` after `limitMs`. */
+async function waitFor(what: string, condition: () => Promise<boolean>, limitMs = 10_000): Promise<void> {
+  const deadline = Date.now() + limitMs;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(20);
+  }
+}
+
+describe('shared budget in JSON config: checks', () => {
+  it('parses shared with its durations, in our shape and in appsettings.json', () => {
+    const config = parseConfig({
+      limiters: {
+        github: {
+          origins: ['https://api.github.com'],
+          maxWait: '5s',
+          shared: { redis: 'redis://127.0.0.1:6379/2', name: 'gh', heartbeatInterval: '100ms' },
+        },
+      },
+    });
+    expect(config.limiters.github?.shared).toEqual({
+      redis: 'redis://127.0.0.1:6379/2',
+      name: 'gh',
+      heartbeatInterval: 100,
+    });
+    const appsettings = parseConfig({
+      AdaptiveRateLimiting: {
+        Limiters: {
+          github: { Origins: ['https://api.github.com'], Shared: { Redis: 'rediss://cache:6380' } },
+        },
+      },
+    });
+    expect(appsettings.limiters.github?.shared).toEqual({ redis: 'rediss://cache:6380' });
+  });
+
+  it('names a bad Redis URL, an unknown key and a shared default', () => {
+    const error = configError(() =>
+      parseConfig({
+        limiters: {
+          github: { origins: ['https://api.github.com'], shared: { redis: 'localhost:6379', nam: 'x' } },
+        },
+        default: { shared: { redis: 'redis://127.0.0.1' } },
+      }),
+    );
+    expect(error.issues.map((i) => i.path).sort()).toEqual([
+      'default.shared',
+      'limiters.github.shared.nam',
+      'limiters.github.shared.redis',
+    ]);
+    expect(error.message).toMatch(
+      /limiters\.github\.shared\.redis: expected a redis:\/\/ or rediss:\/\/ URL/,
+    );
+  });
+
+  it('refuses a bad URL in code too: createSharedBudget, and the registry naming the limiter', () => {
+    const bad = configError(() => createSharedBudget({ redis: 'http://127.0.0.1:6379', name: 'x' }));
+    expect(bad.issues.map((i) => i.path)).toEqual(['redis']);
+    const inRegistry = configError(
+      () =>
+        new RateLimiterRegistry({
+          limiters: { api: { origins: ['https://api.test'], shared: { redis: 'not a url' }, maxWait: -1 } },
+          default: { shared: { redis: 'redis://127.0.0.1' } },
+        }),
+    );
+    expect(inRegistry.issues.map((i) => i.path).sort()).toEqual([
+      'default.shared',
+      'limiters.api.maxWait',
+      'limiters.api.shared.redis',
+    ]);
+    expect(() =>
+      createSharedBudget({ redis: 'redis://127.0.0.1:1', name: 'x', lazy: true, heartbeatInterval: 0 }),
+    ).toThrow(ConfigError);
+  });
+
+  it('opens nothing before the first request: a lazy budget has no store and no member', async () => {
+    const budget = createSharedBudget({ redis: 'redis://127.0.0.1:1', name: 'never', lazy: true });
+    expect(budget.opened).toBe(false);
+    expect(budget.state).toMatchObject({ members: 1, roundTrips: 0, degraded: false });
+    await budget.close();
+    expect(budget.opened).toBe(false);
+  });
+});
+
+describeRedis('shared budget in JSON config, on a real Redis', () => {
+  let server: RedisServer;
+  let redis: Redis;
+
+  beforeAll(async () => {
+    server = await RedisServer.start();
+    redis = new Redis(server.url);
+  });
+
+  afterAll(async () => {
+    redis?.disconnect();
+    await server?.stop();
+  });
+
+  it('makes the budget from config: two adapters (two processes) join it at their first request and leave on close', async () => {
+    const api = await serve({ capacity: 1_000, retryAfter: undefined });
+    const json = {
+      limiters: {
+        api: {
+          origins: [api.origin],
+          initialUnitsPerMinute: 60_000,
+          shared: { redis: server.url, name: `config-${process.pid}`, heartbeatInterval: '50ms' },
+        },
+      },
+      default: false as const,
+    };
+    const members = `arl:{config-${process.pid}}:members`;
+    const one = limit(parseConfig(json));
+    const two = rateLimitedFetch(parseConfig(json));
+    cleanups.push(() => two.close());
+    expect(await redis.zcard(members)).toBe(0); // lazy: nothing opened yet
+
+    expect((await get(agentWith(one), `${api.origin}/a`)).status).toBe(200);
+    const response = await two(`${api.origin}/b`);
+    await response.arrayBuffer();
+    expect(response.status).toBe(200);
+    await waitFor('two members', async () => (await redis.zcard(members)) === 2);
+    // The registry answers the budget's local limiter: this process's share of the whole rate.
+    await waitFor('shares', async () => one.registry.get('api')!.rate < 60_000);
+    expect(one.registry.get('api')!.rate + two.registry.get('api')!.rate).toBeCloseTo(60_000, -2);
+
+    one.close();
+    await waitFor('one member left', async () => (await redis.zcard(members)) === 1);
+    two.close();
+    await waitFor('no member left', async () => (await redis.zcard(members)) === 0);
+    expect(one.registry.get('api')!.snapshot().closed).toBe(true);
+  });
+
+  it('closes a shared budget that replace took out once nothing waits in it', async () => {
+    const api = await serve({ capacity: 1_000, retryAfter: undefined });
+    const name = `replaced-${process.pid}`;
+    const shared = { redis: server.url, name, heartbeatInterval: 50 };
+    const rl = limit({ limiters: { api: { origins: [api.origin], shared } }, default: false });
+    expect((await get(agentWith(rl), `${api.origin}/a`)).status).toBe(200);
+    await waitFor('a member', async () => (await redis.zcard(`arl:{${name}}:members`)) === 1);
+    const old = rl.registry.get('api')!;
+
+    rl.registry.replace('api', { origins: [api.origin], shared: { ...shared, name: `${name}-2` } });
+    await waitFor('the old budget left', async () => (await redis.zcard(`arl:{${name}}:members`)) === 0);
+    expect(old.snapshot().closed).toBe(true);
+    expect(await redis.zcard(`arl:{${name}-2}:members`)).toBe(0); // the new one opens at its first request
+  });
+});
