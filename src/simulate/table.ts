@@ -4,6 +4,18 @@ const integer = new Intl.NumberFormat('en-US', { maximumFractionDigits: 0 });
 
 /** The seed's comparison table as aligned text, one row per mode. */
 export function formatTable(results: readonly ModeResult[]): string {
+  const { header, rows } = tableCells(results);
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i]!.length)));
+  const line = (cells: readonly string[]) =>
+    cells
+      .map((cell, i) => (i === 0 ? cell.padEnd(widths[i]!) : cell.padStart(widths[i]!)))
+      .join('  ')
+      .trimEnd();
+  return [line(header), line(widths.map((w) => '-'.repeat(w))), ...rows.map(line)].join('\n');
+}
+
+/** The comparison table's header and cells, as the CLI prints them (the playground's table too). */
+export function tableCells(results: readonly ModeResult[]): { header: string[]; rows: string[][] } {
   const header = ['Mode', 'Throughput', 'Share', '429s', 'Rejected', 'Gave up', 'p95 wait', 'Recovery'];
   const rows = results.map((r) => [
     r.label,
@@ -15,13 +27,7 @@ export function formatTable(results: readonly ModeResult[]): string {
     `${r.p95WaitSeconds.toFixed(1)} s`,
     formatRecovery(r),
   ]);
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i]!.length)));
-  const line = (cells: readonly string[]) =>
-    cells
-      .map((cell, i) => (i === 0 ? cell.padEnd(widths[i]!) : cell.padStart(widths[i]!)))
-      .join('  ')
-      .trimEnd();
-  return [line(header), line(widths.map((w) => '-'.repeat(w))), ...rows.map(line)].join('\n');
+  return { header, rows };
 }
 
 /** `12 s`; `-` without a quota drop; `> 540 s` when it did not recover before the end. */
