@@ -27,6 +27,8 @@ function line(label: string, stroke: string, extra: Partial<uPlot.Series> = {}):
 
 const timeAxis: uPlot.Axis = {
   values: (_u, splits) => splits.map(clockTime),
+  // Ticks on whole seconds, then minutes.
+  incrs: [1, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600],
   size: 36,
 };
 
@@ -40,7 +42,9 @@ function legendOnLast(u: uPlot): void {
 }
 
 function chart(options: uPlot.Options, data: uPlot.AlignedData, parent: HTMLElement): uPlot {
-  const plot = new uPlot({ ...options, hooks: { ...options.hooks, setData: [legendOnLast] } }, data, parent);
+  const plot = new uPlot({ ...options, hooks: { ...options.hooks, draw: [legendOnLast] } }, data, parent);
+  // uPlot clears the legend after its first draw and when the cursor leaves: set it back then.
+  requestAnimationFrame(() => legendOnLast(plot));
   plot.over.addEventListener('mouseleave', () => requestAnimationFrame(() => legendOnLast(plot)));
   return plot;
 }
@@ -141,7 +145,9 @@ export function compareChart(
   width: number,
 ): uPlot {
   const lines = row.series(s);
+  // On the log scale a single 429 sits a decade above the bottom, not on the axis.
   const top = row.log ? Math.max(10, 10 ** Math.ceil(Math.log10(Math.max(max, 1)))) : Math.max(1, max * 1.05);
+  const bottom = row.log ? 0.1 : 0;
   return chart(
     {
       width,
@@ -149,15 +155,30 @@ export function compareChart(
       legend: { show: true, live: true },
       scales: {
         x: { time: false },
-        y: row.log ? { distr: 3, range: [1, top] } : { range: [0, top] },
+        y: row.log ? { distr: 3, range: [bottom, top] } : { range: [bottom, top] },
       },
       axes: [
         timeAxis,
-        { size: 56, values: (_u, splits) => splits.map((v) => (v === null ? '' : integer.format(v))) },
+        {
+          size: 56,
+          values: (_u, splits) =>
+            splits.map((v) => (v === null ? '' : v < 1 ? String(v) : integer.format(v))),
+        },
       ],
       series: [
         { label: 'time', value: (_u, v) => (v === null ? '' : clockTime(v)) },
-        ...lines.map((l) => line(l.label, l.stroke, l.dash ? { dash: l.dash } : {})),
+        ...lines.map((l) =>
+          line(l.label, l.stroke, {
+            ...(l.dash ? { dash: l.dash } : {}),
+            // Sparse 429s (one now and then) show as dots.
+            ...(row.log
+              ? {
+                  points: { show: true, size: 3 },
+                  value: (_u: uPlot, v: number | null) => integer.format(v ?? 0),
+                }
+              : {}),
+          }),
+        ),
       ],
     },
     [s.t, ...lines.map((l) => l.data)] as uPlot.AlignedData,

@@ -1,0 +1,145 @@
+import { join } from 'node:path';
+import type { Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { controllerViews } from '../playground/src/settings.js';
+import { main } from '../src/simulate/cli.js';
+import type { ModeResult } from '../src/simulate/run.js';
+import { tableCells } from '../src/simulate/table.js';
+import { type PlaygroundBrowser, SCREENSHOTS, startPlayground } from './helpers/playground-browser.js';
+
+// The playground in Debian's chromium: built once, served on 127.0.0.1, one browser for all.
+let pg: PlaygroundBrowser;
+
+beforeAll(async () => {
+  pg = await startPlayground();
+}, 120_000);
+
+afterAll(async () => {
+  await pg?.close();
+});
+
+/** `npm run simulate -- ARGS --json`, as parsed JSON. */
+async function simulateJson(args: string[]): Promise<ModeResult[]> {
+  let out = '';
+  const io = {
+    stdout: { write: (t: string) => (out += t) },
+    stderr: { write: () => true },
+    cwd: process.cwd(),
+  };
+  expect(await main([...args, '--json'], io)).toBe(0);
+  return JSON.parse(out) as ModeResult[];
+}
+
+const withoutWall = (results: readonly ModeResult[]) => results.map(({ wallMs: _w, ...rest }) => rest);
+
+async function counters(page: Page): Promise<Record<string, string>> {
+  return page.$$eval('[data-counter]', (els) =>
+    Object.fromEntries(els.map((el) => [(el as HTMLElement).dataset.counter!, el.textContent ?? ''])),
+  );
+}
+
+async function screenshot(page: Page, name: string): Promise<void> {
+  // The charts' legends are set back on the newest values in the next frame.
+  await page.evaluate(() => new Promise((resolve) => requestAnimationFrame(resolve)));
+  await page.screenshot({ path: join(SCREENSHOTS, `${name}.png`), fullPage: true });
+}
+
+describe('the playground in a browser', () => {
+  const views = controllerViews().map((v) => v.controller);
+
+  it('has a view per built-in controller', () => {
+    expect(views).toEqual(expect.arrayContaining(['aimd', 'cubic']));
+  });
+
+  it.each(views)('opens the %s view running: its counters move, no console error', async (view) => {
+    const { page, errors } = await pg.open(`?view=${view}&speed=60`);
+    const used = page.locator('[data-counter="used60"]');
+    await expect.poll(() => used.textContent(), { timeout: 30_000 }).not.toBe('0');
+    const first = await counters(page);
+    await expect.poll(async () => (await counters(page)).used60, { timeout: 30_000 }).not.toBe(first.used60);
+    expect(await page.locator('[data-tab][aria-current="page"]').getAttribute('data-tab')).toBe(view);
+    await screenshot(page, view);
+    expect(errors).toEqual([]);
+    await page.close();
+  });
+
+  it('runs a preset: "Bigger steps" sets increaseStep to 600 and runs the simulator\'s numbers', async () => {
+    const { page, errors } = await pg.open('?view=aimd&scenario=steady&seed=42&speed=max');
+    const step = page.locator('input[data-key="aimd.increaseStep"]');
+    expect(await step.inputValue()).toBe('120');
+    await page.locator('#status[data-done="true"]').waitFor({ timeout: 60_000 });
+    const before = await counters(page);
+
+    await page.getByRole('button', { name: 'Bigger steps.' }).click();
+    expect(await page.locator('input[data-key="aimd.increaseStep"]').inputValue()).toBe('600');
+    expect(new URL(page.url()).searchParams.get('aimd.increaseStep')).toBe('600');
+    await page.locator('#status[data-done="true"]').waitFor({ timeout: 60_000 });
+    const after = await counters(page);
+    expect(after).not.toEqual(before);
+
+    // The end of the run is the simulator's, for the same scenario and seed.
+    const [cli] = await simulateJson(['--scenario', 'try-aimd-step-600', '--modes', 'aimd', '--series']);
+    const s = cli!.series!;
+    const n = new Intl.NumberFormat('en-US', { maximumFractionDigits: 0 });
+    expect(after).toEqual({
+      used60: n.format(s.used60.at(-1)!),
+      sum: n.format(s.sumRate.at(-1)!),
+      throttled: n.format(cli!.throttled),
+      queued: n.format(s.queued.at(-1)!),
+      p95: `${cli!.p95WaitSeconds.toFixed(1)} s`,
+      rejected: n.format(cli!.rejected + cli!.gaveUp),
+    });
+    expect(errors).toEqual([]);
+    await page.close();
+  });
+
+  it('runs the setting a link holds', async () => {
+    const { page, errors } = await pg.open(
+      '?view=cubic&scenario=quota-drop&seed=9&speed=1&quota=2000&cubic.beta=0.6',
+    );
+    expect(await page.locator('#scenario').inputValue()).toBe('quota-drop');
+    expect(await page.locator('#seed').inputValue()).toBe('9');
+    expect(await page.locator('input[data-key="quota"]').inputValue()).toBe('2000');
+    expect(await page.locator('input[data-key="cubic.beta"]').inputValue()).toBe('0.6');
+    expect(await page.locator('[data-speed="1"]').getAttribute('aria-pressed')).toBe('true');
+    const q = new URL(page.url()).searchParams;
+    expect([q.get('view'), q.get('scenario'), q.get('seed'), q.get('speed'), q.get('quota')]).toEqual([
+      'cubic',
+      'quota-drop',
+      '9',
+      '1',
+      '2000',
+    ]);
+    expect(errors).toEqual([]);
+    await page.close();
+  });
+
+  it('compares the modes: the table and the numbers are npm run simulate -- --json', async () => {
+    const { page, errors } = await pg.open(
+      '?view=compare&scenario=quota-drop&seed=7&speed=max&quota=2400&instances=3',
+    );
+    await page.locator('#status[data-done="true"]').waitFor({ timeout: 90_000 });
+    const cells = await page.$$eval('#compare-table tr', (rows) =>
+      rows.map((row) => Array.from(row.children, (c) => c.textContent ?? '')),
+    );
+    const pageJson = JSON.parse((await page.locator('#compare-json').textContent()) ?? '[]') as ModeResult[];
+
+    const cli = await simulateJson([
+      '--scenario',
+      'quota-drop',
+      '--seed',
+      '7',
+      '--quota',
+      '2400',
+      '--instances',
+      '3',
+    ]);
+    const { header, rows } = tableCells(cli);
+    expect(cli.length).toBeGreaterThanOrEqual(4);
+    expect(cells).toEqual([header, ...rows]);
+    expect(withoutWall(pageJson)).toEqual(withoutWall(cli));
+    await screenshot(page, 'compare');
+    expect(errors).toEqual([]);
+    await page.close();
+  });
+});
