@@ -136,17 +136,30 @@ export function rowMax(row: CompareRow, all: readonly Series[]): number {
   return max;
 }
 
-/** One chart of the comparison, on the row's y-scale (`max`). */
+/** The top of a row's y-scale for its largest value (a power of ten on the log scale). */
+export function rowTop(row: CompareRow, max: number): number {
+  return row.log ? Math.max(10, 10 ** Math.ceil(Math.log10(Math.max(max, 1)))) : Math.max(1, max * 1.05);
+}
+
+/** A compare chart's columns from a mode's series. */
+export function compareData(row: CompareRow, s: Series): uPlot.AlignedData {
+  return [s.t, ...row.series(s).map((l) => l.data)] as uPlot.AlignedData;
+}
+
+/**
+ * One chart of the comparison: the row's quantity for one mode, over the whole run (`seconds`),
+ * on the row's y-scale (`top()`, read at each redraw).
+ */
 export function compareChart(
   parent: HTMLElement,
   row: CompareRow,
   s: Series,
-  max: number,
+  top: () => number,
+  seconds: number,
   width: number,
 ): uPlot {
   const lines = row.series(s);
   // On the log scale a single 429 sits a decade above the bottom, not on the axis.
-  const top = row.log ? Math.max(10, 10 ** Math.ceil(Math.log10(Math.max(max, 1)))) : Math.max(1, max * 1.05);
   const bottom = row.log ? 0.1 : 0;
   return chart(
     {
@@ -154,8 +167,8 @@ export function compareChart(
       height: 170,
       legend: { show: true, live: true },
       scales: {
-        x: { time: false },
-        y: row.log ? { distr: 3, range: [bottom, top] } : { range: [bottom, top] },
+        x: { time: false, range: [0, seconds] },
+        y: row.log ? { distr: 3, range: () => [bottom, top()] } : { range: () => [bottom, top()] },
       },
       axes: [
         timeAxis,
@@ -181,7 +194,7 @@ export function compareChart(
         ),
       ],
     },
-    [s.t, ...lines.map((l) => l.data)] as uPlot.AlignedData,
+    compareData(row, s),
     parent,
   );
 }

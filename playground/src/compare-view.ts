@@ -1,7 +1,7 @@
 import type uPlot from 'uplot';
-import { type ModeResult, runMode, type Series } from '../../src/simulate/run.js';
+import { type ModeResult, type ModeSpec, runMode, type Series } from '../../src/simulate/run.js';
 import { describeParams, tableCells } from '../../src/simulate/table.js';
-import { COMPARE_ROWS, clockTime, compareChart, rowMax } from './charts.js';
+import { COMPARE_ROWS, clockTime, compareChart, compareData, rowMax, rowTop } from './charts.js';
 import { type PageContext, scenarioControls, sliderControls, speedButtons } from './controls.js';
 import { h, widthOf } from './dom.js';
 import { Pacer, StoppedError } from './pacer.js';
@@ -22,7 +22,9 @@ export class ComparePage {
   readonly el: HTMLElement;
   readonly #ctx: PageContext;
   #pacer: Pacer | undefined;
-  #plots: uPlot[] = [];
+  #plots: { plot: uPlot; row: number; mode: number }[] = [];
+  /** The top of each row's y-scale: one scale per row across the modes. */
+  #tops: number[] = [];
   readonly #status = h('p', { class: 'status', id: 'status' });
   readonly #table = h('div', { class: 'table' });
   readonly #grid = h('div', { class: 'grid' });
@@ -69,6 +71,8 @@ export class ComparePage {
     this.#clear();
     const seconds = params.minutes * 60;
     const at = modes.map(() => 0);
+    const live: Series[] = modes.map(() => emptySeries(params.instances));
+    this.#buildGrid(modes, live, seconds);
     const stackTraceLimit = Error.stackTraceLimit;
     this.#status.textContent = `Running ${modes.length} modes…`;
     this.#status.dataset.done = 'false';
@@ -76,14 +80,21 @@ export class ComparePage {
       runMode(settings.scenario, params, mode, {
         series: true,
         pace: pacer.pace,
-        onSecond: (live) => {
-          at[i] = live.second;
+        onSecond: (counts) => {
+          at[i] = counts.second;
+          live[i] = counts.series;
         },
       }),
     );
+    let drawnAt = 0;
     const progress = () => {
       if (this.#pacer !== pacer || this.#status.dataset.done === 'true') return;
       this.#status.textContent = `Running ${modes.length} modes: ${clockTime(Math.min(...at))} of ${clockTime(seconds)}…`;
+      // 28 charts for 7 modes: a few redraws a second leave the runs most of the time.
+      if (performance.now() - drawnAt > 250) {
+        this.#draw(live);
+        drawnAt = performance.now();
+      }
       requestAnimationFrame(progress);
     };
     requestAnimationFrame(progress);
@@ -93,6 +104,7 @@ export class ComparePage {
         Error.stackTraceLimit = stackTraceLimit;
         if (this.#pacer !== pacer) return;
         this.#status.dataset.done = 'true';
+        this.#draw(results.map((r, i) => r.series ?? live[i]!));
         this.#show(results);
       },
       (error: unknown) => {
@@ -114,11 +126,37 @@ export class ComparePage {
   }
 
   #clear(): void {
-    for (const p of this.#plots) p.destroy();
+    for (const p of this.#plots) p.plot.destroy();
     this.#plots = [];
     this.#table.replaceChildren();
     this.#grid.replaceChildren();
     this.#json.textContent = '';
+  }
+
+  /** The grid of charts: one row per quantity, one column per mode. */
+  #buildGrid(modes: readonly ModeSpec[], series: readonly Series[], seconds: number): void {
+    this.#grid.style.setProperty('--modes', String(modes.length));
+    this.#grid.append(h('div', { class: 'corner' }), ...modes.map((m) => h('h3', {}, m.label)));
+    const width = Math.max(240, Math.floor((widthOf(this.#grid, 1200) - 150) / modes.length) - 8);
+    this.#tops = COMPARE_ROWS.map((row) => rowTop(row, 0));
+    COMPARE_ROWS.forEach((row, r) => {
+      this.#grid.append(
+        h('div', { class: 'row-title' }, h('strong', {}, row.title), h('span', {}, row.unit)),
+      );
+      modes.forEach((_mode, m) => {
+        const cell = h('div', { class: 'cell' });
+        this.#grid.append(cell);
+        const plot = compareChart(cell, row, series[m]!, () => this.#tops[r]!, seconds, width);
+        this.#plots.push({ plot, row: r, mode: m });
+      });
+    });
+  }
+
+  /** Redraws every chart from the modes' series, each row on the largest value of the row. */
+  #draw(series: readonly Series[]): void {
+    this.#tops = COMPARE_ROWS.map((row) => rowTop(row, rowMax(row, series)));
+    for (const { plot, row, mode } of this.#plots)
+      plot.setData(compareData(COMPARE_ROWS[row]!, series[mode]!));
   }
 
   #show(results: ModeResult[]): void {
@@ -149,21 +187,18 @@ export class ComparePage {
       null,
       2,
     );
-
-    const all = results.map((r) => r.series).filter((s): s is Series => s !== undefined);
-    this.#grid.style.setProperty('--modes', String(results.length));
-    this.#grid.append(h('div', { class: 'corner' }), ...results.map((r) => h('h3', {}, r.label)));
-    const width = Math.max(240, Math.floor((widthOf(this.#grid, 1200) - 150) / results.length) - 8);
-    for (const row of COMPARE_ROWS) {
-      const max = rowMax(row, all);
-      this.#grid.append(
-        h('div', { class: 'row-title' }, h('strong', {}, row.title), h('span', {}, row.unit)),
-      );
-      for (const r of results) {
-        const cell = h('div', { class: 'cell' });
-        this.#grid.append(cell);
-        if (r.series) this.#plots.push(compareChart(cell, row, r.series, max, width));
-      }
-    }
   }
+}
+
+function emptySeries(instances: number): Series {
+  return {
+    t: [],
+    quota: [],
+    sumRate: [],
+    rates: Array.from({ length: instances }, () => []),
+    used60: [],
+    queued: [],
+    throttled: [],
+    accepted: [],
+  };
 }
