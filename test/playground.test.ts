@@ -128,16 +128,10 @@ describe('the playground in a browser', () => {
     );
     const pageJson = JSON.parse((await page.locator('#compare-json').textContent()) ?? '[]') as ModeResult[];
 
-    const cli = await simulateJson([
-      '--scenario',
-      'quota-drop',
-      '--seed',
-      '7',
-      '--quota',
-      '2400',
-      '--instances',
-      '3',
-    ]);
+    // The command the page shows for the same runs, run here.
+    const command = (await page.locator('.cli code').textContent()) ?? '';
+    expect(command).toBe('npm run simulate -- --scenario quota-drop --seed 7 --instances 3 --quota 2400');
+    const cli = await simulateJson(command.replace('npm run simulate -- ', '').split(' '));
     const { header, rows } = tableCells(cli);
     expect(cli.length).toBeGreaterThanOrEqual(4);
     expect(cells).toEqual([header, ...rows]);

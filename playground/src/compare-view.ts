@@ -5,7 +5,7 @@ import { COMPARE_ROWS, clockTime, compareChart, compareData, rowMax, rowTop } fr
 import { type PageContext, scenarioControls, sliderControls, speedButtons } from './controls.js';
 import { h, widthOf } from './dom.js';
 import { Pacer, StoppedError } from './pacer.js';
-import { modesOf, paramsOf } from './settings.js';
+import { cliCommand, modesOf, paramsOf } from './settings.js';
 
 /** The seed's column definitions, as the simulator's docs give them. */
 const LEGEND =
@@ -50,6 +50,12 @@ export class ComparePage {
       ),
       h('div', { class: 'settings wide' }, scenarioControls(ctx), sliderControls(ctx, params)),
       this.#status,
+      h(
+        'p',
+        { class: 'cli' },
+        'The same runs on the command line: ',
+        h('code', {}, cliCommand(ctx.settings)),
+      ),
       this.#table,
       this.#grid,
       h(

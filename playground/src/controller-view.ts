@@ -6,7 +6,7 @@ import { type PageContext, scenarioControls, sliderControls, speedButtons } from
 import { h, widthOf } from './dom.js';
 import { Pacer, StoppedError } from './pacer.js';
 import { presetsFor } from './presets.js';
-import { type ControllerView, modesOf, paramsOf } from './settings.js';
+import { type ControllerView, cliCommand, modesOf, paramsOf } from './settings.js';
 
 const integer = new Intl.NumberFormat('en-US', { maximumFractionDigits: 0 });
 
@@ -85,6 +85,7 @@ export class ControllerPage {
       counters,
       toolbar,
       this.#chartBox,
+      h('p', { class: 'cli' }, 'The same run on the command line: ', h('code', {}, cliCommand(ctx.settings))),
       h(
         'div',
         { class: 'columns' },

@@ -277,3 +277,35 @@ function niceStep(x: number): number {
   for (const m of [1, 2, 5, 10]) if (m * power >= x - 1e-12) return m * power;
   return 10 * power;
 }
+
+/**
+ * The same run on the command line: `npm run simulate` with the scenario, the view's modes, and
+ * a flag for each value that differs from the scenario's (a slider's key, in kebab case, is the
+ * flag: `aimd.increaseStep` is `--increase-step`).
+ */
+export function cliCommand(settings: Settings): string {
+  const scenario = findScenario(settings.scenario) ?? SCENARIOS[0]!;
+  const base = cloneParams(scenario.params);
+  const params = paramsOf(settings);
+  const args = ['--scenario', scenario.name];
+  if (settings.view !== 'compare')
+    args.push(
+      '--modes',
+      modesOf(settings)
+        .map((m) => m.name)
+        .join(','),
+    );
+  if (params.seed !== base.seed) args.push('--seed', String(params.seed));
+  for (const slider of slidersFor(settings.view, params)) {
+    const flag = `--${slider.key.replace(/^.*\./, '').replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`;
+    if (slider.key === 'demand') {
+      const now = fitDemand(params.demand, params.instances);
+      if (now.join() !== fitDemand(base.demand, params.instances).join()) {
+        args.push(flag, now.every((d) => d === now[0]) ? String(now[0]) : now.join(','));
+      }
+    } else if (slider.get(params) !== slider.get(base)) {
+      args.push(flag, String(slider.get(params)));
+    }
+  }
+  return `npm run simulate -- ${args.join(' ')}`;
+}
