@@ -10,7 +10,8 @@ const here = (path: string) => fileURLToPath(new URL(path, import.meta.url));
  *
  * The library is written for Node: its limiter's events and the shared budget import a few
  * built-ins. In the browser `events` (Node's EventEmitter, as a package) stands in for
- * `node:events`, and two small shims for `node:crypto` and `node:os` (a member id only).
+ * `node:events`, and small shims for `node:crypto`, `node:os` and `node:module` (a member's id,
+ * the Redis store's script hashes and its on-demand ioredis: none of them runs in the page).
  */
 export default defineConfig({
   root: here('.'),
