@@ -1,4 +1,5 @@
 import type uPlot from 'uplot';
+import { ConfigError } from '../../src/errors.js';
 import { type ModeResult, type ModeSpec, runMode, type Series } from '../../src/simulate/run.js';
 import { describeParams, tableCells } from '../../src/simulate/table.js';
 import { COMPARE_ROWS, clockTime, compareChart, compareData, rowMax, rowTop } from './charts.js';
@@ -94,7 +95,7 @@ export class ComparePage {
     );
     let drawnAt = 0;
     const progress = () => {
-      if (this.#pacer !== pacer || this.#status.dataset.done === 'true') return;
+      if (this.#pacer !== pacer || this.#status.dataset.done !== 'false') return;
       this.#status.textContent = `Running ${modes.length} modes: ${clockTime(Math.min(...at))} of ${clockTime(seconds)}…`;
       // 28 charts for 7 modes: a few redraws a second leave the runs most of the time.
       if (performance.now() - drawnAt > 250) {
@@ -115,8 +116,11 @@ export class ComparePage {
       },
       (error: unknown) => {
         Error.stackTraceLimit = stackTraceLimit;
-        if (error instanceof StoppedError) return;
+        if (error instanceof StoppedError || this.#pacer !== pacer) return;
+        this.#status.dataset.done = 'failed';
+        // A setting the limiter refuses (an initial rate above the maximum): say which, as the CLI does.
         this.#status.textContent = `Stopped: ${(error as Error).message}`;
+        if (error instanceof ConfigError) return;
         console.error(error);
       },
     );

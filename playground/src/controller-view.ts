@@ -1,4 +1,5 @@
 import type uPlot from 'uplot';
+import { ConfigError } from '../../src/errors.js';
 import { type LiveCounts, runMode } from '../../src/simulate/run.js';
 import { findScenario } from '../../src/simulate/scenarios.js';
 import { clockTime, liveChart, liveData } from './charts.js';
@@ -135,8 +136,13 @@ export class ControllerPage {
         this.#playButton.textContent = 'Play';
       },
       (error: unknown) => {
-        if (error instanceof StoppedError) return;
+        if (error instanceof StoppedError || this.#pacer !== pacer) return;
+        this.#done = true;
+        cancelAnimationFrame(this.#frame);
+        this.#playButton.textContent = 'Play';
+        // A setting the limiter refuses (an initial rate above the maximum): say which, as the CLI does.
         this.#status.textContent = `Stopped: ${(error as Error).message}`;
+        if (error instanceof ConfigError) return;
         this.#status.dataset.error = 'true';
         console.error(error);
       },
