@@ -1,18 +1,12 @@
 import type uPlot from 'uplot';
 import { ConfigError } from '../../src/errors.js';
 import { type ModeResult, type ModeSpec, runMode, type Series } from '../../src/simulate/run.js';
-import { describeParams, tableCells } from '../../src/simulate/table.js';
+import { describeParams, tableCells, tableLegend } from '../../src/simulate/table.js';
 import { COMPARE_ROWS, clockTime, compareChart, compareData, rowMax, rowTop } from './charts.js';
 import { type PageContext, scenarioControls, sliderControls, speedButtons } from './controls.js';
 import { h, widthOf } from './dom.js';
 import { Pacer, StoppedError } from './pacer.js';
 import { cliCommand, modesOf, paramsOf } from './settings.js';
-
-/** The seed's column definitions, as the simulator's docs give them. */
-const LEGEND =
-  'Throughput: units the API accepted per minute. Share: of the mean quota. 429s: throttled answers, retries included. ' +
-  'Rejected: not sent by the limiter (queue full or wait over maxWait). Gave up: a 429 on every attempt. ' +
-  'p95 wait: for units, s. Recovery: s after the quota comes back until the accepted units reach 90% of the minute before the drop.';
 
 /**
  * "Compare the modes": every mode of the scenario on one seed, side by side, then the
@@ -191,7 +185,7 @@ export class ComparePage {
         ),
       ),
     );
-    this.#table.replaceChildren(table, h('p', { class: 'legend' }, LEGEND));
+    this.#table.replaceChildren(table, h('p', { class: 'legend' }, tableLegend(results)));
     this.#json.textContent = JSON.stringify(
       results.map(({ series: _series, ...rest }) => rest),
       null,

@@ -39,11 +39,49 @@ export function formatRecovery(r: ModeResult): string {
   return `> ${left} s`;
 }
 
-/** One line that says what was simulated. */
+/** One line that says what was simulated, from the run's actual parameters. */
 export function describeParams(r: ModeResult): string {
   const p = r.parameters;
   const demand = p.demand.every((d) => d === p.demand[0])
-    ? `${p.instances} instances of ${integer.format(p.demand[0]!)} units/min`
+    ? `${p.instances} ${p.instances === 1 ? 'instance' : 'instances'} of ${integer.format(p.demand[0]!)} units/min`
     : `${p.instances} instances of ${p.demand.map((d) => integer.format(d)).join(', ')} units/min`;
-  return `quota ${integer.format(p.quota)} units/min, ${demand}, ${p.minutes} min, seed ${p.seed}`;
+  const parts = [`quota ${integer.format(p.quota)} units/min`, demand];
+  for (const e of p.quotaEvents) {
+    parts.push(`the quota at ${percent(e.factor)} from ${clock(e.atMs)} for ${seconds(e.durationMs)}`);
+  }
+  for (const e of p.demandEvents) {
+    parts.push(`the demand at ${percent(e.factor)} from ${clock(e.atMs)} for ${seconds(e.durationMs)}`);
+  }
+  parts.push(`${p.minutes} min`, `seed ${p.seed}`);
+  return parts.join(', ');
+}
+
+/**
+ * One line under the table that says what each column counts, and the rate the fixed mode holds
+ * when the table has it.
+ */
+export function tableLegend(results: readonly ModeResult[]): string {
+  const first = results[0];
+  const attempts = first?.parameters.maxAttempts ?? 4;
+  const fixed = results.find((r) => r.mode === 'fixed');
+  const held = fixed
+    ? `; Fixed rate holds ${integer.format(fixed.parameters.limiter.fixedUnitsPerMinute)} units/min`
+    : '';
+  return (
+    'Throughput in units/min; Share of the mean quota; 429s with retries; ' +
+    `Rejected: not sent (queue full, wait > maxWait); Gave up: 429 on all ${attempts} attempts${held}.`
+  );
+}
+
+function percent(factor: number): string {
+  return `${Math.round(factor * 100)}%`;
+}
+
+function clock(ms: number): string {
+  const s = Math.round(ms / 1000);
+  return `${Math.floor(s / 60)}:${String(s % 60).padStart(2, '0')}`;
+}
+
+function seconds(ms: number): string {
+  return `${integer.format(ms / 1000)} s`;
 }
