@@ -1,4 +1,7 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { controllerViews } from '../playground/src/settings.js';
@@ -139,5 +142,66 @@ describe('the playground in a browser', () => {
     await screenshot(page, 'compare');
     expect(errors).toEqual([]);
     await page.close();
+  }, 120_000);
+
+  it('shows the --html report with a summary on top, one y-scale per chart row and legends with values', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'report-'));
+    try {
+      const file = join(dir, 'report.html');
+      const args = ['--scenario', 'steady,quota-drop', '--minutes', '6'];
+      let out = '';
+      const io = {
+        stdout: { write: (t: string) => (out += t) },
+        stderr: { write: () => true },
+        cwd: process.cwd(),
+      };
+      expect(await main([...args, '--html', file], io)).toBe(0);
+      const results = await simulateJson(args);
+
+      const page = await pg.context.newPage();
+      const errors: string[] = [];
+      page.on('console', (m) => {
+        if (m.type() === 'error') errors.push(m.text());
+      });
+      page.on('pageerror', (e) => errors.push(String(e)));
+      await page.goto(pathToFileURL(file).href);
+      await page.evaluate(
+        () => new Promise((resolve) => requestAnimationFrame(() => requestAnimationFrame(resolve))),
+      );
+
+      // The first table sums up every scenario and mode, with the CLI's cells.
+      const summary = await page.$$eval('table', (tables) =>
+        Array.from(tables[0]!.querySelectorAll('tbody tr'), (tr) =>
+          Array.from(tr.children, (c) => c.textContent ?? '').slice(-8),
+        ),
+      );
+      expect(summary).toEqual(tableCells(results).rows);
+
+      // Each row of a scenario's grid: the same y-scale for every mode; 429s on a log scale.
+      const charts = await page.$$eval('.chart[data-top]', (els) =>
+        els.map((el) => {
+          const d = (el as HTMLElement).dataset;
+          return { row: `${d.g}/${d.kind}`, top: d.top, scale: d.scale };
+        }),
+      );
+      expect(charts.length).toBeGreaterThan(8);
+      const rows = new Map<string, Set<string>>();
+      for (const c of charts) rows.set(c.row, (rows.get(c.row) ?? new Set()).add(`${c.top} ${c.scale}`));
+      expect([...rows.values()].map((tops) => tops.size)).toEqual([...rows.values()].map(() => 1));
+      expect(
+        [...rows.entries()]
+          .filter(([row]) => row.endsWith('/throttled'))
+          .map(([, t]) => [...t][0]!.split(' ')[1]),
+      ).toEqual(['log', 'log']);
+
+      // Legends read the last values, not blanks.
+      const values = await page.$$eval('.u-legend .u-value', (els) => els.map((el) => el.textContent ?? ''));
+      expect(values.filter((v) => v === '' || v === '--')).toEqual([]);
+      await page.screenshot({ path: join(SCREENSHOTS, 'report.png'), fullPage: true });
+      expect(errors).toEqual([]);
+      await page.close();
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   }, 120_000);
 });

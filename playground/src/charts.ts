@@ -13,6 +13,10 @@ export const COLORS = {
 
 const integer = new Intl.NumberFormat('en-US', { maximumFractionDigits: 0 });
 
+function isDecade(v: number): boolean {
+  return Math.abs(Math.log10(v) - Math.round(Math.log10(v))) < 1e-9;
+}
+
 /** `m:ss` of a time in seconds. */
 export function clockTime(s: number): string {
   const whole = Math.round(s);
@@ -159,6 +163,7 @@ export function compareChart(
   width: number,
 ): uPlot {
   const lines = row.series(s);
+  const decades = (_u: uPlot, splits: number[]) => splits.map((v) => (!row.log || isDecade(v) ? v : null));
   // On the log scale a single 429 sits a decade above the bottom, not on the axis.
   const bottom = row.log ? 0.1 : 0;
   return chart(
@@ -174,8 +179,12 @@ export function compareChart(
         timeAxis,
         {
           size: 56,
+          // On the log scale only the powers of ten get a tick, a grid line and a label.
+          filter: decades,
+          grid: { filter: decades },
+          ticks: { filter: decades },
           values: (_u, splits) =>
-            splits.map((v) => (v === null ? '' : v < 1 ? String(v) : integer.format(v))),
+            splits.map((v) => (v === null || v === undefined ? '' : v < 1 ? String(v) : integer.format(v))),
         },
       ],
       series: [
