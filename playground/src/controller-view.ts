@@ -11,7 +11,7 @@ import { type ControllerView, cliCommand, modesOf, paramsOf } from './settings.j
 
 const integer = new Intl.NumberFormat('en-US', { maximumFractionDigits: 0 });
 
-/** The seed's six counters: their labels, and what each reads from the run. */
+/** The six counters of the "Rate controllers" page: their labels, and what each reads from the run. */
 const COUNTERS: { key: string; label: string; read(live: LiveCounts): string }[] = [
   { key: 'used60', label: 'Units used, 60 s', read: (l) => integer.format(last(l.series.used60) ?? 0) },
   { key: 'sum', label: 'Sum of rates', read: (l) => integer.format(last(l.series.sumRate) ?? 0) },

@@ -191,7 +191,7 @@ export function scenariosFor(view: string): Scenario[] {
   return SCENARIOS.filter((s) => mode !== undefined && s.modes.includes(mode));
 }
 
-/** The scenario a view opens with: the seed's comparison has a quota drop. */
+/** The scenario a view opens with: the page's comparison has a quota drop. */
 export function defaultScenario(view: string): string {
   const names = scenariosFor(view).map((s) => s.name);
   const preferred = view === 'compare' ? 'quota-drop' : 'steady';
