@@ -1,6 +1,9 @@
 import { parseArgs } from 'node:util';
-import { builtInMode, type ModeSpec, sharedMode } from './run.js';
+import { UsageError } from './modes.js';
 import { BUILT_IN_MODES, type ModeName, SCENARIOS, type Scenario } from './scenarios.js';
+
+// Browser-safe (the playground uses them too): modes.ts.
+export { modesFor, UsageError } from './modes.js';
 
 /** The text of `--help`. */
 /** The help text; `command` is how the user runs the simulator (`npm run simulate --`). */
@@ -26,7 +29,7 @@ Model
   --quota N              the API's hidden quota for all instances, units/min
   --demand N[,N...]      demand of each instance, units/min (a list is used in turn)
   --minutes N            virtual minutes to run
-  --seed N               the seed of every random draw
+  --seed N               seeds every random draw (same number, same run)
   --units MIN-MAX        units of one request, a uniform whole number (default 1-3)
   --latency DURATION     median latency of an answer (log-normal; default 100ms)
   --latency-sigma N      spread of the latency (sigma of its log; default 0.5)
@@ -114,11 +117,6 @@ export type Values = ReturnType<
   typeof parseArgs<{ options: typeof OPTIONS; strict: true; allowNegative: true }>
 >['values'];
 
-/** A bad flag: the message names it and the value received. */
-export class UsageError extends Error {
-  override name = 'UsageError';
-}
-
 /** Parses the CLI's arguments (without node and the script); a bad flag throws {@link UsageError}. */
 export function parseFlags(args: readonly string[]): Values {
   try {
@@ -156,30 +154,5 @@ export function parseModes(text: string): ModeName[] {
     if (!known.includes(name))
       throw new UsageError(`--modes: unknown mode "${name}"; one of ${known.join(', ')}`);
     return name as ModeName;
-  });
-}
-
-/**
- * The modes to run: `names` (`custom` is the `--controller` module's), the custom mode added
- * when `addCustom` and not named, and with `shared` each limited mode's shared variant after it.
- */
-export function modesFor(
-  names: readonly ModeName[],
-  custom: ModeSpec | undefined,
-  addCustom: boolean,
-  shared: boolean,
-): ModeSpec[] {
-  const specs: ModeSpec[] = [];
-  for (const name of names) {
-    if (name !== 'custom') specs.push(builtInMode(name));
-    else if (custom) specs.push(custom);
-    else throw new UsageError('--modes custom needs --controller PATH');
-  }
-  if (custom && addCustom && !names.includes('custom')) specs.push(custom);
-  if (!shared) return specs;
-  // Each limited mode, then the same mode with one shared budget.
-  return specs.flatMap((spec) => {
-    const variant = sharedMode(spec);
-    return variant === undefined ? [spec] : [spec, variant];
   });
 }

@@ -10,7 +10,7 @@ import { ProgressBar } from './progress.js';
 import { type ReportGroup, renderHtml } from './report-html.js';
 import { limiterOptionsFor, type ModeResult, runMode } from './run.js';
 import { cloneParams, SCENARIOS } from './scenarios.js';
-import { describeParams, formatTable } from './table.js';
+import { describeParams, formatTable, tableLegend } from './table.js';
 import { VirtualClock } from './virtual-clock.js';
 
 // The flags (args.ts) and their effect on a scenario's parameters (overrides.ts), as before.
@@ -78,7 +78,7 @@ async function run(args: readonly string[], io: CliIo): Promise<number> {
   const totalMs = plan.reduce((sum, p) => sum + p.modes.length * p.params.minutes * 60_000, 0);
   const progress = new ProgressBar(io.stderr, totalMs);
   const started = performance.now();
-  const groups: ReportGroup[] = [];
+  const groups: (ReportGroup & { unchanged: boolean })[] = [];
   let doneMs = 0;
   for (const { scenario, params, modes } of plan) {
     const results: ModeResult[] = [];
@@ -93,7 +93,12 @@ async function run(args: readonly string[], io: CliIo): Promise<number> {
       );
       doneMs += params.minutes * 60_000;
     }
-    groups.push({ scenario: scenario.name, description: scenario.description, results });
+    groups.push({
+      scenario: scenario.name,
+      description: scenario.description,
+      unchanged: JSON.stringify(params) === JSON.stringify(scenario.params),
+      results,
+    });
   }
   progress.clear();
   const tookMs = performance.now() - started;
@@ -113,9 +118,10 @@ async function run(args: readonly string[], io: CliIo): Promise<number> {
   } else {
     for (const g of groups) {
       const first = g.results[0];
-      io.stdout.write(`${g.scenario}: ${g.description}\n`);
-      if (first) io.stdout.write(`${describeParams(first)}. Model numbers, units/min.\n\n`);
-      io.stdout.write(`${formatTable(g.results)}\n\n`);
+      // The title says what ran; the scenario's words only while no flag changed its parameters.
+      io.stdout.write(`${g.scenario}: ${first ? describeParams(first) : ''}. Model numbers, units/min.\n`);
+      if (g.unchanged) io.stdout.write(`${g.description}\n`);
+      io.stdout.write(`\n${formatTable(g.results)}\n${tableLegend(g.results)}\n\n`);
     }
     if (values.html !== undefined) io.stdout.write(`wrote ${values.html}\n`);
     io.stdout.write(`${took}\n`);

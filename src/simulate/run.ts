@@ -109,6 +109,26 @@ export interface RunOptions {
   series?: boolean;
   /** Told each virtual second how far the run is (ms of virtual time done). */
   onProgress?: (virtualMs: number) => void;
+  /** Told each virtual second what the run has counted so far (a live view's counters). */
+  onSecond?: (live: LiveCounts) => void;
+  /** Paces the run between two instants (see the virtual clock's `pace`): a live view's speed. */
+  pace?: (virtualMs: number) => Promise<void> | undefined;
+}
+
+/** What a run has counted up to a virtual second. */
+export interface LiveCounts {
+  /** Whole virtual seconds done. */
+  second: number;
+  /** The time series so far (the run's own arrays: read, do not change). */
+  series: Series;
+  /** 429 answers so far. */
+  throttled: number;
+  /** Requests the limiter did not send so far. */
+  rejected: number;
+  /** Requests that got a 429 on each attempt so far. */
+  gaveUp: number;
+  /** The 95th percentile of the waits so far, s (sorts them: call it only when shown). */
+  p95WaitSeconds(): number;
 }
 
 /** Limiter options of a mode (whole-budget rates), or `undefined` for no limiter. */
@@ -243,6 +263,14 @@ export async function runMode(
     series.throttled.push(api.throttledBySecond[second - 1] ?? 0);
     series.accepted.push(api.acceptedBySecond[second - 1] ?? 0);
     options.onProgress?.(t);
+    options.onSecond?.({
+      second,
+      series,
+      throttled: api.throttled,
+      rejected: collector.rejectedQueueFull + collector.rejectedMaxWait,
+      gaveUp: collector.gaveUp,
+      p95WaitSeconds: () => collector.waitQuantile(0.95) / 1000,
+    });
   };
   const seconds = Math.floor(endMs / 1000);
   const tick = (second: number) => {
@@ -257,7 +285,7 @@ export async function runMode(
   const stackTraceLimit = Error.stackTraceLimit;
   Error.stackTraceLimit = 0;
   try {
-    await clock.runUntil(endMs, { busy: () => work.busy });
+    await clock.runUntil(endMs, { busy: () => work.busy, pace: options.pace });
   } finally {
     Error.stackTraceLimit = stackTraceLimit;
   }

@@ -123,14 +123,13 @@ const ALL_MODES: ModeName[] = [...BUILT_IN_MODES];
 export const SCENARIOS: readonly Scenario[] = [
   {
     name: 'steady',
-    description: "The seed's setting: two instances that together want more than the hidden quota.",
+    description: 'Two instances that together want more than the hidden quota.',
     params: baseParams(),
     modes: ALL_MODES,
   },
   {
     name: 'quota-drop',
-    description:
-      'As steady; after 5 min another client takes half of the quota for 60 s (the seed\'s "Quota drop").',
+    description: 'As steady; after 5 min another client takes half of the quota for 60 s.',
     params: { ...baseParams(), quotaEvents: [{ atMs: 5 * MINUTE, durationMs: MINUTE, factor: 0.5 }] },
     modes: ALL_MODES,
   },
@@ -162,7 +161,7 @@ export const SCENARIOS: readonly Scenario[] = [
   },
   {
     name: 'try-aimd-step-600',
-    description: 'The seed\'s "Bigger steps": AIMD with an increaseStep of 600 units/min.',
+    description: '"Bigger steps": AIMD with an increaseStep of 600 units/min.',
     params: (() => {
       const p = baseParams();
       p.limiter.aimd.increaseStep = 600;
@@ -172,7 +171,7 @@ export const SCENARIOS: readonly Scenario[] = [
   },
   {
     name: 'try-cubic-max-2700',
-    description: 'The seed\'s "Maximum below the quota": CUBIC with maxUnitsPerMinute 2,700 (quota 3,000).',
+    description: '"Maximum below the quota": CUBIC with maxUnitsPerMinute 2,700 (quota 3,000).',
     params: (() => {
       const p = baseParams();
       p.limiter.maxUnitsPerMinute = 2_700;

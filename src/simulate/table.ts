@@ -4,6 +4,18 @@ const integer = new Intl.NumberFormat('en-US', { maximumFractionDigits: 0 });
 
 /** The seed's comparison table as aligned text, one row per mode. */
 export function formatTable(results: readonly ModeResult[]): string {
+  const { header, rows } = tableCells(results);
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i]!.length)));
+  const line = (cells: readonly string[]) =>
+    cells
+      .map((cell, i) => (i === 0 ? cell.padEnd(widths[i]!) : cell.padStart(widths[i]!)))
+      .join('  ')
+      .trimEnd();
+  return [line(header), line(widths.map((w) => '-'.repeat(w))), ...rows.map(line)].join('\n');
+}
+
+/** The comparison table's header and cells, as the CLI prints them (the playground's table too). */
+export function tableCells(results: readonly ModeResult[]): { header: string[]; rows: string[][] } {
   const header = ['Mode', 'Throughput', 'Share', '429s', 'Rejected', 'Gave up', 'p95 wait', 'Recovery'];
   const rows = results.map((r) => [
     r.label,
@@ -15,13 +27,7 @@ export function formatTable(results: readonly ModeResult[]): string {
     `${r.p95WaitSeconds.toFixed(1)} s`,
     formatRecovery(r),
   ]);
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i]!.length)));
-  const line = (cells: readonly string[]) =>
-    cells
-      .map((cell, i) => (i === 0 ? cell.padEnd(widths[i]!) : cell.padStart(widths[i]!)))
-      .join('  ')
-      .trimEnd();
-  return [line(header), line(widths.map((w) => '-'.repeat(w))), ...rows.map(line)].join('\n');
+  return { header, rows };
 }
 
 /** `12 s`; `-` without a quota drop; `> 540 s` when it did not recover before the end. */
@@ -33,11 +39,49 @@ export function formatRecovery(r: ModeResult): string {
   return `> ${left} s`;
 }
 
-/** One line that says what was simulated. */
+/** One line that says what was simulated, from the run's actual parameters. */
 export function describeParams(r: ModeResult): string {
   const p = r.parameters;
   const demand = p.demand.every((d) => d === p.demand[0])
-    ? `${p.instances} instances of ${integer.format(p.demand[0]!)} units/min`
+    ? `${p.instances} ${p.instances === 1 ? 'instance' : 'instances'} of ${integer.format(p.demand[0]!)} units/min`
     : `${p.instances} instances of ${p.demand.map((d) => integer.format(d)).join(', ')} units/min`;
-  return `quota ${integer.format(p.quota)} units/min, ${demand}, ${p.minutes} min, seed ${p.seed}`;
+  const parts = [`quota ${integer.format(p.quota)} units/min`, demand];
+  for (const e of p.quotaEvents) {
+    parts.push(`the quota at ${percent(e.factor)} from ${clock(e.atMs)} for ${seconds(e.durationMs)}`);
+  }
+  for (const e of p.demandEvents) {
+    parts.push(`the demand at ${percent(e.factor)} from ${clock(e.atMs)} for ${seconds(e.durationMs)}`);
+  }
+  parts.push(`${p.minutes} min`, `seed ${p.seed}`);
+  return parts.join(', ');
+}
+
+/**
+ * One line under the table that says what each column counts, and the rate the fixed mode holds
+ * when the table has it.
+ */
+export function tableLegend(results: readonly ModeResult[]): string {
+  const first = results[0];
+  const attempts = first?.parameters.maxAttempts ?? 4;
+  const fixed = results.find((r) => r.mode === 'fixed');
+  const held = fixed
+    ? `; Fixed rate holds ${integer.format(fixed.parameters.limiter.fixedUnitsPerMinute)} units/min`
+    : '';
+  return (
+    'Throughput in units/min; Share of the mean quota; 429s with retries; ' +
+    `Rejected: not sent (queue full, wait > maxWait); Gave up: 429 on all ${attempts} attempts${held}.`
+  );
+}
+
+function percent(factor: number): string {
+  return `${Math.round(factor * 100)}%`;
+}
+
+function clock(ms: number): string {
+  const s = Math.round(ms / 1000);
+  return `${Math.floor(s / 60)}:${String(s % 60).padStart(2, '0')}`;
+}
+
+function seconds(ms: number): string {
+  return `${integer.format(ms / 1000)} s`;
 }

@@ -17,6 +17,13 @@ export interface RunOptions {
    * waits for a macrotask (`setImmediate`) after each instant instead: slow but always safe.
    */
   busy?: () => number;
+  /**
+   * Asked after each instant, once its work is done, with the virtual time (ms): a promise makes
+   * the run wait for it (a live view paces the run on a wall clock, pauses it, or rejects to stop
+   * it); `undefined` goes on at once. Only the quiet moment between two instants is offered, so a
+   * paced run gives the same numbers as one that is not.
+   */
+  pace?: (now: number) => Promise<void> | undefined;
 }
 
 /** Microtask turns one instant may take before the run is declared stuck (a bookkeeping bug). */
@@ -73,7 +80,7 @@ export class VirtualClock implements Clock {
    * after each instant; then sets the time to `end`. Resolves when done.
    */
   async runUntil(end: number, options: RunOptions = {}): Promise<void> {
-    const { busy } = options;
+    const { busy, pace } = options;
     const heap = this.#heap;
     for (;;) {
       const top = this.#peek();
@@ -90,16 +97,18 @@ export class VirtualClock implements Clock {
       }
       if (busy === undefined) {
         await new Promise<void>((resolve) => setImmediate(resolve));
-        continue;
-      }
-      for (let turns = 0; busy() > 0; turns++) {
-        if (turns > MAX_TURNS) {
-          throw new Error(
-            `VirtualClock: work still busy after ${MAX_TURNS} microtask turns at ${instant} ms`,
-          );
+      } else {
+        for (let turns = 0; busy() > 0; turns++) {
+          if (turns > MAX_TURNS) {
+            throw new Error(
+              `VirtualClock: work still busy after ${MAX_TURNS} microtask turns at ${instant} ms`,
+            );
+          }
+          await undefined;
         }
-        await undefined;
       }
+      const wait = pace?.(instant);
+      if (wait !== undefined) await wait;
     }
     if (end > this.#now && Number.isFinite(end)) this.#now = end;
     // Drop cancelled timers left on top so that the heap does not keep them.
