@@ -1,8 +1,18 @@
 import type { Duplex } from 'node:stream';
 import type { Dispatcher } from 'undici';
+import { ThrottledBodyTooLongError } from '../errors.js';
 
 type Controller = Dispatcher.DispatchController;
 type HeaderMap = Record<string, string | string[] | undefined>;
+
+/**
+ * The most bytes of a throttled answer's body kept in memory while its retry waits (64 KiB). A
+ * held answer is read as it arrives, never paused, so that its connection goes back to the pool
+ * at once; a longer body is cut there and its connection closed. When the caller gets the held
+ * answer after all (attempts run out, the limiter refuses the retry), its body ends with a
+ * {@link ThrottledBodyTooLongError} after these bytes.
+ */
+export const MAX_HELD_BODY_BYTES = 64 * 1024;
 
 /** The side of a rate-limited request an attempt reports to; see `RateLimitedDispatch`. */
 export interface AttemptOwner {
@@ -21,8 +31,9 @@ export interface AttemptOwner {
 export interface AttemptJudge {
   /**
    * The final response started (or the request was upgraded: then the caller has it already).
-   * `true` gives it to the caller at once; `false` holds it, paused, for the attempt loop to
-   * {@link Attempt.deliver} or {@link Attempt.discard}. May discard the attempt itself.
+   * `true` gives it to the caller at once; `false` holds it for the attempt loop to
+   * {@link Attempt.deliver} or {@link Attempt.discard}: its body is read meanwhile (up to
+   * {@link MAX_HELD_BODY_BYTES}), so it holds no connection. May discard the attempt itself.
    */
   started(attempt: Attempt): boolean;
   /** The attempt failed before its response started. */
@@ -31,9 +42,11 @@ export interface AttemptJudge {
 
 /**
  * The handler of one attempt. It sends the request once and asks its judge at response start
- * whether the caller gets this response now, or the response is held (paused, and what arrives
- * anyway is kept) until the attempt loop decides: the caller sees it ({@link Attempt.deliver}),
- * or a retry replaces it ({@link Attempt.discard}).
+ * whether the caller gets this response now, or the response is held until the attempt loop
+ * decides: the caller sees it ({@link Attempt.deliver}), or a retry replaces it
+ * ({@link Attempt.discard}). A held response is never paused: its body is read into memory as it
+ * arrives, up to {@link MAX_HELD_BODY_BYTES} (a longer one is cut and its connection closed), so
+ * that a request waiting for its retry holds no connection a request before it may need.
  */
 export class Attempt implements Dispatcher.DispatchHandler {
   /** The controller undici gave this attempt; `undefined` until `onRequestStart`. */
@@ -46,9 +59,9 @@ export class Attempt implements Dispatcher.DispatchHandler {
   readonly #judge: AttemptJudge;
   /** done: dropped for a retry, or ended; later callbacks are ignored. */
   #state: 'sending' | 'held' | 'delivered' | 'done' = 'sending';
-  /** Whether this attempt paused its response to hold it. */
-  #pausedHeld = false;
   #chunks: Buffer[] = [];
+  /** Bytes in `#chunks`. */
+  #bytes = 0;
   #trailers: HeaderMap | undefined;
   #error: Error | undefined;
 
@@ -94,15 +107,32 @@ export class Attempt implements Dispatcher.DispatchHandler {
     this.statusMessage = statusMessage;
     this.#state = 'held';
     if (this.#judge.started(this)) this.deliver();
-    else if (this.#state === 'held') {
-      this.#pausedHeld = true;
-      controller.pause();
+    // Held: read on even if the caller paused before the response (it is paused again when the
+    // caller gets it), so that the connection is free while the retry waits.
+    else if (this.#state === 'held' && this.#owner.callerPaused) controller.resume();
+  }
+
+  onResponseData(controller: Controller, chunk: Buffer): void {
+    if (this.#state === 'delivered') this.#owner.handler.onResponseData?.(this.#owner.controller, chunk);
+    else if (this.#state === 'held' && this.#error === undefined && this.#trailers === undefined) {
+      this.#hold(controller, chunk);
     }
   }
 
-  onResponseData(_controller: Controller, chunk: Buffer): void {
-    if (this.#state === 'delivered') this.#owner.handler.onResponseData?.(this.#owner.controller, chunk);
-    else if (this.#state === 'held') this.#chunks.push(chunk);
+  /** Keeps a chunk of the held body, up to the cap; past it, cuts the body and closes the connection. */
+  #hold(controller: Controller, chunk: Buffer): void {
+    const room = MAX_HELD_BODY_BYTES - this.#bytes;
+    if (chunk.byteLength <= room) {
+      this.#chunks.push(chunk);
+      this.#bytes += chunk.byteLength;
+      return;
+    }
+    if (room > 0) {
+      this.#chunks.push(chunk.subarray(0, room));
+      this.#bytes += room;
+    }
+    this.#error = new ThrottledBodyTooLongError(this.status, MAX_HELD_BODY_BYTES);
+    controller.abort(this.#error);
   }
 
   onResponseEnd(_controller: Controller, trailers: HeaderMap): void {
@@ -118,6 +148,23 @@ export class Attempt implements Dispatcher.DispatchHandler {
     } else if (this.#state === 'held') this.#error ??= error;
   }
 
+  /**
+   * The caller paused or resumed its response: passed on unless the response is held (it is read
+   * on, and paused when the caller gets it if the caller is paused then) or dropped.
+   */
+  pause(): void {
+    if (this.#state === 'sending' || this.#state === 'delivered') this.controller?.pause();
+  }
+
+  resume(): void {
+    if (this.#state === 'sending' || this.#state === 'delivered') this.controller?.resume();
+  }
+
+  /** Whether the response is held for the attempt loop (its body being read into memory). */
+  get held(): boolean {
+    return this.#state === 'held';
+  }
+
   /** Gives the held response to the caller: its start, what arrived meanwhile, then the rest. */
   deliver(): void {
     if (this.#state !== 'held') return;
@@ -125,6 +172,7 @@ export class Attempt implements Dispatcher.DispatchHandler {
     const { handler, controller } = this.#owner;
     const chunks = this.#chunks;
     this.#chunks = [];
+    this.#bytes = 0;
     try {
       handler.onResponseStart?.(controller, this.status, this.headers, this.statusMessage);
       // The caller may abort from any callback (then it has had onResponseError): stop there.
@@ -135,7 +183,7 @@ export class Attempt implements Dispatcher.DispatchHandler {
       if (this.#state !== 'delivered') return;
       if (this.#error !== undefined) this.#fail(this.#error);
       else if (this.#trailers !== undefined) this.#end(this.#trailers);
-      else if (this.#pausedHeld && !this.#owner.callerPaused) this.controller?.resume();
+      else if (this.#owner.callerPaused) this.controller?.pause();
     } catch (error) {
       // A throwing handler fails its request, as undici's core does.
       if (this.#state === 'delivered') {
@@ -146,17 +194,19 @@ export class Attempt implements Dispatcher.DispatchHandler {
   }
 
   /**
-   * Drops the held response without the caller seeing it. Its body is read and thrown away when
-   * the request body was sent whole (the connection stays usable); otherwise the attempt is
-   * aborted, so that it stops reading a request body the next attempt needs.
+   * Drops the held response without the caller seeing it. The rest of its body is read and
+   * thrown away when the request body was sent whole (the connection stays usable); otherwise the
+   * attempt is aborted, so that it stops reading a request body the next attempt needs.
    */
   discard(requestBodySent: boolean): void {
     if (this.#state !== 'held') return;
     this.#state = 'done';
     this.#chunks = [];
+    this.#bytes = 0;
     if (this.#error !== undefined || this.#trailers !== undefined) return;
-    if (requestBodySent) this.controller?.resume();
-    else this.controller?.abort(new Error('adaptive-rate-limit: throttled attempt dropped for a retry'));
+    if (!requestBodySent) {
+      this.controller?.abort(new Error('adaptive-rate-limit: throttled attempt dropped for a retry'));
+    }
   }
 
   #end(trailers: HeaderMap): void {

@@ -2,6 +2,7 @@ import { runAttempts } from '../attempts.js';
 import { ConfigError } from '../errors.js';
 import type { RateLimiterRegistry } from '../registry.js';
 import { headerRecord } from './headers.js';
+import { holdResponse } from './held-response.js';
 import { type InterceptorOptions, resolveInterceptorOptions } from './options.js';
 import { normalizeOrigin } from './origin.js';
 import { type AttemptBodies, attemptBodies, isReplayableBody } from './request-body.js';
@@ -81,6 +82,8 @@ export function rateLimitedFetch(options: RateLimitedFetchOptions = {}): RateLim
         send: attempt,
         classify: (r) => runtime.classify(r.status, r.headers, () => headerRecord(r.headers)),
         canRetry: () => bodies.replayable,
+        // Read into memory while the retry waits: an unread body would keep its connection.
+        hold: holdResponse,
         discard: (r) => {
           r.body?.cancel().catch(() => {});
         },

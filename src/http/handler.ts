@@ -98,13 +98,12 @@ export class RateLimitedDispatch implements Controller, AttemptOwner, AttemptJud
 
   pause(): void {
     this.#paused = true;
-    this.#attempt?.controller?.pause();
+    this.#attempt?.pause();
   }
 
   resume(): void {
     this.#paused = false;
-    // A held response stays paused until the loop has judged it.
-    if (this.#attempt?.delivered) this.#attempt.controller?.resume();
+    this.#attempt?.resume();
   }
 
   // ---- AttemptOwner -------------------------------------------------------------------------
