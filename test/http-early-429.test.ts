@@ -82,7 +82,7 @@ async function pastTheCapThenRetry(read: { bytes: number }, clock: ManualClock) 
 
 describe('an early 429 on a slow one-shot body longer than maxReplayBodyBytes', () => {
   it.each([
-    ['an async generator', (read: { bytes: number }) => slowBody(read)()],
+    ['an async generator', (read: { bytes: number }) => slowBody(read)() as unknown as Readable],
     ['a Readable', (read: { bytes: number }) => Readable.from(slowBody(read)())],
   ])('hands the 429 to the caller of undici request() with %s', async (_name, body) => {
     const server = await earlyThrottleServer();

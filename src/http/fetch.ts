@@ -72,6 +72,7 @@ export function rateLimitedFetch(options: RateLimitedFetchOptions = {}): RateLim
     const bodies = fetchBodies(input, init, resolved.maxReplayBodyBytes);
     const attempt = () => send(...bodies.next());
     const { limiter, gate } = route;
+    const release = runtime.hold(origin, route);
     try {
       return await runAttempts<Response>({
         limiter,
@@ -91,6 +92,8 @@ export function rateLimitedFetch(options: RateLimitedFetchOptions = {}): RateLim
     } catch (error) {
       bodies.close();
       throw error;
+    } finally {
+      release();
     }
   }
 

@@ -43,6 +43,8 @@ export class RateLimitedDispatch implements Controller, AttemptOwner, AttemptJud
   /** Whether attempt 1 sent on the fast path holds a slot of the route's gate. */
   #slot = false;
   #reason: Error | undefined;
+  /** Ends the hold on a per-origin limiter (see `HttpRuntime.hold`): once the last answer is judged. */
+  #release: (() => void) | undefined;
   #paused = false;
   #done = false;
 
@@ -118,7 +120,14 @@ export class RateLimitedDispatch implements Controller, AttemptOwner, AttemptJud
 
   finished(): void {
     this.#done = true;
+    this.#judged();
     this.#bodies?.close();
+  }
+
+  /** The request's last answer is judged (its outcome fed): its limiter may be dropped again. */
+  #judged(): void {
+    this.#release?.();
+    this.#release = undefined;
   }
 
   // ---- the request --------------------------------------------------------------------------
@@ -130,6 +139,7 @@ export class RateLimitedDispatch implements Controller, AttemptOwner, AttemptJud
       // Aborted already (fetch aborts inside onRequestStart when its signal was): nothing taken.
       if (this.#reason !== undefined) throw this.#reason;
       this.#units = this.#requestUnits();
+      this.#release = this.#runtime.hold(this.#origin, this.#route);
       this.#bodies = attemptBodies(this.#opts.body, this.#runtime.options.maxReplayBodyBytes);
       if (!this.#sendFirst()) this.#loop(undefined);
     } catch (error) {
@@ -189,7 +199,10 @@ export class RateLimitedDispatch implements Controller, AttemptOwner, AttemptJud
       if (!attempt.delivered) this.#fail(error);
       return false;
     }
-    if (attempt.delivered) return true;
+    if (attempt.delivered) {
+      this.#judged();
+      return true;
+    }
     // runAttempts's rule: a throttled answer is sent again while attempts are left and the body can be.
     if (outcome.kind === 'throttled' && 1 < this.#runtime.options.maxAttempts && this.#canRetry()) {
       this.#loop(attempt);
@@ -199,6 +212,7 @@ export class RateLimitedDispatch implements Controller, AttemptOwner, AttemptJud
       this.#fail(this.#reason);
       return false;
     }
+    this.#judged();
     return true;
   }
 
@@ -288,6 +302,7 @@ export class RateLimitedDispatch implements Controller, AttemptOwner, AttemptJud
       this.#fail(this.#reason);
       return;
     }
+    this.#judged();
     attempt.deliver();
   }
 
