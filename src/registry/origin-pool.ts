@@ -96,7 +96,8 @@ export class OriginPool {
         this.#drop(origin, entry);
         return true;
       }
-      if (state !== 'busy' && (recordRoom ??= this.#roomForRecord(now))) {
+      if (state !== 'busy') recordRoom ??= this.#roomForRecord(now);
+      if (state !== 'busy' && recordRoom === true) {
         this.#paused.set(origin, state);
         this.#drop(origin, entry);
         // Nothing uses it (nothing queued or in flight), and its pause lives on in the record:
