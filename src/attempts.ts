@@ -97,11 +97,7 @@ export async function runAttempts<T>(plan: AttemptPlan<T>): Promise<T> {
       release?.();
       const outcome = plan.classifyError ? plan.classifyError(error) : ({ kind: 'failed' } as const);
       feed(permit, outcome);
-      if (
-        outcome.kind === 'throttled' &&
-        attempt < plan.maxAttempts &&
-        (plan.canRetryError?.(error) ?? true)
-      ) {
+      if (retries(outcome, attempt, plan.maxAttempts, () => plan.canRetryError?.(error) ?? true)) {
         heldError = { error };
         continue;
       }
@@ -110,11 +106,23 @@ export async function runAttempts<T>(plan: AttemptPlan<T>): Promise<T> {
     release?.();
     const outcome = plan.classify(result);
     feed(permit, outcome);
-    if (outcome.kind !== 'throttled' || attempt >= plan.maxAttempts || !(plan.canRetry?.(result) ?? true)) {
-      return result;
-    }
+    if (!retries(outcome, attempt, plan.maxAttempts, () => plan.canRetry?.(result) ?? true)) return result;
     held = { result: plan.hold ? plan.hold(result) : result };
   }
+}
+
+/**
+ * The retry rule, for the loop and for an adapter's fast path alike: a throttled answer to
+ * attempt `attempt` (1-based) is sent again while attempts are left and its body can be sent again
+ * (`canRetry`, asked last).
+ */
+export function retries(
+  outcome: Outcome,
+  attempt: number,
+  maxAttempts: number,
+  canRetry: () => boolean,
+): boolean {
+  return outcome.kind === 'throttled' && attempt < maxAttempts && canRetry();
 }
 
 /** Settles a permit with an outcome. */

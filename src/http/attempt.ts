@@ -41,6 +41,23 @@ export interface AttemptJudge {
 }
 
 /**
+ * Where an attempt stands. `held`: judged, not yet given to the caller nor dropped; its body is
+ * kept as it arrives, with how it ended (trailers, or an error: the cut of a body past the cap,
+ * or the transport's). `done`: dropped for a retry, or ended; later callbacks are ignored.
+ */
+type AttemptState =
+  | { readonly kind: 'sending' }
+  | { readonly kind: 'held'; chunks: Buffer[]; bytes: number; trailers?: HeaderMap; error?: Error }
+  | { readonly kind: 'delivered' }
+  | { readonly kind: 'done' };
+
+type Held = Extract<AttemptState, { kind: 'held' }>;
+
+const SENDING: AttemptState = { kind: 'sending' };
+const DELIVERED: AttemptState = { kind: 'delivered' };
+const DONE: AttemptState = { kind: 'done' };
+
+/**
  * The handler of one attempt. It sends the request once and asks its judge at response start
  * whether the caller gets this response now, or the response is held until the attempt loop
  * decides: the caller sees it ({@link Attempt.deliver}), or a retry replaces it
@@ -57,14 +74,7 @@ export class Attempt implements Dispatcher.DispatchHandler {
 
   readonly #owner: AttemptOwner;
   readonly #judge: AttemptJudge;
-  /** done: dropped for a retry, or ended; later callbacks are ignored. */
-  #state: 'sending' | 'held' | 'delivered' | 'done' = 'sending';
-  #chunks: Buffer[] = [];
-  /** Bytes in `#chunks`. */
-  #bytes = 0;
-  #trailers: HeaderMap | undefined;
-  #error: Error | undefined;
-
+  #state: AttemptState = SENDING;
   constructor(owner: AttemptOwner, judge: AttemptJudge) {
     this.#owner = owner;
     this.#judge = judge;
@@ -72,7 +82,12 @@ export class Attempt implements Dispatcher.DispatchHandler {
 
   /** Whether the caller has this response. */
   get delivered(): boolean {
-    return this.#state === 'delivered';
+    return this.#state.kind === 'delivered';
+  }
+
+  /** Whether the response is held for the attempt loop (its body being read into memory). */
+  get held(): boolean {
+    return this.#state.kind === 'held';
   }
 
   onRequestStart(controller: Controller, _context: unknown): void {
@@ -84,68 +99,71 @@ export class Attempt implements Dispatcher.DispatchHandler {
     // The socket is the caller's now: nothing to hold or retry.
     this.status = status;
     this.headers = headers;
-    this.#state = 'delivered';
+    this.#state = DELIVERED;
     this.#judge.started(this);
     const { handler, controller } = this.#owner;
     this.#owner.finished();
     handler.onRequestUpgrade?.(controller, status, headers, socket);
-    this.#state = 'done';
+    this.#state = DONE;
   }
 
   onResponseStart(controller: Controller, status: number, headers: HeaderMap, statusMessage?: string): void {
     if (status < 200) {
       // Informational (103 Early Hints): passed on, the final answer follows.
-      if (this.#state === 'sending') {
+      if (this.#state.kind === 'sending') {
         const { handler, controller: callerController } = this.#owner;
         handler.onResponseStart?.(callerController, status, headers, statusMessage);
       }
       return;
     }
-    if (this.#state !== 'sending') return;
+    if (this.#state.kind !== 'sending') return;
     this.status = status;
     this.headers = headers;
     this.statusMessage = statusMessage;
-    this.#state = 'held';
+    this.#state = { kind: 'held', chunks: [], bytes: 0 };
     if (this.#judge.started(this)) this.deliver();
     // Held: read on even if the caller paused before the response (it is paused again when the
     // caller gets it), so that the connection is free while the retry waits.
-    else if (this.#state === 'held' && this.#owner.callerPaused) controller.resume();
+    else if (this.held && this.#owner.callerPaused) controller.resume();
   }
 
   onResponseData(controller: Controller, chunk: Buffer): void {
-    if (this.#state === 'delivered') this.#owner.handler.onResponseData?.(this.#owner.controller, chunk);
-    else if (this.#state === 'held' && this.#error === undefined && this.#trailers === undefined) {
-      this.#hold(controller, chunk);
+    const state = this.#state;
+    if (state.kind === 'delivered') this.#owner.handler.onResponseData?.(this.#owner.controller, chunk);
+    else if (state.kind === 'held' && state.error === undefined && state.trailers === undefined) {
+      this.#hold(state, controller, chunk);
     }
   }
 
   /** Keeps a chunk of the held body, up to the cap; past it, cuts the body and closes the connection. */
-  #hold(controller: Controller, chunk: Buffer): void {
-    const room = MAX_HELD_BODY_BYTES - this.#bytes;
+  #hold(held: Held, controller: Controller, chunk: Buffer): void {
+    const room = MAX_HELD_BODY_BYTES - held.bytes;
     if (chunk.byteLength <= room) {
-      this.#chunks.push(chunk);
-      this.#bytes += chunk.byteLength;
+      held.chunks.push(chunk);
+      held.bytes += chunk.byteLength;
       return;
     }
     if (room > 0) {
-      this.#chunks.push(chunk.subarray(0, room));
-      this.#bytes += room;
+      held.chunks.push(chunk.subarray(0, room));
+      held.bytes += room;
     }
-    this.#error = new ThrottledBodyTooLongError(this.status, MAX_HELD_BODY_BYTES);
-    controller.abort(this.#error);
+    held.error = new ThrottledBodyTooLongError(this.status, MAX_HELD_BODY_BYTES);
+    controller.abort(held.error);
   }
 
   onResponseEnd(_controller: Controller, trailers: HeaderMap): void {
-    if (this.#state === 'delivered') this.#end(trailers);
-    else if (this.#state === 'held') this.#trailers = trailers;
+    const state = this.#state;
+    if (state.kind === 'delivered') this.#end(trailers);
+    else if (state.kind === 'held') state.trailers = trailers;
   }
 
   onResponseError(_controller: Controller | null | undefined, error: Error): void {
-    if (this.#state === 'delivered') this.#fail(error);
-    else if (this.#state === 'sending') {
-      this.#state = 'done';
+    const state = this.#state;
+    if (state.kind === 'delivered') this.#fail(error);
+    else if (state.kind === 'sending') {
+      this.#state = DONE;
       this.#judge.failed(this, error);
-    } else if (this.#state === 'held') this.#error ??= error;
+    } else if (state.kind === 'held') state.error ??= error;
   }
 
   /**
@@ -153,40 +171,37 @@ export class Attempt implements Dispatcher.DispatchHandler {
    * on, and paused when the caller gets it if the caller is paused then) or dropped.
    */
   pause(): void {
-    if (this.#state === 'sending' || this.#state === 'delivered') this.controller?.pause();
+    if (this.#passesControl()) this.controller?.pause();
   }
 
   resume(): void {
-    if (this.#state === 'sending' || this.#state === 'delivered') this.controller?.resume();
+    if (this.#passesControl()) this.controller?.resume();
   }
 
-  /** Whether the response is held for the attempt loop (its body being read into memory). */
-  get held(): boolean {
-    return this.#state === 'held';
+  #passesControl(): boolean {
+    return this.#state.kind === 'sending' || this.#state.kind === 'delivered';
   }
 
   /** Gives the held response to the caller: its start, what arrived meanwhile, then the rest. */
   deliver(): void {
-    if (this.#state !== 'held') return;
-    this.#state = 'delivered';
+    const held = this.#state;
+    if (held.kind !== 'held') return;
+    this.#state = DELIVERED;
     const { handler, controller } = this.#owner;
-    const chunks = this.#chunks;
-    this.#chunks = [];
-    this.#bytes = 0;
     try {
       handler.onResponseStart?.(controller, this.status, this.headers, this.statusMessage);
       // The caller may abort from any callback (then it has had onResponseError): stop there.
-      for (const chunk of chunks) {
-        if (this.#state !== 'delivered') return;
+      for (const chunk of held.chunks) {
+        if (!this.delivered) return;
         handler.onResponseData?.(controller, chunk);
       }
-      if (this.#state !== 'delivered') return;
-      if (this.#error !== undefined) this.#fail(this.#error);
-      else if (this.#trailers !== undefined) this.#end(this.#trailers);
+      if (!this.delivered) return;
+      if (held.error !== undefined) this.#fail(held.error);
+      else if (held.trailers !== undefined) this.#end(held.trailers);
       else if (this.#owner.callerPaused) this.controller?.pause();
     } catch (error) {
       // A throwing handler fails its request, as undici's core does.
-      if (this.#state === 'delivered') {
+      if (this.delivered) {
         this.controller?.abort(error as Error);
         this.#fail(error as Error);
       }
@@ -199,11 +214,10 @@ export class Attempt implements Dispatcher.DispatchHandler {
    * attempt is aborted, so that it stops reading a request body the next attempt needs.
    */
   discard(requestBodySent: boolean): void {
-    if (this.#state !== 'held') return;
-    this.#state = 'done';
-    this.#chunks = [];
-    this.#bytes = 0;
-    if (this.#error !== undefined || this.#trailers !== undefined) return;
+    const held = this.#state;
+    if (held.kind !== 'held') return;
+    this.#state = DONE;
+    if (held.error !== undefined || held.trailers !== undefined) return;
     if (!requestBodySent) {
       this.controller?.abort(new Error('adaptive-rate-limit: throttled attempt dropped for a retry'));
     }
@@ -214,11 +228,11 @@ export class Attempt implements Dispatcher.DispatchHandler {
     // If the caller's onResponseEnd throws (undici's RetryHandler does, to retry), the state stays
     // 'delivered': undici's core turns the throw into onResponseError, which is passed on.
     this.#owner.handler.onResponseEnd?.(this.#owner.controller, trailers);
-    this.#state = 'done';
+    this.#state = DONE;
   }
 
   #fail(error: Error): void {
-    this.#state = 'done';
+    this.#state = DONE;
     this.#owner.finished();
     this.#owner.handler.onResponseError?.(this.#owner.controller, error);
   }
