@@ -42,10 +42,13 @@ export interface RegistryEventMap {
  * that lists it (an exact origin beats a wildcard; among wildcards the limiter declared first
  * wins), else to a limiter of its own made from `default`, else (with `default: false`) to none.
  *
- * The registry closes a limiter only in `remove` and `close`. A limiter that leaves it in other
- * ways (`replace`, or a per-origin limiter dropped as idle or over the cap) is not closed: a
- * request still holding it, such as a retry after a 429, is served by it, and it is garbage
- * once nothing holds it (an idle limiter holds no timer).
+ * The registry closes a limiter in `remove` and `close`, and a per-origin limiter it drops to make
+ * room whose only state is a pause (nothing queued, nothing in flight through the HTTP adapters):
+ * the pause is kept as a record for the origin's next limiter, and closing frees its pause timer.
+ * A limiter that leaves it in other ways (`replace`, or a per-origin limiter dropped as idle) is
+ * not closed: a request still holding it, such as a retry after a 429, is served by it, and it is
+ * garbage once nothing holds it (an idle limiter holds no timer). Past `maxOriginLimiters`, new
+ * origins share an overflow limiter (see `RegistryOptions.maxOriginLimiters`).
  *
  * A named limiter may be an instance you own (`limiter` in its config, such as a `SharedBudget`):
  * the registry routes its origins to it like any named limiter, never drops it, and never closes
