@@ -26,7 +26,7 @@ export async function loadConfig(path: string): Promise<RateLimitConfig> {
     throw new ConfigError(issues, source);
   }
   try {
-    return parseConfig(tree === undefined ? undefined : valueOf(tree));
+    return parseConfig(tree === undefined ? undefined : jsonValue(tree));
   } catch (error) {
     if (error instanceof ConfigError) throw new ConfigError(error.issues, source);
     throw error;
@@ -43,15 +43,15 @@ function lineAndColumn(text: string, offset: number): string {
  * jsonc-parser's own values assign keys, so a `"__proto__"` key would set an object's prototype
  * and vanish, where `parseConfig` must see it to report it.
  */
-function valueOf(node: Node): unknown {
-  if (node.type === 'array') return (node.children ?? []).map(valueOf);
+function jsonValue(node: Node): unknown {
+  if (node.type === 'array') return (node.children ?? []).map(jsonValue);
   if (node.type !== 'object') return node.value;
   const object: Record<string, unknown> = {};
   for (const property of node.children ?? []) {
     const [key, value] = property.children ?? [];
     if (key === undefined) continue;
     Object.defineProperty(object, String(key.value), {
-      value: value === undefined ? undefined : valueOf(value),
+      value: value === undefined ? undefined : jsonValue(value),
       enumerable: true,
       writable: true,
       configurable: true,
