@@ -29,6 +29,11 @@ const suites: readonly Suite[] = [
     run: async () => (await import('./redis.js')).redisSuite(),
   },
   {
+    name: 'origins',
+    description: 'hostile origins that answer 429: heap and time per new origin at 1k, 10k, 100k',
+    run: async () => (await import('./origins.js')).originsSuite(),
+  },
+  {
     name: 'http',
     description: 'requests/s and latency through the undici interceptor vs a bare Agent (limits never bind)',
     run: async () => (await import('./http.js')).httpSuite(),

@@ -15,10 +15,22 @@ export interface AttemptPlan<T> {
   classify(result: T): Outcome;
   /** How a thrown error feeds the limiter. @default failed */
   classifyError?(error: unknown): Outcome;
-  /** Whether a throttled result may be sent again (its body can be replayed). @default true */
+  /**
+   * Whether a throttled result may be sent again (its body can be replayed). Asked when the
+   * result arrives, and again once its retry has its slot and units: a request body that could
+   * no longer be replayed meanwhile (a one-shot body read past its cap) is not sent again, and
+   * the caller gets the held result. @default true
+   */
   canRetry?(result: T): boolean;
   /**
-   * Drops a throttled result once its retry has its units (drain its body). Until then the
+   * Called once for a throttled result that will be sent again, before the wait for its retry:
+   * returns what is held in its place while the retry waits. A transport result holds no
+   * connection while it waits: the fetch wrapper reads the body into memory (up to a cap) here,
+   * so that the connection is free. @default the result itself
+   */
+  hold?(result: T): T;
+  /**
+   * Drops a held result once its retry has its units (drain its body). Until then the
    * result is held: if the limiter refuses the retry, the caller gets it.
    */
   discard?(result: T): void;
@@ -49,7 +61,9 @@ export interface AttemptPlan<T> {
  */
 export async function runAttempts<T>(plan: AttemptPlan<T>): Promise<T> {
   let held: { result: T } | undefined =
-    plan.throttledFirst === undefined ? undefined : { result: plan.throttledFirst };
+    plan.throttledFirst === undefined
+      ? undefined
+      : { result: plan.hold ? plan.hold(plan.throttledFirst) : plan.throttledFirst };
   /** The last attempt threw a throttled error; a refused retry rethrows it. */
   let heldError: { error: unknown } | undefined;
   /** ms this request waited for its earlier attempts' units: one maxWait for the whole request. */
@@ -72,6 +86,12 @@ export async function runAttempts<T>(plan: AttemptPlan<T>): Promise<T> {
       if (held !== undefined) plan.discard?.(held.result);
       throw error;
     }
+    // The body may have become one that cannot be sent again while the retry waited.
+    if (held !== undefined && !(plan.canRetry?.(held.result) ?? true)) {
+      release?.();
+      permit.failed();
+      return held.result;
+    }
     if (held !== undefined) plan.discard?.(held.result);
     held = undefined;
     heldError = undefined;
@@ -82,11 +102,7 @@ export async function runAttempts<T>(plan: AttemptPlan<T>): Promise<T> {
       release?.();
       const outcome = plan.classifyError ? plan.classifyError(error) : ({ kind: 'failed' } as const);
       feed(permit, outcome);
-      if (
-        outcome.kind === 'throttled' &&
-        attempt < plan.maxAttempts &&
-        (plan.canRetryError?.(error) ?? true)
-      ) {
+      if (retries(outcome, attempt, plan.maxAttempts, () => plan.canRetryError?.(error) ?? true)) {
         heldError = { error };
         continue;
       }
@@ -95,11 +111,23 @@ export async function runAttempts<T>(plan: AttemptPlan<T>): Promise<T> {
     release?.();
     const outcome = plan.classify(result);
     feed(permit, outcome);
-    if (outcome.kind !== 'throttled' || attempt >= plan.maxAttempts || !(plan.canRetry?.(result) ?? true)) {
-      return result;
-    }
-    held = { result };
+    if (!retries(outcome, attempt, plan.maxAttempts, () => plan.canRetry?.(result) ?? true)) return result;
+    held = { result: plan.hold ? plan.hold(result) : result };
   }
+}
+
+/**
+ * The retry rule, for the loop and for an adapter's fast path alike: a throttled answer to
+ * attempt `attempt` (1-based) is sent again while attempts are left and its body can be sent again
+ * (`canRetry`, asked last).
+ */
+export function retries(
+  outcome: Outcome,
+  attempt: number,
+  maxAttempts: number,
+  canRetry: () => boolean,
+): boolean {
+  return outcome.kind === 'throttled' && attempt < maxAttempts && canRetry();
 }
 
 /** Settles a permit with an outcome. */

@@ -35,6 +35,29 @@ export class RateLimitRejectedError extends AdaptiveRateLimitError {
   }
 }
 
+/**
+ * The body of a throttled answer held while its retry waited was longer than the held-body cap
+ * (64 KiB): it was cut there and its connection closed. When no retry is sent after all, the
+ * caller gets that answer (status and headers as sent), and its body ends with this error after
+ * the kept bytes.
+ */
+export class ThrottledBodyTooLongError extends AdaptiveRateLimitError {
+  /** The status of the throttled answer. */
+  readonly status: number;
+  /** The bytes kept: the cap. */
+  readonly maxBytes: number;
+
+  constructor(status: number, maxBytes: number) {
+    super(
+      'ERR_THROTTLED_BODY_TOO_LONG',
+      `the body of the throttled answer (${status}) held for a retry was longer than ${maxBytes} bytes: cut there, its connection closed`,
+    );
+    this.name = 'ThrottledBodyTooLongError';
+    this.status = status;
+    this.maxBytes = maxBytes;
+  }
+}
+
 /** One bad field of an options object or a config file. */
 export interface ConfigIssue {
   /** Dotted path of the field, such as `limiters.github.maxWait`. */

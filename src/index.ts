@@ -48,7 +48,12 @@ export { RateLimiterRegistry } from './registry.js';
 // Errors
 
 export type { ConfigIssue, RejectionReason } from './errors.js';
-export { AdaptiveRateLimitError, ConfigError, RateLimitRejectedError } from './errors.js';
+export {
+  AdaptiveRateLimitError,
+  ConfigError,
+  RateLimitRejectedError,
+  ThrottledBodyTooLongError,
+} from './errors.js';
 
 // Time
 

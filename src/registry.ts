@@ -19,6 +19,9 @@ import { OriginPool } from './registry/origin-pool.js';
 
 export { REGISTRY_DEFAULTS, type RegistryOptions } from './registry/options.js';
 
+/** The name of the limiter shared by new origins that find no room among the per-origin ones. */
+export const OVERFLOW = '(overflow)';
+
 /**
  * The typed events of a {@link RateLimiterRegistry} (Resilience4j's entry events). Each names the
  * entry's `AdaptiveRateLimiter` (for a `limiter` instance: the one `get(name)` answers); an entry
@@ -39,10 +42,13 @@ export interface RegistryEventMap {
  * that lists it (an exact origin beats a wildcard; among wildcards the limiter declared first
  * wins), else to a limiter of its own made from `default`, else (with `default: false`) to none.
  *
- * The registry closes a limiter only in `remove` and `close`. A limiter that leaves it in other
- * ways (`replace`, or a per-origin limiter dropped as idle or over the cap) is not closed: a
- * request still holding it, such as a retry after a 429, is served by it, and it is garbage
- * once nothing holds it (an idle limiter holds no timer).
+ * The registry closes a limiter in `remove` and `close`, and a per-origin limiter it drops to make
+ * room whose only state is a pause (nothing queued, nothing in flight through the HTTP adapters):
+ * the pause is kept as a record for the origin's next limiter, and closing frees its pause timer.
+ * A limiter that leaves it in other ways (`replace`, or a per-origin limiter dropped as idle) is
+ * not closed: a request still holding it, such as a retry after a 429, is served by it, and it is
+ * garbage once nothing holds it (an idle limiter holds no timer). Past `maxOriginLimiters`, new
+ * origins share an overflow limiter (see `RegistryOptions.maxOriginLimiters`).
  *
  * A named limiter may be an instance you own (`limiter` in its config, such as a `SharedBudget`):
  * the registry routes its origins to it like any named limiter, never drops it, and never closes
@@ -58,6 +64,8 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
   readonly #exact = new Map<string, string>();
   /** Per-origin limiters, least recently used first, and their eviction. */
   readonly #perOrigin: OriginPool;
+  /** The limiter shared by new origins that find no room among the per-origin ones; made on first need. */
+  #overflow: AdaptiveRateLimiter | undefined;
   #closed = false;
   /** Entries added, removed or replaced so far (events or not): the HTTP adapters' route cache key. */
   #changes = 0;
@@ -68,11 +76,13 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
     if (!parsed.success) throw configErrorFrom(parsed.error, options, 'rate limiter registry options');
     this.#clock = options.clock ?? systemClock;
     const maxOriginLimiters = parsed.data.maxOriginLimiters ?? REGISTRY_DEFAULTS.maxOriginLimiters;
+    const maxPausedOrigins = parsed.data.maxPausedOrigins ?? REGISTRY_DEFAULTS.maxPausedOrigins;
     const idleTimeout = parsed.data.idleTimeout ?? REGISTRY_DEFAULTS.idleTimeout;
     this.#default = options.default ?? {};
     this.#perOrigin = new OriginPool({
       clock: this.#clock,
       maxOriginLimiters,
+      maxPausedOrigins,
       idleTimeout,
       onDrop: (origin, limiter) => this.#announce('removed', origin, limiter),
       isBusy: (limiter) => {
@@ -132,7 +142,17 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
       return entry && { name, limiter: entry.instance, adaptive: entry.limiter };
     }
     const limiter = this.#perOriginFor(key);
-    return limiter && { name: key, limiter, adaptive: limiter };
+    if (limiter === undefined) return undefined;
+    return { name: limiter === this.#overflow ? OVERFLOW : key, limiter, adaptive: limiter };
+  }
+
+  /**
+   * @internal An HTTP adapter's request to the normalized origin `key` is in progress through
+   * `limiter`: when that is the origin's own limiter, it is not dropped (its answer may pause it)
+   * until the returned function is called (once, when the request's last answer is judged).
+   */
+  _holdOrigin(key: string, limiter: RateLimiter): () => void {
+    return this.#perOrigin.hold(key, limiter as AdaptiveRateLimiter);
   }
 
   /** @internal How many times an entry was added, removed or replaced: routes stay valid until it moves. */
@@ -156,16 +176,36 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
     const found = this._touchOrigin(key);
     if (found !== undefined) return found;
 
-    const limiter = makeLimiter(key, this.#default, this.#clock);
     if (this.#closed) {
       // A closed registry answers every origin with a closed limiter, and keeps none of them.
+      const limiter = makeLimiter(key, this.#default, this.#clock);
       limiter.close();
       return limiter;
     }
+    const pausedUntil = this.#perOrigin.takePause(key);
+    if (!this.#perOrigin.makeRoom()) {
+      const overflow = this.#overflowLimiter(this.#default);
+      // A pause kept for the origin is not lost: its requests now go through the overflow
+      // limiter, which it pauses (the record stays for the origin's own limiter, if there is room).
+      if (pausedUntil !== undefined) {
+        this.#perOrigin.keepPause(key, pausedUntil);
+        overflow.pauseFor(pausedUntil - this.#clock.now());
+      }
+      return overflow;
+    }
+    const limiter = makeLimiter(key, this.#default, this.#clock);
+    if (pausedUntil !== undefined) limiter.pauseFor(pausedUntil - this.#clock.now());
     this.#perOrigin.add(key, limiter);
     this.#announce('added', key, limiter);
-    this.#perOrigin.trim(key);
     return limiter;
+  }
+
+  #overflowLimiter(config: Omit<LimiterConfig, 'origins'>): AdaptiveRateLimiter {
+    if (this.#overflow === undefined) {
+      this.#overflow = makeLimiter(OVERFLOW, config, this.#clock);
+      this.#announce('added', OVERFLOW, this.#overflow);
+    }
+    return this.#overflow;
   }
 
   /**
@@ -184,7 +224,8 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
   configFor(name: string): LimiterConfig | undefined {
     const named = this.#named.get(name);
     if (named !== undefined) return named.config;
-    return this.#perOrigin.has(name) && this.#default !== false ? this.#default : undefined;
+    const perOrigin = this.#perOrigin.has(name) || (name === OVERFLOW && this.#overflow !== undefined);
+    return perOrigin && this.#default !== false ? this.#default : undefined;
   }
 
   /**
@@ -196,12 +237,18 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
    */
   get(name: string): AdaptiveRateLimiter | undefined {
     const named = this.#named.get(name);
-    return named !== undefined ? named.limiter : this.#perOrigin.get(name);
+    if (named !== undefined) return named.limiter;
+    return name === OVERFLOW && this.#overflow !== undefined ? this.#overflow : this.#perOrigin.get(name);
   }
 
-  /** The named limiters in declaration order, then the per-origin ones, least recently used first. */
+  /**
+   * The named limiters in declaration order, then the per-origin ones, least recently used first,
+   * then `(overflow)` if it was needed.
+   */
   names(): string[] {
-    return [...this.#named.keys(), ...this.#perOrigin.keys()];
+    const names = [...this.#named.keys(), ...this.#perOrigin.keys()];
+    if (this.#overflow !== undefined && !this.#named.has(OVERFLOW)) names.push(OVERFLOW);
+    return names;
   }
 
   /**
@@ -302,6 +349,7 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
     this.#closed = true;
     for (const entry of this.#named.values()) entry.close();
     for (const limiter of this.#perOrigin.limiters()) limiter.close();
+    this.#overflow?.close();
   }
 
   // ---- internals ---------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 import type { z } from 'zod';
 import type { ConfigIssue } from '../errors.js';
-import { isRecord } from './rules.js';
+import { isRecord, PROTO_MESSAGE, unknownKeyMessage } from './rules.js';
 
 /** The key of the seed's `appsettings.json` section (matched without regard to case). */
 export const APPSETTINGS_SECTION = 'AdaptiveRateLimiting';
@@ -42,6 +42,11 @@ export function canonicalKeys(
   const out: Record<string, unknown> = {};
   const spelled = new Map<string, string>();
   for (const [key, v] of Object.entries(value)) {
+    // JSON.parse makes "__proto__" an own key; copied, it would set the copy's prototype.
+    if (key === '__proto__') {
+      issues.push({ path: [...path, key].join('.'), message: PROTO_MESSAGE, received: v });
+      continue;
+    }
     const name = lvl.keys.get(key.toLowerCase()) ?? key;
     const other = spelled.get(name);
     if (other !== undefined) {
@@ -49,14 +54,17 @@ export function canonicalKeys(
       continue;
     }
     spelled.set(name, key);
-    const objectLevel = lvl.objects?.[name];
-    const recordLevel = lvl.records?.[name];
+    // Own keys only: `constructor` or `hasOwnProperty` is an unknown key, not a level.
+    const objectLevel = ownValue(lvl.objects, name);
+    const recordLevel = ownValue(lvl.records, name);
     if (objectLevel) out[name] = canonicalKeys(v, objectLevel, written, issues, [...path, key]);
     else if (recordLevel && isRecord(v)) {
-      const entries = Object.entries(v).map(([k, item]) => [
-        k,
-        canonicalKeys(item, recordLevel, written, issues, [...path, key, k]),
-      ]);
+      const entries = Object.entries(v).flatMap(([k, item]) => {
+        if (k !== '__proto__')
+          return [[k, canonicalKeys(item, recordLevel, written, issues, [...path, key, k])]];
+        issues.push({ path: [...path, key, k].join('.'), message: PROTO_MESSAGE, received: item });
+        return [];
+      });
       out[name] = Object.fromEntries(entries);
     } else out[name] = v;
   }
@@ -101,7 +109,7 @@ export function expandIssues(
         message:
           key.toLowerCase() === 'limiter' && path.length === 2 && path[0] === 'limiters'
             ? 'a limiter instance cannot come from JSON config: set `limiter` in code (RateLimiterRegistry or the HTTP adapters), or declare a budget shared through Redis with `shared`'
-            : `unknown key (expected one of: ${knownKeys(root, path).join(', ')})`,
+            : unknownKeyMessage(key, knownKeys(root, path)),
       }));
     }
     if (issue.code === 'invalid_union') {
@@ -124,10 +132,16 @@ function knownKeys(root: Level, path: readonly PropertyKey[]): string[] {
   let lvl: Level | undefined = root;
   for (let i = 0; i < path.length && lvl; i++) {
     const key = String(path[i]);
-    if (lvl.records?.[key]) {
-      lvl = lvl.records[key];
+    const record = ownValue(lvl.records, key);
+    if (record) {
+      lvl = record;
       i++;
-    } else lvl = lvl.objects?.[key];
+    } else lvl = ownValue(lvl.objects, key);
   }
   return lvl ? [...lvl.keys.values()] : [];
+}
+
+/** `levels[key]` when it is an own key of `levels` (never a member of Object.prototype). */
+function ownValue(levels: Readonly<Record<string, Level>> | undefined, key: string): Level | undefined {
+  return levels !== undefined && Object.hasOwn(levels, key) ? levels[key] : undefined;
 }

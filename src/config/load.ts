@@ -1,5 +1,5 @@
 import { readFile } from 'node:fs/promises';
-import { type ParseError, parse, printParseErrorCode } from 'jsonc-parser';
+import { type Node, type ParseError, parseTree, printParseErrorCode } from 'jsonc-parser';
 import { ConfigError } from '../errors.js';
 import { parseConfig, type RateLimitConfig } from './schema.js';
 
@@ -16,7 +16,7 @@ export async function loadConfig(path: string): Promise<RateLimitConfig> {
   const source = `rate limit config file ${path}`;
   const text = (await readFile(path, 'utf8')).replace(/^\uFEFF/, '');
   const errors: ParseError[] = [];
-  const json: unknown = parse(text, errors, { allowTrailingComma: true, disallowComments: false });
+  const tree = parseTree(text, errors, { allowTrailingComma: true, disallowComments: false });
   if (errors.length > 0) {
     const issues = errors.map((e) => ({
       path: '',
@@ -26,7 +26,7 @@ export async function loadConfig(path: string): Promise<RateLimitConfig> {
     throw new ConfigError(issues, source);
   }
   try {
-    return parseConfig(json);
+    return parseConfig(tree === undefined ? undefined : jsonValue(tree));
   } catch (error) {
     if (error instanceof ConfigError) throw new ConfigError(error.issues, source);
     throw error;
@@ -36,4 +36,26 @@ export async function loadConfig(path: string): Promise<RateLimitConfig> {
 function lineAndColumn(text: string, offset: number): string {
   const before = text.slice(0, offset);
   return `line ${before.split('\n').length}, column ${offset - before.lastIndexOf('\n')}`;
+}
+
+/**
+ * The value of a parsed JSON node, with every key an own property, as `JSON.parse` makes them:
+ * jsonc-parser's own values assign keys, so a `"__proto__"` key would set an object's prototype
+ * and vanish, where `parseConfig` must see it to report it.
+ */
+function jsonValue(node: Node): unknown {
+  if (node.type === 'array') return (node.children ?? []).map(jsonValue);
+  if (node.type !== 'object') return node.value;
+  const object: Record<string, unknown> = {};
+  for (const property of node.children ?? []) {
+    const [key, value] = property.children ?? [];
+    if (key === undefined) continue;
+    Object.defineProperty(object, String(key.value), {
+      value: value === undefined ? undefined : jsonValue(value),
+      enumerable: true,
+      writable: true,
+      configurable: true,
+    });
+  }
+  return object;
 }

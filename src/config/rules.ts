@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { ConfigError, type ConfigIssue } from '../errors.js';
 import { normalizeOrigin, originMatcher } from '../http/origin.js';
-import { configErrorFrom, resolveLimiterOptions } from '../limiter/options.js';
+import { configErrorFrom, limiterFieldsSchema, resolveLimiterOptions } from '../limiter/options.js';
 import type { RateLimiter } from '../limiter/types.js';
 import type { LimiterConfig } from './schema.js';
 
@@ -109,16 +109,75 @@ export function exactOrigin(pattern: string): string | undefined {
   return normalizeOrigin(pattern);
 }
 
+/** What a `__proto__` key is told: an object literal or `JSON.parse` would set the prototype with it, or drop it. */
+export const PROTO_MESSAGE =
+  '"__proto__" cannot be a key or a limiter name: objects treat it as their prototype';
+
+/** The keys of a {@link LimiterConfig} in code: the limiter's options but `name` and `clock`, and what the config adds. */
+const LIMITER_KEYS: readonly string[] = [
+  ...Object.keys(limiterFieldsSchema.shape).filter((key) => key !== 'name' && key !== 'clock'),
+  'origins',
+  'maxConcurrent',
+  'limiter',
+];
+
+/** The keys of the controllers' option objects. */
+const CONTROLLER_KEYS: Readonly<Record<'aimd' | 'cubic', readonly string[]>> = {
+  aimd: Object.keys(limiterFieldsSchema.shape.aimd.unwrap().shape),
+  cubic: Object.keys(limiterFieldsSchema.shape.cubic.unwrap().shape),
+};
+
+/**
+ * An issue for each own key of `value` that `known` does not list, as JSON config reports it: a
+ * misspelled field (`origin` for `origins`) must not be ignored. `__proto__` included.
+ */
+export function unknownKeyIssues(value: object, known: readonly string[], path: string): ConfigIssue[] {
+  return Object.keys(value)
+    .filter((key) => !known.includes(key))
+    .map((key) => ({
+      path: `${path}.${key}`,
+      message: unknownKeyMessage(key, known),
+      received: (value as Record<string, unknown>)[key],
+    }));
+}
+
+/** `unknown key (expected one of: ...)`, with the known key meant when it is a near miss. */
+export function unknownKeyMessage(key: string, known: readonly string[]): string {
+  const lower = key.toLowerCase();
+  const meant = known.find((k) => distance(k.toLowerCase(), lower) <= (lower.length > 4 ? 2 : 1));
+  const hint = meant === undefined ? '' : `did you mean "${meant}"? `;
+  return `unknown key (${hint}expected one of: ${known.join(', ')})`;
+}
+
+/** Edit distance (insertions, deletions, substitutions) between two short strings. */
+function distance(a: string, b: string): number {
+  let row = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const next = [i];
+    for (let j = 1; j <= b.length; j++) {
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      next[j] = Math.min((row[j] ?? 0) + 1, (next[j - 1] ?? 0) + 1, (row[j - 1] ?? 0) + cost);
+    }
+    row = next;
+  }
+  return row[b.length] ?? 0;
+}
+
 /** The keys of a {@link LimiterConfig} allowed next to a `limiter` instance. */
 const WITH_INSTANCE: ReadonlySet<string> = new Set(['origins', 'maxConcurrent', 'limiter']);
 
 /**
- * What a {@link LimiterConfig} adds to the limiter's options (`origins`, `maxConcurrent`,
- * `limiter`), checked; the limiter checks the rest when it is made. Issues name
- * `${path}.origins.0` and so on.
+ * Unknown keys (of the config, and of its `aimd` and `cubic` objects), and what a
+ * {@link LimiterConfig} adds to the limiter's options (`origins`, `maxConcurrent`, `limiter`),
+ * checked; the limiter checks the rest when it is made. Issues name `${path}.origins.0` and so on.
  */
 export function limiterConfigIssues(config: LimiterConfig, path: string): ConfigIssue[] {
-  const issues: ConfigIssue[] = [];
+  const issues: ConfigIssue[] = unknownKeyIssues(config, LIMITER_KEYS, path);
+  for (const name of ['aimd', 'cubic'] as const) {
+    const options = config[name];
+    if (isRecord(options))
+      issues.push(...unknownKeyIssues(options, CONTROLLER_KEYS[name], `${path}.${name}`));
+  }
   if (config.limiter !== undefined) {
     if (!isRateLimiter(config.limiter))
       issues.push({
@@ -127,7 +186,7 @@ export function limiterConfigIssues(config: LimiterConfig, path: string): Config
         received: config.limiter,
       });
     for (const [key, value] of Object.entries(config)) {
-      if (value === undefined || WITH_INSTANCE.has(key)) continue;
+      if (value === undefined || WITH_INSTANCE.has(key) || !LIMITER_KEYS.includes(key)) continue;
       issues.push({
         path: `${path}.${key}`,
         message: 'not allowed with `limiter`: the limiter instance carries its own options',

@@ -177,7 +177,7 @@ export function parseConfig(json: unknown): RateLimitConfig {
   const written = new WeakMap<object, ReadonlyMap<string, string>>();
   const issues: ConfigIssue[] = [];
   const { section, prefix } = unwrapSection(json);
-  const input = canonicalKeys(section, ROOT, written, issues);
+  const input = canonicalKeys(section, ROOT, written, issues, prefix);
   const result = configSchema.safeParse(input);
   if (result.success && issues.length === 0) return result.data;
 

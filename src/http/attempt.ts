@@ -1,8 +1,18 @@
 import type { Duplex } from 'node:stream';
 import type { Dispatcher } from 'undici';
+import { ThrottledBodyTooLongError } from '../errors.js';
 
 type Controller = Dispatcher.DispatchController;
 type HeaderMap = Record<string, string | string[] | undefined>;
+
+/**
+ * The most bytes of a throttled answer's body kept in memory while its retry waits (64 KiB). A
+ * held answer is read as it arrives, never paused, so that its connection goes back to the pool
+ * at once; a longer body is cut there and its connection closed. When the caller gets the held
+ * answer after all (attempts run out, the limiter refuses the retry), its body ends with a
+ * {@link ThrottledBodyTooLongError} after these bytes.
+ */
+export const MAX_HELD_BODY_BYTES = 64 * 1024;
 
 /** The side of a rate-limited request an attempt reports to; see `RateLimitedDispatch`. */
 export interface AttemptOwner {
@@ -21,8 +31,9 @@ export interface AttemptOwner {
 export interface AttemptJudge {
   /**
    * The final response started (or the request was upgraded: then the caller has it already).
-   * `true` gives it to the caller at once; `false` holds it, paused, for the attempt loop to
-   * {@link Attempt.deliver} or {@link Attempt.discard}. May discard the attempt itself.
+   * `true` gives it to the caller at once; `false` holds it for the attempt loop to
+   * {@link Attempt.deliver} or {@link Attempt.discard}: its body is read meanwhile (up to
+   * {@link MAX_HELD_BODY_BYTES}), so it holds no connection. May discard the attempt itself.
    */
   started(attempt: Attempt): boolean;
   /** The attempt failed before its response started. */
@@ -30,10 +41,29 @@ export interface AttemptJudge {
 }
 
 /**
+ * Where an attempt stands. `held`: judged, not yet given to the caller nor dropped; its body is
+ * kept as it arrives, with how it ended (trailers, or an error: the cut of a body past the cap,
+ * or the transport's). `done`: dropped for a retry, or ended; later callbacks are ignored.
+ */
+type AttemptState =
+  | { readonly kind: 'sending' }
+  | { readonly kind: 'held'; chunks: Buffer[]; bytes: number; trailers?: HeaderMap; error?: Error }
+  | { readonly kind: 'delivered' }
+  | { readonly kind: 'done' };
+
+type Held = Extract<AttemptState, { kind: 'held' }>;
+
+const SENDING: AttemptState = { kind: 'sending' };
+const DELIVERED: AttemptState = { kind: 'delivered' };
+const DONE: AttemptState = { kind: 'done' };
+
+/**
  * The handler of one attempt. It sends the request once and asks its judge at response start
- * whether the caller gets this response now, or the response is held (paused, and what arrives
- * anyway is kept) until the attempt loop decides: the caller sees it ({@link Attempt.deliver}),
- * or a retry replaces it ({@link Attempt.discard}).
+ * whether the caller gets this response now, or the response is held until the attempt loop
+ * decides: the caller sees it ({@link Attempt.deliver}), or a retry replaces it
+ * ({@link Attempt.discard}). A held response is never paused: its body is read into memory as it
+ * arrives, up to {@link MAX_HELD_BODY_BYTES} (a longer one is cut and its connection closed), so
+ * that a request waiting for its retry holds no connection a request before it may need.
  */
 export class Attempt implements Dispatcher.DispatchHandler {
   /** The controller undici gave this attempt; `undefined` until `onRequestStart`. */
@@ -44,14 +74,7 @@ export class Attempt implements Dispatcher.DispatchHandler {
 
   readonly #owner: AttemptOwner;
   readonly #judge: AttemptJudge;
-  /** done: dropped for a retry, or ended; later callbacks are ignored. */
-  #state: 'sending' | 'held' | 'delivered' | 'done' = 'sending';
-  /** Whether this attempt paused its response to hold it. */
-  #pausedHeld = false;
-  #chunks: Buffer[] = [];
-  #trailers: HeaderMap | undefined;
-  #error: Error | undefined;
-
+  #state: AttemptState = SENDING;
   constructor(owner: AttemptOwner, judge: AttemptJudge) {
     this.#owner = owner;
     this.#judge = judge;
@@ -59,7 +82,12 @@ export class Attempt implements Dispatcher.DispatchHandler {
 
   /** Whether the caller has this response. */
   get delivered(): boolean {
-    return this.#state === 'delivered';
+    return this.#state.kind === 'delivered';
+  }
+
+  /** Whether the response is held for the attempt loop (its body being read into memory). */
+  get held(): boolean {
+    return this.#state.kind === 'held';
   }
 
   onRequestStart(controller: Controller, _context: unknown): void {
@@ -71,74 +99,109 @@ export class Attempt implements Dispatcher.DispatchHandler {
     // The socket is the caller's now: nothing to hold or retry.
     this.status = status;
     this.headers = headers;
-    this.#state = 'delivered';
+    this.#state = DELIVERED;
     this.#judge.started(this);
     const { handler, controller } = this.#owner;
     this.#owner.finished();
     handler.onRequestUpgrade?.(controller, status, headers, socket);
-    this.#state = 'done';
+    this.#state = DONE;
   }
 
   onResponseStart(controller: Controller, status: number, headers: HeaderMap, statusMessage?: string): void {
     if (status < 200) {
       // Informational (103 Early Hints): passed on, the final answer follows.
-      if (this.#state === 'sending') {
+      if (this.#state.kind === 'sending') {
         const { handler, controller: callerController } = this.#owner;
         handler.onResponseStart?.(callerController, status, headers, statusMessage);
       }
       return;
     }
-    if (this.#state !== 'sending') return;
+    if (this.#state.kind !== 'sending') return;
     this.status = status;
     this.headers = headers;
     this.statusMessage = statusMessage;
-    this.#state = 'held';
+    this.#state = { kind: 'held', chunks: [], bytes: 0 };
     if (this.#judge.started(this)) this.deliver();
-    else if (this.#state === 'held') {
-      this.#pausedHeld = true;
-      controller.pause();
+    // Held: read on even if the caller paused before the response (it is paused again when the
+    // caller gets it), so that the connection is free while the retry waits.
+    else if (this.held && this.#owner.callerPaused) controller.resume();
+  }
+
+  onResponseData(controller: Controller, chunk: Buffer): void {
+    const state = this.#state;
+    if (state.kind === 'delivered') this.#owner.handler.onResponseData?.(this.#owner.controller, chunk);
+    else if (state.kind === 'held' && state.error === undefined && state.trailers === undefined) {
+      this.#hold(state, controller, chunk);
     }
   }
 
-  onResponseData(_controller: Controller, chunk: Buffer): void {
-    if (this.#state === 'delivered') this.#owner.handler.onResponseData?.(this.#owner.controller, chunk);
-    else if (this.#state === 'held') this.#chunks.push(chunk);
+  /** Keeps a chunk of the held body, up to the cap; past it, cuts the body and closes the connection. */
+  #hold(held: Held, controller: Controller, chunk: Buffer): void {
+    const room = MAX_HELD_BODY_BYTES - held.bytes;
+    if (chunk.byteLength <= room) {
+      held.chunks.push(chunk);
+      held.bytes += chunk.byteLength;
+      return;
+    }
+    if (room > 0) {
+      held.chunks.push(chunk.subarray(0, room));
+      held.bytes += room;
+    }
+    held.error = new ThrottledBodyTooLongError(this.status, MAX_HELD_BODY_BYTES);
+    controller.abort(held.error);
   }
 
   onResponseEnd(_controller: Controller, trailers: HeaderMap): void {
-    if (this.#state === 'delivered') this.#end(trailers);
-    else if (this.#state === 'held') this.#trailers = trailers;
+    const state = this.#state;
+    if (state.kind === 'delivered') this.#end(trailers);
+    else if (state.kind === 'held') state.trailers = trailers;
   }
 
   onResponseError(_controller: Controller | null | undefined, error: Error): void {
-    if (this.#state === 'delivered') this.#fail(error);
-    else if (this.#state === 'sending') {
-      this.#state = 'done';
+    const state = this.#state;
+    if (state.kind === 'delivered') this.#fail(error);
+    else if (state.kind === 'sending') {
+      this.#state = DONE;
       this.#judge.failed(this, error);
-    } else if (this.#state === 'held') this.#error ??= error;
+    } else if (state.kind === 'held') state.error ??= error;
+  }
+
+  /**
+   * The caller paused or resumed its response: passed on unless the response is held (it is read
+   * on, and paused when the caller gets it if the caller is paused then) or dropped.
+   */
+  pause(): void {
+    if (this.#passesControl()) this.controller?.pause();
+  }
+
+  resume(): void {
+    if (this.#passesControl()) this.controller?.resume();
+  }
+
+  #passesControl(): boolean {
+    return this.#state.kind === 'sending' || this.#state.kind === 'delivered';
   }
 
   /** Gives the held response to the caller: its start, what arrived meanwhile, then the rest. */
   deliver(): void {
-    if (this.#state !== 'held') return;
-    this.#state = 'delivered';
+    const held = this.#state;
+    if (held.kind !== 'held') return;
+    this.#state = DELIVERED;
     const { handler, controller } = this.#owner;
-    const chunks = this.#chunks;
-    this.#chunks = [];
     try {
       handler.onResponseStart?.(controller, this.status, this.headers, this.statusMessage);
       // The caller may abort from any callback (then it has had onResponseError): stop there.
-      for (const chunk of chunks) {
-        if (this.#state !== 'delivered') return;
+      for (const chunk of held.chunks) {
+        if (!this.delivered) return;
         handler.onResponseData?.(controller, chunk);
       }
-      if (this.#state !== 'delivered') return;
-      if (this.#error !== undefined) this.#fail(this.#error);
-      else if (this.#trailers !== undefined) this.#end(this.#trailers);
-      else if (this.#pausedHeld && !this.#owner.callerPaused) this.controller?.resume();
+      if (!this.delivered) return;
+      if (held.error !== undefined) this.#fail(held.error);
+      else if (held.trailers !== undefined) this.#end(held.trailers);
+      else if (this.#owner.callerPaused) this.controller?.pause();
     } catch (error) {
       // A throwing handler fails its request, as undici's core does.
-      if (this.#state === 'delivered') {
+      if (this.delivered) {
         this.controller?.abort(error as Error);
         this.#fail(error as Error);
       }
@@ -146,17 +209,18 @@ export class Attempt implements Dispatcher.DispatchHandler {
   }
 
   /**
-   * Drops the held response without the caller seeing it. Its body is read and thrown away when
-   * the request body was sent whole (the connection stays usable); otherwise the attempt is
-   * aborted, so that it stops reading a request body the next attempt needs.
+   * Drops the held response without the caller seeing it. The rest of its body is read and
+   * thrown away when the request body was sent whole (the connection stays usable); otherwise the
+   * attempt is aborted, so that it stops reading a request body the next attempt needs.
    */
   discard(requestBodySent: boolean): void {
-    if (this.#state !== 'held') return;
-    this.#state = 'done';
-    this.#chunks = [];
-    if (this.#error !== undefined || this.#trailers !== undefined) return;
-    if (requestBodySent) this.controller?.resume();
-    else this.controller?.abort(new Error('adaptive-rate-limit: throttled attempt dropped for a retry'));
+    const held = this.#state;
+    if (held.kind !== 'held') return;
+    this.#state = DONE;
+    if (held.error !== undefined || held.trailers !== undefined) return;
+    if (!requestBodySent) {
+      this.controller?.abort(new Error('adaptive-rate-limit: throttled attempt dropped for a retry'));
+    }
   }
 
   #end(trailers: HeaderMap): void {
@@ -164,11 +228,11 @@ export class Attempt implements Dispatcher.DispatchHandler {
     // If the caller's onResponseEnd throws (undici's RetryHandler does, to retry), the state stays
     // 'delivered': undici's core turns the throw into onResponseError, which is passed on.
     this.#owner.handler.onResponseEnd?.(this.#owner.controller, trailers);
-    this.#state = 'done';
+    this.#state = DONE;
   }
 
   #fail(error: Error): void {
-    this.#state = 'done';
+    this.#state = DONE;
     this.#owner.finished();
     this.#owner.handler.onResponseError?.(this.#owner.controller, error);
   }

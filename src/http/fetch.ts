@@ -2,6 +2,7 @@ import { runAttempts } from '../attempts.js';
 import { ConfigError } from '../errors.js';
 import type { RateLimiterRegistry } from '../registry.js';
 import { headerRecord } from './headers.js';
+import { holdResponse } from './held-response.js';
 import { type InterceptorOptions, resolveInterceptorOptions } from './options.js';
 import { normalizeOrigin } from './origin.js';
 import { refusalResponse } from './refusal.js';
@@ -72,6 +73,7 @@ export function rateLimitedFetch(options: RateLimitedFetchOptions = {}): RateLim
     const bodies = fetchBodies(input, init, resolved.maxReplayBodyBytes);
     const attempt = () => send(...bodies.next());
     const { limiter, gate } = route;
+    const release = runtime.hold(origin, route);
     try {
       return await runAttempts<Response>({
         limiter,
@@ -82,6 +84,8 @@ export function rateLimitedFetch(options: RateLimitedFetchOptions = {}): RateLim
         send: attempt,
         classify: (r) => runtime.classify(r.status, r.headers, () => headerRecord(r.headers)),
         canRetry: () => bodies.replayable,
+        // Read into memory while the retry waits: an unread body would keep its connection.
+        hold: holdResponse,
         discard: (r) => {
           r.body?.cancel().catch(() => {});
         },
@@ -91,6 +95,8 @@ export function rateLimitedFetch(options: RateLimitedFetchOptions = {}): RateLim
       const refused = refusalResponse(error, resolved.rejection);
       if (refused !== undefined) return refused;
       throw error;
+    } finally {
+      release();
     }
   }
 

@@ -11,9 +11,16 @@ export function headerRecord(headers: unknown): HeaderRecord {
     if (value === undefined || value === null) return;
     const key = String(name).toLowerCase();
     const values = Array.isArray(value) ? value.map(String) : [String(value)];
-    const had = out[key];
-    if (had === undefined) out[key] = values.length === 1 ? (values[0] as string) : values;
-    else out[key] = [...(Array.isArray(had) ? had : [had]), ...values];
+    // Own keys only, each defined rather than assigned: a header named `constructor` or
+    // `__proto__` (a hostile server's) is a header like any other.
+    const had = Object.hasOwn(out, key) ? out[key] : undefined;
+    const next =
+      had === undefined
+        ? values.length === 1
+          ? (values[0] as string)
+          : values
+        : [...(Array.isArray(had) ? had : [had]), ...values];
+    Object.defineProperty(out, key, { value: next, enumerable: true, writable: true, configurable: true });
   };
   if (headers == null || typeof headers !== 'object') return out;
   if (Array.isArray(headers)) {

@@ -1,8 +1,11 @@
 import { z } from 'zod';
 import type { Clock } from '../clock.js';
+import { systemClock } from '../clock.js';
+import { unknownKeyMessage } from '../config/rules.js';
 import { CONFIG_DEFAULTS, type LimiterConfig } from '../config/schema.js';
 import { ConfigError } from '../errors.js';
 import { configErrorFrom } from '../limiter/options.js';
+import { buildEntry } from '../registry/entries.js';
 import type { RateLimiterRegistry } from '../registry.js';
 import type { ClassifyResult, HeaderRecord } from './classify.js';
 import { normalizeOrigin } from './origin.js';
@@ -168,8 +171,37 @@ export function resolveInterceptorOptions(
   }
   const own = Object.fromEntries(Object.entries(options).filter(([key]) => !extra.includes(key)));
   const parsed = interceptorOptionsSchema.safeParse(own);
-  if (!parsed.success) throw configErrorFrom(parsed.error, own, source);
+  if (!parsed.success) {
+    const known = [...Object.keys(interceptorOptionsSchema.shape), ...extra];
+    const { issues } = configErrorFrom(parsed.error, own, source);
+    throw new ConfigError(
+      issues.map((issue) =>
+        issue.message === 'unknown key' && !issue.path.includes('.')
+          ? { ...issue, message: unknownKeyMessage(issue.path, known) }
+          : issue,
+      ),
+      source,
+    );
+  }
   const o = parsed.data;
+  // The caller's own object: a copy made by the schema would drop a "__proto__" key silently
+  // (the registry reports it).
+  const limiters = o.limiters === undefined ? undefined : (own.limiters as Record<string, LimiterConfig>);
+  const limiterIssues = Object.entries(limiters ?? {}).flatMap(([name, config]) => [
+    // Every issue of the limiter at once (its options too), as the registry will find them.
+    ...entryIssues(name, config, o.clock ?? systemClock),
+    ...(coversNoOrigin(config)
+      ? [
+          {
+            path: `limiters.${name}.origins`,
+            message:
+              "covers no origin: the HTTP adapters route requests by origin, so this limiter would meter nothing; list them, as `origins: ['https://api.example.com']`",
+            received: config.origins,
+          },
+        ]
+      : []),
+  ]);
+  if (limiterIssues.length > 0) throw new ConfigError(limiterIssues, source);
   if (o.registry !== undefined) {
     const clash = (['limiters', 'default', 'clock'] as const).filter((key) => o[key] !== undefined);
     if (clash.length > 0) {
@@ -184,7 +216,7 @@ export function resolveInterceptorOptions(
     }
   }
   return {
-    limiters: o.limiters,
+    limiters,
     default: o.default,
     registry: o.registry,
     origin: o.origin === undefined ? undefined : normalizeOrigin(o.origin, 'origin'),
@@ -197,4 +229,14 @@ export function resolveInterceptorOptions(
     clock: o.clock,
     rejection: o.rejection ?? 'error',
   };
+}
+
+function entryIssues(name: string, config: LimiterConfig, clock: Clock) {
+  const built = buildEntry(name, config, clock);
+  return 'issues' in built ? built.issues : [];
+}
+
+/** A named limiter that lists no origin (no `origins`, or an empty list) routes nothing. */
+function coversNoOrigin(config: LimiterConfig): boolean {
+  return config.origins === undefined || (Array.isArray(config.origins) && config.origins.length === 0);
 }

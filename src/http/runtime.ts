@@ -107,6 +107,15 @@ export class HttpRuntime {
     return route;
   }
 
+  /**
+   * Counts a request to `origin` in progress through `route`: its per-origin limiter is not
+   * dropped (its answer may pause it) until the returned function is called, once the request's
+   * last answer is judged.
+   */
+  hold(origin: string, route: Route): () => void {
+    return route.perOrigin ? this.registry._holdOrigin(origin, route.limiter) : noop;
+  }
+
   /** The units a request is charged: `units(request)`, default 1. @throws {TypeError} on a bad answer. */
   unitsFor(request: () => OutgoingRequest): number {
     const units = this.options.units;
@@ -132,3 +141,5 @@ export class HttpRuntime {
     if (this.#ownsRegistry) this.registry.close();
   }
 }
+
+function noop(): void {}

@@ -126,12 +126,18 @@ export const limiterFieldsSchema = z
 
 /** Turns zod issues into a {@link ConfigError} that names each field and the value received. */
 export function configErrorFrom(error: z.ZodError, input: unknown, source: string, prefix = ''): ConfigError {
+  const join = (path: readonly PropertyKey[]) => [prefix, ...path.map(String)].filter(Boolean).join('.');
   return new ConfigError(
-    error.issues.map((issue) => ({
-      path: [prefix, ...issue.path.map(String)].filter(Boolean).join('.'),
-      message: issue.message,
-      received: valueAt(input, issue.path),
-    })),
+    error.issues.flatMap((issue) =>
+      // An unknown key is an issue at that key (a misspelled field names itself), not at its object.
+      issue.code === 'unrecognized_keys'
+        ? issue.keys.map((key) => ({
+            path: join([...issue.path, key]),
+            message: 'unknown key',
+            received: valueAt(input, [...issue.path, key]),
+          }))
+        : [{ path: join(issue.path), message: issue.message, received: valueAt(input, issue.path) }],
+    ),
     source,
   );
 }

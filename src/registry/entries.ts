@@ -1,5 +1,11 @@
 import type { Clock } from '../clock.js';
-import { conflictMessage, exactOrigin, exactOriginConflicts, limiterConfigIssues } from '../config/rules.js';
+import {
+  conflictMessage,
+  exactOrigin,
+  exactOriginConflicts,
+  limiterConfigIssues,
+  PROTO_MESSAGE,
+} from '../config/rules.js';
 import type { LimiterConfig } from '../config/schema.js';
 import { ConfigError, type ConfigIssue } from '../errors.js';
 import { originMatcher } from '../http/origin.js';
@@ -54,6 +60,8 @@ export function buildEntry(
   const issues: ConfigIssue[] = [];
   if (typeof name !== 'string' || name === '') {
     issues.push({ path, message: 'a limiter name must be a non-empty string', received: name });
+  } else if (name === '__proto__') {
+    issues.push({ path, message: PROTO_MESSAGE, received: name });
   }
   if (typeof config !== 'object' || config === null) {
     return { issues: [...issues, { path, message: 'expected a limiter config object', received: config }] };

@@ -15,11 +15,21 @@ export interface RegistryOptions {
   /** The time source of the registry and of every limiter it makes. @default systemClock */
   clock?: Clock;
   /**
-   * The most per-origin limiters kept (an integer >= 1); making one more drops the least recently
-   * used idle one. Limiters with requests queued or a pause running are never dropped, so the
-   * count can exceed this while that many are busy. @default 1_000
+   * The most per-origin limiters kept (an integer >= 1). A new origin's limiter takes the place of
+   * one of the least recently used: an idle one is dropped; one whose only state is a pause is
+   * dropped with its pause kept as a small record (see `maxPausedOrigins`); one with requests
+   * queued or in flight is never dropped. When none of those looked at can go (16 at most: the
+   * work per new origin is constant), the new origin shares the registry's overflow limiter
+   * (named `(overflow)`, made from `default`) until there is room. @default 1_000
    */
   maxOriginLimiters?: number;
+  /**
+   * The most pauses kept for origins whose limiter was dropped to make room (an integer >= 0): a
+   * record of the origin and the pause's end (about 100 bytes), which the origin's next limiter
+   * starts with, so that a `Retry-After` is never lost. When the records are full of running
+   * pauses, a paused limiter stays, and new origins use the overflow limiter. @default 10_000
+   */
+  maxPausedOrigins?: number;
   /**
    * A per-origin limiter that is idle (nothing queued, not paused) and was not looked up for this
    * long (ms) is dropped; the next request to its origin starts a fresh one. Checked lazily,
@@ -28,11 +38,16 @@ export interface RegistryOptions {
   idleTimeout?: number;
 }
 
-export const REGISTRY_DEFAULTS = { maxOriginLimiters: 1_000, idleTimeout: 600_000 } as const;
+export const REGISTRY_DEFAULTS = {
+  maxOriginLimiters: 1_000,
+  maxPausedOrigins: 10_000,
+  idleTimeout: 600_000,
+} as const;
 
 export const registryOptionsSchema = z
   .object({
     maxOriginLimiters: z.number().int().min(1),
+    maxPausedOrigins: z.number().int().min(0),
     idleTimeout: z.number().nonnegative(),
   })
   .partial();

@@ -5,6 +5,8 @@ interface OriginEntry {
   readonly limiter: AdaptiveRateLimiter;
   /** When `limiterFor` last returned it (ms on the registry's clock). */
   usedAt: number;
+  /** Requests of the HTTP adapters in progress through it ({@link OriginPool.hold}). */
+  inFlight: number;
 }
 
 /** What an {@link OriginPool} is made with. */
@@ -13,28 +15,42 @@ export interface OriginPoolOptions {
   clock: Clock;
   /** The most per-origin limiters kept (an integer >= 1): `RegistryOptions.maxOriginLimiters`. */
   maxOriginLimiters: number;
+  /** The most pauses kept for origins without a limiter: `RegistryOptions.maxPausedOrigins`. */
+  maxPausedOrigins: number;
   /** Idle time (ms) after which a per-origin limiter is dropped: `RegistryOptions.idleTimeout`. */
   idleTimeout: number;
-  /** Told of each limiter dropped as idle, over the cap or by {@link OriginPool.dropWhere}. */
+  /** Told of each limiter dropped as idle, to make room, or by {@link OriginPool.dropWhere}. */
   onDrop: (origin: string, limiter: AdaptiveRateLimiter) => void;
-  /** Whether something outside the limiter still uses it (an adapter's requests in flight). */
+  /** Whether something outside the limiter still uses it (an adapter's maxConcurrent gate). */
   isBusy?: (limiter: AdaptiveRateLimiter) => boolean;
 }
 
 /**
+ * Entries looked at, at most, to make room for one more limiter: the work per new origin stays
+ * constant however many limiters are busy or paused.
+ */
+const SCAN = 16;
+
+/**
  * The registry's per-origin limiters, least recently used first (a use moves its entry to the
- * end), and their eviction: a limiter idle for `idleTimeout` is dropped, checked lazily on a use
- * at most every `idleTimeout / 10` ms (no timers), and the least recently used idle ones are
- * dropped while there are more than `maxOriginLimiters`. A dropped limiter is not closed.
+ * end), and their eviction. A limiter idle for `idleTimeout` is dropped, checked lazily on a use at
+ * most every `idleTimeout / 10` ms (no timers). Room for a new origin's limiter is made by looking
+ * at most {@link SCAN} of the least recently used: an idle one is dropped; one whose only state is
+ * a pause is dropped, closed (which frees its pause timer) and its pause kept as a small record
+ * (the origin and the pause's end), which a limiter made later for the origin starts with; a busy one (requests queued, in flight, or in
+ * an adapter's gate) is moved to the end. An idle limiter dropped is not closed.
  */
 export class OriginPool {
   readonly #clock: Clock;
   readonly #maxOriginLimiters: number;
+  readonly #maxPausedOrigins: number;
   readonly #idleTimeout: number;
   readonly #onDrop: (origin: string, limiter: AdaptiveRateLimiter) => void;
   readonly #isBusy: (limiter: AdaptiveRateLimiter) => boolean;
   /** Per-origin limiters, least recently used first (a use moves its entry to the end). */
   readonly #perOrigin = new Map<string, OriginEntry>();
+  /** Pauses of origins whose limiter was dropped: origin to the pause's end (ms on the clock), oldest first. */
+  readonly #paused = new Map<string, number>();
   /** The key last moved to the end of `#perOrigin`: the last entry while it is still there. */
   #newest: string | undefined;
   #sweptAt: number;
@@ -42,6 +58,7 @@ export class OriginPool {
   constructor(options: OriginPoolOptions) {
     this.#clock = options.clock;
     this.#maxOriginLimiters = options.maxOriginLimiters;
+    this.#maxPausedOrigins = options.maxPausedOrigins;
     this.#idleTimeout = options.idleTimeout;
     this.#onDrop = options.onDrop;
     this.#isBusy = options.isBusy ?? (() => false);
@@ -58,19 +75,78 @@ export class OriginPool {
     const found = this.#perOrigin.get(key);
     if (found === undefined) return undefined;
     found.usedAt = now;
-    if (this.#newest !== key) {
-      // Moved to the end (most recent); already there when it was the last one used.
-      this.#perOrigin.delete(key);
-      this.#perOrigin.set(key, found);
-      this.#newest = key;
-    }
+    if (this.#newest !== key) this.#moveToEnd(key, found);
     return found.limiter;
   }
 
-  /** Keeps `limiter` for `key` as the most recently used; then call {@link trim}. */
+  /**
+   * Makes room for one more limiter, looking at {@link SCAN} limiters at most; `false` when
+   * there is none: every limiter looked at is busy, or paused with the pause records full.
+   */
+  makeRoom(): boolean {
+    if (this.#perOrigin.size < this.#maxOriginLimiters) return true;
+    const now = this.#clock.now();
+    /** Whether a pause record can be added: asked once, at the first paused limiter. */
+    let recordRoom: boolean | undefined;
+    let scanned = 0;
+    for (const [origin, entry] of this.#perOrigin) {
+      if (scanned++ >= SCAN) break;
+      const state = this.#stateOf(entry);
+      if (state === 'idle') {
+        this.#drop(origin, entry);
+        return true;
+      }
+      if (state !== 'busy') recordRoom ??= this.#roomForRecord(now);
+      if (state !== 'busy' && recordRoom === true) {
+        this.#paused.set(origin, state);
+        this.#drop(origin, entry);
+        // Nothing uses it (nothing queued or in flight), and its pause lives on in the record:
+        // closed, so that its pause timer does not keep it in memory until the pause ends.
+        entry.limiter.close();
+        return true;
+      }
+      // Busy, or a pause with no room to keep it: looked at again after the others.
+      this.#moveToEnd(origin, entry);
+    }
+    return false;
+  }
+
+  /** Keeps `limiter` for `key` as the most recently used; call {@link makeRoom} first. */
   add(key: string, limiter: AdaptiveRateLimiter): void {
-    this.#perOrigin.set(key, { limiter, usedAt: this.#clock.now() });
+    this.#perOrigin.set(key, { limiter, usedAt: this.#clock.now(), inFlight: 0 });
     this.#newest = key;
+  }
+
+  /**
+   * The end (ms on the clock) of a pause kept for `key` when its limiter was dropped, if it is
+   * still running; the record is removed (the caller gives the pause to a new limiter).
+   */
+  takePause(key: string): number | undefined {
+    const until = this.#paused.get(key);
+    if (until === undefined) return undefined;
+    this.#paused.delete(key);
+    return until > this.#clock.now() ? until : undefined;
+  }
+
+  /** Keeps a pause for `key` (no limiter of its own); `false` when the records are full of running pauses. */
+  keepPause(key: string, until: number): boolean {
+    return this.#keepPause(key, until, this.#clock.now());
+  }
+
+  /**
+   * Counts a request in progress through the limiter of `key` (when the pool holds `limiter` for
+   * it): that limiter is not dropped until the returned function is called (once).
+   */
+  hold(key: string, limiter: AdaptiveRateLimiter): () => void {
+    const entry = this.#perOrigin.get(key);
+    if (entry === undefined || entry.limiter !== limiter) return () => {};
+    entry.inFlight++;
+    let done = false;
+    return () => {
+      if (done) return;
+      done = true;
+      entry.inFlight--;
+    };
   }
 
   /** Whether the pool holds a limiter for `key`. */
@@ -83,9 +159,10 @@ export class OriginPool {
     return this.#perOrigin.get(key)?.limiter;
   }
 
-  /** Forgets the limiter of `key` (not closed, not told to `onDrop`). */
+  /** Forgets the limiter of `key` and any pause kept for it (not closed, not told to `onDrop`). */
   delete(key: string): boolean {
-    return this.#perOrigin.delete(key);
+    const paused = this.#paused.delete(key);
+    return this.#perOrigin.delete(key) || paused;
   }
 
   /** The origins, least recently used first. */
@@ -98,19 +175,17 @@ export class OriginPool {
     for (const entry of this.#perOrigin.values()) yield entry.limiter;
   }
 
-  /** Drops the limiters of the origins `test` accepts, busy or not. */
+  /** Pauses kept for origins without a limiter. */
+  get pausedOrigins(): number {
+    return this.#paused.size;
+  }
+
+  /** Drops the limiters (busy or not) and the kept pauses of the origins `test` accepts. */
   dropWhere(test: (origin: string) => boolean): void {
     for (const [origin, found] of this.#perOrigin) {
       if (test(origin)) this.#drop(origin, found);
     }
-  }
-
-  /** Drops the least recently used idle per-origin limiters while there are more than the cap. */
-  trim(keep: string): void {
-    for (const [origin, entry] of this.#perOrigin) {
-      if (this.#perOrigin.size <= this.#maxOriginLimiters) return;
-      if (origin !== keep && this.#idle(entry.limiter)) this.#drop(origin, entry);
-    }
+    for (const origin of this.#paused.keys()) if (test(origin)) this.#paused.delete(origin);
   }
 
   /** Drops per-origin limiters idle for `idleTimeout`; runs at most every `idleTimeout / 10` ms. */
@@ -119,22 +194,50 @@ export class OriginPool {
     this.#sweptAt = now;
     for (const [origin, entry] of this.#perOrigin) {
       if (now - entry.usedAt < this.#idleTimeout) break; // LRU order: the rest were used later
-      if (this.#idle(entry.limiter)) this.#drop(origin, entry);
+      if (this.#stateOf(entry) === 'idle') this.#drop(origin, entry);
     }
   }
 
-  #idle(limiter: AdaptiveRateLimiter): boolean {
-    return isIdle(limiter) && !this.#isBusy(limiter);
+  /** `busy` (requests queued, in flight or in a gate), the end of its pause, or `idle`. */
+  #stateOf(entry: OriginEntry): 'busy' | 'idle' | number {
+    if (entry.inFlight > 0 || this.#isBusy(entry.limiter)) return 'busy';
+    const snapshot = entry.limiter.snapshot();
+    if (snapshot.queued > 0) return 'busy';
+    return snapshot.pausedUntil ?? 'idle';
+  }
+
+  /** Records a pause, if there is room for it (see {@link #roomForRecord}). */
+  #keepPause(key: string, until: number, now: number): boolean {
+    this.#paused.delete(key);
+    if (!this.#roomForRecord(now)) return false;
+    this.#paused.set(key, until);
+    return true;
+  }
+
+  /**
+   * Whether there is room for one more pause record; when full, drops the oldest records whose
+   * pause ended, looking at {@link SCAN} at most.
+   */
+  #roomForRecord(now: number): boolean {
+    if (this.#paused.size < this.#maxPausedOrigins) return true;
+    let scanned = 0;
+    for (const [origin, end] of this.#paused) {
+      if (scanned++ >= SCAN || this.#paused.size < this.#maxPausedOrigins) break;
+      this.#paused.delete(origin);
+      // A running pause goes back at the end: records end roughly in the order they came.
+      if (end > now) this.#paused.set(origin, end);
+    }
+    return this.#paused.size < this.#maxPausedOrigins;
+  }
+
+  #moveToEnd(key: string, entry: OriginEntry): void {
+    this.#perOrigin.delete(key);
+    this.#perOrigin.set(key, entry);
+    this.#newest = key;
   }
 
   #drop(origin: string, entry: OriginEntry): void {
     this.#perOrigin.delete(origin);
     this.#onDrop(origin, entry.limiter);
   }
-}
-
-/** Nothing queued and no pause running: dropping it loses nothing but its learned rate. */
-function isIdle(limiter: AdaptiveRateLimiter): boolean {
-  const snapshot = limiter.snapshot();
-  return snapshot.queued === 0 && snapshot.pausedUntil === undefined;
 }

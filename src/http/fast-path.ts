@@ -1,0 +1,82 @@
+import { feed } from '../attempts.js';
+import type { Outcome, Permit } from '../limiter/types.js';
+import type { Attempt, AttemptJudge } from './attempt.js';
+import type { ConcurrencyGate } from './concurrency.js';
+
+/** What the judge of a fast-path attempt asks of its request; see `RateLimitedDispatch`. */
+export interface FastPathRequest {
+  /** The caller's abort reason, if it aborted. */
+  readonly abortReason: Error | undefined;
+  /** The outcome of an attempt's response. @throws what the user's `classify` throws */
+  classify(attempt: Attempt): Outcome;
+  /** Whether a throttled answer to attempt 1 is sent again (the loop's retry rule). */
+  retries(outcome: Outcome): boolean;
+  /** Sends it again through the attempt loop, which holds `attempt` until its retry has units. */
+  retry(attempt: Attempt): void;
+  /** Fails the request (once). */
+  fail(error: unknown): void;
+  /** The last answer is judged: the request no longer keeps its limiter. */
+  judged(): void;
+}
+
+/**
+ * The judge of attempt 1 when it was sent at once (units granted by `tryAcquire`, a slot free):
+ * it judges the response synchronously when it starts, as the attempt loop judges an attempt,
+ * settles the permit and gives the slot back. Unless the answer is throttled and will be sent
+ * again, the response passes straight to the caller: no pause, no promise, nothing buffered.
+ */
+export class FastPathJudge implements AttemptJudge {
+  readonly #request: FastPathRequest;
+  /** The attempt's permit, until its response starts or it fails. */
+  #permit: Permit | undefined;
+  /** The gate whose slot the attempt holds, until its response starts or it fails. */
+  #gate: ConcurrencyGate | undefined;
+
+  constructor(request: FastPathRequest, permit: Permit, gate: ConcurrencyGate | undefined) {
+    this.#request = request;
+    this.#permit = permit;
+    this.#gate = gate;
+  }
+
+  /** `true` passes the response through; see {@link AttemptJudge.started}. */
+  started(attempt: Attempt): boolean {
+    const permit = this.#settle();
+    const request = this.#request;
+    let outcome: Outcome;
+    try {
+      outcome = request.classify(attempt);
+      // A controller or a listener that throws fails the request, as it does in the loop.
+      if (permit !== undefined) feed(permit, outcome);
+    } catch (error) {
+      // As in the loop: the request fails (an upgraded one is the caller's already).
+      if (!attempt.delivered) request.fail(error);
+      return false;
+    }
+    if (!attempt.delivered && request.retries(outcome)) {
+      request.retry(attempt);
+      return false;
+    }
+    if (!attempt.delivered && request.abortReason !== undefined) {
+      request.fail(request.abortReason);
+      return false;
+    }
+    request.judged();
+    return true;
+  }
+
+  /** Attempt 1 failed before its response: as the loop ends on an error. */
+  failed(_attempt: Attempt, error: Error): void {
+    this.#settle()?.failed();
+    this.#request.fail(error);
+  }
+
+  /** Gives the slot back and hands over the permit, once. */
+  #settle(): Permit | undefined {
+    const gate = this.#gate;
+    this.#gate = undefined;
+    gate?.leave();
+    const permit = this.#permit;
+    this.#permit = undefined;
+    return permit;
+  }
+}

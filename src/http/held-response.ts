@@ -1,0 +1,81 @@
+import { ThrottledBodyTooLongError } from '../errors.js';
+import { MAX_HELD_BODY_BYTES } from './attempt.js';
+
+/**
+ * A throttled fetch `Response` held while its retry waits, in the fetch wrapper. Its body is read
+ * into memory at once (up to {@link MAX_HELD_BODY_BYTES}; a longer one is cut there and the rest
+ * cancelled, which closes its connection), so that the response holds no connection while the
+ * retry waits for a slot or units: an unread body would keep its socket, and a request waiting
+ * for a socket may hold the slot the retry waits for.
+ *
+ * Returns the response the caller gets if no retry is sent: the same status, headers, `url` and
+ * `redirected`, with the kept bytes as its body (ending with a {@link ThrottledBodyTooLongError}
+ * when the body was cut). Cancelling its body drops what was kept.
+ */
+export function holdResponse(response: Response): Response {
+  const source = response.body;
+  if (source === null) return response;
+  const reader = source.getReader();
+  const chunks: Uint8Array[] = [];
+  let bytes = 0;
+  let end: { error?: unknown } | undefined;
+  let wake: (() => void) | undefined;
+  let dropped = false;
+  const notify = () => {
+    wake?.();
+    wake = undefined;
+  };
+
+  void (async () => {
+    try {
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done || dropped) break;
+        const room = MAX_HELD_BODY_BYTES - bytes;
+        if (value.byteLength > room) {
+          if (room > 0) chunks.push(value.subarray(0, room));
+          bytes = MAX_HELD_BODY_BYTES;
+          end = { error: new ThrottledBodyTooLongError(response.status, MAX_HELD_BODY_BYTES) };
+          reader.cancel(end.error).catch(() => {});
+          break;
+        }
+        chunks.push(value);
+        bytes += value.byteLength;
+        notify();
+      }
+      end ??= {};
+    } catch (error) {
+      end = { error };
+    }
+    notify();
+  })();
+
+  const body = new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      while (chunks.length === 0 && end === undefined) {
+        await new Promise<void>((resolve) => {
+          wake = resolve;
+        });
+      }
+      const chunk = chunks.shift();
+      if (chunk !== undefined) controller.enqueue(chunk);
+      else if (end?.error !== undefined) controller.error(end.error);
+      else controller.close();
+    },
+    cancel(reason) {
+      dropped = true;
+      chunks.length = 0;
+      if (end === undefined) reader.cancel(reason).catch(() => {});
+    },
+  });
+  const held = new Response(body, {
+    status: response.status,
+    statusText: response.statusText,
+    headers: response.headers,
+  });
+  Object.defineProperties(held, {
+    url: { value: response.url },
+    redirected: { value: response.redirected },
+  });
+  return held;
+}

@@ -1,0 +1,144 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { loadConfig } from '../src/config/load.js';
+import { parseConfig } from '../src/config/schema.js';
+import { ConfigError } from '../src/errors.js';
+import { rateLimitedFetch } from '../src/http/fetch.js';
+import { adaptiveRateLimit } from '../src/http/interceptor.js';
+import { RateLimiterRegistry } from '../src/registry.js';
+import { configError } from './helpers/config-error.js';
+
+// Keys named after members of Object.prototype, and misspelled keys: each is an ordinary name or
+// a ConfigError naming its path; never a TypeError, never a key dropped in silence.
+
+/** JSON.parse makes "__proto__" an own key, as a config file does. */
+const json = (text: string) => JSON.parse(text) as Record<string, unknown>;
+const paths = (error: ConfigError) => error.issues.map((i) => i.path);
+
+describe('config keys named after built-in object members', () => {
+  it.each([
+    ['at the top', '{"%s": {"maxWait": 5}}', '%s'],
+    ['in default', '{"default": {"%s": {"maxWait": 5}}}', 'default.%s'],
+    [
+      'in the appsettings section',
+      '{"AdaptiveRateLimiting": {"%s": {"maxWait": 5}}}',
+      'AdaptiveRateLimiting.%s',
+    ],
+    ['in aimd', '{"default": {"aimd": {"%s": {"x": 1}}}}', 'default.aimd.%s'],
+    [
+      'in a limiter',
+      '{"limiters": {"a": {"origins": ["https://a.test"], "%s": {"maxWait": 5}}}}',
+      'limiters.a.%s',
+    ],
+  ])(
+    'reports hasOwnProperty, constructor and __proto__ %s as a ConfigError at its path',
+    (_where, text, path) => {
+      for (const key of ['hasOwnProperty', 'constructor', '__proto__', 'toString']) {
+        const error = configError(() => parseConfig(json(text.replace('%s', key))));
+        expect(paths(error)).toEqual([path.replace('%s', key)]);
+      }
+    },
+  );
+
+  it('rejects a limiter named __proto__ through parseConfig, loadConfig and the adapters', async () => {
+    const text = '{"limiters": {"__proto__": {"origins": ["https://a.test"]}}}';
+    expect(paths(configError(() => parseConfig(json(text))))).toEqual(['limiters.__proto__']);
+
+    const dir = await mkdtemp(join(tmpdir(), 'arl-keys-'));
+    try {
+      await writeFile(join(dir, 'config.json'), text);
+      const error = await loadConfig(join(dir, 'config.json')).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(ConfigError);
+      expect(paths(error as ConfigError)).toEqual(['limiters.__proto__']);
+    } finally {
+      await rm(dir, { recursive: true });
+    }
+
+    const limiters = json(text).limiters as Record<string, { origins: string[] }>;
+    expect(paths(configError(() => adaptiveRateLimit({ limiters })))).toEqual(['limiters.__proto__']);
+    expect(paths(configError(() => rateLimitedFetch({ limiters })))).toEqual(['limiters.__proto__']);
+    expect(paths(configError(() => new RateLimiterRegistry({ limiters })))).toEqual(['limiters.__proto__']);
+  });
+
+  it.each(['constructor', 'toString', 'hasOwnProperty'])(
+    'takes a limiter named %s as an ordinary name',
+    (name) => {
+      const config = parseConfig(json(`{"limiters": {"${name}": {"origins": ["https://a.test"]}}}`));
+      const registry = new RateLimiterRegistry(config);
+
+      expect(registry.names()).toEqual([name]);
+      expect(registry.limiterFor('https://a.test')).toBe(registry.get(name));
+      registry.close();
+    },
+  );
+});
+
+describe('a misspelled field names itself, in code as in JSON', () => {
+  it('reports adaptiveRateLimit({ maxAttemps }) at maxAttemps, with the key meant', () => {
+    for (const make of [adaptiveRateLimit, rateLimitedFetch]) {
+      const error = configError(() => make({ maxAttemps: 3 } as never));
+      expect(error.issues).toEqual([
+        { path: 'maxAttemps', message: expect.stringContaining('did you mean "maxAttempts"'), received: 3 },
+      ]);
+    }
+  });
+
+  it('reports { maxAttemps } in JSON at maxAttemps, with the key meant', () => {
+    const error = configError(() => parseConfig({ maxAttemps: 3 }));
+    expect(error.issues).toEqual([
+      { path: 'maxAttemps', message: expect.stringContaining('did you mean "maxAttempts"'), received: 3 },
+    ]);
+  });
+});
+
+describe('a plain-object config in code is checked as JSON is', () => {
+  it('rejects `origin` (singular) in a limiter, which covers no origin then', () => {
+    const error = configError(() =>
+      adaptiveRateLimit({ limiters: { x: { origin: 'https://a.test' } as never } }),
+    );
+
+    expect(error.issues).toEqual([
+      {
+        path: 'limiters.x.origin',
+        message: expect.stringContaining('did you mean "origins"'),
+        received: 'https://a.test',
+      },
+      {
+        path: 'limiters.x.origins',
+        message: expect.stringContaining('covers no origin'),
+        received: undefined,
+      },
+    ]);
+  });
+
+  it('rejects a limiter of the adapters that covers no origin, with `origins: []` or none', () => {
+    for (const config of [{}, { origins: [] }, { maxWait: 1_000 }]) {
+      expect(paths(configError(() => rateLimitedFetch({ limiters: { x: config } })))).toEqual([
+        'limiters.x.origins',
+      ]);
+    }
+  });
+
+  it('rejects unknown keys in a limiter, in default and in their aimd and cubic objects', () => {
+    const error = configError(
+      () =>
+        new RateLimiterRegistry({
+          limiters: { x: { origins: ['https://a.test'], maxWiat: 5, cubic: { bta: 0.5 } } as never },
+          default: { aimd: { step: 1 } } as never,
+        }),
+    );
+
+    expect(paths(error).sort()).toEqual(['default.aimd.step', 'limiters.x.cubic.bta', 'limiters.x.maxWiat']);
+    expect(error.issues.find((i) => i.path === 'limiters.x.maxWiat')?.message).toContain(
+      'did you mean "maxWait"',
+    );
+  });
+
+  it('still lets the registry hold a named limiter without origins (reached by get(name), e.g. for wrap)', () => {
+    const registry = new RateLimiterRegistry({ limiters: { sdk: { maxUnitsPerMinute: 60 } } });
+    expect(registry.get('sdk')).toBeDefined();
+    registry.close();
+  });
+});

@@ -1,0 +1,106 @@
+import { describe, expect, it, vi } from 'vitest';
+import { ManualClock } from '../src/clock.js';
+import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
+import { OVERFLOW, RateLimiterRegistry, type RegistryOptions } from '../src/registry.js';
+
+// Hostile hosts that answer 429 with a long Retry-After must not grow the registry without end,
+// nor cost more work per new origin as they pile up; and no pause is ever lost on the way.
+
+function setup(options: RegistryOptions = {}) {
+  const clock = new ManualClock();
+  const registry = new RateLimiterRegistry({ clock, ...options });
+  return { clock, registry };
+}
+
+/** Makes `origin`'s limiter paused for `ms` by a 429, with nothing queued or in flight after. */
+async function pause(registry: RateLimiterRegistry, origin: string, ms = 60_000) {
+  const limiter = registry.limiterFor(origin) as AdaptiveRateLimiter;
+  (await limiter.acquire()).throttled(ms);
+  return limiter;
+}
+
+describe('RateLimiterRegistry: paused origins', () => {
+  it('drops a paused limiter to make room, keeps its pause as a record, and starts its next limiter paused', async () => {
+    const { clock, registry } = setup({ maxOriginLimiters: 1 });
+    await pause(registry, 'https://a.test', 60_000);
+    clock.advance(10_000);
+
+    registry.limiterFor('https://b.test');
+    expect(registry.names()).toEqual(['https://b.test']);
+
+    const again = registry.limiterFor('https://a.test');
+    expect(again?.snapshot().pausedUntil).toBe(60_000);
+    expect(registry.names()).toEqual(['https://a.test']);
+  });
+
+  it('forgets a record whose pause ended: the next limiter starts unpaused', async () => {
+    const { clock, registry } = setup({ maxOriginLimiters: 1 });
+    await pause(registry, 'https://a.test', 5_000);
+    registry.limiterFor('https://b.test');
+    clock.advance(5_000);
+
+    expect(registry.limiterFor('https://a.test')?.snapshot().pausedUntil).toBeUndefined();
+  });
+
+  it('sends a new origin through the overflow limiter when every limiter looked at must stay', async () => {
+    const { registry } = setup({ maxOriginLimiters: 1, maxPausedOrigins: 0 });
+    const a = await pause(registry, 'https://a.test', 60_000);
+
+    const b = registry.limiterFor('https://b.test');
+
+    expect(b?.name).toBe(OVERFLOW);
+    expect(registry.names()).toEqual(['https://a.test', OVERFLOW]);
+    expect(registry.get(OVERFLOW)).toBe(b);
+    expect(registry.configFor(OVERFLOW)).toEqual({});
+    // a keeps its limiter and its pause.
+    expect(registry.limiterFor('https://a.test')).toBe(a);
+    expect(a.snapshot().pausedUntil).toBe(60_000);
+  });
+
+  it('pauses the overflow limiter with a recorded pause that finds no room, rather than lose it', async () => {
+    const { registry } = setup({ maxOriginLimiters: 1, maxPausedOrigins: 1 });
+    await pause(registry, 'https://a.test', 60_000);
+    await pause(registry, 'https://b.test', 30_000); // a's pause recorded
+    // c finds b paused and the records full: the overflow.
+    expect(registry.limiterFor('https://c.test')?.name).toBe(OVERFLOW);
+    // b is held by a request in flight: a's pause finds no room.
+    const release = registry._holdOrigin('https://b.test', registry.get('https://b.test')!);
+
+    const a = registry.limiterFor('https://a.test');
+
+    expect(a?.name).toBe(OVERFLOW);
+    expect(a?.snapshot().pausedUntil).toBe(60_000);
+    release();
+  });
+
+  it('keeps at most maxOriginLimiters limiters however many origins are paused', async () => {
+    const { registry } = setup({ maxOriginLimiters: 100 });
+    for (let i = 0; i < 2_000; i++) await pause(registry, `https://host-${i}.test`);
+
+    expect(registry.names()).toHaveLength(100);
+    // Every pause is still there: the oldest origin's next limiter starts paused.
+    expect(registry.limiterFor('https://host-0.test')?.snapshot().pausedUntil).toBe(60_000);
+  });
+
+  it('looks at a bounded number of limiters per new origin, however many are paused', async () => {
+    const { registry } = setup({ maxOriginLimiters: 100 });
+    for (let i = 0; i < 2_000; i++) await pause(registry, `https://host-${i}.test`);
+    const snapshot = vi.spyOn(AdaptiveRateLimiter.prototype, 'snapshot');
+
+    for (let i = 0; i < 100; i++) registry.limiterFor(`https://new-${i}.test`);
+
+    // 16 looked at, at most, per new origin (a paused-only limiter goes at the first look).
+    expect(snapshot.mock.calls.length).toBeLessThanOrEqual(100 * 16);
+    snapshot.mockRestore();
+  });
+
+  it('never drops a limiter held by a request in flight to make room', () => {
+    const { registry } = setup({ maxOriginLimiters: 2 });
+    const v = registry.limiterFor('https://v.test')!;
+    const release = registry._holdOrigin('https://v.test', v);
+    for (const host of ['a', 'b', 'c']) registry.limiterFor(`https://${host}.test`);
+
+    expect(registry.limiterFor('https://v.test')).toBe(v);
+    release();
+  });
+});
