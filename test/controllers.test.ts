@@ -24,6 +24,9 @@ function state(overrides: Partial<RateControllerState> = {}): RateControllerStat
     waited: false,
     instanceCount: 1,
     measuredRate: undefined,
+    acceptedRate: undefined,
+    acceptedRatesAtDecreases: [],
+    random: 0.5,
     ...overrides,
   });
 }

@@ -295,7 +295,7 @@ describe('AdaptiveRateLimiter: throttles, cuts and pauses', () => {
   });
 
   it.each(['aimd', 'cubic'] as const)(
-    'does not fall to the minimum when a burst is throttled before its first answers arrive (%s)',
+    'starts the first cut of a throttled burst from what the server accepted, not from what was sent (%s)',
     async (controller) => {
       // Regression: the first half-second bucket closed empty while the burst was in flight, the
       // measured rate read 0, and the first cut went straight to 1 unit/min.
@@ -305,8 +305,10 @@ describe('AdaptiveRateLimiter: throttles, cuts and pauses', () => {
       clock.advance(150);
       for (const p of permits.slice(0, 20)) p.success();
       permits[20]!.throttled(1_000);
-      // 30 units sent within the first second: 1,800/min, cut by 30 %.
-      expect(limiter.rate).toBeCloseTo(1_260);
+      // 30 units sent, 20 accepted within the first second: 1,200/min accepted, cut by 30 %.
+      // (From the send rate, 1,800/min, the cut would have left 1,260/min: above what got through.)
+      expect(limiter.snapshot().acceptedRate).toBeCloseTo(1_200);
+      expect(limiter.rate).toBeCloseTo(840);
     },
   );
 });
@@ -371,6 +373,47 @@ describe('AdaptiveRateLimiter: increases', () => {
       instanceCount: 2,
     });
     expect(limiter.snapshot()).toMatchObject({ rate: 500, minRate: 50, maxRate: 2_812.5, instanceCount: 2 });
+  });
+
+  it('measures the accepted rate from successes only, over the last 3 s', () => {
+    const { clock, limiter } = setup({ initialUnitsPerMinute: 60_000, minUnitsPerMinute: 60_000 });
+    expect(limiter.snapshot().acceptedRate).toBeUndefined();
+    for (let t = 0; t < 6_000; t += 100) {
+      limiter.tryAcquire()!.success(); // 10 a second accepted
+      if (t >= 3_000) limiter.tryAcquire()!.throttled(); // 10 a second throttled: not counted
+      clock.advance(100);
+    }
+    // 27 units in the 2.75 s the window spans at t = 6 s (its slots are 250 ms).
+    expect(limiter.snapshot().acceptedRate).toBeCloseTo((27 * 60_000) / 2_750);
+    clock.advance(3_000);
+    // Nothing accepted in the last 3 s.
+    expect(limiter.snapshot().acceptedRate).toBe(0);
+  });
+
+  it('shows controllers the accepted rate, the accepted rate at each cut and a random number drawn at each cut', () => {
+    const spy = spyController({ throttled: (s) => s.rate * 0.9 });
+    const draws = [0.25, 0.75, 0.5];
+    const { clock, limiter } = setup({
+      initialUnitsPerMinute: 6_000,
+      controller: spy.controller,
+      random: () => draws.shift() ?? 0,
+    });
+    for (let t = 0; t < 2_000; t += 100) {
+      limiter.tryAcquire()!.success(2);
+      clock.advance(100);
+    }
+    limiter.tryAcquire()!.throttled();
+    const first = spy.states.at(-1)!.state;
+    expect(first).toMatchObject({ acceptedRatesAtDecreases: [], random: 0.25 });
+    expect(first.acceptedRate).toBeCloseTo(1_200);
+    clock.advance(1_000);
+    limiter.tryAcquire()!.throttled();
+    const second = spy.states.at(-1)!.state;
+    expect(second.random).toBe(0.75);
+    expect(second.acceptedRatesAtDecreases).toHaveLength(1);
+    expect(second.acceptedRatesAtDecreases[0]).toBeCloseTo(1_200);
+    // The first state still shows what it showed.
+    expect(first.acceptedRatesAtDecreases).toEqual([]);
   });
 
   it('measures the send rate in units of responses, and corrects a permit by the units used', () => {

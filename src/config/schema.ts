@@ -106,7 +106,7 @@ const originPattern = z.string().superRefine((pattern, ctx) => {
   }
 });
 
-const limiterOptionsSchema = limiterFieldsSchema.omit({ name: true, clock: true }).extend({
+const limiterOptionsSchema = limiterFieldsSchema.omit({ name: true, clock: true, random: true }).extend({
   controller: controllerName.optional(),
   maxWait: duration(fields.maxWait.unwrap()),
   decreaseCooldown: duration(fields.decreaseCooldown.unwrap()),

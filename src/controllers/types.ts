@@ -25,6 +25,22 @@ export interface RateControllerState {
   readonly instanceCount: number;
   /** Units/min of responses (0.5 s buckets smoothed by 0.8); `undefined` before the first bucket closes. */
   readonly measuredRate: number | undefined;
+  /**
+   * Units/min of the responses classified as success over the last 3 s (not sent, not throttled);
+   * `undefined` before the first success. While the server throttles, this process's share of the
+   * quota: the estimate a cut should start from.
+   */
+  readonly acceptedRate: number | undefined;
+  /**
+   * The accepted rate (units/min) at each of the last cuts, oldest first, at most 8 (the newest is
+   * the ceiling the last cut learned); empty before the first cut.
+   */
+  readonly acceptedRatesAtDecreases: readonly number[];
+  /**
+   * A random number in [0, 1), drawn by the limiter at its creation and at each cut (from its
+   * `random` option): a controller that wants jitter reads it here and stays pure.
+   */
+  readonly random: number;
 }
 
 /**

@@ -177,6 +177,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
       minRate: book.minRate,
       maxRate: book.maxRate,
       measuredRate: book.measured.value,
+      acceptedRate: book.accepted.value(now),
       tokens: bucket.tokens,
       capacity: bucket.capacity,
       queued: this.#line?.size ?? 0,
@@ -199,6 +200,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
       unitsUsed !== undefined && unitsUsed >= 0 && Number.isFinite(unitsUsed) ? unitsUsed : permit.units;
     const book = this.#book;
     book.measured.record(used, now);
+    book.accepted.record(used, now);
     if (used !== permit.units) {
       this.#bucket.charge(used - permit.units, now);
       this.#line?.kick(now); // a refund may let the head go now
@@ -265,6 +267,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   }
 
   #grant(units: number, now: number, since: number): Permit {
+    this.#book.accepted.open(now);
     if (this.#bucket.unlimited) this.#book.grantedUnlimited(units, now);
     this.#bucket.take(units);
     if (this.listenerCount('acquired') > 0) {

@@ -36,6 +36,12 @@ export interface AdaptiveLimiterOptions {
   cubic?: CubicOptions;
   /** The time source. @default systemClock */
   clock?: Clock;
+  /**
+   * The source of the random number controllers read (`RateControllerState.random`), drawn at
+   * creation and at each cut: a function returning numbers in [0, 1). Give a seeded one for
+   * runs that repeat (the simulator does). @default Math.random
+   */
+  random?: () => number;
 }
 
 /** The limiter's options after defaults, validated. */
@@ -52,6 +58,7 @@ export interface ResolvedLimiterOptions {
   maxPause: number;
   aimd: AimdOptions | undefined;
   cubic: CubicOptions | undefined;
+  random: () => number;
 }
 
 export const LIMITER_DEFAULTS = {
@@ -117,6 +124,9 @@ export const limiterFieldsSchema = z
       (v) => typeof v === 'object' && v !== null && typeof (v as Clock).now === 'function',
       { message: 'expected a Clock with now(), setTimeout() and clearTimeout()' },
     ),
+    random: z.custom<() => number>((v) => typeof v === 'function', {
+      message: 'expected a function returning numbers in [0, 1)',
+    }),
   })
   .partial();
 
@@ -156,6 +166,7 @@ export function resolveLimiterOptions(
     initialUnitsPerMinute: undefined,
     aimd: undefined,
     cubic: undefined,
+    random: Math.random,
   };
   if (!parsed.success) {
     const issues = configErrorFrom(parsed.error, options, SOURCE).issues;
@@ -179,6 +190,7 @@ export function resolveLimiterOptions(
     maxPause: o.maxPause ?? start.maxPause,
     aimd: o.aimd ? { ...start.aimd, ...o.aimd } : start.aimd,
     cubic: o.cubic ? { ...start.cubic, ...o.cubic } : start.cubic,
+    random: o.random ?? start.random,
   };
   const issues = rateIssues(o, start, base === undefined);
   if (issues.length > 0) throw new ConfigError(issues, SOURCE);

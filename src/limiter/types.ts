@@ -61,6 +61,8 @@ export interface LimiterSnapshot {
   minRate: number;
   maxRate: number;
   measuredRate: number | undefined;
+  /** Units/min of successful responses over the last 3 s; `undefined` before the first success. */
+  acceptedRate: number | undefined;
   /** Units in the bucket now (negative: owed by a request larger than the burst). */
   tokens: number;
   /** Burst capacity in units: one second of the rate, at least one unit. */
