@@ -56,8 +56,45 @@ async function advance(clock: ManualClock, ms: number, step = 50) {
 }
 
 describe('AdaptiveRateLimiter: the bucket and the queue', () => {
-  it('serves a full bucket at once, then one request per 1/rate, first in first out', async () => {
+  it('paces by default: one request at once, then one per 1/rate, first in first out', async () => {
     const { clock, limiter } = setup({ initialUnitsPerMinute: 600 });
+    const order: number[] = [];
+    for (let i = 0; i < 4; i++) void limiter.acquire().then(() => order.push(i));
+    await flush();
+    expect(order).toEqual([0]);
+    // The first slot took 10 ms of idle credit: the next is 90 ms on, then every 100 ms.
+    clock.advance(89);
+    await flush();
+    expect(order).toEqual([0]);
+    clock.advance(1);
+    await flush();
+    expect(order).toEqual([0, 1]);
+    clock.advance(99);
+    await flush();
+    expect(order).toEqual([0, 1]);
+    clock.advance(1);
+    await flush();
+    expect(order).toEqual([0, 1, 2]);
+  });
+
+  it('grants several waiters per timer tick when their slots are closer than a millisecond, and no more', async () => {
+    // 600,000 units/min: a slot every 0.1 ms.
+    const { clock, limiter } = setup({ initialUnitsPerMinute: 600_000 });
+    let granted = 0;
+    for (let i = 0; i < 200; i++) void limiter.acquire().then(() => granted++);
+    await flush();
+    // One at once, plus the 10 ms that idle time may earn (100 slots).
+    expect(granted).toBe(101);
+    clock.advance(1);
+    await flush();
+    expect(granted).toBe(111);
+    clock.advance(2);
+    await flush();
+    expect(granted).toBe(131);
+  });
+
+  it("burst 'second': serves a full bucket at once, then one request per 1/rate, first in first out", async () => {
+    const { clock, limiter } = setup({ initialUnitsPerMinute: 600, burst: 'second' });
     const order: number[] = [];
     for (let i = 0; i < 13; i++) void limiter.acquire().then(() => order.push(i));
     await flush();
@@ -72,8 +109,8 @@ describe('AdaptiveRateLimiter: the bucket and the queue', () => {
     expect(order).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
   });
 
-  it('serves a request larger than the burst once the bucket is full and leaves it in debt', async () => {
-    const { clock, limiter } = setup({ initialUnitsPerMinute: 60 });
+  it("burst 'second': serves a request larger than the burst once the bucket is full and leaves it in debt", async () => {
+    const { clock, limiter } = setup({ initialUnitsPerMinute: 60, burst: 'second' });
     const { granted } = queue(limiter, clock, 1, 5);
     await flush();
     expect(granted).toEqual([0]);
@@ -99,7 +136,7 @@ describe('AdaptiveRateLimiter: the bucket and the queue', () => {
   });
 
   it('rejects at once a request whose predicted wait is longer than maxWait, and admits one exactly at it', async () => {
-    const { clock, limiter } = setup({ initialUnitsPerMinute: 60, maxWait: 2_000 });
+    const { clock, limiter } = setup({ initialUnitsPerMinute: 60, maxWait: 2_000, burst: 'second' });
     limiter.tryAcquire();
     const first = queue(limiter, clock, 2);
     const late = await limiter.acquire().catch((e: unknown) => e);
@@ -173,7 +210,7 @@ describe('AdaptiveRateLimiter: the bucket and the queue', () => {
 
 describe('AdaptiveRateLimiter: throttles, cuts and pauses', () => {
   it('cuts once for a burst of 429s sent before the cut', () => {
-    const { limiter } = setup({ initialUnitsPerMinute: 6_000 });
+    const { limiter } = setup({ initialUnitsPerMinute: 6_000, burst: 'second' });
     const permits = Array.from({ length: 50 }, () => limiter.tryAcquire()!);
     for (const p of permits) p.throttled();
     expect(limiter.snapshot()).toMatchObject({ cuts: 1, throttles: 50 });
@@ -181,7 +218,11 @@ describe('AdaptiveRateLimiter: throttles, cuts and pauses', () => {
   });
 
   it('cuts again only after the cooldown, and only for a request sent after the last cut', () => {
-    const { clock, limiter } = setup({ initialUnitsPerMinute: 6_000, decreaseCooldown: 1_000 });
+    const { clock, limiter } = setup({
+      initialUnitsPerMinute: 6_000,
+      decreaseCooldown: 1_000,
+      burst: 'second',
+    });
     const before = limiter.tryAcquire()!;
     limiter.tryAcquire()!.throttled();
     const after = limiter.tryAcquire()!;
@@ -255,7 +296,11 @@ describe('AdaptiveRateLimiter: throttles, cuts and pauses', () => {
 
   it('does not call onSuccess during a pause', () => {
     const spy = spyController({ success: 1_000 });
-    const { clock, limiter } = setup({ initialUnitsPerMinute: 600, controller: spy.controller });
+    const { clock, limiter } = setup({
+      initialUnitsPerMinute: 600,
+      controller: spy.controller,
+      burst: 'second',
+    });
     const late = limiter.tryAcquire()!;
     limiter.tryAcquire()!.throttled(2_000);
     clock.advance(1_000);

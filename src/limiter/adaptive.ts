@@ -2,7 +2,7 @@ import { type Clock, systemClock } from '../clock.js';
 import { resolveController } from '../controllers/index.js';
 import type { RateController } from '../controllers/types.js';
 import { ConfigError, RateLimitRejectedError, type RejectionReason } from '../errors.js';
-import { TokenBucket } from './bucket.js';
+import { type RateGate, TokenBucket } from './bucket.js';
 import { CutBook } from './cut-book.js';
 import { LazyEmitter, type LimiterEventMap } from './events.js';
 import {
@@ -10,6 +10,7 @@ import {
   type ResolvedLimiterOptions,
   resolveLimiterOptions,
 } from './options.js';
+import { Pacer } from './pacer.js';
 import { Pause } from './pause.js';
 import { LimiterPermit, type PermitSink } from './permit.js';
 import type { AcquireOptions, LimiterSnapshot, Permit, RateLimiter, WrapOptions } from './types.js';
@@ -34,7 +35,7 @@ export type { LimiterSnapshot } from './types.js';
 export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements RateLimiter, PermitSink {
   readonly #clock: Clock;
   #opts: ResolvedLimiterOptions;
-  readonly #bucket: TokenBucket;
+  readonly #bucket: RateGate;
   readonly #pause = new Pause();
   readonly #book: CutBook;
   #line: WaitingLine | undefined;
@@ -48,7 +49,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     const now = this.#clock.now();
     const { initialUnitsPerMinute, maxUnitsPerMinute, instanceCount } = this.#opts;
     const rate = (initialUnitsPerMinute ?? maxUnitsPerMinute) / instanceCount;
-    this.#bucket = new TokenBucket(rate, now);
+    this.#bucket = this.#opts.burst === 'second' ? new TokenBucket(rate, now) : new Pacer(rate, now);
     this.#book = new CutBook(this.#opts, controller, this.#pause, now, rate);
   }
 
@@ -114,9 +115,17 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
         { path: 'clock', message: 'cannot change at run time', received: options.clock },
       ]);
     }
+    if (options.burst !== undefined && options.burst !== this.#opts.burst) {
+      throw new ConfigError([
+        { path: 'burst', message: 'cannot change at run time', received: options.burst },
+      ]);
+    }
     const next = resolveLimiterOptions(options, this.#opts);
     const controller =
-      options.controller !== undefined || options.aimd !== undefined || options.cubic !== undefined
+      options.controller !== undefined ||
+      options.aimd !== undefined ||
+      options.cubic !== undefined ||
+      options.probe !== undefined
         ? resolveController(next.controller, next)
         : undefined;
     const now = this.#clock.now();
@@ -242,7 +251,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     const leavingUnlimited = bucket.unlimited;
     this.#changeRate(this.#book.cut(now, bucket.rate), now, 'throttle');
     // Leaving "unlimited": the server just said no, so the bucket starts empty.
-    if (leavingUnlimited) bucket.tokens = 0;
+    if (leavingUnlimited) bucket.empty(now);
   }
 
   #pauseFor(now: number, ms: number, requestedMs: number): void {
@@ -269,7 +278,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   #grant(units: number, now: number, since: number): Permit {
     this.#book.accepted.open(now);
     if (this.#bucket.unlimited) this.#book.grantedUnlimited(units, now);
-    this.#bucket.take(units);
+    this.#bucket.take(units, now);
     if (this.listenerCount('acquired') > 0) {
       this.emit('acquired', { limiter: this.#opts.name, units, waited: now - since });
     }

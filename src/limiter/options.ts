@@ -2,6 +2,7 @@ import { z } from 'zod';
 import type { Clock } from '../clock.js';
 import type { AimdOptions } from '../controllers/aimd.js';
 import type { CubicOptions } from '../controllers/cubic.js';
+import type { ProbeOptions } from '../controllers/probe.js';
 import type { RateController } from '../controllers/types.js';
 import { ConfigError, type ConfigIssue } from '../errors.js';
 
@@ -9,8 +10,8 @@ import { ConfigError, type ConfigIssue } from '../errors.js';
 export interface AdaptiveLimiterOptions {
   /** Names the limiter in errors, events and snapshots. @default 'default' */
   name?: string;
-  /** `'aimd'`, `'cubic'`, or your own {@link RateController}. @default 'aimd' */
-  controller?: 'aimd' | 'cubic' | RateController;
+  /** `'aimd'`, `'cubic'`, `'probe'`, or your own {@link RateController}. @default 'aimd' */
+  controller?: 'aimd' | 'cubic' | 'probe' | RateController;
   /**
    * The starting rate (units/min, whole budget). When unset the limiter lets everything through
    * until the first throttle, then cuts from the measured send rate. @default unset
@@ -34,8 +35,18 @@ export interface AdaptiveLimiterOptions {
   aimd?: AimdOptions;
   /** Options of the built-in CUBIC controller. */
   cubic?: CubicOptions;
+  /** Options of the built-in probe controller. */
+  probe?: ProbeOptions;
   /** The time source. @default systemClock */
   clock?: Clock;
+  /**
+   * How grants are spaced. `'paced'`: at the rate, each request at its own slot; idle time earns
+   * at most 10 ms of the rate (one request at once below 6,000 units/min), which strict servers
+   * (a leaky bucket such as nginx's `limit_req`) accept. `'second'`: a token bucket holding one
+   * second of the rate (at least one unit), full at the start: the seed's bucket, which lets a
+   * second's worth go at once after an idle spell. Fixed at creation. @default 'paced'
+   */
+  burst?: 'paced' | 'second';
   /**
    * The source of the random number controllers read (`RateControllerState.random`), drawn at
    * creation and at each cut: a function returning numbers in [0, 1). Give a seeded one for
@@ -47,7 +58,7 @@ export interface AdaptiveLimiterOptions {
 /** The limiter's options after defaults, validated. */
 export interface ResolvedLimiterOptions {
   name: string;
-  controller: 'aimd' | 'cubic' | RateController;
+  controller: 'aimd' | 'cubic' | 'probe' | RateController;
   initialUnitsPerMinute: number | undefined;
   minUnitsPerMinute: number;
   maxUnitsPerMinute: number;
@@ -58,6 +69,8 @@ export interface ResolvedLimiterOptions {
   maxPause: number;
   aimd: AimdOptions | undefined;
   cubic: CubicOptions | undefined;
+  probe: ProbeOptions | undefined;
+  burst: 'paced' | 'second';
   random: () => number;
 }
 
@@ -71,10 +84,12 @@ export const LIMITER_DEFAULTS = {
   queueLimit: 10_000,
   decreaseCooldown: 1_000,
   maxPause: 600_000,
+  burst: 'paced',
 } as const;
 
 /** What a bad `controller` is told, in the TypeScript options and in a config file alike. */
-export const CONTROLLER_MESSAGE = "expected 'aimd', 'cubic' or an object with onThrottled and onSuccess";
+export const CONTROLLER_MESSAGE =
+  "expected 'aimd', 'cubic', 'probe' or an object with onThrottled and onSuccess";
 
 /** The fields the cross-field rules of {@link resolveLimiterOptions} read. */
 const RATE_FIELDS: readonly string[] = ['minUnitsPerMinute', 'maxUnitsPerMinute', 'initialUnitsPerMinute'];
@@ -91,7 +106,7 @@ export const limiterFieldsSchema = z
     // The message on the union itself: a failed union reports only its own ("Invalid input").
     controller: z.union(
       [
-        z.enum(['aimd', 'cubic'], { error: CONTROLLER_MESSAGE }),
+        z.enum(['aimd', 'cubic', 'probe'], { error: CONTROLLER_MESSAGE }),
         z.custom<RateController>(
           (v) =>
             typeof v === 'object' &&
@@ -120,10 +135,26 @@ export const limiterFieldsSchema = z
       beta: z.number().gt(0).lt(1).optional(),
       scaleConstant: rate.optional(),
     }),
+    // The probe controller checks its own options (and their cross-field rule) when it is built.
+    probe: z.object({
+      cruiseMargin: z.number().min(0).lt(0.5).optional(),
+      drainFactor: z.number().gt(0).max(1).optional(),
+      drainTime: ms.optional(),
+      holdTime: z.number().positive().finite().optional(),
+      maxHold: z.number().positive().finite().optional(),
+      stableTolerance: z.number().min(0).lt(1).optional(),
+      probeStep: rate.optional(),
+      round: z.number().positive().finite().optional(),
+      startupGrowth: z.number().gt(1).finite().optional(),
+      externalFactor: z.number().gt(0).max(1).optional(),
+      appLimitedRatio: z.number().gt(0).max(1).optional(),
+      minCutFactor: z.number().gt(0).max(1).optional(),
+    }),
     clock: z.custom<Clock>(
       (v) => typeof v === 'object' && v !== null && typeof (v as Clock).now === 'function',
       { message: 'expected a Clock with now(), setTimeout() and clearTimeout()' },
     ),
+    burst: z.enum(['paced', 'second'], { error: "expected 'paced' or 'second'" }),
     random: z.custom<() => number>((v) => typeof v === 'function', {
       message: 'expected a function returning numbers in [0, 1)',
     }),
@@ -166,6 +197,7 @@ export function resolveLimiterOptions(
     initialUnitsPerMinute: undefined,
     aimd: undefined,
     cubic: undefined,
+    probe: undefined,
     random: Math.random,
   };
   if (!parsed.success) {
@@ -190,6 +222,8 @@ export function resolveLimiterOptions(
     maxPause: o.maxPause ?? start.maxPause,
     aimd: o.aimd ? { ...start.aimd, ...o.aimd } : start.aimd,
     cubic: o.cubic ? { ...start.cubic, ...o.cubic } : start.cubic,
+    probe: o.probe ? { ...start.probe, ...o.probe } : start.probe,
+    burst: o.burst ?? start.burst,
     random: o.random ?? start.random,
   };
   const issues = rateIssues(o, start, base === undefined);

@@ -1,6 +1,6 @@
 import { type Clock, MAX_TIMER_MS } from '../clock.js';
 import type { RateLimitRejectedError, RejectionReason } from '../errors.js';
-import type { TokenBucket } from './bucket.js';
+import type { RateGate } from './bucket.js';
 import type { Pause } from './pause.js';
 import { Fifo } from './queue.js';
 import type { Permit } from './types.js';
@@ -49,7 +49,7 @@ export interface LineOwner {
  */
 export class WaitingLine {
   readonly #clock: Clock;
-  readonly #bucket: TokenBucket;
+  readonly #bucket: RateGate;
   readonly #pause: Pause;
   readonly #owner: LineOwner;
   readonly #queue = new Fifo<Waiter>();
@@ -60,7 +60,7 @@ export class WaitingLine {
   #onTimerBound: (() => void) | undefined;
   #closed = false;
 
-  constructor(clock: Clock, bucket: TokenBucket, pause: Pause, owner: LineOwner) {
+  constructor(clock: Clock, bucket: RateGate, pause: Pause, owner: LineOwner) {
     this.#clock = clock;
     this.#bucket = bucket;
     this.#pause = pause;
