@@ -19,8 +19,14 @@ export type { AcquireOptions, Outcome, Permit, RateLimiter, WrapOptions } from '
 
 // Controllers
 
-export type { AimdOptions, CubicOptions, RateController, RateControllerState } from './controllers/index.js';
-export { aimd, cubic, cubicCurve, cubicK } from './controllers/index.js';
+export type {
+  AimdOptions,
+  CubicOptions,
+  ProbeOptions,
+  RateController,
+  RateControllerState,
+} from './controllers/index.js';
+export { aimd, cubic, cubicCurve, cubicK, probe } from './controllers/index.js';
 
 // HTTP adapters
 

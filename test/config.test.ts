@@ -10,7 +10,7 @@ import { resolveLimiterOptions } from '../src/limiter/options.js';
 import { RateLimiterRegistry } from '../src/registry.js';
 import { configError } from './helpers/config-error.js';
 
-const CONTROLLER = "expected 'aimd', 'cubic' or an object with onThrottled and onSuccess";
+const CONTROLLER = "expected 'aimd', 'cubic', 'probe' or an object with onThrottled and onSuccess";
 
 describe('parseConfig', () => {
   it('parses our camelCase shape, turning durations into ms and filling in the defaults', () => {
@@ -52,6 +52,26 @@ describe('parseConfig', () => {
     ['maxPause', '1.5s', 1_500],
   ])('reads %s %j as %d ms', (field, value, ms) => {
     expect(parseConfig({ default: { [field]: value } }).default).toEqual({ [field]: ms });
+  });
+
+  it("takes the probe controller's options (durations too) and the burst, in our shape and in appsettings'", () => {
+    const ours = parseConfig({
+      default: { controller: 'probe', burst: 'second', probe: { holdTime: '5s', probeStep: 30 } },
+    });
+    expect(ours.default).toEqual({
+      controller: 'probe',
+      burst: 'second',
+      probe: { holdTime: 5_000, probeStep: 30 },
+    });
+    const seed = parseConfig({
+      AdaptiveRateLimiting: {
+        Default: { Controller: 'Probe', Probe: { MaxHold: '00:00:20', CruiseMargin: 0.05 } },
+      },
+    });
+    expect(seed.default).toEqual({ controller: 'probe', probe: { maxHold: 20_000, cruiseMargin: 0.05 } });
+    expect(configError(() => parseConfig({ default: { probe: { cruiseMargin: 0.7 } } }))).toMatchObject({
+      issues: [{ path: 'default.probe.cruiseMargin', received: 0.7 }],
+    });
   });
 
   it('takes default false, and the top-level options', () => {

@@ -289,7 +289,7 @@ describe('adaptiveRateLimit: maxConcurrent', () => {
     const clock = new ManualClock();
     const rl = limit({
       clock,
-      limiters: { api: { origins: [origin], maxConcurrent: 1, initialUnitsPerMinute: 600 } },
+      limiters: { api: { origins: [origin], maxConcurrent: 1, initialUnitsPerMinute: 600, burst: 'second' } },
     });
     const agent = agentWith(rl);
     const limiter = rl.registry.get('api')!;

@@ -188,7 +188,7 @@ describe('adaptiveRateLimit: throttling', () => {
     const units = vi.fn((r: { headers: Record<string, unknown> }) => Number(r.headers['x-cost']));
     const rl = limit({
       clock,
-      default: { initialUnitsPerMinute: 600 }, // a bucket of 10 units
+      default: { initialUnitsPerMinute: 600, burst: 'second' }, // a bucket of 10 units
       units,
       responseUnits: (_status, headers) => Number(headers['x-actual-cost']),
     });

@@ -26,6 +26,7 @@ function sharedBudget(store: MemoryBudgetStore, clock: ManualClock): SharedBudge
     clock,
     initialUnitsPerMinute: 6_000,
     heartbeatInterval: 250,
+    burst: 'second', // the test sends without moving the manual clock
   });
   cleanups.push(() => budget.close());
   return budget;

@@ -9,9 +9,10 @@ import type { Permit } from '../src/limiter/types.js';
 /** Lets resolved promises run; no time passes. */
 const flush = () => new Promise<void>((resolve) => setImmediate(resolve));
 
+/** A limiter on a manual clock; AIMD (the seed's controller), whose cuts these tests count on. */
 function setup(options: AdaptiveLimiterOptions = {}) {
   const clock = new ManualClock();
-  const limiter = new AdaptiveRateLimiter({ clock, ...options });
+  const limiter = new AdaptiveRateLimiter({ clock, controller: 'aimd', ...options });
   return { clock, limiter };
 }
 
@@ -56,8 +57,45 @@ async function advance(clock: ManualClock, ms: number, step = 50) {
 }
 
 describe('AdaptiveRateLimiter: the bucket and the queue', () => {
-  it('serves a full bucket at once, then one request per 1/rate, first in first out', async () => {
+  it('paces by default: one request at once, then one per 1/rate, first in first out', async () => {
     const { clock, limiter } = setup({ initialUnitsPerMinute: 600 });
+    const order: number[] = [];
+    for (let i = 0; i < 4; i++) void limiter.acquire().then(() => order.push(i));
+    await flush();
+    expect(order).toEqual([0]);
+    // The first slot took 10 ms of idle credit: the next is 90 ms on, then every 100 ms.
+    clock.advance(89);
+    await flush();
+    expect(order).toEqual([0]);
+    clock.advance(1);
+    await flush();
+    expect(order).toEqual([0, 1]);
+    clock.advance(99);
+    await flush();
+    expect(order).toEqual([0, 1]);
+    clock.advance(1);
+    await flush();
+    expect(order).toEqual([0, 1, 2]);
+  });
+
+  it('grants several waiters per timer tick when their slots are closer than a millisecond, and no more', async () => {
+    // 600,000 units/min: a slot every 0.1 ms.
+    const { clock, limiter } = setup({ initialUnitsPerMinute: 600_000 });
+    let granted = 0;
+    for (let i = 0; i < 200; i++) void limiter.acquire().then(() => granted++);
+    await flush();
+    // One at once, plus the 10 ms that idle time may earn (100 slots).
+    expect(granted).toBe(101);
+    clock.advance(1);
+    await flush();
+    expect(granted).toBe(111);
+    clock.advance(2);
+    await flush();
+    expect(granted).toBe(131);
+  });
+
+  it("burst 'second': serves a full bucket at once, then one request per 1/rate, first in first out", async () => {
+    const { clock, limiter } = setup({ initialUnitsPerMinute: 600, burst: 'second' });
     const order: number[] = [];
     for (let i = 0; i < 13; i++) void limiter.acquire().then(() => order.push(i));
     await flush();
@@ -72,8 +110,8 @@ describe('AdaptiveRateLimiter: the bucket and the queue', () => {
     expect(order).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
   });
 
-  it('serves a request larger than the burst once the bucket is full and leaves it in debt', async () => {
-    const { clock, limiter } = setup({ initialUnitsPerMinute: 60 });
+  it("burst 'second': serves a request larger than the burst once the bucket is full and leaves it in debt", async () => {
+    const { clock, limiter } = setup({ initialUnitsPerMinute: 60, burst: 'second' });
     const { granted } = queue(limiter, clock, 1, 5);
     await flush();
     expect(granted).toEqual([0]);
@@ -99,7 +137,7 @@ describe('AdaptiveRateLimiter: the bucket and the queue', () => {
   });
 
   it('rejects at once a request whose predicted wait is longer than maxWait, and admits one exactly at it', async () => {
-    const { clock, limiter } = setup({ initialUnitsPerMinute: 60, maxWait: 2_000 });
+    const { clock, limiter } = setup({ initialUnitsPerMinute: 60, maxWait: 2_000, burst: 'second' });
     limiter.tryAcquire();
     const first = queue(limiter, clock, 2);
     const late = await limiter.acquire().catch((e: unknown) => e);
@@ -173,7 +211,7 @@ describe('AdaptiveRateLimiter: the bucket and the queue', () => {
 
 describe('AdaptiveRateLimiter: throttles, cuts and pauses', () => {
   it('cuts once for a burst of 429s sent before the cut', () => {
-    const { limiter } = setup({ initialUnitsPerMinute: 6_000 });
+    const { limiter } = setup({ initialUnitsPerMinute: 6_000, burst: 'second' });
     const permits = Array.from({ length: 50 }, () => limiter.tryAcquire()!);
     for (const p of permits) p.throttled();
     expect(limiter.snapshot()).toMatchObject({ cuts: 1, throttles: 50 });
@@ -181,7 +219,11 @@ describe('AdaptiveRateLimiter: throttles, cuts and pauses', () => {
   });
 
   it('cuts again only after the cooldown, and only for a request sent after the last cut', () => {
-    const { clock, limiter } = setup({ initialUnitsPerMinute: 6_000, decreaseCooldown: 1_000 });
+    const { clock, limiter } = setup({
+      initialUnitsPerMinute: 6_000,
+      decreaseCooldown: 1_000,
+      burst: 'second',
+    });
     const before = limiter.tryAcquire()!;
     limiter.tryAcquire()!.throttled();
     const after = limiter.tryAcquire()!;
@@ -255,7 +297,11 @@ describe('AdaptiveRateLimiter: throttles, cuts and pauses', () => {
 
   it('does not call onSuccess during a pause', () => {
     const spy = spyController({ success: 1_000 });
-    const { clock, limiter } = setup({ initialUnitsPerMinute: 600, controller: spy.controller });
+    const { clock, limiter } = setup({
+      initialUnitsPerMinute: 600,
+      controller: spy.controller,
+      burst: 'second',
+    });
     const late = limiter.tryAcquire()!;
     limiter.tryAcquire()!.throttled(2_000);
     clock.advance(1_000);
@@ -295,18 +341,20 @@ describe('AdaptiveRateLimiter: throttles, cuts and pauses', () => {
   });
 
   it.each(['aimd', 'cubic'] as const)(
-    'does not fall to the minimum when a burst is throttled before its first answers arrive (%s)',
+    'starts the first cut of a throttled burst from what the server accepted, not from what was sent (%s)',
     async (controller) => {
       // Regression: the first half-second bucket closed empty while the burst was in flight, the
       // measured rate read 0, and the first cut went straight to 1 unit/min.
       const clock = new ManualClock(400);
-      const limiter = new AdaptiveRateLimiter({ clock, controller });
+      const limiter = new AdaptiveRateLimiter({ clock, controller, slowStart: false });
       const permits = await Promise.all(Array.from({ length: 30 }, () => limiter.acquire()));
       clock.advance(150);
       for (const p of permits.slice(0, 20)) p.success();
       permits[20]!.throttled(1_000);
-      // 30 units sent within the first second: 1,800/min, cut by 30 %.
-      expect(limiter.rate).toBeCloseTo(1_260);
+      // 30 units sent, 20 accepted within the first second: 1,200/min accepted, cut by 30 %.
+      // (From the send rate, 1,800/min, the cut would have left 1,260/min: above what got through.)
+      expect(limiter.snapshot().acceptedRate).toBeCloseTo(1_200);
+      expect(limiter.rate).toBeCloseTo(840);
     },
   );
 });
@@ -371,6 +419,50 @@ describe('AdaptiveRateLimiter: increases', () => {
       instanceCount: 2,
     });
     expect(limiter.snapshot()).toMatchObject({ rate: 500, minRate: 50, maxRate: 2_812.5, instanceCount: 2 });
+  });
+
+  it('measures the accepted rate from successes only, over the last 3 s', () => {
+    const { clock, limiter } = setup({ initialUnitsPerMinute: 60_000, minUnitsPerMinute: 60_000 });
+    expect(limiter.snapshot().acceptedRate).toBeUndefined();
+    for (let t = 0; t < 6_000; t += 100) {
+      limiter.tryAcquire()!.success(); // 10 a second accepted
+      if (t >= 3_000) limiter.tryAcquire()!.throttled(); // 10 a second throttled: not counted
+      clock.advance(100);
+    }
+    // 27 units in the 2.75 s the window spans at t = 6 s (its slots are 250 ms).
+    expect(limiter.snapshot().acceptedRate).toBeCloseTo((27 * 60_000) / 2_750);
+    clock.advance(3_000);
+    // Nothing accepted in the last 3 s.
+    expect(limiter.snapshot().acceptedRate).toBe(0);
+  });
+
+  it('shows controllers the accepted rate, what each cut recorded and a random number drawn at each cut', () => {
+    const spy = spyController({ throttled: (s) => s.rate * 0.9 });
+    const draws = [0.25, 0.75, 0.5];
+    const { clock, limiter } = setup({
+      initialUnitsPerMinute: 6_000,
+      controller: spy.controller,
+      random: () => draws.shift() ?? 0,
+    });
+    for (let t = 0; t < 2_000; t += 100) {
+      limiter.tryAcquire()!.success(2);
+      clock.advance(100);
+    }
+    limiter.tryAcquire()!.throttled();
+    const first = spy.states.at(-1)!.state;
+    expect(first).toMatchObject({ decreases: [], random: 0.25 });
+    expect(first.acceptedRate).toBeCloseTo(1_200);
+    clock.advance(1_000);
+    limiter.tryAcquire()!.throttled();
+    const second = spy.states.at(-1)!.state;
+    expect(second.random).toBe(0.75);
+    expect(second.decreases).toHaveLength(1);
+    expect(second.decreases[0]!.rateBefore).toBe(6_000);
+    expect(second.decreases[0]!.acceptedRate).toBeCloseTo(1_200);
+    expect(second.decreases[0]!.acceptedRateSincePrevious).toBeUndefined();
+    expect(second.acceptedRateSinceLastDecrease).toBe(0);
+    // The first state still shows what it showed.
+    expect(first.decreases).toEqual([]);
   });
 
   it('measures the send rate in units of responses, and corrects a permit by the units used', () => {
@@ -504,8 +596,49 @@ describe('AdaptiveRateLimiter: regressions found in review', () => {
     expect(limiter.rate).toBe(780);
   });
 
-  it('starts the first cut of an idle unlimited limiter from what it sent, not from its age', async () => {
+  it('turns a burst on an unlimited limiter into a slow start: 10 in flight, doubling each round trip, dropped once it no longer binds', async () => {
     const { clock, limiter } = setup();
+    const granted: Permit[] = [];
+    for (let i = 0; i < 100; i++) void limiter.acquire().then((p) => granted.push(p));
+    await flush();
+    expect(granted).toHaveLength(10);
+    expect(limiter.snapshot()).toMatchObject({ queued: 90, inFlightCap: 10 });
+    // One round trip: 10 answers, each frees its unit and adds one: 20 go.
+    clock.advance(100);
+    for (const p of granted.slice(0, 10)) p.success();
+    await flush();
+    expect(granted).toHaveLength(30);
+    expect(limiter.snapshot().inFlightCap).toBe(20);
+    clock.advance(100);
+    for (const p of granted.slice(10, 30)) p.success();
+    await flush();
+    expect(granted).toHaveLength(70);
+    clock.advance(100);
+    for (const p of granted.slice(30, 70)) p.success();
+    await flush();
+    expect(granted).toHaveLength(100);
+    // 30 in flight under a cap of 80: it no longer binds after the next answer, and is dropped.
+    granted[70]!.success();
+    expect(limiter.snapshot().inFlightCap).toBeUndefined();
+    expect(limiter.rate).toBe(Number.POSITIVE_INFINITY);
+    for (let i = 0; i < 50; i++) expect(limiter.tryAcquire()).toBeDefined();
+  });
+
+  it('drops the slow start at the first throttle, which cuts from what was accepted', async () => {
+    const { clock, limiter } = setup();
+    const granted: Permit[] = [];
+    for (let i = 0; i < 100; i++) void limiter.acquire().then((p) => granted.push(p));
+    await flush();
+    clock.advance(1_000);
+    for (const p of granted.slice(0, 9)) p.success();
+    granted[9]!.throttled();
+    // 9 accepted within the first second: 540/min, AIMD cuts it by 30 %.
+    expect(limiter.rate).toBeCloseTo(378);
+    expect(limiter.snapshot().inFlightCap).toBeUndefined();
+  });
+
+  it('starts the first cut of an idle unlimited limiter from what it sent, not from its age', async () => {
+    const { clock, limiter } = setup({ slowStart: false });
     clock.advance(600_000); // made at startup, first used ten minutes later
     const permits = Array.from({ length: 300 }, () => limiter.tryAcquire()!);
     clock.advance(200);

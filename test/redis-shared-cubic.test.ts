@@ -24,6 +24,8 @@ function members(n: number, clock: ManualClock, options: Partial<SharedBudgetOpt
       initialUnitsPerMinute: 1_500,
       decreaseCooldown: 0,
       heartbeatInterval: 250,
+      // These tests send what a second's bucket holds at each step (the seed's bucket).
+      burst: 'second',
       ...options,
     }),
   );
@@ -39,6 +41,7 @@ function single(clock: ManualClock, options: Partial<SharedBudgetOptions> = {}):
     controller: 'cubic',
     initialUnitsPerMinute: 1_500,
     decreaseCooldown: 0,
+    burst: 'second',
     ...rest,
   });
   open.push(limiter);

@@ -59,7 +59,7 @@ describe('npm run simulate', () => {
     const strip = (text: string) => text.replace(/"wallMs": \d+/g, '"wallMs": 0');
     expect(strip(b.stdout)).toBe(strip(a.stdout));
     const parsed = JSON.parse(a.stdout) as ModeResult[];
-    expect(parsed.map((r) => r.mode)).toEqual(['none', 'fixed', 'aimd', 'cubic']);
+    expect(parsed.map((r) => r.mode)).toEqual(['none', 'fixed', 'aimd', 'cubic', 'probe', 'defaults']);
     for (const r of parsed) {
       expect(Object.keys(r)).toEqual(
         expect.arrayContaining([
@@ -68,6 +68,7 @@ describe('npm run simulate', () => {
           'throttled',
           'rejected',
           'gaveUp',
+          'callers429',
           'p95WaitSeconds',
           'recoverySeconds',
           'parameters',
@@ -76,7 +77,7 @@ describe('npm run simulate', () => {
       );
       expect(r.parameters.seed).toBe(42);
     }
-    expect(a.stderr).toMatch(/^took \d+\.\d s \(4 runs\)\n$/);
+    expect(a.stderr).toMatch(/^took \d+\.\d s \(6 runs\)\n$/);
   });
 
   it('keeps the shape of the seed in steady', async () => {
@@ -171,6 +172,10 @@ describe('npm run simulate', () => {
       'AIMD (shared)',
       'CUBIC',
       'CUBIC (shared)',
+      'Probe',
+      'Probe (shared)',
+      'Defaults',
+      'Defaults (shared)',
     ]);
     expect(parsed[2]!.parameters.shared).toEqual({ heartbeatInterval: 250, floorFraction: 0.05 });
 
@@ -214,13 +219,15 @@ describe('npm run simulate', () => {
   it('prints the seed table with every column, and says how long it took', async () => {
     const { code, stdout } = await cli(['--minutes', '1']);
     expect(code).toBe(0);
-    expect(stdout).toMatch(/^Mode +Throughput +Share +429s +Rejected +Gave up +p95 wait +Recovery$/m);
-    for (const label of ['No limiter', 'Fixed rate', 'AIMD', 'CUBIC']) {
+    expect(stdout).toMatch(
+      /^Mode +Throughput +Share +429s +Rejected +Gave up +429 callers +p95 wait +Recovery$/m,
+    );
+    for (const label of ['No limiter', 'Fixed rate', 'AIMD', 'CUBIC', 'Probe', 'Defaults']) {
       expect(stdout).toMatch(
-        new RegExp(`^${label} +[\\d,]+ +\\d+% +[\\d,]+ +[\\d,]+ +[\\d,]+ +\\d+\\.\\d s +-$`, 'm'),
+        new RegExp(`^${label} +[\\d,]+ +\\d+% +[\\d,]+ +[\\d,]+ +[\\d,]+ +[\\d,]+ +\\d+\\.\\d s +-$`, 'm'),
       );
     }
-    expect(stdout).toMatch(/^took \d+\.\d s \(4 runs\)$/m);
+    expect(stdout).toMatch(/^took \d+\.\d s \(6 runs\)$/m);
   });
 
   it('writes a self-contained HTML report with the chart library inlined', async () => {

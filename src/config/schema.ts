@@ -98,7 +98,7 @@ function duration<T extends z.ZodType<number, number>>(rule: T) {
   return durationSchema.pipe(rule).optional();
 }
 
-/** `'aimd'` or `'cubic'`, in any case (`"Cubic"`, `"AIMD"`), as .NET binds enums. */
+/** `'aimd'`, `'cubic'` or `'probe'`, in any case (`"Cubic"`, `"AIMD"`), as .NET binds enums. */
 const controllerName = z.preprocess(
   (value) => (typeof value === 'string' ? value.toLowerCase() : value),
   z.enum(fields.controller.unwrap().options[0].options, { error: CONTROLLER_MESSAGE }),
@@ -109,6 +109,15 @@ const aimdSchema = aimdFields
   .extend({ increaseInterval: duration(aimdFields.shape.increaseInterval.unwrap()) })
   .strict();
 const cubicSchema = fields.cubic.unwrap().strict();
+const probeFields = fields.probe.unwrap();
+const probeSchema = probeFields
+  .extend({
+    drainTime: duration(probeFields.shape.drainTime.unwrap()),
+    holdTime: duration(probeFields.shape.holdTime.unwrap()),
+    maxHold: duration(probeFields.shape.maxHold.unwrap()),
+    round: duration(probeFields.shape.round.unwrap()),
+  })
+  .strict();
 
 /** One origin pattern, checked as the registry will read it. */
 const originPattern = z.string().superRefine((pattern, ctx) => {
@@ -117,13 +126,14 @@ const originPattern = z.string().superRefine((pattern, ctx) => {
   }
 });
 
-const limiterOptionsSchema = limiterFieldsSchema.omit({ name: true, clock: true }).extend({
+const limiterOptionsSchema = limiterFieldsSchema.omit({ name: true, clock: true, random: true }).extend({
   controller: controllerName.optional(),
   maxWait: duration(fields.maxWait.unwrap()),
   decreaseCooldown: duration(fields.decreaseCooldown.unwrap()),
   maxPause: duration(fields.maxPause.unwrap()),
   aimd: aimdSchema.optional(),
   cubic: cubicSchema.optional(),
+  probe: probeSchema.optional(),
   maxConcurrent: maxConcurrent.optional(),
 });
 
@@ -153,7 +163,7 @@ const configSchema = withRule(configObject, [], originRules);
 
 // ---- the keys of each level, for the appsettings mapping --------------------------------
 
-const CONTROLLERS = { aimd: level(aimdSchema), cubic: level(cubicSchema) };
+const CONTROLLERS = { aimd: level(aimdSchema), cubic: level(cubicSchema), probe: level(probeSchema) };
 const LIMITER: Level = level(limiterConfigObject, {
   objects: { ...CONTROLLERS, shared: level(sharedConfigSchema) },
 });

@@ -25,6 +25,36 @@ export interface RateControllerState {
   readonly instanceCount: number;
   /** Units/min of responses (0.5 s buckets smoothed by 0.8); `undefined` before the first bucket closes. */
   readonly measuredRate: number | undefined;
+  /**
+   * Units/min of the responses classified as success over the last 3 s (not sent, not throttled);
+   * `undefined` before the first success. While the server throttles, this process's share of the
+   * quota: the estimate a cut should start from.
+   */
+  readonly acceptedRate: number | undefined;
+  /**
+   * Units/min of the responses classified as success since the last cut, over that time less its
+   * Retry-After pauses (at least 1 s):
+   * over a whole cycle it forgives a server's burst, which inflates the 3 s window right after
+   * it was drained. `undefined` before the first cut.
+   */
+  readonly acceptedRateSinceLastDecrease: number | undefined;
+  /** The last cuts, oldest first, at most 8; empty before the first cut. */
+  readonly decreases: readonly DecreaseRecord[];
+  /**
+   * A random number in [0, 1), drawn by the limiter at its creation and at each cut (from its
+   * `random` option): a controller that wants jitter reads it here and stays pure.
+   */
+  readonly random: number;
+}
+
+/** What the limiter recorded at one cut. Rates in units/min of this process. */
+export interface DecreaseRecord {
+  /** The rate the cut started from. */
+  readonly rateBefore: number;
+  /** The accepted rate then (the 3 s window; without any success yet, the rate the cut started from). */
+  readonly acceptedRate: number;
+  /** The accepted rate since the cut before it, less its pauses; `undefined` at the first cut. */
+  readonly acceptedRateSincePrevious: number | undefined;
 }
 
 /**

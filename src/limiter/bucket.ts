@@ -2,13 +2,40 @@
 const EPSILON = 1e-9;
 
 /**
+ * What the limiter asks of its budget of units: the one-second {@link TokenBucket}, or the
+ * {@link Pacer}. Rates are units/min (`Infinity`: unlimited); times are ms on the limiter's clock.
+ */
+export interface RateGate {
+  rate: number;
+  readonly unlimited: boolean;
+  /** Units that may go at once after an idle spell. */
+  readonly capacity: number;
+  /** Units free now (negative: owed). */
+  readonly tokens: number;
+  refill(now: number): void;
+  /** Changes the rate from `now`, after crediting the old rate up to now. */
+  setRate(rate: number, now: number): void;
+  /** Whether `units` may be taken at `now`. */
+  canTake(units: number, now: number): boolean;
+  take(units: number, now: number): void;
+  /** Nothing free from `now` (leaving "unlimited" on a throttle). */
+  empty(now: number): void;
+  /** Charges (or refunds, when negative) `delta` units. */
+  charge(delta: number, now: number): void;
+  /** The time (ms) at which `units` may be taken, counting from `start`, if nobody takes any before. */
+  readyAt(units: number, start: number): number;
+  /** ms until `units` would be served behind `queuedUnits` waiting units and a pause of `pause` ms. */
+  predictWait(units: number, queuedUnits: number, pause: number, now: number): number;
+}
+
+/**
  * A token bucket of units refilled at a rate in units/min; times are ms on the limiter's clock.
  * It holds one second of the rate (at least one unit) and starts full. A request larger than the
  * bucket is served once the bucket is full and leaves it in debt (negative tokens), so the
  * long-run rate holds for any request size. An infinite rate is "unlimited": everything may go,
  * except during a pause.
  */
-export class TokenBucket {
+export class TokenBucket implements RateGate {
   /** Units/min; `Infinity` when unlimited. */
   rate: number;
   /** Units: one second of the rate, at least one. */
@@ -50,8 +77,13 @@ export class TokenBucket {
     return this.tokens + EPSILON >= this.#need(units);
   }
 
-  take(units: number): void {
+  take(units: number, _now?: number): void {
     if (!this.unlimited) this.tokens -= units;
+  }
+
+  empty(now: number): void {
+    this.refill(now);
+    this.tokens = 0;
   }
 
   /** Charges (or refunds, when negative) `delta` units: a permit whose answer corrected its cost. */

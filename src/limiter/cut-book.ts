@@ -1,4 +1,5 @@
-import type { RateController, RateControllerState } from '../controllers/types.js';
+import type { DecreaseRecord, RateController, RateControllerState } from '../controllers/types.js';
+import { AcceptedRate } from './accepted-rate.js';
 import { MeasuredRate } from './measured-rate.js';
 import type { ResolvedLimiterOptions } from './options.js';
 import type { Pause } from './pause.js';
@@ -17,6 +18,8 @@ export class CutBook {
   readonly #pause: Pause;
   /** The send rate the responses make: the limiter records each into it. */
   readonly measured = new MeasuredRate();
+  /** The rate the server accepts: the limiter records each success into it. */
+  readonly accepted = new AcceptedRate();
   #opts: ResolvedLimiterOptions;
   #controller: RateController;
   /** AIMD or CUBIC, which answer `undefined` to a success when nothing waited. */
@@ -39,6 +42,10 @@ export class CutBook {
   /** Units granted while unlimited, and when the first was: the send rate a first cut starts from. */
   #unlimitedUnits = 0;
   #firstGrantAt: number | undefined;
+  /** The last cuts, oldest first. */
+  #decreases: readonly DecreaseRecord[] = [];
+  /** The random number of the state: drawn at creation and at each cut. */
+  #random: number;
 
   constructor(
     opts: ResolvedLimiterOptions,
@@ -53,6 +60,7 @@ export class CutBook {
     this.lastCutAt = now;
     this.#lastIncreaseAt = now;
     this.#rateBeforeLastDecrease = rate;
+    this.#random = drawFrom(opts.random);
     this.configure(opts, controller);
   }
 
@@ -60,10 +68,19 @@ export class CutBook {
   configure(opts: ResolvedLimiterOptions, controller = this.#controller, share = 1): void {
     this.#opts = opts;
     this.#controller = controller;
+    // AIMD and CUBIC answer `undefined` to a success without a wait; so does probe.
     this.builtIn = typeof opts.controller === 'string';
     this.minRate = opts.minUnitsPerMinute / opts.instanceCount;
     this.maxRate = opts.maxUnitsPerMinute / opts.instanceCount;
     this.#rateBeforeLastDecrease *= share;
+    if (share !== 1) {
+      this.#decreases = this.#decreases.map((d) => ({
+        rateBefore: d.rateBefore * share,
+        acceptedRate: d.acceptedRate * share,
+        acceptedRateSincePrevious:
+          d.acceptedRateSincePrevious === undefined ? undefined : d.acceptedRateSincePrevious * share,
+      }));
+    }
   }
 
   clamp(rate: number): number {
@@ -105,13 +122,17 @@ export class CutBook {
   cut(now: number, rate: number): number {
     let base = rate;
     let measured = this.measured.value;
+    const accepted = this.accepted.value(now);
     if (rate === Number.POSITIVE_INFINITY) {
-      // Unlimited until now: start from what was sent. The smoothed rate may hold a bucket that
-      // closed while the first burst was still in flight, so the units sent since the first
-      // grant (over at least a second) are a floor.
-      const since = this.#firstGrantAt ?? now;
-      const average = (this.#unlimitedUnits * 60_000) / Math.max(now - since, 1_000);
-      base = this.clamp(Math.max(measured ?? 0, average));
+      // Unlimited until now: start from what the server accepted (this process's share of the
+      // quota while it throttles). Without any success yet, from what was sent: the units sent
+      // since the first grant (over at least a second), or the smoothed rate if higher.
+      if (accepted !== undefined) base = this.clamp(accepted);
+      else {
+        const since = this.#firstGrantAt ?? now;
+        const average = (this.#unlimitedUnits * 60_000) / Math.max(now - since, 1_000);
+        base = this.clamp(Math.max(measured ?? 0, average));
+      }
       // That estimate stands as the measured rate too, so CUBIC's W is not cut twice.
       measured = base;
     }
@@ -122,7 +143,16 @@ export class CutBook {
     const target = Number.isFinite(proposed) ? Math.min(proposed, base) : base;
     this.#rateBeforeLastDecrease = base;
     this.#measuredAtLastDecrease = measured;
+    // A new array each time: a state handed out earlier keeps what it showed.
+    const record: DecreaseRecord = {
+      rateBefore: base,
+      acceptedRate: accepted ?? base,
+      acceptedRateSincePrevious: state.acceptedRateSinceLastDecrease,
+    };
+    this.#decreases = [...this.#decreases.slice(1 - CUTS_KEPT), record];
+    this.#random = drawFrom(this.#opts.random);
     this.#pause.cut();
+    this.accepted.mark(now);
     this.lastCutAt = now;
     this.epoch++;
     this.cuts++;
@@ -142,6 +172,20 @@ export class CutBook {
       waited: this.waited,
       instanceCount: this.#opts.instanceCount,
       measuredRate: this.measured.value,
+      acceptedRate: this.accepted.value(now),
+      acceptedRateSinceLastDecrease:
+        this.cuts === 0 ? undefined : this.accepted.sinceMark(now, this.#pause.sinceCut(now, this.lastCutAt)),
+      decreases: this.#decreases,
+      random: this.#random,
     };
   }
+}
+
+/** Cuts whose accepted rate the state keeps. */
+const CUTS_KEPT = 8;
+
+/** A number in [0, 1) from `random`; a source that breaks that contract is clamped into it. */
+function drawFrom(random: () => number): number {
+  const value = random();
+  return Number.isFinite(value) ? Math.min(Math.max(value, 0), 1 - Number.EPSILON) : 0;
 }

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import type { Clock } from '../clock.js';
 import type { AimdOptions } from '../controllers/aimd.js';
 import type { CubicOptions } from '../controllers/cubic.js';
+import type { ProbeOptions } from '../controllers/probe.js';
 import type { RateController } from '../controllers/types.js';
 import { ConfigError, type ConfigIssue } from '../errors.js';
 
@@ -9,8 +10,11 @@ import { ConfigError, type ConfigIssue } from '../errors.js';
 export interface AdaptiveLimiterOptions {
   /** Names the limiter in errors, events and snapshots. @default 'default' */
   name?: string;
-  /** `'aimd'`, `'cubic'`, or your own {@link RateController}. @default 'aimd' */
-  controller?: 'aimd' | 'cubic' | RateController;
+  /**
+   * `'probe'`, `'aimd'`, `'cubic'`, or your own {@link RateController}. The default was `'aimd'`
+   * (the seed's) before the probe controller; `controller: 'aimd'` restores it. @default 'probe'
+   */
+  controller?: 'aimd' | 'cubic' | 'probe' | RateController;
   /**
    * The starting rate (units/min, whole budget). When unset the limiter lets everything through
    * until the first throttle, then cuts from the measured send rate. @default unset
@@ -38,14 +42,38 @@ export interface AdaptiveLimiterOptions {
   aimd?: AimdOptions;
   /** Options of the built-in CUBIC controller. */
   cubic?: CubicOptions;
+  /** Options of the built-in probe controller. */
+  probe?: ProbeOptions;
   /** The time source. @default systemClock */
   clock?: Clock;
+  /**
+   * How grants are spaced. `'paced'`: at the rate, each request at its own slot; idle time earns
+   * at most 10 ms of the rate (one request at once below 6,000 units/min), which strict servers
+   * (a leaky bucket such as nginx's `limit_req`) accept. `'second'`: a token bucket holding one
+   * second of the rate (at least one unit), full at the start: the seed's bucket, which lets a
+   * second's worth go at once after an idle spell. Fixed at creation. @default 'paced'
+   */
+  burst?: 'paced' | 'second';
+  /**
+   * The cold start of a limiter with no initial rate: at most this many units in flight (granted
+   * and not yet answered) at first, growing by the units of each success (doubling each round
+   * trip), until the first throttle (a rate takes over) or until it no longer binds (an answer
+   * finds nobody waiting and less than half of it in flight). `false`: none, everything goes at
+   * once until the first throttle. A whole number >= 1, or false. @default 10
+   */
+  slowStart?: number | false;
+  /**
+   * The source of the random number controllers read (`RateControllerState.random`), drawn at
+   * creation and at each cut: a function returning numbers in [0, 1). Give a seeded one for
+   * runs that repeat (the simulator does). @default Math.random
+   */
+  random?: () => number;
 }
 
 /** The limiter's options after defaults, validated. */
 export interface ResolvedLimiterOptions {
   name: string;
-  controller: 'aimd' | 'cubic' | RateController;
+  controller: 'aimd' | 'cubic' | 'probe' | RateController;
   initialUnitsPerMinute: number | undefined;
   minUnitsPerMinute: number;
   maxUnitsPerMinute: number;
@@ -56,11 +84,15 @@ export interface ResolvedLimiterOptions {
   maxPause: number;
   aimd: AimdOptions | undefined;
   cubic: CubicOptions | undefined;
+  probe: ProbeOptions | undefined;
+  burst: 'paced' | 'second';
+  slowStart: number | false;
+  random: () => number;
 }
 
 export const LIMITER_DEFAULTS = {
   name: 'default',
-  controller: 'aimd',
+  controller: 'probe',
   minUnitsPerMinute: 1,
   maxUnitsPerMinute: Number.POSITIVE_INFINITY,
   instanceCount: 1,
@@ -68,10 +100,13 @@ export const LIMITER_DEFAULTS = {
   queueLimit: 10_000,
   decreaseCooldown: 1_000,
   maxPause: 600_000,
+  burst: 'paced',
+  slowStart: 10,
 } as const;
 
 /** What a bad `controller` is told, in the TypeScript options and in a config file alike. */
-export const CONTROLLER_MESSAGE = "expected 'aimd', 'cubic' or an object with onThrottled and onSuccess";
+export const CONTROLLER_MESSAGE =
+  "expected 'aimd', 'cubic', 'probe' or an object with onThrottled and onSuccess";
 
 /** The fields the cross-field rules of {@link resolveLimiterOptions} read. */
 const RATE_FIELDS: readonly string[] = ['minUnitsPerMinute', 'maxUnitsPerMinute', 'initialUnitsPerMinute'];
@@ -88,7 +123,7 @@ export const limiterFieldsSchema = z
     // The message on the union itself: a failed union reports only its own ("Invalid input").
     controller: z.union(
       [
-        z.enum(['aimd', 'cubic'], { error: CONTROLLER_MESSAGE }),
+        z.enum(['aimd', 'cubic', 'probe'], { error: CONTROLLER_MESSAGE }),
         z.custom<RateController>(
           (v) =>
             typeof v === 'object' &&
@@ -117,10 +152,33 @@ export const limiterFieldsSchema = z
       beta: z.number().gt(0).lt(1).optional(),
       scaleConstant: rate.optional(),
     }),
+    // The probe controller checks its own options (and their cross-field rule) when it is built.
+    probe: z.object({
+      cruiseMargin: z.number().min(0).lt(0.5).optional(),
+      drainFactor: z.number().gt(0).max(1).optional(),
+      drainTime: ms.optional(),
+      holdTime: z.number().positive().finite().optional(),
+      maxHold: z.number().positive().finite().optional(),
+      stableTolerance: z.number().min(0).lt(1).optional(),
+      probeStep: rate.optional(),
+      probeGrowth: z.number().gt(1).finite().optional(),
+      round: z.number().positive().finite().optional(),
+      startupGrowth: z.number().gt(1).finite().optional(),
+      externalFactor: z.number().gt(0).max(1).optional(),
+      appLimitedRatio: z.number().gt(0).max(1).optional(),
+      minCutFactor: z.number().gt(0).max(1).optional(),
+    }),
     clock: z.custom<Clock>(
       (v) => typeof v === 'object' && v !== null && typeof (v as Clock).now === 'function',
       { message: 'expected a Clock with now(), setTimeout() and clearTimeout()' },
     ),
+    burst: z.enum(['paced', 'second'], { error: "expected 'paced' or 'second'" }),
+    slowStart: z.union([z.literal(false), z.number().int().positive()], {
+      error: 'expected a whole number of units >= 1, or false',
+    }),
+    random: z.custom<() => number>((v) => typeof v === 'function', {
+      message: 'expected a function returning numbers in [0, 1)',
+    }),
   })
   .partial();
 
@@ -166,6 +224,8 @@ export function resolveLimiterOptions(
     initialUnitsPerMinute: undefined,
     aimd: undefined,
     cubic: undefined,
+    probe: undefined,
+    random: Math.random,
   };
   if (!parsed.success) {
     const issues = configErrorFrom(parsed.error, options, SOURCE).issues;
@@ -189,6 +249,10 @@ export function resolveLimiterOptions(
     maxPause: o.maxPause ?? start.maxPause,
     aimd: o.aimd ? { ...start.aimd, ...o.aimd } : start.aimd,
     cubic: o.cubic ? { ...start.cubic, ...o.cubic } : start.cubic,
+    probe: o.probe ? { ...start.probe, ...o.probe } : start.probe,
+    burst: o.burst ?? start.burst,
+    slowStart: o.slowStart ?? start.slowStart,
+    random: o.random ?? start.random,
   };
   const issues = rateIssues(o, start, base === undefined);
   if (issues.length > 0) throw new ConfigError(issues, SOURCE);

@@ -74,12 +74,16 @@ export interface LimiterSnapshot {
   minRate: number;
   maxRate: number;
   measuredRate: number | undefined;
+  /** Units/min of successful responses over the last 3 s; `undefined` before the first success. */
+  acceptedRate: number | undefined;
   /** Units in the bucket now (negative: owed by a request larger than the burst). */
   tokens: number;
   /** Burst capacity in units: one second of the rate, at least one unit. */
   capacity: number;
   queued: number;
   queuedUnits: number;
+  /** The cold start's cap on units in flight; `undefined` once dropped (or with a rate). */
+  inFlightCap: number | undefined;
   /** End of the current Retry-After pause, or `undefined` when not paused. */
   pausedUntil: number | undefined;
   waited: boolean;

@@ -1,6 +1,6 @@
 import { type Clock, MAX_TIMER_MS } from '../clock.js';
 import type { RateLimitRejectedError, RejectionReason } from '../errors.js';
-import type { TokenBucket } from './bucket.js';
+import type { RateGate } from './bucket.js';
 import type { Pause } from './pause.js';
 import { Fifo } from './queue.js';
 import type { Permit } from './types.js';
@@ -32,6 +32,8 @@ export interface LineOwner {
   maxWait(): number;
   /** Whether `units` may be granted at `now`: no pause, and the bucket has them. */
   canGrant(units: number, now: number): boolean;
+  /** Whether `units` are held back by something only an answer frees (the cold start's cap): no timer for them. */
+  heldBack(units: number): boolean;
   /** Grants `units` at `now` to a waiter queued at `since`. */
   grant(units: number, now: number, since: number): Permit;
   /** The error that refuses `units`; tells the listeners (`rejected`). */
@@ -49,7 +51,7 @@ export interface LineOwner {
  */
 export class WaitingLine {
   readonly #clock: Clock;
-  readonly #bucket: TokenBucket;
+  readonly #bucket: RateGate;
   readonly #pause: Pause;
   readonly #owner: LineOwner;
   readonly #queue = new Fifo<Waiter>();
@@ -60,7 +62,7 @@ export class WaitingLine {
   #onTimerBound: (() => void) | undefined;
   #closed = false;
 
-  constructor(clock: Clock, bucket: TokenBucket, pause: Pause, owner: LineOwner) {
+  constructor(clock: Clock, bucket: RateGate, pause: Pause, owner: LineOwner) {
     this.#clock = clock;
     this.#bucket = bucket;
     this.#pause = pause;
@@ -112,7 +114,10 @@ export class WaitingLine {
     let at = this.#pause.resumePending ? this.#pause.until : Number.POSITIVE_INFINITY;
     const head = this.#queue.peek();
     if (head !== undefined) {
-      at = Math.min(at, head.deadline, this.#bucket.readyAt(head.units, Math.max(now, this.#pause.until)));
+      at = Math.min(at, head.deadline);
+      if (!this.#owner.heldBack(head.units)) {
+        at = Math.min(at, this.#bucket.readyAt(head.units, Math.max(now, this.#pause.until)));
+      }
     }
     if (at === Number.POSITIVE_INFINITY) {
       // Nothing to wait for (the last waiter left): no timer when idle.

@@ -123,6 +123,12 @@ export class BudgetController {
       instanceCount: 1,
       measuredRate: this.#measured > 0 ? this.#measured : undefined,
       acceptedRate: this.acceptedSum(ownAccepted),
+      // The books in the store do not keep the cut history nor a shared random draw yet (the
+      // probe controller reads them): a shared budget's controller sees none, and a fixed draw so
+      // that every member computes the same rate from the same books.
+      acceptedRateSinceLastDecrease: undefined,
+      decreases: [],
+      random: 0.5,
     };
   }
 

@@ -13,6 +13,9 @@ import { type Era, SharedPermit } from './permit.js';
 import { assertIoredis, RedisBudgetStore } from './redis-store.js';
 import type { BudgetStore } from './store.js';
 
+/** The controller of a shared budget that names none. */
+const SHARED_DEFAULT_CONTROLLER = 'aimd';
+
 export type { SharedBudgetEventMap, SharedState } from './member-state.js';
 
 /** The local limiter's floor (units/min): a member's share may be below the whole budget's min. */
@@ -86,8 +89,13 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
       lazy: _l,
       ...limiterOptions
     } = options;
-    // Whole-budget options are checked as for one limiter, before anything is opened.
-    const resolved = resolveLimiterOptions(limiterOptions);
+    // Whole-budget options are checked as for one limiter, before anything is opened. A shared
+    // budget's controller stays AIMD by default: the probe controller on a shared budget (each
+    // member's part of it) is not measured yet.
+    const resolved = resolveLimiterOptions({
+      ...limiterOptions,
+      controller: limiterOptions.controller ?? SHARED_DEFAULT_CONTROLLER,
+    });
     if (this.#opts.lazy && typeof redis === 'string') assertIoredis();
     const guess = resolved.instanceCount;
     const min = resolved.minUnitsPerMinute;

@@ -109,6 +109,12 @@ export interface InstanceOptions {
   arrivals: Prng;
   /** No request arrives at or after this time, ms. */
   endMs: number;
+  /** No request arrives before this time, ms. @default 0 */
+  startMs?: number;
+  /** Requests that arrive at once at the start (a cold burst). @default 0 */
+  initialBurst?: number;
+  /** Units the API accepted from this instance in each second (index: whole seconds). */
+  acceptedBySecond: number[];
 }
 
 /**
@@ -129,8 +135,15 @@ export class SimInstance {
     this.#meanUnits = (options.unitsPerRequest.min + options.unitsPerRequest.max) / 2;
   }
 
-  /** Schedules the first arrival. */
+  /** Schedules the first arrival (and the cold burst). */
   start(): void {
+    const { startMs = 0, initialBurst = 0, clock } = this.#o;
+    this.#lastArrival = startMs;
+    if (initialBurst > 0) {
+      clock.setTimeout(() => {
+        for (let i = 0; i < initialBurst; i++) this.#arrive(false);
+      }, startMs);
+    }
     this.#scheduleNext();
   }
 
@@ -158,14 +171,14 @@ export class SimInstance {
     return Number.POSITIVE_INFINITY;
   }
 
-  #arrive(): void {
+  #arrive(next = true): void {
     const { arrivals, unitsPerRequest, collector, work } = this.#o;
     const units = arrivals.int(unitsPerRequest.min, unitsPerRequest.max);
     collector.requests++;
     collector.demandUnits += units;
     work.busy++;
     void this.#request(units);
-    this.#scheduleNext();
+    if (next) this.#scheduleNext();
   }
 
   async #request(units: number): Promise<void> {
@@ -210,6 +223,11 @@ class SimRequest implements AttemptPlan<ApiAnswer> {
   send(): Promise<ApiAnswer> {
     const { api, work, clock } = this.#o;
     const answer = api.decide(this.units);
+    if (answer.status === 200) {
+      const second = Math.floor(clock.now() / 1000);
+      const accepted = this.#o.acceptedBySecond;
+      accepted[second] = (accepted[second] ?? 0) + this.units;
+    }
     this.attempts++;
     work.busy--;
     return new Promise<ApiAnswer>((resolve) => {

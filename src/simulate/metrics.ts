@@ -25,6 +25,22 @@ export interface Metrics {
   recoverySeconds: number | null;
   /** Whether it recovered; `null` when the scenario has no quota drop. */
   recovered: boolean | null;
+  /**
+   * Requests whose caller got a 429: every attempt was throttled (gave up), or the limiter refused
+   * a retry after a 429 and the attempt loop returned that 429.
+   */
+  callers429: number;
+  /**
+   * Jain's fairness index of the units each instance got accepted, (Σx)² / (n Σx²), over the
+   * minute before the first instance leaves (the last minute of the run when none leaves):
+   * 1 is fair, 1/n is all to one. `null` with one instance.
+   */
+  fairness: number | null;
+  /**
+   * Seconds from the start until the units accepted in a second (read per minute) first reach
+   * 90 % of the quota; `null` if they never do.
+   */
+  secondsTo90: number | null;
 }
 
 /** Counts of one mode's run, gathered while it runs. */
@@ -94,10 +110,18 @@ export interface ApiCounts {
   acceptedBySecond: readonly number[];
 }
 
-export function computeMetrics(params: SimParams, run: RunCollector, api: ApiCounts): Metrics {
+export function computeMetrics(
+  params: SimParams,
+  run: RunCollector,
+  api: ApiCounts,
+  perInstance: readonly (readonly number[])[] = [],
+): Metrics {
   const throughput = api.acceptedUnits / params.minutes;
   const recovery = recoveryOf(params, api.acceptedBySecond);
   return {
+    callers429: run.gaveUp + run.retriesRefused,
+    fairness: fairnessOf(params, perInstance),
+    secondsTo90: secondsTo90Of(params, api.acceptedBySecond),
     throughput,
     share: throughput / meanQuota(params),
     throttled: api.throttled,
@@ -150,4 +174,25 @@ function recoveryOf(
     if ((acceptedBySecond[s] ?? 0) * 60 >= target - 1e-9) return { seconds: s - backS + 1, recovered: true };
   }
   return { seconds: null, recovered: false };
+}
+
+/** Jain's index over the minute before the first instance leaves (see {@link Metrics.fairness}). */
+function fairnessOf(params: SimParams, perInstance: readonly (readonly number[])[]): number | null {
+  if (perInstance.length < 2) return null;
+  const endS = Math.floor((params.minutes * 60_000) / 1000);
+  const leaves = (params.active ?? []).map((a) => Math.floor(a.toMs / 1000)).filter((s) => s < endS);
+  const to = Math.min(endS, ...leaves);
+  const shares = perInstance.map((seconds) => unitsInLastMinute(seconds, to));
+  const sum = shares.reduce((a, b) => a + b, 0);
+  const squares = shares.reduce((a, b) => a + b * b, 0);
+  return squares === 0 ? null : (sum * sum) / (shares.length * squares);
+}
+
+/** The first second whose accepted units (per minute) reach 90 % of the quota then. */
+function secondsTo90Of(params: SimParams, acceptedBySecond: readonly number[]): number | null {
+  const endS = Math.floor((params.minutes * 60_000) / 1000);
+  for (let s = 0; s < endS; s++) {
+    if ((acceptedBySecond[s] ?? 0) * 60 >= 0.9 * quotaAt(params, s * 1000) - 1e-9) return s + 1;
+  }
+  return null;
 }

@@ -16,10 +16,18 @@ export interface ModelApiOptions {
   latencySigma: number;
   /** The stream the latencies are drawn from. */
   random: Prng;
+  /** Chance (0 to 1) that an answer stalls `stallMs` more; drawn from `stalls`. @default 0 */
+  stallProbability?: number;
+  stallMs?: number;
+  stalls?: Prng;
+  /** A strict leaky bucket (GCRA) of requests with this burst, instead of the token bucket of units. */
+  leakyBurst?: number;
 }
 
 /** The OK answer, shared: it carries no data. */
 const OK: ApiAnswer = { status: 200 };
+/** The leaky bucket's refusal: nginx's `limit_req` with `Retry-After: 1` added. */
+const LEAKY_429: ApiAnswer = { status: 429, retryAfterMs: 1_000 };
 /** The least latency of an answer, ms. */
 const MIN_LATENCY_MS = 5;
 
@@ -39,6 +47,12 @@ export class ModelApi {
   readonly #latencyMedianMs: number;
   readonly #latencySigma: number;
   readonly #random: Prng;
+  readonly #stallProbability: number;
+  readonly #stallMs: number;
+  readonly #stalls: Prng | undefined;
+  readonly #leakyBurst: number | undefined;
+  /** The leaky bucket's excess, in requests (nginx keeps it in 1/1000 requests). */
+  #excess = 0;
   #quota: number;
   #capacity: number;
   #tokens: number;
@@ -58,6 +72,10 @@ export class ModelApi {
     this.#latencyMedianMs = options.latencyMedianMs;
     this.#latencySigma = options.latencySigma;
     this.#random = options.random;
+    this.#stallProbability = options.stallProbability ?? 0;
+    this.#stallMs = options.stallMs ?? 0;
+    this.#stalls = options.stalls;
+    this.#leakyBurst = options.leakyBurst;
     this.#quota = options.quota;
     this.#capacity = this.#capacityOf(options.quota);
     this.#tokens = this.#capacity;
@@ -71,6 +89,13 @@ export class ModelApi {
 
   /** Changes the quota (units/min); the bucket keeps its units, up to its new capacity. */
   setQuota(quota: number): void {
+    if (this.#leakyBurst !== undefined) {
+      const now = this.#clock.now();
+      this.#excess = Math.max(0, this.#excess - ((now - this.#refilledAt) * this.#quota) / 60_000);
+      this.#refilledAt = now;
+      this.#quota = quota;
+      return;
+    }
     this.#refill();
     this.#quota = quota;
     this.#capacity = this.#capacityOf(quota);
@@ -80,6 +105,7 @@ export class ModelApi {
   /** Judges a request of `units` sent now. */
   decide(units: number): ApiAnswer {
     const now = this.#clock.now();
+    if (this.#leakyBurst !== undefined) return this.#decideLeaky(units, now);
     this.#refill();
     const second = Math.floor(now / 1000);
     if (this.#tokens >= units || (units > this.#capacity && this.#tokens >= this.#capacity)) {
@@ -98,7 +124,32 @@ export class ModelApi {
 
   /** A latency for one answer, ms. */
   latency(): number {
-    return Math.max(MIN_LATENCY_MS, this.#random.logNormal(this.#latencyMedianMs, this.#latencySigma));
+    const base = Math.max(MIN_LATENCY_MS, this.#random.logNormal(this.#latencyMedianMs, this.#latencySigma));
+    if (this.#stalls === undefined || this.#stallProbability === 0) return base;
+    return this.#stalls.next() < this.#stallProbability ? base + this.#stallMs : base;
+  }
+
+  /**
+   * nginx's `limit_req`: the excess (requests) drains at the quota; a request adds one, and is
+   * refused when that would leave more than `burst` (with a full drain, the one that finds it
+   * empty costs nothing: `burst + 1` may go at once). A refusal changes nothing; it answers 429
+   * with `Retry-After: 1`. Requests, not units, are counted.
+   */
+  #decideLeaky(units: number, now: number): ApiAnswer {
+    const elapsed = now - this.#refilledAt;
+    const excess = Math.max(0, this.#excess - (elapsed * this.#quota) / 60_000 + 1);
+    const second = Math.floor(now / 1000);
+    if (excess <= this.#leakyBurst! + 1e-9) {
+      this.#excess = excess;
+      this.#refilledAt = now;
+      this.acceptedUnits += units;
+      this.acceptedRequests++;
+      this.acceptedBySecond[second] = (this.acceptedBySecond[second] ?? 0) + units;
+      return OK;
+    }
+    this.throttled++;
+    this.throttledBySecond[second] = (this.throttledBySecond[second] ?? 0) + 1;
+    return LEAKY_429;
   }
 
   #capacityOf(quota: number): number {

@@ -1,6 +1,6 @@
 import type { RateController } from '../controllers/types.js';
 import { AdaptiveRateLimiter } from '../limiter/adaptive.js';
-import type { AdaptiveLimiterOptions } from '../limiter/options.js';
+import { type AdaptiveLimiterOptions, LIMITER_DEFAULTS } from '../limiter/options.js';
 import { MemoryBudgetStore } from '../redis/memory-store.js';
 import { SharedBudget } from '../redis/shared-budget.js';
 import { SimInstance, TrackedLimiter, type WorkCounter } from './instance.js';
@@ -32,6 +32,8 @@ const LABELS: Record<Exclude<ModeName, 'custom'>, string> = {
   fixed: 'Fixed rate',
   aimd: 'AIMD',
   cubic: 'CUBIC',
+  probe: 'Probe',
+  defaults: 'Defaults',
 };
 
 export function builtInMode(name: Exclude<ModeName, 'custom'>): ModeSpec {
@@ -147,9 +149,13 @@ export function limiterOptionsFor(
   switch (mode.name) {
     case 'none':
       return undefined;
+    case 'defaults':
+      // The library with no options: what a user gets from the quick start.
+      return {};
     case 'fixed':
       return {
         ...common,
+        burst: 'second',
         initialUnitsPerMinute: l.fixedUnitsPerMinute,
         minUnitsPerMinute: l.fixedUnitsPerMinute,
         maxUnitsPerMinute: l.fixedUnitsPerMinute,
@@ -160,11 +166,14 @@ export function limiterOptionsFor(
       return {
         ...common,
         controller,
+        // The seed's modes keep the seed's one-second bucket; probe and custom controllers pace.
+        ...(mode.name === 'aimd' || mode.name === 'cubic' ? { burst: 'second' as const } : {}),
         initialUnitsPerMinute: l.initialUnitsPerMinute,
         minUnitsPerMinute: l.minUnitsPerMinute,
         maxUnitsPerMinute: l.maxUnitsPerMinute,
         ...(mode.name === 'aimd' ? { aimd: { ...l.aimd } } : {}),
         ...(mode.name === 'cubic' ? { cubic: { ...l.cubic } } : {}),
+        ...(mode.name === 'probe' ? { probe: { ...l.probe } } : {}),
       };
     }
   }
@@ -190,6 +199,14 @@ export async function runMode(
     latencyMedianMs: params.latency.medianMs,
     latencySigma: params.latency.sigma,
     random: new Prng(params.seed, 'latency'),
+    ...(params.latency.stallProbability
+      ? {
+          stallProbability: params.latency.stallProbability,
+          stallMs: params.latency.stallMs ?? 0,
+          stalls: new Prng(params.seed, 'stalls'),
+        }
+      : {}),
+    ...(params.leakyBucket ? { leakyBurst: params.leakyBucket.burst } : {}),
   });
   for (const t of boundaries(params.quotaEvents, endMs)) {
     clock.setTimeout(() => api.setQuota(quotaAt(params, t)), t);
@@ -201,6 +218,7 @@ export async function runMode(
   const limiters: (AdaptiveRateLimiter | undefined)[] = [];
   const pauses: number[] = [];
   const instances: SimInstance[] = [];
+  const acceptedByInstance: number[][] = [];
   for (let i = 0; i < params.instances; i++) {
     const name = `instance-${i + 1}`;
     let tracked: TrackedLimiter;
@@ -209,11 +227,18 @@ export async function runMode(
       tracked = new TrackedLimiter(new PassThroughLimiter(name), clock, work, collector);
     } else if (store !== undefined) {
       // The budget's rates are whole-budget; `instanceCount` is only its first guess.
-      const budget = new SharedBudget({ ...limiterOptions, ...params.shared, name: 'budget', store, clock });
+      const budget = new SharedBudget({
+        ...limiterOptions,
+        ...params.shared,
+        name: 'budget',
+        store,
+        clock,
+        random: limiterRandom(params, i),
+      });
       limiter = budget.limiter;
       tracked = new TrackedLimiter(budget, clock, work, collector, limiter);
     } else {
-      limiter = new AdaptiveRateLimiter({ ...limiterOptions, name, clock });
+      limiter = new AdaptiveRateLimiter({ ...limiterOptions, name, clock, random: limiterRandom(params, i) });
       tracked = new TrackedLimiter(limiter, clock, work, collector);
     }
     pauses.push(0);
@@ -221,6 +246,9 @@ export async function runMode(
       pauses[i]!++;
     });
     limiters.push(limiter);
+    const accepted: number[] = [];
+    acceptedByInstance.push(accepted);
+    const active = params.active?.[i];
     const instance = new SimInstance({
       clock,
       api,
@@ -233,7 +261,10 @@ export async function runMode(
       maxAttempts: params.maxAttempts,
       // The same streams in every mode: the same arrivals and sizes for each instance.
       arrivals: new Prng(params.seed, `arrivals-${i}`),
-      endMs,
+      endMs: active === undefined ? endMs : Math.min(endMs, active.toMs),
+      startMs: active?.fromMs ?? 0,
+      initialBurst: params.initialBurst ?? 0,
+      acceptedBySecond: accepted,
     });
     instances.push(instance);
   }
@@ -291,7 +322,7 @@ export async function runMode(
   }
   for (const instance of instances) if (instance.error !== undefined) throw instance.error;
 
-  const metrics = computeMetrics(params, collector, api);
+  const metrics = computeMetrics(params, collector, api, acceptedByInstance);
   const result: ModeResult = {
     scenario,
     mode: mode.name,
@@ -357,7 +388,16 @@ function emptySeries(instances: number): Series {
 /** Limiter options as JSON: a custom controller shows as `"custom"`. */
 function describeOptions(options: Omit<AdaptiveLimiterOptions, 'clock' | 'name'>): Record<string, unknown> {
   const { controller, ...rest } = options;
-  return { controller: typeof controller === 'object' ? 'custom' : (controller ?? 'aimd'), ...rest };
+  return {
+    controller: typeof controller === 'object' ? 'custom' : (controller ?? LIMITER_DEFAULTS.controller),
+    ...rest,
+  };
+}
+
+/** The seeded random numbers of instance `i`'s limiter: runs repeat, byte for byte. */
+function limiterRandom(params: SimParams, i: number): () => number {
+  const prng = new Prng(params.seed, `limiter-${i}`);
+  return () => prng.next();
 }
 
 function round2(x: number): number {

@@ -1,3 +1,4 @@
+import type { ProbeOptions } from '../controllers/probe.js';
 import { LIMITER_DEFAULTS } from '../limiter/options.js';
 import { SHARED_DEFAULTS } from '../redis/options.js';
 
@@ -24,6 +25,8 @@ export interface SimLimiterParams {
   maxPause: number;
   aimd: { decreaseFactor: number; increaseInterval: number; increaseStep: number };
   cubic: { beta: number; scaleConstant: number };
+  /** Options of the probe controller (its defaults unless a preset says otherwise). */
+  probe: ProbeOptions;
 }
 
 /** The options of the shared modes' `SharedBudget` (see docs/redis.md). */
@@ -51,8 +54,26 @@ export interface SimParams {
   maxAttempts: number;
   /** The model API's bucket holds this many seconds of the quota. */
   apiBurstSeconds: number;
-  /** Latency of an answer: log-normal with this median (ms) and spread. */
-  latency: { medianMs: number; sigma: number };
+  /**
+   * Latency of an answer: log-normal with this median (ms) and spread; with `stallProbability`
+   * (0 to 1) an answer stalls `stallMs` more (a GC pause, a slow backend).
+   */
+  latency: { medianMs: number; sigma: number; stallProbability?: number; stallMs?: number };
+  /**
+   * A strict leaky bucket (GCRA, as nginx's `limit_req`) instead of the token bucket: it counts
+   * requests (not units), lets `burst` requests go early at most, and answers 429 with
+   * `Retry-After: 1` to any other early request. `undefined`: the token bucket.
+   */
+  leakyBucket?: { burst: number };
+  /** Requests each instance sends at t = 0, on top of its demand (a cold burst). @default 0 */
+  initialBurst?: number;
+  /**
+   * When each instance is active (ms from the start): no request arrives outside its window.
+   * One entry per instance; `undefined`: all active for the whole run.
+   */
+  active?: { fromMs: number; toMs: number }[];
+  /** Extra columns of the table: Jain's fairness index, seconds to 90 % of the quota. */
+  columns?: ('fairness' | 'secondsTo90')[];
   /** Times when another client takes part of the quota. */
   quotaEvents: TimedFactor[];
   /** Times when the demand of every instance changes. */
@@ -62,9 +83,19 @@ export interface SimParams {
   shared: SimSharedParams;
 }
 
-/** The built-in modes; `custom` is a user's controller module. */
-export type ModeName = 'none' | 'fixed' | 'aimd' | 'cubic' | 'custom';
-export const BUILT_IN_MODES = ['none', 'fixed', 'aimd', 'cubic'] as const satisfies readonly ModeName[];
+/**
+ * The built-in modes; `custom` is a user's controller module. `defaults` is the library with no
+ * options at all (no initial rate, no maximum, each process unaware of the others).
+ */
+export type ModeName = 'none' | 'fixed' | 'aimd' | 'cubic' | 'probe' | 'defaults' | 'custom';
+export const BUILT_IN_MODES = [
+  'none',
+  'fixed',
+  'aimd',
+  'cubic',
+  'probe',
+  'defaults',
+] as const satisfies readonly ModeName[];
 
 export interface Scenario {
   name: string;
@@ -109,6 +140,7 @@ export function baseParams(): SimParams {
       // The controllers' own defaults (src/controllers/aimd.ts, cubic.ts).
       aimd: { decreaseFactor: 0.7, increaseInterval: 10_000, increaseStep: 120 },
       cubic: { beta: 0.7, scaleConstant: 0.4 },
+      probe: {},
     },
     shared: {
       heartbeatInterval: SHARED_DEFAULTS.heartbeatInterval,
@@ -157,6 +189,82 @@ export const SCENARIOS: readonly Scenario[] = [
     name: 'burst',
     description: 'As steady; after 5 min the demand jumps to 5 times for 30 s.',
     params: { ...baseParams(), demandEvents: [{ atMs: 5 * MINUTE, durationMs: 30_000, factor: 5 }] },
+    modes: ALL_MODES,
+  },
+  {
+    name: 'leaky-bucket',
+    description:
+      "A strict leaky bucket (GCRA, nginx's limit_req) of 3,000 requests/min with a burst of 5 requests; " +
+      'requests of 1 unit; 429 with Retry-After: 1.',
+    params: { ...baseParams(), unitsPerRequest: { min: 1, max: 1 }, leakyBucket: { burst: 5 } },
+    modes: ALL_MODES,
+  },
+  {
+    name: 'staggered',
+    description:
+      '4 instances of 2,000 units/min join 30 s apart and leave 30 s apart after 6 min; fairness is ' +
+      "Jain's index over the minute before the first leaves.",
+    params: {
+      ...baseParams(),
+      instances: 4,
+      demand: [2_000],
+      minutes: 8,
+      active: [0, 1, 2, 3].map((i) => ({ fromMs: i * 30_000, toMs: 6 * MINUTE + i * 30_000 })),
+      columns: ['fairness'],
+    },
+    modes: ALL_MODES,
+  },
+  {
+    name: 'big-quota',
+    description:
+      'A quota 100 times the initial rate (6,000 against 60 units/min), 2 instances of 5,000 units/min: ' +
+      'seconds to 90 % of the quota (the Defaults row starts with no initial rate).',
+    params: (() => {
+      const p: SimParams = {
+        ...baseParams(),
+        quota: 6_000,
+        demand: [5_000],
+        minutes: 2,
+        columns: ['secondsTo90'],
+      };
+      p.limiter.initialUnitsPerMinute = 60;
+      p.limiter.fixedUnitsPerMinute = 60;
+      p.limiter.maxUnitsPerMinute = 60_000;
+      return p;
+    })(),
+    modes: ALL_MODES,
+  },
+  {
+    name: 'cold-burst',
+    description:
+      'One instance sends 2,000 requests at t = 0 (more than 3 minutes of a 600 units/min quota with a ' +
+      'burst of 10), then 300 units/min; requests of 1 unit.',
+    params: (() => {
+      const p = {
+        ...baseParams(),
+        instances: 1,
+        quota: 600,
+        demand: [300],
+        minutes: 5,
+        unitsPerRequest: { min: 1, max: 1 },
+        apiBurstSeconds: 1,
+        initialBurst: 2_000,
+      };
+      p.limiter.initialUnitsPerMinute = 300;
+      p.limiter.fixedUnitsPerMinute = 300;
+      p.limiter.maxUnitsPerMinute = 1_125;
+      return p;
+    })(),
+    modes: ALL_MODES,
+  },
+  {
+    name: 'noisy',
+    description:
+      'As steady, with heavy-tailed latency (median 100 ms, sigma 1.2) and 1 answer in 100 stalled 5 s more.',
+    params: {
+      ...baseParams(),
+      latency: { medianMs: 100, sigma: 1.2, stallProbability: 0.01, stallMs: 5_000 },
+    },
     modes: ALL_MODES,
   },
   {

@@ -16,17 +16,36 @@ export function formatTable(results: readonly ModeResult[]): string {
 
 /** The comparison table's header and cells, as the CLI prints them (the playground's table too). */
 export function tableCells(results: readonly ModeResult[]): { header: string[]; rows: string[][] } {
-  const header = ['Mode', 'Throughput', 'Share', '429s', 'Rejected', 'Gave up', 'p95 wait', 'Recovery'];
-  const rows = results.map((r) => [
-    r.label,
-    integer.format(r.throughput),
-    `${Math.round(r.share * 100)}%`,
-    integer.format(r.throttled),
-    integer.format(r.rejected),
-    integer.format(r.gaveUp),
-    `${r.p95WaitSeconds.toFixed(1)} s`,
-    formatRecovery(r),
-  ]);
+  const extra = new Set(results.flatMap((r) => r.parameters.columns ?? []));
+  const header = [
+    'Mode',
+    'Throughput',
+    'Share',
+    '429s',
+    'Rejected',
+    'Gave up',
+    '429 callers',
+    'p95 wait',
+    'Recovery',
+  ];
+  if (extra.has('fairness')) header.push('Fairness');
+  if (extra.has('secondsTo90')) header.push('To 90 %');
+  const rows = results.map((r) => {
+    const row = [
+      r.label,
+      integer.format(r.throughput),
+      `${Math.round(r.share * 100)}%`,
+      integer.format(r.throttled),
+      integer.format(r.rejected),
+      integer.format(r.gaveUp),
+      integer.format(r.callers429),
+      `${r.p95WaitSeconds.toFixed(1)} s`,
+      formatRecovery(r),
+    ];
+    if (extra.has('fairness')) row.push(r.fairness === null ? '-' : r.fairness.toFixed(3));
+    if (extra.has('secondsTo90')) row.push(r.secondsTo90 === null ? 'never' : `${r.secondsTo90} s`);
+    return row;
+  });
   return { header, rows };
 }
 

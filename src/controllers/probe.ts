@@ -1,0 +1,202 @@
+import { ConfigError, type ConfigIssue } from '../errors.js';
+import type { DecreaseRecord, RateController, RateControllerState } from './types.js';
+
+/** Options of the probe controller. Rates are units/min, times ms. */
+export interface ProbeOptions {
+  /** Cruise this fraction below the ceiling (0.03: at 97 % of it). In [0, 0.5). @default 0.03 */
+  cruiseMargin?: number;
+  /** After its own overshoot the rate drains at the ceiling times this, in (0, 1]. @default 0.9 */
+  drainFactor?: number;
+  /** How long the drain lasts (ms, >= 0, finite), not counting a Retry-After pause. @default 1_000 */
+  drainTime?: number;
+  /**
+   * The shortest hold at the cruise rate before probing (ms, > 0, finite). The hold is
+   * `holdTime × (1 + random)` (random in [0, 1)), doubled for each cut in a row that found
+   * the same ceiling (within `stableTolerance`), up to `maxHold`. @default 4_000
+   */
+  holdTime?: number;
+  /** The longest hold (ms, >= holdTime, finite). @default 30_000 */
+  maxHold?: number;
+  /** Two ceilings within this fraction of each other are "the same" (>= 0, < 1). @default 0.1 */
+  stableTolerance?: number;
+  /**
+   * The first probe step for the WHOLE budget (units/min, > 0, finite); each process adds
+   * `probeStep / instanceCount`. The step doubles each round: +1, +2, +4 … steps above the
+   * cruise rate, the same for every client, so competing clients converge to fair shares.
+   * @default 60
+   */
+  probeStep?: number;
+  /** Each probe step is this times the one before (> 1, finite). @default 2 */
+  probeGrowth?: number;
+  /** One round of probing, and of the start-up growth before the first cut (ms, > 0, finite). @default 2_000 */
+  round?: number;
+  /** Before the first cut the rate is multiplied by this each round while requests wait (> 1, finite). @default 2 */
+  startupGrowth?: number;
+  /**
+   * A throttle while cruising (the quota dropped or a competitor grew) sets the ceiling to the
+   * accepted rate, at most this times the last ceiling, in (0, 1]. @default 0.9
+   */
+  externalFactor?: number;
+  /**
+   * The rate is app-limited, and never raised, while the measured send rate is below this
+   * fraction of it, in (0, 1]. @default 0.8
+   */
+  appLimitedRatio?: number;
+  /**
+   * A cut never goes below this times the current rate, in (0, 1]: an accepted rate read over a
+   * window that a pause or a quiet spell emptied does not take the rate to the minimum. @default 0.5
+   */
+  minCutFactor?: number;
+}
+
+const DEFAULTS: Required<ProbeOptions> = {
+  cruiseMargin: 0.03,
+  drainFactor: 0.9,
+  drainTime: 1_000,
+  holdTime: 4_000,
+  maxHold: 30_000,
+  stableTolerance: 0.1,
+  probeStep: 60,
+  probeGrowth: 2,
+  round: 2_000,
+  startupGrowth: 2,
+  externalFactor: 0.9,
+  appLimitedRatio: 0.8,
+  minCutFactor: 0.5,
+};
+
+/** A rate within this fraction above the cruise rate still counts as cruising. */
+const CRUISE_SLACK = 1e-3;
+/** Probe rounds beyond this add no more (2^40 steps is past any maximum). */
+const MAX_ROUNDS = 40;
+
+/**
+ * The probe controller: it learns a ceiling from the accepted rate at a throttle (the server's
+ * rate for this process while it throttles) and cruises a few percent below it. After its own
+ * overshoot it drains briefly below the ceiling, holds at the cruise rate for a randomized while
+ * that grows while the ceiling stays the same, then probes above it with steps that double each
+ * round. A throttle while cruising means the quota dropped or a competitor grew: a smaller
+ * ceiling, a short hold, quick probing again. Before the first cut it doubles each round while
+ * requests wait. It never raises the rate while the process sends less than its rate.
+ *
+ * Pure and stateless: the ceiling, the phase and the randomness all come from the state (the
+ * accepted rates at the last cuts, the time since the last cut, `random`).
+ */
+export function probe(options: ProbeOptions = {}): RateController {
+  const o = validate(options);
+  const same = (a: number, b: number) => Math.abs(a - b) <= o.stableTolerance * b;
+  /**
+   * The ceiling (units/min) the cuts learned, replayed from the oldest kept: whether the last was
+   * our own overshoot, and how many cuts in a row, ending with it, found the same ceiling.
+   */
+  const learn = (cuts: readonly DecreaseRecord[]): { E: number; own: boolean; stable: number } => {
+    let E: number | undefined;
+    let own = true;
+    let stable = 0;
+    for (const cut of cuts) {
+      const A = cut.acceptedRate;
+      const before = E;
+      own = E === undefined || cut.rateBefore > E * (1 - o.cruiseMargin) * (1 + CRUISE_SLACK);
+      if (E === undefined) E = A;
+      else if (own) {
+        // Our probe overshot. Less got through than the ceiling: the quota dropped meanwhile.
+        // Else the ceiling rises to what got through over the whole cycle, or by at most the
+        // cruise margin to what got through lately: a server's burst, drained by the probe,
+        // inflates the last seconds, while over the cycle it counts once.
+        const cycle = Math.min(cut.acceptedRateSincePrevious ?? A, A);
+        E = A < E ? A : Math.max(cycle, Math.min(A, E * (1 + o.cruiseMargin)));
+      } else if (same(A, E)) {
+        // Cruising, and the same got through (a competitor's probe, a cruise a bit high): a margin lower.
+        E *= 1 - o.cruiseMargin;
+      } else {
+        // Cruising, and less got through (the quota dropped, a competitor grew).
+        E = Math.min(A, o.externalFactor * E);
+      }
+      stable = before !== undefined && same(E, before) ? stable + 1 : 0;
+    }
+    return { E: E ?? 0, own, stable };
+  };
+  return {
+    onThrottled(s: RateControllerState): number {
+      const accepted = s.acceptedRate ?? s.rate;
+      const floor = o.minCutFactor * s.rate;
+      // The cut the limiter is about to record; the next state shows it.
+      const cut: DecreaseRecord = {
+        rateBefore: s.rate,
+        acceptedRate: accepted,
+        acceptedRateSincePrevious: s.acceptedRateSinceLastDecrease,
+      };
+      const { E, own } = learn([...s.decreases, cut]);
+      // Our own overshoot drains below the ceiling; a throttle while cruising cruises below the new one.
+      return Math.min(s.rate, Math.max(floor, E * (own ? o.drainFactor : 1 - o.cruiseMargin)));
+    },
+    onSuccess(s: RateControllerState): number | undefined {
+      if (!s.waited) return undefined;
+      if (s.measuredRate !== undefined && s.measuredRate < o.appLimitedRatio * s.rate) return undefined;
+      let target: number;
+      if (s.decreases.length === 0) {
+        // Start-up: grow each round until the first throttle.
+        if (s.sinceLastIncrease < o.round) return undefined;
+        target = s.rate * o.startupGrowth;
+      } else {
+        const { E, own, stable } = learn(s.decreases);
+        const drain = own ? o.drainTime : 0;
+        // Randomized; doubles for each cut in a row at the same ceiling (a new ceiling resets it).
+        const hold = Math.min(o.maxHold, o.holdTime * (1 + s.random) * 2 ** stable);
+        const t = Math.max(0, s.sinceLastDecrease - s.pauseSinceLastDecrease);
+        if (t < drain) return undefined;
+        target = E * (1 - o.cruiseMargin);
+        if (t >= drain + hold) {
+          // Steps of probeStep × probeGrowth^i for the rounds i = 0..k so far: the same for every client.
+          const k = Math.min(MAX_ROUNDS, Math.floor((t - drain - hold) / o.round));
+          const g = o.probeGrowth;
+          target += (((g ** (k + 1) - 1) / (g - 1)) * o.probeStep) / s.instanceCount;
+        }
+      }
+      // Never more than twice what is sent (a stale curve after a quiet spell).
+      if (s.measuredRate !== undefined) target = Math.min(target, 2 * s.measuredRate);
+      target = Math.min(target, s.maxRate);
+      return target > s.rate ? target : undefined;
+    },
+  };
+}
+
+function validate(options: ProbeOptions): Required<ProbeOptions> {
+  if (typeof options !== 'object' || options === null) {
+    throw new ConfigError([{ path: 'probe', message: 'must be an object', received: options }]);
+  }
+  const issues: ConfigIssue[] = [];
+  const pick = (key: keyof ProbeOptions, message: string, ok: (v: number) => boolean): number => {
+    const value: unknown = options[key];
+    if (value === undefined) return DEFAULTS[key];
+    if (typeof value === 'number' && ok(value)) return value;
+    issues.push({ path: `probe.${key}`, message, received: value });
+    return DEFAULTS[key];
+  };
+  const positive = (v: number) => Number.isFinite(v) && v > 0;
+  const fraction = (v: number) => v > 0 && v <= 1;
+  const resolved: Required<ProbeOptions> = {
+    cruiseMargin: pick('cruiseMargin', 'must be a number >= 0 and < 0.5', (v) => v >= 0 && v < 0.5),
+    drainFactor: pick('drainFactor', 'must be a number > 0 and <= 1', fraction),
+    drainTime: pick('drainTime', 'must be a finite number of ms >= 0', (v) => Number.isFinite(v) && v >= 0),
+    holdTime: pick('holdTime', 'must be a finite number of ms > 0', positive),
+    maxHold: pick('maxHold', 'must be a finite number of ms > 0', positive),
+    stableTolerance: pick('stableTolerance', 'must be a number >= 0 and < 1', (v) => v >= 0 && v < 1),
+    probeStep: pick('probeStep', 'must be a finite number of units/min > 0', positive),
+    probeGrowth: pick('probeGrowth', 'must be a finite number > 1', (v) => Number.isFinite(v) && v > 1),
+    round: pick('round', 'must be a finite number of ms > 0', positive),
+    startupGrowth: pick('startupGrowth', 'must be a finite number > 1', (v) => Number.isFinite(v) && v > 1),
+    externalFactor: pick('externalFactor', 'must be a number > 0 and <= 1', fraction),
+    appLimitedRatio: pick('appLimitedRatio', 'must be a number > 0 and <= 1', fraction),
+    minCutFactor: pick('minCutFactor', 'must be a number > 0 and <= 1', fraction),
+  };
+  if (issues.length === 0 && resolved.maxHold < resolved.holdTime) {
+    issues.push({
+      path: 'probe.maxHold',
+      message: `must be >= holdTime (${resolved.holdTime})`,
+      received: resolved.maxHold,
+    });
+  }
+  if (issues.length > 0) throw new ConfigError(issues);
+  return resolved;
+}

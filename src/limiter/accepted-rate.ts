@@ -1,0 +1,74 @@
+/** Width of one slot of the accepted-rate window (ms). */
+const SLOT_MS = 250;
+/** Slots in the window: 12 of 250 ms, a window of 3 s (2.75 s to 3 s, with the open slot). */
+const SLOTS = 12;
+/** The accepted rate reads at least this span (ms): one early answer does not make a rate of thousands. */
+const MIN_SPAN_MS = 1_000;
+
+/**
+ * The accepted rate: units of the responses classified as success (not sent, not throttled) per
+ * minute, over the last 3 s (twelve slots of 250 ms), read at `now`. While the server throttles,
+ * it is what the server lets through for this process: its share of the quota, the estimate a
+ * cut starts from (the idea of BBR's policer detector: under loss, the delivery rate is the
+ * policer's rate). Before 3 s have passed since the first grant the span is the time since that
+ * grant (at least 1 s). Times are ms on the limiter's clock.
+ */
+export class AcceptedRate {
+  readonly #units = new Float64Array(SLOTS);
+  readonly #slotOf = new Float64Array(SLOTS).fill(Number.NEGATIVE_INFINITY);
+  /** The first grant (ms); the window starts no earlier. */
+  #since: number | undefined;
+  #any = false;
+  /** Units accepted since the last mark (a cut), and when that was (ms). */
+  #markUnits = 0;
+  #markAt: number | undefined;
+
+  /** Marks the first grant at `now`: the window does not count the idle time before it. */
+  open(now: number): void {
+    this.#since ??= now;
+  }
+
+  /** Counts the units of one successful response received at `now`. */
+  record(units: number, now: number): void {
+    const slot = Math.floor(now / SLOT_MS);
+    const i = slot % SLOTS;
+    if (this.#slotOf[i] !== slot) {
+      this.#slotOf[i] = slot;
+      this.#units[i] = 0;
+    }
+    this.#units[i]! += units;
+    this.#markUnits += units;
+    this.#any = true;
+    this.#since ??= now;
+  }
+
+  /** Starts counting again from `now` (a cut). */
+  mark(now: number): void {
+    this.#markUnits = 0;
+    this.#markAt = now;
+  }
+
+  /**
+   * Units/min accepted since the last mark, over the time since it less `pausedMs` (time the
+   * limiter sent nothing), at least 1 s; `undefined` before any mark.
+   */
+  sinceMark(now: number, pausedMs = 0): number | undefined {
+    if (this.#markAt === undefined) return undefined;
+    return (this.#markUnits * 60_000) / Math.max(MIN_SPAN_MS, now - this.#markAt - pausedMs);
+  }
+
+  /** Units/min accepted over the window ending at `now`; `undefined` before the first success. */
+  value(now: number): number | undefined {
+    if (!this.#any) return undefined;
+    const current = Math.floor(now / SLOT_MS);
+    const first = current - SLOTS + 1;
+    let units = 0;
+    for (let i = 0; i < SLOTS; i++) {
+      const slot = this.#slotOf[i]!;
+      if (slot >= first && slot <= current) units += this.#units[i]!;
+    }
+    const windowStart = Math.max(first * SLOT_MS, this.#since ?? now);
+    const span = Math.max(MIN_SPAN_MS, now - windowStart);
+    return (units * 60_000) / span;
+  }
+}

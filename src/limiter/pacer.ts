@@ -1,0 +1,104 @@
+import type { RateGate } from './bucket.js';
+
+/**
+ * How much of the rate idle time earns, and how late a timer may fire and still be caught up
+ * exactly (ms). After an idle spell one request goes at once, plus as many as fit in these ms
+ * of the rate (none below 6,000 units/min; 1 more at 12,000; 10 at 60,000).
+ */
+export const PACING_SLACK_MS = 10;
+/** Float slots within this many ms of now count as due. */
+const EPSILON_MS = 1e-6;
+
+/**
+ * Pacing (GCRA): grants spaced at the rate. `tat` is the time the next grant is due; each grant
+ * reserves its own slot (`units` at the rate) after the one before, so waiters go one at a time
+ * at their own slots, never a group at once. When the slots are closer than the timer fires,
+ * several go per tick and `tat` stays exact. Idle time earns at most {@link PACING_SLACK_MS} of
+ * the rate. A request of any size goes at its slot and pushes the next slot back by its units,
+ * so the long-run rate holds for any size. An infinite rate is "unlimited". Times are ms on the
+ * limiter's clock; rates units/min.
+ */
+export class Pacer implements RateGate {
+  rate: number;
+  /** The time the next grant is due (ms). */
+  #tat: number;
+  /** The last `now` seen, for `tokens`. */
+  #now: number;
+
+  constructor(rate: number, now: number) {
+    this.rate = rate;
+    this.#tat = now - PACING_SLACK_MS;
+    this.#now = now;
+  }
+
+  get unlimited(): boolean {
+    return this.rate === Number.POSITIVE_INFINITY;
+  }
+
+  /** Units that may go at once after an idle spell (at least one request). */
+  get capacity(): number {
+    return this.unlimited ? Number.POSITIVE_INFINITY : Math.max(1, this.#units(PACING_SLACK_MS));
+  }
+
+  /** Units free now (negative: the time until the next slot, in units of the rate). */
+  get tokens(): number {
+    if (this.unlimited) return Number.POSITIVE_INFINITY;
+    return Math.min(this.#units(PACING_SLACK_MS), this.#units(this.#now - this.#tat));
+  }
+
+  refill(now: number): void {
+    if (now > this.#now) this.#now = now;
+  }
+
+  setRate(rate: number, now: number): void {
+    this.refill(now);
+    if (!this.unlimited && Number.isFinite(rate) && this.#tat > now) {
+      // Slots already reserved are units owed: they take longer at a lower rate.
+      const owed = this.#units(this.#tat - now);
+      this.rate = rate;
+      this.#tat = now + this.#ms(owed);
+      return;
+    }
+    this.rate = rate;
+    if (this.#tat < now - PACING_SLACK_MS) this.#tat = now - PACING_SLACK_MS;
+  }
+
+  canTake(_units: number, now: number): boolean {
+    this.refill(now);
+    return this.unlimited || this.#tat <= now + EPSILON_MS;
+  }
+
+  take(units: number, now: number): void {
+    if (this.unlimited) return;
+    this.#tat = Math.max(this.#tat, now - PACING_SLACK_MS) + this.#ms(units);
+  }
+
+  /** The next slot one unit after `now`. */
+  empty(now: number): void {
+    if (!this.unlimited) this.#tat = now + this.#ms(1);
+  }
+
+  charge(delta: number, now: number): void {
+    if (this.unlimited) return;
+    const floor = now - PACING_SLACK_MS;
+    this.#tat = Math.max(floor, Math.max(this.#tat, floor) + this.#ms(delta));
+  }
+
+  readyAt(_units: number, start: number): number {
+    return this.unlimited ? start : Math.max(start, this.#tat);
+  }
+
+  predictWait(_units: number, queuedUnits: number, pause: number, now: number): number {
+    if (this.unlimited) return pause;
+    const first = Math.max(this.#tat, now + pause - PACING_SLACK_MS);
+    return Math.max(pause, first + this.#ms(queuedUnits) - now);
+  }
+
+  #units(ms: number): number {
+    return (ms * this.rate) / 60_000;
+  }
+
+  #ms(units: number): number {
+    return (units * 60_000) / this.rate;
+  }
+}
