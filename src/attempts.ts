@@ -99,7 +99,7 @@ export async function runAttempts<T>(plan: AttemptPlan<T>): Promise<T> {
 
 /** Settles a permit with an outcome. */
 export function feed(permit: Permit, outcome: Outcome): void {
-  if (outcome.kind === 'success') permit.success(outcome.units);
-  else if (outcome.kind === 'throttled') permit.throttled(outcome.retryAfterMs);
-  else permit.failed(outcome.retryAfterMs);
+  if (outcome.kind === 'success') permit.success(outcome.units, outcome.quota);
+  else if (outcome.kind === 'throttled') permit.throttled(outcome.retryAfterMs, outcome.quota);
+  else permit.failed(outcome.retryAfterMs, outcome.quota);
 }

@@ -25,6 +25,12 @@ export interface RateControllerState {
   readonly instanceCount: number;
   /** Units/min of responses (0.5 s buckets smoothed by 0.8); `undefined` before the first bucket closes. */
   readonly measuredRate: number | undefined;
+  /**
+   * The lowest fresh ceiling the API announced for this process (units/min; RateLimit headers or a
+   * vendor's), or `undefined` when none is fresh. The limiter never sends faster than it, whatever
+   * the rate; a controller may start from it instead of probing for the quota.
+   */
+  readonly announcedRate?: number | undefined;
 }
 
 /**

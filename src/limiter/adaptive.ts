@@ -3,6 +3,7 @@ import { resolveController } from '../controllers/index.js';
 import type { RateController } from '../controllers/types.js';
 import { ConfigError, RateLimitRejectedError, type RejectionReason } from '../errors.js';
 import { TokenBucket } from './bucket.js';
+import { Ceilings } from './ceiling.js';
 import { CutBook } from './cut-book.js';
 import { LazyEmitter, type LimiterEventMap } from './events.js';
 import {
@@ -12,7 +13,14 @@ import {
 } from './options.js';
 import { Pause } from './pause.js';
 import { LimiterPermit, type PermitSink } from './permit.js';
-import type { AcquireOptions, LimiterSnapshot, Permit, RateLimiter, WrapOptions } from './types.js';
+import type {
+  AcquireOptions,
+  AnnouncedQuota,
+  LimiterSnapshot,
+  Permit,
+  RateLimiter,
+  WrapOptions,
+} from './types.js';
 import { WaitingLine } from './waiting-line.js';
 import { wrapWithLimiter } from './wrap.js';
 
@@ -38,6 +46,8 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   readonly #pause = new Pause();
   readonly #book: CutBook;
   #line: WaitingLine | undefined;
+  /** The ceilings the API announced, made at the first announcement. */
+  #ceilings: Ceilings | undefined;
   #closed = false;
 
   constructor(options: AdaptiveLimiterOptions = {}) {
@@ -174,6 +184,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     return {
       name: this.#opts.name,
       rate: bucket.rate,
+      announcedRate: this.#announcedRate(now),
       minRate: book.minRate,
       maxRate: book.maxRate,
       measuredRate: book.measured.value,
@@ -193,7 +204,11 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   // ---- feedback from permits -------------------------------------------------------------
 
   /** @internal */
-  _success(permit: LimiterPermit, unitsUsed: number | undefined): void {
+  _success(
+    permit: LimiterPermit,
+    unitsUsed: number | undefined,
+    quota: readonly AnnouncedQuota[] | undefined,
+  ): void {
     const now = this.#clock.now();
     const used =
       unitsUsed !== undefined && unitsUsed >= 0 && Number.isFinite(unitsUsed) ? unitsUsed : permit.units;
@@ -203,9 +218,12 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
       this.#bucket.charge(used - permit.units, now);
       this.#line?.kick(now); // a refund may let the head go now
     }
+    if (quota !== undefined || this.#ceilings !== undefined) this.#announce(quota, used, now, undefined);
     if (this.#pause.active(now) || this.#bucket.unlimited) return;
     // The built-in controllers raise only after a wait: skip building their state otherwise.
     if (!book.waited && book.builtIn) return;
+    // Requests that waited for the announced ceiling say nothing about a higher rate.
+    if (this.#bucket.rate >= this.#bucket.ceiling) return;
     const rate = book.success(now, this.#bucket.rate);
     if (rate === undefined) return;
     if (rate !== this.#bucket.rate) this.#changeRate(rate, now, 'success');
@@ -213,13 +231,19 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   }
 
   /** @internal */
-  _throttled(permit: LimiterPermit, retryAfterMs: number | undefined): void {
+  _throttled(
+    permit: LimiterPermit,
+    retryAfterMs: number | undefined,
+    quota: readonly AnnouncedQuota[] | undefined,
+  ): void {
     const now = this.#clock.now();
     const cut = this.#book.throttled(permit, now);
     // The pause first: a custom controller that throws must not let sends through a Retry-After.
     const pauseMs =
       retryAfterMs !== undefined && retryAfterMs > 0 ? Math.min(retryAfterMs, this.#opts.maxPause) : 0;
     if (pauseMs > 0 && retryAfterMs !== undefined) this.#pauseFor(now, pauseMs, retryAfterMs);
+    // A throttled request is not counted against the quota: 0 units of this process's part.
+    if (quota !== undefined || this.#ceilings !== undefined) this.#announce(quota, 0, now, retryAfterMs);
     try {
       if (cut) this.#cut(now);
     } finally {
@@ -228,9 +252,45 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     }
   }
 
-  /** @internal A failed answer that asks for a wait (a 503 with Retry-After): pause, no cut. */
-  _failed(retryAfterMs: number): void {
-    if (retryAfterMs > 0) this.pauseFor(retryAfterMs);
+  /** @internal A failed answer: a wait it asks for (a 503 with Retry-After) pauses, no cut. */
+  _failed(retryAfterMs: number | undefined, quota: readonly AnnouncedQuota[] | undefined): void {
+    if (retryAfterMs !== undefined && retryAfterMs > 0) this.pauseFor(retryAfterMs);
+    if (quota !== undefined || this.#ceilings !== undefined) {
+      this.#announce(quota, 0, this.#clock.now(), retryAfterMs);
+    }
+  }
+
+  // ---- announced quotas (see ceiling.ts) ----------------------------------------------------
+
+  /**
+   * An answer for `ownUnits` units announced `quota` (or nothing): the ceiling moves, and a policy
+   * with nothing left pauses until its reset, unless the answer had a Retry-After, which wins.
+   */
+  #announce(
+    quota: readonly AnnouncedQuota[] | undefined,
+    ownUnits: number,
+    now: number,
+    retryAfterMs: number | undefined,
+  ): void {
+    this.#ceilings ??= new Ceilings();
+    const { pauseMs, requestedMs } = this.#ceilings.answer(quota, ownUnits, now, this.#opts.maxPause);
+    if (pauseMs > 0 && retryAfterMs === undefined) this.#pauseFor(now, pauseMs, requestedMs);
+    this.#applyCeiling(now);
+    this.#arm(now);
+  }
+
+  /** Gives the bucket the lowest fresh ceiling at `now`. */
+  #applyCeiling(now: number): void {
+    const lowest = this.#ceilings?.lowest(now) ?? Number.POSITIVE_INFINITY;
+    if (lowest === this.#bucket.ceiling) return;
+    this.#bucket.setCeiling(lowest, now);
+    this.#book.announcedRate = Number.isFinite(lowest) ? lowest : undefined;
+    this.#line?.kick(now);
+  }
+
+  #announcedRate(now: number): number | undefined {
+    if (this.#ceilings?.expired(now)) this.#applyCeiling(now);
+    return this.#book.announcedRate;
   }
 
   // ---- internals ---------------------------------------------------------------------------
@@ -261,6 +321,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   }
 
   #canGrant(units: number, now: number): boolean {
+    if (this.#ceilings?.expired(now)) this.#applyCeiling(now);
     return !this.#pause.active(now) && this.#bucket.canTake(units, now);
   }
 

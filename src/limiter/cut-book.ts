@@ -28,6 +28,8 @@ export class CutBook {
   maxRate = 0;
   /** The cut epoch a permit is granted in: a throttle cuts only for a permit of the current one. */
   epoch = 0;
+  /** The lowest fresh ceiling the API announced (units/min), for the controllers. */
+  announcedRate: number | undefined;
   /** Cuts and throttled responses so far. */
   cuts = 0;
   throttles = 0;
@@ -142,6 +144,7 @@ export class CutBook {
       waited: this.waited,
       instanceCount: this.#opts.instanceCount,
       measuredRate: this.measured.value,
+      announcedRate: this.announcedRate,
     };
   }
 }

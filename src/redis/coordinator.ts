@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { Clock } from '../clock.js';
 import type { AdaptiveRateLimiter } from '../limiter/adaptive.js';
-import type { Permit } from '../limiter/types.js';
+import type { AnnouncedQuota, Permit } from '../limiter/types.js';
 import type { MemberState, SharedState } from './member-state.js';
 import type { ResolvedSharedOptions } from './options.js';
 import type { Era } from './permit.js';
@@ -138,9 +138,14 @@ export class Coordinator {
   }
 
   /** A permit sent in `sent` was throttled: shares the local limiter's cut and the pause. */
-  throttled(inner: Permit, sent: Era, retryAfterMs: number | undefined): void {
+  throttled(
+    inner: Permit,
+    sent: Era,
+    retryAfterMs: number | undefined,
+    quota?: readonly AnnouncedQuota[],
+  ): void {
     this.#localCut = undefined;
-    inner.throttled(retryAfterMs);
+    inner.throttled(retryAfterMs, quota);
     const cut = this.#localCut;
     this.#localCut = undefined;
     if (cut !== undefined) this.#track(this.#cut(sent, cut));
@@ -148,8 +153,8 @@ export class Coordinator {
   }
 
   /** A permit failed: shares its Retry-After pause. */
-  failed(inner: Permit, retryAfterMs: number | undefined): void {
-    inner.failed(retryAfterMs);
+  failed(inner: Permit, retryAfterMs: number | undefined, quota?: readonly AnnouncedQuota[]): void {
+    inner.failed(retryAfterMs, quota);
     if (retryAfterMs !== undefined && retryAfterMs > 0) this.#track(this.#pause(retryAfterMs));
   }
 

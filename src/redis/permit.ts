@@ -1,4 +1,6 @@
-import type { Permit } from '../limiter/types.js';
+import type { AnnouncedQuota, Permit } from '../limiter/types.js';
+
+type Quota = readonly AnnouncedQuota[] | undefined;
 
 /** A shared epoch in the generation of the state it belongs to: what a permit was sent in. */
 export interface Era {
@@ -8,8 +10,8 @@ export interface Era {
 
 /** What a shared permit reports to: its budget. */
 export interface SharedPermitSink {
-  _throttled(inner: Permit, sent: Era, retryAfterMs: number | undefined): void;
-  _failed(inner: Permit, retryAfterMs: number | undefined): void;
+  _throttled(inner: Permit, sent: Era, retryAfterMs: number | undefined, quota?: Quota): void;
+  _failed(inner: Permit, retryAfterMs: number | undefined, quota?: Quota): void;
 }
 
 /**
@@ -36,16 +38,16 @@ export class SharedPermit implements Permit {
     return this.inner.units;
   }
 
-  success(unitsUsed?: number): void {
-    if (this.#settle() !== undefined) this.inner.success(unitsUsed);
+  success(unitsUsed?: number, quota?: Quota): void {
+    if (this.#settle() !== undefined) this.inner.success(unitsUsed, quota);
   }
 
-  throttled(retryAfterMs?: number): void {
-    this.#settle()?._throttled(this.inner, this.era, retryAfterMs);
+  throttled(retryAfterMs?: number, quota?: Quota): void {
+    this.#settle()?._throttled(this.inner, this.era, retryAfterMs, quota);
   }
 
-  failed(retryAfterMs?: number): void {
-    this.#settle()?._failed(this.inner, retryAfterMs);
+  failed(retryAfterMs?: number, quota?: Quota): void {
+    this.#settle()?._failed(this.inner, retryAfterMs, quota);
   }
 
   #settle(): SharedPermitSink | undefined {
