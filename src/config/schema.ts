@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { ConfigError, type ConfigIssue } from '../errors.js';
 import { originMatcher } from '../http/origin.js';
+import type { HeaderProfile, QuotaFromHeaders } from '../http/quota-headers/index.js';
 import {
   type AdaptiveLimiterOptions,
   CONTROLLER_MESSAGE,
@@ -10,7 +11,16 @@ import {
 import type { RateLimiter } from '../limiter/types.js';
 import { canonicalKeys, expandIssues, type Level, level, unwrapSection, writtenPath } from './appsettings.js';
 import { durationSchema } from './duration.js';
-import { issuesOf, maxConcurrent, originRules, RATE_FIELDS, rateRules, SOURCE, withRule } from './rules.js';
+import {
+  headerProfile,
+  issuesOf,
+  maxConcurrent,
+  originRules,
+  RATE_FIELDS,
+  rateRules,
+  SOURCE,
+  withRule,
+} from './rules.js';
 
 export { APPSETTINGS_SECTION } from './appsettings.js';
 export {
@@ -32,6 +42,20 @@ export interface LimiterConfig extends Omit<AdaptiveLimiterOptions, 'clock' | 'n
   origins?: string[];
   /** Requests in flight at once (an integer >= 1). @default unset: no cap */
   maxConcurrent?: number;
+  /**
+   * Which response headers announce the quota, giving the limiter a ceiling (HTTP adapters):
+   * `'standard'` reads the IETF RateLimit fields; `'github'`, `'openai'`, `'shopify'` read them
+   * and that vendor's own headers as it documents them; `false` reads none. A vendor form is
+   * never guessed from the headers. See the README, "Quota headers". @default 'standard'
+   */
+  headers?: HeaderProfile | false;
+  /**
+   * Your reading of the quota headers, for APIs no profile covers: `(headers) => { remaining,
+   * resetMs, limit, windowMs }` (the limiter's units; ms), a list of such (each named by
+   * `policy`), or `undefined`. Added to what `headers` reads. Code only (not in JSON).
+   * @default unset
+   */
+  quotaFromHeaders?: QuotaFromHeaders;
   /**
    * A limiter you own, to put behind `origins` instead of one the registry makes: typically a
    * `SharedBudget` (`adaptive-rate-limit/redis`), so that every process's requests to these
@@ -114,6 +138,7 @@ const limiterOptionsSchema = limiterFieldsSchema.omit({ name: true, clock: true 
   aimd: aimdSchema.optional(),
   cubic: cubicSchema.optional(),
   maxConcurrent: maxConcurrent.optional(),
+  headers: headerProfile.optional(),
 });
 
 const limiterConfigObject = limiterOptionsSchema

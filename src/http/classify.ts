@@ -1,5 +1,11 @@
 import type { Outcome } from '../limiter/types.js';
-import { headerLookup, type ResponseHeaders, retryAfterFromHeaders } from './retry-after.js';
+import type { QuotaReader } from './quota-headers/index.js';
+import {
+  type HeaderLookup,
+  headerLookup,
+  type ResponseHeaders,
+  retryAfterFromHeaders,
+} from './retry-after.js';
 
 /** Response headers as the library's callbacks see them: lower-case names, repeated fields as arrays. */
 export type HeaderRecord = Readonly<Record<string, string | string[] | undefined>>;
@@ -41,15 +47,34 @@ export function defaultVerdict(status: number, throttleStatuses: ReadonlySet<num
  *   later") the limiter pauses for it without cutting.
  * - success: charged `responseUnits(status, headers)` when that gives a number.
  *
+ * Any of them carries the quotas the response announces (`quota`), read by `quotas` (the route's
+ * `headers` profile and `quotaFromHeaders`), for the limiter's ceiling.
+ *
  * @param headers the response headers in any shape {@link headerLookup} reads.
  * @param record the same headers as a {@link HeaderRecord}, built only when a callback needs it.
- * @throws {TypeError} when `classify` or `responseUnits` returns something else than documented.
+ * @throws {TypeError} when `classify`, `responseUnits` or `quotaFromHeaders` returns something
+ * else than documented.
  */
 export function classifyResponse(
   status: number,
   headers: ResponseHeaders,
   rules: ResponseRules,
   record: () => HeaderRecord,
+  quotas?: QuotaReader,
+): Outcome {
+  if (quotas === undefined) return judge(status, headers, rules, record, undefined);
+  const lookup = headerLookup(headers);
+  const quota = quotas(lookup, record, Date.now());
+  const outcome = judge(status, headers, rules, record, lookup);
+  return quota === undefined ? outcome : { ...outcome, quota };
+}
+
+function judge(
+  status: number,
+  headers: ResponseHeaders,
+  rules: ResponseRules,
+  record: () => HeaderRecord,
+  lookup: HeaderLookup | undefined,
 ): Outcome {
   let verdict: ResponseVerdict | undefined;
   if (rules.classify !== undefined) {
@@ -72,7 +97,7 @@ export function classifyResponse(
     }
     return { kind: 'success', units };
   }
-  const retryAfterMs = retryAfterFromHeaders(headerLookup(headers), Date.now());
+  const retryAfterMs = retryAfterFromHeaders(lookup ?? headerLookup(headers), Date.now());
   if (verdict === 'throttled') {
     return retryAfterMs === undefined ? { kind: 'throttled' } : { kind: 'throttled', retryAfterMs };
   }

@@ -276,7 +276,7 @@ export class RateLimitedDispatch implements Controller, AttemptOwner, AttemptJud
   }
 
   #classify(attempt: Attempt): Outcome {
-    return this.#runtime.classify(attempt.status, attempt.headers, () => attempt.headers);
+    return this.#runtime.classify(attempt.status, attempt.headers, () => attempt.headers, this.#route);
   }
 
   #canRetry(): boolean {

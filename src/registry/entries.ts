@@ -23,7 +23,14 @@ export interface NamedEntry {
 
 /** The limiter `name` made from `config` on the registry's `clock`. */
 export function makeLimiter(name: string, config: LimiterConfig, clock: Clock): AdaptiveRateLimiter {
-  const { origins: _origins, maxConcurrent: _maxConcurrent, limiter: _limiter, ...options } = config;
+  const {
+    origins: _origins,
+    maxConcurrent: _maxConcurrent,
+    limiter: _limiter,
+    headers: _headers,
+    quotaFromHeaders: _quotaFromHeaders,
+    ...options
+  } = config;
   return new AdaptiveRateLimiter({ ...options, name, clock });
 }
 
