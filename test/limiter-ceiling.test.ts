@@ -188,3 +188,14 @@ describe('AdaptiveRateLimiter: announced quotas', () => {
     expect(limiter.rate).toBe(320);
   });
 });
+
+describe('announced quotas through wrap', () => {
+  it('takes the quota a classifier returns in its outcome', async () => {
+    const { limiter } = setup();
+    const call = limiter.wrap(async () => ({ left: 30, resetMs: 60_000 }), {
+      classify: (r) => ({ kind: 'success', quota: [{ remaining: r.left, resetMs: r.resetMs }] }),
+    });
+    await call();
+    expect(limiter.snapshot().announcedRate).toBe(30);
+  });
+});

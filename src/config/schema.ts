@@ -62,8 +62,8 @@ export interface LimiterConfig extends Omit<AdaptiveLimiterOptions, 'clock' | 'n
    * origins are metered against one budget; any {@link RateLimiter} will do (the HTTP adapters
    * use only its `tryAcquire` and `acquire`, and feed its permits).
    *
-   * - It carries its own options: with it, only `origins` and `maxConcurrent` (the adapter's
-   *   concurrency gate) are allowed; a rate option next to it is a `ConfigError` naming the field.
+   * - It carries its own options: with it, only `origins`, `maxConcurrent` (the adapter's
+   *   concurrency gate), `headers` and `quotaFromHeaders` are allowed; a rate option next to it is a `ConfigError` naming the field.
    * - Named limiters only (not `default`), and in code only: JSON config cannot hold an instance,
    *   so `parseConfig` rejects the key.
    * - The registry never closes it (not in `remove`, not in `close`) and never drops it: its
