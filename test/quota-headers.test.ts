@@ -97,7 +97,14 @@ describe('GitHub profile', () => {
     const serverDate = 'Thu, 15 Jan 2026 11:58:00 GMT';
     const reset = String(Date.UTC(2026, 0, 15, 12, 28, 0) / 1000);
     expect(readGithub(h({ ...base, 'x-ratelimit-reset': reset, date: serverDate }), now)).toEqual([
-      { policy: 'github:core', remaining: 4999, resetMs: 30 * 60_000, limit: 5000, windowMs: 3_600_000 },
+      // Date has whole seconds: the answer was made during 11:58:00, counted from its middle.
+      {
+        policy: 'github:core',
+        remaining: 4999,
+        resetMs: 30 * 60_000 - 500,
+        limit: 5000,
+        windowMs: 3_600_000,
+      },
     ]);
   });
 
