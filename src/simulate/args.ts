@@ -1,5 +1,5 @@
 import { parseArgs } from 'node:util';
-import { builtInMode, type ModeSpec, sharedMode } from './run.js';
+import { builtInMode, headersMode, type ModeSpec, sharedMode } from './run.js';
 import { BUILT_IN_MODES, type ModeName, SCENARIOS, type Scenario } from './scenarios.js';
 
 /** The text of `--help`. */
@@ -18,6 +18,9 @@ Scenarios and modes
   --shared               also runs each limited mode with ONE budget shared by the instances,
                          as adaptive-rate-limit/redis shares it ("AIMD (shared)"), next to the
                          static shares (uneven-demand does by default; --no-shared: not)
+  --headers              also runs each limited mode against the API announcing its quota in
+                         the IETF RateLimit fields ("AIMD (headers)"; the headers scenario does
+                         by default; --no-headers: not)
   --list                 lists the scenarios and exits
 
 Model
@@ -70,6 +73,7 @@ const OPTIONS = {
   modes: { type: 'string' },
   controller: { type: 'string' },
   shared: { type: 'boolean' },
+  headers: { type: 'boolean' },
   list: { type: 'boolean' },
   instances: { type: 'string' },
   quota: { type: 'string' },
@@ -167,6 +171,7 @@ export function modesFor(
   custom: ModeSpec | undefined,
   addCustom: boolean,
   shared: boolean,
+  headers = false,
 ): ModeSpec[] {
   const specs: ModeSpec[] = [];
   for (const name of names) {
@@ -175,10 +180,10 @@ export function modesFor(
     else throw new UsageError('--modes custom needs --controller PATH');
   }
   if (custom && addCustom && !names.includes('custom')) specs.push(custom);
-  if (!shared) return specs;
-  // Each limited mode, then the same mode with one shared budget.
+  // Each limited mode, then the same mode with one shared budget, then against the announcing API.
   return specs.flatMap((spec) => {
-    const variant = sharedMode(spec);
-    return variant === undefined ? [spec] : [spec, variant];
+    const variants = [spec, shared ? sharedMode(spec) : undefined];
+    if (headers) variants.push(...variants.map((v) => (v === undefined ? undefined : headersMode(v))));
+    return variants.filter((v) => v !== undefined);
   });
 }

@@ -1,8 +1,13 @@
 import type { Clock } from '../clock.js';
 import type { Prng } from './prng.js';
 
-/** What the model API answers to one request. */
-export type ApiAnswer = { status: 200 } | { status: 429; retryAfterMs: number };
+/** Response headers of the model API: lower-case names. */
+export type ApiHeaders = Readonly<Record<string, string>>;
+
+/** What the model API answers to one request; `headers` when it announces its quota. */
+export type ApiAnswer =
+  | { status: 200; headers?: ApiHeaders }
+  | { status: 429; retryAfterMs: number; headers?: ApiHeaders };
 
 export interface ModelApiOptions {
   clock: Clock;
@@ -16,6 +21,12 @@ export interface ModelApiOptions {
   latencySigma: number;
   /** The stream the latencies are drawn from. */
   random: Prng;
+  /**
+   * Announces the quota on every answer in the IETF RateLimit fields: the quota per minute
+   * (`RateLimit-Policy: "default";q=<quota>;w=60`) and the units in the bucket
+   * (`RateLimit: "default";r=<units>`), without a reset (a bucket refills all the time). @default false
+   */
+  announce?: boolean;
 }
 
 /** The OK answer, shared: it carries no data. */
@@ -39,6 +50,7 @@ export class ModelApi {
   readonly #latencyMedianMs: number;
   readonly #latencySigma: number;
   readonly #random: Prng;
+  readonly #announce: boolean;
   #quota: number;
   #capacity: number;
   #tokens: number;
@@ -58,6 +70,7 @@ export class ModelApi {
     this.#latencyMedianMs = options.latencyMedianMs;
     this.#latencySigma = options.latencySigma;
     this.#random = options.random;
+    this.#announce = options.announce === true;
     this.#quota = options.quota;
     this.#capacity = this.#capacityOf(options.quota);
     this.#tokens = this.#capacity;
@@ -87,13 +100,24 @@ export class ModelApi {
       this.acceptedUnits += units;
       this.acceptedRequests++;
       this.acceptedBySecond[second] = (this.acceptedBySecond[second] ?? 0) + units;
-      return OK;
+      return this.#announce ? { status: 200, headers: this.#announcement() } : OK;
     }
     this.throttled++;
     this.throttledBySecond[second] = (this.throttledBySecond[second] ?? 0) + 1;
     const need = Math.min(units, this.#capacity) - this.#tokens;
     const waitMs = this.#quota > 0 ? (need * 60_000) / this.#quota : 60_000;
-    return { status: 429, retryAfterMs: Math.max(1, Math.ceil(waitMs / 1000)) * 1000 };
+    const retryAfterMs = Math.max(1, Math.ceil(waitMs / 1000)) * 1000;
+    return this.#announce
+      ? { status: 429, retryAfterMs, headers: this.#announcement() }
+      : { status: 429, retryAfterMs };
+  }
+
+  /** The quota and what is left of it, as the IETF RateLimit fields say them. */
+  #announcement(): ApiHeaders {
+    return {
+      'ratelimit-policy': `"default";q=${Math.floor(this.#quota)};w=60`,
+      ratelimit: `"default";r=${Math.max(0, Math.floor(this.#tokens))}`,
+    };
   }
 
   /** A latency for one answer, ms. */

@@ -74,6 +74,8 @@ export interface Scenario {
   modes: ModeName[];
   /** Also runs each limited mode with one shared budget unless `--no-shared` says otherwise. */
   shared?: boolean;
+  /** Also runs each limited mode against the API announcing its quota unless `--no-headers` says otherwise. */
+  headers?: boolean;
 }
 
 const MINUTE = 60_000;
@@ -159,6 +161,24 @@ export const SCENARIOS: readonly Scenario[] = [
     description: 'As steady; after 5 min the demand jumps to 5 times for 30 s.',
     params: { ...baseParams(), demandEvents: [{ atMs: 5 * MINUTE, durationMs: 30_000, factor: 5 }] },
     modes: ALL_MODES,
+  },
+  {
+    name: 'headers',
+    description:
+      'One instance wanting 4,000 units/min for 5 min (quota 3,000), 2 min idle, then a cold burst ' +
+      '(5 times for 30 s); each mode beside the same mode against the API announcing its quota.',
+    params: {
+      ...baseParams(),
+      instances: 1,
+      demand: [4_000],
+      minutes: 10,
+      demandEvents: [
+        { atMs: 5 * MINUTE, durationMs: 2 * MINUTE, factor: 0 },
+        { atMs: 7 * MINUTE, durationMs: 30_000, factor: 5 },
+      ],
+    },
+    modes: ['aimd', 'cubic'],
+    headers: true,
   },
   {
     name: 'try-aimd-step-600',
