@@ -155,6 +155,12 @@ describe('AdaptiveRateLimiter: announced quotas', () => {
     expect(rate).toBeLessThan(600 * 0.56);
   });
 
+  it('starts a policy at 1/instanceCount of the ceiling until its part is measured', () => {
+    const { limiter } = setup({ instanceCount: 3 });
+    answer(limiter, [{ limit: 600, windowMs: 60_000 }]);
+    expect(limiter.snapshot().announcedRate).toBe(200);
+  });
+
   it('keeps the whole ceiling when only this process drains the quota', () => {
     const { clock, limiter } = setup();
     let remaining = 600;

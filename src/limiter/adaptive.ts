@@ -273,16 +273,29 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     retryAfterMs: number | undefined,
   ): void {
     this.#ceilings ??= new Ceilings();
-    const { pauseMs, requestedMs } = this.#ceilings.answer(quota, ownUnits, now, this.#opts.maxPause);
-    if (pauseMs > 0 && retryAfterMs === undefined) this.#pauseFor(now, pauseMs, requestedMs);
+    const { pauseMs, requestedMs } = this.#ceilings.answer(quota, ownUnits, now, this.#opts);
+    if (pauseMs > 0 && retryAfterMs === undefined) {
+      this.#pauseFor(now, pauseMs, requestedMs);
+      this.#arm(now);
+    }
     this.#applyCeiling(now);
-    this.#arm(now);
   }
 
-  /** Gives the bucket the lowest fresh ceiling at `now`. */
+  /**
+   * Gives the bucket the lowest fresh ceiling at `now`. A change of less than 0.5 % is left out:
+   * `remaining` over the time to reset moves a little with every answer, and each change may
+   * re-arm the timer.
+   */
   #applyCeiling(now: number): void {
     const lowest = this.#ceilings?.lowest(now) ?? Number.POSITIVE_INFINITY;
-    if (lowest === this.#bucket.ceiling) return;
+    const current = this.#bucket.ceiling;
+    if (lowest === current) return;
+    if (
+      Number.isFinite(lowest) &&
+      Number.isFinite(current) &&
+      Math.abs(lowest - current) <= current * CEILING_STEP
+    )
+      return;
     this.#bucket.setCeiling(lowest, now);
     this.#book.announcedRate = Number.isFinite(lowest) ? lowest : undefined;
     this.#line?.kick(now);
@@ -368,6 +381,9 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     return this.#line;
   }
 }
+
+/** The least relative change of the announced ceiling that the bucket takes. */
+const CEILING_STEP = 0.005;
 
 function validUnits(units: unknown): units is number {
   return typeof units === 'number' && units > 0 && units < Number.POSITIVE_INFINITY;

@@ -48,7 +48,7 @@ const NOTHING: Announced = { pauseMs: 0, requestedMs: 0 };
  * the window, and, without a window, as `maxPause`. When `remaining` falls faster than this
  * process gets answers (other clients drain the same quota), the ceiling is scaled to this
  * process's part (measured over drops of at least 20 units in one window, smoothed by halves,
- * at least 5 %). A policy missing from {@link STALE_AFTER_ANSWERS} answers in a row is dropped.
+ * at least 5 %; until measured, 1/`instanceCount`). A policy missing from {@link STALE_AFTER_ANSWERS} answers in a row is dropped.
  */
 export class Ceilings {
   readonly #policies = new Map<string, Policy>();
@@ -77,13 +77,15 @@ export class Ceilings {
    * An answer arrived at `now` for `ownUnits` units of this process (0 for one the server did not
    * count, a throttled one), announcing `quotas` (`undefined`: none).
    *
-   * @param maxPause the limiter's cap on a pause (ms), also the longest reset read without a window.
+   * @param limits `maxPause`: the limiter's cap on a pause (ms), also the longest reset read
+   * without a window; `instanceCount`: a new policy's part starts at 1/`instanceCount`, until
+   * this process's part is measured.
    */
   answer(
     quotas: readonly AnnouncedQuota[] | undefined,
     ownUnits: number,
     now: number,
-    maxPause: number,
+    limits: { readonly maxPause: number; readonly instanceCount: number },
   ): Announced {
     for (const policy of this.#policies.values()) policy.own += ownUnits;
     if (this.#policies.size === 0 && (quotas === undefined || quotas.length === 0)) return NOTHING;
@@ -92,7 +94,7 @@ export class Ceilings {
     for (const quota of quotas ?? []) {
       const name = typeof quota?.policy === 'string' ? quota.policy : 'default';
       if (seen.has(name)) continue;
-      const pause = this.#read(name, quota, now, maxPause);
+      const pause = this.#read(name, quota, now, limits);
       if (pause === undefined) continue;
       seen.add(name);
       if (pause.requestedMs > announced.requestedMs) announced = pause;
@@ -105,7 +107,12 @@ export class Ceilings {
   }
 
   /** Reads one announcement; `undefined` when it carries nothing usable. */
-  #read(name: string, quota: AnnouncedQuota, now: number, maxPause: number): Announced | undefined {
+  #read(
+    name: string,
+    quota: AnnouncedQuota,
+    now: number,
+    { maxPause, instanceCount }: { readonly maxPause: number; readonly instanceCount: number },
+  ): Announced | undefined {
     const remaining = amount(quota.remaining);
     const limit = amount(quota.limit);
     const windowMs = amount(quota.windowMs);
@@ -123,19 +130,28 @@ export class Ceilings {
         ? (remaining * 60_000) / resetMs
         : Number.POSITIVE_INFINITY;
     const resetAt = resetMs === undefined ? undefined : now + resetMs;
-    let policy = this.#policies.get(name);
+    const policy = this.#policies.get(name);
     if (policy === undefined) {
-      policy = { part: 1, own: 0, dropSum: 0, ownSum: 0 } as Policy;
-      this.#policies.set(name, policy);
+      this.#policies.set(name, {
+        byRemaining,
+        byQuota,
+        remaining,
+        resetAt,
+        missed: 0,
+        part: 1 / instanceCount,
+        own: 0,
+        dropSum: 0,
+        ownSum: 0,
+      });
     } else {
       this.#measurePart(policy, remaining, resetAt);
+      policy.byRemaining = byRemaining;
+      policy.byQuota = byQuota;
+      policy.remaining = remaining;
+      policy.resetAt = resetAt;
+      policy.missed = 0;
+      policy.own = 0;
     }
-    policy.byRemaining = byRemaining;
-    policy.byQuota = byQuota;
-    policy.remaining = remaining;
-    policy.resetAt = resetAt;
-    policy.missed = 0;
-    policy.own = 0;
     if (remaining === 0 && resetMs !== undefined && resetMs > 0) {
       return { pauseMs: Math.min(resetMs, maxPause), requestedMs: resetMs };
     }
