@@ -165,12 +165,10 @@ export const SCENARIOS: readonly Scenario[] = [
   {
     name: 'headers',
     description:
-      'One instance wanting 4,000 units/min for 5 min (quota 3,000), 2 min idle, then a cold burst ' +
-      '(5 times for 30 s); each mode beside the same mode against the API announcing its quota.',
+      'As steady for 5 min, then 2 min idle and a cold burst (5 times for 30 s); each mode beside ' +
+      'the same mode against the API announcing its quota (RateLimit headers).',
     params: {
       ...baseParams(),
-      instances: 1,
-      demand: [4_000],
       minutes: 10,
       demandEvents: [
         { atMs: 5 * MINUTE, durationMs: 2 * MINUTE, factor: 0 },
