@@ -204,11 +204,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   // ---- feedback from permits -------------------------------------------------------------
 
   /** @internal */
-  _success(
-    permit: LimiterPermit,
-    unitsUsed: number | undefined,
-    quota: readonly AnnouncedQuota[] | undefined,
-  ): void {
+  _success(permit: LimiterPermit, unitsUsed: number | undefined, quota: Quota): void {
     const now = this.#clock.now();
     const used =
       unitsUsed !== undefined && unitsUsed >= 0 && Number.isFinite(unitsUsed) ? unitsUsed : permit.units;
@@ -231,11 +227,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   }
 
   /** @internal */
-  _throttled(
-    permit: LimiterPermit,
-    retryAfterMs: number | undefined,
-    quota: readonly AnnouncedQuota[] | undefined,
-  ): void {
+  _throttled(permit: LimiterPermit, retryAfterMs: number | undefined, quota: Quota): void {
     const now = this.#clock.now();
     const cut = this.#book.throttled(permit, now);
     // The pause first: a custom controller that throws must not let sends through a Retry-After.
@@ -253,7 +245,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   }
 
   /** @internal A failed answer: a wait it asks for (a 503 with Retry-After) pauses, no cut. */
-  _failed(retryAfterMs: number | undefined, quota: readonly AnnouncedQuota[] | undefined): void {
+  _failed(retryAfterMs: number | undefined, quota: Quota): void {
     if (retryAfterMs !== undefined && retryAfterMs > 0) this.pauseFor(retryAfterMs);
     if (quota !== undefined || this.#ceilings !== undefined) {
       this.#announce(quota, 0, this.#clock.now(), retryAfterMs);
@@ -266,12 +258,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
    * An answer for `ownUnits` units announced `quota` (or nothing): the ceiling moves, and a policy
    * with nothing left pauses until its reset, unless the answer had a Retry-After, which wins.
    */
-  #announce(
-    quota: readonly AnnouncedQuota[] | undefined,
-    ownUnits: number,
-    now: number,
-    retryAfterMs: number | undefined,
-  ): void {
+  #announce(quota: Quota, ownUnits: number, now: number, retryAfterMs: number | undefined): void {
     this.#ceilings ??= new Ceilings();
     const { pauseMs, requestedMs } = this.#ceilings.answer(quota, ownUnits, now, this.#opts);
     if (pauseMs > 0 && retryAfterMs === undefined) {
@@ -281,23 +268,11 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     this.#applyCeiling(now);
   }
 
-  /**
-   * Gives the bucket the lowest fresh ceiling at `now`. A change of less than 0.5 % is left out:
-   * `remaining` over the time to reset moves a little with every answer, and each change may
-   * re-arm the timer.
-   */
+  /** Gives the bucket the lowest fresh ceiling at `now`; waiters may go sooner or later. */
   #applyCeiling(now: number): void {
-    const lowest = this.#ceilings?.lowest(now) ?? Number.POSITIVE_INFINITY;
-    const current = this.#bucket.ceiling;
-    if (lowest === current) return;
-    if (
-      Number.isFinite(lowest) &&
-      Number.isFinite(current) &&
-      Math.abs(lowest - current) <= current * CEILING_STEP
-    )
-      return;
-    this.#bucket.setCeiling(lowest, now);
-    this.#book.announcedRate = Number.isFinite(lowest) ? lowest : undefined;
+    const ceiling = this.#ceilings?.applyTo(this.#bucket, now);
+    if (ceiling === undefined) return;
+    this.#book.announcedRate = Number.isFinite(ceiling) ? ceiling : undefined;
     this.#line?.kick(now);
   }
 
@@ -382,8 +357,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   }
 }
 
-/** The least relative change of the announced ceiling that the bucket takes. */
-const CEILING_STEP = 0.005;
+type Quota = readonly AnnouncedQuota[] | undefined;
 
 function validUnits(units: unknown): units is number {
   return typeof units === 'number' && units > 0 && units < Number.POSITIVE_INFINITY;

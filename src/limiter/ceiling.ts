@@ -1,3 +1,4 @@
+import type { TokenBucket } from './bucket.js';
 import type { AnnouncedQuota } from './types.js';
 
 /** A policy missing from this many answers in a row is stale: it no longer caps the rate. */
@@ -8,6 +9,11 @@ export const MIN_PART = 0.05;
 const PART_SAMPLE_UNITS = 20;
 /** Two resets this close (ms) are the same window: epoch seconds and `t` are whole seconds. */
 const SAME_RESET_MS = 1_500;
+/**
+ * The least relative change of the ceiling the bucket takes: remaining over the time to reset
+ * moves a little with every answer, and each change may re-arm the limiter's timer.
+ */
+const CEILING_STEP = 0.005;
 
 /** One announced policy, as last read. Times are ms on the limiter's clock. */
 interface Policy {
@@ -61,6 +67,20 @@ export class Ceilings {
   lowest(now: number): number {
     if (now >= this.#expiresAt) this.#recompute(now);
     return this.#lowest;
+  }
+
+  /**
+   * Gives `bucket` the lowest fresh ceiling at `now` unless it changed by less than 0.5 %; the
+   * new ceiling (units/min, `Infinity` for none), or `undefined` when the bucket kept its own.
+   */
+  applyTo(bucket: TokenBucket, now: number): number | undefined {
+    const lowest = this.lowest(now);
+    const current = bucket.ceiling;
+    if (lowest === current) return undefined;
+    const finite = Number.isFinite(lowest) && Number.isFinite(current);
+    if (finite && Math.abs(lowest - current) <= current * CEILING_STEP) return undefined;
+    bucket.setCeiling(lowest, now);
+    return lowest;
   }
 
   /** Whether a ceiling expires at or before `now` (cheap: one comparison). */
