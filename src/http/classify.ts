@@ -1,4 +1,4 @@
-import type { Outcome } from '../limiter/types.js';
+import type { AnnouncedQuota, Outcome } from '../limiter/types.js';
 import type { QuotaReader } from './quota-headers/index.js';
 import {
   type HeaderLookup,
@@ -66,7 +66,20 @@ export function classifyResponse(
   const lookup = headerLookup(headers);
   const quota = quotas(lookup, record, Date.now());
   const outcome = judge(status, headers, rules, record, lookup);
-  return quota === undefined ? outcome : { ...outcome, quota };
+  return quota === undefined ? outcome : withQuota(outcome, quota);
+}
+
+/**
+ * `outcome` carrying `quota`, built field by field: V8 copies an object spread (`{ ...outcome }`)
+ * through a slow path that cost ~5 µs a response here.
+ */
+export function withQuota(outcome: Outcome, quota: readonly AnnouncedQuota[]): Outcome {
+  if (outcome.kind === 'success') {
+    return outcome.units === undefined
+      ? { kind: 'success', quota }
+      : { kind: 'success', units: outcome.units, quota };
+  }
+  return { kind: outcome.kind, retryAfterMs: outcome.retryAfterMs, quota };
 }
 
 function judge(

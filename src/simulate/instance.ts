@@ -1,5 +1,6 @@
 import { type AttemptPlan, runAttempts } from '../attempts.js';
 import { RateLimitRejectedError } from '../errors.js';
+import { withQuota } from '../http/classify.js';
 import { quotaReader } from '../http/quota-headers/index.js';
 import { headerLookup } from '../http/retry-after.js';
 import type { AcquireOptions, Outcome, Permit, RateLimiter, WrapOptions } from '../limiter/types.js';
@@ -229,7 +230,7 @@ class SimRequest implements AttemptPlan<ApiAnswer> {
     if (headers === undefined) return outcome;
     // Read as the HTTP adapters read a response (the default `headers: 'standard'`).
     const quota = READ_STANDARD(headerLookup(headers), () => headers, 0);
-    return quota === undefined ? outcome : { ...outcome, quota };
+    return quota === undefined ? outcome : withQuota(outcome, quota);
   }
 }
 

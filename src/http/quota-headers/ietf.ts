@@ -26,7 +26,9 @@ export function readIetf(headers: HeaderLookup): AnnouncedQuota[] | undefined {
   const policies = fieldText(headers, 'ratelimit-policy');
   if (current === undefined && policies === undefined) return undefined;
   if (fromCache(headers)) return undefined;
-  const draft07 = current === undefined ? undefined : parseDraft07(current);
+  // A draft-08+ List starts with a policy name (a String); only a field that does not is tried as
+  // the draft-07 Dictionary (a parse that fails throws, which costs more than the parse).
+  const draft07 = current === undefined || /^[ \t]*"/.test(current) ? undefined : parseDraft07(current);
   if (draft07 !== undefined) return joinDraft07(draft07, policies);
   const byName = new Map<string, { -readonly [K in keyof AnnouncedQuota]: AnnouncedQuota[K] }>();
   const skipped = new Set<string>();
@@ -53,8 +55,28 @@ export interface RateLimitItem {
   t: number | undefined;
 }
 
+/**
+ * The last field text parsed and its result: an API sends the same `RateLimit-Policy` (and often
+ * the same `RateLimit`) on answer after answer, and a parse costs about a microsecond. Results
+ * are never changed by their readers.
+ */
+function lastOf<T>(parse: (field: string) => T): (field: string) => T {
+  let lastField: string | undefined;
+  let last: T;
+  return (field) => {
+    if (field !== lastField) {
+      last = parse(field);
+      lastField = field;
+    }
+    return last;
+  };
+}
+
 /** A draft-08+ `RateLimit` List, or `undefined` when any of it is malformed. */
-export function parseRateLimit(field: string): RateLimitItem[] | undefined {
+export const parseRateLimit: (field: string) => readonly RateLimitItem[] | undefined =
+  lastOf(parseRateLimitList);
+
+function parseRateLimitList(field: string): RateLimitItem[] | undefined {
   const list = tryParse(() => parseList(field));
   if (list === undefined) return undefined;
   const out: RateLimitItem[] = [];
@@ -77,7 +99,9 @@ interface PolicyItem {
 }
 
 /** A draft-08+ `RateLimit-Policy` List, or `undefined` when any of it is malformed. */
-function parsePolicies(field: string): PolicyItem[] | undefined {
+const parsePolicies = lastOf(parsePolicyList);
+
+function parsePolicyList(field: string): PolicyItem[] | undefined {
   const list = tryParse(() => parseList(field));
   if (list === undefined) return undefined;
   const out: PolicyItem[] = [];
