@@ -25,6 +25,8 @@ interface Policy {
   resetAt: number | undefined;
   /** Answers in a row that did not announce it. */
   missed: number;
+  /** The number of the last answer that announced it. */
+  seenIn: number;
   /** This process's part of what drains the quota, in (0, 1]. */
   part: number;
   /** Units this process got answers for since the last reading. */
@@ -62,6 +64,8 @@ export class Ceilings {
   #lowest = Number.POSITIVE_INFINITY;
   /** The earliest reset of a `byRemaining` ceiling: past it, the ceilings are computed again. */
   #expiresAt = Number.POSITIVE_INFINITY;
+  /** Answers with an announcement so far. */
+  #answers = 0;
 
   /** The lowest fresh ceiling at `now` (units/min), `Infinity` when none. */
   lowest(now: number): number {
@@ -109,18 +113,17 @@ export class Ceilings {
   ): Announced {
     for (const policy of this.#policies.values()) policy.own += ownUnits;
     if (this.#policies.size === 0 && (quotas === undefined || quotas.length === 0)) return NOTHING;
-    const seen = new Set<string>();
+    const answer = ++this.#answers;
     let announced = NOTHING;
     for (const quota of quotas ?? []) {
       const name = typeof quota?.policy === 'string' ? quota.policy : 'default';
-      if (seen.has(name)) continue;
-      const pause = this.#read(name, quota, now, limits);
-      if (pause === undefined) continue;
-      seen.add(name);
-      if (pause.requestedMs > announced.requestedMs) announced = pause;
+      // The first announcement of a name in an answer counts.
+      if (this.#policies.get(name)?.seenIn === answer) continue;
+      const pause = this.#read(name, quota, now, limits, answer);
+      if (pause !== undefined && pause.requestedMs > announced.requestedMs) announced = pause;
     }
     for (const [name, policy] of this.#policies) {
-      if (!seen.has(name) && ++policy.missed >= STALE_AFTER_ANSWERS) this.#policies.delete(name);
+      if (policy.seenIn !== answer && ++policy.missed >= STALE_AFTER_ANSWERS) this.#policies.delete(name);
     }
     this.#recompute(now);
     return announced;
@@ -132,6 +135,7 @@ export class Ceilings {
     quota: AnnouncedQuota,
     now: number,
     { maxPause, instanceCount }: { readonly maxPause: number; readonly instanceCount: number },
+    answer: number,
   ): Announced | undefined {
     const remaining = amount(quota.remaining);
     const limit = amount(quota.limit);
@@ -158,6 +162,7 @@ export class Ceilings {
         remaining,
         resetAt,
         missed: 0,
+        seenIn: answer,
         part: 1 / instanceCount,
         own: 0,
         dropSum: 0,
@@ -170,6 +175,7 @@ export class Ceilings {
       policy.remaining = remaining;
       policy.resetAt = resetAt;
       policy.missed = 0;
+      policy.seenIn = answer;
       policy.own = 0;
     }
     if (remaining === 0 && resetMs !== undefined && resetMs > 0) {
