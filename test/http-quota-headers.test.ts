@@ -194,6 +194,12 @@ describe('headers and quotaFromHeaders options', () => {
     expect(() => parseConfig({ limiters: { a: { headers: 'gitlab' } } })).toThrow(/limiters\.a\.headers/);
   });
 
+  it('reads headers from the appsettings section, keys and profile in any case', () => {
+    const config = parseConfig({ AdaptiveRateLimiting: { Limiters: { gh: { Headers: 'GitHub' } } } });
+    expect(config.limiters.gh?.headers).toBe('github');
+    expect(parseConfig({ default: { headers: false } }).default).toEqual({ headers: false });
+  });
+
   it('rejects a quotaFromHeaders that is not a function, and keeps it out of JSON', () => {
     expect(() => limit({ default: { quotaFromHeaders: 5 as never } })).toThrow(/default\.quotaFromHeaders/);
     expect(() => parseConfig({ default: { quotaFromHeaders: 'x' } })).toThrow(ConfigError);
