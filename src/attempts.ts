@@ -132,7 +132,7 @@ export function retries(
 
 /** Settles a permit with an outcome. */
 export function feed(permit: Permit, outcome: Outcome): void {
-  if (outcome.kind === 'success') permit.success(outcome.units);
-  else if (outcome.kind === 'throttled') permit.throttled(outcome.retryAfterMs);
-  else permit.failed(outcome.retryAfterMs);
+  if (outcome.kind === 'success') permit.success(outcome.units, outcome.quota);
+  else if (outcome.kind === 'throttled') permit.throttled(outcome.retryAfterMs, outcome.quota);
+  else permit.failed(outcome.retryAfterMs, outcome.quota);
 }

@@ -15,7 +15,14 @@ export { FixedWindowRateLimiter } from './limiter/fixed-window.js';
 export type { AdaptiveLimiterOptions } from './limiter/options.js';
 export { LIMITER_DEFAULTS } from './limiter/options.js';
 export { AWS_THROTTLING_CODES, classifyThrown, headersOfError, statusOfError } from './limiter/sdk-errors.js';
-export type { AcquireOptions, Outcome, Permit, RateLimiter, WrapOptions } from './limiter/types.js';
+export type {
+  AcquireOptions,
+  AnnouncedQuota,
+  Outcome,
+  Permit,
+  RateLimiter,
+  WrapOptions,
+} from './limiter/types.js';
 
 // Controllers
 
@@ -38,6 +45,8 @@ export type { AdaptiveRateLimitInterceptor } from './http/interceptor.js';
 export { adaptiveRateLimit } from './http/interceptor.js';
 export type { InterceptorOptions, OutgoingRequest } from './http/options.js';
 export { normalizeOrigin } from './http/origin.js';
+export type { HeaderProfile, QuotaFromHeaders } from './http/quota-headers/index.js';
+export { HEADER_PROFILES, parseGoDuration } from './http/quota-headers/index.js';
 export type { Refusal, RejectionMode } from './http/refusal.js';
 export { REFUSAL_HEADER } from './http/refusal.js';
 export { parseRetryAfter, retryAfterFromHeaders } from './http/retry-after.js';

@@ -123,6 +123,33 @@ describe('probe: onSuccess (golden table, default options)', () => {
       },
       2000 * 0.97 + 60,
     ],
+    ['start-up with an announced rate: straight to it, without a round', { announcedRate: 5000 }, 5000],
+    [
+      'start-up with an announced rate: not capped by twice the measured send rate',
+      { announcedRate: 5000, measuredRate: 900, sinceLastIncrease: 2000 },
+      5000,
+    ],
+    [
+      'start-up with an announced rate: never above the maximum',
+      { announcedRate: 5000, maxRate: 4000 },
+      4000,
+    ],
+    ['start-up at the announced rate already: no raise', { rate: 5000, announcedRate: 5000 }, undefined],
+    [
+      'start-up with an announced rate but app-limited: no raise',
+      { announcedRate: 5000, measuredRate: 700 },
+      undefined,
+    ],
+    [
+      'after a cut: probes no higher than the announced rate',
+      { ...afterFirst, sinceLastDecrease: 9000, announcedRate: 3100 },
+      3100,
+    ],
+    [
+      'after a cut: below the announced rate, probes as without it',
+      { ...afterFirst, sinceLastDecrease: 5000, announcedRate: 3100 },
+      2970,
+    ],
   ] as const)('%s', (_name, overrides, expected) => {
     const next = controller.onSuccess(state(overrides));
     if (expected === undefined) expect(next).toBeUndefined();

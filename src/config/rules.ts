@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { ConfigError, type ConfigIssue } from '../errors.js';
 import { normalizeOrigin, originMatcher } from '../http/origin.js';
+import { HEADER_PROFILES, type HeaderProfile } from '../http/quota-headers/index.js';
 import { configErrorFrom, limiterFieldsSchema, resolveLimiterOptions } from '../limiter/options.js';
 import type { RateLimiter } from '../limiter/types.js';
 import type { LimiterConfig } from './schema.js';
@@ -10,6 +11,16 @@ export const SOURCE = 'rate limit config';
 
 /** The rule of `maxConcurrent`, in the schema and next to a `limiter` instance. */
 export const maxConcurrent = z.number().int().min(1);
+
+const HEADERS_MESSAGE = `expected ${HEADER_PROFILES.map((p) => `'${p}'`).join(', ')} or false`;
+
+/** The rule of `headers` (a profile, in any case in JSON as .NET binds enums, or `false`). */
+export const headerProfile = z.preprocess(
+  (value) => (typeof value === 'string' ? value.toLowerCase() : value),
+  z.union([z.enum(HEADER_PROFILES as [HeaderProfile, ...HeaderProfile[]]), z.literal(false)], {
+    error: HEADERS_MESSAGE,
+  }),
+);
 
 // ---- cross-field rules of the schema -----------------------------------------------------
 
@@ -119,6 +130,9 @@ const LIMITER_KEYS: readonly string[] = [
   'origins',
   'maxConcurrent',
   'limiter',
+  'shared',
+  'headers',
+  'quotaFromHeaders',
 ];
 
 /** The keys of the controllers' option objects. */
@@ -164,12 +178,19 @@ function distance(a: string, b: string): number {
 }
 
 /** The keys of a {@link LimiterConfig} allowed next to a `limiter` instance. */
-const WITH_INSTANCE: ReadonlySet<string> = new Set(['origins', 'maxConcurrent', 'limiter']);
+const WITH_INSTANCE: ReadonlySet<string> = new Set([
+  'origins',
+  'maxConcurrent',
+  'limiter',
+  'headers',
+  'quotaFromHeaders',
+]);
 
 /**
  * Unknown keys (of the config, and of its `aimd` and `cubic` objects), and what a
- * {@link LimiterConfig} adds to the limiter's options (`origins`, `maxConcurrent`, `limiter`),
- * checked; the limiter checks the rest when it is made. Issues name `${path}.origins.0` and so on.
+ * {@link LimiterConfig} adds to the limiter's options (`origins`, `maxConcurrent`, `limiter`,
+ * `headers`, `quotaFromHeaders`), checked; the limiter checks the rest when it is made. Issues
+ * name `${path}.origins.0` and so on.
  */
 export function limiterConfigIssues(config: LimiterConfig, path: string): ConfigIssue[] {
   const issues: ConfigIssue[] = unknownKeyIssues(config, LIMITER_KEYS, path);
@@ -210,6 +231,18 @@ export function limiterConfigIssues(config: LimiterConfig, path: string): Config
       issues.push(
         ...configErrorFrom(result.error, config.maxConcurrent, SOURCE, `${path}.maxConcurrent`).issues,
       );
+  }
+  if (config.headers !== undefined) {
+    const result = headerProfile.safeParse(config.headers);
+    if (!result.success || result.data !== config.headers)
+      issues.push({ path: `${path}.headers`, message: HEADERS_MESSAGE, received: config.headers });
+  }
+  if (config.quotaFromHeaders !== undefined && typeof config.quotaFromHeaders !== 'function') {
+    issues.push({
+      path: `${path}.quotaFromHeaders`,
+      message: 'expected a function (headers => { remaining, resetMs, limit, windowMs } | undefined)',
+      received: config.quotaFromHeaders,
+    });
   }
   return issues;
 }

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { ConfigError, type ConfigIssue } from '../errors.js';
 import { originMatcher } from '../http/origin.js';
+import type { HeaderProfile, QuotaFromHeaders } from '../http/quota-headers/index.js';
 import {
   type AdaptiveLimiterOptions,
   CONTROLLER_MESSAGE,
@@ -10,7 +11,16 @@ import {
 import type { RateLimiter } from '../limiter/types.js';
 import { canonicalKeys, expandIssues, type Level, level, unwrapSection, writtenPath } from './appsettings.js';
 import { durationSchema } from './duration.js';
-import { issuesOf, maxConcurrent, originRules, RATE_FIELDS, rateRules, SOURCE, withRule } from './rules.js';
+import {
+  headerProfile,
+  issuesOf,
+  maxConcurrent,
+  originRules,
+  RATE_FIELDS,
+  rateRules,
+  SOURCE,
+  withRule,
+} from './rules.js';
 import { type SharedConfig, sharedConfigSchema } from './shared.js';
 
 export { APPSETTINGS_SECTION } from './appsettings.js';
@@ -34,13 +44,28 @@ export interface LimiterConfig extends Omit<AdaptiveLimiterOptions, 'clock' | 'n
   /** Requests in flight at once (an integer >= 1). @default unset: no cap */
   maxConcurrent?: number;
   /**
+   * Which response headers announce the quota, giving the limiter a ceiling (HTTP adapters):
+   * `'standard'` reads the IETF RateLimit fields; `'github'`, `'openai'`, `'shopify'` read them
+   * and that vendor's own headers as it documents them; `false` reads none. A vendor form is
+   * never guessed from the headers. See the README, "Quota headers". @default 'standard'
+   */
+  headers?: HeaderProfile | false;
+  /**
+   * Your reading of the quota headers, for APIs no profile covers: `(headers) => { remaining,
+   * resetMs, limit, windowMs }` (the limiter's units; ms), a list of such (each named by
+   * `policy`), or `undefined`. Added to what `headers` reads. Code only (not in JSON).
+   * @default unset
+   */
+  quotaFromHeaders?: QuotaFromHeaders;
+  /**
    * A limiter you own, to put behind `origins` instead of one the registry makes: typically a
    * `SharedBudget` (`adaptive-rate-limit/redis`), so that every process's requests to these
    * origins are metered against one budget; any {@link RateLimiter} will do (the HTTP adapters
    * use only its `tryAcquire` and `acquire`, and feed its permits).
    *
-   * - It carries its own options: with it, only `origins` and `maxConcurrent` (the adapter's
-   *   concurrency gate) are allowed; a rate option next to it is a `ConfigError` naming the field.
+   * - It carries its own options: with it, only `origins`, `maxConcurrent` (the adapter's
+   *   concurrency gate), `headers` and `quotaFromHeaders` are allowed; a rate option next to it
+   *   is a `ConfigError` naming the field.
    * - Named limiters only (not `default`), and in code only: JSON config cannot hold an instance,
    *   so `parseConfig` rejects the key.
    * - The registry never closes it (not in `remove`, not in `close`) and never drops it: its
@@ -135,6 +160,7 @@ const limiterOptionsSchema = limiterFieldsSchema.omit({ name: true, clock: true,
   cubic: cubicSchema.optional(),
   probe: probeSchema.optional(),
   maxConcurrent: maxConcurrent.optional(),
+  headers: headerProfile.optional(),
 });
 
 const limiterConfigObject = limiterOptionsSchema

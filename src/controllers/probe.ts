@@ -79,6 +79,11 @@ const MAX_ROUNDS = 40;
  * ceiling, a short hold, quick probing again. Before the first cut it doubles each round while
  * requests wait. It never raises the rate while the process sends less than its rate.
  *
+ * Where the API announces its quota (`announcedRate`), the probe starts from it instead of
+ * probing for it: before the first cut the rate goes to the announced rate at once; after a cut
+ * (the announcement overstated what this process gets, or others drain the quota) it learns and
+ * probes as without one, never above the announced rate (the limiter sends no faster anyway).
+ *
  * Pure and stateless: the ceiling, the phase and the randomness all come from the state (the
  * accepted rates at the last cuts, the time since the last cut, `random`).
  */
@@ -133,7 +138,13 @@ export function probe(options: ProbeOptions = {}): RateController {
     onSuccess(s: RateControllerState): number | undefined {
       if (!s.waited) return undefined;
       if (s.measuredRate !== undefined && s.measuredRate < o.appLimitedRatio * s.rate) return undefined;
+      const announced = s.announcedRate;
       let target: number;
+      if (s.decreases.length === 0 && announced !== undefined) {
+        // The API said its quota: go there at once (fresh, so no doubling, no cap by what is sent).
+        target = Math.min(announced, s.maxRate);
+        return target > s.rate ? target : undefined;
+      }
       if (s.decreases.length === 0) {
         // Start-up: grow each round until the first throttle.
         if (s.sinceLastIncrease < o.round) return undefined;
@@ -155,6 +166,8 @@ export function probe(options: ProbeOptions = {}): RateController {
       }
       // Never more than twice what is sent (a stale curve after a quiet spell).
       if (s.measuredRate !== undefined) target = Math.min(target, 2 * s.measuredRate);
+      // Never probe past what the API announced.
+      if (announced !== undefined) target = Math.min(target, announced);
       target = Math.min(target, s.maxRate);
       return target > s.rate ? target : undefined;
     },

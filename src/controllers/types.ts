@@ -45,6 +45,12 @@ export interface RateControllerState {
    * `random` option): a controller that wants jitter reads it here and stays pure.
    */
   readonly random: number;
+  /**
+   * The lowest fresh ceiling the API announced for this process (units/min; RateLimit headers or a
+   * vendor's), or `undefined` when none is fresh. The limiter never sends faster than it, whatever
+   * the rate; a controller may start from it instead of probing for the quota.
+   */
+  readonly announcedRate?: number | undefined;
 }
 
 /** What the limiter recorded at one cut. Rates in units/min of this process. */

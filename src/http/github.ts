@@ -25,8 +25,11 @@ const first = (value: string | string[] | undefined): string | undefined =>
  * adaptiveRateLimit({ limiters: { github: { origins: ['https://api.github.com'] } }, classify: githubClassify });
  * ```
  *
- * The header profile `headers: 'github'` (when the library has one) reads the same headers; this
- * function is the rule on its own, for `classify`.
+ * The header profile `headers: 'github'` reads the same headers for another purpose: it paces
+ * from them (a ceiling, a pause at remaining 0) so that the 403 rarely comes; this function makes
+ * the 403 that does come a throttle (a cut) rather than a success. Use both. The profile counts
+ * the reset from the middle of the `Date` second (an unbiased ceiling); this function from its
+ * start (a wait that never ends before the reset), so it keeps its own reading.
  */
 export function githubClassify(status: number, headers: HeaderRecord): ClassifyResult {
   if (status !== 403 && status !== 429) return undefined;

@@ -124,7 +124,7 @@ export class RateLimitedDispatch implements AttemptOwner, FastPathRequest {
   }
 
   classify(attempt: Attempt): Outcome {
-    return this.#runtime.classify(attempt.status, attempt.headers, () => attempt.headers);
+    return this.#runtime.classify(attempt.status, attempt.headers, () => attempt.headers, this.#route);
   }
 
   retries(outcome: Outcome): boolean {

@@ -1,3 +1,6 @@
+import { fieldText, fromCache } from './quota-headers/fields.js';
+import { parseRateLimit } from './quota-headers/ietf.js';
+
 /**
  * How long a server asks us to wait: `Retry-After` (RFC 9110 §10.2.3) and its companions.
  *
@@ -93,10 +96,13 @@ function text(chunk: Uint8Array | string | undefined): string {
  *    express-rate-limit send: `"default";r=0;t=30`): when a policy has no quota left (`r=0`), its
  *    `t` seconds; with several exhausted policies, the longest. The draft lets a client use it
  *    (`t` is delay-seconds, so no clock skew) and says Retry-After takes precedence, hence last.
- *    The field is parsed strictly (RFC 9651): a malformed field is ignored whole, as the draft
- *    requires, and so is a field on a cached response (`age` > 0), whose window has moved on.
+ *    The field is parsed strictly (RFC 9651, with `structured-headers`): a malformed field is
+ *    ignored whole, as the draft requires, and so is a field on a cached response (`age` > 0),
+ *    whose window has moved on. The rest of what the RateLimit fields say (what is left, the
+ *    quota) feeds the limiter's ceiling: see `quota-headers/`.
  *
- * Not read, on purpose:
+ * Not read here, on purpose (a vendor profile, `headers: 'github'`, reads some of them as that
+ * vendor documents them):
  * - `x-ratelimit-reset` (and `x-rate-limit-reset`, `ratelimit-reset`): its value means seconds
  *   to wait (Envoy), epoch seconds (GitHub, X, GitLab's `ratelimit-reset`), fractional epoch
  *   seconds (Discord), milliseconds, an HTTP-date or an RFC 3339 instant, depending on the server,
@@ -260,89 +266,11 @@ export function parseRetryAfter(
  * the response came from a cache.
  */
 function rateLimitWait(headers: HeaderLookup): number | undefined {
-  const field = headers('ratelimit');
-  if (field === undefined) return undefined;
-  const age = headers('age');
-  if (Number(typeof age === 'string' ? age : age?.[0]) > 0) return undefined;
-  const policies = parseStructuredList(typeof field === 'string' ? field : field.join(','));
+  const field = fieldText(headers, 'ratelimit');
+  if (field === undefined || fromCache(headers)) return undefined;
   let wait: number | undefined;
-  for (const { item, params } of policies ?? []) {
-    const r = params.get('r');
-    const t = params.get('t');
-    if (!item.startsWith('"') || r === undefined || !/^\d+$/.test(r)) return undefined;
-    if (t !== undefined && !/^\d+$/.test(t)) return undefined;
-    if (Number(r) === 0 && t !== undefined) wait = Math.max(wait ?? 0, Number(t) * 1000);
+  for (const { r, t } of parseRateLimit(field) ?? []) {
+    if (r === 0 && t !== undefined) wait = Math.max(wait ?? 0, t * 1000);
   }
   return wait;
-}
-
-/** RFC 9651 bare items: decimal, integer, string, token, byte sequence, boolean, date, display string. */
-const BARE_ITEM =
-  /-?\d{1,12}\.\d{1,3}|-?\d{1,15}|"(?:[ !#-[\]-~]|\\["\\])*"|[A-Za-z*][\w!#$%&'*+.^`|~:/-]*|:[A-Za-z0-9+/=]*:|\?[01]|@-?\d{1,15}|%"(?:[ !#$&-[\]-~]|%[0-9a-f]{2}|\\["\\])*"/y;
-const KEY = /[a-z*][a-z0-9_.*-]*/y;
-
-interface ListMember {
-  /** The member's bare item as written (an inner list is kept as `(`). */
-  item: string;
-  /** Parameter values as written; a bare `;key` is `?1`. */
-  params: Map<string, string>;
-}
-
-/** A Structured Field List (RFC 9651 §4.2.1), or `undefined` when any of it fails to parse. */
-function parseStructuredList(input: string): ListMember[] | undefined {
-  const s = input.replace(/^ +| +$/g, '');
-  let pos = 0;
-  const take = (re: RegExp): string | undefined => {
-    re.lastIndex = pos;
-    const m = re.exec(s);
-    if (m) pos = re.lastIndex;
-    return m?.[0];
-  };
-  const skip = (chars: string) => {
-    while (pos < s.length && chars.includes(s[pos] ?? '')) pos++;
-  };
-  const params = (): Map<string, string> | undefined => {
-    const out = new Map<string, string>();
-    while (s[pos] === ';') {
-      pos++;
-      skip(' ');
-      const key = take(KEY);
-      if (key === undefined) return undefined;
-      let value: string | undefined = '?1';
-      if (s[pos] === '=') {
-        pos++;
-        value = take(BARE_ITEM);
-        if (value === undefined) return undefined;
-      }
-      out.set(key, value);
-    }
-    return out;
-  };
-  const list: ListMember[] = [];
-  if (s === '') return list;
-  for (;;) {
-    let item: string | undefined;
-    if (s[pos] === '(') {
-      pos++;
-      item = '(';
-      for (;;) {
-        skip(' ');
-        if (s[pos] === ')') break;
-        if (take(BARE_ITEM) === undefined || params() === undefined) return undefined;
-        if (s[pos] !== ' ' && s[pos] !== ')') return undefined;
-      }
-      pos++;
-    } else {
-      item = take(BARE_ITEM);
-    }
-    const p = item === undefined ? undefined : params();
-    if (item === undefined || p === undefined) return undefined;
-    list.push({ item, params: p });
-    skip(' \t');
-    if (pos === s.length) return list;
-    if (s[pos] !== ',') return undefined;
-    pos++;
-    skip(' \t');
-    if (pos === s.length) return undefined;
-  }
 }

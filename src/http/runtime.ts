@@ -4,6 +4,7 @@ import { RateLimiterRegistry } from '../registry.js';
 import { classifyResponse, type HeaderRecord, type ResponseRules } from './classify.js';
 import { ConcurrencyGate } from './concurrency.js';
 import type { OutgoingRequest, ResolvedInterceptorOptions } from './options.js';
+import { type QuotaReader, quotaReader } from './quota-headers/index.js';
 import type { ResponseHeaders } from './retry-after.js';
 
 /** Where a request goes: its limiter, and the gate that caps its requests in flight. */
@@ -17,6 +18,8 @@ export interface Route {
   readonly gate: ConcurrencyGate | undefined;
   /** A per-origin limiter: each use is reported to the registry, which drops idle ones. */
   readonly perOrigin: boolean;
+  /** What reads the quotas its responses announce (`headers`, `quotaFromHeaders`); none: `undefined`. */
+  readonly quotas: QuotaReader | undefined;
 }
 
 /** Routes remembered per runtime, at most (a crawler's many hosts must not grow it without end). */
@@ -92,7 +95,8 @@ export class HttpRuntime {
     const { limiter, adaptive } = found;
     // A limiter instance without an AdaptiveRateLimiter (neither one nor holding one) publishes nothing.
     if (adaptive !== undefined) attachDiagnostics(adaptive);
-    const maxConcurrent = this.registry.configFor(found.name)?.maxConcurrent;
+    const config = this.registry.configFor(found.name);
+    const maxConcurrent = config?.maxConcurrent;
     let gate: ConcurrencyGate | undefined;
     if (maxConcurrent !== undefined) {
       gate = this.#gates.get(limiter);
@@ -102,7 +106,12 @@ export class HttpRuntime {
         this.#gates.set(limiter, gate);
       }
     }
-    const route: Route = { limiter, gate, perOrigin: this.registry._touchOrigin(origin) === limiter };
+    const route: Route = {
+      limiter,
+      gate,
+      perOrigin: this.registry._touchOrigin(origin) === limiter,
+      quotas: quotaReader(config?.headers, config?.quotaFromHeaders),
+    };
     this.#routes.set(origin, route);
     return route;
   }
@@ -130,9 +139,9 @@ export class HttpRuntime {
     return n;
   }
 
-  /** The outcome of a response; see {@link classifyResponse}. */
-  classify(status: number, headers: ResponseHeaders, record: () => HeaderRecord): Outcome {
-    return classifyResponse(status, headers, this.#rules, record);
+  /** The outcome of a response, with the quotas `route` reads from it; see {@link classifyResponse}. */
+  classify(status: number, headers: ResponseHeaders, record: () => HeaderRecord, route?: Route): Outcome {
+    return classifyResponse(status, headers, this.#rules, record, route?.quotas);
   }
 
   /** Closes the registry if this runtime made it. */

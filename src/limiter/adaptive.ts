@@ -3,6 +3,7 @@ import { resolveController } from '../controllers/index.js';
 import type { RateController } from '../controllers/types.js';
 import { ConfigError, RateLimitRejectedError, type RejectionReason } from '../errors.js';
 import { type RateGate, TokenBucket } from './bucket.js';
+import { Ceilings } from './ceiling.js';
 import { CutBook } from './cut-book.js';
 import { LazyEmitter, type LimiterEventMap } from './events.js';
 import {
@@ -14,7 +15,14 @@ import { Pacer } from './pacer.js';
 import { Pause } from './pause.js';
 import { LimiterPermit, type PermitSink, waitedBefore } from './permit.js';
 import { SlowStart } from './slow-start.js';
-import type { AcquireOptions, LimiterSnapshot, Permit, RateLimiter, WrapOptions } from './types.js';
+import type {
+  AcquireOptions,
+  AnnouncedQuota,
+  LimiterSnapshot,
+  Permit,
+  RateLimiter,
+  WrapOptions,
+} from './types.js';
 import { WaitingLine } from './waiting-line.js';
 import { wrapWithLimiter } from './wrap.js';
 
@@ -42,6 +50,8 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   #line: WaitingLine | undefined;
   /** The cap on units in flight of an unlimited limiter's cold start; unset once dropped. */
   #slowStart: SlowStart | undefined;
+  /** The ceilings the API announced, made at the first announcement. */
+  #ceilings: Ceilings | undefined;
   #closed = false;
 
   constructor(options: AdaptiveLimiterOptions = {}) {
@@ -185,6 +195,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     return {
       name: this.#opts.name,
       rate: bucket.rate,
+      announcedRate: this.#announcedRate(now),
       minRate: book.minRate,
       maxRate: book.maxRate,
       measuredRate: book.measured.value,
@@ -206,7 +217,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   // ---- feedback from permits -------------------------------------------------------------
 
   /** @internal */
-  _success(permit: LimiterPermit, unitsUsed: number | undefined): void {
+  _success(permit: LimiterPermit, unitsUsed: number | undefined, quota: Quota): void {
     const now = this.#clock.now();
     const used =
       unitsUsed !== undefined && unitsUsed >= 0 && Number.isFinite(unitsUsed) ? unitsUsed : permit.units;
@@ -218,9 +229,12 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
       this.#bucket.charge(used - permit.units, now);
       this.#line?.kick(now); // a refund may let the head go now
     }
+    if (quota !== undefined || this.#ceilings !== undefined) this.#announce(quota, used, now, undefined);
     if (this.#pause.active(now) || this.#bucket.unlimited) return;
     // The built-in controllers raise only after a wait: skip building their state otherwise.
     if (!book.waited && book.builtIn) return;
+    // Requests that waited for the announced ceiling say nothing about a higher rate.
+    if (this.#bucket.rate >= this.#bucket.ceiling) return;
     const rate = book.success(now, this.#bucket.rate);
     if (rate === undefined) return;
     if (rate !== this.#bucket.rate) this.#changeRate(rate, now, 'success');
@@ -228,7 +242,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   }
 
   /** @internal */
-  _throttled(permit: LimiterPermit, retryAfterMs: number | undefined): void {
+  _throttled(permit: LimiterPermit, retryAfterMs: number | undefined, quota: Quota): void {
     const now = this.#clock.now();
     this.#answered(permit.units, false, now);
     const cut = this.#book.throttled(permit, now);
@@ -236,6 +250,8 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     const pauseMs =
       retryAfterMs !== undefined && retryAfterMs > 0 ? Math.min(retryAfterMs, this.#opts.maxPause) : 0;
     if (pauseMs > 0 && retryAfterMs !== undefined) this.#pauseFor(now, pauseMs, retryAfterMs);
+    // A throttled request is not counted against the quota: 0 units of this process's part.
+    if (quota !== undefined || this.#ceilings !== undefined) this.#announce(quota, 0, now, retryAfterMs);
     try {
       if (cut) this.#cut(now);
     } finally {
@@ -245,13 +261,16 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   }
 
   /** @internal A failed answer: no cut; one that asks for a wait (a 503 with Retry-After) pauses. */
-  _failed(permit: LimiterPermit, retryAfterMs: number | undefined): void {
+  _failed(permit: LimiterPermit, retryAfterMs: number | undefined, quota: Quota): void {
     if (this.#slowStart !== undefined) {
       const now = this.#clock.now();
       this.#answered(permit.units, false, now);
       this.#line?.kick(now);
     }
     if (retryAfterMs !== undefined && retryAfterMs > 0) this.pauseFor(retryAfterMs);
+    if (quota !== undefined || this.#ceilings !== undefined) {
+      this.#announce(quota, 0, this.#clock.now(), retryAfterMs);
+    }
   }
 
   /** An answer for `units` came back: the cold start's cap frees them (and grows on a success). */
@@ -260,6 +279,35 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     if (slow === undefined) return;
     if (!slow.answered(units, success, this.#line?.size ?? 0)) this.#slowStart = undefined;
     this.#line?.kick(now);
+  }
+
+  // ---- announced quotas (see ceiling.ts) ----------------------------------------------------
+
+  /**
+   * An answer for `ownUnits` units announced `quota` (or nothing): the ceiling moves, and a policy
+   * with nothing left pauses until its reset, unless the answer had a Retry-After, which wins.
+   */
+  #announce(quota: Quota, ownUnits: number, now: number, retryAfterMs: number | undefined): void {
+    this.#ceilings ??= new Ceilings();
+    const { pauseMs, requestedMs } = this.#ceilings.answer(quota, ownUnits, now, this.#opts);
+    if (pauseMs > 0 && retryAfterMs === undefined) {
+      this.#pauseFor(now, pauseMs, requestedMs);
+      this.#arm(now);
+    }
+    this.#applyCeiling(now);
+  }
+
+  /** Gives the bucket the lowest fresh ceiling at `now`; waiters may go sooner or later. */
+  #applyCeiling(now: number): void {
+    const ceiling = this.#ceilings?.applyTo(this.#bucket, now);
+    if (ceiling === undefined) return;
+    this.#book.announcedRate = Number.isFinite(ceiling) ? ceiling : undefined;
+    this.#line?.kick(now);
+  }
+
+  #announcedRate(now: number): number | undefined {
+    if (this.#ceilings?.expired(now)) this.#applyCeiling(now);
+    return this.#book.announcedRate;
   }
 
   // ---- internals ---------------------------------------------------------------------------
@@ -292,6 +340,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   }
 
   #canGrant(units: number, now: number): boolean {
+    if (this.#ceilings?.expired(now)) this.#applyCeiling(now);
     return (
       !this.#pause.active(now) &&
       this.#bucket.canTake(units, now) &&
@@ -362,6 +411,8 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     return this.#line;
   }
 }
+
+type Quota = readonly AnnouncedQuota[] | undefined;
 
 function validUnits(units: unknown): units is number {
   return typeof units === 'number' && units > 0 && units < Number.POSITIVE_INFINITY;

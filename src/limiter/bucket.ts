@@ -4,10 +4,17 @@ const EPSILON = 1e-9;
 /**
  * What the limiter asks of its budget of units: the one-second {@link TokenBucket}, or the
  * {@link Pacer}. Rates are units/min (`Infinity`: unlimited); times are ms on the limiter's clock.
+ * A `ceiling` (the lowest rate the API announced) caps the rate units are sent at, unlimited or
+ * not, without changing `rate` (the controller's): both gates send at min(rate, ceiling).
  */
 export interface RateGate {
   rate: number;
+  /** The controller's rate is unlimited (a ceiling may still cap what is sent). */
   readonly unlimited: boolean;
+  /** The announced ceiling (units/min); `Infinity` when none. */
+  readonly ceiling: number;
+  /** The rate units are sent at (units/min): the lower of `rate` and `ceiling`. */
+  readonly sendRate: number;
   /** Units that may go at once after an idle spell. */
   readonly capacity: number;
   /** Units free now (negative: owed). */
@@ -15,6 +22,8 @@ export interface RateGate {
   refill(now: number): void;
   /** Changes the rate from `now`, after crediting the old rate up to now. */
   setRate(rate: number, now: number): void;
+  /** Changes the ceiling from `now` (`Infinity`: none), after crediting the old one up to now. */
+  setCeiling(ceiling: number, now: number): void;
   /** Whether `units` may be taken at `now`. */
   canTake(units: number, now: number): boolean;
   take(units: number, now: number): void;
@@ -33,7 +42,8 @@ export interface RateGate {
  * It holds one second of the rate (at least one unit) and starts full. A request larger than the
  * bucket is served once the bucket is full and leaves it in debt (negative tokens), so the
  * long-run rate holds for any request size. An infinite rate is "unlimited": everything may go,
- * except during a pause.
+ * except during a pause. A `ceiling` (the lowest rate the API announced) caps the rate the bucket
+ * refills at, unlimited or not, without changing `rate` (the controller's).
  */
 export class TokenBucket implements RateGate {
   /** Units/min; `Infinity` when unlimited. */
@@ -42,43 +52,72 @@ export class TokenBucket implements RateGate {
   capacity: number;
   /** Units now available (negative: owed by a request larger than the bucket). */
   tokens: number;
+  /** The announced ceiling (units/min); `Infinity` when none. */
+  ceiling = Number.POSITIVE_INFINITY;
+  /** The rate the bucket refills at: the lower of `rate` and `ceiling` (units/min). */
+  #refillRate: number;
   #refilledAt: number;
 
   constructor(rate: number, now: number) {
     this.rate = rate;
+    this.#refillRate = rate;
     this.capacity = capacityOf(rate);
     this.tokens = this.capacity;
     this.#refilledAt = now;
   }
 
+  /** The controller's rate is unlimited (a ceiling may still cap what is sent). */
   get unlimited(): boolean {
     return this.rate === Number.POSITIVE_INFINITY;
+  }
+
+  /** Nothing caps what is sent: neither the rate nor a ceiling. */
+  get #free(): boolean {
+    return this.#refillRate === Number.POSITIVE_INFINITY;
+  }
+
+  /** The rate units are sent at (units/min): the lower of the rate and the ceiling. */
+  get sendRate(): number {
+    return this.#refillRate;
   }
 
   refill(now: number): void {
     const elapsed = now - this.#refilledAt;
     if (elapsed <= 0) return;
     this.#refilledAt = now;
-    if (!this.unlimited) this.tokens = Math.min(this.capacity, this.tokens + (elapsed * this.rate) / 60_000);
+    if (!this.#free)
+      this.tokens = Math.min(this.capacity, this.tokens + (elapsed * this.#refillRate) / 60_000);
   }
 
   /** Changes the rate from `now`, after crediting the old rate up to now. */
   setRate(rate: number, now: number): void {
     this.refill(now);
     this.rate = rate;
-    this.capacity = capacityOf(rate);
+    this.#resize();
+  }
+
+  /** Changes the ceiling from `now` (`Infinity`: none), after crediting the old one up to now. */
+  setCeiling(ceiling: number, now: number): void {
+    this.refill(now);
+    this.ceiling = ceiling;
+    this.#resize();
+  }
+
+  #resize(): void {
+    this.#refillRate = Math.min(this.rate, this.ceiling);
+    this.capacity = capacityOf(this.#refillRate);
     if (this.tokens > this.capacity) this.tokens = this.capacity;
   }
 
   /** Whether `units` may be taken at `now`: enough units, or a full bucket. */
   canTake(units: number, now: number): boolean {
-    if (this.unlimited) return true;
+    if (this.#free) return true;
     this.refill(now);
     return this.tokens + EPSILON >= this.#need(units);
   }
 
   take(units: number, _now?: number): void {
-    if (!this.unlimited) this.tokens -= units;
+    if (!this.#free) this.tokens -= units;
   }
 
   empty(now: number): void {
@@ -88,24 +127,24 @@ export class TokenBucket implements RateGate {
 
   /** Charges (or refunds, when negative) `delta` units: a permit whose answer corrected its cost. */
   charge(delta: number, now: number): void {
-    if (this.unlimited) return;
+    if (this.#free) return;
     this.refill(now);
     this.tokens = Math.min(this.capacity, this.tokens - delta);
   }
 
   /** The time (ms) at which `units` may be taken, counting from `start` (now, or a pause's end), if nobody takes any before. */
   readyAt(units: number, start: number): number {
-    if (this.unlimited) return start;
-    const perMs = this.rate / 60_000;
+    if (this.#free) return start;
+    const perMs = this.#refillRate / 60_000;
     const tokensAtStart = Math.min(this.capacity, this.tokens + (start - this.#refilledAt) * perMs);
     return start + Math.max(0, this.#need(units) - tokensAtStart) / perMs;
   }
 
   /** ms until a request of `units` would be served behind `queuedUnits` waiting units and a pause of `pause` ms. */
   predictWait(units: number, queuedUnits: number, pause: number, now: number): number {
-    if (this.unlimited) return pause;
+    if (this.#free) return pause;
     this.refill(now);
-    const perMs = this.rate / 60_000;
+    const perMs = this.#refillRate / 60_000;
     const tokensAfterPause = Math.min(this.capacity, this.tokens + pause * perMs);
     const deficit = queuedUnits + this.#need(units) - tokensAfterPause;
     return pause + Math.max(0, deficit) / perMs;

@@ -31,6 +31,8 @@ export class CutBook {
   maxRate = 0;
   /** The cut epoch a permit is granted in: a throttle cuts only for a permit of the current one. */
   epoch = 0;
+  /** The lowest fresh ceiling the API announced (units/min), for the controllers. */
+  announcedRate: number | undefined;
   /** Cuts and throttled responses so far. */
   cuts = 0;
   throttles = 0;
@@ -177,6 +179,7 @@ export class CutBook {
         this.cuts === 0 ? undefined : this.accepted.sinceMark(now, this.#pause.sinceCut(now, this.lastCutAt)),
       decreases: this.#decreases,
       random: this.#random,
+      announcedRate: this.announcedRate,
     };
   }
 }

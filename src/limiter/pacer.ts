@@ -15,11 +15,16 @@ const EPSILON_MS = 1e-6;
  * at their own slots, never a group at once. When the slots are closer than the timer fires,
  * several go per tick and `tat` stays exact. Idle time earns at most {@link PACING_SLACK_MS} of
  * the rate. A request of any size goes at its slot and pushes the next slot back by its units,
- * so the long-run rate holds for any size. An infinite rate is "unlimited". Times are ms on the
- * limiter's clock; rates units/min.
+ * so the long-run rate holds for any size. An infinite rate is "unlimited". A `ceiling` (the
+ * lowest rate the API announced) spaces the slots at min(rate, ceiling), unlimited or not, without
+ * changing `rate` (the controller's). Times are ms on the limiter's clock; rates units/min.
  */
 export class Pacer implements RateGate {
   rate: number;
+  /** The announced ceiling (units/min); `Infinity` when none. */
+  ceiling = Number.POSITIVE_INFINITY;
+  /** The rate the slots are spaced at: the lower of `rate` and `ceiling` (units/min). */
+  #sendRate: number;
   /** The time the next grant is due (ms). */
   #tat: number;
   /** The last `now` seen, for `tokens`. */
@@ -27,22 +32,34 @@ export class Pacer implements RateGate {
 
   constructor(rate: number, now: number) {
     this.rate = rate;
+    this.#sendRate = rate;
     this.#tat = now - PACING_SLACK_MS;
     this.#now = now;
   }
 
+  /** The controller's rate is unlimited (a ceiling may still cap what is sent). */
   get unlimited(): boolean {
     return this.rate === Number.POSITIVE_INFINITY;
   }
 
+  /** The rate the slots are spaced at (units/min): the lower of the rate and the ceiling. */
+  get sendRate(): number {
+    return this.#sendRate;
+  }
+
+  /** Nothing caps what is sent: neither the rate nor a ceiling. */
+  get #free(): boolean {
+    return this.#sendRate === Number.POSITIVE_INFINITY;
+  }
+
   /** Units that may go at once after an idle spell (at least one request). */
   get capacity(): number {
-    return this.unlimited ? Number.POSITIVE_INFINITY : Math.max(1, this.#units(PACING_SLACK_MS));
+    return this.#free ? Number.POSITIVE_INFINITY : Math.max(1, this.#units(PACING_SLACK_MS));
   }
 
   /** Units free now (negative: the time until the next slot, in units of the rate). */
   get tokens(): number {
-    if (this.unlimited) return Number.POSITIVE_INFINITY;
+    if (this.#free) return Number.POSITIVE_INFINITY;
     return Math.min(this.#units(PACING_SLACK_MS), this.#units(this.#now - this.#tat));
   }
 
@@ -51,54 +68,67 @@ export class Pacer implements RateGate {
   }
 
   setRate(rate: number, now: number): void {
+    this.rate = rate;
+    this.#respace(now);
+  }
+
+  /** Changes the ceiling from `now` (`Infinity`: none); slots already reserved are respaced. */
+  setCeiling(ceiling: number, now: number): void {
+    this.ceiling = ceiling;
+    this.#respace(now);
+  }
+
+  /** Spaces the slots from `now` at min(rate, ceiling). */
+  #respace(now: number): void {
     this.refill(now);
-    if (!this.unlimited && Number.isFinite(rate) && this.#tat > now) {
+    const next = Math.min(this.rate, this.ceiling);
+    if (!this.#free && Number.isFinite(next) && this.#tat > now) {
       // Slots already reserved are units owed: they take longer at a lower rate.
       const owed = this.#units(this.#tat - now);
-      this.rate = rate;
+      this.#sendRate = next;
       this.#tat = now + this.#ms(owed);
       return;
     }
-    this.rate = rate;
+    this.#sendRate = next;
     if (this.#tat < now - PACING_SLACK_MS) this.#tat = now - PACING_SLACK_MS;
   }
 
   canTake(_units: number, now: number): boolean {
     this.refill(now);
-    return this.unlimited || this.#tat <= now + EPSILON_MS;
+    return this.#free || this.#tat <= now + EPSILON_MS;
   }
 
   take(units: number, now: number): void {
-    if (this.unlimited) return;
+    if (this.#free) return;
     this.#tat = Math.max(this.#tat, now - PACING_SLACK_MS) + this.#ms(units);
   }
 
   /** The next slot one unit after `now`. */
   empty(now: number): void {
-    if (!this.unlimited) this.#tat = now + this.#ms(1);
+    if (!this.#free) this.#tat = now + this.#ms(1);
   }
 
   charge(delta: number, now: number): void {
-    if (this.unlimited) return;
+    if (this.#free) return;
     const floor = now - PACING_SLACK_MS;
     this.#tat = Math.max(floor, Math.max(this.#tat, floor) + this.#ms(delta));
   }
 
   readyAt(_units: number, start: number): number {
-    return this.unlimited ? start : Math.max(start, this.#tat);
+    return this.#free ? start : Math.max(start, this.#tat);
   }
 
   predictWait(_units: number, queuedUnits: number, pause: number, now: number): number {
-    if (this.unlimited) return pause;
+    if (this.#free) return pause;
     const first = Math.max(this.#tat, now + pause - PACING_SLACK_MS);
     return Math.max(pause, first + this.#ms(queuedUnits) - now);
   }
 
   #units(ms: number): number {
-    return (ms * this.rate) / 60_000;
+    return (ms * this.#sendRate) / 60_000;
   }
 
   #ms(units: number): number {
-    return (units * 60_000) / this.rate;
+    return (units * 60_000) / this.#sendRate;
   }
 }

@@ -1,10 +1,12 @@
-import type { AcquireOptions, Permit } from './types.js';
+import type { AcquireOptions, AnnouncedQuota, Permit } from './types.js';
+
+type Quota = readonly AnnouncedQuota[] | undefined;
 
 /** What a permit reports to: its limiter. */
 export interface PermitSink {
-  _success(permit: LimiterPermit, unitsUsed: number | undefined): void;
-  _throttled(permit: LimiterPermit, retryAfterMs: number | undefined): void;
-  _failed(permit: LimiterPermit, retryAfterMs: number | undefined): void;
+  _success(permit: LimiterPermit, unitsUsed: number | undefined, quota: Quota): void;
+  _throttled(permit: LimiterPermit, retryAfterMs: number | undefined, quota: Quota): void;
+  _failed(permit: LimiterPermit, retryAfterMs: number | undefined, quota: Quota): void;
 }
 
 /** The permit an `AdaptiveRateLimiter` grants. The first call settles it; later calls do nothing. */
@@ -22,22 +24,22 @@ export class LimiterPermit implements Permit {
     this.#sink = sink;
   }
 
-  success(unitsUsed?: number): void {
+  success(unitsUsed?: number, quota?: Quota): void {
     const sink = this.#sink;
     this.#sink = undefined;
-    sink?._success(this, unitsUsed);
+    sink?._success(this, unitsUsed, quota);
   }
 
-  throttled(retryAfterMs?: number): void {
+  throttled(retryAfterMs?: number, quota?: Quota): void {
     const sink = this.#sink;
     this.#sink = undefined;
-    sink?._throttled(this, retryAfterMs);
+    sink?._throttled(this, retryAfterMs, quota);
   }
 
-  failed(retryAfterMs?: number): void {
+  failed(retryAfterMs?: number, quota?: Quota): void {
     const sink = this.#sink;
     this.#sink = undefined;
-    sink?._failed(this, retryAfterMs);
+    sink?._failed(this, retryAfterMs, quota);
   }
 }
 

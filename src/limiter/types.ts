@@ -1,4 +1,31 @@
-/** The feedback channel of one granted request. The first call settles it; later calls do nothing. */
+/**
+ * One quota an answer announced (the IETF `RateLimit` fields, a vendor's `x-ratelimit-*`, your
+ * `quotaFromHeaders`), in the limiter's units, for this process's whole budget. It gives the
+ * limiter a ceiling: the lower of `remaining` over `resetMs` and `limit` over `windowMs`, in
+ * units/min, scaled to this process's part when other clients drain the same quota. With
+ * `remaining: 0` the limiter pauses for `resetMs` (capped by `maxPause`), unless the answer
+ * carried a `Retry-After`, which wins. Give at least `remaining` and `resetMs`, or `limit` and
+ * `windowMs`; a field that is not a finite number >= 0 is ignored.
+ */
+export interface AnnouncedQuota {
+  /** Names the policy: the next announcement of the same name replaces this one. @default 'default' */
+  readonly policy?: string | undefined;
+  /** Units left now (>= 0). */
+  readonly remaining?: number | undefined;
+  /** ms from the answer until `remaining` is restored (the window's reset; >= 0). */
+  readonly resetMs?: number | undefined;
+  /** Units allowed per window (> 0). */
+  readonly limit?: number | undefined;
+  /** The window `limit` is counted over (ms, > 0). */
+  readonly windowMs?: number | undefined;
+}
+
+/**
+ * The feedback channel of one granted request. The first call settles it; later calls do nothing.
+ * Each call takes, last, the quotas the answer announced (`quota`): adapters that read response
+ * headers pass them (see the README, "Quota headers"); a custom adapter or a `wrap` classifier
+ * may pass its own. A limiter that does not adapt ignores them.
+ */
 export interface Permit {
   /** The units this permit was granted. */
   readonly units: number;
@@ -8,15 +35,15 @@ export interface Permit {
    */
   readonly waitedMs?: number;
   /** The request succeeded; `unitsUsed` corrects its cost when the answer reports it. */
-  success(unitsUsed?: number): void;
+  success(unitsUsed?: number, quota?: readonly AnnouncedQuota[]): void;
   /** The request was throttled; `retryAfterMs` pauses the limiter (capped by `maxPause`). */
-  throttled(retryAfterMs?: number): void;
+  throttled(retryAfterMs?: number, quota?: readonly AnnouncedQuota[]): void;
   /**
    * The request failed without an answer about the rate (transport error, 5xx): neither raises nor
    * cuts. `retryAfterMs` (a 503 with `Retry-After` when 503 is not a throttle status) pauses the
    * limiter (capped by `maxPause`) without cutting.
    */
-  failed(retryAfterMs?: number): void;
+  failed(retryAfterMs?: number, quota?: readonly AnnouncedQuota[]): void;
 }
 
 export interface AcquireOptions {
@@ -30,11 +57,14 @@ export interface AcquireOptions {
   waitedMs?: number | undefined;
 }
 
-/** How a call's outcome feeds the limiter. */
+/**
+ * How a call's outcome feeds the limiter. `quota`: what the answer announced about the quota,
+ * passed to the permit (see {@link AnnouncedQuota}).
+ */
 export type Outcome =
-  | { kind: 'success'; units?: number }
-  | { kind: 'throttled'; retryAfterMs?: number }
-  | { kind: 'failed'; retryAfterMs?: number };
+  | { kind: 'success'; units?: number; quota?: readonly AnnouncedQuota[] }
+  | { kind: 'throttled'; retryAfterMs?: number; quota?: readonly AnnouncedQuota[] }
+  | { kind: 'failed'; retryAfterMs?: number; quota?: readonly AnnouncedQuota[] };
 
 export interface WrapOptions<R> {
   /** The cost of a call in units, or a function of its arguments. @default 1 */
@@ -71,6 +101,11 @@ export interface LimiterSnapshot {
   name: string;
   /** Current rate of this process; `Infinity` before the first throttle when no initial rate is set. */
   rate: number;
+  /**
+   * The lowest fresh ceiling the API announced for this process (units/min; see
+   * {@link AnnouncedQuota}), or `undefined` when none is fresh. The limiter never sends faster.
+   */
+  announcedRate: number | undefined;
   minRate: number;
   maxRate: number;
   measuredRate: number | undefined;

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { Clock } from '../clock.js';
 import type { AdaptiveRateLimiter } from '../limiter/adaptive.js';
-import type { Permit } from '../limiter/types.js';
+import type { AnnouncedQuota, Permit } from '../limiter/types.js';
 import type { CutPlan } from './budget-controller.js';
 import type { MemberState, SharedState } from './member-state.js';
 import type { ResolvedSharedOptions } from './options.js';
@@ -155,17 +155,22 @@ export class Coordinator {
    * A permit sent in `sent` was throttled: the local limiter cuts (its share of the budget's
    * cut, when its cut rules allow), then the store is asked for the whole cut and the pause.
    */
-  throttled(inner: Permit, sent: Era, retryAfterMs: number | undefined): void {
+  throttled(
+    inner: Permit,
+    sent: Era,
+    retryAfterMs: number | undefined,
+    quota?: readonly AnnouncedQuota[],
+  ): void {
     this.#member.takeCut();
-    inner.throttled(retryAfterMs);
+    inner.throttled(retryAfterMs, quota);
     const cut = this.#member.takeCut();
     if (cut !== undefined) this.#track(this.#cut(sent, cut, CUT_TRIES));
     if (retryAfterMs !== undefined && retryAfterMs > 0) this.#track(this.#pause(retryAfterMs));
   }
 
   /** A permit failed: shares its Retry-After pause. */
-  failed(inner: Permit, retryAfterMs: number | undefined): void {
-    inner.failed(retryAfterMs);
+  failed(inner: Permit, retryAfterMs: number | undefined, quota?: readonly AnnouncedQuota[]): void {
+    inner.failed(retryAfterMs, quota);
     if (retryAfterMs !== undefined && retryAfterMs > 0) this.#track(this.#pause(retryAfterMs));
   }
 

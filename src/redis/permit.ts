@@ -1,4 +1,6 @@
-import type { Permit } from '../limiter/types.js';
+import type { AnnouncedQuota, Permit } from '../limiter/types.js';
+
+type Quota = readonly AnnouncedQuota[] | undefined;
 
 /** A shared epoch in the generation of the state it belongs to: what a permit was sent in. */
 export interface Era {
@@ -8,9 +10,9 @@ export interface Era {
 
 /** What a shared permit reports to: its budget. */
 export interface SharedPermitSink {
-  _success(inner: Permit, unitsUsed: number | undefined): void;
-  _throttled(inner: Permit, sent: Era, retryAfterMs: number | undefined): void;
-  _failed(inner: Permit, retryAfterMs: number | undefined): void;
+  _success(inner: Permit, unitsUsed: number | undefined, quota?: Quota): void;
+  _throttled(inner: Permit, sent: Era, retryAfterMs: number | undefined, quota?: Quota): void;
+  _failed(inner: Permit, retryAfterMs: number | undefined, quota?: Quota): void;
 }
 
 /**
@@ -41,16 +43,16 @@ export class SharedPermit implements Permit {
     return this.inner.waitedMs;
   }
 
-  success(unitsUsed?: number): void {
-    this.#settle()?._success(this.inner, unitsUsed);
+  success(unitsUsed?: number, quota?: Quota): void {
+    this.#settle()?._success(this.inner, unitsUsed, quota);
   }
 
-  throttled(retryAfterMs?: number): void {
-    this.#settle()?._throttled(this.inner, this.era, retryAfterMs);
+  throttled(retryAfterMs?: number, quota?: Quota): void {
+    this.#settle()?._throttled(this.inner, this.era, retryAfterMs, quota);
   }
 
-  failed(retryAfterMs?: number): void {
-    this.#settle()?._failed(this.inner, retryAfterMs);
+  failed(retryAfterMs?: number, quota?: Quota): void {
+    this.#settle()?._failed(this.inner, retryAfterMs, quota);
   }
 
   #settle(): SharedPermitSink | undefined {

@@ -3,7 +3,7 @@ import { resolveController } from '../controllers/index.js';
 import { AdaptiveRateLimitError } from '../errors.js';
 import { AdaptiveRateLimiter, type LimiterSnapshot } from '../limiter/adaptive.js';
 import { resolveLimiterOptions } from '../limiter/options.js';
-import type { AcquireOptions, Permit, RateLimiter, WrapOptions } from '../limiter/types.js';
+import type { AcquireOptions, AnnouncedQuota, Permit, RateLimiter, WrapOptions } from '../limiter/types.js';
 import { wrapWithLimiter } from '../limiter/wrap.js';
 import { Coordinator } from './coordinator.js';
 import { memberController } from './member-controller.js';
@@ -220,21 +220,26 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
   // ---- feedback from permits -------------------------------------------------------------
 
   /** @internal */
-  _success(inner: Permit, unitsUsed: number | undefined): void {
+  _success(inner: Permit, unitsUsed: number | undefined, quota?: readonly AnnouncedQuota[]): void {
     const used =
       unitsUsed !== undefined && unitsUsed >= 0 && Number.isFinite(unitsUsed) ? unitsUsed : inner.units;
     this.#member.succeeded(used);
-    inner.success(unitsUsed);
+    inner.success(unitsUsed, quota);
   }
 
   /** @internal */
-  _throttled(inner: Permit, sent: Era, retryAfterMs: number | undefined): void {
-    this.#coordinator.throttled(inner, sent, retryAfterMs);
+  _throttled(
+    inner: Permit,
+    sent: Era,
+    retryAfterMs: number | undefined,
+    quota?: readonly AnnouncedQuota[],
+  ): void {
+    this.#coordinator.throttled(inner, sent, retryAfterMs, quota);
   }
 
   /** @internal */
-  _failed(inner: Permit, retryAfterMs: number | undefined): void {
-    this.#coordinator.failed(inner, retryAfterMs);
+  _failed(inner: Permit, retryAfterMs: number | undefined, quota?: readonly AnnouncedQuota[]): void {
+    this.#coordinator.failed(inner, retryAfterMs, quota);
   }
 
   // ---- acquiring -------------------------------------------------------------------------

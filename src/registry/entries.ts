@@ -45,6 +45,8 @@ export function makeLimiter(name: string, config: LimiterConfig, clock: Clock): 
     maxConcurrent: _maxConcurrent,
     limiter: _limiter,
     shared: _s,
+    headers: _headers,
+    quotaFromHeaders: _quotaFromHeaders,
     ...options
   } = config;
   return new AdaptiveRateLimiter({ ...options, name, clock });

@@ -22,6 +22,9 @@ Scenarios and modes
   --shared               also runs each limited mode with ONE budget shared by the instances,
                          as adaptive-rate-limit/redis shares it ("AIMD (shared)"), next to the
                          static shares (uneven-demand does by default; --no-shared: not)
+  --headers              also runs each limited mode against the API announcing its quota in
+                         the IETF RateLimit fields ("AIMD (headers)"; the headers scenario does
+                         by default; --no-headers: not)
   --list                 lists the scenarios and exits
 
 Model
@@ -74,6 +77,7 @@ const OPTIONS = {
   modes: { type: 'string' },
   controller: { type: 'string' },
   shared: { type: 'boolean' },
+  headers: { type: 'boolean' },
   list: { type: 'boolean' },
   instances: { type: 'string' },
   quota: { type: 'string' },

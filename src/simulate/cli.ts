@@ -63,6 +63,7 @@ async function run(args: readonly string[], io: CliIo): Promise<number> {
       custom,
       requested === undefined,
       values.shared ?? scenario.shared === true,
+      values.headers ?? scenario.headers === true,
     ),
   }));
 

@@ -1,5 +1,8 @@
 import { type AttemptPlan, runAttempts } from '../attempts.js';
 import { RateLimitRejectedError } from '../errors.js';
+import { withQuota } from '../http/classify.js';
+import { quotaReader } from '../http/quota-headers/index.js';
+import { headerLookup } from '../http/retry-after.js';
 import type { AcquireOptions, Outcome, Permit, RateLimiter, WrapOptions } from '../limiter/types.js';
 import type { RunCollector } from './metrics.js';
 import type { ApiAnswer, ModelApi } from './model-api.js';
@@ -239,11 +242,18 @@ class SimRequest implements AttemptPlan<ApiAnswer> {
   }
 
   classify(answer: ApiAnswer): Outcome {
-    return answer.status === 429 ? { kind: 'throttled', retryAfterMs: answer.retryAfterMs } : SUCCESS;
+    const outcome: Outcome =
+      answer.status === 429 ? { kind: 'throttled', retryAfterMs: answer.retryAfterMs } : SUCCESS;
+    const { headers } = answer;
+    if (headers === undefined) return outcome;
+    // Read as the HTTP adapters read a response (the default `headers: 'standard'`).
+    const quota = READ_STANDARD(headerLookup(headers), () => headers, 0);
+    return quota === undefined ? outcome : withQuota(outcome, quota);
   }
 }
 
 const SUCCESS: Outcome = { kind: 'success' };
+const READ_STANDARD = quotaReader('standard', undefined) as NonNullable<ReturnType<typeof quotaReader>>;
 
 /** The first event start or end after `t` (ms), or Infinity. */
 function nextBoundary(events: readonly TimedFactor[], t: number): number {

@@ -1,8 +1,13 @@
 import type { Clock } from '../clock.js';
 import type { Prng } from './prng.js';
 
-/** What the model API answers to one request. */
-export type ApiAnswer = { status: 200 } | { status: 429; retryAfterMs: number };
+/** Response headers of the model API: lower-case names. */
+export type ApiHeaders = Readonly<Record<string, string>>;
+
+/** What the model API answers to one request; `headers` when it announces its quota. */
+export type ApiAnswer =
+  | { status: 200; headers?: ApiHeaders }
+  | { status: 429; retryAfterMs: number; headers?: ApiHeaders };
 
 export interface ModelApiOptions {
   clock: Clock;
@@ -22,6 +27,13 @@ export interface ModelApiOptions {
   stalls?: Prng;
   /** A strict leaky bucket (GCRA) of requests with this burst, instead of the token bucket of units. */
   leakyBurst?: number;
+  /**
+   * Announces the quota on every answer in the IETF RateLimit fields: the quota per minute
+   * (`RateLimit-Policy: "default";q=<quota>;w=60`) and the units in the bucket
+   * (`RateLimit: "default";r=<units>`), without a reset (a bucket refills all the time); the leaky
+   * bucket (`leakyBurst`) announces nothing. @default false
+   */
+  announce?: boolean;
 }
 
 /** The OK answer, shared: it carries no data. */
@@ -53,6 +65,7 @@ export class ModelApi {
   readonly #leakyBurst: number | undefined;
   /** The leaky bucket's excess, in requests (nginx keeps it in 1/1000 requests). */
   #excess = 0;
+  readonly #announce: boolean;
   #quota: number;
   #capacity: number;
   #tokens: number;
@@ -76,6 +89,7 @@ export class ModelApi {
     this.#stallMs = options.stallMs ?? 0;
     this.#stalls = options.stalls;
     this.#leakyBurst = options.leakyBurst;
+    this.#announce = options.announce === true;
     this.#quota = options.quota;
     this.#capacity = this.#capacityOf(options.quota);
     this.#tokens = this.#capacity;
@@ -113,13 +127,24 @@ export class ModelApi {
       this.acceptedUnits += units;
       this.acceptedRequests++;
       this.acceptedBySecond[second] = (this.acceptedBySecond[second] ?? 0) + units;
-      return OK;
+      return this.#announce ? { status: 200, headers: this.#announcement() } : OK;
     }
     this.throttled++;
     this.throttledBySecond[second] = (this.throttledBySecond[second] ?? 0) + 1;
     const need = Math.min(units, this.#capacity) - this.#tokens;
     const waitMs = this.#quota > 0 ? (need * 60_000) / this.#quota : 60_000;
-    return { status: 429, retryAfterMs: Math.max(1, Math.ceil(waitMs / 1000)) * 1000 };
+    const retryAfterMs = Math.max(1, Math.ceil(waitMs / 1000)) * 1000;
+    return this.#announce
+      ? { status: 429, retryAfterMs, headers: this.#announcement() }
+      : { status: 429, retryAfterMs };
+  }
+
+  /** The quota and what is left of it, as the IETF RateLimit fields say them. */
+  #announcement(): ApiHeaders {
+    return {
+      'ratelimit-policy': `"default";q=${Math.floor(this.#quota)};w=60`,
+      ratelimit: `"default";r=${Math.max(0, Math.floor(this.#tokens))}`,
+    };
   }
 
   /** A latency for one answer, ms. */

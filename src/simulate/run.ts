@@ -25,6 +25,8 @@ export interface ModeSpec {
    * `SharedBudget` per instance, one `MemoryBudgetStore`), instead of static shares.
    */
   shared?: boolean;
+  /** The model API announces its quota in the IETF RateLimit fields, which the limiters read. */
+  headers?: boolean;
 }
 
 const LABELS: Record<Exclude<ModeName, 'custom'>, string> = {
@@ -44,6 +46,12 @@ export function builtInMode(name: Exclude<ModeName, 'custom'>): ModeSpec {
 export function sharedMode(mode: ModeSpec): ModeSpec | undefined {
   if (mode.name === 'none' || mode.shared) return undefined;
   return { ...mode, shared: true, label: `${mode.label} (shared)` };
+}
+
+/** The same mode against the API announcing its quota (`AIMD (headers)`); `undefined` for `none`. */
+export function headersMode(mode: ModeSpec): ModeSpec | undefined {
+  if (mode.name === 'none' || mode.headers) return undefined;
+  return { ...mode, headers: true, label: `${mode.label} (headers)` };
 }
 
 /** One sample per virtual second, column by column; rates and quota in units/min. */
@@ -207,6 +215,7 @@ export async function runMode(
         }
       : {}),
     ...(params.leakyBucket ? { leakyBurst: params.leakyBucket.burst } : {}),
+    announce: mode.headers === true,
   });
   for (const t of boundaries(params.quotaEvents, endMs)) {
     clock.setTimeout(() => api.setQuota(quotaAt(params, t)), t);

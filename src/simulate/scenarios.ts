@@ -105,6 +105,8 @@ export interface Scenario {
   modes: ModeName[];
   /** Also runs each limited mode with one shared budget unless `--no-shared` says otherwise. */
   shared?: boolean;
+  /** Also runs each limited mode against the API announcing its quota unless `--no-headers` says otherwise. */
+  headers?: boolean;
 }
 
 const MINUTE = 60_000;
@@ -266,6 +268,22 @@ export const SCENARIOS: readonly Scenario[] = [
       latency: { medianMs: 100, sigma: 1.2, stallProbability: 0.01, stallMs: 5_000 },
     },
     modes: ALL_MODES,
+  },
+  {
+    name: 'headers',
+    description:
+      'As steady for 5 min, then 2 min idle and a cold burst (5 times for 30 s); AIMD, CUBIC and probe, each beside ' +
+      'the same mode against the API announcing its quota (RateLimit headers).',
+    params: {
+      ...baseParams(),
+      minutes: 10,
+      demandEvents: [
+        { atMs: 5 * MINUTE, durationMs: 2 * MINUTE, factor: 0 },
+        { atMs: 7 * MINUTE, durationMs: 30_000, factor: 5 },
+      ],
+    },
+    modes: ['aimd', 'cubic', 'probe'],
+    headers: true,
   },
   {
     name: 'try-aimd-step-600',

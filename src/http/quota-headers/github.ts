@@ -1,0 +1,36 @@
+import type { AnnouncedQuota } from '../../limiter/types.js';
+import type { HeaderLookup } from '../retry-after.js';
+import { nonNegativeInteger, serverNow, singleText } from './fields.js';
+
+/**
+ * The windows GitHub documents for its primary rate limits, by `x-ratelimit-resource`: an hour
+ * (5,000 requests per user token), and a minute for search. A resource not listed is read
+ * without a window (its reset is then capped by `maxPause`).
+ */
+const WINDOWS: Readonly<Record<string, number>> = {
+  core: 3_600_000,
+  graphql: 3_600_000,
+  search: 60_000,
+  code_search: 60_000,
+};
+
+/**
+ * GitHub's REST API (profile `'github'`): `x-ratelimit-limit` (the quota), `x-ratelimit-remaining`
+ * (or `limit - x-ratelimit-used`), `x-ratelimit-reset` (the window's end in UTC epoch seconds,
+ * counted from the response's `Date`, so a skewed local clock does not move it) and
+ * `x-ratelimit-resource` (the policy: `core`, `search`, ...). Values that are not non-negative
+ * integers are ignored.
+ */
+export function readGithub(headers: HeaderLookup, nowMs: number): AnnouncedQuota[] | undefined {
+  const limit = nonNegativeInteger(singleText(headers, 'x-ratelimit-limit'));
+  const used = nonNegativeInteger(singleText(headers, 'x-ratelimit-used'));
+  let remaining = nonNegativeInteger(singleText(headers, 'x-ratelimit-remaining'));
+  if (remaining === undefined && limit !== undefined && used !== undefined && used <= limit) {
+    remaining = limit - used;
+  }
+  const reset = nonNegativeInteger(singleText(headers, 'x-ratelimit-reset'));
+  if (remaining === undefined && limit === undefined) return undefined;
+  const resource = singleText(headers, 'x-ratelimit-resource')?.trim() || 'core';
+  const resetMs = reset === undefined ? undefined : Math.max(0, reset * 1000 - serverNow(headers, nowMs));
+  return [{ policy: `github:${resource}`, remaining, resetMs, limit, windowMs: WINDOWS[resource] }];
+}

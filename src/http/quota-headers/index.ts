@@ -1,0 +1,81 @@
+import type { AnnouncedQuota } from '../../limiter/types.js';
+import type { HeaderRecord } from '../classify.js';
+import type { HeaderLookup } from '../retry-after.js';
+import { readGithub } from './github.js';
+import { readIetf } from './ietf.js';
+import { readOpenai } from './openai.js';
+import { readShopify } from './shopify.js';
+
+export { parseGoDuration } from './openai.js';
+
+/**
+ * Which response headers announce the quota, per limiter (`headers`):
+ * - `'standard'`: the IETF RateLimit fields only (draft-10's `RateLimit` and `RateLimit-Policy`,
+ *   draft-07's Dictionary), which say what they mean;
+ * - `'github'`, `'openai'`, `'shopify'`: those too, and that vendor's own headers as it documents
+ *   them (`x-ratelimit-reset` means epoch seconds to GitHub and a duration to OpenAI, so a vendor
+ *   form is never guessed);
+ * - `false`: none.
+ */
+export type HeaderProfile = 'standard' | 'github' | 'openai' | 'shopify';
+
+export const HEADER_PROFILES: readonly HeaderProfile[] = ['standard', 'github', 'openai', 'shopify'];
+
+/**
+ * Your reading of a response's quota headers, for APIs no profile covers: a quota (or several,
+ * each named by `policy`) in the limiter's units, with `resetMs` counted from the response, or
+ * `undefined` when the response announces none. See {@link AnnouncedQuota}.
+ */
+export type QuotaFromHeaders = (
+  headers: HeaderRecord,
+) => AnnouncedQuota | readonly AnnouncedQuota[] | undefined;
+
+/** Reads the quotas a response announces; `nowMs` is the wall clock when it arrived. */
+export type QuotaReader = (
+  headers: HeaderLookup,
+  record: () => HeaderRecord,
+  nowMs: number,
+) => AnnouncedQuota[] | undefined;
+
+const VENDORS: Readonly<
+  Record<Exclude<HeaderProfile, 'standard'>, (h: HeaderLookup, nowMs: number) => AnnouncedQuota[] | undefined>
+> = {
+  github: readGithub,
+  openai: (h) => readOpenai(h),
+  shopify: (h) => readShopify(h),
+};
+
+/**
+ * The reader of a limiter's `headers` profile and `quotaFromHeaders`, or `undefined` when it
+ * reads nothing. What `quotaFromHeaders` returns is added to what the profile reads.
+ */
+export function quotaReader(
+  profile: HeaderProfile | false | undefined,
+  quotaFromHeaders: QuotaFromHeaders | undefined,
+): QuotaReader | undefined {
+  const chosen = profile ?? 'standard';
+  const vendor = chosen === false || chosen === 'standard' ? undefined : VENDORS[chosen];
+  if (chosen === false && quotaFromHeaders === undefined) return undefined;
+  return (headers, record, nowMs) => {
+    let out = chosen === false ? undefined : readIetf(headers);
+    const more = vendor?.(headers, nowMs);
+    if (more !== undefined) out = out === undefined ? more : [...out, ...more];
+    if (quotaFromHeaders !== undefined) {
+      const own = ownQuota(quotaFromHeaders(record()));
+      if (own !== undefined) out = out === undefined ? own : [...out, ...own];
+    }
+    return out;
+  };
+}
+
+/** What `quotaFromHeaders` returned, checked. @throws {TypeError} for anything but a quota, a list of them, or `undefined`. */
+function ownQuota(value: unknown): AnnouncedQuota[] | undefined {
+  if (value === undefined) return undefined;
+  const list = Array.isArray(value) ? value : [value];
+  if (!list.every((q) => typeof q === 'object' && q !== null && !Array.isArray(q))) {
+    throw new TypeError(
+      `quotaFromHeaders returned ${String(value)}; expected { remaining, resetMs, limit, windowMs }, a list of them, or undefined`,
+    );
+  }
+  return list as AnnouncedQuota[];
+}

@@ -1,0 +1,234 @@
+import type { RateGate } from './bucket.js';
+import type { AnnouncedQuota } from './types.js';
+
+/** A policy missing from this many answers in a row is stale: it no longer caps the rate. */
+export const STALE_AFTER_ANSWERS = 4;
+/** The least part of a shared quota this process keeps: it must send to measure its part. */
+export const MIN_PART = 0.05;
+/** Units the announced `remaining` must drop by before this process's part is measured again. */
+const PART_SAMPLE_UNITS = 20;
+/** Two resets this close (ms) are the same window: epoch seconds and `t` are whole seconds. */
+const SAME_RESET_MS = 1_500;
+/**
+ * The least relative change of the ceiling the bucket takes: remaining over the time to reset
+ * moves a little with every answer, and each change may re-arm the limiter's timer.
+ */
+const CEILING_STEP = 0.005;
+
+/** One announced policy, as last read. Times are ms on the limiter's clock. */
+interface Policy {
+  /** The ceiling from `remaining` and `resetMs` (units/min), until `resetAt`; `Infinity`: none. */
+  byRemaining: number;
+  /** The ceiling from `limit` and `windowMs` (units/min); `Infinity`: none. */
+  byQuota: number;
+  remaining: number | undefined;
+  resetAt: number | undefined;
+  /** Answers in a row that did not announce it. */
+  missed: number;
+  /** The number of the last answer that announced it. */
+  seenIn: number;
+  /** This process's part of what drains the quota, in (0, 1]. */
+  part: number;
+  /** Units this process got answers for since the last reading. */
+  own: number;
+  /** The drop of `remaining` and this process's units over the readings of the current sample. */
+  dropSum: number;
+  ownSum: number;
+}
+
+/** What an announcement asks of the limiter. */
+export interface Announced {
+  /** ms to pause: a policy with nothing remaining, until its reset (capped); 0 for none. */
+  pauseMs: number;
+  /** The unclamped pause, as announced (ms). */
+  requestedMs: number;
+}
+
+const NOTHING: Announced = { pauseMs: 0, requestedMs: 0 };
+
+/**
+ * The ceilings an API announced, per policy, and the lowest fresh one: the rate (units/min) this
+ * process may send now. Pure bookkeeping: the limiter passes `now` and applies the result.
+ *
+ * Per policy the ceiling is the lower of `remaining` over the time to its reset (until that
+ * reset passes) and `limit` over `windowMs`, so a pair that overstates the rate (`q=10000;w=1000`
+ * with `r=10000;t=10`) is held to the quota. A reset longer than the policy's window is read as
+ * the window, and, without a window, as `maxPause`. When `remaining` falls faster than this
+ * process gets answers (other clients drain the same quota), the ceiling is scaled to this
+ * process's part (measured over drops of at least 20 units in one window, smoothed by halves,
+ * at least 5 %; until measured, 1/`instanceCount`). A policy missing from {@link STALE_AFTER_ANSWERS} answers in a row is dropped.
+ */
+export class Ceilings {
+  readonly #policies = new Map<string, Policy>();
+  /** The lowest fresh ceiling (units/min), `Infinity` when none. */
+  #lowest = Number.POSITIVE_INFINITY;
+  /** The earliest reset of a `byRemaining` ceiling: past it, the ceilings are computed again. */
+  #expiresAt = Number.POSITIVE_INFINITY;
+  /** Answers with an announcement so far. */
+  #answers = 0;
+
+  /** The lowest fresh ceiling at `now` (units/min), `Infinity` when none. */
+  lowest(now: number): number {
+    if (now >= this.#expiresAt) this.#recompute(now);
+    return this.#lowest;
+  }
+
+  /**
+   * Gives `bucket` (the token bucket or the pacer) the lowest fresh ceiling at `now` unless it changed by less than 0.5 %; the
+   * new ceiling (units/min, `Infinity` for none), or `undefined` when the bucket kept its own.
+   */
+  applyTo(bucket: RateGate, now: number): number | undefined {
+    const lowest = this.lowest(now);
+    const current = bucket.ceiling;
+    if (lowest === current) return undefined;
+    const finite = Number.isFinite(lowest) && Number.isFinite(current);
+    if (finite && Math.abs(lowest - current) <= current * CEILING_STEP) return undefined;
+    bucket.setCeiling(lowest, now);
+    return lowest;
+  }
+
+  /** Whether a ceiling expires at or before `now` (cheap: one comparison). */
+  expired(now: number): boolean {
+    return now >= this.#expiresAt;
+  }
+
+  /** Whether any policy is known. */
+  get empty(): boolean {
+    return this.#policies.size === 0;
+  }
+
+  /**
+   * An answer arrived at `now` for `ownUnits` units of this process (0 for one the server did not
+   * count, a throttled one), announcing `quotas` (`undefined`: none).
+   *
+   * @param limits `maxPause`: the limiter's cap on a pause (ms), also the longest reset read
+   * without a window; `instanceCount`: a new policy's part starts at 1/`instanceCount`, until
+   * this process's part is measured.
+   */
+  answer(
+    quotas: readonly AnnouncedQuota[] | undefined,
+    ownUnits: number,
+    now: number,
+    limits: { readonly maxPause: number; readonly instanceCount: number },
+  ): Announced {
+    for (const policy of this.#policies.values()) policy.own += ownUnits;
+    if (this.#policies.size === 0 && (quotas === undefined || quotas.length === 0)) return NOTHING;
+    const answer = ++this.#answers;
+    let announced = NOTHING;
+    for (const quota of quotas ?? []) {
+      const name = typeof quota?.policy === 'string' ? quota.policy : 'default';
+      // The first announcement of a name in an answer counts.
+      if (this.#policies.get(name)?.seenIn === answer) continue;
+      const pause = this.#read(name, quota, now, limits, answer);
+      if (pause !== undefined && pause.requestedMs > announced.requestedMs) announced = pause;
+    }
+    for (const [name, policy] of this.#policies) {
+      if (policy.seenIn !== answer && ++policy.missed >= STALE_AFTER_ANSWERS) this.#policies.delete(name);
+    }
+    this.#recompute(now);
+    return announced;
+  }
+
+  /** Reads one announcement; `undefined` when it carries nothing usable. */
+  #read(
+    name: string,
+    quota: AnnouncedQuota,
+    now: number,
+    { maxPause, instanceCount }: { readonly maxPause: number; readonly instanceCount: number },
+    answer: number,
+  ): Announced | undefined {
+    const remaining = amount(quota.remaining);
+    const limit = amount(quota.limit);
+    const windowMs = amount(quota.windowMs);
+    let resetMs = amount(quota.resetMs);
+    const byQuota =
+      limit !== undefined && limit > 0 && windowMs !== undefined && windowMs > 0
+        ? (limit * 60_000) / windowMs
+        : Number.POSITIVE_INFINITY;
+    if (resetMs !== undefined) resetMs = Math.min(resetMs, windowMs ?? maxPause);
+    if (remaining === undefined || resetMs === undefined) {
+      if (byQuota === Number.POSITIVE_INFINITY) return undefined;
+    }
+    const byRemaining =
+      remaining !== undefined && remaining > 0 && resetMs !== undefined && resetMs > 0
+        ? (remaining * 60_000) / resetMs
+        : Number.POSITIVE_INFINITY;
+    const resetAt = resetMs === undefined ? undefined : now + resetMs;
+    const policy = this.#policies.get(name);
+    if (policy === undefined) {
+      this.#policies.set(name, {
+        byRemaining,
+        byQuota,
+        remaining,
+        resetAt,
+        missed: 0,
+        seenIn: answer,
+        part: 1 / instanceCount,
+        own: 0,
+        dropSum: 0,
+        ownSum: 0,
+      });
+    } else {
+      this.#measurePart(policy, remaining, resetAt);
+      policy.byRemaining = byRemaining;
+      policy.byQuota = byQuota;
+      policy.remaining = remaining;
+      policy.resetAt = resetAt;
+      policy.missed = 0;
+      policy.seenIn = answer;
+      policy.own = 0;
+    }
+    if (remaining === 0 && resetMs !== undefined && resetMs > 0) {
+      return { pauseMs: Math.min(resetMs, maxPause), requestedMs: resetMs };
+    }
+    return NOTHING;
+  }
+
+  /** Adds the drop since the last reading to the sample when both are in one window. */
+  #measurePart(policy: Policy, remaining: number | undefined, resetAt: number | undefined): void {
+    const sameWindow =
+      remaining !== undefined &&
+      policy.remaining !== undefined &&
+      remaining <= policy.remaining &&
+      resetAt !== undefined &&
+      policy.resetAt !== undefined &&
+      Math.abs(resetAt - policy.resetAt) <= SAME_RESET_MS;
+    if (!sameWindow) {
+      policy.dropSum = 0;
+      policy.ownSum = 0;
+      return;
+    }
+    policy.dropSum += (policy.remaining as number) - (remaining as number);
+    policy.ownSum += policy.own;
+    if (policy.dropSum < PART_SAMPLE_UNITS) return;
+    const sample = Math.max(MIN_PART, Math.min(1, policy.ownSum / policy.dropSum));
+    policy.part = (policy.part + sample) / 2;
+    policy.dropSum = 0;
+    policy.ownSum = 0;
+  }
+
+  #recompute(now: number): void {
+    let lowest = Number.POSITIVE_INFINITY;
+    let expiresAt = Number.POSITIVE_INFINITY;
+    for (const policy of this.#policies.values()) {
+      let rate = policy.byQuota;
+      if (policy.byRemaining < rate) {
+        if (policy.resetAt !== undefined && policy.resetAt <= now)
+          policy.byRemaining = Number.POSITIVE_INFINITY;
+        else {
+          rate = policy.byRemaining;
+          if (policy.resetAt !== undefined && policy.resetAt < expiresAt) expiresAt = policy.resetAt;
+        }
+      }
+      rate *= policy.part;
+      if (rate < lowest) lowest = rate;
+    }
+    this.#lowest = lowest;
+    this.#expiresAt = expiresAt;
+  }
+}
+
+/** A finite number >= 0, or `undefined` (garbage and negative numbers are ignored). */
+function amount(value: unknown): number | undefined {
+  return typeof value === 'number' && value >= 0 && Number.isFinite(value) ? value : undefined;
+}

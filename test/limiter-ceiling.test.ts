@@ -1,0 +1,229 @@
+import { describe, expect, it } from 'vitest';
+import { ManualClock } from '../src/clock.js';
+import type { RateController, RateControllerState } from '../src/controllers/types.js';
+import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
+import type { AdaptiveLimiterOptions } from '../src/limiter/options.js';
+import type { AnnouncedQuota } from '../src/limiter/types.js';
+
+const flush = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+function setup(options: AdaptiveLimiterOptions = {}) {
+  const clock = new ManualClock();
+  const limiter = new AdaptiveRateLimiter({ clock, ...options });
+  return { clock, limiter };
+}
+
+/** One request granted now and answered with `quota` (a success unless told). */
+function answer(
+  limiter: AdaptiveRateLimiter,
+  quota: AnnouncedQuota[] | undefined,
+  kind: 'success' | 'throttled' | 'failed' = 'success',
+  retryAfterMs?: number,
+) {
+  const permit = limiter.tryAcquire();
+  if (permit === undefined) throw new Error('no permit: the test expected units to be free');
+  if (kind === 'success') permit.success(undefined, quota);
+  else if (kind === 'throttled') permit.throttled(retryAfterMs, quota);
+  else permit.failed(retryAfterMs, quota);
+}
+
+/** How many of `n` acquires are granted within `ms` of the clock, stepping 10 ms. */
+async function grantedWithin(limiter: AdaptiveRateLimiter, clock: ManualClock, n: number, ms: number) {
+  let granted = 0;
+  const rejected: unknown[] = [];
+  for (let i = 0; i < n; i++)
+    limiter.acquire().then(
+      () => granted++,
+      (e) => rejected.push(e),
+    );
+  await flush();
+  for (let t = 0; t < ms; t += 10) {
+    clock.advance(10);
+    await flush();
+  }
+  limiter.close();
+  await flush();
+  return granted;
+}
+
+const minute: AnnouncedQuota = { remaining: 600, resetMs: 60_000, limit: 600, windowMs: 60_000 };
+
+describe('AdaptiveRateLimiter: announced quotas', () => {
+  it.each([
+    // 600/min: one second of it (10) at once, then 10 per second.
+    ['second', 30],
+    // 600/min paced: one at once, then one every 100 ms.
+    ['paced', 21],
+  ] as const)(
+    'never sends faster than the announced ceiling, even while unlimited (burst %s)',
+    async (burst, n) => {
+      const { clock, limiter } = setup({ burst });
+      answer(limiter, [minute]);
+      expect(limiter.snapshot().announcedRate).toBe(600);
+      expect(limiter.rate).toBe(Number.POSITIVE_INFINITY);
+      expect(await grantedWithin(limiter, clock, 100, 2_000)).toBe(n);
+    },
+  );
+
+  it.each([
+    // 1,200/min holds 20 units, cut to one second of the ceiling (10) at once, then 10 per second.
+    ['second', 30],
+    // Paced at the ceiling's gap (100 ms), not the rate's (50 ms): the slot the first grant
+    // reserved (0.8 unit) is respaced to 80 ms, then one every 100 ms.
+    ['paced', 20],
+  ] as const)('sends at the ceiling below a finite rate (burst %s)', async (burst, n) => {
+    const { clock, limiter } = setup({ burst, initialUnitsPerMinute: 1_200 });
+    answer(limiter, [minute]);
+    expect(limiter.rate).toBe(1_200);
+    expect(limiter.snapshot().announcedRate).toBe(600);
+    expect(await grantedWithin(limiter, clock, 100, 2_000)).toBe(n);
+  });
+
+  it('takes remaining over the time to reset when it is lower than the quota over the window', () => {
+    const { limiter } = setup();
+    answer(limiter, [{ remaining: 100, resetMs: 30_000, limit: 600, windowMs: 60_000 }]);
+    expect(limiter.snapshot().announcedRate).toBe(200);
+  });
+
+  it('holds a remaining/reset pair that overstates the rate to the quota over the window', () => {
+    const { limiter } = setup();
+    answer(limiter, [{ remaining: 10_000, resetMs: 10_000, limit: 10_000, windowMs: 1_000_000 }]);
+    expect(limiter.snapshot().announcedRate).toBe(600);
+  });
+
+  it('takes the lowest of several policies', () => {
+    const { limiter } = setup();
+    answer(limiter, [
+      { policy: 'burst', remaining: 100, resetMs: 60_000, limit: 100, windowMs: 60_000 },
+      { policy: 'daily', remaining: 1000, resetMs: 86_400_000, limit: 1000, windowMs: 86_400_000 },
+    ]);
+    expect(limiter.snapshot().announcedRate).toBeCloseTo(1000 / 1440, 9);
+  });
+
+  it('pauses until the reset of a policy with nothing remaining', () => {
+    const { clock, limiter } = setup();
+    clock.advance(1_000);
+    answer(limiter, [{ remaining: 0, resetMs: 30_000 }]);
+    expect(limiter.snapshot().pausedUntil).toBe(31_000);
+    expect(limiter.tryAcquire()).toBeUndefined();
+  });
+
+  it('lets a Retry-After win over an announced reset, shorter or longer', () => {
+    const { clock, limiter } = setup();
+    answer(limiter, [{ remaining: 0, resetMs: 30_000 }], 'throttled', 5_000);
+    expect(limiter.snapshot().pausedUntil).toBe(5_000);
+    clock.advance(5_000);
+    answer(limiter, [{ remaining: 0, resetMs: 1_000 }], 'failed', 20_000);
+    expect(limiter.snapshot().pausedUntil).toBe(25_000);
+  });
+
+  it('caps the pause for a huge reset by maxPause, and reads such a reset as maxPause without a window', () => {
+    const { limiter } = setup({ maxPause: 60_000 });
+    answer(limiter, [{ policy: 'a', remaining: 50, resetMs: 1e12 }]);
+    expect(limiter.snapshot().announcedRate).toBe(50);
+    answer(limiter, [{ policy: 'b', remaining: 0, resetMs: 1e12 }]);
+    expect(limiter.snapshot().pausedUntil).toBe(60_000);
+  });
+
+  it('reads a reset longer than the window as the window', () => {
+    const { limiter } = setup();
+    answer(limiter, [{ remaining: 100, resetMs: 3_600_000, limit: 100, windowMs: 60_000 }]);
+    expect(limiter.snapshot().announcedRate).toBe(100);
+  });
+
+  it.each([
+    ['a negative remaining', { remaining: -5, resetMs: 10_000 }],
+    ['a NaN reset', { remaining: 5, resetMs: Number.NaN }],
+    ['a string', { remaining: '5', resetMs: 10_000 } as unknown as AnnouncedQuota],
+    ['an infinite window', { limit: 5, windowMs: Number.POSITIVE_INFINITY }],
+    ['a zero window', { limit: 5, windowMs: 0 }],
+    ['nothing at all', {}],
+  ])('ignores %s', (_name, quota) => {
+    const { limiter } = setup();
+    answer(limiter, [quota]);
+    expect(limiter.snapshot().announcedRate).toBeUndefined();
+    expect(limiter.snapshot().pausedUntil).toBeUndefined();
+  });
+
+  it('drops a policy once answers stop announcing it (stale values)', () => {
+    // The one-second bucket: the answers go without moving the clock.
+    const { limiter } = setup({ burst: 'second' });
+    answer(limiter, [minute]);
+    for (let i = 0; i < 3; i++) answer(limiter, undefined);
+    expect(limiter.snapshot().announcedRate).toBe(600);
+    answer(limiter, []);
+    expect(limiter.snapshot().announcedRate).toBeUndefined();
+  });
+
+  it('moves from remaining/reset to the quota over the window once the reset passes', () => {
+    const { clock, limiter } = setup();
+    answer(limiter, [{ remaining: 10, resetMs: 10_000, limit: 600, windowMs: 60_000 }]);
+    expect(limiter.snapshot().announcedRate).toBe(60);
+    clock.advance(10_000);
+    expect(limiter.snapshot().announcedRate).toBe(600);
+  });
+
+  it('scales the ceiling to its part when other clients drain the same quota', () => {
+    const { clock, limiter } = setup();
+    // Each answer of ours sees `remaining` drop by 2: one unit is ours, one another client's.
+    let remaining = 600;
+    for (let i = 0; i < 60; i++) {
+      answer(limiter, [{ remaining, resetMs: 60_000 - clock.now(), limit: 600, windowMs: 60_000 }]);
+      remaining -= 2;
+      clock.advance(200);
+    }
+    const rate = limiter.snapshot().announcedRate ?? 0;
+    expect(rate).toBeGreaterThan(600 * 0.45);
+    expect(rate).toBeLessThan(600 * 0.56);
+  });
+
+  it('starts a policy at 1/instanceCount of the ceiling until its part is measured', () => {
+    const { limiter } = setup({ instanceCount: 3 });
+    answer(limiter, [{ limit: 600, windowMs: 60_000 }]);
+    expect(limiter.snapshot().announcedRate).toBe(200);
+  });
+
+  it('keeps the whole ceiling when only this process drains the quota', () => {
+    const { clock, limiter } = setup();
+    let remaining = 600;
+    for (let i = 0; i < 60; i++) {
+      answer(limiter, [{ remaining, resetMs: 60_000 - clock.now(), limit: 600, windowMs: 60_000 }]);
+      remaining -= 1;
+      clock.advance(100);
+    }
+    expect(limiter.snapshot().announcedRate).toBe(600);
+  });
+
+  it('gives the controllers the announced rate, and no raise above it', () => {
+    const states: RateControllerState[] = [];
+    const controller: RateController = {
+      onThrottled: (s) => s.rate / 2,
+      onSuccess: (s) => {
+        states.push(s);
+        return s.rate + 100;
+      },
+    };
+    const { clock, limiter } = setup({ controller, initialUnitsPerMinute: 120 });
+    answer(limiter, [{ remaining: 300, resetMs: 60_000 }]);
+    expect(states.at(-1)?.announcedRate).toBe(300);
+    expect(limiter.rate).toBe(220);
+    clock.advance(1_000);
+    answer(limiter, [{ remaining: 300, resetMs: 60_000 }]);
+    expect(limiter.rate).toBe(320);
+    // At the ceiling: the controller is not asked for more.
+    clock.advance(1_000);
+    answer(limiter, [{ remaining: 300, resetMs: 60_000 }]);
+    expect(limiter.rate).toBe(320);
+  });
+});
+
+describe('announced quotas through wrap', () => {
+  it('takes the quota a classifier returns in its outcome', async () => {
+    const { limiter } = setup();
+    const call = limiter.wrap(async () => ({ left: 30, resetMs: 60_000 }), {
+      classify: (r) => ({ kind: 'success', quota: [{ remaining: r.left, resetMs: r.resetMs }] }),
+    });
+    await call();
+    expect(limiter.snapshot().announcedRate).toBe(30);
+  });
+});
