@@ -163,6 +163,7 @@ describe('SharedBudget after its shared state is lost', () => {
         initialUnitsPerMinute: 600,
         decreaseCooldown: 0,
         heartbeatInterval: 250,
+        burst: 'second', // these tests send without moving the manual clock
       }),
     );
     open.push(...budgets);
@@ -289,6 +290,7 @@ describe('SharedBudget on a MemoryBudgetStore and a manual clock', () => {
         initialUnitsPerMinute: 600,
         decreaseCooldown: 0,
         heartbeatInterval: 250,
+        burst: 'second', // these tests send without moving the manual clock
         ...options,
       }),
     );
