@@ -54,6 +54,26 @@ describe('parseConfig', () => {
     expect(parseConfig({ default: { [field]: value } }).default).toEqual({ [field]: ms });
   });
 
+  it("takes the probe controller's options (durations too) and the burst, in our shape and in appsettings'", () => {
+    const ours = parseConfig({
+      default: { controller: 'probe', burst: 'second', probe: { holdTime: '5s', probeStep: 30 } },
+    });
+    expect(ours.default).toEqual({
+      controller: 'probe',
+      burst: 'second',
+      probe: { holdTime: 5_000, probeStep: 30 },
+    });
+    const seed = parseConfig({
+      AdaptiveRateLimiting: {
+        Default: { Controller: 'Probe', Probe: { MaxHold: '00:00:20', CruiseMargin: 0.05 } },
+      },
+    });
+    expect(seed.default).toEqual({ controller: 'probe', probe: { maxHold: 20_000, cruiseMargin: 0.05 } });
+    expect(configError(() => parseConfig({ default: { probe: { cruiseMargin: 0.7 } } }))).toMatchObject({
+      issues: [{ path: 'default.probe.cruiseMargin', received: 0.7 }],
+    });
+  });
+
   it('takes default false, and the top-level options', () => {
     const config = parseConfig({
       default: false,

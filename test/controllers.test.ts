@@ -4,6 +4,7 @@ import {
   cubic,
   cubicCurve,
   cubicK,
+  probe,
   type RateController,
   type RateControllerState,
   resolveController,
@@ -25,7 +26,8 @@ function state(overrides: Partial<RateControllerState> = {}): RateControllerStat
     instanceCount: 1,
     measuredRate: undefined,
     acceptedRate: undefined,
-    acceptedRatesAtDecreases: [],
+    acceptedRateSinceLastDecrease: undefined,
+    decreases: [],
     random: 0.5,
     ...overrides,
   });
@@ -355,6 +357,7 @@ const samples: RateControllerState[] = [
 describe.each([
   ['aimd()', aimd()],
   ['cubic()', cubic()],
+  ['probe()', probe()],
   ['StepController', new StepController(30)],
 ])('the controller contract: %s', (_name, controller: RateController) => {
   it.each(samples)('onThrottled returns a finite rate not above the current one (%#)', (s) => {

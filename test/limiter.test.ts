@@ -435,7 +435,7 @@ describe('AdaptiveRateLimiter: increases', () => {
     expect(limiter.snapshot().acceptedRate).toBe(0);
   });
 
-  it('shows controllers the accepted rate, the accepted rate at each cut and a random number drawn at each cut', () => {
+  it('shows controllers the accepted rate, what each cut recorded and a random number drawn at each cut', () => {
     const spy = spyController({ throttled: (s) => s.rate * 0.9 });
     const draws = [0.25, 0.75, 0.5];
     const { clock, limiter } = setup({
@@ -449,16 +449,19 @@ describe('AdaptiveRateLimiter: increases', () => {
     }
     limiter.tryAcquire()!.throttled();
     const first = spy.states.at(-1)!.state;
-    expect(first).toMatchObject({ acceptedRatesAtDecreases: [], random: 0.25 });
+    expect(first).toMatchObject({ decreases: [], random: 0.25 });
     expect(first.acceptedRate).toBeCloseTo(1_200);
     clock.advance(1_000);
     limiter.tryAcquire()!.throttled();
     const second = spy.states.at(-1)!.state;
     expect(second.random).toBe(0.75);
-    expect(second.acceptedRatesAtDecreases).toHaveLength(1);
-    expect(second.acceptedRatesAtDecreases[0]).toBeCloseTo(1_200);
+    expect(second.decreases).toHaveLength(1);
+    expect(second.decreases[0]!.rateBefore).toBe(6_000);
+    expect(second.decreases[0]!.acceptedRate).toBeCloseTo(1_200);
+    expect(second.decreases[0]!.acceptedRateSincePrevious).toBeUndefined();
+    expect(second.acceptedRateSinceLastDecrease).toBe(0);
     // The first state still shows what it showed.
-    expect(first.acceptedRatesAtDecreases).toEqual([]);
+    expect(first.decreases).toEqual([]);
   });
 
   it('measures the send rate in units of responses, and corrects a permit by the units used', () => {

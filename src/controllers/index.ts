@@ -10,7 +10,7 @@ export type { CubicOptions, CubicParams } from './cubic.js';
 export { cubic, cubicCurve, cubicK } from './cubic.js';
 export type { ProbeOptions } from './probe.js';
 export { probe } from './probe.js';
-export type { RateController, RateControllerState } from './types.js';
+export type { DecreaseRecord, RateController, RateControllerState } from './types.js';
 
 const defaultAimd = aimd();
 const defaultCubic = cubic();

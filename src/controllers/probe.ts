@@ -1,5 +1,5 @@
 import { ConfigError, type ConfigIssue } from '../errors.js';
-import type { RateController, RateControllerState } from './types.js';
+import type { DecreaseRecord, RateController, RateControllerState } from './types.js';
 
 /** Options of the probe controller. Rates are units/min, times ms. */
 export interface ProbeOptions {
@@ -12,12 +12,12 @@ export interface ProbeOptions {
   /**
    * The shortest hold at the cruise rate before probing (ms, > 0, finite). The hold is
    * `holdTime × (1 + random)` (random in [0, 1)), doubled for each cut in a row that found
-   * the same ceiling (within `stableTolerance`), up to `maxHold`. @default 2_000
+   * the same ceiling (within `stableTolerance`), up to `maxHold`. @default 4_000
    */
   holdTime?: number;
   /** The longest hold (ms, >= holdTime, finite). @default 30_000 */
   maxHold?: number;
-  /** Two ceilings within this fraction of each other are "the same" (>= 0, < 1). @default 0.05 */
+  /** Two ceilings within this fraction of each other are "the same" (>= 0, < 1). @default 0.1 */
   stableTolerance?: number;
   /**
    * The first probe step for the WHOLE budget (units/min, > 0, finite); each process adds
@@ -26,7 +26,9 @@ export interface ProbeOptions {
    * @default 60
    */
   probeStep?: number;
-  /** One round of probing, and of the start-up growth before the first cut (ms, > 0, finite). @default 1_000 */
+  /** Each probe step is this times the one before (> 1, finite). @default 2 */
+  probeGrowth?: number;
+  /** One round of probing, and of the start-up growth before the first cut (ms, > 0, finite). @default 2_000 */
   round?: number;
   /** Before the first cut the rate is multiplied by this each round while requests wait (> 1, finite). @default 2 */
   startupGrowth?: number;
@@ -51,11 +53,12 @@ const DEFAULTS: Required<ProbeOptions> = {
   cruiseMargin: 0.03,
   drainFactor: 0.9,
   drainTime: 1_000,
-  holdTime: 2_000,
+  holdTime: 4_000,
   maxHold: 30_000,
-  stableTolerance: 0.05,
+  stableTolerance: 0.1,
   probeStep: 60,
-  round: 1_000,
+  probeGrowth: 2,
+  round: 2_000,
   startupGrowth: 2,
   externalFactor: 0.9,
   appLimitedRatio: 0.8,
@@ -81,58 +84,73 @@ const MAX_ROUNDS = 40;
  */
 export function probe(options: ProbeOptions = {}): RateController {
   const o = validate(options);
-  /** The ceiling (units/min) the cuts in `h` learned, and whether the last one was our own overshoot. */
-  const ceilingOf = (h: readonly number[], rateBefore: number): { E: number; own: boolean } => {
-    const last = h[h.length - 1]!;
-    const prev = h[h.length - 2];
-    const own = prev === undefined || rateBefore > prev * (1 - o.cruiseMargin) * (1 + CRUISE_SLACK);
-    return { E: own || prev === undefined ? last : Math.min(last, o.externalFactor * prev), own };
-  };
-  /** Cuts in a row, ending with the last, that found the same ceiling as the one before. */
-  const stableCuts = (h: readonly number[]): number => {
-    let n = 0;
-    for (let i = h.length - 1; i > 0; i--, n++) {
-      if (Math.abs(h[i]! - h[i - 1]!) > o.stableTolerance * h[i - 1]!) break;
+  const same = (a: number, b: number) => Math.abs(a - b) <= o.stableTolerance * b;
+  /**
+   * The ceiling (units/min) the cuts learned, replayed from the oldest kept: whether the last was
+   * our own overshoot, and how many cuts in a row, ending with it, found the same ceiling.
+   */
+  const learn = (cuts: readonly DecreaseRecord[]): { E: number; own: boolean; stable: number } => {
+    let E: number | undefined;
+    let own = true;
+    let stable = 0;
+    for (const cut of cuts) {
+      const A = cut.acceptedRate;
+      const before = E;
+      own = E === undefined || cut.rateBefore > E * (1 - o.cruiseMargin) * (1 + CRUISE_SLACK);
+      if (E === undefined) E = A;
+      else if (own) {
+        // Our probe overshot. Less got through than the ceiling: the quota dropped meanwhile.
+        // Else the ceiling rises to what got through over the whole cycle, or by at most the
+        // cruise margin to what got through lately: a server's burst, drained by the probe,
+        // inflates the last seconds, while over the cycle it counts once.
+        const cycle = Math.min(cut.acceptedRateSincePrevious ?? A, A);
+        E = A < E ? A : Math.max(cycle, Math.min(A, E * (1 + o.cruiseMargin)));
+      } else if (same(A, E)) {
+        // Cruising, and the same got through (a competitor's probe, a cruise a bit high): a margin lower.
+        E *= 1 - o.cruiseMargin;
+      } else {
+        // Cruising, and less got through (the quota dropped, a competitor grew).
+        E = Math.min(A, o.externalFactor * E);
+      }
+      stable = before !== undefined && same(E, before) ? stable + 1 : 0;
     }
-    return n;
+    return { E: E ?? 0, own, stable };
   };
   return {
     onThrottled(s: RateControllerState): number {
       const accepted = s.acceptedRate ?? s.rate;
-      const h = s.acceptedRatesAtDecreases;
       const floor = o.minCutFactor * s.rate;
-      if (h.length > 0) {
-        const { E } = ceilingOf(h, s.rateBeforeLastDecrease);
-        // Cruising (or draining): something outside changed; the new ceiling is at most a step below the last.
-        if (s.rate <= E * (1 - o.cruiseMargin) * (1 + CRUISE_SLACK)) {
-          return Math.max(floor, Math.min(accepted, o.externalFactor * E) * (1 - o.cruiseMargin));
-        }
-      }
-      // Our own overshoot (a probe, or the start-up): drain below what got through.
-      return Math.max(floor, Math.min(accepted, s.rate) * o.drainFactor);
+      // The cut the limiter is about to record; the next state shows it.
+      const cut: DecreaseRecord = {
+        rateBefore: s.rate,
+        acceptedRate: accepted,
+        acceptedRateSincePrevious: s.acceptedRateSinceLastDecrease,
+      };
+      const { E, own } = learn([...s.decreases, cut]);
+      // Our own overshoot drains below the ceiling; a throttle while cruising cruises below the new one.
+      return Math.min(s.rate, Math.max(floor, E * (own ? o.drainFactor : 1 - o.cruiseMargin)));
     },
     onSuccess(s: RateControllerState): number | undefined {
       if (!s.waited) return undefined;
       if (s.measuredRate !== undefined && s.measuredRate < o.appLimitedRatio * s.rate) return undefined;
-      const h = s.acceptedRatesAtDecreases;
       let target: number;
-      if (h.length === 0) {
+      if (s.decreases.length === 0) {
         // Start-up: grow each round until the first throttle.
         if (s.sinceLastIncrease < o.round) return undefined;
         target = s.rate * o.startupGrowth;
       } else {
-        const { E, own } = ceilingOf(h, s.rateBeforeLastDecrease);
-        const cruise = E * (1 - o.cruiseMargin);
+        const { E, own, stable } = learn(s.decreases);
         const drain = own ? o.drainTime : 0;
-        const hold = own
-          ? Math.min(o.maxHold, o.holdTime * (1 + s.random) * 2 ** stableCuts(h))
-          : o.holdTime * (1 + s.random);
+        // Randomized; doubles for each cut in a row at the same ceiling (a new ceiling resets it).
+        const hold = Math.min(o.maxHold, o.holdTime * (1 + s.random) * 2 ** stable);
         const t = Math.max(0, s.sinceLastDecrease - s.pauseSinceLastDecrease);
         if (t < drain) return undefined;
-        target = cruise;
+        target = E * (1 - o.cruiseMargin);
         if (t >= drain + hold) {
+          // Steps of probeStep × probeGrowth^i for the rounds i = 0..k so far: the same for every client.
           const k = Math.min(MAX_ROUNDS, Math.floor((t - drain - hold) / o.round));
-          target += ((2 ** (k + 1) - 1) * o.probeStep) / s.instanceCount;
+          const g = o.probeGrowth;
+          target += (((g ** (k + 1) - 1) / (g - 1)) * o.probeStep) / s.instanceCount;
         }
       }
       // Never more than twice what is sent (a stale curve after a quiet spell).
@@ -165,6 +183,7 @@ function validate(options: ProbeOptions): Required<ProbeOptions> {
     maxHold: pick('maxHold', 'must be a finite number of ms > 0', positive),
     stableTolerance: pick('stableTolerance', 'must be a number >= 0 and < 1', (v) => v >= 0 && v < 1),
     probeStep: pick('probeStep', 'must be a finite number of units/min > 0', positive),
+    probeGrowth: pick('probeGrowth', 'must be a finite number > 1', (v) => Number.isFinite(v) && v > 1),
     round: pick('round', 'must be a finite number of ms > 0', positive),
     startupGrowth: pick('startupGrowth', 'must be a finite number > 1', (v) => Number.isFinite(v) && v > 1),
     externalFactor: pick('externalFactor', 'must be a number > 0 and <= 1', fraction),

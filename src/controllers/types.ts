@@ -32,15 +32,29 @@ export interface RateControllerState {
    */
   readonly acceptedRate: number | undefined;
   /**
-   * The accepted rate (units/min) at each of the last cuts, oldest first, at most 8 (the newest is
-   * the ceiling the last cut learned); empty before the first cut.
+   * Units/min of the responses classified as success since the last cut, over that time less its
+   * Retry-After pauses (at least 1 s):
+   * over a whole cycle it forgives a server's burst, which inflates the 3 s window right after
+   * it was drained. `undefined` before the first cut.
    */
-  readonly acceptedRatesAtDecreases: readonly number[];
+  readonly acceptedRateSinceLastDecrease: number | undefined;
+  /** The last cuts, oldest first, at most 8; empty before the first cut. */
+  readonly decreases: readonly DecreaseRecord[];
   /**
    * A random number in [0, 1), drawn by the limiter at its creation and at each cut (from its
    * `random` option): a controller that wants jitter reads it here and stays pure.
    */
   readonly random: number;
+}
+
+/** What the limiter recorded at one cut. Rates in units/min of this process. */
+export interface DecreaseRecord {
+  /** The rate the cut started from. */
+  readonly rateBefore: number;
+  /** The accepted rate then (the 3 s window; without any success yet, the rate the cut started from). */
+  readonly acceptedRate: number;
+  /** The accepted rate since the cut before it, less its pauses; `undefined` at the first cut. */
+  readonly acceptedRateSincePrevious: number | undefined;
 }
 
 /**

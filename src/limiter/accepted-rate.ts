@@ -19,6 +19,9 @@ export class AcceptedRate {
   /** The first grant (ms); the window starts no earlier. */
   #since: number | undefined;
   #any = false;
+  /** Units accepted since the last mark (a cut), and when that was (ms). */
+  #markUnits = 0;
+  #markAt: number | undefined;
 
   /** Marks the first grant at `now`: the window does not count the idle time before it. */
   open(now: number): void {
@@ -34,8 +37,24 @@ export class AcceptedRate {
       this.#units[i] = 0;
     }
     this.#units[i]! += units;
+    this.#markUnits += units;
     this.#any = true;
     this.#since ??= now;
+  }
+
+  /** Starts counting again from `now` (a cut). */
+  mark(now: number): void {
+    this.#markUnits = 0;
+    this.#markAt = now;
+  }
+
+  /**
+   * Units/min accepted since the last mark, over the time since it less `pausedMs` (time the
+   * limiter sent nothing), at least 1 s; `undefined` before any mark.
+   */
+  sinceMark(now: number, pausedMs = 0): number | undefined {
+    if (this.#markAt === undefined) return undefined;
+    return (this.#markUnits * 60_000) / Math.max(MIN_SPAN_MS, now - this.#markAt - pausedMs);
   }
 
   /** Units/min accepted over the window ending at `now`; `undefined` before the first success. */

@@ -1,4 +1,4 @@
-import type { RateController, RateControllerState } from '../controllers/types.js';
+import type { DecreaseRecord, RateController, RateControllerState } from '../controllers/types.js';
 import { AcceptedRate } from './accepted-rate.js';
 import { MeasuredRate } from './measured-rate.js';
 import type { ResolvedLimiterOptions } from './options.js';
@@ -42,8 +42,8 @@ export class CutBook {
   /** Units granted while unlimited, and when the first was: the send rate a first cut starts from. */
   #unlimitedUnits = 0;
   #firstGrantAt: number | undefined;
-  /** The accepted rate at each of the last cuts, oldest first. */
-  #acceptedAtCuts: readonly number[] = [];
+  /** The last cuts, oldest first. */
+  #decreases: readonly DecreaseRecord[] = [];
   /** The random number of the state: drawn at creation and at each cut. */
   #random: number;
 
@@ -73,7 +73,14 @@ export class CutBook {
     this.minRate = opts.minUnitsPerMinute / opts.instanceCount;
     this.maxRate = opts.maxUnitsPerMinute / opts.instanceCount;
     this.#rateBeforeLastDecrease *= share;
-    if (share !== 1) this.#acceptedAtCuts = this.#acceptedAtCuts.map((r) => r * share);
+    if (share !== 1) {
+      this.#decreases = this.#decreases.map((d) => ({
+        rateBefore: d.rateBefore * share,
+        acceptedRate: d.acceptedRate * share,
+        acceptedRateSincePrevious:
+          d.acceptedRateSincePrevious === undefined ? undefined : d.acceptedRateSincePrevious * share,
+      }));
+    }
   }
 
   clamp(rate: number): number {
@@ -137,9 +144,15 @@ export class CutBook {
     this.#rateBeforeLastDecrease = base;
     this.#measuredAtLastDecrease = measured;
     // A new array each time: a state handed out earlier keeps what it showed.
-    this.#acceptedAtCuts = [...this.#acceptedAtCuts.slice(1 - CUTS_KEPT), accepted ?? base];
+    const record: DecreaseRecord = {
+      rateBefore: base,
+      acceptedRate: accepted ?? base,
+      acceptedRateSincePrevious: state.acceptedRateSinceLastDecrease,
+    };
+    this.#decreases = [...this.#decreases.slice(1 - CUTS_KEPT), record];
     this.#random = drawFrom(this.#opts.random);
     this.#pause.cut();
+    this.accepted.mark(now);
     this.lastCutAt = now;
     this.epoch++;
     this.cuts++;
@@ -160,7 +173,9 @@ export class CutBook {
       instanceCount: this.#opts.instanceCount,
       measuredRate: this.measured.value,
       acceptedRate: this.accepted.value(now),
-      acceptedRatesAtDecreases: this.#acceptedAtCuts,
+      acceptedRateSinceLastDecrease:
+        this.cuts === 0 ? undefined : this.accepted.sinceMark(now, this.#pause.sinceCut(now, this.lastCutAt)),
+      decreases: this.#decreases,
       random: this.#random,
     };
   }

@@ -144,6 +144,7 @@ export const limiterFieldsSchema = z
       maxHold: z.number().positive().finite().optional(),
       stableTolerance: z.number().min(0).lt(1).optional(),
       probeStep: rate.optional(),
+      probeGrowth: z.number().gt(1).finite().optional(),
       round: z.number().positive().finite().optional(),
       startupGrowth: z.number().gt(1).finite().optional(),
       externalFactor: z.number().gt(0).max(1).optional(),

@@ -1,0 +1,158 @@
+import { describe, expect, it } from 'vitest';
+import {
+  type DecreaseRecord,
+  probe,
+  type RateControllerState,
+  resolveController,
+} from '../src/controllers/index.js';
+import { ConfigError } from '../src/errors.js';
+
+/** A frozen state: 1,000 units/min, no cut yet, a request waited, one instance, random 0. */
+function state(overrides: Partial<RateControllerState> = {}): RateControllerState {
+  return Object.freeze({
+    rate: 1000,
+    minRate: 1,
+    maxRate: Number.POSITIVE_INFINITY,
+    rateBeforeLastDecrease: 1000,
+    measuredRateAtLastDecrease: undefined,
+    sinceLastDecrease: 0,
+    pauseSinceLastDecrease: 0,
+    sinceLastIncrease: 0,
+    waited: true,
+    instanceCount: 1,
+    measuredRate: undefined,
+    acceptedRate: undefined,
+    acceptedRateSinceLastDecrease: undefined,
+    decreases: [],
+    random: 0,
+    ...overrides,
+  });
+}
+
+/** A first cut from 4,000 units/min at which 3,000 got through: the ceiling is 3,000, cruise 2,910. */
+const FIRST: DecreaseRecord = { rateBefore: 4000, acceptedRate: 3000, acceptedRateSincePrevious: undefined };
+/** A second overshoot at 3,300 where 3,050 got through lately and 3,000 over the cycle: ceiling 3,050. */
+const SECOND: DecreaseRecord = { rateBefore: 3300, acceptedRate: 3050, acceptedRateSincePrevious: 3000 };
+
+const controller = probe();
+
+describe('probe: onThrottled (golden table, default options)', () => {
+  it.each([
+    ['the start-up overshoots: drain at 0.9 x what got through', { rate: 4000, acceptedRate: 3000 }, 2700],
+    ['nothing measured yet: drain at 0.9 x the rate', { rate: 1000 }, 900],
+    ['a cut never goes below half the rate', { rate: 4000, acceptedRate: 1000 }, 2000],
+    [
+      'cruising, the same got through: the ceiling a margin lower, cruise below it',
+      { rate: 2910, acceptedRate: 2950, decreases: [FIRST] },
+      3000 * 0.97 * 0.97,
+    ],
+    [
+      'cruising, less got through (the quota dropped): that is the ceiling',
+      { rate: 2910, acceptedRate: 2000, decreases: [FIRST] },
+      2000 * 0.97,
+    ],
+    [
+      'cruising, much less got through: at most 0.9 x the last ceiling, and at least half the rate',
+      { rate: 2910, acceptedRate: 1000, decreases: [FIRST] },
+      1455,
+    ],
+    [
+      'a probe overshoots: the ceiling rises to what got through over the cycle',
+      { rate: 3300, acceptedRate: 3400, acceptedRateSinceLastDecrease: 3100, decreases: [FIRST] },
+      3100 * 0.9,
+    ],
+    [
+      'a probe overshoots after a burst: the ceiling rises by the margin at most',
+      { rate: 3300, acceptedRate: 3400, acceptedRateSinceLastDecrease: 2950, decreases: [FIRST] },
+      3090 * 0.9,
+    ],
+  ] as const)('%s', (_name, overrides, expected) => {
+    expect(controller.onThrottled(state(overrides))).toBeCloseTo(expected, 6);
+  });
+});
+
+describe('probe: onSuccess (golden table, default options)', () => {
+  const afterFirst = { rate: 2700, decreases: [FIRST] };
+  it.each([
+    ['start-up: doubles after a round (2 s)', { sinceLastIncrease: 2000 }, 2000],
+    ['start-up: not within a round', { sinceLastIncrease: 1999 }, undefined],
+    ['start-up: at most twice the measured send rate', { sinceLastIncrease: 2000, measuredRate: 900 }, 1800],
+    [
+      'app-limited (sends under 0.8 x its rate): no raise',
+      { sinceLastIncrease: 2000, measuredRate: 700 },
+      undefined,
+    ],
+    ['nothing waited: no raise', { sinceLastIncrease: 2000, waited: false }, undefined],
+    ['drains for 1 s after its own overshoot', { ...afterFirst, sinceLastDecrease: 999 }, undefined],
+    ['then cruises 3 % below the ceiling', { ...afterFirst, sinceLastDecrease: 1000 }, 2910],
+    ['holds there for 4 s x (1 + random)', { ...afterFirst, rate: 2910, sinceLastDecrease: 4999 }, undefined],
+    ['then probes: +60 in the first round', { ...afterFirst, sinceLastDecrease: 5000 }, 2970],
+    ['+60, +120, +240 after three rounds', { ...afterFirst, sinceLastDecrease: 9000 }, 3330],
+    [
+      'the step is shared by the instances',
+      { ...afterFirst, sinceLastDecrease: 5000, instanceCount: 2 },
+      2940,
+    ],
+    [
+      'a random 0.5 holds 6 s',
+      { ...afterFirst, rate: 2910, sinceLastDecrease: 6999, random: 0.5 },
+      undefined,
+    ],
+    [
+      'a Retry-After pause does not count',
+      { ...afterFirst, sinceLastDecrease: 6000, pauseSinceLastDecrease: 1000 },
+      2970,
+    ],
+    ['never above the maximum', { ...afterFirst, sinceLastDecrease: 5000, maxRate: 2950 }, 2950],
+    [
+      'the same ceiling twice in a row doubles the hold (8 s)',
+      { rate: 2958.5, decreases: [FIRST, SECOND], sinceLastDecrease: 8999 },
+      undefined,
+    ],
+    [
+      'and probes after it',
+      { rate: 2958.5, decreases: [FIRST, SECOND], sinceLastDecrease: 9000 },
+      3050 * 0.97 + 60,
+    ],
+    [
+      'after a throttle while cruising: no drain, a short hold',
+      {
+        rate: 1900,
+        decreases: [FIRST, { rateBefore: 2910, acceptedRate: 2000, acceptedRateSincePrevious: 2800 }],
+        sinceLastDecrease: 4000,
+      },
+      2000 * 0.97 + 60,
+    ],
+  ] as const)('%s', (_name, overrides, expected) => {
+    const next = controller.onSuccess(state(overrides));
+    if (expected === undefined) expect(next).toBeUndefined();
+    else expect(next).toBeCloseTo(expected, 6);
+  });
+});
+
+describe('probe: options', () => {
+  it('takes its options, as the limiter does by name', () => {
+    const slow = probe({ probeStep: 6, holdTime: 1_000, maxHold: 1_000 });
+    const s = state({ rate: 2700, decreases: [FIRST], sinceLastDecrease: 2000 });
+    expect(slow.onSuccess(s)).toBeCloseTo(2916);
+    expect(
+      resolveController('probe', { probe: { probeStep: 6, holdTime: 1_000, maxHold: 1_000 } }).onSuccess(s),
+    ).toBeCloseTo(2916);
+  });
+
+  it.each([
+    [{ cruiseMargin: 0.5 }, 'probe.cruiseMargin'],
+    [{ drainFactor: 0 }, 'probe.drainFactor'],
+    [{ holdTime: -1 }, 'probe.holdTime'],
+    [{ holdTime: 10_000, maxHold: 5_000 }, 'probe.maxHold'],
+    [{ probeGrowth: 1 }, 'probe.probeGrowth'],
+    [{ round: Number.NaN }, 'probe.round'],
+    [{ startupGrowth: 1 }, 'probe.startupGrowth'],
+    [{ externalFactor: 1.5 }, 'probe.externalFactor'],
+    [{ appLimitedRatio: 0 }, 'probe.appLimitedRatio'],
+    [{ minCutFactor: 2 }, 'probe.minCutFactor'],
+  ])('rejects %j naming the field', (options, path) => {
+    expect(() => probe(options)).toThrow(ConfigError);
+    expect(() => probe(options)).toThrow(new RegExp(path.replace('.', '\\.')));
+  });
+});
