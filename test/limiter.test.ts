@@ -345,7 +345,7 @@ describe('AdaptiveRateLimiter: throttles, cuts and pauses', () => {
       // Regression: the first half-second bucket closed empty while the burst was in flight, the
       // measured rate read 0, and the first cut went straight to 1 unit/min.
       const clock = new ManualClock(400);
-      const limiter = new AdaptiveRateLimiter({ clock, controller });
+      const limiter = new AdaptiveRateLimiter({ clock, controller, slowStart: false });
       const permits = await Promise.all(Array.from({ length: 30 }, () => limiter.acquire()));
       clock.advance(150);
       for (const p of permits.slice(0, 20)) p.success();
@@ -595,8 +595,49 @@ describe('AdaptiveRateLimiter: regressions found in review', () => {
     expect(limiter.rate).toBe(780);
   });
 
-  it('starts the first cut of an idle unlimited limiter from what it sent, not from its age', async () => {
+  it('turns a burst on an unlimited limiter into a slow start: 10 in flight, doubling each round trip, dropped once it no longer binds', async () => {
     const { clock, limiter } = setup();
+    const granted: Permit[] = [];
+    for (let i = 0; i < 100; i++) void limiter.acquire().then((p) => granted.push(p));
+    await flush();
+    expect(granted).toHaveLength(10);
+    expect(limiter.snapshot()).toMatchObject({ queued: 90, inFlightCap: 10 });
+    // One round trip: 10 answers, each frees its unit and adds one: 20 go.
+    clock.advance(100);
+    for (const p of granted.slice(0, 10)) p.success();
+    await flush();
+    expect(granted).toHaveLength(30);
+    expect(limiter.snapshot().inFlightCap).toBe(20);
+    clock.advance(100);
+    for (const p of granted.slice(10, 30)) p.success();
+    await flush();
+    expect(granted).toHaveLength(70);
+    clock.advance(100);
+    for (const p of granted.slice(30, 70)) p.success();
+    await flush();
+    expect(granted).toHaveLength(100);
+    // 30 in flight under a cap of 80: it no longer binds after the next answer, and is dropped.
+    granted[70]!.success();
+    expect(limiter.snapshot().inFlightCap).toBeUndefined();
+    expect(limiter.rate).toBe(Number.POSITIVE_INFINITY);
+    for (let i = 0; i < 50; i++) expect(limiter.tryAcquire()).toBeDefined();
+  });
+
+  it('drops the slow start at the first throttle, which cuts from what was accepted', async () => {
+    const { clock, limiter } = setup();
+    const granted: Permit[] = [];
+    for (let i = 0; i < 100; i++) void limiter.acquire().then((p) => granted.push(p));
+    await flush();
+    clock.advance(1_000);
+    for (const p of granted.slice(0, 9)) p.success();
+    granted[9]!.throttled();
+    // 9 accepted within the first second: 540/min, AIMD cuts it by 30 %.
+    expect(limiter.rate).toBeCloseTo(378);
+    expect(limiter.snapshot().inFlightCap).toBeUndefined();
+  });
+
+  it('starts the first cut of an idle unlimited limiter from what it sent, not from its age', async () => {
+    const { clock, limiter } = setup({ slowStart: false });
     clock.advance(600_000); // made at startup, first used ten minutes later
     const permits = Array.from({ length: 300 }, () => limiter.tryAcquire()!);
     clock.advance(200);

@@ -13,6 +13,7 @@ import {
 import { Pacer } from './pacer.js';
 import { Pause } from './pause.js';
 import { LimiterPermit, type PermitSink } from './permit.js';
+import { SlowStart } from './slow-start.js';
 import type { AcquireOptions, LimiterSnapshot, Permit, RateLimiter, WrapOptions } from './types.js';
 import { WaitingLine } from './waiting-line.js';
 import { wrapWithLimiter } from './wrap.js';
@@ -39,6 +40,8 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   readonly #pause = new Pause();
   readonly #book: CutBook;
   #line: WaitingLine | undefined;
+  /** The cap on units in flight of an unlimited limiter's cold start; unset once dropped. */
+  #slowStart: SlowStart | undefined;
   #closed = false;
 
   constructor(options: AdaptiveLimiterOptions = {}) {
@@ -51,6 +54,8 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     const rate = (initialUnitsPerMinute ?? maxUnitsPerMinute) / instanceCount;
     this.#bucket = this.#opts.burst === 'second' ? new TokenBucket(rate, now) : new Pacer(rate, now);
     this.#book = new CutBook(this.#opts, controller, this.#pause, now, rate);
+    if (this.#bucket.unlimited && this.#opts.slowStart !== false)
+      this.#slowStart = new SlowStart(this.#opts.slowStart);
   }
 
   get name(): string {
@@ -190,6 +195,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
       tokens: bucket.tokens,
       capacity: bucket.capacity,
       queued: this.#line?.size ?? 0,
+      inFlightCap: this.#slowStart?.cap,
       queuedUnits: this.#line?.queuedUnits ?? 0,
       pausedUntil: this.#pause.active(now) ? this.#pause.until : undefined,
       waited: book.waited,
@@ -210,6 +216,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     const book = this.#book;
     book.measured.record(used, now);
     book.accepted.record(used, now);
+    this.#answered(permit.units, true, now);
     if (used !== permit.units) {
       this.#bucket.charge(used - permit.units, now);
       this.#line?.kick(now); // a refund may let the head go now
@@ -226,6 +233,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   /** @internal */
   _throttled(permit: LimiterPermit, retryAfterMs: number | undefined): void {
     const now = this.#clock.now();
+    this.#answered(permit.units, false, now);
     const cut = this.#book.throttled(permit, now);
     // The pause first: a custom controller that throws must not let sends through a Retry-After.
     const pauseMs =
@@ -239,9 +247,22 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     }
   }
 
-  /** @internal A failed answer that asks for a wait (a 503 with Retry-After): pause, no cut. */
-  _failed(retryAfterMs: number): void {
-    if (retryAfterMs > 0) this.pauseFor(retryAfterMs);
+  /** @internal A failed answer: no cut; one that asks for a wait (a 503 with Retry-After) pauses. */
+  _failed(permit: LimiterPermit, retryAfterMs: number | undefined): void {
+    if (this.#slowStart !== undefined) {
+      const now = this.#clock.now();
+      this.#answered(permit.units, false, now);
+      this.#line?.kick(now);
+    }
+    if (retryAfterMs !== undefined && retryAfterMs > 0) this.pauseFor(retryAfterMs);
+  }
+
+  /** An answer for `units` came back: the cold start's cap frees them (and grows on a success). */
+  #answered(units: number, success: boolean, now: number): void {
+    const slow = this.#slowStart;
+    if (slow === undefined) return;
+    if (!slow.answered(units, success, this.#line?.size ?? 0)) this.#slowStart = undefined;
+    this.#line?.kick(now);
   }
 
   // ---- internals ---------------------------------------------------------------------------
@@ -263,6 +284,8 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
 
   #changeRate(rate: number, now: number, cause: 'throttle' | 'success' | 'update'): void {
     const from = this.#bucket.rate;
+    // A rate takes over from the cold start's cap.
+    if (rate !== Number.POSITIVE_INFINITY) this.#slowStart = undefined;
     this.#bucket.setRate(rate, now);
     // Requests still queued wait under the new rate too.
     this.#book.waited = !this.#nobodyWaits();
@@ -272,11 +295,16 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   }
 
   #canGrant(units: number, now: number): boolean {
-    return !this.#pause.active(now) && this.#bucket.canTake(units, now);
+    return (
+      !this.#pause.active(now) &&
+      this.#bucket.canTake(units, now) &&
+      (this.#slowStart === undefined || this.#slowStart.allows(units))
+    );
   }
 
   #grant(units: number, now: number, since: number): Permit {
     this.#book.accepted.open(now);
+    this.#slowStart?.granted(units);
     if (this.#bucket.unlimited) this.#book.grantedUnlimited(units, now);
     this.#bucket.take(units, now);
     if (this.listenerCount('acquired') > 0) {
@@ -309,6 +337,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     this.#line ??= new WaitingLine(this.#clock, this.#bucket, this.#pause, {
       maxWait: () => this.#opts.maxWait,
       canGrant: (units, now) => this.#canGrant(units, now),
+      heldBack: (units) => this.#slowStart !== undefined && !this.#slowStart.allows(units),
       grant: (units, now, since) => {
         this.#book.waited = true;
         return this.#grant(units, now, since);

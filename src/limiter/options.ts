@@ -48,6 +48,14 @@ export interface AdaptiveLimiterOptions {
    */
   burst?: 'paced' | 'second';
   /**
+   * The cold start of a limiter with no initial rate: at most this many units in flight (granted
+   * and not yet answered) at first, growing by the units of each success (doubling each round
+   * trip), until the first throttle (a rate takes over) or until it no longer binds (an answer
+   * finds nobody waiting and less than half of it in flight). `false`: none, everything goes at
+   * once until the first throttle. A whole number >= 1, or false. @default 10
+   */
+  slowStart?: number | false;
+  /**
    * The source of the random number controllers read (`RateControllerState.random`), drawn at
    * creation and at each cut: a function returning numbers in [0, 1). Give a seeded one for
    * runs that repeat (the simulator does). @default Math.random
@@ -71,6 +79,7 @@ export interface ResolvedLimiterOptions {
   cubic: CubicOptions | undefined;
   probe: ProbeOptions | undefined;
   burst: 'paced' | 'second';
+  slowStart: number | false;
   random: () => number;
 }
 
@@ -85,6 +94,7 @@ export const LIMITER_DEFAULTS = {
   decreaseCooldown: 1_000,
   maxPause: 600_000,
   burst: 'paced',
+  slowStart: 10,
 } as const;
 
 /** What a bad `controller` is told, in the TypeScript options and in a config file alike. */
@@ -156,6 +166,9 @@ export const limiterFieldsSchema = z
       { message: 'expected a Clock with now(), setTimeout() and clearTimeout()' },
     ),
     burst: z.enum(['paced', 'second'], { error: "expected 'paced' or 'second'" }),
+    slowStart: z.union([z.literal(false), z.number().int().positive()], {
+      error: 'expected a whole number of units >= 1, or false',
+    }),
     random: z.custom<() => number>((v) => typeof v === 'function', {
       message: 'expected a function returning numbers in [0, 1)',
     }),
@@ -225,6 +238,7 @@ export function resolveLimiterOptions(
     cubic: o.cubic ? { ...start.cubic, ...o.cubic } : start.cubic,
     probe: o.probe ? { ...start.probe, ...o.probe } : start.probe,
     burst: o.burst ?? start.burst,
+    slowStart: o.slowStart ?? start.slowStart,
     random: o.random ?? start.random,
   };
   const issues = rateIssues(o, start, base === undefined);

@@ -4,7 +4,7 @@ import type { Permit } from './types.js';
 export interface PermitSink {
   _success(permit: LimiterPermit, unitsUsed: number | undefined): void;
   _throttled(permit: LimiterPermit, retryAfterMs: number | undefined): void;
-  _failed(retryAfterMs: number): void;
+  _failed(permit: LimiterPermit, retryAfterMs: number | undefined): void;
 }
 
 /** The permit an `AdaptiveRateLimiter` grants. The first call settles it; later calls do nothing. */
@@ -35,6 +35,6 @@ export class LimiterPermit implements Permit {
   failed(retryAfterMs?: number): void {
     const sink = this.#sink;
     this.#sink = undefined;
-    if (retryAfterMs !== undefined) sink?._failed(retryAfterMs);
+    sink?._failed(this, retryAfterMs);
   }
 }

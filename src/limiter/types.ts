@@ -69,6 +69,8 @@ export interface LimiterSnapshot {
   capacity: number;
   queued: number;
   queuedUnits: number;
+  /** The cold start's cap on units in flight; `undefined` once dropped (or with a rate). */
+  inFlightCap: number | undefined;
   /** End of the current Retry-After pause, or `undefined` when not paused. */
   pausedUntil: number | undefined;
   waited: boolean;

@@ -32,6 +32,8 @@ export interface LineOwner {
   maxWait(): number;
   /** Whether `units` may be granted at `now`: no pause, and the bucket has them. */
   canGrant(units: number, now: number): boolean;
+  /** Whether `units` are held back by something only an answer frees (the cold start's cap): no timer for them. */
+  heldBack(units: number): boolean;
   /** Grants `units` at `now` to a waiter queued at `since`. */
   grant(units: number, now: number, since: number): Permit;
   /** The error that refuses `units`; tells the listeners (`rejected`). */
@@ -112,7 +114,10 @@ export class WaitingLine {
     let at = this.#pause.resumePending ? this.#pause.until : Number.POSITIVE_INFINITY;
     const head = this.#queue.peek();
     if (head !== undefined) {
-      at = Math.min(at, head.deadline, this.#bucket.readyAt(head.units, Math.max(now, this.#pause.until)));
+      at = Math.min(at, head.deadline);
+      if (!this.#owner.heldBack(head.units)) {
+        at = Math.min(at, this.#bucket.readyAt(head.units, Math.max(now, this.#pause.until)));
+      }
     }
     if (at === Number.POSITIVE_INFINITY) {
       // Nothing to wait for (the last waiter left): no timer when idle.
