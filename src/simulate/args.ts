@@ -12,7 +12,7 @@ quota, on a virtual clock, and prints the comparison table. Rates are units/min;
 Scenarios and modes
   --scenario NAME        a scenario, all, or a comma list (default steady):
                          ${SCENARIOS.map((s) => s.name).join(', ')}
-  --modes LIST           none, fixed, aimd, cubic, custom (default: the scenario's)
+  --modes LIST           none, fixed, aimd, cubic, probe, defaults, custom (default: the scenario's)
   --controller PATH      a module exporting a RateController as default or \`controller\`;
                          adds the custom mode
   --shared               also runs each limited mode with ONE budget shared by the instances,

@@ -1,6 +1,6 @@
 import type { RateController } from '../controllers/types.js';
 import { AdaptiveRateLimiter } from '../limiter/adaptive.js';
-import type { AdaptiveLimiterOptions } from '../limiter/options.js';
+import { type AdaptiveLimiterOptions, LIMITER_DEFAULTS } from '../limiter/options.js';
 import { MemoryBudgetStore } from '../redis/memory-store.js';
 import { SharedBudget } from '../redis/shared-budget.js';
 import { SimInstance, TrackedLimiter, type WorkCounter } from './instance.js';
@@ -360,7 +360,10 @@ function emptySeries(instances: number): Series {
 /** Limiter options as JSON: a custom controller shows as `"custom"`. */
 function describeOptions(options: Omit<AdaptiveLimiterOptions, 'clock' | 'name'>): Record<string, unknown> {
   const { controller, ...rest } = options;
-  return { controller: typeof controller === 'object' ? 'custom' : (controller ?? 'aimd'), ...rest };
+  return {
+    controller: typeof controller === 'object' ? 'custom' : (controller ?? LIMITER_DEFAULTS.controller),
+    ...rest,
+  };
 }
 
 /** The seeded random numbers of instance `i`'s limiter: runs repeat, byte for byte. */
