@@ -9,9 +9,10 @@ import type { Permit } from '../src/limiter/types.js';
 /** Lets resolved promises run; no time passes. */
 const flush = () => new Promise<void>((resolve) => setImmediate(resolve));
 
+/** A limiter on a manual clock; AIMD (the seed's controller), whose cuts these tests count on. */
 function setup(options: AdaptiveLimiterOptions = {}) {
   const clock = new ManualClock();
-  const limiter = new AdaptiveRateLimiter({ clock, ...options });
+  const limiter = new AdaptiveRateLimiter({ clock, controller: 'aimd', ...options });
   return { clock, limiter };
 }
 

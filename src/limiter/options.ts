@@ -10,7 +10,10 @@ import { ConfigError, type ConfigIssue } from '../errors.js';
 export interface AdaptiveLimiterOptions {
   /** Names the limiter in errors, events and snapshots. @default 'default' */
   name?: string;
-  /** `'aimd'`, `'cubic'`, `'probe'`, or your own {@link RateController}. @default 'aimd' */
+  /**
+   * `'probe'`, `'aimd'`, `'cubic'`, or your own {@link RateController}. The default was `'aimd'`
+   * (the seed's) before the probe controller; `controller: 'aimd'` restores it. @default 'probe'
+   */
   controller?: 'aimd' | 'cubic' | 'probe' | RateController;
   /**
    * The starting rate (units/min, whole budget). When unset the limiter lets everything through
@@ -85,7 +88,7 @@ export interface ResolvedLimiterOptions {
 
 export const LIMITER_DEFAULTS = {
   name: 'default',
-  controller: 'aimd',
+  controller: 'probe',
   minUnitsPerMinute: 1,
   maxUnitsPerMinute: Number.POSITIVE_INFINITY,
   instanceCount: 1,

@@ -13,6 +13,9 @@ import { RedisBudgetStore } from './redis-store.js';
 import { shareController } from './share-controller.js';
 import type { BudgetStore } from './store.js';
 
+/** The controller of a shared budget that names none. */
+const SHARED_DEFAULT_CONTROLLER = 'aimd';
+
 export type { SharedBudgetEventMap, SharedState } from './member-state.js';
 
 /** The local limiter's floor (units/min): a member's share may be below the whole budget's min. */
@@ -83,8 +86,13 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
       stateTtl: _s,
       ...limiterOptions
     } = options;
-    // Whole-budget options are checked as for one limiter, before anything is opened.
-    const resolved = resolveLimiterOptions(limiterOptions);
+    // Whole-budget options are checked as for one limiter, before anything is opened. A shared
+    // budget's controller stays AIMD by default: the probe controller on a shared budget (each
+    // member's part of it) is not measured yet.
+    const resolved = resolveLimiterOptions({
+      ...limiterOptions,
+      controller: limiterOptions.controller ?? SHARED_DEFAULT_CONTROLLER,
+    });
     const guess = resolved.instanceCount;
     const min = resolved.minUnitsPerMinute;
     const max = resolved.maxUnitsPerMinute;
