@@ -119,6 +119,7 @@ const LIMITER_KEYS: readonly string[] = [
   'origins',
   'maxConcurrent',
   'limiter',
+  'shared',
 ];
 
 /** The keys of the controllers' option objects. */
