@@ -81,7 +81,7 @@ interface Server {
   stop(): Promise<void>;
 }
 
-async function startServer(): Promise<Server> {
+export async function startServer(): Promise<Server> {
   const child: ChildProcess = spawn(process.execPath, ['-e', SERVER_SOURCE], {
     stdio: ['pipe', 'pipe', 'inherit'],
   });

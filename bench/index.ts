@@ -38,6 +38,12 @@ const suites: readonly Suite[] = [
     description: 'requests/s and latency through the undici interceptor vs a bare Agent (limits never bind)',
     run: async () => (await import('./http.js')).httpSuite(),
   },
+  {
+    name: 'cold',
+    description:
+      'requests/s from a cold start: the default config (slow start) vs a pass-through interceptor',
+    run: async () => (await import('./cold-start.js')).coldStartSuite(),
+  },
 ];
 
 function header(): void {

@@ -94,6 +94,27 @@ describe('AdaptiveRateLimiter: the bucket and the queue', () => {
     expect(granted).toBe(131);
   });
 
+  it('keeps the rate when its timer fires late (a busy event loop): late slots are caught up, not lost', async () => {
+    // Every timer fires 30 ms after its due time; slots are 10 ms apart (6,000 units/min).
+    class LateClock extends ManualClock {
+      override setTimeout(fn: () => void, ms: number): unknown {
+        return super.setTimeout(fn, ms + 30);
+      }
+    }
+    const clock = new LateClock();
+    const limiter = new AdaptiveRateLimiter({ clock, initialUnitsPerMinute: 6_000, controller: 'aimd' });
+    let granted = 0;
+    for (let i = 0; i < 300; i++) void limiter.acquire().then(() => granted++);
+    for (let t = 0; t < 1_000; t += 10) {
+      clock.advance(10);
+      await flush();
+    }
+    // 100 slots in a second (plus the 10 ms idle credit, minus the last late fire), not the 25
+    // that a timer 30 ms late would give if each late fire lost its lateness.
+    expect(granted).toBeGreaterThanOrEqual(96);
+    expect(granted).toBeLessThanOrEqual(102);
+  });
+
   it("burst 'second': serves a full bucket at once, then one request per 1/rate, first in first out", async () => {
     const { clock, limiter } = setup({ initialUnitsPerMinute: 600, burst: 'second' });
     const order: number[] = [];

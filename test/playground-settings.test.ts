@@ -81,6 +81,13 @@ describe('playground settings', () => {
     expect(settings.values.size).toBe(0);
     const compare = parseSettings('?view=compare');
     expect([compare.scenario, compare.speed]).toEqual(['quota-drop', 'max']);
-    expect(modesOf(compare).map((m) => m.label)).toEqual(['No limiter', 'Fixed rate', 'AIMD', 'CUBIC']);
+    expect(modesOf(compare).map((m) => m.label)).toEqual([
+      'No limiter',
+      'Fixed rate',
+      'AIMD',
+      'CUBIC',
+      'Probe',
+      'Defaults',
+    ]);
   });
 });

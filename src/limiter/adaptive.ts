@@ -352,7 +352,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     this.#book.accepted.open(now);
     this.#slowStart?.granted(units);
     if (this.#bucket.unlimited) this.#book.grantedUnlimited(units, now);
-    this.#bucket.take(units, now);
+    this.#bucket.take(units, now, since < now);
     if (this.listenerCount('acquired') > 0) {
       this.emit('acquired', { limiter: this.#opts.name, units, waited: now - since });
     }

@@ -26,7 +26,8 @@ export interface RateGate {
   setCeiling(ceiling: number, now: number): void;
   /** Whether `units` may be taken at `now`. */
   canTake(units: number, now: number): boolean;
-  take(units: number, now: number): void;
+  /** Takes `units` at `now`; `waited`: for a waiter the timer granted. */
+  take(units: number, now: number, waited?: boolean): void;
   /** Nothing free from `now` (leaving "unlimited" on a throttle). */
   empty(now: number): void;
   /** Charges (or refunds, when negative) `delta` units. */

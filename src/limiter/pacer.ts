@@ -6,6 +6,13 @@ import type { RateGate } from './bucket.js';
  * of the rate (none below 6,000 units/min; 1 more at 12,000; 10 at 60,000).
  */
 export const PACING_SLACK_MS = 10;
+/**
+ * A waiter granted late by its timer (a busy event loop) keeps its slot if it is at most this many
+ * ms late: the slots after it stay on schedule, so the rate holds under event-loop lag; several
+ * late slots may then go at once (at most these ms of the rate). Idle time and pauses earn only
+ * {@link PACING_SLACK_MS}.
+ */
+export const PACING_CATCH_UP_MS = 100;
 /** Float slots within this many ms of now count as due. */
 const EPSILON_MS = 1e-6;
 
@@ -13,11 +20,12 @@ const EPSILON_MS = 1e-6;
  * Pacing (GCRA): grants spaced at the rate. `tat` is the time the next grant is due; each grant
  * reserves its own slot (`units` at the rate) after the one before, so waiters go one at a time
  * at their own slots, never a group at once. When the slots are closer than the timer fires,
- * several go per tick and `tat` stays exact. Idle time earns at most {@link PACING_SLACK_MS} of
- * the rate. A request of any size goes at its slot and pushes the next slot back by its units,
- * so the long-run rate holds for any size. An infinite rate is "unlimited". A `ceiling` (the
- * lowest rate the API announced) spaces the slots at min(rate, ceiling), unlimited or not, without
- * changing `rate` (the controller's). Times are ms on the limiter's clock; rates units/min.
+ * several go per tick and `tat` stays exact, as it does for a timer that fires up to
+ * {@link PACING_CATCH_UP_MS} late. Idle time earns at most {@link PACING_SLACK_MS} of the rate.
+ * A request of any size goes at its slot and pushes the next slot back by its units, so the
+ * long-run rate holds for any size. An infinite rate is "unlimited". A `ceiling` (the lowest rate
+ * the API announced) spaces the slots at min(rate, ceiling), unlimited or not, without changing
+ * `rate` (the controller's). Times are ms on the limiter's clock; rates units/min.
  */
 export class Pacer implements RateGate {
   rate: number;
@@ -98,9 +106,11 @@ export class Pacer implements RateGate {
     return this.#free || this.#tat <= now + EPSILON_MS;
   }
 
-  take(units: number, now: number): void {
+  /** Takes the next slot for `units` at `now`; `waited`: a waiter the timer granted (maybe late). */
+  take(units: number, now: number, waited = false): void {
     if (this.#free) return;
-    this.#tat = Math.max(this.#tat, now - PACING_SLACK_MS) + this.#ms(units);
+    const late = waited && this.#tat >= now - PACING_CATCH_UP_MS;
+    this.#tat = (late ? this.#tat : Math.max(this.#tat, now - PACING_SLACK_MS)) + this.#ms(units);
   }
 
   /** The next slot one unit after `now`. */
