@@ -217,6 +217,19 @@ describe('AdaptiveRateLimiter: announced quotas', () => {
   });
 });
 
+describe('the probe controller with an announced rate', () => {
+  it('goes to the announced rate at once, once a request waited, instead of probing for it', () => {
+    const { limiter } = setup({ controller: 'probe', initialUnitsPerMinute: 120, burst: 'second' });
+    const first = limiter.tryAcquire();
+    limiter.tryAcquire();
+    // The bucket of 2 is empty: this one waits, so the controller is asked at the next success.
+    expect(limiter.tryAcquire()).toBeUndefined();
+    first?.success(undefined, [minute]);
+    expect(limiter.snapshot().announcedRate).toBe(600);
+    expect(limiter.rate).toBe(600);
+  });
+});
+
 describe('announced quotas through wrap', () => {
   it('takes the quota a classifier returns in its outcome', async () => {
     const { limiter } = setup();
