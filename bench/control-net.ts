@@ -32,11 +32,17 @@ export function canConnect(port: number): Promise<boolean> {
 }
 
 /** Resolves once `port` accepts connections; throws after `limitMs` or when `running()` turns false. */
-export async function waitForPort(port: number, what: string, running: () => boolean, limitMs = 10_000): Promise<void> {
+export async function waitForPort(
+  port: number,
+  what: string,
+  running: () => boolean,
+  limitMs = 10_000,
+): Promise<void> {
   const deadline = Date.now() + limitMs;
   while (!(await canConnect(port))) {
     if (!running()) throw new Error(`${what} exited before listening on 127.0.0.1:${port}`);
-    if (Date.now() > deadline) throw new Error(`${what} not listening on 127.0.0.1:${port} after ${limitMs} ms`);
+    if (Date.now() > deadline)
+      throw new Error(`${what} not listening on 127.0.0.1:${port} after ${limitMs} ms`);
     await sleep(20);
   }
 }

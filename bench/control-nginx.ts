@@ -39,7 +39,8 @@ export const NGINX_PATH = '/ok';
 /** The whole nginx.conf: one worker, no access log, 429 + Retry-After on rejection. */
 export function nginxConfig(input: NginxConfigInput): string {
   const { prefix, ports, zones, retryAfterSeconds } = input;
-  if (ports.length !== zones.length) throw new Error(`nginxConfig: ${ports.length} ports for ${zones.length} zones`);
+  if (ports.length !== zones.length)
+    throw new Error(`nginxConfig: ${ports.length} ports for ${zones.length} zones`);
   for (const zone of zones) {
     if (!Number.isInteger(zone.perMinute) || zone.perMinute <= 0) {
       throw new Error(`nginxConfig: perMinute must be an integer > 0, got ${zone.perMinute}`);
@@ -99,11 +100,14 @@ function hasNginx(): boolean {
  */
 export function ensureNginx(): true | string {
   if (hasNginx()) return true;
-  if (process.getuid?.() !== 0) return `${BINARY} not found, and not root to install it (apt-get install -y nginx-light)`;
-  if (spawnSync('apt-get', ['--version'], { stdio: 'ignore' }).status !== 0) return `${BINARY} not found and no apt-get`;
+  if (process.getuid?.() !== 0)
+    return `${BINARY} not found, and not root to install it (apt-get install -y nginx-light)`;
+  if (spawnSync('apt-get', ['--version'], { stdio: 'ignore' }).status !== 0)
+    return `${BINARY} not found and no apt-get`;
   console.log('nginx not found: installing nginx-light with apt-get ...');
   const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
-  const install = () => spawnSync('apt-get', ['install', '-y', '-q', 'nginx-light'], { stdio: 'inherit', env });
+  const install = () =>
+    spawnSync('apt-get', ['install', '-y', '-q', 'nginx-light'], { stdio: 'inherit', env });
   if (install().status !== 0) {
     spawnSync('apt-get', ['update', '-q'], { stdio: 'inherit', env });
     install();
@@ -118,7 +122,10 @@ export interface StartedNginx {
 }
 
 /** Writes the config to a temp dir and starts nginx with one server per zone; waits for every port. */
-export async function startNginx(zones: readonly NginxZone[], retryAfterSeconds: number): Promise<StartedNginx> {
+export async function startNginx(
+  zones: readonly NginxZone[],
+  retryAfterSeconds: number,
+): Promise<StartedNginx> {
   const prefix = await mkdtemp(join(tmpdir(), 'arl-bench-nginx-'));
   // The workers run as `nobody` when nginx starts as root: they must read the served file.
   await chmod(prefix, 0o755);

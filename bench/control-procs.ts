@@ -39,11 +39,21 @@ function track(child: ChildProcess): ChildProcess {
 /** Forks a TypeScript module of this folder with the bench's own loader flags (tsx) and an IPC channel. */
 export function forkBench(modulePath: string): ChildProcess {
   const execArgv = process.execArgv.filter((a) => a !== '--expose-gc');
-  return track(fork(modulePath, [], { execArgv, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] }));
+  return track(
+    fork(modulePath, [], {
+      execArgv,
+      serialization: 'advanced',
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    }),
+  );
 }
 
 /** Spawns a program (nginx, redis-server) and tracks it. */
-export function spawnTracked(command: string, args: readonly string[], options: SpawnOptions = {}): ChildProcess {
+export function spawnTracked(
+  command: string,
+  args: readonly string[],
+  options: SpawnOptions = {},
+): ChildProcess {
   return track(spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'], ...options }));
 }
 
@@ -65,6 +75,17 @@ export async function stop(child: ChildProcess, signal: NodeJS.Signals = 'SIGTER
 /** Stops every child still running. */
 export async function stopAll(): Promise<void> {
   await Promise.all([...children].map((child) => stop(child)));
+}
+
+/** In a forked child: sends a message to the parent; resolves once it is handed to the channel. */
+export function sendToParent(message: unknown): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (process.send === undefined) {
+      reject(new Error('not a forked process'));
+      return;
+    }
+    process.send(message, undefined, {}, (error) => (error ? reject(error) : resolve()));
+  });
 }
 
 /** In a forked child: exits when the parent's IPC channel closes (the parent ended, however). */

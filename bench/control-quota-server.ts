@@ -33,6 +33,8 @@ export interface QuotaServer {
   /** Requests answered 200 and 429 since the start. */
   readonly accepted: number;
   readonly throttled: number;
+  /** A new run: the bucket full again, the counters at 0, the clock read anew. */
+  reset(): void;
   close(): Promise<void>;
 }
 
@@ -57,7 +59,10 @@ export async function startQuotaServer(options: QuotaServerOptions): Promise<Quo
   const server: Server = createServer((_req, res) => {
     const t = now();
     if (Number.isFinite(perMinute)) {
-      tokens = Math.min(capacity, tokens + refilledBy(t, perMinute, drop) - refilledBy(refilledAt, perMinute, drop));
+      tokens = Math.min(
+        capacity,
+        tokens + refilledBy(t, perMinute, drop) - refilledBy(refilledAt, perMinute, drop),
+      );
     }
     refilledAt = t;
     if (!Number.isFinite(perMinute) || tokens >= 1) {
@@ -84,6 +89,12 @@ export async function startQuotaServer(options: QuotaServerOptions): Promise<Quo
     },
     get throttled() {
       return throttled;
+    },
+    reset() {
+      tokens = capacity;
+      refilledAt = now();
+      accepted = 0;
+      throttled = 0;
     },
     async close() {
       server.closeAllConnections();

@@ -33,6 +33,11 @@ const suites: readonly Suite[] = [
     description: 'requests/s and latency through the undici interceptor vs a bare Agent (limits never bind)',
     run: async () => (await import('./http.js')).httpSuite(),
   },
+  {
+    name: 'control',
+    description: 'finding the quota of real servers (quota server, nginx), side by side with the AWS SDK',
+    run: async () => (await import('./control.js')).controlSuite(),
+  },
 ];
 
 function header(): void {

@@ -1,0 +1,384 @@
+/**
+ * Suite `control`: how well each way of limiting finds a real server's quota, in real time, with
+ * real processes on 127.0.0.1, side by side from one start (issue 10 item 7, issue 13 item 4).
+ *
+ * Rows: the library with no options, `controller: 'aimd'`, `'cubic'` and `'probe'` (printed as
+ * "not in this build" where the build does not know it), one budget shared through Redis
+ * (`createSharedBudget({ redis, name })` behind the interceptor's origin), the AWS SDK's adaptive
+ * retry strategy (`@smithy/util-retry`, its `DefaultRateLimiter`), and no limiter (plain retries).
+ * Each row has its own server (a process, or an nginx zone on a port of its own).
+ *
+ * 1. quota server: a token bucket of 3,000 units/min (2 s of burst), 429 + Retry-After; two
+ *    client processes of 2,000/min each; another client takes half the quota from 60 to 90 s; 150 s.
+ * 2. nginx `limit_req` 3,000 r/m, `burst=10 nodelay`, 429 + `Retry-After: 1`; two client
+ *    processes of 2,000/min each for 60 s (the shared budget: three of 1,500/min). Runs at the
+ *    same time as 1, each row on its own port.
+ * 3. cold burst: 200 `fetch` calls at once (Node's fetch through the global dispatcher) against
+ *    600/min, burst 10, `Retry-After: 1` (nginx; the quota server when nginx cannot be had).
+ * 4. cold start on a server that never throttles: requests/s of the default config against a
+ *    pass-through interceptor, over the first 5 s and after (50 in flight, undici `request()`).
+ *
+ *   npm run bench -- control                      the issue's settings (about 5 minutes)
+ *   npm run bench -- control --quick              every duration scaled to a 30 s quota run
+ *   npm run bench -- control --duration=90        the quota run 90 s, the others in proportion
+ *   npm run bench -- control --serial             one row at a time (each row alone on the CPU)
+ *   npm run bench -- control --only=quota,nginx   some of: quota, nginx, burst, cold
+ */
+import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
+import { type StartedRedis, startRedisServer } from './control-net.js';
+import type { NginxZone } from './control-nginx.js';
+import { ensureNginx } from './control-nginx.js';
+import type { ClientReport, Load, RowSpec } from './control-protocol.js';
+import { refilledBy } from './control-quota-server.js';
+import {
+  figures,
+  pct,
+  printRows,
+  printTarget,
+  type RowResult,
+  targetShareAtLeast,
+  targetThrottledAtMost,
+} from './control-report.js';
+import { type RowRun, runSideBySide, type ServerPlan } from './control-runner.js';
+
+const MINUTE = 60_000;
+const MAX_ATTEMPTS = 4;
+
+/** The issue's settings (at scale 1). */
+export const SETTINGS = {
+  quota: { perMinute: 3_000, burstSeconds: 2, clients: 2, demandPerMinute: 2_000, durationMs: 150_000 },
+  quotaDrop: { fromMs: 60_000, toMs: 90_000, takenFraction: 0.5 },
+  nginx: {
+    perMinute: 3_000,
+    burst: 10,
+    retryAfterSeconds: 1,
+    clients: 2,
+    demandPerMinute: 2_000,
+    durationMs: 60_000,
+  },
+  nginxShared: { clients: 3, demandPerMinute: 1_500 },
+  burst: { perMinute: 600, burst: 10, callers: 200, capMs: 180_000 },
+  cold: { inFlight: 50, firstMs: 5_000, durationMs: 15_000 },
+} as const;
+
+export interface ControlArgs {
+  /** Multiplies every duration of the quota and nginx runs (1: the issue's settings). */
+  scale: number;
+  serial: boolean;
+  only: ReadonlySet<string>;
+}
+
+const SCENARIOS = ['quota', 'nginx', 'burst', 'cold'] as const;
+
+export function parseControlArgs(argv: readonly string[]): ControlArgs {
+  let scale = 1;
+  let serial = false;
+  let only: Set<string> = new Set(SCENARIOS);
+  for (const arg of argv) {
+    if (arg === '--serial') serial = true;
+    else if (arg === '--quick') scale = 30_000 / SETTINGS.quota.durationMs;
+    else if (arg.startsWith('--duration=')) {
+      const seconds = Number(arg.slice('--duration='.length));
+      if (!Number.isFinite(seconds) || seconds < 10)
+        throw new Error(`--duration: expected seconds >= 10, got ${arg}`);
+      scale = (seconds * 1000) / SETTINGS.quota.durationMs;
+    } else if (arg.startsWith('--only=')) {
+      only = new Set(arg.slice('--only='.length).split(','));
+      const unknown = [...only].filter((s) => !(SCENARIOS as readonly string[]).includes(s));
+      if (unknown.length > 0)
+        throw new Error(`--only: unknown ${unknown.join(', ')}; expected some of ${SCENARIOS.join(', ')}`);
+    } else if (arg.startsWith('-') && arg !== '--expose-gc') {
+      throw new Error(`control: unknown option ${arg} (--serial, --quick, --duration=S, --only=a,b)`);
+    }
+  }
+  return { scale, serial, only };
+}
+
+interface Row {
+  label: string;
+  spec?: RowSpec;
+  skipped?: string;
+}
+
+/** True when this build's limiter accepts `controller: name`. */
+function knowsController(name: string): boolean {
+  try {
+    new AdaptiveRateLimiter({ controller: name as 'aimd' }).close();
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function limiterRows(): Row[] {
+  const ours = (controller: string): Row =>
+    knowsController(controller)
+      ? { label: `controller: '${controller}'`, spec: { kind: 'ours', controller } }
+      : { label: `controller: '${controller}'`, skipped: 'not in this build' };
+  return [
+    { label: 'defaults (no options)', spec: { kind: 'ours' } },
+    ours('aimd'),
+    ours('cubic'),
+    ours('probe'),
+    { label: 'AWS SDK adaptive', spec: { kind: 'aws' } },
+    { label: 'no limiter', spec: { kind: 'none' } },
+  ];
+}
+
+interface Planned {
+  row: Row;
+  run?: RowRun;
+  available: (reports: ClientReport[]) => number;
+}
+
+function plan(
+  row: Row,
+  server: ServerPlan,
+  clients: number,
+  load: Load,
+  transport: 'request' | 'fetch',
+): RowRun | undefined {
+  if (row.spec === undefined) return undefined;
+  const job = { row: row.spec, transport, load, maxAttempts: MAX_ATTEMPTS };
+  return { label: row.label, server, jobs: Array.from({ length: clients }, () => job) };
+}
+
+/** Runs the planned rows side by side (or one at a time) and pairs each with its reports. */
+async function execute(planned: readonly Planned[], serial: boolean): Promise<RowResult[]> {
+  const runs = planned.filter((p) => p.run !== undefined);
+  const reports = new Map<Planned, ClientReport[]>();
+  if (serial) {
+    for (const p of runs) {
+      console.log(`  running "${p.row.label}" ...`);
+      const [r] = await runSideBySide([p.run!]);
+      reports.set(p, r!);
+    }
+  } else {
+    const all = await runSideBySide(runs.map((p) => p.run!));
+    for (const [i, p] of runs.entries()) reports.set(p, all[i]!);
+  }
+  return planned.map((p) => {
+    const r = reports.get(p) ?? [];
+    return {
+      label: p.row.label,
+      ...(p.row.skipped === undefined ? {} : { skipped: p.row.skipped }),
+      reports: r,
+      available: p.available(r),
+    };
+  });
+}
+
+const sharedRow = (redis: StartedRedis | string, name: string): Row =>
+  typeof redis === 'string'
+    ? { label: 'shared budget (redis, name)', skipped: `skipped: ${redis}` }
+    : {
+        label: 'shared budget (redis, name)',
+        spec: { kind: 'shared', redisUrl: redis.url, name: `bench-control-${process.pid}-${name}` },
+      };
+
+export async function controlSuite(argv: readonly string[] = process.argv.slice(2)): Promise<void> {
+  const args = parseControlArgs(argv);
+  const s = SETTINGS;
+  const quotaMs = Math.round(s.quota.durationMs * args.scale);
+  const nginxMs = Math.round(s.nginx.durationMs * args.scale);
+  const drop = {
+    fromMs: s.quotaDrop.fromMs * args.scale,
+    toMs: s.quotaDrop.toMs * args.scale,
+    takenFraction: s.quotaDrop.takenFraction,
+  };
+  const nginxOk = args.only.has('nginx') || args.only.has('burst') ? ensureNginx() : 'not asked for';
+  if (nginxOk !== true && args.only.has('nginx')) console.log(`nginx rows skipped: ${nginxOk}`);
+  const redis = args.only.has('quota') || args.only.has('nginx') ? await startRedisServer() : 'not asked for';
+  if (typeof redis === 'string') console.log(`shared-budget rows skipped: ${redis}`);
+  const rows = limiterRows();
+  try {
+    // 1 and 2, side by side.
+    const quota: Planned[] = [];
+    const nginx: Planned[] = [];
+    if (args.only.has('quota')) {
+      const server: ServerPlan = {
+        kind: 'quota',
+        options: { perMinute: s.quota.perMinute, burstSeconds: s.quota.burstSeconds, drop },
+      };
+      const load: Load = { kind: 'open', perMinute: s.quota.demandPerMinute, durationMs: quotaMs };
+      const available = () => refilledBy(quotaMs, s.quota.perMinute, drop);
+      for (const row of [...rows, sharedRow(redis, 'quota')]) {
+        const run = plan(row, server, s.quota.clients, load, 'request');
+        quota.push({ row, ...(run === undefined ? {} : { run }), available });
+      }
+    }
+    if (args.only.has('nginx') && nginxOk === true) {
+      const zone: NginxZone = { perMinute: s.nginx.perMinute, burst: s.nginx.burst };
+      const server: ServerPlan = { kind: 'nginx', zone, retryAfterSeconds: s.nginx.retryAfterSeconds };
+      const available = () => (s.nginx.perMinute * nginxMs) / MINUTE;
+      for (const row of rows) {
+        const load: Load = { kind: 'open', perMinute: s.nginx.demandPerMinute, durationMs: nginxMs };
+        const run = plan(row, server, s.nginx.clients, load, 'request');
+        nginx.push({ row, ...(run === undefined ? {} : { run }), available });
+      }
+      const row = sharedRow(redis, 'nginx');
+      row.label = `shared budget (redis, name), ${s.nginxShared.clients} × ${s.nginxShared.demandPerMinute.toLocaleString('en-US')}/min`;
+      const load: Load = { kind: 'open', perMinute: s.nginxShared.demandPerMinute, durationMs: nginxMs };
+      const run = plan(row, server, s.nginxShared.clients, load, 'request');
+      nginx.push({ row, ...(run === undefined ? {} : { run }), available });
+    }
+    if (quota.length + nginx.length > 0) {
+      console.log(
+        `\nquota server (${quotaMs / 1000} s) and nginx (${nginxMs / 1000} s) rows ${args.serial ? 'one at a time' : 'side by side, one start'} ...`,
+      );
+      const results = await execute([...quota, ...nginx], args.serial);
+      if (quota.length > 0) reportQuota(results.slice(0, quota.length), quotaMs);
+      if (nginx.length > 0) reportNginx(results.slice(quota.length), nginxMs);
+    }
+    if (args.only.has('burst')) await burst(rows, nginxOk === true, args.serial);
+    if (args.only.has('cold')) await coldStart(args.scale);
+  } finally {
+    if (typeof redis !== 'string') await redis.stop();
+  }
+}
+
+const find = (results: readonly RowResult[], label: string) => results.find((r) => r.label === label);
+
+function reportQuota(results: RowResult[], ms: number): void {
+  const s = SETTINGS.quota;
+  printRows(
+    `Quota server: ${s.perMinute.toLocaleString('en-US')} units/min (burst ${s.burstSeconds} s), ${s.clients} processes of ` +
+      `${s.demandPerMinute.toLocaleString('en-US')}/min each, half the quota taken from ` +
+      `${(SETTINGS.quotaDrop.fromMs * (ms / s.durationMs)) / 1000} to ${(SETTINGS.quotaDrop.toMs * (ms / s.durationMs)) / 1000} s, ` +
+      `${ms / 1000} s; share = units accepted / units the quota left us`,
+    results,
+  );
+  const ours = find(results, 'defaults (no options)');
+  const aws = find(results, 'AWS SDK adaptive');
+  console.log('');
+  if (ours !== undefined && aws !== undefined && aws.skipped === undefined) {
+    const o = figures(ours);
+    const a = figures(aws);
+    printTarget(
+      "issue 10: no options, share >= the AWS limiter's",
+      o.share >= a.share,
+      `${pct(o.share)} vs ${pct(a.share)}`,
+      `${((a.share - o.share) * 100).toFixed(1)} points`,
+    );
+    printTarget(
+      "issue 10: no options, at most half the AWS limiter's 429s",
+      o.throttled <= a.throttled / 2,
+      `${o.throttled} vs ${a.throttled} (half: ${Math.floor(a.throttled / 2)})`,
+      `${o.throttled - Math.floor(a.throttled / 2)} 429s`,
+    );
+  }
+  const shared = results.find((r) => r.label.startsWith('shared budget') && r.skipped === undefined);
+  if (shared !== undefined)
+    targetShareAtLeast('issue 13: shared budget, no options but redis and name,', figures(shared), 0.97);
+}
+
+function reportNginx(results: RowResult[], ms: number): void {
+  const s = SETTINGS.nginx;
+  printRows(
+    `nginx limit_req: rate=${s.perMinute}r/m burst=${s.burst} nodelay, 429 + Retry-After: ${s.retryAfterSeconds}; ` +
+      `${s.clients} processes of ${s.demandPerMinute.toLocaleString('en-US')}/min each, ${ms / 1000} s`,
+    results,
+  );
+  console.log('');
+  const ours = find(results, 'defaults (no options)');
+  if (ours !== undefined) {
+    const f = figures(ours);
+    targetShareAtLeast('issue 10: no options,', f, 0.95);
+    targetThrottledAtMost('issue 10: no options,', f, 0.01);
+  }
+  const shared = results.find((r) => r.label.startsWith('shared budget') && r.skipped === undefined);
+  if (shared !== undefined) {
+    const f = figures(shared);
+    targetShareAtLeast('issue 13: 3 processes sharing one budget, no options but redis and name,', f, 0.95);
+    targetThrottledAtMost('issue 13: 3 processes sharing one budget,', f, 0.01);
+  }
+}
+
+async function burst(rows: readonly Row[], withNginx: boolean, serial: boolean): Promise<void> {
+  const s = SETTINGS.burst;
+  const server: ServerPlan = withNginx
+    ? { kind: 'nginx', zone: { perMinute: s.perMinute, burst: s.burst }, retryAfterSeconds: 1 }
+    : // A token bucket of burst + 1 requests is what nginx's `burst=N nodelay` lets through at once.
+      {
+        kind: 'quota',
+        options: { perMinute: s.perMinute, burstSeconds: ((s.burst + 1) * 60) / s.perMinute },
+      };
+  const load: Load = { kind: 'burst', callers: s.callers, capMs: s.capMs };
+  const planned: Planned[] = rows.map((row) => {
+    const run = plan(row, server, 1, load, 'fetch');
+    return {
+      row,
+      ...(run === undefined ? {} : { run }),
+      // The quota over the time the burst took: its burst plus the rate until the last answer.
+      available: (reports) =>
+        s.burst + (s.perMinute * Math.max(...reports.map((r) => r.lastAnswerMs), 0)) / MINUTE,
+    };
+  });
+  console.log(`\ncold burst (${withNginx ? 'nginx' : 'quota server: nginx could not be had'}) ...`);
+  const results = await execute(planned, serial);
+  printRows(
+    `Cold burst: ${s.callers} fetch calls at once against ${s.perMinute}/min, burst ${s.burst}, Retry-After: 1 ` +
+      `(${withNginx ? 'nginx limit_req' : 'quota server'}); share = accepted / (burst + the rate until the last answer)`,
+    results,
+    (f) => `${(f.lastAnswerMs / 1000).toFixed(1)} s`,
+  );
+  const ours = find(results, 'defaults (no options)');
+  if (ours !== undefined) {
+    const f = figures(ours);
+    console.log('');
+    printTarget(
+      'issue 10: no options, no caller gets a 429',
+      f.callersWith429 === 0,
+      `${f.callersWith429} callers`,
+      `${f.callersWith429} callers`,
+    );
+    printTarget(
+      'issue 10: no options, at most 60 requests answered 429',
+      f.throttled <= 60,
+      `${f.throttled}`,
+      `${f.throttled - 60} requests`,
+    );
+  }
+}
+
+async function coldStart(scale: number): Promise<void> {
+  const s = SETTINGS.cold;
+  const durationMs = Math.max(s.firstMs * 2, Math.round(s.durationMs * Math.min(1, scale * 2)));
+  const server: ServerPlan = {
+    kind: 'quota',
+    options: { perMinute: Number.POSITIVE_INFINITY, burstSeconds: 1 },
+  };
+  const load: Load = { kind: 'closed', inFlight: s.inFlight, durationMs };
+  const variants: [string, RowSpec][] = [
+    ['pass-through interceptor', { kind: 'pass-through' }],
+    ['defaults (no options)', { kind: 'ours' }],
+  ];
+  console.log(`\ncold start (one row at a time: the figures are CPU-bound) ...`);
+  const rates: { label: string; first: number; after: number }[] = [];
+  for (const [label, spec] of variants) {
+    const [reports] = await runSideBySide([
+      { label, server, jobs: [{ row: spec, transport: 'request', load, maxAttempts: MAX_ATTEMPTS }] },
+    ]);
+    const perSecond = reports![0]!.perSecond;
+    const firstSeconds = s.firstMs / 1000;
+    const sum = (from: number, to: number) => perSecond.slice(from, to).reduce((a, b) => a + b, 0);
+    const total = Math.floor(durationMs / 1000);
+    rates.push({
+      label,
+      first: sum(0, firstSeconds) / firstSeconds,
+      after: sum(firstSeconds, total) / (total - firstSeconds),
+    });
+  }
+  const base = rates[0]!;
+  console.log(
+    `\nCold start on a server that never throttles: ${s.inFlight} requests in flight (undici request()), ` +
+      `${durationMs / 1000} s; requests/s over the first ${s.firstMs / 1000} s and after\n`,
+  );
+  console.log('| row | first 5 s | after | first 5 s vs pass-through | after vs pass-through |');
+  console.log('| --- | --: | --: | --: | --: |');
+  for (const r of rates) {
+    console.log(
+      `| ${r.label} | ${r.first.toFixed(0)} /s | ${r.after.toFixed(0)} /s | ${(r.first / base.first).toFixed(2)}× | ${(r.after / base.after).toFixed(2)}× |`,
+    );
+  }
+}
