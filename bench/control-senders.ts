@@ -5,12 +5,11 @@
  * retries without a limiter. Every row's Agent counts each attempt's status with an innermost
  * interceptor, so 429s are counted the same way for every row.
  */
-import { AdaptiveRetryStrategy } from '@smithy/util-retry';
 import { Agent, type Dispatcher, request, setGlobalDispatcher } from 'undici';
 import { RateLimitRejectedError } from '../src/errors.js';
 import { adaptiveRateLimit } from '../src/http/interceptor.js';
 import type { InterceptorOptions } from '../src/http/options.js';
-import { createSharedBudget } from '../src/redis/index.js';
+import type { SharedBudget } from '../src/redis/index.js';
 import type { AttemptCounts, ClientJob } from './control-protocol.js';
 
 /** How one caller ended. */
@@ -88,8 +87,10 @@ export async function makeSender(job: ClientJob): Promise<Sender> {
     let outer = passThrough;
     if (row.kind === 'ours' || row.kind === 'shared') {
       let options: InterceptorOptions | undefined;
-      let budget: ReturnType<typeof createSharedBudget> | undefined;
+      let budget: SharedBudget | undefined;
       if (row.kind === 'shared') {
+        // Loaded only where used: every client process starts faster on a busy machine.
+        const { createSharedBudget } = await import('../src/redis/index.js');
         budget = createSharedBudget({ redis: row.redisUrl, name: row.name });
         await budget.ready();
         options = {
@@ -149,6 +150,7 @@ export async function makeSender(job: ClientJob): Promise<Sender> {
   // before the first attempt; on an error, `refreshRetryTokenForRetry` (it updates the rate
   // limiter with the error, sleeps the backoff, which honours a Retry-After hint, and takes
   // a send token again) or give up; on a success, `recordSuccess` (it updates the limiter).
+  const { AdaptiveRetryStrategy } = await import('@smithy/util-retry');
   const strategy = new AdaptiveRetryStrategy(job.maxAttempts);
   // The strategy hands out StandardRetryTokens, typed as the interface's RetryToken.
   type Token = Parameters<typeof strategy.recordSuccess>[0];
