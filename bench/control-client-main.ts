@@ -1,6 +1,6 @@
 /**
  * A client process of the control bench (forked by bench/control.ts): it gets a job over IPC,
- * builds its row's sender, says `ready`, waits for the common start time, makes its load, and
+ * warms up (bench/control-warmup.ts), builds its row's sender, says `ready`, waits for the common start time, makes its load, and
  * sends back its report. It exits when its parent goes away.
  */
 import { setMaxListeners } from 'node:events';
@@ -8,6 +8,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { exitWithParent, sendToParent } from './control-procs.js';
 import type { CallerCounts, ClientJob, ClientReport, FromClient, ToClient } from './control-protocol.js';
 import { makeSender, type Sender } from './control-senders.js';
+import { warmUpClient } from './control-warmup.js';
 
 /** Unexpected errors kept for the report. */
 const MAX_ERRORS = 5;
@@ -114,6 +115,7 @@ process.on('message', (message: ToClient) => {
     try {
       if (message.type === 'job') {
         job = message.job;
+        await warmUpClient(job);
         sender = await makeSender(job);
         await send({ type: 'ready' });
       } else if (message.type === 'start' && sender !== undefined && job !== undefined) {

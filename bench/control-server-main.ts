@@ -1,12 +1,13 @@
 /**
  * A quota server process of the control bench (forked by bench/control.ts), so that each row's
- * server has its own event loop: `serve` starts it and answers its port; `start` sets the
+ * server has its own event loop: `serve` starts it, warms it up, and answers its port; `start` sets the
  * server's clock to 0 at the run's common start time (the drop is timed from there); `stats`
  * answers its counters. It exits when its parent goes away.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { exitWithParent, sendToParent } from './control-procs.js';
 import { type QuotaServer, type QuotaServerOptions, startQuotaServer } from './control-quota-server.js';
+import { warmUpServer } from './control-warmup.js';
 
 export type ToServer =
   | { type: 'serve'; options: Omit<QuotaServerOptions, 'now'> }
@@ -25,6 +26,8 @@ process.on('message', (message: ToServer) => {
     try {
       if (message.type === 'serve') {
         server = await startQuotaServer({ ...message.options, now: () => performance.now() - origin });
+        await warmUpServer(server.url);
+        server.reset();
         await sendToParent({ type: 'listening', port: server.port } satisfies FromServer);
       } else if (message.type === 'start') {
         await sleep(Math.max(0, message.startAt - Date.now()));

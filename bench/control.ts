@@ -23,6 +23,7 @@
  *   npm run bench -- control --quick              every duration scaled to a 30 s quota run
  *   npm run bench -- control --duration=90        the quota run 90 s, the others in proportion
  *   npm run bench -- control --serial             one row at a time (each row alone on the CPU)
+ *   npm run bench -- control --parallel=2         two rows at a time (defaults beside AWS, ...)
  *   npm run bench -- control --only=quota,nginx   some of: quota, nginx, burst, cold
  */
 import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
@@ -65,7 +66,8 @@ export const SETTINGS = {
 export interface ControlArgs {
   /** Multiplies every duration of the quota and nginx runs (1: the issue's settings). */
   scale: number;
-  serial: boolean;
+  /** Rows run at once; Infinity: every row of a server side by side. */
+  parallel: number;
   only: ReadonlySet<string>;
 }
 
@@ -73,11 +75,15 @@ const SCENARIOS = ['quota', 'nginx', 'burst', 'cold'] as const;
 
 export function parseControlArgs(argv: readonly string[]): ControlArgs {
   let scale = 1;
-  let serial = false;
+  let parallel = Number.POSITIVE_INFINITY;
   let only: Set<string> = new Set(SCENARIOS);
   for (const arg of argv) {
-    if (arg === '--serial') serial = true;
-    else if (arg === '--quick') scale = 30_000 / SETTINGS.quota.durationMs;
+    if (arg === '--serial') parallel = 1;
+    else if (arg.startsWith('--parallel=')) {
+      parallel = Number(arg.slice('--parallel='.length));
+      if (!Number.isInteger(parallel) || parallel < 1)
+        throw new Error(`--parallel: expected an integer >= 1, got ${arg}`);
+    } else if (arg === '--quick') scale = 30_000 / SETTINGS.quota.durationMs;
     else if (arg.startsWith('--duration=')) {
       const seconds = Number(arg.slice('--duration='.length));
       if (!Number.isFinite(seconds) || seconds < 10)
@@ -89,10 +95,12 @@ export function parseControlArgs(argv: readonly string[]): ControlArgs {
       if (unknown.length > 0)
         throw new Error(`--only: unknown ${unknown.join(', ')}; expected some of ${SCENARIOS.join(', ')}`);
     } else if (arg.startsWith('-') && arg !== '--expose-gc') {
-      throw new Error(`control: unknown option ${arg} (--serial, --quick, --duration=S, --only=a,b)`);
+      throw new Error(
+        `control: unknown option ${arg} (--serial, --parallel=N, --quick, --duration=S, --only=a,b)`,
+      );
     }
   }
-  return { scale, serial, only };
+  return { scale, parallel, only };
 }
 
 interface Row {
@@ -144,19 +152,26 @@ function plan(
   return { label: row.label, server, jobs: Array.from({ length: clients }, () => job) };
 }
 
-/** Runs the planned rows side by side (or one at a time) and pairs each with its reports. */
-async function execute(planned: readonly Planned[], serial: boolean): Promise<RowResult[]> {
-  const runs = planned.filter((p) => p.run !== undefined);
+/** The order rows run in when not all at once: the rows a target compares run together. */
+const BATCH_ORDER = ['defaults', 'AWS', 'aimd', 'cubic', 'probe', 'no limiter', 'shared'];
+
+function batchRank(label: string): number {
+  const i = BATCH_ORDER.findIndex((word) => label.includes(word));
+  return i < 0 ? BATCH_ORDER.length : i;
+}
+
+/** Runs the planned rows, `parallel` at a time (all at once by default), and pairs each with its reports. */
+async function execute(planned: readonly Planned[], parallel: number): Promise<RowResult[]> {
+  const runs = planned
+    .filter((p) => p.run !== undefined)
+    .sort((a, b) => batchRank(a.row.label) - batchRank(b.row.label));
   const reports = new Map<Planned, ClientReport[]>();
-  if (serial) {
-    for (const p of runs) {
-      console.log(`  running "${p.row.label}" ...`);
-      const [r] = await runSideBySide([p.run!]);
-      reports.set(p, r!);
-    }
-  } else {
-    const all = await runSideBySide(runs.map((p) => p.run!));
-    for (const [i, p] of runs.entries()) reports.set(p, all[i]!);
+  for (let i = 0; i < runs.length; i += parallel) {
+    const batch = runs.slice(i, i + parallel);
+    if (batch.length < runs.length)
+      console.log(`  running ${batch.map((p) => `"${p.row.label}"`).join(', ')} ...`);
+    const all = await runSideBySide(batch.map((p) => p.run!));
+    for (const [k, p] of batch.entries()) reports.set(p, all[k]!);
   }
   return planned.map((p) => {
     const r = reports.get(p) ?? [];
@@ -224,23 +239,24 @@ export async function controlSuite(argv: readonly string[] = process.argv.slice(
       nginx.push({ row, ...(run === undefined ? {} : { run }), available });
     }
     if (quota.length > 0) {
-      console.log(
-        `\nquota server, ${quotaMs / 1000} s, ${args.serial ? 'one row at a time' : 'every row side by side from one start'} ...`,
-      );
-      reportQuota(await execute(quota, args.serial), quotaMs);
+      console.log(`\nquota server, ${quotaMs / 1000} s, ${how(args.parallel)} ...`);
+      reportQuota(await execute(quota, args.parallel), quotaMs);
     }
     if (nginx.length > 0) {
-      console.log(
-        `\nnginx, ${nginxMs / 1000} s, ${args.serial ? 'one row at a time' : 'every row side by side from one start'} ...`,
-      );
-      reportNginx(await execute(nginx, args.serial), nginxMs);
+      console.log(`\nnginx, ${nginxMs / 1000} s, ${how(args.parallel)} ...`);
+      reportNginx(await execute(nginx, args.parallel), nginxMs);
     }
-    if (args.only.has('burst')) await burst(rows, nginxOk === true, args.serial);
+    if (args.only.has('burst')) await burst(rows, nginxOk === true, args.parallel);
     if (args.only.has('cold')) await coldStart(args.scale);
   } finally {
     if (typeof redis !== 'string') await redis.stop();
   }
 }
+
+const how = (parallel: number): string =>
+  Number.isFinite(parallel)
+    ? `${parallel} row${parallel > 1 ? 's' : ''} at a time`
+    : 'every row side by side from one start';
 
 const find = (results: readonly RowResult[], label: string) => results.find((r) => r.label === label);
 
@@ -299,7 +315,7 @@ function reportNginx(results: RowResult[], ms: number): void {
   }
 }
 
-async function burst(rows: readonly Row[], withNginx: boolean, serial: boolean): Promise<void> {
+async function burst(rows: readonly Row[], withNginx: boolean, parallel: number): Promise<void> {
   const s = SETTINGS.burst;
   const server: ServerPlan = withNginx
     ? { kind: 'nginx', zone: { perMinute: s.perMinute, burst: s.burst }, retryAfterSeconds: 1 }
@@ -320,7 +336,7 @@ async function burst(rows: readonly Row[], withNginx: boolean, serial: boolean):
     };
   });
   console.log(`\ncold burst (${withNginx ? 'nginx' : 'quota server: nginx could not be had'}) ...`);
-  const results = await execute(planned, serial);
+  const results = await execute(planned, parallel);
   printRows(
     `Cold burst: ${s.callers} fetch calls at once against ${s.perMinute}/min, burst ${s.burst}, Retry-After: 1 ` +
       `(${withNginx ? 'nginx limit_req' : 'quota server'}); share = accepted / (burst + the rate until the last answer)`,
