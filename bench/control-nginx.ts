@@ -9,6 +9,7 @@
  * would run before `limit_req` and bypass it.
  */
 import { spawnSync } from 'node:child_process';
+import { rmSync } from 'node:fs';
 import { chmod, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -127,6 +128,9 @@ export async function startNginx(
   retryAfterSeconds: number,
 ): Promise<StartedNginx> {
   const prefix = await mkdtemp(join(tmpdir(), 'arl-bench-nginx-'));
+  // Also on Ctrl-C or an error, when the orderly cleanup below does not run.
+  const removeSync = (): void => rmSync(prefix, { recursive: true, force: true });
+  process.once('exit', removeSync);
   // The workers run as `nobody` when nginx starts as root: they must read the served file.
   await chmod(prefix, 0o755);
   await mkdir(join(prefix, 'www'), { mode: 0o755 });
@@ -144,6 +148,7 @@ export async function startNginx(
   const cleanup = async (): Promise<void> => {
     await stop(child, 'SIGTERM');
     await rm(prefix, { recursive: true, force: true });
+    process.off('exit', removeSync);
   };
   try {
     for (const port of ports) await waitForPort(port, 'nginx', () => alive(child));

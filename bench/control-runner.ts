@@ -70,6 +70,23 @@ function nextMessage<M, T>(
   });
 }
 
+/** A quota server in a process of its own (warmed up); for a caller that drives its own load. */
+export async function startQuotaProcess(
+  options: Omit<QuotaServerOptions, 'now'>,
+): Promise<{ url: string; stop(): Promise<void> }> {
+  const child = forkBench(SERVER_MAIN);
+  try {
+    const listening = nextMessage(child, 'the quota server', READY_MS, (m: FromServer) =>
+      m.type === 'listening' ? m.port : undefined,
+    );
+    child.send({ type: 'serve', options } satisfies ToServer);
+    return { url: `http://127.0.0.1:${await listening}/`, stop: () => stop(child) };
+  } catch (error) {
+    await stop(child);
+    throw error;
+  }
+}
+
 function loadMs(job: Omit<ClientJob, 'url'>): number {
   return job.load.kind === 'burst' ? job.load.capMs : job.load.durationMs;
 }

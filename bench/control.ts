@@ -17,7 +17,7 @@
  * 3. cold burst: 200 `fetch` calls at once (Node's fetch through the global dispatcher) against
  *    600/min, burst 10, `Retry-After: 1` (nginx; the quota server when nginx cannot be had).
  * 4. cold start on a server that never throttles: requests/s of the default config against a
- *    pass-through interceptor, over the first 5 s and after (50 in flight, undici `request()`).
+ *    pass-through interceptor, over the first 5 s and after (bench/control-cold.ts).
  *
  *   npm run bench -- control                      the issue's settings (about 5 minutes)
  *   npm run bench -- control --quick              every duration scaled to a 30 s quota run
@@ -27,6 +27,7 @@
  *   npm run bench -- control --only=quota,nginx   some of: quota, nginx, burst, cold
  */
 import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
+import { coldStart } from './control-cold.js';
 import { type StartedRedis, startRedisServer } from './control-net.js';
 import type { NginxZone } from './control-nginx.js';
 import { ensureNginx } from './control-nginx.js';
@@ -60,7 +61,6 @@ export const SETTINGS = {
   },
   nginxShared: { clients: 3, demandPerMinute: 1_500 },
   burst: { perMinute: 600, burst: 10, callers: 200, capMs: 180_000 },
-  cold: { inFlight: 50, firstMs: 5_000, durationMs: 15_000 },
 } as const;
 
 export interface ControlArgs {
@@ -358,48 +358,6 @@ async function burst(rows: readonly Row[], withNginx: boolean, parallel: number)
       f.throttled <= 60,
       `${f.throttled}`,
       `${f.throttled - 60} requests`,
-    );
-  }
-}
-
-async function coldStart(scale: number): Promise<void> {
-  const s = SETTINGS.cold;
-  const durationMs = Math.max(s.firstMs * 2, Math.round(s.durationMs * Math.min(1, scale * 2)));
-  const server: ServerPlan = {
-    kind: 'quota',
-    options: { perMinute: Number.POSITIVE_INFINITY, burstSeconds: 1 },
-  };
-  const load: Load = { kind: 'closed', inFlight: s.inFlight, durationMs };
-  const variants: [string, RowSpec][] = [
-    ['pass-through interceptor', { kind: 'pass-through' }],
-    ['defaults (no options)', { kind: 'ours' }],
-  ];
-  console.log(`\ncold start (one row at a time: the figures are CPU-bound) ...`);
-  const rates: { label: string; first: number; after: number }[] = [];
-  for (const [label, spec] of variants) {
-    const [reports] = await runSideBySide([
-      { label, server, jobs: [{ row: spec, transport: 'request', load, maxAttempts: MAX_ATTEMPTS }] },
-    ]);
-    const perSecond = reports![0]!.perSecond;
-    const firstSeconds = s.firstMs / 1000;
-    const sum = (from: number, to: number) => perSecond.slice(from, to).reduce((a, b) => a + b, 0);
-    const total = Math.floor(durationMs / 1000);
-    rates.push({
-      label,
-      first: sum(0, firstSeconds) / firstSeconds,
-      after: sum(firstSeconds, total) / (total - firstSeconds),
-    });
-  }
-  const base = rates[0]!;
-  console.log(
-    `\nCold start on a server that never throttles: ${s.inFlight} requests in flight (undici request()), ` +
-      `${durationMs / 1000} s; requests/s over the first ${s.firstMs / 1000} s and after\n`,
-  );
-  console.log('| row | first 5 s | after | first 5 s vs pass-through | after vs pass-through |');
-  console.log('| --- | --: | --: | --: | --: |');
-  for (const r of rates) {
-    console.log(
-      `| ${r.label} | ${r.first.toFixed(0)} /s | ${r.after.toFixed(0)} /s | ${(r.first / base.first).toFixed(2)}× | ${(r.after / base.after).toFixed(2)}× |`,
     );
   }
 }
