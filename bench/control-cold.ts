@@ -7,6 +7,7 @@
  * after one warm-up of each; the table gives medians over the rounds, and each round's ratio to
  * the pass-through of the same round.
  */
+import { setMaxListeners } from 'node:events';
 import type { ClientJob, RowSpec } from './control-protocol.js';
 import { startQuotaProcess } from './control-runner.js';
 import { makeSender } from './control-senders.js';
@@ -24,6 +25,7 @@ interface Rates {
 async function once(job: ClientJob): Promise<Rates> {
   const sender = await makeSender(job);
   const signal = new AbortController().signal;
+  setMaxListeners(0, signal);
   const start = Date.now();
   const firstEnd = start + COLD.firstMs;
   const end = firstEnd + COLD.afterMs;
