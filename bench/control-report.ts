@@ -153,6 +153,6 @@ export function targetThrottledAtMost(what: string, f: RowFigures, max: number):
     `${what} <= ${pct(max)} of requests answered 429`,
     f.throttledShare <= max,
     `${pct(f.throttledShare)} (${f.throttled} of ${f.sent})`,
-    `${((f.throttledShare - max) * 100).toFixed(1)} points`,
+    `${((f.throttledShare - max) * 100).toFixed(2)} points`,
   );
 }
