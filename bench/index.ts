@@ -44,6 +44,11 @@ const suites: readonly Suite[] = [
       'requests/s from a cold start: the default config (slow start) vs a pass-through interceptor',
     run: async () => (await import('./cold-start.js')).coldStartSuite(),
   },
+  {
+    name: 'control',
+    description: 'finding the quota of real servers (quota server, nginx), side by side with the AWS SDK',
+    run: async () => (await import('./control.js')).controlSuite(),
+  },
 ];
 
 function header(): void {

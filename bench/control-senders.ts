@@ -1,0 +1,183 @@
+/**
+ * One caller's request for each row of the control bench, as a user of each client would write
+ * it: ours through the undici interceptor (Node's `fetch` through the global dispatcher, or
+ * undici's `request()`), the AWS SDK's adaptive retry strategy around a plain request, and plain
+ * retries without a limiter. Every row's Agent counts each attempt's status with an innermost
+ * interceptor, so 429s are counted the same way for every row.
+ */
+import { Agent, type Dispatcher, request, setGlobalDispatcher } from 'undici';
+import { RateLimitRejectedError } from '../src/errors.js';
+import { adaptiveRateLimit } from '../src/http/interceptor.js';
+import type { InterceptorOptions } from '../src/http/options.js';
+import type { SharedBudget } from '../src/redis/index.js';
+import type { AttemptCounts, ClientJob } from './control-protocol.js';
+
+/** How one caller ended. */
+export type Outcome = 'ok' | 'got429' | 'rejected' | 'failed';
+
+export interface Sender {
+  /** Attempts answered so far, by kind. */
+  readonly attempts: AttemptCounts;
+  /** One caller: every attempt it takes, until its final answer. */
+  call(signal: AbortSignal): Promise<Outcome>;
+  close(): Promise<void>;
+}
+
+/** An interceptor that lets everything through and counts each response's status. */
+function counting(attempts: AttemptCounts): Dispatcher.DispatcherComposeInterceptor {
+  return (dispatch) => (opts, handler) =>
+    dispatch(opts, {
+      onRequestStart: (controller, context) => handler.onRequestStart?.(controller, context),
+      onRequestUpgrade: (controller, status, headers, socket) =>
+        handler.onRequestUpgrade?.(controller, status, headers, socket),
+      onResponseStart: (controller, status, headers, message) => {
+        if (status === 429) attempts.throttled++;
+        else if (status >= 200 && status < 300) attempts.ok++;
+        else attempts.other++;
+        return handler.onResponseStart?.(controller, status, headers, message);
+      },
+      onResponseData: (controller, chunk) => handler.onResponseData?.(controller, chunk),
+      onResponseEnd: (controller, trailers) => handler.onResponseEnd?.(controller, trailers),
+      onResponseError: (controller, error) => handler.onResponseError?.(controller, error),
+    });
+}
+
+const passThrough: Dispatcher.DispatcherComposeInterceptor = (dispatch) => (opts, handler) =>
+  dispatch(opts, handler);
+
+/** A plain GET of `url` through `dispatcher` (or the global one for fetch); answers the status. */
+type Get = (signal: AbortSignal) => Promise<{ status: number; retryAfter: string | undefined }>;
+
+function getter(job: ClientJob, dispatcher: Dispatcher): Get {
+  if (job.transport === 'fetch') {
+    setGlobalDispatcher(dispatcher);
+    return async (signal) => {
+      const res = await fetch(job.url, { signal });
+      await res.arrayBuffer();
+      return { status: res.status, retryAfter: res.headers.get('retry-after') ?? undefined };
+    };
+  }
+  return async (signal) => {
+    const res = await request(job.url, { dispatcher, signal });
+    await res.body.dump();
+    const retryAfter = res.headers['retry-after'];
+    return { status: res.statusCode, retryAfter: Array.isArray(retryAfter) ? retryAfter[0] : retryAfter };
+  };
+}
+
+function statusOutcome(status: number): Outcome {
+  if (status >= 200 && status < 300) return 'ok';
+  return status === 429 ? 'got429' : 'failed';
+}
+
+function isRejection(error: unknown): boolean {
+  return (
+    error instanceof RateLimitRejectedError ||
+    (error as { cause?: unknown })?.cause instanceof RateLimitRejectedError
+  );
+}
+
+export async function makeSender(job: ClientJob): Promise<Sender> {
+  const attempts: AttemptCounts = { ok: 0, throttled: 0, other: 0 };
+  const agent = new Agent({ keepAliveTimeout: 60_000 });
+  const row = job.row;
+
+  if (row.kind === 'ours' || row.kind === 'shared' || row.kind === 'pass-through') {
+    let close = async (): Promise<void> => {};
+    let outer = passThrough;
+    if (row.kind === 'ours' || row.kind === 'shared') {
+      let options: InterceptorOptions | undefined;
+      let budget: SharedBudget | undefined;
+      if (row.kind === 'shared') {
+        // Loaded only where used: every client process starts faster on a busy machine.
+        const { createSharedBudget } = await import('../src/redis/index.js');
+        budget = createSharedBudget({ redis: row.redisUrl, name: row.name });
+        await budget.ready();
+        options = {
+          limiters: { api: { origins: [new URL(job.url).origin], limiter: budget } },
+          maxAttempts: job.maxAttempts,
+        };
+      } else if (row.controller !== undefined) {
+        // The controller's name is checked by the build the bench runs in ('probe' may be unknown).
+        options = { default: { controller: row.controller as 'aimd' }, maxAttempts: job.maxAttempts };
+      } else if (job.maxAttempts !== 4) {
+        options = { maxAttempts: job.maxAttempts };
+      }
+      const interceptor = options === undefined ? adaptiveRateLimit() : adaptiveRateLimit(options);
+      outer = interceptor;
+      close = async () => {
+        interceptor.close();
+        await budget?.close();
+      };
+    }
+    // Listed first = innermost: the counter sees every attempt the limiter sends.
+    const get = getter(job, agent.compose(counting(attempts), outer));
+    return {
+      attempts,
+      async call(signal) {
+        try {
+          return statusOutcome((await get(signal)).status);
+        } catch (error) {
+          if (isRejection(error)) return 'rejected';
+          throw error;
+        }
+      },
+      async close() {
+        await close();
+        await agent.close();
+      },
+    };
+  }
+
+  const get = getter(job, agent.compose(counting(attempts)));
+
+  if (row.kind === 'none') {
+    return {
+      attempts,
+      async call(signal) {
+        let status = 0;
+        for (let attempt = 1; attempt <= job.maxAttempts; attempt++) {
+          status = (await get(signal)).status;
+          if (status !== 429) break;
+        }
+        return statusOutcome(status);
+      },
+      close: () => agent.close(),
+    };
+  }
+
+  // The AWS SDK's adaptive mode, as its retry middleware drives the strategy: a send token
+  // before the first attempt; on an error, `refreshRetryTokenForRetry` (it updates the rate
+  // limiter with the error, sleeps the backoff, which honours a Retry-After hint, and takes
+  // a send token again) or give up; on a success, `recordSuccess` (it updates the limiter).
+  const { AdaptiveRetryStrategy } = await import('@smithy/util-retry');
+  const strategy = new AdaptiveRetryStrategy(job.maxAttempts);
+  // The strategy hands out StandardRetryTokens, typed as the interface's RetryToken.
+  type Token = Parameters<typeof strategy.recordSuccess>[0];
+  return {
+    attempts,
+    async call(signal) {
+      let token = (await strategy.acquireInitialRetryToken('')) as Token;
+      for (;;) {
+        const { status, retryAfter } = await get(signal);
+        if (status !== 429) {
+          if (status >= 200 && status < 300) strategy.recordSuccess(token);
+          return statusOutcome(status);
+        }
+        const seconds =
+          retryAfter !== undefined && /^\d+(\.\d+)?$/.test(retryAfter) ? Number(retryAfter) : undefined;
+        try {
+          token = (await strategy.refreshRetryTokenForRetry(token, {
+            errorType: 'THROTTLING',
+            error: Object.assign(new Error('TooManyRequests'), { $metadata: { httpStatusCode: 429 } }),
+            ...(seconds === undefined ? {} : { retryAfterHint: new Date(Date.now() + seconds * 1000) }),
+          } as Parameters<typeof strategy.refreshRetryTokenForRetry>[1])) as Token;
+        } catch {
+          return 'got429';
+        }
+        if (signal.aborted) throw signal.reason;
+      }
+    },
+    close: () => agent.close(),
+  };
+}
