@@ -1,6 +1,6 @@
 import type uPlot from 'uplot';
 import { ConfigError } from '../../src/errors.js';
-import { type ModeResult, type ModeSpec, runMode, type Series } from '../../src/simulate/run.js';
+import { emptySeries, type ModeResult, type ModeSpec, runMode, type Series } from '../../src/simulate/run.js';
 import { describeParams, tableCells, tableLegend } from '../../src/simulate/table.js';
 import { COMPARE_ROWS, clockTime, compareChart, compareData, rowMax, rowTop } from './charts.js';
 import { type PageContext, scenarioControls, sliderControls, speedButtons } from './controls.js';
@@ -192,17 +192,4 @@ export class ComparePage {
       2,
     );
   }
-}
-
-function emptySeries(instances: number): Series {
-  return {
-    t: [],
-    quota: [],
-    sumRate: [],
-    rates: Array.from({ length: instances }, () => []),
-    used60: [],
-    queued: [],
-    throttled: [],
-    accepted: [],
-  };
 }

@@ -381,7 +381,8 @@ export async function runScenario(
   return results;
 }
 
-function emptySeries(instances: number): Series {
+/** A series with no samples yet, for `instances` instances (the playground fills one live). */
+export function emptySeries(instances: number): Series {
   return {
     t: [],
     quota: [],
