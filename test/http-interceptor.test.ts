@@ -18,22 +18,19 @@ import { ManualClock } from '../src/clock.js';
 import type { RateController } from '../src/controllers/types.js';
 import { DIAGNOSTICS_CHANNELS } from '../src/diagnostics.js';
 import { ConfigError, RateLimitRejectedError } from '../src/errors.js';
-import { adaptiveRateLimit } from '../src/http/interceptor.js';
+import { adaptiveRateLimit, runtimeOf } from '../src/http/interceptor.js';
 import { RateLimiterRegistry } from '../src/registry.js';
-import { agentWith, cleanups, get, limit, NEVER_BINDS, serve } from './helpers/interceptor-fixtures.js';
+import {
+  agentWith,
+  cleanups,
+  firstAnswers,
+  get,
+  limit,
+  NEVER_BINDS,
+  serve,
+} from './helpers/interceptor-fixtures.js';
 import { RateLimitedServer, until } from './helpers/rate-limited-server.js';
 import { undiciMajor } from './helpers/undici-version.js';
-
-/** Answers the first `n` requests with `status` (and headers), then lets the bucket decide. */
-function firstAnswers(n: number, status: number, headers: Record<string, string> = {}) {
-  let left = n;
-  return (_req: unknown, res: import('node:http').ServerResponse) => {
-    if (left <= 0) return false;
-    left--;
-    res.writeHead(status, headers).end(`scripted ${status}`);
-    return true;
-  };
-}
 
 /** Moves a manual clock forward in steps until `promise` settles (the HTTP round trips run in real time). */
 async function settle<T>(clock: ManualClock, promise: Promise<T>, stepMs = 1_000): Promise<T> {
@@ -323,7 +320,9 @@ describe('adaptiveRateLimit: waiting', () => {
     const slow = get(agent, `${server.origin}/slow`);
     await server.waitForRequests(1);
     const fast = get(agent, `${server.origin}/fast`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
+    const gate = runtimeOf(rl).gateOf(rl.registry.get('api')!)!;
+    await vi.waitFor(() => expect(gate.waiting).toBe(1));
+    expect(gate.inFlight).toBe(1);
     expect(server.requests).toBe(1);
 
     startFirst();

@@ -180,7 +180,8 @@ describe('AdaptiveRateLimiter: the bucket and the queue', () => {
     await flush();
     expect(waiting.errors).toHaveLength(1);
     expect(waiting.errors[0]).toMatchObject({ reason: 'max-wait' });
-    expect(waiting.granted.every((t) => t <= 3_000)).toBe(true);
+    expect(waiting.granted).toHaveLength(2);
+    expect(Math.max(...waiting.granted)).toBeLessThanOrEqual(3_000);
   });
 
   it('takes an aborted waiter out of the queue, returns its units, and rejects with the abort reason', async () => {
@@ -604,7 +605,7 @@ describe('AdaptiveRateLimiter.wrap', () => {
   });
 });
 
-describe('AdaptiveRateLimiter: regressions found in review', () => {
+describe('AdaptiveRateLimiter: edge cases (slow start, rounding, pauses, refunds, instance count)', () => {
   it('keeps climbing while a batch stays queued across rate changes', async () => {
     const { clock, limiter } = setup({ initialUnitsPerMinute: 60, maxWait: 3_600_000 });
     for (let i = 0; i < 2_000; i++)

@@ -89,10 +89,25 @@ export function adaptiveRateLimit(options: InterceptorOptions = {}): AdaptiveRat
     };
   }
 
-  return Object.assign(interceptor, {
+  const made = Object.assign(interceptor, {
     registry: runtime.registry,
     close: () => runtime.close(),
   });
+  runtimes.set(made, runtime);
+  return made;
+}
+
+const runtimes = new WeakMap<AdaptiveRateLimitInterceptor, HttpRuntime>();
+
+/**
+ * The runtime behind an interceptor (its routes and concurrency gates), for tests that assert on
+ * state; not exported from the package root.
+ * @internal
+ */
+export function runtimeOf(interceptor: AdaptiveRateLimitInterceptor): HttpRuntime {
+  const runtime = runtimes.get(interceptor);
+  if (runtime === undefined) throw new TypeError('not an interceptor made by adaptiveRateLimit');
+  return runtime;
 }
 
 function missingOrigin(origin: unknown): AdaptiveRateLimitError {

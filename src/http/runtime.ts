@@ -107,6 +107,11 @@ export class HttpRuntime {
     return route;
   }
 
+  /** The gate capping `limiter`'s requests in flight, if one was made (read-only: for tests). */
+  gateOf(limiter: RateLimiter): ConcurrencyGate | undefined {
+    return this.#gates.get(limiter);
+  }
+
   /**
    * Counts a request to `origin` in progress through `route`: its per-origin limiter is not
    * dropped (its answer may pause it) until the returned function is called, once the request's
