@@ -13,8 +13,7 @@ export type {
 } from './limiter/fixed-window.js';
 export { FixedWindowRateLimiter } from './limiter/fixed-window.js';
 export type { AdaptiveLimiterOptions } from './limiter/options.js';
-export { LIMITER_DEFAULTS } from './limiter/options.js';
-export { AWS_THROTTLING_CODES, classifyThrown, headersOfError, statusOfError } from './limiter/sdk-errors.js';
+export { AWS_THROTTLING_CODES, classifyThrown } from './limiter/sdk-errors.js';
 export type { AcquireOptions, Outcome, Permit, RateLimiter, WrapOptions } from './limiter/types.js';
 
 // Controllers
@@ -26,7 +25,7 @@ export type {
   RateController,
   RateControllerState,
 } from './controllers/index.js';
-export { aimd, cubic, cubicCurve, cubicK, probe } from './controllers/index.js';
+export { aimd, cubic, probe } from './controllers/index.js';
 
 // HTTP adapters
 
@@ -37,14 +36,12 @@ export { githubClassify } from './http/github.js';
 export type { AdaptiveRateLimitInterceptor } from './http/interceptor.js';
 export { adaptiveRateLimit } from './http/interceptor.js';
 export type { InterceptorOptions, OutgoingRequest } from './http/options.js';
-export { normalizeOrigin } from './http/origin.js';
 export type { Refusal, RejectionMode } from './http/refusal.js';
 export { REFUSAL_HEADER } from './http/refusal.js';
-export { parseRetryAfter, retryAfterFromHeaders } from './http/retry-after.js';
+export { parseRetryAfter } from './http/retry-after.js';
 
 // Registry and config
 
-export { parseDuration } from './config/duration.js';
 export { loadConfig } from './config/load.js';
 export type { LimiterConfig, RateLimitConfig } from './config/schema.js';
 export { parseConfig } from './config/schema.js';
@@ -64,7 +61,7 @@ export {
 // Time
 
 export type { Clock } from './clock.js';
-export { MAX_TIMER_MS, ManualClock, systemClock } from './clock.js';
+export { ManualClock, systemClock } from './clock.js';
 
 // Observability
 

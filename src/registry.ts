@@ -155,7 +155,6 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
     return this.#perOrigin.hold(key, limiter as AdaptiveRateLimiter);
   }
 
-  /** @internal How many times an entry was added, removed or replaced: routes stay valid until it moves. */
   /**
    * @internal An adapter tells the registry which limiters it still uses beyond their own queue
    * (requests holding or waiting for a maxConcurrent slot): those are not dropped as idle, or a
@@ -166,6 +165,7 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
     return () => this.#busyChecks.delete(check);
   }
 
+  /** @internal How many times an entry was added, removed or replaced: routes stay valid until it moves. */
   get _changes(): number {
     return this.#changes;
   }

@@ -12,7 +12,7 @@ import {
 } from './options.js';
 import { Pacer } from './pacer.js';
 import { Pause } from './pause.js';
-import { LimiterPermit, type PermitSink, waitedBefore } from './permit.js';
+import { LimiterPermit, waitedBefore } from './permit.js';
 import { SlowStart } from './slow-start.js';
 import type { AcquireOptions, LimiterSnapshot, Permit, RateLimiter, WrapOptions } from './types.js';
 import { WaitingLine } from './waiting-line.js';
@@ -33,7 +33,7 @@ export type { LimiterSnapshot } from './types.js';
  * what it is told) and the {@link WaitingLine} (the waiters and the one timer, made at the first
  * wait or pause). The limiter grants, settles permits and tells the listeners.
  */
-export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements RateLimiter, PermitSink {
+export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements RateLimiter {
   readonly #clock: Clock;
   #opts: ResolvedLimiterOptions;
   readonly #bucket: RateGate;

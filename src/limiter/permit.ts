@@ -1,6 +1,6 @@
 import type { AcquireOptions, Permit } from './types.js';
 
-/** What a permit reports to: its limiter. */
+/** @internal What a permit reports to: its limiter. */
 export interface PermitSink {
   _success(permit: LimiterPermit, unitsUsed: number | undefined): void;
   _throttled(permit: LimiterPermit, retryAfterMs: number | undefined): void;
@@ -11,6 +11,7 @@ export interface PermitSink {
 export class LimiterPermit implements Permit {
   #sink: PermitSink | undefined;
 
+  /** @internal */
   constructor(
     sink: PermitSink,
     readonly units: number,
