@@ -54,6 +54,8 @@ export type { ConfigIssue, RejectionReason } from './errors.js';
 export {
   AdaptiveRateLimitError,
   ConfigError,
+  InvalidArgumentError,
+  InvalidCallbackValueError,
   RateLimitRejectedError,
   ThrottledBodyTooLongError,
 } from './errors.js';

@@ -17,7 +17,7 @@ import { describe, expect, it, vi } from 'vitest';
 import { ManualClock } from '../src/clock.js';
 import type { RateController } from '../src/controllers/types.js';
 import { DIAGNOSTICS_CHANNELS } from '../src/diagnostics.js';
-import { ConfigError, RateLimitRejectedError } from '../src/errors.js';
+import { ConfigError, InvalidCallbackValueError, RateLimitRejectedError } from '../src/errors.js';
 import { adaptiveRateLimit, runtimeOf } from '../src/http/interceptor.js';
 import { RateLimiterRegistry } from '../src/registry.js';
 import {
@@ -603,8 +603,24 @@ describe('adaptiveRateLimit: options and observability', () => {
 
     const error = await request(`${server.origin}/`, { dispatcher: agent }).catch((e: unknown) => e);
 
-    expect(error).toBeInstanceOf(TypeError);
+    expect(error).toBeInstanceOf(InvalidCallbackValueError);
+    expect(error).toMatchObject({
+      code: 'ERR_INVALID_CALLBACK_VALUE',
+      callback: 'classify',
+      received: 'Throttled',
+    });
     expect((error as Error).message).toMatch(/classify\(200\) returned "Throttled"/);
+  });
+
+  it('fails the request, sending nothing, when units() answers something else than a positive number', async () => {
+    const server = await serve();
+    const rl = limit({ default: NEVER_BINDS, units: () => 0 });
+
+    const error = await request(`${server.origin}/`, { dispatcher: agentWith(rl) }).catch((e: unknown) => e);
+
+    expect(error).toBeInstanceOf(InvalidCallbackValueError);
+    expect(error).toMatchObject({ code: 'ERR_INVALID_CALLBACK_VALUE', callback: 'units', received: 0 });
+    expect(server.requests).toBe(0);
   });
 
   it('publishes throttle, rate and pause on diagnostics channels', async () => {

@@ -1,7 +1,7 @@
 import { describe, expect, it, vi } from 'vitest';
 import { type Clock, MAX_TIMER_MS, ManualClock } from '../src/clock.js';
 import type { RateController, RateControllerState } from '../src/controllers/types.js';
-import { ConfigError, RateLimitRejectedError } from '../src/errors.js';
+import { ConfigError, InvalidArgumentError, RateLimitRejectedError } from '../src/errors.js';
 import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
 import type { AdaptiveLimiterOptions } from '../src/limiter/options.js';
 import type { Permit } from '../src/limiter/types.js';
@@ -226,7 +226,14 @@ describe('AdaptiveRateLimiter: the bucket and the queue', () => {
   it('rejects bad units with an error naming the value', async () => {
     const { limiter } = setup();
     await expect(limiter.acquire(0)).rejects.toThrow('units: expected a positive finite number (received 0)');
-    await expect(limiter.acquire('2' as unknown as number)).rejects.toThrow(ConfigError);
+    await expect(limiter.acquire('2' as unknown as number)).rejects.toMatchObject({
+      name: 'InvalidArgumentError',
+      code: 'ERR_INVALID_ARGUMENT',
+      method: 'acquire',
+      argument: 'units',
+      received: '2',
+    });
+    await expect(limiter.acquire(0)).rejects.toBeInstanceOf(InvalidArgumentError);
     expect(() => limiter.tryAcquire(Number.NaN)).toThrow('received NaN');
   });
 });
@@ -531,6 +538,8 @@ describe('AdaptiveRateLimiter: options, update, close and events', () => {
     limiter.setRate(1e9);
     expect(limiter.rate).toBe(1_200);
     expect(() => limiter.setRate(-1)).toThrow(/rate: expected a positive number \(received -1\)/);
+    expect(() => limiter.setRate(-1)).toThrow(InvalidArgumentError);
+    expect(() => limiter.pauseFor(-1)).toThrow(InvalidArgumentError);
     limiter.pauseFor(60_000);
     expect(limiter.snapshot()).toMatchObject({ pausedUntil: 5_000, cuts: 0 });
   });

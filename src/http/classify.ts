@@ -1,3 +1,4 @@
+import { InvalidCallbackValueError } from '../errors.js';
 import type { Outcome } from '../limiter/types.js';
 import { headerLookup, type ResponseHeaders, retryAfterFromHeaders } from './retry-after.js';
 
@@ -53,7 +54,7 @@ export function defaultVerdict(status: number, throttleStatuses: ReadonlySet<num
  *
  * @param headers the response headers in any shape {@link headerLookup} reads.
  * @param record the same headers as a {@link HeaderRecord}, built only when a callback needs it.
- * @throws {TypeError} when `classify` or `responseUnits` returns something else than documented.
+ * @throws {InvalidCallbackValueError} when `classify` or `responseUnits` returns something else than documented.
  */
 export function classifyResponse(
   status: number,
@@ -69,8 +70,10 @@ export function classifyResponse(
       verdict = result.verdict;
       waitMs = result.retryAfterMs;
       if (waitMs !== undefined && !(typeof waitMs === 'number' && waitMs >= 0 && Number.isFinite(waitMs))) {
-        throw new TypeError(
+        throw new InvalidCallbackValueError(
+          'classify',
           `classify(${status}) returned retryAfterMs ${String(waitMs)}; expected a finite number >= 0`,
+          result,
         );
       }
     } else verdict = result;
@@ -78,8 +81,10 @@ export function classifyResponse(
       verdict !== undefined &&
       (!VERDICTS.has(verdict) || (waitMs !== undefined && verdict === 'success'))
     ) {
-      throw new TypeError(
+      throw new InvalidCallbackValueError(
+        'classify',
         `classify(${status}) returned ${JSON.stringify(result)}; expected 'success', 'throttled', 'failed', { verdict: 'throttled' | 'failed', retryAfterMs } or undefined`,
+        result,
       );
     }
   }
@@ -89,8 +94,10 @@ export function classifyResponse(
     const units = rules.responseUnits(status, record());
     if (units === undefined) return SUCCESS;
     if (typeof units !== 'number' || !(units >= 0) || !Number.isFinite(units)) {
-      throw new TypeError(
+      throw new InvalidCallbackValueError(
+        'responseUnits',
         `responseUnits(${status}) returned ${String(units)}; expected a finite number >= 0 or undefined`,
+        units,
       );
     }
     return { kind: 'success', units };

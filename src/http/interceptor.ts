@@ -1,5 +1,5 @@
 import type { Dispatcher } from 'undici';
-import { AdaptiveRateLimitError } from '../errors.js';
+import { AdaptiveRateLimitError, InvalidArgumentError } from '../errors.js';
 import type { RateLimiterRegistry } from '../registry.js';
 import { RateLimitedDispatch } from './handler.js';
 import { toDispatchHandler } from './legacy-handler.js';
@@ -106,7 +106,14 @@ const runtimes = new WeakMap<AdaptiveRateLimitInterceptor, HttpRuntime>();
  */
 export function runtimeOf(interceptor: AdaptiveRateLimitInterceptor): HttpRuntime {
   const runtime = runtimes.get(interceptor);
-  if (runtime === undefined) throw new TypeError('not an interceptor made by adaptiveRateLimit');
+  if (runtime === undefined) {
+    throw new InvalidArgumentError(
+      'runtimeOf',
+      'interceptor',
+      'expected one made by adaptiveRateLimit',
+      interceptor,
+    );
+  }
   return runtime;
 }
 

@@ -1,4 +1,5 @@
 import { attachDiagnostics } from '../diagnostics.js';
+import { InvalidCallbackValueError } from '../errors.js';
 import type { Outcome, RateLimiter } from '../limiter/types.js';
 import { RateLimiterRegistry } from '../registry.js';
 import { classifyResponse, type HeaderRecord, type ResponseRules } from './classify.js';
@@ -121,15 +122,17 @@ export class HttpRuntime {
     return route.perOrigin ? this.registry._holdOrigin(origin, route.limiter) : noop;
   }
 
-  /** The units a request is charged: `units(request)`, default 1. @throws {TypeError} on a bad answer. */
+  /** The units a request is charged: `units(request)`, default 1. @throws {InvalidCallbackValueError} on a bad answer. */
   unitsFor(request: () => OutgoingRequest): number {
     const units = this.options.units;
     if (units === undefined) return 1;
     const r = request();
     const n = units(r);
     if (typeof n !== 'number' || !(n > 0) || !Number.isFinite(n)) {
-      throw new TypeError(
+      throw new InvalidCallbackValueError(
+        'units',
         `units(${r.method} ${r.origin}${r.path}) returned ${String(n)}; expected a finite number > 0`,
+        n,
       );
     }
     return n;

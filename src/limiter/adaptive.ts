@@ -1,7 +1,12 @@
 import { type Clock, systemClock } from '../clock.js';
 import { resolveController } from '../controllers/index.js';
 import type { RateController } from '../controllers/types.js';
-import { ConfigError, RateLimitRejectedError, type RejectionReason } from '../errors.js';
+import {
+  ConfigError,
+  InvalidArgumentError,
+  RateLimitRejectedError,
+  type RejectionReason,
+} from '../errors.js';
 import { type RateGate, TokenBucket } from './bucket.js';
 import { CutBook } from './cut-book.js';
 import { LazyEmitter, type LimiterEventMap } from './events.js';
@@ -73,7 +78,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   }
 
   acquire(units = 1, options?: AcquireOptions): Promise<Permit> {
-    if (!validUnits(units)) return Promise.reject(badUnits(units));
+    if (!validUnits(units)) return Promise.reject(badUnits('acquire', units));
     const signal = options?.signal;
     if (signal?.aborted) return Promise.reject(signal.reason);
     if (this.#closed) return Promise.reject(this.#rejection('closed', units, 'closed'));
@@ -95,7 +100,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   }
 
   tryAcquire(units = 1): Permit | undefined {
-    if (!validUnits(units)) throw badUnits(units);
+    if (!validUnits(units)) throw badUnits('tryAcquire', units);
     if (this.#closed) return undefined;
     const now = this.#clock.now();
     if (this.#nobodyWaits() && this.#canGrant(units, now)) return this.#grant(units, now, now);
@@ -150,8 +155,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
    * Like any change of rate it clears `waited`; the cut bookkeeping is kept.
    */
   setRate(rate: number): void {
-    if (!(rate > 0))
-      throw new ConfigError([{ path: 'rate', message: 'expected a positive number', received: rate }]);
+    if (!(rate > 0)) throw new InvalidArgumentError('setRate', 'rate', 'expected a positive number', rate);
     const now = this.#clock.now();
     const next = this.#book.clamp(rate);
     if (next !== this.#bucket.rate) this.#changeRate(next, now, 'update');
@@ -163,7 +167,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
    * A shorter pause than the current one changes nothing.
    */
   pauseFor(ms: number): void {
-    if (!(ms >= 0)) throw new ConfigError([{ path: 'ms', message: 'expected a number >= 0', received: ms }]);
+    if (!(ms >= 0)) throw new InvalidArgumentError('pauseFor', 'ms', 'expected a number >= 0', ms);
     const now = this.#clock.now();
     const capped = Math.min(ms, this.#opts.maxPause);
     if (capped > 0) this.#pauseFor(now, capped, ms);
@@ -367,9 +371,6 @@ function validUnits(units: unknown): units is number {
   return typeof units === 'number' && units > 0 && units < Number.POSITIVE_INFINITY;
 }
 
-function badUnits(units: unknown): ConfigError {
-  return new ConfigError(
-    [{ path: 'units', message: 'expected a positive finite number', received: units }],
-    'acquire arguments',
-  );
+function badUnits(method: string, units: unknown): InvalidArgumentError {
+  return new InvalidArgumentError(method, 'units', 'expected a positive finite number', units);
 }
