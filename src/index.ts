@@ -45,8 +45,8 @@ export { parseRetryAfter } from './http/retry-after.js';
 export { loadConfig } from './config/load.js';
 export type { LimiterConfig, RateLimitConfig } from './config/schema.js';
 export { parseConfig } from './config/schema.js';
-export type { RegistryEventMap, RegistryOptions } from './registry.js';
-export { RateLimiterRegistry } from './registry.js';
+export type { RegistryEventMap, RegistryOptions } from './registry/index.js';
+export { RateLimiterRegistry } from './registry/index.js';
 
 // Errors
 

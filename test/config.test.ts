@@ -7,7 +7,7 @@ import { parseConfig } from '../src/config/schema.js';
 import { ConfigError } from '../src/errors.js';
 import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
 import { resolveLimiterOptions } from '../src/limiter/options.js';
-import { RateLimiterRegistry } from '../src/registry.js';
+import { RateLimiterRegistry } from '../src/registry/index.js';
 import { configError } from './helpers/config-error.js';
 
 const CONTROLLER = "expected 'aimd', 'cubic', 'probe' or an object with onThrottled and onSuccess";

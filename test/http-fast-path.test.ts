@@ -5,7 +5,7 @@ import { type Dispatcher, request, upgrade } from 'undici';
 import { describe, expect, it, vi } from 'vitest';
 import { ManualClock } from '../src/clock.js';
 import { runtimeOf } from '../src/http/interceptor.js';
-import { RateLimiterRegistry } from '../src/registry.js';
+import { RateLimiterRegistry } from '../src/registry/index.js';
 import { agentWith, cleanups, get, limit, NEVER_BINDS, serve } from './helpers/interceptor-fixtures.js';
 
 // The fast path: a request whose units (and maxConcurrent slot) are free is sent at once and its

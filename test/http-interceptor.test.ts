@@ -19,7 +19,7 @@ import type { RateController } from '../src/controllers/types.js';
 import { DIAGNOSTICS_CHANNELS } from '../src/diagnostics.js';
 import { ConfigError, InvalidCallbackValueError, RateLimitRejectedError } from '../src/errors.js';
 import { adaptiveRateLimit, runtimeOf } from '../src/http/interceptor.js';
-import { RateLimiterRegistry } from '../src/registry.js';
+import { RateLimiterRegistry } from '../src/registry/index.js';
 import {
   agentWith,
   cleanups,

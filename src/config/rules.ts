@@ -1,8 +1,8 @@
 import { z } from 'zod';
 import { ConfigError, type ConfigIssue } from '../errors.js';
-import { normalizeOrigin, originMatcher } from '../http/origin.js';
 import { configErrorFrom, limiterFieldsSchema, resolveLimiterOptions } from '../limiter/options.js';
 import type { RateLimiter } from '../limiter/types.js';
+import { normalizeOrigin, originMatcher } from '../origin.js';
 import type { LimiterConfig } from './schema.js';
 
 /** The source a config error names. */

@@ -1,6 +1,5 @@
 import { z } from 'zod';
 import { ConfigError, type ConfigIssue } from '../errors.js';
-import { originMatcher } from '../http/origin.js';
 import {
   type AdaptiveLimiterOptions,
   CONTROLLER_MESSAGE,
@@ -8,6 +7,7 @@ import {
   limiterFieldsSchema,
 } from '../limiter/options.js';
 import type { RateLimiter } from '../limiter/types.js';
+import { originMatcher } from '../origin.js';
 import { canonicalKeys, expandIssues, type Level, level, unwrapSection, writtenPath } from './appsettings.js';
 import { durationSchema } from './duration.js';
 import { issuesOf, maxConcurrent, originRules, RATE_FIELDS, rateRules, SOURCE, withRule } from './rules.js';

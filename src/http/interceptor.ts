@@ -1,10 +1,10 @@
 import type { Dispatcher } from 'undici';
 import { AdaptiveRateLimitError, InvalidArgumentError } from '../errors.js';
-import type { RateLimiterRegistry } from '../registry.js';
+import { normalizeOrigin } from '../origin.js';
+import type { RateLimiterRegistry } from '../registry/index.js';
 import { RateLimitedDispatch } from './handler.js';
 import { toDispatchHandler } from './legacy-handler.js';
 import { type InterceptorOptions, resolveInterceptorOptions } from './options.js';
-import { normalizeOrigin } from './origin.js';
 import { HttpRuntime } from './runtime.js';
 import { warnOnUnsupportedUndici } from './undici-support.js';
 

@@ -5,10 +5,10 @@ import { unknownKeyMessage } from '../config/rules.js';
 import { CONFIG_DEFAULTS, type LimiterConfig } from '../config/schema.js';
 import { ConfigError } from '../errors.js';
 import { configErrorFrom } from '../limiter/options.js';
+import { normalizeOrigin } from '../origin.js';
 import { buildEntry } from '../registry/entries.js';
-import type { RateLimiterRegistry } from '../registry.js';
+import type { RateLimiterRegistry } from '../registry/index.js';
 import type { ClassifyResult, HeaderRecord } from './classify.js';
-import { normalizeOrigin } from './origin.js';
 import type { RejectionMode } from './refusal.js';
 
 /** A request as `units` sees it, before it is sent. */

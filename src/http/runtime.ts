@@ -1,7 +1,7 @@
 import { attachDiagnostics } from '../diagnostics.js';
 import { InvalidCallbackValueError } from '../errors.js';
 import type { Outcome, RateLimiter } from '../limiter/types.js';
-import { RateLimiterRegistry } from '../registry.js';
+import { RateLimiterRegistry } from '../registry/index.js';
 import { classifyResponse, type HeaderRecord, type ResponseRules } from './classify.js';
 import { ConcurrencyGate } from './concurrency.js';
 import type { OutgoingRequest, ResolvedInterceptorOptions } from './options.js';

@@ -1,11 +1,11 @@
 import { EventEmitter } from 'node:events';
-import { type Clock, systemClock } from './clock.js';
-import type { LimiterConfig } from './config/schema.js';
-import { AdaptiveRateLimitError, ConfigError, type ConfigIssue } from './errors.js';
-import { normalizeOrigin } from './http/origin.js';
-import type { AdaptiveRateLimiter } from './limiter/adaptive.js';
-import { configErrorFrom } from './limiter/options.js';
-import type { RateLimiter } from './limiter/types.js';
+import { type Clock, systemClock } from '../clock.js';
+import type { LimiterConfig } from '../config/schema.js';
+import { AdaptiveRateLimitError, ConfigError, type ConfigIssue } from '../errors.js';
+import type { AdaptiveRateLimiter } from '../limiter/adaptive.js';
+import { configErrorFrom } from '../limiter/options.js';
+import type { RateLimiter } from '../limiter/types.js';
+import { normalizeOrigin } from '../origin.js';
 import {
   buildEntry,
   buildEntryOrThrow,
@@ -13,11 +13,11 @@ import {
   defaultConfigIssues,
   makeLimiter,
   type NamedEntry,
-} from './registry/entries.js';
-import { REGISTRY_DEFAULTS, type RegistryOptions, registryOptionsSchema } from './registry/options.js';
-import { OriginPool } from './registry/origin-pool.js';
+} from './entries.js';
+import { REGISTRY_DEFAULTS, type RegistryOptions, registryOptionsSchema } from './options.js';
+import { OriginPool } from './origin-pool.js';
 
-export { REGISTRY_DEFAULTS, type RegistryOptions } from './registry/options.js';
+export { REGISTRY_DEFAULTS, type RegistryOptions } from './options.js';
 
 /** The name of the limiter shared by new origins that find no room among the per-origin ones. */
 export const OVERFLOW = '(overflow)';
