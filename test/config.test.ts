@@ -38,9 +38,6 @@ describe('parseConfig', () => {
         },
       },
       default: {},
-      maxAttempts: 4,
-      throttleStatuses: [429],
-      maxReplayBodyBytes: 1024 * 1024,
     });
   });
 
@@ -120,8 +117,6 @@ describe('parseConfig', () => {
     },
     default: { maxConcurrent: 4 },
     maxAttempts: 3,
-    throttleStatuses: [429],
-    maxReplayBodyBytes: 1024 * 1024,
   };
 
   it('parses a whole appsettings.json: PascalCase keys, TimeSpans, controller names in any case', () => {

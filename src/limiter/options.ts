@@ -109,7 +109,7 @@ export const CONTROLLER_MESSAGE =
   "expected 'aimd', 'cubic', 'probe' or an object with onThrottled and onSuccess";
 
 /** The fields the cross-field rules of {@link resolveLimiterOptions} read. */
-const RATE_FIELDS: readonly string[] = ['minUnitsPerMinute', 'maxUnitsPerMinute', 'initialUnitsPerMinute'];
+export const RATE_FIELDS = ['minUnitsPerMinute', 'maxUnitsPerMinute', 'initialUnitsPerMinute'] as const;
 
 const SOURCE = 'rate limiter options';
 
@@ -230,7 +230,9 @@ export function resolveLimiterOptions(
   if (!parsed.success) {
     const issues = configErrorFrom(parsed.error, options, SOURCE).issues;
     // The rates are plain numbers: once valid, the input's are the parsed ones.
-    const ratesValid = !issues.some((i) => i.path === '' || RATE_FIELDS.includes(i.path));
+    const ratesValid = !issues.some(
+      (i) => i.path === '' || (RATE_FIELDS as readonly string[]).includes(i.path),
+    );
     const more = ratesValid ? rateIssues(options, start, base === undefined) : [];
     throw new ConfigError([...issues, ...more], SOURCE);
   }
