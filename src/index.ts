@@ -71,5 +71,5 @@ export { attachDiagnostics, DIAGNOSTICS_CHANNELS } from './diagnostics.js';
 
 // The attempt loop (for your own adapters)
 
-export type { AttemptPlan } from './attempts.js';
-export { runAttempts } from './attempts.js';
+export type { AttemptPlan } from './attempt-loop.js';
+export { runAttempts } from './attempt-loop.js';

@@ -103,7 +103,7 @@ const ROOT: Level = level(configObject, { objects: { default: DEFAULT }, records
 
 /**
  * Validates a rate limit config and fills in its defaults. Takes our camelCase shape, or the
- * seed's `appsettings.json`: the whole file (`{ "AdaptiveRateLimiting": { ... } }`, other sections
+ * RateLimiting.Adaptive's `appsettings.json`: the whole file (`{ "AdaptiveRateLimiting": { ... } }`, other sections
  * ignored) or that section alone, with PascalCase keys (`"MaxWait"`) and controller names in any
  * case (`"Cubic"`). Keys match without regard to case, as .NET binds them; limiter names are kept
  * as written. Durations are ms or strings (`"500ms"`, `"10s"`, `"2m"`, `"00:00:10"`).

@@ -27,7 +27,7 @@ export interface AimdOptions {
 const DEFAULTS = { decreaseFactor: 0.7, increaseInterval: 10_000, increaseStep: 120 } as const;
 
 /**
- * The AIMD controller, the seed's default (`controller: 'aimd'`). Climbs in equal steps while requests wait and cuts by
+ * The AIMD controller, RateLimiting.Adaptive's default (`controller: 'aimd'`). Climbs in equal steps while requests wait and cuts by
  * `decreaseFactor` on a throttle: a saw tooth that spends most of its time below the limit.
  * With the defaults the whole budget climbs by at most 720 units/min per minute
  * (6 steps of 120 units/min). Throws `ConfigError` at once for a bad option.

@@ -33,7 +33,7 @@ const FAILED: Outcome = { kind: 'failed' };
 const VERDICTS: ReadonlySet<unknown> = new Set(['success', 'throttled', 'failed']);
 
 /**
- * The default rule (DESIGN, "HTTP answers"): a throttle status is throttled; any other status
+ * The default rule (README, "HTTP answers"): a throttle status is throttled; any other status
  * below 500 (2xx, 3xx, 4xx: the server answered and was not overloaded) is a success; 5xx failed.
  */
 export function defaultVerdict(status: number, throttleStatuses: ReadonlySet<number>): ResponseVerdict {

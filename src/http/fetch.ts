@@ -1,4 +1,4 @@
-import { runAttempts } from '../attempts.js';
+import { runAttempts } from '../attempt-loop.js';
 import { ConfigError } from '../errors.js';
 import { normalizeOrigin } from '../origin.js';
 import type { RateLimiterRegistry } from '../registry/index.js';

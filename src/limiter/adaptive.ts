@@ -8,7 +8,6 @@ import {
   type RejectionReason,
 } from '../errors.js';
 import { type RateGate, TokenBucket } from './bucket.js';
-import { CutBook } from './cut-book.js';
 import { LazyEmitter, type LimiterEventMap } from './events.js';
 import {
   type AdaptiveLimiterOptions,
@@ -18,6 +17,7 @@ import {
 import { Pacer } from './pacer.js';
 import { Pause } from './pause.js';
 import { LimiterPermit, waitedBefore } from './permit.js';
+import { RateBook } from './rate-book.js';
 import { SlowStart } from './slow-start.js';
 import type { AcquireOptions, LimiterSnapshot, Permit, RateLimiter, WrapOptions } from './types.js';
 import { WaitingLine } from './waiting-line.js';
@@ -27,14 +27,14 @@ export type { LimiterSnapshot } from './types.js';
 
 /**
  * The adaptive limiter: a token bucket refilled at a rate a {@link RateController} moves, a
- * FIFO queue of waiters, Retry-After pauses, and the cut rules of the spec. Synchronous inside:
+ * FIFO queue of waiters, Retry-After pauses, and the cut rules of README's "How the limiter works". Synchronous inside:
  * every state change happens in one call, and at most one timer is armed (none when idle).
  *
  * The bucket holds one second of the rate (at least one unit) and starts full. A request larger
  * than the bucket is served once the bucket is full and leaves it in debt, so the long-run rate
  * holds for any request size.
  *
- * The parts: the {@link TokenBucket}, the {@link Pause}, the {@link CutBook} (the controller and
+ * The parts: the {@link TokenBucket}, the {@link Pause}, the {@link RateBook} (the controller and
  * what it is told) and the {@link WaitingLine} (the waiters and the one timer, made at the first
  * wait or pause). The limiter grants, settles permits and tells the listeners.
  */
@@ -43,7 +43,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   #opts: ResolvedLimiterOptions;
   readonly #bucket: RateGate;
   readonly #pause = new Pause();
-  readonly #book: CutBook;
+  readonly #book: RateBook;
   #line: WaitingLine | undefined;
   /** The cap on units in flight of an unlimited limiter's cold start; unset once dropped. */
   #slowStart: SlowStart | undefined;
@@ -58,7 +58,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     const { initialUnitsPerMinute, maxUnitsPerMinute, instanceCount } = this.#opts;
     const rate = (initialUnitsPerMinute ?? maxUnitsPerMinute) / instanceCount;
     this.#bucket = this.#opts.burst === 'second' ? new TokenBucket(rate, now) : new Pacer(rate, now);
-    this.#book = new CutBook(this.#opts, controller, this.#pause, now, rate);
+    this.#book = new RateBook(this.#opts, controller, this.#pause, now, rate);
     if (this.#bucket.unlimited && this.#opts.slowStart !== false)
       this.#slowStart = new SlowStart(this.#opts.slowStart);
   }

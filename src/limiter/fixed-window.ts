@@ -2,9 +2,9 @@ import { z } from 'zod';
 import { type Clock, MAX_TIMER_MS, systemClock } from '../clock.js';
 import { InvalidArgumentError, RateLimitRejectedError, type RejectionReason } from '../errors.js';
 import { LazyEmitter, type LimiterEventMap } from './events.js';
+import { Fifo } from './fifo.js';
 import { configErrorFrom, LIMITER_DEFAULTS, limiterFieldsSchema } from './options.js';
 import { waitedBefore } from './permit.js';
-import { Fifo } from './queue.js';
 import type { AcquireOptions, Permit, RateLimiter, WrapOptions } from './types.js';
 import { wrapWithLimiter } from './wrap.js';
 

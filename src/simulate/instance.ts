@@ -1,4 +1,4 @@
-import { type AttemptPlan, runAttempts } from '../attempts.js';
+import { type AttemptPlan, runAttempts } from '../attempt-loop.js';
 import { RateLimitRejectedError } from '../errors.js';
 import type { AcquireOptions, Outcome, Permit, RateLimiter, WrapOptions } from '../limiter/types.js';
 import type { RunCollector } from './metrics.js';
