@@ -17,7 +17,7 @@
 import { systemClock } from '../src/clock.js';
 import { resolveInterceptorOptions } from '../src/http/options.js';
 import { HttpRuntime } from '../src/http/runtime.js';
-import { OVERFLOW, RateLimiterRegistry, type RegistryOptions } from '../src/registry.js';
+import { OVERFLOW, RateLimiterRegistry, type RegistryOptions } from '../src/registry/index.js';
 import { formatBytes, formatMicros, hasGc, nowMs } from './harness.js';
 
 const COUNTS = [1_000, 10_000, 100_000] as const;

@@ -58,6 +58,45 @@ export class ThrottledBodyTooLongError extends AdaptiveRateLimitError {
   }
 }
 
+/**
+ * A bad argument to a method called at run time (`acquire(0)`, `setRate(-1)`,
+ * `changeLimitForPeriod(0)`): names the method, the argument and the value received.
+ */
+export class InvalidArgumentError extends AdaptiveRateLimitError {
+  /** The method called, such as `acquire`. */
+  readonly method: string;
+  /** The argument's name, such as `units`. */
+  readonly argument: string;
+  /** The value received, as found. */
+  readonly received: unknown;
+
+  constructor(method: string, argument: string, expected: string, received: unknown) {
+    super('ERR_INVALID_ARGUMENT', `${method}(): ${argument}: ${expected} (received ${describe(received)})`);
+    this.name = 'InvalidArgumentError';
+    this.method = method;
+    this.argument = argument;
+    this.received = received;
+  }
+}
+
+/**
+ * A callback given in the options (`classify`, `units`, `responseUnits`) returned a value outside
+ * its contract; the request it was called for fails with this error.
+ */
+export class InvalidCallbackValueError extends AdaptiveRateLimitError {
+  /** The option the callback was given as, such as `classify`. */
+  readonly callback: string;
+  /** The value it returned. */
+  readonly received: unknown;
+
+  constructor(callback: string, message: string, received: unknown) {
+    super('ERR_INVALID_CALLBACK_VALUE', message);
+    this.name = 'InvalidCallbackValueError';
+    this.callback = callback;
+    this.received = received;
+  }
+}
+
 /** One bad field of an options object or a config file. */
 export interface ConfigIssue {
   /** Dotted path of the field, such as `limiters.github.maxWait`. */

@@ -13,8 +13,7 @@ export type {
 } from './limiter/fixed-window.js';
 export { FixedWindowRateLimiter } from './limiter/fixed-window.js';
 export type { AdaptiveLimiterOptions } from './limiter/options.js';
-export { LIMITER_DEFAULTS } from './limiter/options.js';
-export { AWS_THROTTLING_CODES, classifyThrown, headersOfError, statusOfError } from './limiter/sdk-errors.js';
+export { AWS_THROTTLING_CODES, classifyThrown } from './limiter/sdk-errors.js';
 export type {
   AcquireOptions,
   AnnouncedQuota,
@@ -33,7 +32,7 @@ export type {
   RateController,
   RateControllerState,
 } from './controllers/index.js';
-export { aimd, cubic, cubicCurve, cubicK, probe } from './controllers/index.js';
+export { aimd, cubic, probe } from './controllers/index.js';
 
 // HTTP adapters
 
@@ -44,21 +43,19 @@ export { githubClassify } from './http/github.js';
 export type { AdaptiveRateLimitInterceptor } from './http/interceptor.js';
 export { adaptiveRateLimit } from './http/interceptor.js';
 export type { InterceptorOptions, OutgoingRequest } from './http/options.js';
-export { normalizeOrigin } from './http/origin.js';
 export type { HeaderProfile, QuotaFromHeaders } from './http/quota-headers/index.js';
-export { HEADER_PROFILES, parseGoDuration } from './http/quota-headers/index.js';
+export { HEADER_PROFILES } from './http/quota-headers/index.js';
 export type { Refusal, RejectionMode } from './http/refusal.js';
 export { REFUSAL_HEADER } from './http/refusal.js';
-export { parseRetryAfter, retryAfterFromHeaders } from './http/retry-after.js';
+export { parseRetryAfter } from './http/retry-after.js';
 
 // Registry and config
 
-export { parseDuration } from './config/duration.js';
 export { loadConfig } from './config/load.js';
 export type { LimiterConfig, RateLimitConfig } from './config/schema.js';
 export { parseConfig } from './config/schema.js';
-export type { RegistryEventMap, RegistryOptions } from './registry.js';
-export { RateLimiterRegistry } from './registry.js';
+export type { RegistryEventMap, RegistryOptions } from './registry/index.js';
+export { RateLimiterRegistry } from './registry/index.js';
 
 // Errors
 
@@ -66,6 +63,8 @@ export type { ConfigIssue, RejectionReason } from './errors.js';
 export {
   AdaptiveRateLimitError,
   ConfigError,
+  InvalidArgumentError,
+  InvalidCallbackValueError,
   RateLimitRejectedError,
   ThrottledBodyTooLongError,
 } from './errors.js';
@@ -73,7 +72,7 @@ export {
 // Time
 
 export type { Clock } from './clock.js';
-export { MAX_TIMER_MS, ManualClock, systemClock } from './clock.js';
+export { ManualClock, systemClock } from './clock.js';
 
 // Observability
 
@@ -81,5 +80,5 @@ export { attachDiagnostics, DIAGNOSTICS_CHANNELS } from './diagnostics.js';
 
 // The attempt loop (for your own adapters)
 
-export type { AttemptPlan } from './attempts.js';
-export { runAttempts } from './attempts.js';
+export type { AttemptPlan } from './attempt-loop.js';
+export { runAttempts } from './attempt-loop.js';

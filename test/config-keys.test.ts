@@ -7,7 +7,7 @@ import { parseConfig } from '../src/config/schema.js';
 import { ConfigError } from '../src/errors.js';
 import { rateLimitedFetch } from '../src/http/fetch.js';
 import { adaptiveRateLimit } from '../src/http/interceptor.js';
-import { RateLimiterRegistry } from '../src/registry.js';
+import { RateLimiterRegistry } from '../src/registry/index.js';
 import { configError } from './helpers/config-error.js';
 
 // Keys named after members of Object.prototype, and misspelled keys: each is an ordinary name or

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
 import { classifyResponse } from '../src/http/classify.js';
-import { githubClassify } from '../src/index.js';
+import { githubClassify, InvalidCallbackValueError } from '../src/index.js';
 import { agentWith, get, limit, serve } from './helpers/interceptor-fixtures.js';
 
 /** GitHub's primary limit: a 403 with no requests left until `reset`, stamped with a server `Date` an hour ahead of ours. */
@@ -100,6 +100,6 @@ describe('classify with a wait', () => {
     ).toThrow(/retryAfterMs -1/);
     expect(() =>
       classifyResponse(403, headers, rules({ verdict: 'success', retryAfterMs: 1 }), () => headers),
-    ).toThrow(TypeError);
+    ).toThrow(InvalidCallbackValueError);
   });
 });

@@ -4,7 +4,8 @@ import type { AddressInfo } from 'node:net';
 import { type Dispatcher, request, upgrade } from 'undici';
 import { describe, expect, it, vi } from 'vitest';
 import { ManualClock } from '../src/clock.js';
-import { RateLimiterRegistry } from '../src/registry.js';
+import { runtimeOf } from '../src/http/interceptor.js';
+import { RateLimiterRegistry } from '../src/registry/index.js';
 import { agentWith, cleanups, get, limit, NEVER_BINDS, serve } from './helpers/interceptor-fixtures.js';
 
 // The fast path: a request whose units (and maxConcurrent slot) are free is sent at once and its
@@ -102,7 +103,8 @@ describe('adaptiveRateLimit: the fast path', () => {
     const reason = new Error('changed my mind');
     const onResponseError = vi.fn();
 
-    agentWith(rl).dispatch(
+    const agent = agentWith(rl);
+    agent.dispatch(
       { origin: server.origin, path: '/', method: 'GET' },
       {
         onRequestStart: (controller) => controller.abort(reason),
@@ -113,8 +115,9 @@ describe('adaptiveRateLimit: the fast path', () => {
     expect(onResponseError).toHaveBeenCalledTimes(1);
     expect(onResponseError).toHaveBeenCalledWith(expect.anything(), reason);
     expect(limiter.snapshot()).toMatchObject({ tokens, queued: 0 });
-    await new Promise((resolve) => setTimeout(resolve, 20));
-    expect(server.requests).toBe(0);
+    // A sentinel sent after it, on the same agent, is the only request the server sees.
+    expect((await get(agent, `${server.origin}/after`)).status).toBe(200);
+    expect(server.received.map((r) => r.path)).toEqual(['/after']);
   });
 
   it('aborts an attempt in flight and frees its maxConcurrent slot', async () => {
@@ -235,14 +238,18 @@ describe('adaptiveRateLimit: maxConcurrent', () => {
   it('keeps the cap under a burst, sending each waiting request as a slot frees', async () => {
     const hold = await holdingServer();
     const origin = hold.server.origin;
-    const agent = agentWith(
-      limit({ limiters: { api: { origins: [origin], maxConcurrent: 2, ...NEVER_BINDS } } }),
-    );
+    const rl = limit({ limiters: { api: { origins: [origin], maxConcurrent: 2, ...NEVER_BINDS } } });
+    const agent = agentWith(rl);
 
     const answers = Array.from({ length: 6 }, (_, i) => get(agent, `${origin}/hang/${i}`));
+    const gate = () => runtimeOf(rl).gateOf(rl.registry.get('api')!)!;
     for (let seen = 2; seen <= 6; seen++) {
       await hold.server.waitForRequests(seen);
-      await new Promise((resolve) => setTimeout(resolve, 10));
+      // Two slots held, the rest waiting for one: nothing else can be on its way.
+      expect({ inFlight: gate().inFlight, waiting: gate().waiting }).toEqual({
+        inFlight: 2,
+        waiting: 6 - seen,
+      });
       expect(hold.server.requests).toBe(seen);
       hold.answerOne();
     }
@@ -300,7 +307,7 @@ describe('adaptiveRateLimit: maxConcurrent', () => {
     const waiting = Array.from({ length: 4 }, (_, i) =>
       request(`${origin}/waiting/${i}`, { dispatcher: agent, signal: abort.signal }),
     );
-    await new Promise((resolve) => setTimeout(resolve, 20));
+    await vi.waitFor(() => expect(runtimeOf(rl).gateOf(limiter)?.waiting).toBe(4));
     expect(limiter.snapshot().tokens).toBe(9); // only the first request's unit is spent
     abort.abort();
     await Promise.all(waiting.map((w) => expect(w).rejects.toMatchObject({ name: 'AbortError' })));
@@ -319,14 +326,18 @@ describe('adaptiveRateLimit: maxConcurrent', () => {
       maxOriginLimiters: 1,
     });
     cleanups.push(() => registry.close());
-    const agent = agentWith(limit({ registry }));
+    const rl = limit({ registry });
+    const agent = agentWith(rl);
 
     const first = get(agent, `${a}/hang/0`);
     await hold.server.waitForRequests(1);
     const second = get(agent, `${a}/hang/1`);
     expect((await get(agent, `${other.origin}/`)).status).toBe(200);
     const third = get(agent, `${a}/hang/2`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
+    // The second and the third wait at the one gate of the origin's one limiter.
+    const limiterOfA = registry.limiterFor(a)!;
+    await vi.waitFor(() => expect(runtimeOf(rl).gateOf(limiterOfA)?.waiting).toBe(2));
+    expect(runtimeOf(rl).gateOf(limiterOfA)?.inFlight).toBe(1);
     expect(hold.server.requests).toBe(1);
     for (let i = 0; i < 3; i++) {
       await hold.server.waitForRequests(i + 1);

@@ -17,23 +17,20 @@ import { describe, expect, it, vi } from 'vitest';
 import { ManualClock } from '../src/clock.js';
 import type { RateController } from '../src/controllers/types.js';
 import { DIAGNOSTICS_CHANNELS } from '../src/diagnostics.js';
-import { ConfigError, RateLimitRejectedError } from '../src/errors.js';
-import { adaptiveRateLimit } from '../src/http/interceptor.js';
-import { RateLimiterRegistry } from '../src/registry.js';
-import { agentWith, cleanups, get, limit, NEVER_BINDS, serve } from './helpers/interceptor-fixtures.js';
+import { ConfigError, InvalidCallbackValueError, RateLimitRejectedError } from '../src/errors.js';
+import { adaptiveRateLimit, runtimeOf } from '../src/http/interceptor.js';
+import { RateLimiterRegistry } from '../src/registry/index.js';
+import {
+  agentWith,
+  cleanups,
+  firstAnswers,
+  get,
+  limit,
+  NEVER_BINDS,
+  serve,
+} from './helpers/interceptor-fixtures.js';
 import { RateLimitedServer, until } from './helpers/rate-limited-server.js';
 import { undiciMajor } from './helpers/undici-version.js';
-
-/** Answers the first `n` requests with `status` (and headers), then lets the bucket decide. */
-function firstAnswers(n: number, status: number, headers: Record<string, string> = {}) {
-  let left = n;
-  return (_req: unknown, res: import('node:http').ServerResponse) => {
-    if (left <= 0) return false;
-    left--;
-    res.writeHead(status, headers).end(`scripted ${status}`);
-    return true;
-  };
-}
 
 /** Moves a manual clock forward in steps until `promise` settles (the HTTP round trips run in real time). */
 async function settle<T>(clock: ManualClock, promise: Promise<T>, stepMs = 1_000): Promise<T> {
@@ -323,7 +320,9 @@ describe('adaptiveRateLimit: waiting', () => {
     const slow = get(agent, `${server.origin}/slow`);
     await server.waitForRequests(1);
     const fast = get(agent, `${server.origin}/fast`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
+    const gate = runtimeOf(rl).gateOf(rl.registry.get('api')!)!;
+    await vi.waitFor(() => expect(gate.waiting).toBe(1));
+    expect(gate.inFlight).toBe(1);
     expect(server.requests).toBe(1);
 
     startFirst();
@@ -604,8 +603,24 @@ describe('adaptiveRateLimit: options and observability', () => {
 
     const error = await request(`${server.origin}/`, { dispatcher: agent }).catch((e: unknown) => e);
 
-    expect(error).toBeInstanceOf(TypeError);
+    expect(error).toBeInstanceOf(InvalidCallbackValueError);
+    expect(error).toMatchObject({
+      code: 'ERR_INVALID_CALLBACK_VALUE',
+      callback: 'classify',
+      received: 'Throttled',
+    });
     expect((error as Error).message).toMatch(/classify\(200\) returned "Throttled"/);
+  });
+
+  it('fails the request, sending nothing, when units() answers something else than a positive number', async () => {
+    const server = await serve();
+    const rl = limit({ default: NEVER_BINDS, units: () => 0 });
+
+    const error = await request(`${server.origin}/`, { dispatcher: agentWith(rl) }).catch((e: unknown) => e);
+
+    expect(error).toBeInstanceOf(InvalidCallbackValueError);
+    expect(error).toMatchObject({ code: 'ERR_INVALID_CALLBACK_VALUE', callback: 'units', received: 0 });
+    expect(server.requests).toBe(0);
   });
 
   it('publishes throttle, rate and pause on diagnostics channels', async () => {

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
 import { RateLimitRejectedError } from '../src/errors.js';
 import { rateLimitedFetch } from '../src/http/fetch.js';
-import { RateLimiterRegistry } from '../src/registry.js';
+import { RateLimiterRegistry } from '../src/registry/index.js';
 import { agentWith, cleanups, get, limit, serve } from './helpers/interceptor-fixtures.js';
 
 // A per-origin limiter dropped while its request was in flight: the request's 429 paused a

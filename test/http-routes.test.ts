@@ -2,7 +2,7 @@ import { Agent, type Dispatcher, request } from 'undici';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { ManualClock } from '../src/clock.js';
 import { adaptiveRateLimit } from '../src/http/interceptor.js';
-import { RateLimiterRegistry } from '../src/registry.js';
+import { RateLimiterRegistry } from '../src/registry/index.js';
 import { RateLimitedServer } from './helpers/rate-limited-server.js';
 
 // The interceptor remembers each origin's limiter; the registry's changes must still reach the

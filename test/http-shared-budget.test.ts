@@ -6,11 +6,11 @@ import { parseConfig } from '../src/config/schema.js';
 import { DIAGNOSTICS_CHANNELS } from '../src/diagnostics.js';
 import { RateLimitRejectedError } from '../src/errors.js';
 import { rateLimitedFetch } from '../src/http/fetch.js';
-import { adaptiveRateLimit } from '../src/http/interceptor.js';
+import { adaptiveRateLimit, runtimeOf } from '../src/http/interceptor.js';
 import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
 import { FixedWindowRateLimiter } from '../src/limiter/fixed-window.js';
 import { createSharedBudget, MemoryBudgetStore, type SharedBudget } from '../src/redis/index.js';
-import { RateLimiterRegistry } from '../src/registry.js';
+import { RateLimiterRegistry } from '../src/registry/index.js';
 import { configError } from './helpers/config-error.js';
 import { agentWith, cleanups, get, limit, serve } from './helpers/interceptor-fixtures.js';
 import { until } from './helpers/rate-limited-server.js';
@@ -164,13 +164,14 @@ describe('a SharedBudget behind origins of the HTTP adapters', () => {
         return true;
       },
     });
-    const agent = agentWith(
-      limit({ limiters: { api: { origins: [server.origin], limiter: budget, maxConcurrent: 1 } } }),
-    );
+    const rl = limit({ limiters: { api: { origins: [server.origin], limiter: budget, maxConcurrent: 1 } } });
+    const agent = agentWith(rl);
     const first = get(agent, `${server.origin}/1`);
     const second = get(agent, `${server.origin}/2`);
     await server.waitForRequests(1);
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    const gate = runtimeOf(rl).gateOf(budget)!;
+    await vi.waitFor(() => expect(gate.waiting).toBe(1));
+    expect(gate.inFlight).toBe(1);
     expect(server.requests).toBe(1);
     held.shift()?.writeHead(200).end('one');
     await server.waitForRequests(2);

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ConfigError } from '../src/errors.js';
-import { normalizeOrigin, originMatcher } from '../src/http/origin.js';
+import { normalizeOrigin, originMatcher } from '../src/origin.js';
 
 describe('normalizeOrigin', () => {
   it.each([

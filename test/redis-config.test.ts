@@ -5,7 +5,7 @@ import { parseConfig } from '../src/config/schema.js';
 import { ConfigError } from '../src/errors.js';
 import { rateLimitedFetch } from '../src/http/fetch.js';
 import { createSharedBudget } from '../src/redis/index.js';
-import { RateLimiterRegistry } from '../src/registry.js';
+import { RateLimiterRegistry } from '../src/registry/index.js';
 import { configError } from './helpers/config-error.js';
 import { agentWith, cleanups, get, limit, serve } from './helpers/interceptor-fixtures.js';
 import { describeRedis, RedisServer } from './helpers/redis-server.js';

@@ -637,3 +637,31 @@ function expectSameBooks(what: string, a: ControllerBooks, b: ControllerBooks): 
   expect(Math.abs(pauseA - pauseB), `${what}: pauseSinceLastDecrease`).toBeLessThan(200);
   expect(Math.abs(incA - incB), `${what}: sinceLastIncrease`).toBeLessThan(200);
 }
+
+describe('SharedBudget warnings', () => {
+  it('warns through process.emitWarning with a code when it degrades and nobody listens', async () => {
+    const memory = new MemoryBudgetStore();
+    const store: BudgetStore = {
+      roundTrips: 0,
+      heartbeat: () => Promise.reject(new Error('store down')),
+      cut: (r) => memory.cut(r),
+      pause: (r) => memory.pause(r),
+      leave: (id) => memory.leave(id),
+    };
+    const warn = vi.spyOn(process, 'emitWarning').mockImplementation(() => {});
+    const b = createSharedBudget({ name: 'lonely', store, initialUnitsPerMinute: 600 });
+    try {
+      await b.ready();
+      await vi.waitFor(() => expect(b.state.degraded).toBe(true));
+      expect(warn.mock.calls).toEqual([
+        [
+          expect.stringContaining('shared budget "lonely" degraded (store down)'),
+          { code: 'ARL_SHARED_BUDGET_DEGRADED' },
+        ],
+      ]);
+    } finally {
+      warn.mockRestore();
+      await b.close();
+    }
+  });
+});

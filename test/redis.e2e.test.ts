@@ -114,7 +114,10 @@ describeRedis('three processes sharing one budget through Redis', () => {
     );
     const ok = results.reduce((sum, r) => sum + r.ok, 0);
     expect(ok).toBe(api.accepted);
-    expect(results.every((r) => r.rejected === 0 && r.failed === 0 && r.degraded === 0)).toBe(true);
+    expect(results.map(({ rejected, failed, degraded }) => ({ rejected, failed, degraded }))).toEqual(
+      results.map(() => ({ rejected: 0, failed: 0, degraded: 0 })),
+    );
+    expect(results).toHaveLength(3);
     expect(ratio).toBeGreaterThanOrEqual(0.9);
     expect(ratio).toBeLessThanOrEqual(1.02);
   }, 90_000);

@@ -1,7 +1,7 @@
 import { describe, expect, it, vi } from 'vitest';
 import { ManualClock } from '../src/clock.js';
 import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
-import { OVERFLOW, RateLimiterRegistry, type RegistryOptions } from '../src/registry.js';
+import { OVERFLOW, RateLimiterRegistry, type RegistryOptions } from '../src/registry/index.js';
 
 // Hostile hosts that answer 429 with a long Retry-After must not grow the registry without end,
 // nor cost more work per new origin as they pile up; and no pause is ever lost on the way.

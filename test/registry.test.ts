@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
 import { AdaptiveRateLimitError, ConfigError, RateLimitRejectedError } from '../src/errors.js';
-import { RateLimiterRegistry, type RegistryOptions } from '../src/registry.js';
+import { RateLimiterRegistry, type RegistryOptions } from '../src/registry/index.js';
 import { configError } from './helpers/config-error.js';
 
 function setup(options: RegistryOptions = {}) {

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { runAttempts } from '../src/attempts.js';
+import { runAttempts } from '../src/attempt-loop.js';
 import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
 import { MemoryBudgetStore } from '../src/redis/memory-store.js';
 import { SharedBudget } from '../src/redis/shared-budget.js';
@@ -7,7 +7,7 @@ import { builtInMode, runMode, sharedMode } from '../src/simulate/run.js';
 import { cloneParams, findScenario } from '../src/simulate/scenarios.js';
 
 // Watch the library's attempt loop: the simulator must send every request through it.
-vi.mock(import('../src/attempts.js'), async (importOriginal) => {
+vi.mock(import('../src/attempt-loop.js'), async (importOriginal) => {
   const original = await importOriginal();
   return { ...original, runAttempts: vi.fn(original.runAttempts) as typeof original.runAttempts };
 });

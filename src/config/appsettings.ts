@@ -2,7 +2,7 @@ import type { z } from 'zod';
 import type { ConfigIssue } from '../errors.js';
 import { isRecord, PROTO_MESSAGE, unknownKeyMessage } from './rules.js';
 
-/** The key of the seed's `appsettings.json` section (matched without regard to case). */
+/** The key of RateLimiting.Adaptive's `appsettings.json` section (matched without regard to case). */
 export const APPSETTINGS_SECTION = 'AdaptiveRateLimiting';
 
 export function unwrapSection(json: unknown): { section: unknown; prefix: string[] } {

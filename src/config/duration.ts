@@ -11,7 +11,7 @@ const UNIT_MS: Readonly<Record<string, number>> = { ms: 1, s: 1000, m: 60_000, h
 const WITH_UNIT = /^(\d+(?:\.\d+)?) *(ms|s|m|h)?$/;
 
 /**
- * .NET `TimeSpan` constant format, as the seed's appsettings.json writes it:
+ * .NET `TimeSpan` constant format, as RateLimiting.Adaptive's appsettings.json writes it:
  * `[d.]hh:mm:ss[.fffffff]` with hours 0-23, minutes and seconds 0-59. The two-part `hh:mm` form
  * that .NET also takes is refused: `"01:30"` reads as 90 minutes there and 90 seconds to most
  * other readers.
@@ -50,7 +50,7 @@ export function tryParseDuration(value: unknown): number | undefined {
  *
  * - a number is milliseconds: finite and >= 0;
  * - `"250"` (milliseconds), `"500ms"`, `"10s"`, `"1.5s"`, `"2m"`, `"1h"`;
- * - a .NET `TimeSpan` as in the seed's appsettings.json: `"00:00:10"`, `"00:01:30.500"`,
+ * - a .NET `TimeSpan` as in RateLimiting.Adaptive's appsettings.json: `"00:00:10"`, `"00:01:30.500"`,
  *   `"1.00:00:00"` (one day).
  *
  * @param path where the value came from, for the error, such as `limiters.github.maxWait`.

@@ -1,10 +1,15 @@
 import { z } from 'zod';
 import { ConfigError, type ConfigIssue } from '../errors.js';
-import { normalizeOrigin, originMatcher } from '../http/origin.js';
 import { HEADER_PROFILES, type HeaderProfile } from '../http/quota-headers/index.js';
-import { configErrorFrom, limiterFieldsSchema, resolveLimiterOptions } from '../limiter/options.js';
+import {
+  configErrorFrom,
+  limiterFieldsSchema,
+  RATE_FIELDS,
+  resolveLimiterOptions,
+} from '../limiter/options.js';
 import type { RateLimiter } from '../limiter/types.js';
-import type { LimiterConfig } from './schema.js';
+import { normalizeOrigin, originMatcher } from '../origin.js';
+import type { LimiterConfig } from './types.js';
 
 /** The source a config error names. */
 export const SOURCE = 'rate limit config';
@@ -52,8 +57,6 @@ export function withRule<T extends z.ZodType>(
     return result.success ? result.data : z.NEVER;
   });
 }
-
-export const RATE_FIELDS = ['minUnitsPerMinute', 'maxUnitsPerMinute', 'initialUnitsPerMinute'] as const;
 
 /** The limiter's cross-field rules (min <= max, initial within them), as `resolveLimiterOptions` states them. */
 export function* rateRules(value: Record<string, unknown>): Iterable<RuleIssue> {

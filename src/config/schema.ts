@@ -1,27 +1,12 @@
 import { z } from 'zod';
 import { ConfigError, type ConfigIssue } from '../errors.js';
-import { originMatcher } from '../http/origin.js';
-import type { HeaderProfile, QuotaFromHeaders } from '../http/quota-headers/index.js';
-import {
-  type AdaptiveLimiterOptions,
-  CONTROLLER_MESSAGE,
-  configErrorFrom,
-  limiterFieldsSchema,
-} from '../limiter/options.js';
-import type { RateLimiter } from '../limiter/types.js';
+import { CONTROLLER_MESSAGE, configErrorFrom, limiterFieldsSchema, RATE_FIELDS } from '../limiter/options.js';
+import { originMatcher } from '../origin.js';
 import { canonicalKeys, expandIssues, type Level, level, unwrapSection, writtenPath } from './appsettings.js';
 import { durationSchema } from './duration.js';
-import {
-  headerProfile,
-  issuesOf,
-  maxConcurrent,
-  originRules,
-  RATE_FIELDS,
-  rateRules,
-  SOURCE,
-  withRule,
-} from './rules.js';
-import { type SharedConfig, sharedConfigSchema } from './shared.js';
+import { headerProfile, issuesOf, maxConcurrent, originRules, rateRules, SOURCE, withRule } from './rules.js';
+import { sharedConfigSchema } from './shared.js';
+import type { RateLimitConfig } from './types.js';
 
 export { APPSETTINGS_SECTION } from './appsettings.js';
 export {
@@ -32,87 +17,7 @@ export {
   limiterConfigIssues,
   type OriginConflict,
 } from './rules.js';
-
-/** One named limiter: the limiter's options plus what it covers and how requests are sent. */
-export interface LimiterConfig extends Omit<AdaptiveLimiterOptions, 'clock' | 'name'> {
-  /**
-   * The origins this limiter covers: exact origins (`https://api.example.com`) and wildcards
-   * (`*.example.com`, `https://*.example.com`). An exact origin beats a wildcard; among
-   * wildcards the limiter declared first wins. An exact origin may belong to one limiter only.
-   */
-  origins?: string[];
-  /** Requests in flight at once (an integer >= 1). @default unset: no cap */
-  maxConcurrent?: number;
-  /**
-   * Which response headers announce the quota, giving the limiter a ceiling (HTTP adapters):
-   * `'standard'` reads the IETF RateLimit fields; `'github'`, `'openai'`, `'shopify'` read them
-   * and that vendor's own headers as it documents them; `false` reads none. A vendor form is
-   * never guessed from the headers. See the README, "Quota headers". @default 'standard'
-   */
-  headers?: HeaderProfile | false;
-  /**
-   * Your reading of the quota headers, for APIs no profile covers: `(headers) => { remaining,
-   * resetMs, limit, windowMs }` (the limiter's units; ms), a list of such (each named by
-   * `policy`), or `undefined`. Added to what `headers` reads. Code only (not in JSON).
-   * @default unset
-   */
-  quotaFromHeaders?: QuotaFromHeaders;
-  /**
-   * A limiter you own, to put behind `origins` instead of one the registry makes: typically a
-   * `SharedBudget` (`adaptive-rate-limit/redis`), so that every process's requests to these
-   * origins are metered against one budget; any {@link RateLimiter} will do (the HTTP adapters
-   * use only its `tryAcquire` and `acquire`, and feed its permits).
-   *
-   * - It carries its own options: with it, only `origins`, `maxConcurrent` (the adapter's
-   *   concurrency gate), `headers` and `quotaFromHeaders` are allowed; a rate option next to it
-   *   is a `ConfigError` naming the field.
-   * - Named limiters only (not `default`), and in code only: JSON config cannot hold an instance,
-   *   so `parseConfig` rejects the key.
-   * - The registry never closes it (not in `remove`, not in `close`) and never drops it: its
-   *   owner closes it (`await budget.close()`), after the adapters that use it.
-   * - `registry.get(name)` and `limiterFor(origin)` answer its `AdaptiveRateLimiter`: the instance
-   *   itself when it is one, else its `.limiter` when that is one (a `SharedBudget`'s local
-   *   limiter: this process's share, snapshot and events), else `undefined`.
-   *   `registry.configFor(name).limiter` is the instance.
-   *
-   * @default unset: the registry makes an `AdaptiveRateLimiter` from this config
-   */
-  limiter?: RateLimiter;
-  /**
-   * A budget shared through Redis by every process that declares it (JSON config or code):
-   * `{ "redis": "redis://...", "name": "github" }`. The limiter's rate options are the whole
-   * budget's. The registry makes the `SharedBudget`, opens it at the first request and closes it
-   * with the registry; not with `limiter`, and not in `default`. See {@link SharedConfig}.
-   * @default unset: a limiter of this process alone
-   */
-  shared?: SharedConfig;
-}
-
-/** A parsed config file, or the registry and interceptor options it stands for. */
-export interface RateLimitConfig {
-  /** Named limiters, each with the origins it covers. @default {} */
-  limiters: Record<string, LimiterConfig>;
-  /**
-   * The config for an origin no limiter names: each such origin gets a limiter of its own made
-   * from it; `false` lets those origins pass through unlimited. @default {}
-   */
-  default: Omit<LimiterConfig, 'origins'> | false;
-  /** Attempts in all for a throttled request whose body can be replayed (an integer >= 1). @default 4 */
-  maxAttempts?: number;
-  /** The response statuses that count as throttling, each 400..599. @default [429] */
-  throttleStatuses?: number[];
-  /** The largest request body (bytes) kept for a replay; a larger one is sent once. @default 1 MiB */
-  maxReplayBodyBytes?: number;
-  /** How a refused request ends: `'error'` or a local 429 (`'response'`), any case. @default 'error' */
-  rejection?: 'error' | 'response';
-}
-
-/** The values {@link parseConfig} fills in for fields a config leaves out. */
-export const CONFIG_DEFAULTS = {
-  maxAttempts: 4,
-  throttleStatuses: [429] as readonly number[],
-  maxReplayBodyBytes: 1024 * 1024,
-} as const;
+export type { LimiterConfig, RateLimitConfig } from './types.js';
 
 // ---- the schema: the limiter's own field rules, with JSON's forms of durations and names ----
 
@@ -174,11 +79,10 @@ const configObject = z
   .object({
     limiters: z.record(z.string().min(1), limiterConfigSchema).default(() => ({})),
     default: z.union([z.literal(false), defaultConfigSchema]).default(() => ({})),
-    maxAttempts: z.number().int().min(1).default(CONFIG_DEFAULTS.maxAttempts),
-    throttleStatuses: z
-      .array(z.number().int().min(400).max(599))
-      .default(() => [...CONFIG_DEFAULTS.throttleStatuses]),
-    maxReplayBodyBytes: z.number().int().nonnegative().default(CONFIG_DEFAULTS.maxReplayBodyBytes),
+    // The HTTP adapters' fields: checked here, their defaults filled by the adapters (HTTP_DEFAULTS).
+    maxAttempts: z.number().int().min(1).optional(),
+    throttleStatuses: z.array(z.number().int().min(400).max(599)).optional(),
+    maxReplayBodyBytes: z.number().int().nonnegative().optional(),
     rejection: z
       .preprocess((v) => (typeof v === 'string' ? v.toLowerCase() : v), z.enum(['error', 'response']))
       .optional(),
@@ -200,7 +104,7 @@ const ROOT: Level = level(configObject, { objects: { default: DEFAULT }, records
 
 /**
  * Validates a rate limit config and fills in its defaults. Takes our camelCase shape, or the
- * seed's `appsettings.json`: the whole file (`{ "AdaptiveRateLimiting": { ... } }`, other sections
+ * RateLimiting.Adaptive's `appsettings.json`: the whole file (`{ "AdaptiveRateLimiting": { ... } }`, other sections
  * ignored) or that section alone, with PascalCase keys (`"MaxWait"`) and controller names in any
  * case (`"Cubic"`). Keys match without regard to case, as .NET binds them; limiter names are kept
  * as written. Durations are ms or strings (`"500ms"`, `"10s"`, `"2m"`, `"00:00:10"`).

@@ -1,6 +1,18 @@
 import { z } from 'zod';
-import { isRedisUrl, REDIS_URL_MESSAGE } from '../redis/options.js';
 import { durationSchema } from './duration.js';
+
+/** What a `redis` URL must look like (ioredis reads it): `redis://` or `rediss://` (TLS). */
+export const REDIS_URL_MESSAGE = 'expected a redis:// or rediss:// URL, such as redis://127.0.0.1:6379/0';
+
+/** Whether `url` is a Redis URL ioredis can connect to (a `redis:` or `rediss:` URL with a host). */
+export function isRedisUrl(url: string): boolean {
+  try {
+    const parsed = new URL(url);
+    return (parsed.protocol === 'redis:' || parsed.protocol === 'rediss:') && parsed.hostname !== '';
+  } catch {
+    return false;
+  }
+}
 
 /**
  * A budget shared through Redis by every process that declares it: `limiters.<name>.shared` in

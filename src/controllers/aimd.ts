@@ -1,5 +1,5 @@
-import { ConfigError, type ConfigIssue } from '../errors.js';
 import type { RateController, RateControllerState } from './types.js';
+import { isPositiveFinite, validateNumbers } from './validate.js';
 
 /** Options of the AIMD controller (additive increase, multiplicative decrease). */
 export interface AimdOptions {
@@ -27,13 +27,17 @@ export interface AimdOptions {
 const DEFAULTS = { decreaseFactor: 0.7, increaseInterval: 10_000, increaseStep: 120 } as const;
 
 /**
- * The AIMD controller, the seed's default (`controller: 'aimd'`). Climbs in equal steps while requests wait and cuts by
+ * The AIMD controller, RateLimiting.Adaptive's default (`controller: 'aimd'`). Climbs in equal steps while requests wait and cuts by
  * `decreaseFactor` on a throttle: a saw tooth that spends most of its time below the limit.
  * With the defaults the whole budget climbs by at most 720 units/min per minute
  * (6 steps of 120 units/min). Throws `ConfigError` at once for a bad option.
  */
 export function aimd(options: AimdOptions = {}): RateController {
-  const { decreaseFactor, increaseInterval, increaseStep } = validate(options);
+  const { decreaseFactor, increaseInterval, increaseStep } = validateNumbers('aimd', options, DEFAULTS, {
+    decreaseFactor: ['must be a number > 0 and < 1', (v) => v > 0 && v < 1],
+    increaseInterval: ['must be a finite number of ms > 0', isPositiveFinite],
+    increaseStep: ['must be a finite number of units/min > 0', isPositiveFinite],
+  });
   return {
     onThrottled(state: RateControllerState): number {
       return state.rate * decreaseFactor;
@@ -43,29 +47,4 @@ export function aimd(options: AimdOptions = {}): RateController {
       return Math.min(state.rate + increaseStep / state.instanceCount, state.maxRate);
     },
   };
-}
-
-function validate(options: AimdOptions): Required<AimdOptions> {
-  if (typeof options !== 'object' || options === null) {
-    throw new ConfigError([{ path: 'aimd', message: 'must be an object', received: options }]);
-  }
-  const issues: ConfigIssue[] = [];
-  const pick = (key: keyof AimdOptions, message: string, ok: (v: number) => boolean): number => {
-    const value: unknown = options[key];
-    if (value === undefined) return DEFAULTS[key];
-    if (typeof value === 'number' && ok(value)) return value;
-    issues.push({ path: `aimd.${key}`, message, received: value });
-    return DEFAULTS[key];
-  };
-  const resolved = {
-    decreaseFactor: pick('decreaseFactor', 'must be a number > 0 and < 1', (v) => v > 0 && v < 1),
-    increaseInterval: pick('increaseInterval', 'must be a finite number of ms > 0', isPositiveFinite),
-    increaseStep: pick('increaseStep', 'must be a finite number of units/min > 0', isPositiveFinite),
-  };
-  if (issues.length > 0) throw new ConfigError(issues);
-  return resolved;
-}
-
-function isPositiveFinite(value: number): boolean {
-  return Number.isFinite(value) && value > 0;
 }

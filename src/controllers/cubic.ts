@@ -1,5 +1,5 @@
-import { ConfigError, type ConfigIssue } from '../errors.js';
 import type { RateController, RateControllerState } from './types.js';
+import { isPositiveFinite, validateNumbers } from './validate.js';
 
 /** Options of the CUBIC controller (the window curve of RFC 8312, AWS SDK adaptive-mode constants). */
 export interface CubicOptions {
@@ -50,7 +50,10 @@ const S_PER_MIN = 60;
  * maximum and 2x the measured send rate stop it. Throws `ConfigError` at once for a bad option.
  */
 export function cubic(options: CubicOptions = {}): RateController {
-  const { beta, scaleConstant } = validate(options);
+  const { beta, scaleConstant } = validateNumbers('cubic', options, DEFAULTS, {
+    beta: ['must be a number > 0 and < 1', (v) => v > 0 && v < 1],
+    scaleConstant: ['must be a finite number > 0', isPositiveFinite],
+  });
   return {
     onThrottled(state: RateControllerState): number {
       // W: the current rate, or the measured send rate if that is lower. The cut is linear,
@@ -77,24 +80,4 @@ export function cubic(options: CubicOptions = {}): RateController {
       return perMinute > state.rate ? perMinute : undefined;
     },
   };
-}
-
-function validate(options: CubicOptions): Required<CubicOptions> {
-  if (typeof options !== 'object' || options === null) {
-    throw new ConfigError([{ path: 'cubic', message: 'must be an object', received: options }]);
-  }
-  const issues: ConfigIssue[] = [];
-  const pick = (key: keyof CubicOptions, message: string, ok: (v: number) => boolean): number => {
-    const value: unknown = options[key];
-    if (value === undefined) return DEFAULTS[key];
-    if (typeof value === 'number' && ok(value)) return value;
-    issues.push({ path: `cubic.${key}`, message, received: value });
-    return DEFAULTS[key];
-  };
-  const resolved = {
-    beta: pick('beta', 'must be a number > 0 and < 1', (v) => v > 0 && v < 1),
-    scaleConstant: pick('scaleConstant', 'must be a finite number > 0', (v) => Number.isFinite(v) && v > 0),
-  };
-  if (issues.length > 0) throw new ConfigError(issues);
-  return resolved;
 }

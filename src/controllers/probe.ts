@@ -1,5 +1,5 @@
-import { ConfigError, type ConfigIssue } from '../errors.js';
 import type { DecreaseRecord, RateController, RateControllerState } from './types.js';
+import { isPositiveFinite, validateNumbers } from './validate.js';
 
 /** Options of the probe controller. Rates are units/min, times ms. */
 export interface ProbeOptions {
@@ -174,42 +174,38 @@ export function probe(options: ProbeOptions = {}): RateController {
   };
 }
 
+const fraction = (v: number) => v > 0 && v <= 1;
+const growth = (v: number) => Number.isFinite(v) && v > 1;
+
 function validate(options: ProbeOptions): Required<ProbeOptions> {
-  if (typeof options !== 'object' || options === null) {
-    throw new ConfigError([{ path: 'probe', message: 'must be an object', received: options }]);
-  }
-  const issues: ConfigIssue[] = [];
-  const pick = (key: keyof ProbeOptions, message: string, ok: (v: number) => boolean): number => {
-    const value: unknown = options[key];
-    if (value === undefined) return DEFAULTS[key];
-    if (typeof value === 'number' && ok(value)) return value;
-    issues.push({ path: `probe.${key}`, message, received: value });
-    return DEFAULTS[key];
-  };
-  const positive = (v: number) => Number.isFinite(v) && v > 0;
-  const fraction = (v: number) => v > 0 && v <= 1;
-  const resolved: Required<ProbeOptions> = {
-    cruiseMargin: pick('cruiseMargin', 'must be a number >= 0 and < 0.5', (v) => v >= 0 && v < 0.5),
-    drainFactor: pick('drainFactor', 'must be a number > 0 and <= 1', fraction),
-    drainTime: pick('drainTime', 'must be a finite number of ms >= 0', (v) => Number.isFinite(v) && v >= 0),
-    holdTime: pick('holdTime', 'must be a finite number of ms > 0', positive),
-    maxHold: pick('maxHold', 'must be a finite number of ms > 0', positive),
-    stableTolerance: pick('stableTolerance', 'must be a number >= 0 and < 1', (v) => v >= 0 && v < 1),
-    probeStep: pick('probeStep', 'must be a finite number of units/min > 0', positive),
-    probeGrowth: pick('probeGrowth', 'must be a finite number > 1', (v) => Number.isFinite(v) && v > 1),
-    round: pick('round', 'must be a finite number of ms > 0', positive),
-    startupGrowth: pick('startupGrowth', 'must be a finite number > 1', (v) => Number.isFinite(v) && v > 1),
-    externalFactor: pick('externalFactor', 'must be a number > 0 and <= 1', fraction),
-    appLimitedRatio: pick('appLimitedRatio', 'must be a number > 0 and <= 1', fraction),
-    minCutFactor: pick('minCutFactor', 'must be a number > 0 and <= 1', fraction),
-  };
-  if (issues.length === 0 && resolved.maxHold < resolved.holdTime) {
-    issues.push({
-      path: 'probe.maxHold',
-      message: `must be >= holdTime (${resolved.holdTime})`,
-      received: resolved.maxHold,
-    });
-  }
-  if (issues.length > 0) throw new ConfigError(issues);
-  return resolved;
+  return validateNumbers(
+    'probe',
+    options,
+    DEFAULTS,
+    {
+      cruiseMargin: ['must be a number >= 0 and < 0.5', (v) => v >= 0 && v < 0.5],
+      drainFactor: ['must be a number > 0 and <= 1', fraction],
+      drainTime: ['must be a finite number of ms >= 0', (v) => Number.isFinite(v) && v >= 0],
+      holdTime: ['must be a finite number of ms > 0', isPositiveFinite],
+      maxHold: ['must be a finite number of ms > 0', isPositiveFinite],
+      stableTolerance: ['must be a number >= 0 and < 1', (v) => v >= 0 && v < 1],
+      probeStep: ['must be a finite number of units/min > 0', isPositiveFinite],
+      probeGrowth: ['must be a finite number > 1', growth],
+      round: ['must be a finite number of ms > 0', isPositiveFinite],
+      startupGrowth: ['must be a finite number > 1', growth],
+      externalFactor: ['must be a number > 0 and <= 1', fraction],
+      appLimitedRatio: ['must be a number > 0 and <= 1', fraction],
+      minCutFactor: ['must be a number > 0 and <= 1', fraction],
+    },
+    (resolved) =>
+      resolved.maxHold < resolved.holdTime
+        ? [
+            {
+              path: 'probe.maxHold',
+              message: `must be >= holdTime (${resolved.holdTime})`,
+              received: resolved.maxHold,
+            },
+          ]
+        : [],
+  );
 }

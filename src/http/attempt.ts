@@ -1,6 +1,6 @@
 import type { Duplex } from 'node:stream';
 import type { Dispatcher } from 'undici';
-import { ThrottledBodyTooLongError } from '../errors.js';
+import { AdaptiveRateLimitError, ThrottledBodyTooLongError } from '../errors.js';
 
 type Controller = Dispatcher.DispatchController;
 type HeaderMap = Record<string, string | string[] | undefined>;
@@ -219,7 +219,12 @@ export class Attempt implements Dispatcher.DispatchHandler {
     this.#state = DONE;
     if (held.error !== undefined || held.trailers !== undefined) return;
     if (!requestBodySent) {
-      this.controller?.abort(new Error('adaptive-rate-limit: throttled attempt dropped for a retry'));
+      this.controller?.abort(
+        new AdaptiveRateLimitError(
+          'ERR_ATTEMPT_DROPPED',
+          'adaptive-rate-limit: throttled attempt dropped for a retry',
+        ),
+      );
     }
   }
 

@@ -1,3 +1,4 @@
+import { InvalidCallbackValueError } from '../errors.js';
 import type { AnnouncedQuota, Outcome } from '../limiter/types.js';
 import type { QuotaReader } from './quota-headers/index.js';
 import {
@@ -38,7 +39,7 @@ const FAILED: Outcome = { kind: 'failed' };
 const VERDICTS: ReadonlySet<unknown> = new Set(['success', 'throttled', 'failed']);
 
 /**
- * The default rule (DESIGN, "HTTP answers"): a throttle status is throttled; any other status
+ * The default rule (README, "HTTP answers"): a throttle status is throttled; any other status
  * below 500 (2xx, 3xx, 4xx: the server answered and was not overloaded) is a success; 5xx failed.
  */
 export function defaultVerdict(status: number, throttleStatuses: ReadonlySet<number>): ResponseVerdict {
@@ -62,8 +63,8 @@ export function defaultVerdict(status: number, throttleStatuses: ReadonlySet<num
  *
  * @param headers the response headers in any shape {@link headerLookup} reads.
  * @param record the same headers as a {@link HeaderRecord}, built only when a callback needs it.
- * @throws {TypeError} when `classify`, `responseUnits` or `quotaFromHeaders` returns something
- * else than documented.
+ * @throws {InvalidCallbackValueError} when `classify`, `responseUnits` or `quotaFromHeaders` returns
+ * something else than documented.
  */
 export function classifyResponse(
   status: number,
@@ -107,8 +108,10 @@ function judge(
       verdict = result.verdict;
       waitMs = result.retryAfterMs;
       if (waitMs !== undefined && !(typeof waitMs === 'number' && waitMs >= 0 && Number.isFinite(waitMs))) {
-        throw new TypeError(
+        throw new InvalidCallbackValueError(
+          'classify',
           `classify(${status}) returned retryAfterMs ${String(waitMs)}; expected a finite number >= 0`,
+          result,
         );
       }
     } else verdict = result;
@@ -116,8 +119,10 @@ function judge(
       verdict !== undefined &&
       (!VERDICTS.has(verdict) || (waitMs !== undefined && verdict === 'success'))
     ) {
-      throw new TypeError(
+      throw new InvalidCallbackValueError(
+        'classify',
         `classify(${status}) returned ${JSON.stringify(result)}; expected 'success', 'throttled', 'failed', { verdict: 'throttled' | 'failed', retryAfterMs } or undefined`,
+        result,
       );
     }
   }
@@ -127,8 +132,10 @@ function judge(
     const units = rules.responseUnits(status, record());
     if (units === undefined) return SUCCESS;
     if (typeof units !== 'number' || !(units >= 0) || !Number.isFinite(units)) {
-      throw new TypeError(
+      throw new InvalidCallbackValueError(
+        'responseUnits',
         `responseUnits(${status}) returned ${String(units)}; expected a finite number >= 0 or undefined`,
+        units,
       );
     }
     return { kind: 'success', units };

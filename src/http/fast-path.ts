@@ -1,4 +1,4 @@
-import { feed } from '../attempts.js';
+import { feed } from '../attempt-loop.js';
 import type { Outcome, Permit } from '../limiter/types.js';
 import type { Attempt, AttemptJudge } from './attempt.js';
 import type { ConcurrencyGate } from './concurrency.js';

@@ -1,10 +1,10 @@
-import { runAttempts } from '../attempts.js';
+import { runAttempts } from '../attempt-loop.js';
 import { ConfigError } from '../errors.js';
-import type { RateLimiterRegistry } from '../registry.js';
+import { normalizeOrigin } from '../origin.js';
+import type { RateLimiterRegistry } from '../registry/index.js';
 import { headerRecord } from './headers.js';
 import { holdResponse } from './held-response.js';
 import { type InterceptorOptions, resolveInterceptorOptions } from './options.js';
-import { normalizeOrigin } from './origin.js';
 import { refusalResponse } from './refusal.js';
 import { type AttemptBodies, attemptBodies, isReplayableBody } from './request-body.js';
 import { HttpRuntime } from './runtime.js';

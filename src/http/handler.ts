@@ -1,5 +1,5 @@
 import type { Dispatcher } from 'undici';
-import { retries, runAttempts } from '../attempts.js';
+import { retries, runAttempts } from '../attempt-loop.js';
 import type { Outcome, Permit } from '../limiter/types.js';
 import { Attempt, type AttemptJudge, type AttemptOwner } from './attempt.js';
 import { CallerController } from './caller-controller.js';
@@ -24,7 +24,7 @@ import type { HttpRuntime, Route } from './runtime.js';
  *   will be sent again (then the loop takes it over, holding the 429 until its retry has units),
  *   and the loop's own judge (see `#send`), which hands every response to the loop.
  *
- * Both apply one retry rule (`retries` in src/attempts.ts).
+ * Both apply one retry rule (`retries` in src/attempt-loop.ts).
  */
 export class RateLimitedDispatch implements AttemptOwner, FastPathRequest {
   readonly handler: Dispatcher.DispatchHandler;

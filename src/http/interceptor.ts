@@ -1,10 +1,10 @@
 import type { Dispatcher } from 'undici';
-import { AdaptiveRateLimitError } from '../errors.js';
-import type { RateLimiterRegistry } from '../registry.js';
+import { AdaptiveRateLimitError, InvalidArgumentError } from '../errors.js';
+import { normalizeOrigin } from '../origin.js';
+import type { RateLimiterRegistry } from '../registry/index.js';
 import { RateLimitedDispatch } from './handler.js';
 import { toDispatchHandler } from './legacy-handler.js';
 import { type InterceptorOptions, resolveInterceptorOptions } from './options.js';
-import { normalizeOrigin } from './origin.js';
 import { HttpRuntime } from './runtime.js';
 import { warnOnUnsupportedUndici } from './undici-support.js';
 
@@ -89,10 +89,32 @@ export function adaptiveRateLimit(options: InterceptorOptions = {}): AdaptiveRat
     };
   }
 
-  return Object.assign(interceptor, {
+  const made = Object.assign(interceptor, {
     registry: runtime.registry,
     close: () => runtime.close(),
   });
+  runtimes.set(made, runtime);
+  return made;
+}
+
+const runtimes = new WeakMap<AdaptiveRateLimitInterceptor, HttpRuntime>();
+
+/**
+ * The runtime behind an interceptor (its routes and concurrency gates), for tests that assert on
+ * state; not exported from the package root.
+ * @internal
+ */
+export function runtimeOf(interceptor: AdaptiveRateLimitInterceptor): HttpRuntime {
+  const runtime = runtimes.get(interceptor);
+  if (runtime === undefined) {
+    throw new InvalidArgumentError(
+      'runtimeOf',
+      'interceptor',
+      'expected one made by adaptiveRateLimit',
+      interceptor,
+    );
+  }
+  return runtime;
 }
 
 function missingOrigin(origin: unknown): AdaptiveRateLimitError {

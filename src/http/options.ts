@@ -2,13 +2,13 @@ import { z } from 'zod';
 import type { Clock } from '../clock.js';
 import { systemClock } from '../clock.js';
 import { unknownKeyMessage } from '../config/rules.js';
-import { CONFIG_DEFAULTS, type LimiterConfig } from '../config/schema.js';
+import type { LimiterConfig } from '../config/schema.js';
 import { ConfigError } from '../errors.js';
 import { configErrorFrom } from '../limiter/options.js';
+import { normalizeOrigin } from '../origin.js';
 import { buildEntry } from '../registry/entries.js';
-import type { RateLimiterRegistry } from '../registry.js';
+import type { RateLimiterRegistry } from '../registry/index.js';
 import type { ClassifyResult, HeaderRecord } from './classify.js';
-import { normalizeOrigin } from './origin.js';
 import type { RejectionMode } from './refusal.js';
 
 /** A request as `units` sees it, before it is sent. */
@@ -95,6 +95,14 @@ export interface InterceptorOptions {
    */
   rejection?: RejectionMode;
 }
+
+/** The values the HTTP adapters fill in for options (or config fields) left out. */
+export const HTTP_DEFAULTS = {
+  maxAttempts: 4,
+  throttleStatuses: [429] as readonly number[],
+  maxReplayBodyBytes: 1024 * 1024,
+  rejection: 'error',
+} as const;
 
 /** {@link InterceptorOptions} after defaults and checks. */
 export interface ResolvedInterceptorOptions {
@@ -222,12 +230,12 @@ export function resolveInterceptorOptions(
     origin: o.origin === undefined ? undefined : normalizeOrigin(o.origin, 'origin'),
     units: o.units,
     responseUnits: o.responseUnits,
-    maxAttempts: o.maxAttempts ?? CONFIG_DEFAULTS.maxAttempts,
-    throttleStatuses: new Set(o.throttleStatuses ?? CONFIG_DEFAULTS.throttleStatuses),
+    maxAttempts: o.maxAttempts ?? HTTP_DEFAULTS.maxAttempts,
+    throttleStatuses: new Set(o.throttleStatuses ?? HTTP_DEFAULTS.throttleStatuses),
     classify: o.classify,
-    maxReplayBodyBytes: o.maxReplayBodyBytes ?? CONFIG_DEFAULTS.maxReplayBodyBytes,
+    maxReplayBodyBytes: o.maxReplayBodyBytes ?? HTTP_DEFAULTS.maxReplayBodyBytes,
     clock: o.clock,
-    rejection: o.rejection ?? 'error',
+    rejection: o.rejection ?? HTTP_DEFAULTS.rejection,
   };
 }
 

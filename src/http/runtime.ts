@@ -1,6 +1,7 @@
 import { attachDiagnostics } from '../diagnostics.js';
+import { InvalidCallbackValueError } from '../errors.js';
 import type { Outcome, RateLimiter } from '../limiter/types.js';
-import { RateLimiterRegistry } from '../registry.js';
+import { RateLimiterRegistry } from '../registry/index.js';
 import { classifyResponse, type HeaderRecord, type ResponseRules } from './classify.js';
 import { ConcurrencyGate } from './concurrency.js';
 import type { OutgoingRequest, ResolvedInterceptorOptions } from './options.js';
@@ -116,6 +117,11 @@ export class HttpRuntime {
     return route;
   }
 
+  /** The gate capping `limiter`'s requests in flight, if one was made (read-only: for tests). */
+  gateOf(limiter: RateLimiter): ConcurrencyGate | undefined {
+    return this.#gates.get(limiter);
+  }
+
   /**
    * Counts a request to `origin` in progress through `route`: its per-origin limiter is not
    * dropped (its answer may pause it) until the returned function is called, once the request's
@@ -125,15 +131,17 @@ export class HttpRuntime {
     return route.perOrigin ? this.registry._holdOrigin(origin, route.limiter) : noop;
   }
 
-  /** The units a request is charged: `units(request)`, default 1. @throws {TypeError} on a bad answer. */
+  /** The units a request is charged: `units(request)`, default 1. @throws {InvalidCallbackValueError} on a bad answer. */
   unitsFor(request: () => OutgoingRequest): number {
     const units = this.options.units;
     if (units === undefined) return 1;
     const r = request();
     const n = units(r);
     if (typeof n !== 'number' || !(n > 0) || !Number.isFinite(n)) {
-      throw new TypeError(
+      throw new InvalidCallbackValueError(
+        'units',
         `units(${r.method} ${r.origin}${r.path}) returned ${String(n)}; expected a finite number > 0`,
+        n,
       );
     }
     return n;

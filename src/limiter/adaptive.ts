@@ -1,10 +1,14 @@
 import { type Clock, systemClock } from '../clock.js';
 import { resolveController } from '../controllers/index.js';
 import type { RateController } from '../controllers/types.js';
-import { ConfigError, RateLimitRejectedError, type RejectionReason } from '../errors.js';
+import {
+  ConfigError,
+  InvalidArgumentError,
+  RateLimitRejectedError,
+  type RejectionReason,
+} from '../errors.js';
 import { type RateGate, TokenBucket } from './bucket.js';
 import { Ceilings } from './ceiling.js';
-import { CutBook } from './cut-book.js';
 import { LazyEmitter, type LimiterEventMap } from './events.js';
 import {
   type AdaptiveLimiterOptions,
@@ -13,7 +17,8 @@ import {
 } from './options.js';
 import { Pacer } from './pacer.js';
 import { Pause } from './pause.js';
-import { LimiterPermit, type PermitSink, waitedBefore } from './permit.js';
+import { LimiterPermit, waitedBefore } from './permit.js';
+import { RateBook } from './rate-book.js';
 import { SlowStart } from './slow-start.js';
 import type {
   AcquireOptions,
@@ -30,23 +35,23 @@ export type { LimiterSnapshot } from './types.js';
 
 /**
  * The adaptive limiter: a token bucket refilled at a rate a {@link RateController} moves, a
- * FIFO queue of waiters, Retry-After pauses, and the cut rules of the spec. Synchronous inside:
+ * FIFO queue of waiters, Retry-After pauses, and the cut rules of README's "How the limiter works". Synchronous inside:
  * every state change happens in one call, and at most one timer is armed (none when idle).
  *
  * The bucket holds one second of the rate (at least one unit) and starts full. A request larger
  * than the bucket is served once the bucket is full and leaves it in debt, so the long-run rate
  * holds for any request size.
  *
- * The parts: the {@link TokenBucket}, the {@link Pause}, the {@link CutBook} (the controller and
+ * The parts: the {@link TokenBucket}, the {@link Pause}, the {@link RateBook} (the controller and
  * what it is told) and the {@link WaitingLine} (the waiters and the one timer, made at the first
  * wait or pause). The limiter grants, settles permits and tells the listeners.
  */
-export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements RateLimiter, PermitSink {
+export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements RateLimiter {
   readonly #clock: Clock;
   #opts: ResolvedLimiterOptions;
   readonly #bucket: RateGate;
   readonly #pause = new Pause();
-  readonly #book: CutBook;
+  readonly #book: RateBook;
   #line: WaitingLine | undefined;
   /** The cap on units in flight of an unlimited limiter's cold start; unset once dropped. */
   #slowStart: SlowStart | undefined;
@@ -63,7 +68,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     const { initialUnitsPerMinute, maxUnitsPerMinute, instanceCount } = this.#opts;
     const rate = (initialUnitsPerMinute ?? maxUnitsPerMinute) / instanceCount;
     this.#bucket = this.#opts.burst === 'second' ? new TokenBucket(rate, now) : new Pacer(rate, now);
-    this.#book = new CutBook(this.#opts, controller, this.#pause, now, rate);
+    this.#book = new RateBook(this.#opts, controller, this.#pause, now, rate);
     if (this.#bucket.unlimited && this.#opts.slowStart !== false)
       this.#slowStart = new SlowStart(this.#opts.slowStart);
   }
@@ -83,7 +88,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   }
 
   acquire(units = 1, options?: AcquireOptions): Promise<Permit> {
-    if (!validUnits(units)) return Promise.reject(badUnits(units));
+    if (!validUnits(units)) return Promise.reject(badUnits('acquire', units));
     const signal = options?.signal;
     if (signal?.aborted) return Promise.reject(signal.reason);
     if (this.#closed) return Promise.reject(this.#rejection('closed', units, 'closed'));
@@ -105,7 +110,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   }
 
   tryAcquire(units = 1): Permit | undefined {
-    if (!validUnits(units)) throw badUnits(units);
+    if (!validUnits(units)) throw badUnits('tryAcquire', units);
     if (this.#closed) return undefined;
     const now = this.#clock.now();
     if (this.#nobodyWaits() && this.#canGrant(units, now)) return this.#grant(units, now, now);
@@ -160,8 +165,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
    * Like any change of rate it clears `waited`; the cut bookkeeping is kept.
    */
   setRate(rate: number): void {
-    if (!(rate > 0))
-      throw new ConfigError([{ path: 'rate', message: 'expected a positive number', received: rate }]);
+    if (!(rate > 0)) throw new InvalidArgumentError('setRate', 'rate', 'expected a positive number', rate);
     const now = this.#clock.now();
     const next = this.#book.clamp(rate);
     if (next !== this.#bucket.rate) this.#changeRate(next, now, 'update');
@@ -173,7 +177,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
    * A shorter pause than the current one changes nothing.
    */
   pauseFor(ms: number): void {
-    if (!(ms >= 0)) throw new ConfigError([{ path: 'ms', message: 'expected a number >= 0', received: ms }]);
+    if (!(ms >= 0)) throw new InvalidArgumentError('pauseFor', 'ms', 'expected a number >= 0', ms);
     const now = this.#clock.now();
     const capped = Math.min(ms, this.#opts.maxPause);
     if (capped > 0) this.#pauseFor(now, capped, ms);
@@ -418,9 +422,6 @@ function validUnits(units: unknown): units is number {
   return typeof units === 'number' && units > 0 && units < Number.POSITIVE_INFINITY;
 }
 
-function badUnits(units: unknown): ConfigError {
-  return new ConfigError(
-    [{ path: 'units', message: 'expected a positive finite number', received: units }],
-    'acquire arguments',
-  );
+function badUnits(method: string, units: unknown): InvalidArgumentError {
+  return new InvalidArgumentError(method, 'units', 'expected a positive finite number', units);
 }

@@ -1,10 +1,10 @@
 import { z } from 'zod';
 import { type Clock, MAX_TIMER_MS, systemClock } from '../clock.js';
-import { ConfigError, RateLimitRejectedError, type RejectionReason } from '../errors.js';
+import { InvalidArgumentError, RateLimitRejectedError, type RejectionReason } from '../errors.js';
 import { LazyEmitter, type LimiterEventMap } from './events.js';
+import { Fifo } from './fifo.js';
 import { configErrorFrom, LIMITER_DEFAULTS, limiterFieldsSchema } from './options.js';
 import { waitedBefore } from './permit.js';
-import { Fifo } from './queue.js';
 import type { AcquireOptions, Permit, RateLimiter, WrapOptions } from './types.js';
 import { wrapWithLimiter } from './wrap.js';
 
@@ -181,7 +181,8 @@ export class FixedWindowRateLimiter extends LazyEmitter<FixedWindowEventMap> imp
    */
   changeLimitForPeriod(limitForPeriod: number): void {
     const parsed = optionsSchema.shape.limitForPeriod.safeParse(limitForPeriod);
-    if (!parsed.success) throw configErrorFrom(parsed.error, limitForPeriod, SOURCE, 'limitForPeriod');
+    if (!parsed.success)
+      throw badArgument('changeLimitForPeriod', 'limitForPeriod', parsed.error, limitForPeriod);
     this.#drain(this.#clock.now()); // the cycles elapsed so far count at the old limit
     this.#limit = parsed.data;
     this.#replan();
@@ -191,7 +192,8 @@ export class FixedWindowRateLimiter extends LazyEmitter<FixedWindowEventMap> imp
   /** Sets the longest wait for callers from now on; current waiters keep their place. */
   changeTimeoutDuration(timeoutDuration: number): void {
     const parsed = optionsSchema.shape.timeoutDuration.safeParse(timeoutDuration);
-    if (!parsed.success) throw configErrorFrom(parsed.error, timeoutDuration, SOURCE, 'timeoutDuration');
+    if (!parsed.success)
+      throw badArgument('changeTimeoutDuration', 'timeoutDuration', parsed.error, timeoutDuration);
     this.#timeout = parsed.data;
   }
 
@@ -371,12 +373,20 @@ export class FixedWindowRateLimiter extends LazyEmitter<FixedWindowEventMap> imp
   }
 }
 
-function checkUnits(method: string, units: unknown): ConfigError | undefined {
+function checkUnits(method: string, units: unknown): InvalidArgumentError | undefined {
   if (typeof units === 'number' && units > 0 && units < Number.POSITIVE_INFINITY) return undefined;
-  return new ConfigError(
-    [{ path: 'units', message: 'expected a positive finite number', received: units }],
-    `${method} arguments`,
-  );
+  return new InvalidArgumentError(method, 'units', 'expected a positive finite number', units);
+}
+
+/** The first issue of a run-time argument that fails its option's schema, as an {@link InvalidArgumentError}. */
+function badArgument(
+  method: string,
+  argument: string,
+  error: z.ZodError,
+  received: unknown,
+): InvalidArgumentError {
+  const issue = configErrorFrom(error, received, SOURCE, argument).issues[0];
+  return new InvalidArgumentError(method, argument, issue?.message ?? 'invalid', received);
 }
 
 const ignore = (): void => {};

@@ -12,7 +12,7 @@ export interface AdaptiveLimiterOptions {
   name?: string;
   /**
    * `'probe'`, `'aimd'`, `'cubic'`, or your own {@link RateController}. The default was `'aimd'`
-   * (the seed's) before the probe controller; `controller: 'aimd'` restores it. @default 'probe'
+   * (RateLimiting.Adaptive's) before the probe controller; `controller: 'aimd'` restores it. @default 'probe'
    */
   controller?: 'aimd' | 'cubic' | 'probe' | RateController;
   /**
@@ -50,7 +50,7 @@ export interface AdaptiveLimiterOptions {
    * How grants are spaced. `'paced'`: at the rate, each request at its own slot; idle time earns
    * at most 10 ms of the rate (one request at once below 6,000 units/min), which strict servers
    * (a leaky bucket such as nginx's `limit_req`) accept. `'second'`: a token bucket holding one
-   * second of the rate (at least one unit), full at the start: the seed's bucket, which lets a
+   * second of the rate (at least one unit), full at the start: RateLimiting.Adaptive's bucket, which lets a
    * second's worth go at once after an idle spell. Fixed at creation. @default 'paced'
    */
   burst?: 'paced' | 'second';
@@ -109,7 +109,7 @@ export const CONTROLLER_MESSAGE =
   "expected 'aimd', 'cubic', 'probe' or an object with onThrottled and onSuccess";
 
 /** The fields the cross-field rules of {@link resolveLimiterOptions} read. */
-const RATE_FIELDS: readonly string[] = ['minUnitsPerMinute', 'maxUnitsPerMinute', 'initialUnitsPerMinute'];
+export const RATE_FIELDS = ['minUnitsPerMinute', 'maxUnitsPerMinute', 'initialUnitsPerMinute'] as const;
 
 const SOURCE = 'rate limiter options';
 
@@ -230,7 +230,9 @@ export function resolveLimiterOptions(
   if (!parsed.success) {
     const issues = configErrorFrom(parsed.error, options, SOURCE).issues;
     // The rates are plain numbers: once valid, the input's are the parsed ones.
-    const ratesValid = !issues.some((i) => i.path === '' || RATE_FIELDS.includes(i.path));
+    const ratesValid = !issues.some(
+      (i) => i.path === '' || (RATE_FIELDS as readonly string[]).includes(i.path),
+    );
     const more = ratesValid ? rateIssues(options, start, base === undefined) : [];
     throw new ConfigError([...issues, ...more], SOURCE);
   }

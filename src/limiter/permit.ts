@@ -2,7 +2,7 @@ import type { AcquireOptions, AnnouncedQuota, Permit } from './types.js';
 
 type Quota = readonly AnnouncedQuota[] | undefined;
 
-/** What a permit reports to: its limiter. */
+/** @internal What a permit reports to: its limiter. */
 export interface PermitSink {
   _success(permit: LimiterPermit, unitsUsed: number | undefined, quota: Quota): void;
   _throttled(permit: LimiterPermit, retryAfterMs: number | undefined, quota: Quota): void;
@@ -13,6 +13,7 @@ export interface PermitSink {
 export class LimiterPermit implements Permit {
   #sink: PermitSink | undefined;
 
+  /** @internal */
   constructor(
     sink: PermitSink,
     readonly units: number,

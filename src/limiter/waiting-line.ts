@@ -1,8 +1,8 @@
 import { type Clock, MAX_TIMER_MS } from '../clock.js';
 import type { RateLimitRejectedError, RejectionReason } from '../errors.js';
 import type { RateGate } from './bucket.js';
+import { Fifo } from './fifo.js';
 import type { Pause } from './pause.js';
-import { Fifo } from './queue.js';
 import type { Permit } from './types.js';
 
 /**

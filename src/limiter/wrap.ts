@@ -1,4 +1,4 @@
-import { runAttempts } from '../attempts.js';
+import { runAttempts } from '../attempt-loop.js';
 import { ConfigError } from '../errors.js';
 import { classifyThrown } from './sdk-errors.js';
 import type { Outcome, RateLimiter, WrapOptions } from './types.js';

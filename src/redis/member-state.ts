@@ -9,6 +9,11 @@ import type { Era } from './permit.js';
 import type { SharedBudgetEventMap, SharedState } from './shared-state.js';
 import type { CutReply, HeartbeatReply, Proposal } from './store.js';
 
+/** The process warning of a budget that degrades while nobody listens to its `degraded` event. */
+export const BUDGET_DEGRADED_WARNING = 'ARL_SHARED_BUDGET_DEGRADED';
+/** The process warning of a budget that recovers while nobody listens to its `recovered` event. */
+export const BUDGET_RECOVERED_WARNING = 'ARL_SHARED_BUDGET_RECOVERED';
+
 export type { SharedBudgetEventMap, SharedState } from './shared-state.js';
 
 /** A new share closer than this (relative) to the current rate is not applied: no churn. */
@@ -247,8 +252,9 @@ export class MemberState {
     const rate = this.limiter.rate;
     if (this.#events.listenerCount('degraded') === 0) {
       const detail = error instanceof Error ? error.message : String(error);
-      console.warn(
+      process.emitWarning(
         `adaptive-rate-limit: shared budget "${this.#name}" degraded (${detail}); serving from the local share, ${rate} units/min`,
+        { code: BUDGET_DEGRADED_WARNING },
       );
     }
     this.#events.emit('degraded', { budget: this.#name, error, rate });
@@ -319,7 +325,9 @@ export class MemberState {
     if (!this.#degraded) return;
     this.#degraded = false;
     if (this.#events.listenerCount('recovered') === 0) {
-      console.warn(`adaptive-rate-limit: shared budget "${this.#name}" recovered; sharing resumed`);
+      process.emitWarning(`adaptive-rate-limit: shared budget "${this.#name}" recovered; sharing resumed`, {
+        code: BUDGET_RECOVERED_WARNING,
+      });
     }
     this.#events.emit('recovered', { budget: this.#name, members });
   }

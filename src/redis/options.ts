@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { isRedisUrl, REDIS_URL_MESSAGE } from '../config/shared.js';
 import { ConfigError } from '../errors.js';
 import { type AdaptiveLimiterOptions, configErrorFrom } from '../limiter/options.js';
 import type { RedisClient } from './client.js';
@@ -98,19 +99,6 @@ const sharedSchema = z.object({
   stateTtl: positiveMs.optional(),
   lazy: z.boolean().optional(),
 });
-
-/** What a `redis` URL must look like (ioredis reads it): `redis://` or `rediss://` (TLS). */
-export const REDIS_URL_MESSAGE = 'expected a redis:// or rediss:// URL, such as redis://127.0.0.1:6379/0';
-
-/** Whether `url` is a Redis URL ioredis can connect to (a `redis:` or `rediss:` URL with a host). */
-export function isRedisUrl(url: string): boolean {
-  try {
-    const parsed = new URL(url);
-    return (parsed.protocol === 'redis:' || parsed.protocol === 'rediss:') && parsed.hostname !== '';
-  } catch {
-    return false;
-  }
-}
 
 /** Validates the coordinator's options and fills in the defaults; throws {@link ConfigError}. */
 export function resolveSharedOptions(options: SharedBudgetOptions): ResolvedSharedOptions {

@@ -8,7 +8,7 @@ export interface Era {
   readonly generation: string | undefined;
 }
 
-/** What a shared permit reports to: its budget. */
+/** @internal What a shared permit reports to: its budget. */
 export interface SharedPermitSink {
   _success(inner: Permit, unitsUsed: number | undefined, quota?: Quota): void;
   _throttled(inner: Permit, sent: Era, retryAfterMs: number | undefined, quota?: Quota): void;
@@ -22,6 +22,7 @@ export interface SharedPermitSink {
 export class SharedPermit implements Permit {
   #budget: SharedPermitSink | undefined;
 
+  /** @internal */
   constructor(
     budget: SharedPermitSink,
     readonly inner: Permit,

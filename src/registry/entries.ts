@@ -8,9 +8,9 @@ import {
 } from '../config/rules.js';
 import type { LimiterConfig } from '../config/schema.js';
 import { ConfigError, type ConfigIssue } from '../errors.js';
-import { originMatcher } from '../http/origin.js';
 import { AdaptiveRateLimiter } from '../limiter/adaptive.js';
 import type { RateLimiter } from '../limiter/types.js';
+import { originMatcher } from '../origin.js';
 import { makeSharedBudget, retireSharedBudget } from './shared.js';
 
 /** A named limiter of the registry, built from its config by {@link buildEntry}. */

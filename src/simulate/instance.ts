@@ -1,4 +1,4 @@
-import { type AttemptPlan, runAttempts } from '../attempts.js';
+import { type AttemptPlan, runAttempts } from '../attempt-loop.js';
 import { RateLimitRejectedError } from '../errors.js';
 import { withQuota } from '../http/classify.js';
 import { quotaReader } from '../http/quota-headers/index.js';

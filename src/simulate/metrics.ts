@@ -2,7 +2,7 @@ import type { RejectionReason } from '../errors.js';
 import { boundaries, quotaAt, type SimParams } from './scenarios.js';
 
 /**
- * The columns of the seed's comparison table, with the seed's definitions. Rates are units/min.
+ * The columns of RateLimiting.Adaptive's comparison table, with its definitions (docs/simulator.md). Rates are units/min.
  */
 export interface Metrics {
   /** Units the API accepted, per minute, over the run. */

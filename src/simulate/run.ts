@@ -174,7 +174,7 @@ export function limiterOptionsFor(
       return {
         ...common,
         controller,
-        // The seed's modes keep the seed's one-second bucket; probe and custom controllers pace.
+        // RateLimiting.Adaptive's modes (AIMD, CUBIC) keep its one-second bucket; probe and custom controllers pace.
         ...(mode.name === 'aimd' || mode.name === 'cubic' ? { burst: 'second' as const } : {}),
         initialUnitsPerMinute: l.initialUnitsPerMinute,
         minUnitsPerMinute: l.minUnitsPerMinute,

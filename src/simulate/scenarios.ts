@@ -112,9 +112,9 @@ export interface Scenario {
 const MINUTE = 60_000;
 
 /**
- * The seed's setting: 2 instances of 2,000 units/min against a hidden quota of 3,000, 15 min,
+ * RateLimiting.Adaptive's setting (its "Rate controllers" page; docs/simulator.md): 2 instances of 2,000 units/min against a hidden quota of 3,000, 15 min,
  * seed 42, an initial rate of 1,500 units/min for the whole budget and a maximum of 5,625
- * (2,812.5 for each of 2 instances). Limiter options the seed does not give are the library's
+ * (2,812.5 for each of 2 instances). Limiter options it does not give are the library's
  * defaults: maxWait 60 s, queueLimit 10,000, decreaseCooldown 1 s, min 1 unit/min.
  */
 export function baseParams(): SimParams {

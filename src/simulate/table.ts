@@ -2,7 +2,7 @@ import type { ModeResult } from './run.js';
 
 const integer = new Intl.NumberFormat('en-US', { maximumFractionDigits: 0 });
 
-/** The seed's comparison table as aligned text, one row per mode. */
+/** RateLimiting.Adaptive's comparison table (docs/simulator.md) as aligned text, one row per mode. */
 export function formatTable(results: readonly ModeResult[]): string {
   const { header, rows } = tableCells(results);
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i]!.length)));

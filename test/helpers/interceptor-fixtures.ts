@@ -1,3 +1,4 @@
+import type { ServerResponse } from 'node:http';
 import { Agent, type Dispatcher, request } from 'undici';
 import { afterEach } from 'vitest';
 import { type AdaptiveRateLimitInterceptor, adaptiveRateLimit } from '../../src/http/interceptor.js';
@@ -40,4 +41,15 @@ export async function get(
 ) {
   const response = await request(url, { dispatcher, ...options });
   return { status: response.statusCode, headers: response.headers, body: await response.body.text() };
+}
+
+/** Answers the first `n` requests with `status` (and headers), then lets the bucket decide. */
+export function firstAnswers(n: number, status: number, headers: Record<string, string> = {}) {
+  let left = n;
+  return (_req: unknown, res: ServerResponse) => {
+    if (left <= 0) return false;
+    left--;
+    res.writeHead(status, headers).end(`scripted ${status}`);
+    return true;
+  };
 }

@@ -9,12 +9,12 @@ import type { LimiterPermit } from './permit.js';
  * A limiter's controller and the books that make its state: the measured send rate, whether a
  * request waited, the last cut and the last increase, the rate and the measured rate before the
  * last decrease, the cut epoch permits are granted in, and what was sent while unlimited. It
- * applies the cut rules of the spec (a throttle cuts only for a permit granted since the last
+ * applies the cut rules (README, "How the limiter works": a throttle cuts only for a permit granted since the last
  * cut, and not within `decreaseCooldown` of it) and clamps the controller's answers to this
  * process's share of [min, max]. Rates are units/min of this process; times are ms on the
  * limiter's clock. It owns no clock and no timer: the limiter passes `now`.
  */
-export class CutBook {
+export class RateBook {
   readonly #pause: Pause;
   /** The send rate the responses make: the limiter records each into it. */
   readonly measured = new MeasuredRate();

@@ -1,11 +1,11 @@
 import { EventEmitter } from 'node:events';
-import { type Clock, systemClock } from './clock.js';
-import type { LimiterConfig } from './config/schema.js';
-import { AdaptiveRateLimitError, ConfigError, type ConfigIssue } from './errors.js';
-import { normalizeOrigin } from './http/origin.js';
-import type { AdaptiveRateLimiter } from './limiter/adaptive.js';
-import { configErrorFrom } from './limiter/options.js';
-import type { RateLimiter } from './limiter/types.js';
+import { type Clock, systemClock } from '../clock.js';
+import type { LimiterConfig } from '../config/schema.js';
+import { AdaptiveRateLimitError, ConfigError, type ConfigIssue } from '../errors.js';
+import type { AdaptiveRateLimiter } from '../limiter/adaptive.js';
+import { configErrorFrom } from '../limiter/options.js';
+import type { RateLimiter } from '../limiter/types.js';
+import { normalizeOrigin } from '../origin.js';
 import {
   buildEntry,
   buildEntryOrThrow,
@@ -13,11 +13,11 @@ import {
   defaultConfigIssues,
   makeLimiter,
   type NamedEntry,
-} from './registry/entries.js';
-import { REGISTRY_DEFAULTS, type RegistryOptions, registryOptionsSchema } from './registry/options.js';
-import { OriginPool } from './registry/origin-pool.js';
+} from './entries.js';
+import { REGISTRY_DEFAULTS, type RegistryOptions, registryOptionsSchema } from './options.js';
+import { OriginPool } from './origin-pool.js';
 
-export { REGISTRY_DEFAULTS, type RegistryOptions } from './registry/options.js';
+export { REGISTRY_DEFAULTS, type RegistryOptions } from './options.js';
 
 /** The name of the limiter shared by new origins that find no room among the per-origin ones. */
 export const OVERFLOW = '(overflow)';
@@ -155,7 +155,6 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
     return this.#perOrigin.hold(key, limiter as AdaptiveRateLimiter);
   }
 
-  /** @internal How many times an entry was added, removed or replaced: routes stay valid until it moves. */
   /**
    * @internal An adapter tells the registry which limiters it still uses beyond their own queue
    * (requests holding or waiting for a maxConcurrent slot): those are not dropped as idle, or a
@@ -166,6 +165,7 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
     return () => this.#busyChecks.delete(check);
   }
 
+  /** @internal How many times an entry was added, removed or replaced: routes stay valid until it moves. */
   get _changes(): number {
     return this.#changes;
   }

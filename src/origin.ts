@@ -1,4 +1,4 @@
-import { ConfigError, type ConfigIssue } from '../errors.js';
+import { ConfigError, type ConfigIssue } from './errors.js';
 
 /** The schemes an origin may have, with their default ports. */
 const DEFAULT_PORTS: Readonly<Record<string, string>> = { 'http:': '80', 'https:': '443' };

@@ -1,0 +1,81 @@
+import type { HeaderProfile, QuotaFromHeaders } from '../http/quota-headers/index.js';
+import type { AdaptiveLimiterOptions } from '../limiter/options.js';
+import type { RateLimiter } from '../limiter/types.js';
+import type { SharedConfig } from './shared.js';
+
+// The shapes of a config (what parseConfig returns and the registry and adapters take): apart
+// from the schema, so that the rules the schema uses can name them without a circle.
+
+/** One named limiter: the limiter's options plus what it covers and how requests are sent. */
+export interface LimiterConfig extends Omit<AdaptiveLimiterOptions, 'clock' | 'name'> {
+  /**
+   * The origins this limiter covers: exact origins (`https://api.example.com`) and wildcards
+   * (`*.example.com`, `https://*.example.com`). An exact origin beats a wildcard; among
+   * wildcards the limiter declared first wins. An exact origin may belong to one limiter only.
+   */
+  origins?: string[];
+  /** Requests in flight at once (an integer >= 1). @default unset: no cap */
+  maxConcurrent?: number;
+  /**
+   * Which response headers announce the quota, giving the limiter a ceiling (HTTP adapters):
+   * `'standard'` reads the IETF RateLimit fields; `'github'`, `'openai'`, `'shopify'` read them
+   * and that vendor's own headers as it documents them; `false` reads none. A vendor form is
+   * never guessed from the headers. See the README, "Quota headers". @default 'standard'
+   */
+  headers?: HeaderProfile | false;
+  /**
+   * Your reading of the quota headers, for APIs no profile covers: `(headers) => { remaining,
+   * resetMs, limit, windowMs }` (the limiter's units; ms), a list of such (each named by
+   * `policy`), or `undefined`. Added to what `headers` reads. Code only (not in JSON).
+   * @default unset
+   */
+  quotaFromHeaders?: QuotaFromHeaders;
+  /**
+   * A limiter you own, to put behind `origins` instead of one the registry makes: typically a
+   * `SharedBudget` (`adaptive-rate-limit/redis`), so that every process's requests to these
+   * origins are metered against one budget; any {@link RateLimiter} will do (the HTTP adapters
+   * use only its `tryAcquire` and `acquire`, and feed its permits).
+   *
+   * - It carries its own options: with it, only `origins`, `maxConcurrent` (the adapter's
+   *   concurrency gate), `headers` and `quotaFromHeaders` are allowed; a rate option next to it
+   *   is a `ConfigError` naming the field.
+   * - Named limiters only (not `default`), and in code only: JSON config cannot hold an instance,
+   *   so `parseConfig` rejects the key.
+   * - The registry never closes it (not in `remove`, not in `close`) and never drops it: its
+   *   owner closes it (`await budget.close()`), after the adapters that use it.
+   * - `registry.get(name)` and `limiterFor(origin)` answer its `AdaptiveRateLimiter`: the instance
+   *   itself when it is one, else its `.limiter` when that is one (a `SharedBudget`'s local
+   *   limiter: this process's share, snapshot and events), else `undefined`.
+   *   `registry.configFor(name).limiter` is the instance.
+   *
+   * @default unset: the registry makes an `AdaptiveRateLimiter` from this config
+   */
+  limiter?: RateLimiter;
+  /**
+   * A budget shared through Redis by every process that declares it (JSON config or code):
+   * `{ "redis": "redis://...", "name": "github" }`. The limiter's rate options are the whole
+   * budget's. The registry makes the `SharedBudget`, opens it at the first request and closes it
+   * with the registry; not with `limiter`, and not in `default`. See {@link SharedConfig}.
+   * @default unset: a limiter of this process alone
+   */
+  shared?: SharedConfig;
+}
+
+/** A parsed config file, or the registry and interceptor options it stands for. */
+export interface RateLimitConfig {
+  /** Named limiters, each with the origins it covers. @default {} */
+  limiters: Record<string, LimiterConfig>;
+  /**
+   * The config for an origin no limiter names: each such origin gets a limiter of its own made
+   * from it; `false` lets those origins pass through unlimited. @default {}
+   */
+  default: Omit<LimiterConfig, 'origins'> | false;
+  /** Attempts in all for a throttled request whose body can be replayed (an integer >= 1). @default 4 */
+  maxAttempts?: number;
+  /** The response statuses that count as throttling, each 400..599. @default [429] */
+  throttleStatuses?: number[];
+  /** The largest request body (bytes) kept for a replay; a larger one is sent once. @default 1 MiB */
+  maxReplayBodyBytes?: number;
+  /** How a refused request ends: `'error'` or a local 429 (`'response'`), any case. @default 'error' */
+  rejection?: 'error' | 'response';
+}
