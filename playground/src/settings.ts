@@ -160,7 +160,7 @@ export function controllerSliders(controller: string, params: SimParams): Slider
     };
     if (/factor|beta|fraction/i.test(name)) {
       sliders.push({ ...common, min: 0.05, max: 0.95, step: 0.05, format: (v) => decimal.format(v) });
-    } else if (/interval|cooldown|wait|pause|ms$/i.test(name)) {
+    } else if (/interval|cooldown|wait|pause|ms$|time$|hold$|^round$/i.test(name)) {
       const step = niceStep(value / 10);
       sliders.push({ ...common, min: step, max: step * 60, step, format: seconds });
     } else {

@@ -49,7 +49,8 @@ export interface ProbeOptions {
   minCutFactor?: number;
 }
 
-const DEFAULTS: Required<ProbeOptions> = {
+/** The probe controller's options when none are given (the simulator and the playground show them). */
+export const PROBE_DEFAULTS: Readonly<Required<ProbeOptions>> = {
   cruiseMargin: 0.03,
   drainFactor: 0.9,
   drainTime: 1_000,
@@ -181,7 +182,7 @@ function validate(options: ProbeOptions): Required<ProbeOptions> {
   return validateNumbers(
     'probe',
     options,
-    DEFAULTS,
+    PROBE_DEFAULTS,
     {
       cruiseMargin: ['must be a number >= 0 and < 0.5', (v) => v >= 0 && v < 0.5],
       drainFactor: ['must be a number > 0 and <= 1', fraction],

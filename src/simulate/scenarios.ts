@@ -1,4 +1,4 @@
-import type { ProbeOptions } from '../controllers/probe.js';
+import { PROBE_DEFAULTS, type ProbeOptions } from '../controllers/probe.js';
 import { LIMITER_DEFAULTS } from '../limiter/options.js';
 import { SHARED_DEFAULTS } from '../redis/options.js';
 
@@ -142,7 +142,7 @@ export function baseParams(): SimParams {
       // The controllers' own defaults (src/controllers/aimd.ts, cubic.ts).
       aimd: { decreaseFactor: 0.7, increaseInterval: 10_000, increaseStep: 120 },
       cubic: { beta: 0.7, scaleConstant: 0.4 },
-      probe: {},
+      probe: { ...PROBE_DEFAULTS },
     },
     shared: {
       heartbeatInterval: SHARED_DEFAULTS.heartbeatInterval,
