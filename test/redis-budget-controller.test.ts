@@ -1,7 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
 import type { RateController, RateControllerState } from '../src/controllers/types.js';
-import { AcceptedRate } from '../src/redis/accepted-rate.js';
 import type { BudgetControllerState } from '../src/redis/budget-controller.js';
 import {
   createSharedBudget,
@@ -62,25 +61,6 @@ function recording(): RateController & {
     },
   };
 }
-
-describe('AcceptedRate', () => {
-  it('counts the units of the last 2 s, per minute, and forgets older ones', () => {
-    const accepted = new AcceptedRate(0);
-    expect(accepted.value(0)).toBe(0);
-    for (let t = 0; t < 4_000; t += 100) accepted.record(1, t); // 10 units/s: 600 units/min
-    // The window is the open 250 ms bucket and the 7 before it: 17 units in the last 1.75 s.
-    expect(accepted.value(4_000)).toBeCloseTo((17 * 60_000) / 1_750, 6);
-    // A second later, only the sends of 3,250 to 4,000 ms are in it.
-    expect(accepted.value(5_000)).toBeCloseTo((7 * 60_000) / 1_750, 6);
-    expect(accepted.value(6_250)).toBe(0);
-  });
-
-  it('divides a younger window by its age', () => {
-    const accepted = new AcceptedRate(1_000);
-    for (let t = 1_000; t < 1_500; t += 100) accepted.record(2, t);
-    expect(accepted.value(1_500)).toBeCloseTo((10 * 60_000) / 500, 6);
-  });
-});
 
 describe("the budget's controller, once for the budget (ManualClock, MemoryBudgetStore)", () => {
   it("shows a cut the whole rate and the members' accepted sum, as one limiter's controller would see it", () => {

@@ -2,7 +2,6 @@ import type { EventEmitter } from 'node:events';
 import type { Clock } from '../clock.js';
 import type { RateController, RateControllerState } from '../controllers/types.js';
 import type { AdaptiveRateLimiter } from '../limiter/adaptive.js';
-import { AcceptedRate } from './accepted-rate.js';
 import { BudgetController, type CutPlan } from './budget-controller.js';
 import type { MemberView } from './member-controller.js';
 import type { Era } from './permit.js';
@@ -54,10 +53,6 @@ export class MemberState {
   readonly #name: string;
   readonly #clock: Clock;
   readonly #controller: BudgetController;
-  readonly #accepted: AcceptedRate;
-  /** Units of successes since the accepted rate was last read, at `#bookedAt`. */
-  #unbooked = 0;
-  #bookedAt: number;
   #closed = false;
   #degraded = false;
   #lastError: unknown;
@@ -101,8 +96,6 @@ export class MemberState {
       cutShare: (state) => this.#cutShare(state),
     });
     this.#clock = this.limiter.clock;
-    this.#accepted = new AcceptedRate(this.#clock.now());
-    this.#bookedAt = this.#clock.now();
     this.#rate = init.initialRate;
   }
 
@@ -149,23 +142,11 @@ export class MemberState {
   }
 
   /**
-   * `units` of a response classified as success (its accepted rate). Only added up here: they
-   * are booked at the next reading (a heartbeat, a cut), at the middle of the time since the
-   * last, so a success reads no clock.
+   * This member's accepted rate now, units/min: its local limiter's (successes over the last 3 s,
+   * the rate a single limiter's cut starts from); 0 before the first success.
    */
-  succeeded(units: number): void {
-    this.#unbooked += units;
-  }
-
-  /** This member's accepted rate now, units/min. */
   acceptedRate(): number {
-    const now = this.#clock.now();
-    if (this.#unbooked > 0) {
-      this.#accepted.record(this.#unbooked, (this.#bookedAt + now) / 2);
-      this.#unbooked = 0;
-    }
-    this.#bookedAt = now;
-    return this.#accepted.value(now);
+    return this.limiter.snapshot().acceptedRate ?? 0;
   }
 
   /** Whether a request waited since the last heartbeat (or `queued` now); starts the next one. */

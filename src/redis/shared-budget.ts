@@ -221,9 +221,6 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
 
   /** @internal */
   _success(inner: Permit, unitsUsed: number | undefined, quota?: readonly AnnouncedQuota[]): void {
-    const used =
-      unitsUsed !== undefined && unitsUsed >= 0 && Number.isFinite(unitsUsed) ? unitsUsed : inner.units;
-    this.#member.succeeded(used);
     inner.success(unitsUsed, quota);
   }
 

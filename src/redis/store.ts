@@ -55,7 +55,7 @@ export interface HeartbeatRequest {
   demand: number;
   /**
    * The member's accepted rate: units/min of its responses classified as success over the last
-   * couple of seconds (accepted-rate.ts). The store answers the members' sum.
+   * couple of seconds (its local limiter's `snapshot().acceptedRate`). The store answers the members' sum.
    */
   accepted: number;
   /** The member's measured send rate (responses of any kind), units/min; 0 before any. */
