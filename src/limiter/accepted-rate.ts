@@ -14,8 +14,9 @@ const MIN_SPAN_MS = 1_000;
  * grant (at least 1 s). Times are ms on the limiter's clock.
  */
 export class AcceptedRate {
-  readonly #units = new Float64Array(SLOTS);
-  readonly #slotOf = new Float64Array(SLOTS).fill(Number.NEGATIVE_INFINITY);
+  // Made at the first success: an idle limiter (one per origin in a registry) does not pay for them.
+  #units: Float64Array | undefined;
+  #slotOf: Float64Array | undefined;
   /** The first grant (ms); the window starts no earlier. */
   #since: number | undefined;
   #any = false;
@@ -32,11 +33,15 @@ export class AcceptedRate {
   record(units: number, now: number): void {
     const slot = Math.floor(now / SLOT_MS);
     const i = slot % SLOTS;
-    if (this.#slotOf[i] !== slot) {
-      this.#slotOf[i] = slot;
-      this.#units[i] = 0;
+    this.#slotOf ??= new Float64Array(SLOTS).fill(Number.NEGATIVE_INFINITY);
+    this.#units ??= new Float64Array(SLOTS);
+    const slotOf = this.#slotOf;
+    const slotUnits = this.#units;
+    if (slotOf[i] !== slot) {
+      slotOf[i] = slot;
+      slotUnits[i] = 0;
     }
-    this.#units[i]! += units;
+    slotUnits[i]! += units;
     this.#markUnits += units;
     this.#any = true;
     this.#since ??= now;
@@ -59,13 +64,15 @@ export class AcceptedRate {
 
   /** Units/min accepted over the window ending at `now`; `undefined` before the first success. */
   value(now: number): number | undefined {
-    if (!this.#any) return undefined;
+    const slotOf = this.#slotOf;
+    const slotUnits = this.#units;
+    if (!this.#any || slotOf === undefined || slotUnits === undefined) return undefined;
     const current = Math.floor(now / SLOT_MS);
     const first = current - SLOTS + 1;
     let units = 0;
     for (let i = 0; i < SLOTS; i++) {
-      const slot = this.#slotOf[i]!;
-      if (slot >= first && slot <= current) units += this.#units[i]!;
+      const slot = slotOf[i]!;
+      if (slot >= first && slot <= current) units += slotUnits[i]!;
     }
     const windowStart = Math.max(first * SLOT_MS, this.#since ?? now);
     const span = Math.max(MIN_SPAN_MS, now - windowStart);
