@@ -25,6 +25,7 @@ function sharedBudget(store: MemoryBudgetStore, clock: ManualClock): SharedBudge
     store,
     clock,
     initialUnitsPerMinute: 6_000,
+    controller: 'aimd', // the cut mechanics, with AIMD's 0.7
     heartbeatInterval: 250,
     burst: 'second', // the test sends without moving the manual clock
   });

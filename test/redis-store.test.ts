@@ -24,6 +24,7 @@ function beat(id: string, demand: number, more: Partial<HeartbeatRequest> = {}):
     demand,
     accepted: 0,
     measured: 0,
+    acceptedUnits: 0,
     waited: false,
     memberTimeout: HOUR,
     floorFraction: 0.05,
@@ -48,6 +49,8 @@ function cut(sentEpoch: number, from: From, more: Partial<CutRequest> = {}): Cut
     rate: 420,
     rateBefore: 600,
     measured: undefined,
+    record: { rateBefore: 600, acceptedRate: 600, acceptedRateSincePrevious: undefined },
+    random: 0.25,
     cooldown: 0,
     minRate: 1,
     maxRate: undefined,
@@ -115,6 +118,31 @@ describe('MemoryBudgetStore', () => {
     expect(late).toMatchObject({ rate: 720, proposed: false, books: { version: 1 } });
     const capped = store.heartbeat(beat('b', 0, { proposal: { ...at(late), rate: 5_000 }, maxRate: 1_000 }));
     expect(capped).toMatchObject({ rate: 1_000, proposed: true });
+  });
+
+  it('keeps the last 8 cuts, the draw, and the units accepted since the last cut', () => {
+    const clock = new ManualClock();
+    const store = new MemoryBudgetStore({ clock });
+    let last = at(store.heartbeat(beat('a', 0, { acceptedUnits: 40 })));
+    expect(store.heartbeat(beat('b', 0, { acceptedUnits: 2 })).books).toMatchObject({
+      decreases: [],
+      random: undefined,
+      acceptedSinceLastDecrease: 42,
+    });
+    for (let i = 0; i < 10; i++) {
+      const record = { rateBefore: 600 - i, acceptedRate: 500 + i, acceptedRateSincePrevious: i };
+      const done = store.cut(cut(i, last, { record, random: i / 10 }));
+      expect(done.cut).toBe(true);
+      last = at(done);
+    }
+    const reply = store.heartbeat(beat('a', 0, { acceptedUnits: 5 }));
+    expect(reply.books.decreases.map((d) => d.acceptedRateSincePrevious)).toEqual([2, 3, 4, 5, 6, 7, 8, 9]);
+    expect(reply.books.decreases.at(-1)).toEqual({
+      rateBefore: 591,
+      acceptedRate: 509,
+      acceptedRateSincePrevious: 9,
+    });
+    expect(reply.books).toMatchObject({ random: 0.9, acceptedSinceLastDecrease: 5 });
   });
 
   it('counts the shared pause since the last cut, and the increase clock from its end', () => {
@@ -232,6 +260,7 @@ describe('SharedBudget after its shared state is lost', () => {
         store,
         clock,
         initialUnitsPerMinute: 600,
+        controller: 'aimd', // the cut mechanics, with AIMD's 0.7
         decreaseCooldown: 0,
         heartbeatInterval: 250,
         burst: 'second', // these tests send without moving the manual clock
@@ -359,6 +388,7 @@ describe('SharedBudget on a MemoryBudgetStore and a manual clock', () => {
         store,
         clock,
         initialUnitsPerMinute: 600,
+        controller: 'aimd', // the cut mechanics, with AIMD's 0.7
         decreaseCooldown: 0,
         heartbeatInterval: 250,
         burst: 'second', // these tests send without moving the manual clock
@@ -562,6 +592,33 @@ describeRedis('the Redis store and the memory store follow the same rules', () =
       ['joins without a rate', (s) => s.heartbeat(beat('a', 100, { initialRate: undefined }))],
       ['the first cut sets the rate', (s, _, last) => s.cut(cut(0, last, { rate: 900, rateBefore: 1_300 }))],
       ['then shares it', (s) => s.heartbeat(beat('a', 100, { initialRate: undefined }))],
+    ]);
+
+    // The probe controller's books: the last 8 cuts, the draw, the units accepted since the cut.
+    const cuts: [string, Step][] = Array.from({ length: 10 }, (_, i) => [
+      `cut ${i}`,
+      (s, _, last) =>
+        s.cut(
+          cut(i, last, {
+            rate: 1_000 - i,
+            rateBefore: 1_100.5 - i,
+            record: {
+              rateBefore: 1_100.5 - i,
+              acceptedRate: 950.25 + i,
+              acceptedRateSincePrevious: i % 3 === 0 ? undefined : 900 + i / 8,
+            },
+            random: i / 10 + 0.0123,
+          }),
+        ),
+    ]);
+    await expectSameRules([
+      ['no cut yet', (s) => s.heartbeat(beat('a', 100, { acceptedUnits: 12.5 }))],
+      ['b reports', (s) => s.heartbeat(beat('b', 100, { acceptedUnits: 30 }))],
+      ...cuts.slice(0, 1),
+      ['after the first cut', (s) => s.heartbeat(beat('a', 100, { acceptedUnits: 7.25 }))],
+      ['b again', (s) => s.heartbeat(beat('b', 100, { acceptedUnits: 3 }))],
+      ...cuts.slice(1),
+      ['the books keep 8', (s) => s.heartbeat(beat('a', 100, { acceptedUnits: 1 }))],
     ]);
   });
 

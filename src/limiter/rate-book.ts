@@ -185,10 +185,10 @@ export class RateBook {
 }
 
 /** Cuts whose accepted rate the state keeps. */
-const CUTS_KEPT = 8;
+export const CUTS_KEPT = 8;
 
 /** A number in [0, 1) from `random`; a source that breaks that contract is clamped into it. */
-function drawFrom(random: () => number): number {
+export function drawFrom(random: () => number): number {
   const value = random();
   return Number.isFinite(value) ? Math.min(Math.max(value, 0), 1 - Number.EPSILON) : 0;
 }

@@ -1,4 +1,5 @@
-import type { RateController, RateControllerState } from '../controllers/types.js';
+import type { DecreaseRecord, RateController, RateControllerState } from '../controllers/types.js';
+import { drawFrom } from '../limiter/rate-book.js';
 import type { ControllerBooks, Proposal } from './store.js';
 
 /**
@@ -18,6 +19,10 @@ export interface CutPlan {
   readonly measured: number | undefined;
   /** The books it was computed from; `undefined`: none known yet (the store answers `stale`). */
   readonly from: { generation: string; version: number } | undefined;
+  /** The cut as the books keep it (the controller's `decreases` from then on). */
+  readonly record: DecreaseRecord;
+  /** The books' random number from then on, in [0, 1). */
+  readonly random: number;
 }
 
 /** What a member learned of the shared state in one answer of the store. */
@@ -41,7 +46,14 @@ export interface BudgetLimits {
   readonly minRate: number;
   /** `Infinity`: no maximum. */
   readonly maxRate: number;
+  /** Draws the books' random number at each cut (the limiter's `random` option). */
+  readonly random: () => number;
 }
+
+/** The shortest span an accepted rate is read over (ms), as a single limiter reads it. */
+const MIN_SPAN_MS = 1_000;
+/** The random number of books that have none yet (before the first cut). */
+const NO_DRAW = 0.5;
 
 /** A proposed rate this close (relative) to the current one is no change. */
 const NO_CHANGE = 1e-9;
@@ -109,26 +121,32 @@ export class BudgetController {
     const b = k?.books;
     const elapsed = k === undefined ? 0 : Math.max(0, now - k.at);
     const pause = k?.pauseRemaining ?? 0;
+    const sinceLastDecrease = (b?.sinceLastDecrease ?? 0) + elapsed;
+    const pauseSinceLastDecrease = (b?.pauseSinceLastDecrease ?? 0) + Math.min(elapsed, pause);
+    const decreases = b?.decreases ?? [];
     return {
       rate: k?.rate ?? Number.POSITIVE_INFINITY,
       minRate,
       maxRate,
       rateBeforeLastDecrease: b?.rateBeforeLastDecrease ?? initialRate ?? Number.POSITIVE_INFINITY,
       measuredRateAtLastDecrease: b?.measuredRateAtLastDecrease,
-      sinceLastDecrease: (b?.sinceLastDecrease ?? 0) + elapsed,
-      pauseSinceLastDecrease: (b?.pauseSinceLastDecrease ?? 0) + Math.min(elapsed, pause),
+      sinceLastDecrease,
+      pauseSinceLastDecrease,
       // While paused at the answer, the increase clock starts at the pause's end.
       sinceLastIncrease: pause > 0 ? Math.max(0, elapsed - pause) : (b?.sinceLastIncrease ?? 0) + elapsed,
       waited: (b?.waited ?? false) || waited,
       instanceCount: 1,
       measuredRate: this.#measured > 0 ? this.#measured : undefined,
       acceptedRate: this.acceptedSum(ownAccepted),
-      // The books in the store do not keep the cut history nor a shared random draw yet (the
-      // probe controller reads them): a shared budget's controller sees none, and a fixed draw so
-      // that every member computes the same rate from the same books.
-      acceptedRateSinceLastDecrease: undefined,
-      decreases: [],
-      random: 0.5,
+      // What the members reported accepted since the last cut, over that time less its pauses.
+      acceptedRateSinceLastDecrease:
+        decreases.length === 0 || b === undefined
+          ? undefined
+          : (b.acceptedSinceLastDecrease * 60_000) /
+            Math.max(MIN_SPAN_MS, sinceLastDecrease - pauseSinceLastDecrease),
+      // The books' draw: every member computes the same rate from the same books.
+      decreases,
+      random: b?.random ?? NO_DRAW,
     };
   }
 
@@ -172,6 +190,13 @@ export class BudgetController {
       rateBefore: base,
       measured,
       from: k === undefined ? undefined : { generation: k.generation, version: k.books.version },
+      // As a single limiter records its cut (rate-book.ts): what was accepted, else the rate cut from.
+      record: {
+        rateBefore: base,
+        acceptedRate: accepted !== undefined && accepted > 0 ? accepted : base,
+        acceptedRateSincePrevious: state.acceptedRateSinceLastDecrease,
+      },
+      random: drawFrom(this.#limits.random),
     };
   }
 

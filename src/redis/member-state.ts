@@ -33,6 +33,8 @@ export interface MemberStateInit {
   readonly members: number;
   /** The budget's controller (AIMD, CUBIC, the probe controller, your own). */
   readonly controller: RateController;
+  /** Draws the books' random number at a cut (the limiter's `random` option). */
+  readonly random: () => number;
   /** Makes the local limiter; its controller asks `view` (member-controller.ts). */
   readonly limiter: (view: MemberView) => AdaptiveRateLimiter;
 }
@@ -73,6 +75,8 @@ export class MemberState {
   #pendingCut: CutPlan | undefined;
   /** The call whose answer was applied last: an older answer does not undo a newer one. */
   #appliedSeq = 0;
+  /** Units of this member's successes not reported yet. */
+  #acceptedUnits = 0;
 
   constructor(events: EventEmitter<SharedBudgetEventMap>, init: MemberStateInit) {
     this.#events = events;
@@ -147,6 +151,18 @@ export class MemberState {
    */
   acceptedRate(): number {
     return this.limiter.snapshot().acceptedRate ?? 0;
+  }
+
+  /** A response of this member's was classified as success, for `units`. */
+  accepted(units: number): void {
+    if (units > 0 && Number.isFinite(units)) this.#acceptedUnits += units;
+  }
+
+  /** The units accepted since the last call: what the next heartbeat reports. */
+  takeAcceptedUnits(): number {
+    const units = this.#acceptedUnits;
+    this.#acceptedUnits = 0;
+    return units;
   }
 
   /** Whether a request waited since the last heartbeat (or `queued` now); starts the next one. */

@@ -1,6 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { type Clock, systemClock } from '../clock.js';
+import type { DecreaseRecord } from '../controllers/types.js';
 import {
+  appendDecrease,
   type BudgetStore,
   type ControllerBooks,
   type CutReply,
@@ -55,6 +57,9 @@ export class MemoryBudgetStore implements BudgetStore {
   #rateBefore: number | undefined;
   #measuredAtCut: number | undefined;
   #waited = false;
+  #decreases: readonly DecreaseRecord[] = [];
+  #random: number | undefined;
+  #acceptedSinceCut = 0;
   #stateExpiresAt = Number.POSITIVE_INFINITY;
   // the members zset and the reports hash (they expire together, on heartbeats only)
   /** Member id -> time of its last heartbeat (ms), in order of joining. */
@@ -125,6 +130,7 @@ export class MemoryBudgetStore implements BudgetStore {
       this.#rate = rate;
     }
     if (r.waited) this.#waited = true;
+    if (r.acceptedUnits > 0) this.#acceptedSinceCut += r.acceptedUnits;
     let accepted = 0;
     let measured = 0;
     const demands = this.#demands;
@@ -172,6 +178,9 @@ export class MemoryBudgetStore implements BudgetStore {
     this.#rate = clampRate(r.rate, r.minRate, r.maxRate);
     this.#rateBefore = r.rateBefore;
     this.#measuredAtCut = r.measured;
+    this.#decreases = appendDecrease(this.#decreases, r.record);
+    this.#random = r.random;
+    this.#acceptedSinceCut = 0;
     this.#epoch++;
     this.#lastCutAt = now;
     this.#cuts++;
@@ -249,6 +258,9 @@ export class MemoryBudgetStore implements BudgetStore {
       ),
       sinceLastIncrease: sinceIncrease(this.#lastChangeAt, this.#pausedUntil, now),
       waited: this.#waited,
+      decreases: this.#decreases,
+      random: this.#random,
+      acceptedSinceLastDecrease: this.#acceptedSinceCut,
     };
   }
 
@@ -277,6 +289,9 @@ export class MemoryBudgetStore implements BudgetStore {
       this.#rateBefore = undefined;
       this.#measuredAtCut = undefined;
       this.#waited = false;
+      this.#decreases = [];
+      this.#random = undefined;
+      this.#acceptedSinceCut = 0;
       this.#stateExpiresAt = Number.POSITIVE_INFINITY;
     }
     if (now >= this.#membersExpireAt || this.#members.size === 0) {

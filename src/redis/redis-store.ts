@@ -3,14 +3,16 @@ import { createRequire } from 'node:module';
 import { AdaptiveRateLimitError } from '../errors.js';
 import type { RedisClient } from './client.js';
 import { CUT, HEARTBEAT, LEAVE, PAUSE } from './scripts.js';
-import type {
-  BudgetStore,
-  ControllerBooks,
-  CutReply,
-  CutRequest,
-  HeartbeatReply,
-  HeartbeatRequest,
-  PauseRequest,
+import {
+  type BudgetStore,
+  type ControllerBooks,
+  type CutReply,
+  type CutRequest,
+  type HeartbeatReply,
+  type HeartbeatRequest,
+  type PauseRequest,
+  packDecrease,
+  unpackDecreases,
 } from './store.js';
 
 export interface RedisBudgetStoreOptions {
@@ -95,6 +97,7 @@ export class RedisBudgetStore implements BudgetStore {
       p?.generation ?? '',
       p === undefined ? '' : p.version,
       optional(p?.rate),
+      finite(r.acceptedUnits),
     ])) as unknown[];
     const [
       rate,
@@ -139,6 +142,8 @@ export class RedisBudgetStore implements BudgetStore {
       randomUUID(),
       r.from?.generation ?? '',
       r.from === undefined ? '' : r.from.version,
+      packDecrease(r.record),
+      finite(r.random),
     ])) as unknown[];
     const [cut, stale, rate, epoch, generation] = reply as [number, number, string, number, string];
     return {
@@ -194,15 +199,8 @@ function finite(x: number): number {
 
 /** The controller's books as a script lists them (scripts.ts: BOOKS). */
 function books(list: unknown[]): ControllerBooks {
-  const [version, before, measured, sinceCut, pauseSinceCut, sinceIncrease, waited] = list as [
-    number,
-    string,
-    string,
-    string,
-    string,
-    string,
-    number,
-  ];
+  const [version, before, measured, sinceCut, pauseSinceCut, sinceIncrease, waited, cuts, random, units] =
+    list as [number, string, string, string, string, string, number, string, string, string];
   return {
     version,
     rateBeforeLastDecrease: number(before),
@@ -211,6 +209,9 @@ function books(list: unknown[]): ControllerBooks {
     pauseSinceLastDecrease: Number(pauseSinceCut),
     sinceLastIncrease: Number(sinceIncrease),
     waited: waited === 1,
+    decreases: unpackDecreases(cuts),
+    random: number(random),
+    acceptedSinceLastDecrease: Number(units),
   };
 }
 

@@ -7,13 +7,16 @@
  * Keys (one hash tag, so a cluster keeps them on one slot):
  *   KEYS[1] `<prefix>{<name>}:state`    hash: generation, createdAt, rate, epoch, lastCutAt, cuts,
  *                                        pausedUntil, pauseFrom, pauseBanked, and the controller's
- *                                        books: version, lastChangeAt, rateBefore, measuredAtCut, waited
+ *                                        books: version, lastChangeAt, rateBefore, measuredAtCut, waited,
+ *                                        decreases ("before accepted since;..."), random, acceptedSinceCut
  *   KEYS[2] `<prefix>{<name>}:members`  zset: member id -> last heartbeat (server ms)
  *   KEYS[3] `<prefix>{<name>}:reports`  hash: member id -> "demand accepted measured" (units/min)
  *
  * The rules are written once in TypeScript (store.ts, memory-store.ts); these scripts mirror
  * them, and test/redis-store.test.ts runs both on the same sequences.
  */
+
+import { DECREASES_KEPT } from './store.js';
 
 const NOW = `
 local t = redis.call('TIME')
@@ -38,7 +41,8 @@ end
 /**
  * The controller's books as of now (store.ts: ControllerBooks, pauseSince, sinceIncrease), as a
  * list: version, rateBefore|'', measuredAtCut|'', sinceLastDecrease, pauseSinceLastDecrease,
- * sinceLastIncrease, waited (0|1). Also `changed()`: a new version of the books.
+ * sinceLastIncrease, waited (0|1), decreases|'', random|'', acceptedSinceCut. Also `changed()`: a
+ * new version of the books.
  */
 const BOOKS = `
 local function num(field, default)
@@ -59,7 +63,8 @@ local function books()
   local pausedUntil = num('pausedUntil', 0)
   local sinceIncrease = now - math.max(num('lastChangeAt', now), math.min(pausedUntil, now))
   return { num('version', 0), before, measured, tostring(now - cutAt()), tostring(pauseSince(now)),
-    tostring(sinceIncrease), num('waited', 0) }
+    tostring(sinceIncrease), num('waited', 0), redis.call('HGET', KEYS[1], 'decreases') or '',
+    redis.call('HGET', KEYS[1], 'random') or '', tostring(num('acceptedSinceCut', 0)) }
 end
 local function changed()
   redis.call('HINCRBY', KEYS[1], 'version', 1)
@@ -83,7 +88,7 @@ end
  *
  * ARGV: id, demand, accepted, measured, waited (0|1), memberTimeoutMs, floorFraction, initialRate|'',
  *   minRate, maxRate|'', ttlMs, candidateGeneration, proposalGeneration|'', proposalVersion|'',
- *   proposalRate|''
+ *   proposalRate|'', acceptedUnits
  * Returns: { rate|'', epoch, pauseRemainingMs, members, share|'', serverNow, generation, accepted,
  *   measured, index, proposed (0|1), books... }
  */
@@ -118,6 +123,8 @@ if rate ~= nil then
   redis.call('HSET', KEYS[1], 'rate', rate)
 end
 if ARGV[5] == '1' then redis.call('HSET', KEYS[1], 'waited', 1) end
+local units = tonumber(ARGV[16]) or 0
+if units > 0 then redis.call('HINCRBYFLOAT', KEYS[1], 'acceptedSinceCut', units) end
 local epoch = tonumber(redis.call('HGET', KEYS[1], 'epoch')) or 0
 local pausedUntil = tonumber(redis.call('HGET', KEYS[1], 'pausedUntil')) or 0
 local ids = redis.call('ZRANGE', KEYS[2], 0, -1)
@@ -171,7 +178,8 @@ return reply
  * this one (sentEpochIn in store.ts).
  *
  * ARGV: sentEpoch, rate, rateBefore, measured|'', cooldownMs, minRate, maxRate|'', ttlMs,
- *   sentGeneration|'', candidateGeneration, fromGeneration|'', fromVersion|''
+ *   sentGeneration|'', candidateGeneration, fromGeneration|'', fromVersion|'', record (packDecrease),
+ *   random
  * Returns: { cut (0|1), stale (0|1), rate|'', epoch, generation, books... }
  */
 export const CUT = `${NOW}${GENERATION}${CLAMP}${BOOKS}
@@ -192,6 +200,13 @@ if sentEpoch == epoch and (lastCutAt == nil or now - lastCutAt >= cooldown) then
     redis.call('HSET', KEYS[1], 'rate', clamp(tonumber(ARGV[2]), minRate, maxRate), 'rateBefore', ARGV[3])
     if ARGV[4] == '' then redis.call('HDEL', KEYS[1], 'measuredAtCut')
     else redis.call('HSET', KEYS[1], 'measuredAtCut', ARGV[4]) end
+    local cuts = {}
+    for kept in string.gmatch(redis.call('HGET', KEYS[1], 'decreases') or '', '[^;]+') do
+      table.insert(cuts, kept)
+    end
+    table.insert(cuts, ARGV[13])
+    while #cuts > ${DECREASES_KEPT} do table.remove(cuts, 1) end
+    redis.call('HSET', KEYS[1], 'decreases', table.concat(cuts, ';'), 'random', ARGV[14], 'acceptedSinceCut', 0)
     epoch = epoch + 1
     redis.call('HSET', KEYS[1], 'epoch', epoch, 'lastCutAt', now, 'pauseBanked', 0)
     redis.call('HINCRBY', KEYS[1], 'cuts', 1)

@@ -14,7 +14,7 @@ import { assertIoredis, RedisBudgetStore } from './redis-store.js';
 import type { BudgetStore } from './store.js';
 
 /** The controller of a shared budget that names none. */
-const SHARED_DEFAULT_CONTROLLER = 'aimd';
+const SHARED_DEFAULT_CONTROLLER = 'probe';
 
 export type { SharedBudgetEventMap, SharedState } from './member-state.js';
 
@@ -109,6 +109,7 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
       maxRate: max,
       members: guess,
       controller,
+      random: resolved.random,
       limiter: (view) =>
         new AdaptiveRateLimiter({
           ...limiterOptions,
@@ -222,6 +223,10 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
   /** @internal */
   _success(inner: Permit, unitsUsed: number | undefined, quota?: readonly AnnouncedQuota[]): void {
     inner.success(unitsUsed, quota);
+    // As the local limiter counts it: the units used when the answer says, else the permit's.
+    const used =
+      unitsUsed !== undefined && unitsUsed >= 0 && Number.isFinite(unitsUsed) ? unitsUsed : inner.units;
+    this.#member.accepted(used);
   }
 
   /** @internal */

@@ -1,3 +1,6 @@
+import type { DecreaseRecord } from '../controllers/types.js';
+import { CUTS_KEPT } from '../limiter/rate-book.js';
+
 /**
  * The seam between a {@link SharedBudget} and where the shared state lives. A store holds ONE
  * budget's state: its generation, whole rate, cut epoch, the books of the budget's controller
@@ -60,6 +63,11 @@ export interface HeartbeatRequest {
   accepted: number;
   /** The member's measured send rate (responses of any kind), units/min; 0 before any. */
   measured: number;
+  /**
+   * Units of this member's responses classified as success since its previous heartbeat: the
+   * store adds them up since the last cut (the books' `acceptedSinceLastDecrease`).
+   */
+  acceptedUnits: number;
   /** Whether a request of this member waited (or was turned away) since its last heartbeat. */
   waited: boolean;
   /**
@@ -111,7 +119,16 @@ export interface ControllerBooks {
   sinceLastIncrease: number;
   /** True when a member's request waited since the last change. */
   waited: boolean;
+  /** The last cuts of the whole rate, oldest first, at most {@link DECREASES_KEPT}. */
+  decreases: readonly DecreaseRecord[];
+  /** The random number drawn at the last cut, in [0, 1); `undefined` before any cut. */
+  random: number | undefined;
+  /** Units the members reported accepted since the last cut (since the state's creation before any). */
+  acceptedSinceLastDecrease: number;
 }
+
+/** Cuts the books keep, as a single limiter's state does. */
+export const DECREASES_KEPT = CUTS_KEPT;
 
 export interface HeartbeatReply {
   /** The state's generation: a new one when the state was lost and created again. */
@@ -162,6 +179,10 @@ export interface CutRequest {
   rateBefore: number;
   /** The measured (accepted) whole rate it started from: the next `measuredRateAtLastDecrease`. */
   measured: number | undefined;
+  /** The cut as the books keep it (appended to `decreases`). */
+  record: DecreaseRecord;
+  /** The books' next random number, in [0, 1), drawn by the member. */
+  random: number;
   /** Least ms between two shared cuts. */
   cooldown: number;
   minRate: number;
@@ -266,6 +287,44 @@ export function pauseSince(banked: number, from: number, until: number, cutAt: n
 /** ms since the increase clock started: the last change, or the end of a later pause (now while paused). */
 export function sinceIncrease(lastChangeAt: number, pausedUntil: number, now: number): number {
   return now - Math.max(lastChangeAt, Math.min(pausedUntil, now));
+}
+
+/**
+ * `decreases` with `record` appended, the oldest dropped past {@link DECREASES_KEPT}: as the
+ * books keep their cuts.
+ */
+export function appendDecrease(
+  decreases: readonly DecreaseRecord[],
+  record: DecreaseRecord,
+): readonly DecreaseRecord[] {
+  return [...decreases.slice(1 - DECREASES_KEPT), record];
+}
+
+/**
+ * A cut as the Redis store keeps it in its `decreases` field: `"rateBefore accepted sincePrevious"`
+ * (`-` for none), the cuts joined by `;`.
+ */
+export function packDecrease(d: DecreaseRecord): string {
+  return `${finiteOr0(d.rateBefore)} ${finiteOr0(d.acceptedRate)} ${
+    d.acceptedRateSincePrevious === undefined ? '-' : finiteOr0(d.acceptedRateSincePrevious)
+  }`;
+}
+
+/** The cuts of a `decreases` field (see {@link packDecrease}); `''` is none. */
+export function unpackDecreases(text: string): DecreaseRecord[] {
+  if (text === '') return [];
+  return text.split(';').map((cut) => {
+    const [before, accepted, since] = cut.split(' ');
+    return {
+      rateBefore: Number(before),
+      acceptedRate: Number(accepted),
+      acceptedRateSincePrevious: since === '-' || since === undefined ? undefined : Number(since),
+    };
+  });
+}
+
+function finiteOr0(x: number): number {
+  return Number.isFinite(x) ? x : 0;
 }
 
 /**
