@@ -25,6 +25,7 @@
  *   npm run bench -- control --serial             one row at a time (each row alone on the CPU)
  *   npm run bench -- control --parallel=2         two rows at a time (defaults beside AWS, ...)
  *   npm run bench -- control --only=quota,nginx   some of: quota, nginx, burst, cold
+ *   npm run bench -- control --rows=shared,AWS    only the rows whose label has one of these words
  */
 import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
 import { coldStart } from './control-cold.js';
@@ -69,6 +70,8 @@ export interface ControlArgs {
   /** Rows run at once; Infinity: every row of a server side by side. */
   parallel: number;
   only: ReadonlySet<string>;
+  /** Words of the row labels to run (`undefined`: every row). */
+  rows: readonly string[] | undefined;
 }
 
 const SCENARIOS = ['quota', 'nginx', 'burst', 'cold'] as const;
@@ -77,6 +80,7 @@ export function parseControlArgs(argv: readonly string[]): ControlArgs {
   let scale = 1;
   let parallel = Number.POSITIVE_INFINITY;
   let only: Set<string> = new Set(SCENARIOS);
+  let rows: string[] | undefined;
   for (const arg of argv) {
     if (arg === '--serial') parallel = 1;
     else if (arg.startsWith('--parallel=')) {
@@ -94,13 +98,15 @@ export function parseControlArgs(argv: readonly string[]): ControlArgs {
       const unknown = [...only].filter((s) => !(SCENARIOS as readonly string[]).includes(s));
       if (unknown.length > 0)
         throw new Error(`--only: unknown ${unknown.join(', ')}; expected some of ${SCENARIOS.join(', ')}`);
+    } else if (arg.startsWith('--rows=')) {
+      rows = arg.slice('--rows='.length).split(',').filter((w) => w !== '');
     } else if (arg.startsWith('-') && arg !== '--expose-gc') {
       throw new Error(
-        `control: unknown option ${arg} (--serial, --parallel=N, --quick, --duration=S, --only=a,b)`,
+        `control: unknown option ${arg} (--serial, --parallel=N, --quick, --duration=S, --only=a,b, --rows=a,b)`,
       );
     }
   }
-  return { scale, parallel, only };
+  return { scale, parallel, only, rows };
 }
 
 interface Row {
@@ -206,7 +212,8 @@ export async function controlSuite(argv: readonly string[] = process.argv.slice(
   if (nginxOk !== true && args.only.has('nginx')) console.log(`nginx rows skipped: ${nginxOk}`);
   const redis = args.only.has('quota') || args.only.has('nginx') ? await startRedisServer() : 'not asked for';
   if (typeof redis === 'string') console.log(`shared-budget rows skipped: ${redis}`);
-  const rows = limiterRows();
+  const wanted = (label: string) => args.rows === undefined || args.rows.some((w) => label.includes(w));
+  const rows = limiterRows().filter((row) => wanted(row.label));
   try {
     // 1 and 2, side by side.
     const quota: Planned[] = [];
@@ -218,7 +225,7 @@ export async function controlSuite(argv: readonly string[] = process.argv.slice(
       };
       const load: Load = { kind: 'open', perMinute: s.quota.demandPerMinute, durationMs: quotaMs };
       const available = () => refilledBy(quotaMs, s.quota.perMinute, drop);
-      for (const row of [...rows, sharedRow(redis, 'quota')]) {
+      for (const row of [...rows, sharedRow(redis, 'quota')].filter((r) => wanted(r.label))) {
         const run = plan(row, server, s.quota.clients, load, 'request');
         quota.push({ row, ...(run === undefined ? {} : { run }), available });
       }
@@ -234,9 +241,11 @@ export async function controlSuite(argv: readonly string[] = process.argv.slice(
       }
       const row = sharedRow(redis, 'nginx');
       row.label = `shared budget (redis, name), ${s.nginxShared.clients} × ${s.nginxShared.demandPerMinute.toLocaleString('en-US')}/min`;
-      const load: Load = { kind: 'open', perMinute: s.nginxShared.demandPerMinute, durationMs: nginxMs };
-      const run = plan(row, server, s.nginxShared.clients, load, 'request');
-      nginx.push({ row, ...(run === undefined ? {} : { run }), available });
+      if (wanted(row.label)) {
+        const load: Load = { kind: 'open', perMinute: s.nginxShared.demandPerMinute, durationMs: nginxMs };
+        const run = plan(row, server, s.nginxShared.clients, load, 'request');
+        nginx.push({ row, ...(run === undefined ? {} : { run }), available });
+      }
     }
     if (quota.length > 0) {
       console.log(`\nquota server, ${quotaMs / 1000} s, ${how(args.parallel)} ...`);

@@ -173,6 +173,18 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   }
 
   /**
+   * @internal Puts the paced slots on a grid shared with other processes (see `Pacer.align`):
+   * `phase` in [0, 1), `offset` ms from this limiter's clock to the shared one. Nothing with
+   * `burst: 'second'` (no slots).
+   */
+  _alignSlots(phase: number, offset: number): void {
+    if (!(this.#bucket instanceof Pacer)) return;
+    const now = this.#clock.now();
+    this.#bucket.align(phase, offset, now);
+    this.#line?.kick(now);
+  }
+
+  /**
    * Pauses every send for `ms` (capped by `maxPause`), as a Retry-After does, without a cut.
    * A shorter pause than the current one changes nothing.
    */

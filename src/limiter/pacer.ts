@@ -101,6 +101,25 @@ export class Pacer implements RateGate {
     if (this.#tat < now - PACING_SLACK_MS) this.#tat = now - PACING_SLACK_MS;
   }
 
+  /**
+   * Moves the next slot by at most half a gap (one unit at the send rate) onto the grid of times
+   * `t` where `(t + offset) / gap - phase` is a whole number, and never before `now` less
+   * {@link PACING_SLACK_MS}. Members of a shared budget sending at the same rate use it with
+   * `phase` = index / members and the offset to a clock they share: their slots interleave
+   * instead of falling together. The slots after it keep the gap, so they stay on the grid while
+   * the rate holds. Nothing to align while unlimited.
+   */
+  align(phase: number, offset: number, now: number): void {
+    if (this.#free) return;
+    this.refill(now);
+    const gap = this.#ms(1);
+    const floor = now - PACING_SLACK_MS;
+    const next = Math.max(this.#tat, floor);
+    let t = (Math.round((next + offset) / gap - phase) + phase) * gap - offset;
+    if (t < floor) t += gap;
+    this.#tat = t;
+  }
+
   canTake(_units: number, now: number): boolean {
     this.refill(now);
     return this.#free || this.#tat <= now + EPSILON_MS;

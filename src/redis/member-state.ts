@@ -222,6 +222,7 @@ export class MemberState {
     this.#waitedSinceReply = false;
     this.#applyShare(this.#share);
     this.#applyPause(reply.pauseRemaining);
+    this.#alignSlots();
   }
 
   /** Applies the (last) reply to cut `seq`. */
@@ -302,6 +303,15 @@ export class MemberState {
     const current = this.limiter.rate;
     if (Number.isFinite(current) && Math.abs(share - current) <= current * SHARE_TOLERANCE) return;
     this.limiter.setRate(share);
+  }
+
+  /**
+   * Puts the local limiter's paced slots on the grid the members share (the store's clock), at
+   * phase index / members: N members at the same rate send in turn, not in step.
+   */
+  #alignSlots(): void {
+    if (this.#members < 2 || this.#closed) return;
+    this.limiter._alignSlots(this.#index / this.#members, this.#serverOffset);
   }
 
   #applyPause(remaining: number): void {
