@@ -37,6 +37,8 @@ Model
   --latency DURATION     median latency of an answer (log-normal; default 100ms)
   --latency-sigma N      spread of the latency (sigma of its log; default 0.5)
   --api-burst-seconds N  the API's bucket holds N seconds of the quota (default 2)
+  --leaky-burst N        the API is a strict leaky bucket (nginx's limit_req) letting N requests
+                         go early (leaky-bucket: 5), 429 with Retry-After: 1
   --max-attempts N       attempts per request, the first included (default 4)
   --drop-at DURATION     another client takes part of the quota from then (quota-drop: 5m)
   --drop-for DURATION    ... for this long (60s)
@@ -88,6 +90,7 @@ const OPTIONS = {
   latency: { type: 'string' },
   'latency-sigma': { type: 'string' },
   'api-burst-seconds': { type: 'string' },
+  'leaky-burst': { type: 'string' },
   'max-attempts': { type: 'string' },
   'drop-at': { type: 'string' },
   'drop-for': { type: 'string' },

@@ -70,6 +70,9 @@ export function applyOverrides(params: SimParams, v: Partial<Values>): SimParams
   set(positive('api-burst-seconds'), (x) => {
     p.apiBurstSeconds = x;
   });
+  set(whole('leaky-burst', 0), (x) => {
+    p.leakyBucket = { burst: x };
+  });
   set(whole('max-attempts', 1), (x) => {
     p.maxAttempts = x;
   });
