@@ -93,6 +93,7 @@ export async function makeSender(job: ClientJob): Promise<Sender> {
         const { createSharedBudget } = await import('../src/redis/index.js');
         budget = createSharedBudget({ redis: row.redisUrl, name: row.name });
         await budget.ready();
+        if (process.env.ARL_BENCH_TRACE) traceBudget(budget, attempts);
         options = {
           limiters: { api: { origins: [new URL(job.url).origin], limiter: budget } },
           maxAttempts: job.maxAttempts,
@@ -180,4 +181,32 @@ export async function makeSender(job: ClientJob): Promise<Sender> {
     },
     close: () => agent.close(),
   };
+}
+
+/**
+ * `ARL_BENCH_TRACE=1`: each second, one line on stderr of a shared budget's member: the whole
+ * rate, its share, its members and index, and the answers it got that second.
+ */
+function traceBudget(budget: SharedBudget, attempts: AttemptCounts): void {
+  const start = Date.now();
+  let ok = 0;
+  let throttled = 0;
+  const timer = setInterval(() => {
+    const s = budget.state;
+    const line = [
+      `${((Date.now() - start) / 1000).toFixed(0)}s`,
+      `${process.pid}`,
+      `rate ${Math.round(s.rate ?? -1)}`,
+      `share ${Math.round(s.share ?? -1)}`,
+      `local ${Math.round(budget.limiter.rate)}`,
+      `m ${s.members}#${s.index}`,
+      `ok ${attempts.ok - ok}`,
+      `429 ${attempts.throttled - throttled}`,
+      `q ${budget.limiter.snapshot().queued}`,
+    ];
+    ok = attempts.ok;
+    throttled = attempts.throttled;
+    process.stderr.write(`${line.join(' ')}\n`);
+  }, 1_000);
+  timer.unref();
 }

@@ -99,7 +99,10 @@ export function parseControlArgs(argv: readonly string[]): ControlArgs {
       if (unknown.length > 0)
         throw new Error(`--only: unknown ${unknown.join(', ')}; expected some of ${SCENARIOS.join(', ')}`);
     } else if (arg.startsWith('--rows=')) {
-      rows = arg.slice('--rows='.length).split(',').filter((w) => w !== '');
+      rows = arg
+        .slice('--rows='.length)
+        .split(',')
+        .filter((w) => w !== '');
     } else if (arg.startsWith('-') && arg !== '--expose-gc') {
       throw new Error(
         `control: unknown option ${arg} (--serial, --parallel=N, --quick, --duration=S, --only=a,b, --rows=a,b)`,

@@ -380,10 +380,11 @@ describe('AdaptiveRateLimiter: throttles, cuts and pauses', () => {
       clock.advance(150);
       for (const p of permits.slice(0, 20)) p.success();
       permits[20]!.throttled(1_000);
-      // 30 units sent, 20 accepted within the first second: 1,200/min accepted, cut by 30 %.
-      // (From the send rate, 1,800/min, the cut would have left 1,260/min: above what got through.)
+      // 30 units sent, 20 accepted in the first 150 ms: the 3 s window reads 1,200/min (over a
+      // second at least, in the first second); the last second's, read from the first answer over
+      // one 250 ms slot at least, 4,800/min. The first cut starts from the higher, cut by 30 %.
       expect(limiter.snapshot().acceptedRate).toBeCloseTo(1_200);
-      expect(limiter.rate).toBeCloseTo(840);
+      expect(limiter.rate).toBeCloseTo(4_800 * 0.7);
     },
   );
 });
@@ -663,8 +664,9 @@ describe('AdaptiveRateLimiter: edge cases (slow start, rounding, pauses, refunds
     clock.advance(1_000);
     for (const p of granted.slice(0, 9)) p.success();
     granted[9]!.throttled();
-    // 9 accepted within the first second: 540/min, AIMD cuts it by 30 %.
-    expect(limiter.rate).toBeCloseTo(378);
+    // 9 accepted at 1 s: 540/min over the window; the last second's, from the first answer over
+    // one 250 ms slot at least, 2,160/min: AIMD cuts the higher by 30 %.
+    expect(limiter.rate).toBeCloseTo(2_160 * 0.7);
     expect(limiter.snapshot().inFlightCap).toBeUndefined();
   });
 

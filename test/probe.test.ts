@@ -29,8 +29,17 @@ function state(overrides: Partial<RateControllerState> = {}): RateControllerStat
   });
 }
 
-/** A first cut from 4,000 units/min at which 3,000 got through: the ceiling is 3,000, cruise 2,910. */
-const FIRST: DecreaseRecord = { rateBefore: 4000, acceptedRate: 3000, acceptedRateSincePrevious: undefined };
+/**
+ * A cut from 4,000 units/min at which 3,000 got through (2,900 since the cut before it, which the
+ * state no longer keeps): the ceiling is 3,000, cruise 2,910.
+ */
+const FIRST: DecreaseRecord = { rateBefore: 4000, acceptedRate: 3000, acceptedRateSincePrevious: 2900 };
+/** The very first cut of the limiter (nothing before it): its estimate is only a floor. */
+const VERY_FIRST: DecreaseRecord = {
+  rateBefore: 4000,
+  acceptedRate: 3000,
+  acceptedRateSincePrevious: undefined,
+};
 /** A second overshoot at 3,300 where 3,050 got through lately and 3,000 over the cycle: ceiling 3,050. */
 const SECOND: DecreaseRecord = { rateBefore: 3300, acceptedRate: 3050, acceptedRateSincePrevious: 3000 };
 
@@ -45,6 +54,16 @@ describe('probe: onThrottled (golden table, default options)', () => {
       'cruising, the same got through: the ceiling a margin lower, cruise below it',
       { rate: 2910, acceptedRate: 2950, decreases: [FIRST] },
       3000 * 0.97 * 0.97,
+    ],
+    [
+      'cruising above the ceiling for a cycle: what got through over it, at most a margin lower',
+      { rate: 2910, acceptedRate: 2950, acceptedRateSinceLastDecrease: 2950, decreases: [FIRST] },
+      2910 * 0.97,
+    ],
+    [
+      'cruising, less got through over the cycle: at most two margins lower',
+      { rate: 2910, acceptedRate: 2950, acceptedRateSinceLastDecrease: 2600, decreases: [FIRST] },
+      3000 * 0.94 * 0.97,
     ],
     [
       'cruising, less got through (the quota dropped): that is the ceiling',
@@ -65,6 +84,16 @@ describe('probe: onThrottled (golden table, default options)', () => {
       'a probe overshoots after a burst: the ceiling rises by the margin at most',
       { rate: 3300, acceptedRate: 3400, acceptedRateSinceLastDecrease: 2950, decreases: [FIRST] },
       3090 * 0.9,
+    ],
+    [
+      'the cut after the very first: what got through is the ceiling, whatever the cycle',
+      { rate: 3300, acceptedRate: 3400, acceptedRateSinceLastDecrease: 2950, decreases: [VERY_FIRST] },
+      3400 * 0.9,
+    ],
+    [
+      'the cut after the very first, less got through: that is the ceiling',
+      { rate: 2910, acceptedRate: 2000, acceptedRateSinceLastDecrease: 2500, decreases: [VERY_FIRST] },
+      2000 * 0.9,
     ],
   ] as const)('%s', (_name, overrides, expected) => {
     expect(controller.onThrottled(state(overrides))).toBeCloseTo(expected, 6);
@@ -122,6 +151,39 @@ describe('probe: onSuccess (golden table, default options)', () => {
         sinceLastDecrease: 4000,
       },
       2000 * 0.97 + 60,
+    ],
+    [
+      'after the very first cut: no hold, probes right after the drain',
+      { rate: 2700, decreases: [VERY_FIRST], sinceLastDecrease: 1000 },
+      2910 + 60,
+    ],
+    [
+      'after the very first cut: +60, +120 a round later',
+      { rate: 2970, decreases: [VERY_FIRST], sinceLastDecrease: 3000 },
+      2910 + 180,
+    ],
+    [
+      'after the very first cut: drains for 1 s first',
+      { rate: 2700, decreases: [VERY_FIRST], sinceLastDecrease: 999 },
+      undefined,
+    ],
+    [
+      'a second cut found less than the very first: still unsure, no hold',
+      {
+        rate: 1800,
+        decreases: [VERY_FIRST, { rateBefore: 2700, acceptedRate: 2000, acceptedRateSincePrevious: 1500 }],
+        sinceLastDecrease: 1000,
+      },
+      1940 + 60,
+    ],
+    [
+      'a second cut found more than the very first: sure, it holds',
+      {
+        rate: 3060,
+        decreases: [VERY_FIRST, { rateBefore: 3300, acceptedRate: 3400, acceptedRateSincePrevious: 3000 }],
+        sinceLastDecrease: 1000,
+      },
+      3400 * 0.97,
     ],
     ['start-up with an announced rate: straight to it, without a round', { announcedRate: 5000 }, 5000],
     [

@@ -85,7 +85,7 @@ describe("the budget's controller, once for the budget (ManualClock, MemoryBudge
     expect(a.limiter.rate + b.limiter.rate).toBeCloseTo(6_000, 0);
   });
 
-  it('leaves "unlimited" from what the members sent, with the accepted sum as the measured rate', () => {
+  it('leaves "unlimited" from what the server accepted of the members, as the measured rate too', () => {
     const clock = new ManualClock();
     const controller = recording();
     const { store, budgets } = members(2, clock, { controller, initialUnitsPerMinute: undefined });
@@ -94,12 +94,48 @@ describe("the budget's controller, once for the budget (ManualClock, MemoryBudge
     expect(store.rate).toBeUndefined();
     a.tryAcquire()!.throttled();
     const seen = controller.throttled.at(-1)!;
-    expect(seen.rate).toBeCloseTo(12_000, -2); // the members' send rate, not a's own
+    expect(seen.rate).toBeCloseTo(12_000, -2); // the members' accepted sum, not a's own
     expect(seen.measuredRate).toBeCloseTo(12_000, -2); // all of it accepted
     expect(store.rate).toBeCloseTo(6_000, -2);
     clock.advance(250); // b hears of it: no longer unlimited
     expect(b.limiter.rate).toBeLessThan(6_000);
     expect(a.limiter.rate + b.limiter.rate).toBeCloseTo(store.rate!, -1);
+  });
+
+  it('runs the probe controller by default, once for the budget: drains at 0.9 × the accepted sum', () => {
+    const clock = new ManualClock();
+    const { store, budgets } = members(2, clock, { initialUnitsPerMinute: undefined });
+    send(clock, budgets, 5, 3_000); // 6,000 units/min each, all accepted
+    budgets[0]!.tryAcquire()!.throttled();
+    expect(store.cuts).toBe(1);
+    // AIMD would have cut to 0.7 × 12,000.
+    expect(store.rate! / (0.9 * 12_000)).toBeCloseTo(1, 1);
+  });
+
+  it("keeps the probe controller's books in the store: the cuts, the draw, the units accepted since the cut", () => {
+    const clock = new ManualClock();
+    const controller = recording();
+    const { store, budgets } = members(2, clock, { controller, random: () => 0.25 });
+    const [a, b] = budgets as [SharedBudget, SharedBudget];
+    send(clock, budgets, 5, 3_000); // 12,000 units/min accepted in all
+    a.tryAcquire()!.throttled(); // cut 1, by a: the whole rate halves to 6,000
+    const first = controller.throttled.at(-1)!;
+    expect(first.decreases).toEqual([]);
+    expect(first.acceptedRateSinceLastDecrease).toBeUndefined();
+    clock.advance(250); // both hear of the cut
+    send(clock, budgets, 1, 2_000); // 20 units/s each for 2 s: 80 units since the cut, each reported
+    clock.advance(250);
+    b.tryAcquire()!.throttled(); // cut 2, by the other member: it sees the budget's books
+    expect(store.cuts).toBe(2);
+    const second = controller.throttled.at(-1)!;
+    expect(second.decreases).toHaveLength(1);
+    expect(second.decreases[0]!.rateBefore).toBe(12_000);
+    expect(second.decreases[0]!.acceptedRate).toBeCloseTo(12_000, -2);
+    expect(second.decreases[0]!.acceptedRateSincePrevious).toBeUndefined();
+    // a's draw at cut 1 (books without a cut show 0.5), the same for every member.
+    expect(second.random).toBe(0.25);
+    // 80 units (and a's throttled one not) over 2.5 s: 1,920 units/min.
+    expect(second.acceptedRateSinceLastDecrease).toBeCloseTo(1_920, -2);
   });
 
   it("cuts CUBIC's whole rate from the accepted sum: 0.7 × what the members got accepted", () => {

@@ -23,7 +23,12 @@ let names = 0;
 const open: SharedBudget[] = [];
 
 function budget(options: Partial<SharedBudgetOptions> & Pick<SharedBudgetOptions, 'redis'>): SharedBudget {
-  const b = createSharedBudget({ name: `test-${process.pid}-${names}`, heartbeatInterval: 50, controller: 'aimd', ...options });
+  const b = createSharedBudget({
+    name: `test-${process.pid}-${names}`,
+    heartbeatInterval: 50,
+    controller: 'aimd',
+    ...options,
+  });
   b.on('degraded', () => {});
   b.on('recovered', () => {});
   open.push(b);

@@ -72,7 +72,11 @@ describe('the members of a shared budget at the same rate', () => {
       grants.push(times);
       budget.limiter.on('acquired', () => times.push(clock.now()));
       // Demand above the share: always a queue, so the member sends at every slot.
-      for (let k = 0; k < 200; k++) budget.acquire().then((p) => p.success(), () => {});
+      for (let k = 0; k < 200; k++)
+        budget.acquire().then(
+          (p) => p.success(),
+          () => {},
+        );
     }
     for (let t = 0; t < 2_000; t++) clock.advance(1);
     return grants;

@@ -95,13 +95,31 @@ export function probe(options: ProbeOptions = {}): RateController {
    * The ceiling (units/min) the cuts learned, replayed from the oldest kept: whether the last was
    * our own overshoot, and how many cuts in a row, ending with it, found the same ceiling.
    */
-  const learn = (cuts: readonly DecreaseRecord[]): { E: number; own: boolean; stable: number } => {
+  const learn = (
+    cuts: readonly DecreaseRecord[],
+  ): { E: number; own: boolean; stable: number; unsure: boolean } => {
     let E: number | undefined;
     let own = true;
     let stable = 0;
+    /**
+     * The ceiling so far is only an estimate of the start: the very first cut read windows that
+     * were not full yet (a slow start, a server's burst, the heartbeats of a shared budget).
+     */
+    let unsure = false;
     for (const cut of cuts) {
       const A = cut.acceptedRate;
+      if (unsure && E !== undefined) {
+        // What got through sets the ceiling. Found higher, after a climb: it is sure. Found lower
+        // (the first estimate was high, and this cut came soon after it, on windows a pause
+        // emptied): still unsure, the next cut sets it again.
+        unsure = A < E;
+        own = true;
+        E = A;
+        stable = 0;
+        continue;
+      }
       const before = E;
+      unsure = E === undefined && cut.acceptedRateSincePrevious === undefined;
       own = E === undefined || cut.rateBefore > E * (1 - o.cruiseMargin) * (1 + CRUISE_SLACK);
       if (E === undefined) E = A;
       else if (own) {
@@ -113,14 +131,19 @@ export function probe(options: ProbeOptions = {}): RateController {
         E = A < E ? A : Math.max(cycle, Math.min(A, E * (1 + o.cruiseMargin)));
       } else if (same(A, E)) {
         // Cruising, and the same got through (a competitor's probe, a cruise a bit high): a margin lower.
-        E *= 1 - o.cruiseMargin;
+        // What got through over the whole cycle, sent above the ceiling for a while, is the
+        // ceiling without the server's burst (which inflates the last seconds): at most two
+        // margins lower.
+        const m = o.cruiseMargin;
+        const cycle = cut.acceptedRateSincePrevious ?? E * (1 - m);
+        E = Math.max(E * (1 - 2 * m), Math.min(E * (1 - m), cycle));
       } else {
         // Cruising, and less got through (the quota dropped, a competitor grew).
         E = Math.min(A, o.externalFactor * E);
       }
       stable = before !== undefined && same(E, before) ? stable + 1 : 0;
     }
-    return { E: E ?? 0, own, stable };
+    return { E: E ?? 0, own, stable, unsure };
   };
   return {
     onThrottled(s: RateControllerState): number {
@@ -151,10 +174,11 @@ export function probe(options: ProbeOptions = {}): RateController {
         if (s.sinceLastIncrease < o.round) return undefined;
         target = s.rate * o.startupGrowth;
       } else {
-        const { E, own, stable } = learn(s.decreases);
+        const { E, own, stable, unsure } = learn(s.decreases);
         const drain = own ? o.drainTime : 0;
         // Randomized; doubles for each cut in a row at the same ceiling (a new ceiling resets it).
-        const hold = Math.min(o.maxHold, o.holdTime * (1 + s.random) * 2 ** stable);
+        // No hold while the ceiling is only the start's estimate: the next cut sets it.
+        const hold = unsure ? 0 : Math.min(o.maxHold, o.holdTime * (1 + s.random) * 2 ** stable);
         const t = Math.max(0, s.sinceLastDecrease - s.pauseSinceLastDecrease);
         if (t < drain) return undefined;
         target = E * (1 - o.cruiseMargin);

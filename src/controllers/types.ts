@@ -26,8 +26,9 @@ export interface RateControllerState {
   /** Units/min of responses (0.5 s buckets smoothed by 0.8); `undefined` before the first bucket closes. */
   readonly measuredRate: number | undefined;
   /**
-   * Units/min of the responses classified as success over the last 3 s (not sent, not throttled);
-   * `undefined` before the first success. While the server throttles, this process's share of the
+   * Units/min of the responses classified as success over the last 3 s (not sent, not throttled),
+   * less the time a Retry-After pause took of them; `undefined` before the first success. At the
+   * first cut, the last second's when higher (the 3 s may still hold the slow start). While the server throttles, this process's share of the
    * quota: the estimate a cut should start from.
    */
   readonly acceptedRate: number | undefined;

@@ -1,8 +1,18 @@
+/** ms the limiter was paused from a time (ms) until now. */
+export type PausedIn = (from: number) => number;
+const NO_PAUSE: PausedIn = () => 0;
+
 /** Width of one slot of the accepted-rate window (ms). */
 const SLOT_MS = 250;
 /** Slots in the window: 12 of 250 ms, a window of 3 s (2.75 s to 3 s, with the open slot). */
 const SLOTS = 12;
-/** The accepted rate reads at least this span (ms): one early answer does not make a rate of thousands. */
+/** Slots of {@link AcceptedRate.recent}: the last second. */
+const RECENT_SLOTS = 4;
+/**
+ * In the first second after the first grant the accepted rate reads at least this span (ms): one
+ * early answer does not make a rate of thousands. After it, at least one slot (a window that a
+ * Retry-After pause took most of is read over what is left of it).
+ */
 const MIN_SPAN_MS = 1_000;
 
 /**
@@ -20,6 +30,8 @@ export class AcceptedRate {
   /** The first grant (ms); the window starts no earlier. */
   #since: number | undefined;
   #any = false;
+  /** The first success (ms): answers come a latency after their grants. */
+  #firstSuccess: number | undefined;
   /** Units accepted since the last mark (a cut), and when that was (ms). */
   #markUnits = 0;
   #markAt: number | undefined;
@@ -45,6 +57,7 @@ export class AcceptedRate {
     this.#markUnits += units;
     this.#any = true;
     this.#since ??= now;
+    this.#firstSuccess ??= now;
   }
 
   /** Starts counting again from `now` (a cut). */
@@ -55,15 +68,40 @@ export class AcceptedRate {
 
   /**
    * Units/min accepted since the last mark, over the time since it less `pausedMs` (time the
-   * limiter sent nothing), at least 1 s; `undefined` before any mark.
+   * limiter sent nothing), at least one slot; `undefined` before any mark.
    */
   sinceMark(now: number, pausedMs = 0): number | undefined {
     if (this.#markAt === undefined) return undefined;
-    return (this.#markUnits * 60_000) / Math.max(MIN_SPAN_MS, now - this.#markAt - pausedMs);
+    return (this.#markUnits * 60_000) / Math.max(SLOT_MS, now - this.#markAt - pausedMs);
   }
 
-  /** Units/min accepted over the window ending at `now`; `undefined` before the first success. */
-  value(now: number): number | undefined {
+  /**
+   * Units/min accepted over the last second before `now` (four slots, the open one included), over
+   * the time since the first success when that is shorter (at least one slot: answers come a
+   * latency after their grants); `undefined` before the first success. At the first throttle after a ramp it reads the top of the ramp, where the
+   * 3 s window still averages in its slow start.
+   */
+  recent(now: number, pausedIn: PausedIn = NO_PAUSE): number | undefined {
+    const slotOf = this.#slotOf;
+    const slotUnits = this.#units;
+    if (!this.#any || slotOf === undefined || slotUnits === undefined) return undefined;
+    const current = Math.floor(now / SLOT_MS);
+    const first = current - RECENT_SLOTS + 1;
+    let units = 0;
+    for (let i = 0; i < SLOTS; i++) {
+      const slot = slotOf[i]!;
+      if (slot >= first && slot <= current) units += slotUnits[i]!;
+    }
+    const windowStart = Math.max(first * SLOT_MS, this.#firstSuccess ?? now);
+    return (units * 60_000) / Math.max(SLOT_MS, now - windowStart - pausedIn(windowStart));
+  }
+
+  /**
+   * Units/min accepted over the window ending at `now`, less the time `pausedIn` says the limiter
+   * was paused in it (a Retry-After pause sends nothing: it is no measure of the server);
+   * `undefined` before the first success.
+   */
+  value(now: number, pausedIn: PausedIn = NO_PAUSE): number | undefined {
     const slotOf = this.#slotOf;
     const slotUnits = this.#units;
     if (!this.#any || slotOf === undefined || slotUnits === undefined) return undefined;
@@ -74,8 +112,11 @@ export class AcceptedRate {
       const slot = slotOf[i]!;
       if (slot >= first && slot <= current) units += slotUnits[i]!;
     }
-    const windowStart = Math.max(first * SLOT_MS, this.#since ?? now);
-    const span = Math.max(MIN_SPAN_MS, now - windowStart);
+    const since = this.#since ?? now;
+    const windowStart = Math.max(first * SLOT_MS, since);
+    // A second at least in the first second (one early answer is no rate), a slot after it.
+    const minSpan = now - since < MIN_SPAN_MS ? MIN_SPAN_MS : SLOT_MS;
+    const span = Math.max(minSpan, now - windowStart - pausedIn(windowStart));
     return (units * 60_000) / span;
   }
 }

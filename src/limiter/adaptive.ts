@@ -215,7 +215,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
       minRate: book.minRate,
       maxRate: book.maxRate,
       measuredRate: book.measured.value,
-      acceptedRate: book.accepted.value(now),
+      acceptedRate: book.acceptedRate(now),
       tokens: bucket.tokens,
       capacity: bucket.capacity,
       queued: this.#line?.size ?? 0,
@@ -228,6 +228,14 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
       cuts: book.cuts,
       closed: this.#closed,
     };
+  }
+
+  /**
+   * @internal Units/min accepted over the last second (see `AcceptedRate.recent`): a shared
+   * budget's estimate before its first cut, as this limiter's own first cut reads it.
+   */
+  _recentAcceptedRate(): number | undefined {
+    return this.#book.recentAcceptedRate(this.#clock.now());
   }
 
   // ---- feedback from permits -------------------------------------------------------------

@@ -44,6 +44,11 @@ export class Pause {
     return this.#before + Math.max(0, Math.min(now, this.until) - Math.max(this.#start, lastCutAt));
   }
 
+  /** ms of the current or last pause between `from` and `to` (earlier pauses are not kept). */
+  within(from: number, to: number): number {
+    return Math.max(0, Math.min(to, this.until) - Math.max(from, this.#start));
+  }
+
   /** The start of the increase clock: `lastIncreaseAt`, or the end of a later pause (now while paused). */
   increaseClockFrom(now: number, lastIncreaseAt: number): number {
     return Math.max(lastIncreaseAt, Math.min(this.until, now));

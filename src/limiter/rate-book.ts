@@ -124,7 +124,13 @@ export class RateBook {
   cut(now: number, rate: number): number {
     let base = rate;
     let measured = this.measured.value;
-    const accepted = this.accepted.value(now);
+    let accepted = this.acceptedRate(now);
+    if (this.cuts === 0 && accepted !== undefined) {
+      // The first cut: the 3 s window may still average in the slow start; the last second read
+      // at the top of the ramp is the better estimate (a server's burst may inflate it: the
+      // next cut corrects an estimate too high at once, while one too low takes cycles).
+      accepted = Math.max(accepted, this.recentAcceptedRate(now) ?? 0);
+    }
     if (rate === Number.POSITIVE_INFINITY) {
       // Unlimited until now: start from what the server accepted (this process's share of the
       // quota while it throttles). Without any success yet, from what was sent: the units sent
@@ -138,7 +144,7 @@ export class RateBook {
       // That estimate stands as the measured rate too, so CUBIC's W is not cut twice.
       measured = base;
     }
-    const state = this.#state(now, base);
+    const state = this.#state(now, base, accepted);
     const proposed = this.#controller.onThrottled(
       measured === state.measuredRate ? state : { ...state, measuredRate: measured },
     );
@@ -161,7 +167,17 @@ export class RateBook {
     return this.clamp(target);
   }
 
-  #state(now: number, rate: number): RateControllerState {
+  /** The accepted rate at `now` (the 3 s window), less the time paused in it. */
+  acceptedRate(now: number): number | undefined {
+    return this.accepted.value(now, (from) => this.#pause.within(from, now));
+  }
+
+  /** The accepted rate over the last second at `now`, less the time paused in it. */
+  recentAcceptedRate(now: number): number | undefined {
+    return this.accepted.recent(now, (from) => this.#pause.within(from, now));
+  }
+
+  #state(now: number, rate: number, accepted = this.acceptedRate(now)): RateControllerState {
     return {
       rate,
       minRate: this.minRate,
@@ -174,7 +190,7 @@ export class RateBook {
       waited: this.waited,
       instanceCount: this.#opts.instanceCount,
       measuredRate: this.measured.value,
-      acceptedRate: this.accepted.value(now),
+      acceptedRate: accepted,
       acceptedRateSinceLastDecrease:
         this.cuts === 0 ? undefined : this.accepted.sinceMark(now, this.#pause.sinceCut(now, this.lastCutAt)),
       decreases: this.#decreases,

@@ -109,7 +109,10 @@ export interface LimiterSnapshot {
   minRate: number;
   maxRate: number;
   measuredRate: number | undefined;
-  /** Units/min of successful responses over the last 3 s; `undefined` before the first success. */
+  /**
+   * Units/min of successful responses over the last 3 s, less the time a Retry-After pause took of
+   * them; `undefined` before the first success.
+   */
   acceptedRate: number | undefined;
   /** Units in the bucket now (negative: owed by a request larger than the burst). */
   tokens: number;

@@ -105,6 +105,11 @@ export class BudgetController {
     this.#ownAccepted = ownAccepted;
   }
 
+  /** Cuts in the books known (at most the books' 8). */
+  get cuts(): number {
+    return this.#known?.books.decreases.length ?? 0;
+  }
+
   /** The members' accepted rates added up, with this member's as of `ownNow` (units/min). */
   acceptedSum(ownNow: number): number | undefined {
     if (this.#accepted === undefined) return undefined;
@@ -169,9 +174,10 @@ export class BudgetController {
   /**
    * The whole cut after a throttle at `now`, from the current whole rate. The controller sees
    * the accepted sum as the measured rate: what the server accepted of the members is the quota
-   * a cut should start from. Leaving "unlimited" (no rate yet), the rate it cuts is the
-   * members' measured send rate (else `localBase`, this member's, scaled by its `fraction`), as
-   * a single limiter cuts from what it sent. Never above the rate it starts from.
+   * a cut should start from. Leaving "unlimited" (no rate yet), the rate it cuts is that accepted
+   * sum, as a single limiter's is what the server accepted; without any success yet, the members'
+   * measured send rate (else `localBase`, this member's, scaled by its `fraction`). Never above
+   * the rate it starts from.
    */
   cut(now: number, ownAccepted: number, localBase: number, fraction: number): CutPlan {
     const k = this.#known;
@@ -179,11 +185,20 @@ export class BudgetController {
     const accepted = state.acceptedRate;
     let base = state.rate;
     if (!Number.isFinite(base)) {
-      base = this.#measured > 0 ? this.#measured : localBase / Math.max(fraction, 1e-6);
+      // Leaving "unlimited", as a single limiter does: from what the server accepted of the
+      // members; without any success yet, from what they sent (their measured sum, else this
+      // member's rate scaled by its part).
+      if (accepted !== undefined && accepted > 0) base = accepted;
+      else base = this.#measured > 0 ? this.#measured : localBase / Math.max(fraction, 1e-6);
       base = this.#clamp(base);
     }
     const measured = accepted !== undefined && accepted > 0 ? accepted : state.measuredRate;
-    const proposed = this.#inner.onThrottled({ ...state, rate: base, measuredRate: measured });
+    const proposed = this.#inner.onThrottled({
+      ...state,
+      rate: base,
+      measuredRate: measured,
+      acceptedRate: accepted,
+    });
     const rate = this.#clamp(Number.isFinite(proposed) ? Math.min(proposed, base) : base);
     return {
       rate,

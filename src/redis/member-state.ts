@@ -150,7 +150,11 @@ export class MemberState {
    * the rate a single limiter's cut starts from); 0 before the first success.
    */
   acceptedRate(): number {
-    return this.limiter.snapshot().acceptedRate ?? 0;
+    const window = this.limiter.snapshot().acceptedRate ?? 0;
+    if (this.#controller.cuts > 0) return window;
+    // Before the budget's first cut the 3 s window may still average in the start; the last
+    // second is what the first cut should start from, as a single limiter's first cut does.
+    return Math.max(window, this.limiter._recentAcceptedRate() ?? 0);
   }
 
   /** A response of this member's was classified as success, for `units`. */

@@ -197,9 +197,10 @@ export const SCENARIOS: readonly Scenario[] = [
     name: 'leaky-bucket',
     description:
       "A strict leaky bucket (GCRA, nginx's limit_req) of 3,000 requests/min with a burst of 5 requests; " +
-      'requests of 1 unit; 429 with Retry-After: 1.',
+      'requests of 1 unit; 429 with Retry-After: 1. Static shares and one shared budget (--no-shared: static only).',
     params: { ...baseParams(), unitsPerRequest: { min: 1, max: 1 }, leakyBucket: { burst: 5 } },
     modes: ALL_MODES,
+    shared: true,
   },
   {
     name: 'staggered',

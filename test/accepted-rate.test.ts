@@ -1,0 +1,63 @@
+import { describe, expect, it } from 'vitest';
+import { ManualClock } from '../src/clock.js';
+import { AcceptedRate } from '../src/limiter/accepted-rate.js';
+import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
+
+/** One success of one unit every `every` ms from `from` until before `to`. */
+function successes(rate: AcceptedRate, from: number, to: number, every: number): void {
+  for (let t = from; t < to; t += every) rate.record(1, t);
+}
+
+describe('the accepted rate', () => {
+  it('reads the 3 s window over a second at least in the first second, over a slot after it', () => {
+    const rate = new AcceptedRate();
+    rate.open(0);
+    successes(rate, 0, 500, 50); // 10 units in the first 500 ms
+    expect(rate.value(500)).toBeCloseTo(600); // 10 units over 1 s: one early answer is no rate
+    successes(rate, 500, 1_500, 50); // 20 more
+    expect(rate.value(1_500)).toBeCloseTo(1_200); // 30 units over 1.5 s
+  });
+
+  it('leaves the time a pause took out of the window', () => {
+    const rate = new AcceptedRate();
+    rate.open(0);
+    successes(rate, 0, 1_000, 50); // 20 units, then a pause of 1 s, then 20 more
+    successes(rate, 2_000, 3_000, 50);
+    // The window (2.75 s to 3 s with the open slot) holds 35 units over 2.75 s, 1 s of it
+    // paused: 20 units/s while sending.
+    expect(rate.value(3_000, (from) => Math.max(0, 2_000 - Math.max(from, 1_000)))).toBeCloseTo(1_200);
+    expect(rate.value(3_000)).toBeCloseTo((35 * 60_000) / 2_750);
+  });
+
+  it('reads the last second from the first answer, over a slot at least', () => {
+    const rate = new AcceptedRate();
+    rate.open(0);
+    expect(rate.recent(100)).toBeUndefined();
+    successes(rate, 100, 400, 10); // answers from 100 ms on (a latency after the first grant)
+    // 30 units over the 300 ms since the first answer: 6,000/min (the window says 1,800).
+    expect(rate.recent(400)).toBeCloseTo(6_000);
+    expect(rate.value(400)).toBeCloseTo(1_800);
+    successes(rate, 400, 3_000, 10);
+    expect(rate.recent(3_000)).toBeCloseTo(6_000); // steady: the same as the window
+    expect(rate.value(3_000)).toBeCloseTo(6_000, -2);
+  });
+});
+
+describe('a limiter paused by a Retry-After', () => {
+  it('reports its accepted rate without the pause, and cuts again from it', () => {
+    const clock = new ManualClock(0);
+    const limiter = new AdaptiveRateLimiter({ clock, initialUnitsPerMinute: 6_000, controller: 'aimd' });
+    for (let t = 0; t < 1_000; t += 20) {
+      limiter.tryAcquire()?.success();
+      clock.advance(20);
+    }
+    limiter.tryAcquire()!.throttled(1_000); // a cut, and 1 s of pause
+    clock.advance(1_000);
+    for (let t = 0; t < 1_000; t += 20) {
+      limiter.tryAcquire()?.success();
+      clock.advance(20);
+    }
+    // About 50 units a second while sending, over the 2 s it sent (not the 3 s).
+    expect(limiter.snapshot().acceptedRate! / 3_000).toBeGreaterThan(0.9);
+  });
+});
