@@ -119,6 +119,24 @@ describe('npm run simulate', () => {
     expect(stdout).toMatch(/^CUBIC .*( \d+ s|> \d+ s)$/m);
   });
 
+  it("finds a strict leaky bucket's quota with one shared budget and no options, as nginx's bench row", async () => {
+    // The control bench's shared nginx row: 3 × 1,500/min against 3,000/min with a burst of 10.
+    const params = paramsOf('leaky-bucket', 3);
+    params.instances = 3;
+    params.demand = [1_500];
+    params.leakyBucket = { burst: 10 };
+    const defaults = builtInMode('defaults');
+    const aimd = builtInMode('aimd');
+    const [shared, oldDefault] = await runScenario('leaky-bucket', params, [
+      sharedMode(defaults)!,
+      sharedMode(aimd)!,
+    ]);
+    // The shared default (the probe controller, its books in the store) against the old one (AIMD).
+    expect(shared!.share).toBeGreaterThanOrEqual(0.9);
+    expect(shared!.throttled / shared!.details.requests).toBeLessThanOrEqual(0.01);
+    expect(shared!.share).toBeGreaterThan(oldDefault!.share + 0.1);
+  });
+
   it('shares one budget by demand with --shared: in uneven-demand the busy instance no longer starves', async () => {
     const params = paramsOf('uneven-demand', 5);
     const aimd = builtInMode('aimd');
