@@ -78,20 +78,15 @@ export class AcceptedRate {
   /**
    * Units/min accepted over the last second before `now` (four slots, the open one included), over
    * the time since the first success when that is shorter (at least one slot: answers come a
-   * latency after their grants); `undefined` before the first success. At the first throttle after a ramp it reads the top of the ramp, where the
-   * 3 s window still averages in its slow start.
+   * latency after their grants); `undefined` before the first success. At the first throttle
+   * after a ramp it reads the top of the ramp, where the 3 s window still averages in its slow
+   * start.
    */
   recent(now: number, pausedIn: PausedIn = NO_PAUSE): number | undefined {
-    const slotOf = this.#slotOf;
-    const slotUnits = this.#units;
-    if (!this.#any || slotOf === undefined || slotUnits === undefined) return undefined;
     const current = Math.floor(now / SLOT_MS);
     const first = current - RECENT_SLOTS + 1;
-    let units = 0;
-    for (let i = 0; i < SLOTS; i++) {
-      const slot = slotOf[i]!;
-      if (slot >= first && slot <= current) units += slotUnits[i]!;
-    }
+    const units = this.#unitsIn(first, current);
+    if (units === undefined) return undefined;
     const windowStart = Math.max(first * SLOT_MS, this.#firstSuccess ?? now);
     return (units * 60_000) / Math.max(SLOT_MS, now - windowStart - pausedIn(windowStart));
   }
@@ -102,21 +97,28 @@ export class AcceptedRate {
    * `undefined` before the first success.
    */
   value(now: number, pausedIn: PausedIn = NO_PAUSE): number | undefined {
-    const slotOf = this.#slotOf;
-    const slotUnits = this.#units;
-    if (!this.#any || slotOf === undefined || slotUnits === undefined) return undefined;
     const current = Math.floor(now / SLOT_MS);
     const first = current - SLOTS + 1;
-    let units = 0;
-    for (let i = 0; i < SLOTS; i++) {
-      const slot = slotOf[i]!;
-      if (slot >= first && slot <= current) units += slotUnits[i]!;
-    }
+    const units = this.#unitsIn(first, current);
+    if (units === undefined) return undefined;
     const since = this.#since ?? now;
     const windowStart = Math.max(first * SLOT_MS, since);
     // A second at least in the first second (one early answer is no rate), a slot after it.
     const minSpan = now - since < MIN_SPAN_MS ? MIN_SPAN_MS : SLOT_MS;
     const span = Math.max(minSpan, now - windowStart - pausedIn(windowStart));
     return (units * 60_000) / span;
+  }
+
+  /** Units recorded in the slots `first` to `last`; `undefined` before the first success. */
+  #unitsIn(first: number, last: number): number | undefined {
+    const slotOf = this.#slotOf;
+    const slotUnits = this.#units;
+    if (!this.#any || slotOf === undefined || slotUnits === undefined) return undefined;
+    let units = 0;
+    for (let i = 0; i < SLOTS; i++) {
+      const slot = slotOf[i]!;
+      if (slot >= first && slot <= last) units += slotUnits[i]!;
+    }
+    return units;
   }
 }
