@@ -185,6 +185,15 @@ describe('probe: onSuccess (golden table, default options)', () => {
       },
       3400 * 0.97,
     ],
+    [
+      'a second cut that finds the first estimate again: the same ceiling twice, a doubled hold',
+      {
+        rate: 3007,
+        decreases: [VERY_FIRST, { rateBefore: 3300, acceptedRate: 3100, acceptedRateSincePrevious: 3000 }],
+        sinceLastDecrease: 5000,
+      },
+      undefined,
+    ],
     ['start-up with an announced rate: straight to it, without a round', { announcedRate: 5000 }, 5000],
     [
       'start-up with an announced rate: not capped by twice the measured send rate',

@@ -114,8 +114,9 @@ export function probe(options: ProbeOptions = {}): RateController {
         // emptied): still unsure, the next cut sets it again.
         unsure = A < E;
         own = true;
+        // Found the same ceiling as the first estimate: as any second find of it, a longer hold.
+        stable = same(A, E) ? stable + 1 : 0;
         E = A;
-        stable = 0;
         continue;
       }
       const before = E;

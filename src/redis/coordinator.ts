@@ -9,6 +9,9 @@ import type { ResolvedSharedOptions } from './options.js';
 import type { Era } from './permit.js';
 import type { Answer, BudgetStore } from './store.js';
 
+/** Members made in this process so far: the last part of a member's id. */
+let membersMade = 0;
+
 /** Tries of a cut computed from books that another member's change made stale. */
 const CUT_TRIES = 3;
 
@@ -28,6 +31,12 @@ export interface CoordinatorInit {
   readonly maxPause: number;
   /** Opens the store. */
   readonly store: () => BudgetStore;
+  /**
+   * The limiter's `random` option when one was given: the member's id is drawn from it, so a
+   * seeded run (the simulator's) gives the members the same ids, hence the same places and
+   * phases, each time. `undefined`: a random UUID.
+   */
+  readonly random?: (() => number) | undefined;
 }
 
 /**
@@ -76,7 +85,15 @@ export class Coordinator {
     this.#cooldown = init.cooldown;
     this.#maxPause = init.maxPause;
 
-    this.id = `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
+    const random = init.random;
+    const suffix =
+      random === undefined
+        ? randomUUID().slice(0, 8)
+        : Math.floor(Math.min(Math.max(random(), 0), 1 - Number.EPSILON) * 2 ** 32)
+            .toString(16)
+            .padStart(8, '0');
+    // The count keeps two members of one process apart when their draws are the same.
+    this.id = `${hostname()}:${process.pid}:${suffix}:${++membersMade}`;
     this.#openStore = init.store;
 
     this.ready = new Promise((resolve) => {

@@ -126,6 +126,7 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
     this.limiter = this.#member.limiter;
     this.#coordinator = new Coordinator(this.#member, {
       opts: this.#opts,
+      random: limiterOptions.random,
       initialRate: initial,
       minRate: min,
       maxRate: max,
