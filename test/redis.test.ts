@@ -233,7 +233,9 @@ describeRedis('shared budget when Redis fails', () => {
       // Each keeps its last share: the busy one the larger part, and the two still add up to the rate.
       for (const m of [busy, light]) expect(Math.abs(m.limiter.rate / m.state.share! - 1)).toBeLessThan(0.01);
       expect(busy.limiter.rate).toBeGreaterThan(3 * light.limiter.rate);
-      expect(busy.state.share! + light.state.share!).toBeCloseTo(12_000, -2);
+      // Each share is from its own last heartbeat, with the demands of then (docs/redis.md: while
+      // the demands move, the shares add up to a little more or less than the rate).
+      expect(Math.abs((busy.state.share! + light.state.share!) / 12_000 - 1)).toBeLessThan(0.1);
       const before = done;
       await waitFor('requests served while degraded', () => done >= before + 100);
       expect(events.filter((e) => e === 'degraded')).toHaveLength(2);

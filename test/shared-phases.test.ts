@@ -8,7 +8,7 @@ import { createSharedBudget, MemoryBudgetStore, type SharedBudget } from '../src
 const offGrid = (x: number) => Math.abs(x - Math.round(x));
 
 describe('Pacer.align', () => {
-  it('moves the next slot onto the grid by at most half a gap, and the slots after it stay there', () => {
+  it("moves a busy pacer's next slot onto the grid by at most half a gap, the slots after it stay there, and leaves an idle one", () => {
     fc.assert(
       fc.property(
         fc.integer({ min: 60, max: 60_000 }), // units/min: gaps of 1 s down to 1 ms
@@ -26,6 +26,12 @@ describe('Pacer.align', () => {
           pacer.align(phase, offset, now);
           const after = pacer.readyAt(1, 0); // the next slot itself
           const onGrid = (t: number) => offGrid((t + offset) / gap - phase) * gap;
+          if (before <= now) {
+            // Idle (its next slot due): left as it was, the next request goes at once.
+            expect(after).toBe(pacer.readyAt(1, 0));
+            expect(Math.max(after, now - PACING_SLACK_MS)).toBe(Math.max(before, now - PACING_SLACK_MS));
+            return;
+          }
           expect(onGrid(after)).toBeLessThan(1e-6 * Math.max(1, gap));
           expect(after).toBeGreaterThanOrEqual(now - PACING_SLACK_MS - 1e-6);
           // At most half a gap from where it was, unless that was before the floor.

@@ -107,10 +107,11 @@ export class Pacer implements RateGate {
    * {@link PACING_SLACK_MS}. Members of a shared budget sending at the same rate use it with
    * `phase` = index / members and the offset to a clock they share: their slots interleave
    * instead of falling together. The slots after it keep the gap, so they stay on the grid while
-   * the rate holds. Nothing to align while unlimited.
+   * the rate holds. Only a busy pacer (its next slot still ahead) is aligned: an idle one's next
+   * request goes at once, not up to half a gap later. Nothing to align while unlimited.
    */
   align(phase: number, offset: number, now: number): void {
-    if (this.#free) return;
+    if (this.#free || this.#tat <= now) return;
     this.refill(now);
     const gap = this.#ms(1);
     const floor = now - PACING_SLACK_MS;
