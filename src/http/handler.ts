@@ -5,7 +5,7 @@ import { Attempt, type AttemptJudge, type AttemptOwner } from './attempt.js';
 import { CallerController } from './caller-controller.js';
 import type { ConcurrencyGate } from './concurrency.js';
 import { FastPathJudge, type FastPathRequest } from './fast-path.js';
-import { headerRecord } from './headers.js';
+import { headerRecord } from '../headers.js';
 import { answerRefusal } from './refusal.js';
 import { type AttemptBodies, attemptBodies } from './request-body.js';
 import type { HttpRuntime, Route } from './runtime.js';

@@ -1,4 +1,4 @@
-import type { HeaderRecord } from './classify.js';
+import type { HeaderRecord } from './http/classify.js';
 
 /**
  * Any header shape undici or fetch accepts, as a {@link HeaderRecord}: names in lower case,
