@@ -13,7 +13,6 @@ export type {
 } from './limiter/fixed-window.js';
 export { FixedWindowRateLimiter } from './limiter/fixed-window.js';
 export type { AdaptiveLimiterOptions } from './limiter/options.js';
-export { AWS_THROTTLING_CODES, classifyThrown } from './limiter/sdk-errors.js';
 export type {
   AcquireOptions,
   AnnouncedQuota,
@@ -22,6 +21,7 @@ export type {
   RateLimiter,
   WrapOptions,
 } from './limiter/types.js';
+export { AWS_THROTTLING_CODES, classifyThrown } from './wrap/sdk-errors.js';
 
 // Controllers
 
