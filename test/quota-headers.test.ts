@@ -1,11 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { InvalidCallbackValueError } from '../src/errors.js';
+import { headerLookup } from '../src/headers.js';
 import { readGithub } from '../src/http/quota-headers/github.js';
 import { readIetf } from '../src/http/quota-headers/ietf.js';
 import { parseGoDuration, quotaReader } from '../src/http/quota-headers/index.js';
 import { readOpenai } from '../src/http/quota-headers/openai.js';
 import { readShopify } from '../src/http/quota-headers/shopify.js';
-import { headerLookup } from '../src/http/retry-after.js';
 
 const h = (headers: Record<string, string | string[]>) => headerLookup(headers);
 

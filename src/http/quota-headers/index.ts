@@ -1,7 +1,6 @@
 import { InvalidCallbackValueError } from '../../errors.js';
+import type { HeaderLookup, HeaderRecord } from '../../headers.js';
 import type { AnnouncedQuota } from '../../limiter/types.js';
-import type { HeaderRecord } from '../classify.js';
-import type { HeaderLookup } from '../retry-after.js';
 import { readGithub } from './github.js';
 import { readIetf } from './ietf.js';
 import { readOpenai } from './openai.js';
