@@ -78,7 +78,7 @@ export function buildEntry(
   const made =
     given === undefined && config.shared === undefined
       ? collect(issues, path, () => makeLimiter(name, config, clock))
-      : (shared?.limiter ?? undefined);
+      : undefined;
   const instance = given ?? shared ?? made;
   if (issues.length > 0 || instance === undefined) {
     void shared?.close(); // never opened: nothing to wait for
@@ -89,8 +89,11 @@ export function buildEntry(
   return {
     config: { ...config, origins: [...origins] },
     instance,
-    limiter: made ?? adaptiveOf(instance),
-    owned: made !== undefined,
+    // A shared budget's local limiter is there once the Redis code has loaded.
+    get limiter() {
+      return made ?? adaptiveOf(instance);
+    },
+    owned: given === undefined,
     close: shared !== undefined ? () => void shared.close().catch(() => undefined) : () => made?.close(),
     retire: shared !== undefined ? () => retireSharedBudget(shared) : () => {},
     exact: origins.map(exactOrigin).filter((origin) => origin !== undefined),
