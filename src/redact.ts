@@ -126,8 +126,8 @@ function maskBareUserinfo(token: string): string {
 }
 
 /**
- * Every `name=value` after a `?`, `&`, `;` or `#` becomes `name=***`; in a URL, a parameter with
- * no `=` (`?abc123`) is masked whole.
+ * Every `name=value` after a `?`, `&`, `;` or `#` becomes `name=***`; in a URL, a query of one
+ * part with no `=` (`?abc123`) is masked whole.
  */
 function maskParameters(text: string, isUrl: boolean): string {
   const start = firstOf(text, '?#');
@@ -145,7 +145,8 @@ function maskParameters(text: string, isUrl: boolean): string {
     params.replace(/([?#&;])([^?#&;]*)/g, (m, sep: string, part: string) => {
       if (part === '') return m;
       const eq = part.indexOf('=');
-      if (eq < 0) return isUrl && part !== MASK ? `${sep}${MASK}` : m;
+      // `?abc123` may be a key; `#top` is a place in the page.
+      if (eq < 0) return isUrl && sep === '?' && part !== MASK ? `${sep}${MASK}` : m;
       return part.slice(eq + 1) === MASK ? m : `${sep}${part.slice(0, eq)}=${MASK}`;
     })
   );
@@ -191,7 +192,7 @@ function redactArray(value: readonly unknown[], depth: number, seen: WeakMap<obj
       i % 2 === 1 && typeof previous === 'string' && isCredentialName(previous)
         ? maskWhole(item)
         : redactValue(item, depth + 1, seen);
-    if (masked !== item) {
+    if (!Object.is(masked, item)) {
       copy ??= value.slice();
       copy[i] = masked;
     }
@@ -205,7 +206,7 @@ function redactObject(value: object, depth: number, seen: WeakMap<object, unknow
     const item = (value as Record<string, unknown>)[key];
     const masked = isCredentialName(key) ? maskWhole(item) : redactValue(item, depth + 1, seen);
     const newKey = redactText(key);
-    if (masked !== item || newKey !== key) {
+    if (!Object.is(masked, item) || newKey !== key) {
       if (copy === undefined) {
         copy = Object.create(Object.getPrototypeOf(value)) as Record<string, unknown>;
         for (const k of Object.keys(value)) {
@@ -234,7 +235,7 @@ function maskWhole(value: unknown): unknown {
   if (typeof value === 'string') return value === '' || value === MASK ? value : MASK;
   if (Array.isArray(value)) {
     const masked = value.map(maskWhole);
-    return masked.some((v, i) => v !== value[i]) ? masked : value;
+    return masked.some((v, i) => !Object.is(v, value[i])) ? masked : value;
   }
   if (typeof value === 'number' || typeof value === 'bigint') return MASK;
   return value;

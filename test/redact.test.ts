@@ -46,6 +46,7 @@ describe('redactText', () => {
     'maxAttempts: expected an integer >= 1',
     'unknown key (did you mean "origin"? expected one of: limiters, default)',
     'https://api.example.com',
+    'https://api.example.com/docs#top',
     'redis://127.0.0.1:6379/0',
     'write to bob@example.com',
     'a=b',
@@ -95,6 +96,8 @@ describe('redact', () => {
     const cyclic: Record<string, unknown> = { a: 'x' };
     cyclic.self = cyclic;
     expect(redact(3)).toBe(3);
+    const withNaN = { resetMs: Number.NaN, list: [Number.NaN] };
+    expect(redact(withNaN)).toBe(withNaN);
     expect(redact(f)).toBe(f);
     expect(redact(client)).toBe(client);
     expect(redact(cyclic)).toBe(cyclic);
