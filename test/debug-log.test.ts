@@ -33,12 +33,9 @@ describe('NODE_DEBUG=adaptive-rate-limit', () => {
       lines.some((l) => l.includes(`${mine}: paused 5 ms (the server asked for 1000 ms; maxPause)`)),
     ).toBe(true);
     expect(
-      lines.some((l) =>
-        l.includes('limiter "billing" (no origin, probe): rejected 1 units (queue-full)'),
-      ),
+      lines.some((l) => l.includes('limiter "billing" (no origin, probe): rejected 1 units (queue-full)')),
     ).toBe(true);
-    // One line per cut: as many cut lines as the limiter made cuts is checked through the events
-    // elsewhere; here every line names a limiter.
+    // Every line names its limiter.
     expect(lines.every((l) => /: limiter "[^"]+" \(/.test(l))).toBe(true);
     // No secret of the request URLs.
     expect(stderr).not.toMatch(/s3cret/);
