@@ -64,6 +64,14 @@ export class LazySharedBudget implements RateLimiter {
     return this.#budget?.limiter;
   }
 
+  /** Calls `fn` with the budget's local limiter once its code has loaded. */
+  onLimiter(fn: (limiter: AdaptiveRateLimiter) => void): void {
+    this.#made.then(
+      (budget) => fn(budget.limiter),
+      () => undefined,
+    );
+  }
+
   acquire(units?: number, options?: AcquireOptions): Promise<Permit> {
     return this.#budget?.acquire(units, options) ?? this.#made.then((b) => b.acquire(units, options));
   }
