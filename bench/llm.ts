@@ -14,7 +14,7 @@
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { rateLimitedFetch } from '../src/http/fetch.js';
-import { headersOfError } from '../src/limiter/sdk-errors.js';
+import { headersOfError } from '../src/wrap/sdk-errors.js';
 import { type LlmMock, type LlmMockOptions, startLlmMock } from '../test/helpers/llm-mock.js';
 import { ORACLE_REFUSAL, oracleFetch } from './llm-oracle.js';
 import { callIndexOf, type LlmCall, quantile, workload } from './llm-workload.js';
