@@ -32,7 +32,7 @@ import { WaitingLine } from './waiting-line.js';
 import { handToWatchers, watchGeneration } from './watch.js';
 // NODE_DEBUG=adaptive-rate-limit (watches nothing without it).
 import './debug-log.js';
-import { wrapWithLimiter } from './wrap.js';
+import { wrapWithLimiter } from '../wrap/wrap.js';
 
 export type { LimiterSnapshot } from './types.js';
 

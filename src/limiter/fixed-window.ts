@@ -1,12 +1,12 @@
 import { z } from 'zod';
 import { type Clock, MAX_TIMER_MS, systemClock } from '../clock.js';
 import { InvalidArgumentError, RateLimitRejectedError, type RejectionReason } from '../errors.js';
+import { wrapWithLimiter } from '../wrap/wrap.js';
 import { LazyEmitter, type LimiterEventMap } from './events.js';
 import { Fifo } from './fifo.js';
 import { configErrorFrom, LIMITER_DEFAULTS, limiterFieldsSchema } from './options.js';
 import { waitedBefore } from './permit.js';
 import type { AcquireOptions, Permit, RateLimiter, WrapOptions } from './types.js';
-import { wrapWithLimiter } from './wrap.js';
 
 /** Permits are counted in floats when units are; a shortfall below this is no shortfall. */
 const EPSILON = 1e-9;

@@ -4,7 +4,7 @@ import { AdaptiveRateLimitError } from '../errors.js';
 import { AdaptiveRateLimiter, type LimiterSnapshot } from '../limiter/adaptive.js';
 import { resolveLimiterOptions } from '../limiter/options.js';
 import type { AcquireOptions, AnnouncedQuota, Permit, RateLimiter, WrapOptions } from '../limiter/types.js';
-import { wrapWithLimiter } from '../limiter/wrap.js';
+import { wrapWithLimiter } from '../wrap/wrap.js';
 import { Coordinator } from './coordinator.js';
 import { memberController } from './member-controller.js';
 import { MemberState, type SharedBudgetEventMap, type SharedState } from './member-state.js';

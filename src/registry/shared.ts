@@ -6,7 +6,7 @@ import { ConfigError } from '../errors.js';
 import type { AdaptiveRateLimiter } from '../limiter/adaptive.js';
 import { configErrorFrom, resolveLimiterOptions } from '../limiter/options.js';
 import type { AcquireOptions, Permit, RateLimiter, WrapOptions } from '../limiter/types.js';
-import { wrapWithLimiter } from '../limiter/wrap.js';
+import { wrapWithLimiter } from '../wrap/wrap.js';
 
 /** What the registry uses of a `SharedBudget` (`src/redis/shared-budget.ts`). */
 interface Budget extends RateLimiter {

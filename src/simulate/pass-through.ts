@@ -1,5 +1,5 @@
 import type { AcquireOptions, Permit, RateLimiter, WrapOptions } from '../limiter/types.js';
-import { wrapWithLimiter } from '../limiter/wrap.js';
+import { wrapWithLimiter } from '../wrap/wrap.js';
 
 const NO_OP_PERMIT: Permit = {
   units: 1,

@@ -1,7 +1,7 @@
 import { runAttempts } from '../attempt-loop.js';
 import { ConfigError } from '../errors.js';
-import { classifyThrown } from '../wrap/sdk-errors.js';
-import type { Outcome, RateLimiter, WrapOptions } from './types.js';
+import type { Outcome, RateLimiter, WrapOptions } from '../limiter/types.js';
+import { classifyThrown } from './sdk-errors.js';
 
 const success: Outcome = { kind: 'success' };
 
