@@ -1,4 +1,4 @@
-import type { HeaderRecord } from './classify.js';
+import type { HeaderRecord } from '../headers.js';
 
 /**
  * The body of a request as the callbacks (`units`, `partition`) see it, from what the adapter
