@@ -18,19 +18,31 @@ const sh = (cmd, args, timeout = 300_000) =>
 try {
   sh('npm', ['init', '-y']);
   const type = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')).type ?? 'commonjs';
-  sh('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', '--loglevel=error', resolve(tarball), `undici@${undici}`]);
+  sh('npm', [
+    'install',
+    '--no-audit',
+    '--no-fund',
+    '--prefer-offline',
+    '--loglevel=error',
+    resolve(tarball),
+    `undici@${undici}`,
+  ]);
 
   const readme = readFileSync(join(dir, 'node_modules/adaptive-rate-limit/README.md'), 'utf8');
   const blocks = [...readme.matchAll(/<!-- quick-start: (\S+) -->\s*```\w*\n([\s\S]*?)```/g)];
   const files = blocks.map(([, file]) => file);
   for (const wanted of ['index.js', 'index.mjs']) {
-    if (!files.includes(wanted)) throw new Error(`README: no quick-start block for ${wanted} (found: ${files.join(', ')})`);
+    if (!files.includes(wanted))
+      throw new Error(`README: no quick-start block for ${wanted} (found: ${files.join(', ')})`);
   }
   for (const [, file, code] of blocks) {
     writeFileSync(join(dir, file), code);
     const out = sh(process.execPath, [file], 120_000);
-    process.stdout.write(out.replace(/^/gm, `  ${file}: `));
-    if (!/^answers: \d+ x 200 of 30$/m.test(out) || !/^limiter: \d+ requests\/min after \d+ 429s/m.test(out)) {
+    process.stdout.write(`${out.trimEnd().replace(/^/gm, `  ${file}: `)}\n`);
+    if (
+      !/^answers: \d+ x 200 of 30$/m.test(out) ||
+      !/^limiter: \d+ requests\/min after \d+ 429s/m.test(out)
+    ) {
       throw new Error(`${file}: did not print its answers and the limiter's snapshot`);
     }
   }
