@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { Clock } from '../clock.js';
 import type { AdaptiveRateLimiter } from '../limiter/adaptive.js';
+import { drawFrom } from '../limiter/rate-book.js';
 import type { AnnouncedQuota, Permit } from '../limiter/types.js';
 import type { CutPlan } from './budget-controller.js';
 import type { MemberState, SharedState } from './member-state.js';
@@ -89,7 +90,7 @@ export class Coordinator {
     const suffix =
       random === undefined
         ? randomUUID().slice(0, 8)
-        : Math.floor(Math.min(Math.max(random(), 0), 1 - Number.EPSILON) * 2 ** 32)
+        : Math.floor(drawFrom(random) * 2 ** 32)
             .toString(16)
             .padStart(8, '0');
     // The count keeps two members of one process apart when their draws are the same.
@@ -244,6 +245,7 @@ export class Coordinator {
           minRate: this.#min,
           maxRate: this.#max,
           ttl: o.stateTtl,
+          maxPause: this.#maxPause,
         }),
       (reply) => member.applyHeartbeat(seq, reply, accepted, sentAt),
     );
@@ -273,6 +275,7 @@ export class Coordinator {
           minRate: this.#min,
           maxRate: this.#max,
           ttl: o.stateTtl,
+          maxPause: this.#maxPause,
         }),
       (reply) => {
         if (reply.stale && tries > 1 && !this.#closed) {
@@ -285,7 +288,8 @@ export class Coordinator {
 
   #pause(ms: number): Promise<void> | undefined {
     if (this.#member.degraded) return undefined;
-    const request = { ms: Math.min(ms, this.#maxPause), ttl: this.#opts.stateTtl };
+    const maxPause = this.#maxPause;
+    const request = { ms: Math.min(ms, maxPause), ttl: this.#opts.stateTtl, maxPause };
     return this.#ask(
       () => this.store.pause(request),
       () => {},
