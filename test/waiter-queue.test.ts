@@ -69,7 +69,6 @@ describe('WaiterQueue', () => {
     const seq = queue.push(1, 0, 0, noop);
     const onAbort = () => aborted++;
     queue.watch(seq, controller.signal, onAbort);
-    controller.signal.addEventListener('abort', onAbort, { once: true });
     queue.remove(seq);
     controller.abort();
     expect(aborted).toBe(0);

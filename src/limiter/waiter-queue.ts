@@ -16,12 +16,6 @@ export function rejectWith(resolve: Resolve<never>, error: unknown): void {
   } as never);
 }
 
-/** What an abort of a waiter's signal undoes: the listener to remove once the waiter is settled. */
-interface Watch {
-  readonly signal: AbortSignal;
-  readonly onAbort: () => void;
-}
-
 /** Slots made at the first push. */
 const FIRST_CAPACITY = 16;
 /** An empty queue larger than this gives its arrays back (a burst of waiters is not kept for ever). */
@@ -40,7 +34,7 @@ const NUMS = 3;
  * A waiter is named by its sequence number (`seq`, from 0, one per push, never reused); an abort
  * marks it dead in O(1) (its functions let go at once), and dead entries are dropped when they
  * reach the head. The arrays double when full and are given back when the queue empties past
- * {@link IDLE_CAPACITY}. An abort listener is remembered only for a waiter that has a signal.
+ * {@link IDLE_CAPACITY}. The abort listeners have arrays of their own, made at the first signal.
  */
 export class WaiterQueue<T> {
   #nums: Float64Array | undefined;
@@ -50,7 +44,11 @@ export class WaiterQueue<T> {
   /** Sequence number of the first entry (live or dead), and of the next push. */
   #head = 0;
   #tail = 0;
-  #watches: Map<number, Watch> | undefined;
+  /**
+   * The signal and abort listener of each slot (stride 2), to remove once the waiter is settled;
+   * made at the first waiter with a signal.
+   */
+  #watches: (AbortSignal | (() => void) | undefined)[] | undefined;
   /** Live waiters. */
   size = 0;
 
@@ -68,10 +66,13 @@ export class WaiterQueue<T> {
     return seq;
   }
 
-  /** Remembers the abort listener of waiter `seq`, removed when it is settled. */
+  /** Listens for an abort of waiter `seq`'s signal until it is settled. */
   watch(seq: number, signal: AbortSignal, onAbort: () => void): void {
-    this.#watches ??= new Map();
-    this.#watches.set(seq, { signal, onAbort });
+    signal.addEventListener('abort', onAbort, { once: true });
+    this.#watches ??= new Array((this.#mask + 1) * 2).fill(undefined);
+    const i = (seq & this.#mask) * 2;
+    this.#watches[i] = signal;
+    this.#watches[i + 1] = onAbort;
   }
 
   /** The sequence number of the first live waiter (dropping dead ones on the way), or -1. */
@@ -113,11 +114,15 @@ export class WaiterQueue<T> {
   remove(seq: number): void {
     this.#fns[seq & this.#mask] = undefined;
     this.size--;
-    if (this.#watches !== undefined) {
-      const watch = this.#watches.get(seq);
-      if (watch !== undefined) {
-        this.#watches.delete(seq);
-        watch.signal.removeEventListener('abort', watch.onAbort);
+    const watches = this.#watches;
+    if (watches !== undefined) {
+      const i = (seq & this.#mask) * 2;
+      const signal = watches[i] as AbortSignal | undefined;
+      if (signal !== undefined) {
+        const onAbort = watches[i + 1] as () => void;
+        watches[i] = undefined;
+        watches[i + 1] = undefined;
+        signal.removeEventListener('abort', onAbort);
       }
     }
     if (seq === this.#head) this.#head++;
@@ -130,6 +135,7 @@ export class WaiterQueue<T> {
     if (this.#mask >= IDLE_CAPACITY) {
       this.#nums = undefined;
       this.#fns = [];
+      this.#watches = undefined;
       this.#mask = -1;
     }
   }
@@ -140,14 +146,22 @@ export class WaiterQueue<T> {
     const nums = new Float64Array(capacity * NUMS);
     const fns: (Resolve<T> | undefined)[] = new Array(capacity).fill(undefined);
     const oldNums = this.#nums;
+    const oldWatches = this.#watches;
+    const watches =
+      oldWatches && new Array<AbortSignal | (() => void) | undefined>(capacity * 2).fill(undefined);
     for (let seq = this.#head; seq < this.#tail; seq++) {
       const from = seq & this.#mask;
       const to = seq & mask;
       for (let k = 0; k < NUMS; k++) nums[to * NUMS + k] = oldNums![from * NUMS + k]!;
       fns[to] = this.#fns[from];
+      if (watches !== undefined) {
+        watches[to * 2] = oldWatches![from * 2];
+        watches[to * 2 + 1] = oldWatches![from * 2 + 1];
+      }
     }
     this.#nums = nums;
     this.#fns = fns;
+    this.#watches = watches;
     this.#mask = mask;
   }
 }
