@@ -70,6 +70,11 @@ export class MemberState {
   readonly #bounds: ReplyBounds;
   #closed = false;
   #degraded = false;
+  /**
+   * The first answer after the store came back: the others may not have been heard again yet
+   * (each counts as dead after its silence), so this one's share counts too few members.
+   */
+  #rejoining = false;
   #lastError: unknown;
   #rate: number | undefined;
   #share: number | undefined;
@@ -242,7 +247,12 @@ export class MemberState {
     this.#controller.learn(reply, now);
     this.#controller.learnSums(reply.accepted, reply.measured, accepted);
     this.#waitedSinceReply = false;
-    this.#applyShare(this.#share);
+    // Back from an outage, the share is raised only from the next answer (by then the others
+    // were heard again): the members' rates never add up above the budget on the way back.
+    const share =
+      this.#rejoining && this.#share !== undefined ? Math.min(this.#share, this.limiter.rate) : this.#share;
+    this.#rejoining = false;
+    this.#applyShare(share);
     this.#applyPause(reply.pauseRemaining);
     this.#alignSlots();
   }
@@ -372,6 +382,7 @@ export class MemberState {
   #recover(members: number): void {
     if (!this.#degraded) return;
     this.#degraded = false;
+    this.#rejoining = true;
     if (this.#events.listenerCount('recovered') === 0) {
       process.emitWarning(`adaptive-rate-limit: shared budget "${this.#name}" recovered; sharing resumed`, {
         code: BUDGET_RECOVERED_WARNING,
