@@ -2,6 +2,7 @@ import type { EventEmitter } from 'node:events';
 import type { Clock } from '../clock.js';
 import type { RateController, RateControllerState } from '../controllers/types.js';
 import type { AdaptiveRateLimiter } from '../limiter/adaptive.js';
+import { redactText } from '../redact.js';
 import { BudgetController, type CutPlan } from './budget-controller.js';
 import type { MemberView } from './member-controller.js';
 import type { Era } from './permit.js';
@@ -285,7 +286,9 @@ export class MemberState {
     if (this.#events.listenerCount('degraded') === 0) {
       const detail = error instanceof Error ? error.message : String(error);
       process.emitWarning(
-        `adaptive-rate-limit: shared budget "${this.#name}" degraded (${detail}); serving from the local share, ${rate} units/min`,
+        redactText(
+          `adaptive-rate-limit: shared budget "${this.#name}" degraded (${detail}); serving from the local share, ${rate} units/min`,
+        ),
         { code: BUDGET_DEGRADED_WARNING },
       );
     }
@@ -384,9 +387,12 @@ export class MemberState {
     this.#degraded = false;
     this.#rejoining = true;
     if (this.#events.listenerCount('recovered') === 0) {
-      process.emitWarning(`adaptive-rate-limit: shared budget "${this.#name}" recovered; sharing resumed`, {
-        code: BUDGET_RECOVERED_WARNING,
-      });
+      process.emitWarning(
+        redactText(`adaptive-rate-limit: shared budget "${this.#name}" recovered; sharing resumed`),
+        {
+          code: BUDGET_RECOVERED_WARNING,
+        },
+      );
     }
     this.#events.emit('recovered', { budget: this.#name, members });
   }
