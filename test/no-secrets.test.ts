@@ -237,6 +237,8 @@ describe('no secret in what the library prints', () => {
     const result = JSON.parse(stdout) as { sent: number; leaks: string[] };
     expect(result.sent).toBeGreaterThanOrEqual(8);
     expect(result.leaks).toEqual([]);
+    // The debug lines were written (cuts, pauses, refusals of those requests), and are checked.
+    expect(stderr).toMatch(/^ADAPTIVE-RATE-LIMIT \d+: .*(cut|paused|rejected)/m);
     printed.add('NODE_DEBUG stderr', stderr);
   });
 });

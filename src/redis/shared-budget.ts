@@ -107,6 +107,7 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
       minRate: min,
       maxRate: max,
       maxPause: resolved.maxPause,
+      rejoinMs: this.#opts.memberTimeout + this.#opts.redisTimeout + this.#opts.heartbeatInterval,
       members: guess,
       controller,
       random: resolved.random,
