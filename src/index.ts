@@ -43,6 +43,8 @@ export { githubClassify } from './http/github.js';
 export type { AdaptiveRateLimitInterceptor } from './http/interceptor.js';
 export { adaptiveRateLimit } from './http/interceptor.js';
 export type { InterceptorOptions, OutgoingRequest } from './http/options.js';
+export type { PartitionKey } from './http/partition.js';
+export { CREDENTIAL_HEADERS, credentialPartition } from './http/partition.js';
 export type { HeaderProfile, QuotaFromHeaders } from './http/quota-headers/index.js';
 export { HEADER_PROFILES } from './http/quota-headers/index.js';
 export type { Refusal, RejectionMode } from './http/refusal.js';
@@ -55,7 +57,7 @@ export { loadConfig } from './config/load.js';
 export type { LimiterConfig, RateLimitConfig } from './config/schema.js';
 export { parseConfig } from './config/schema.js';
 export type { RegistryEventMap, RegistryOptions } from './registry/index.js';
-export { RateLimiterRegistry } from './registry/index.js';
+export { partitionKey, RateLimiterRegistry } from './registry/index.js';
 
 // Errors
 

@@ -17,7 +17,15 @@ const SHARED_KEYS: ReadonlySet<string> = new Set(Object.keys(sharedConfigSchema.
  * `maxWait`), or `ERR_IOREDIS_MISSING` when ioredis is not installed.
  */
 export function makeSharedBudget(name: string, config: LimiterConfig, clock: Clock): SharedBudget {
-  const { origins: _o, maxConcurrent: _m, limiter: _l, shared, ...options } = config;
+  const {
+    origins: _o,
+    maxConcurrent: _m,
+    maxConcurrentPer: _mp,
+    partitionBy: _pb,
+    limiter: _l,
+    shared,
+    ...options
+  } = config;
   const parsed = sharedConfigSchema.safeParse(shared);
   if (!parsed.success) {
     // The limiter's own options are checked too: every bad field at once.
