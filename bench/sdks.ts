@@ -26,8 +26,8 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import OpenAI from 'openai';
 import { RateLimitRejectedError } from '../src/errors.js';
+import { headerLookup } from '../src/headers.js';
 import { rateLimitedFetch } from '../src/http/fetch.js';
-import { headerLookup } from '../src/http/retry-after.js';
 import { headersOfError } from '../src/limiter/sdk-errors.js';
 import { type Recipe, recipes } from '../test/helpers/sdk-recipes.js';
 

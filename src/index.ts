@@ -36,7 +36,8 @@ export { aimd, cubic, probe } from './controllers/index.js';
 
 // HTTP adapters
 
-export type { ClassifyResult, HeaderRecord, ResponseVerdict } from './http/classify.js';
+export type { HeaderRecord } from './headers.js';
+export type { ClassifyResult, ResponseVerdict } from './http/classify.js';
 export type { RateLimitedFetch, RateLimitedFetchOptions } from './http/fetch.js';
 export { rateLimitedFetch } from './http/fetch.js';
 export { githubClassify } from './http/github.js';

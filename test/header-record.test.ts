@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { headerRecord } from '../src/http/headers.js';
+import { headerRecord } from '../src/headers.js';
 
 describe('headerRecord with header names that are Object.prototype members', () => {
   it('keeps `constructor`, `toString` and `__proto__` headers as ordinary headers', () => {

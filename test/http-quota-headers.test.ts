@@ -3,7 +3,7 @@ import { Agent, type Dispatcher, getGlobalDispatcher, setGlobalDispatcher } from
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
 import { parseConfig } from '../src/config/schema.js';
-import { ConfigError } from '../src/errors.js';
+import { ConfigError, InvalidCallbackValueError } from '../src/errors.js';
 import { rateLimitedFetch } from '../src/http/fetch.js';
 import type { InterceptorOptions } from '../src/http/options.js';
 import { createSharedBudget, MemoryBudgetStore } from '../src/redis/index.js';
@@ -93,6 +93,15 @@ describe('quota headers through the undici interceptor', () => {
     });
     await get(agent, `${server.origin}/`);
     expect(rl.registry.get(server.origin)?.snapshot().announcedRate).toBe(9);
+  });
+
+  it('fails the request with InvalidCallbackValueError when quotaFromHeaders answers outside its contract', async () => {
+    const server = await announcing(() => ({}));
+    const { agent } = setupInterceptor({ default: { quotaFromHeaders: () => Number.NaN as never } });
+    const error = await get(agent, `${server.origin}/`).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(InvalidCallbackValueError);
+    expect(error).toMatchObject({ code: 'ERR_INVALID_CALLBACK_VALUE', callback: 'quotaFromHeaders' });
+    expect((error as Error).message).toMatch(/quotaFromHeaders returned NaN/);
   });
 });
 

@@ -1,10 +1,11 @@
 import { describe, expect, it } from 'vitest';
+import { InvalidCallbackValueError } from '../src/errors.js';
+import { headerLookup } from '../src/headers.js';
 import { readGithub } from '../src/http/quota-headers/github.js';
 import { readIetf } from '../src/http/quota-headers/ietf.js';
 import { parseGoDuration, quotaReader } from '../src/http/quota-headers/index.js';
 import { readOpenai } from '../src/http/quota-headers/openai.js';
 import { readShopify } from '../src/http/quota-headers/shopify.js';
-import { headerLookup } from '../src/http/retry-after.js';
 
 const h = (headers: Record<string, string | string[]>) => headerLookup(headers);
 
@@ -220,8 +221,37 @@ describe('quotaReader', () => {
     expect(quotaReader(false, undefined)).toBeUndefined();
   });
 
-  it('throws a TypeError naming what quotaFromHeaders returned when it is no quota', () => {
-    const read = quotaReader(false, () => 5 as never);
-    expect(() => read?.(h({}), () => ({}), 0)).toThrow(/quotaFromHeaders returned 5/);
+  it.each([
+    [Number.NaN, /returned NaN/],
+    [Number.POSITIVE_INFINITY, /returned Infinity/],
+    [-1, /returned -1/],
+    ['soon', /returned "soon"/],
+    [null, /returned null/],
+    [[{ remaining: 1 }, 5], /5 is not an object/],
+    [{ remaining: -1 }, /remaining -1 is not a finite number >= 0/],
+    [{ resetMs: Number.NaN }, /resetMs NaN/],
+    [{ limit: 0 }, /limit 0 is not a finite number > 0/],
+    [{ windowMs: Number.POSITIVE_INFINITY }, /windowMs Infinity/],
+    [{ limit: '5' }, /limit "5"/],
+    [{ policy: 7 }, /policy is not a string/],
+  ])('rejects quotaFromHeaders returning %j with InvalidCallbackValueError', (value, message) => {
+    const read = quotaReader(false, () => value as never);
+    let error: unknown;
+    try {
+      read?.(h({}), () => ({}), 0);
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toBeInstanceOf(InvalidCallbackValueError);
+    expect(error).toMatchObject({ code: 'ERR_INVALID_CALLBACK_VALUE', callback: 'quotaFromHeaders' });
+    expect((error as InvalidCallbackValueError).received).toBe(value);
+    expect((error as Error).message).toMatch(message);
+  });
+
+  it('takes a quota, a list of them and undefined from quotaFromHeaders', () => {
+    const quota = { policy: 'p', remaining: 0, resetMs: 0, limit: 5, windowMs: 1_000 };
+    expect(quotaReader(false, () => quota)?.(h({}), () => ({}), 0)).toEqual([quota]);
+    expect(quotaReader(false, () => [quota, {}])?.(h({}), () => ({}), 0)).toEqual([quota, {}]);
+    expect(quotaReader(false, () => undefined)?.(h({}), () => ({}), 0)).toBeUndefined();
   });
 });

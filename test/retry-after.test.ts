@@ -3,13 +3,8 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Agent, type Dispatcher, fetch, request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  headerLookup,
-  parseHttpDate,
-  parseRetryAfter,
-  type ResponseHeaders,
-  retryAfterFromHeaders,
-} from '../src/http/retry-after.js';
+import { headerLookup, parseHttpDate, type ResponseHeaders } from '../src/headers.js';
+import { parseRetryAfter, retryAfterFromHeaders } from '../src/http/retry-after.js';
 
 /** Thursday 15 January 2026, 12:00:00 UTC: "now" for every date below. */
 const NOW = Date.UTC(2026, 0, 15, 12, 0, 0);

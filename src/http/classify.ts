@@ -1,15 +1,8 @@
 import { InvalidCallbackValueError } from '../errors.js';
+import { type HeaderLookup, type HeaderRecord, headerLookup, type ResponseHeaders } from '../headers.js';
 import type { AnnouncedQuota, Outcome } from '../limiter/types.js';
 import type { QuotaReader } from './quota-headers/index.js';
-import {
-  type HeaderLookup,
-  headerLookup,
-  type ResponseHeaders,
-  retryAfterFromHeaders,
-} from './retry-after.js';
-
-/** Response headers as the library's callbacks see them: lower-case names, repeated fields as arrays. */
-export type HeaderRecord = Readonly<Record<string, string | string[] | undefined>>;
+import { retryAfterFromHeaders } from './retry-after.js';
 
 /** What an answer means for the limiter. */
 export type ResponseVerdict = 'success' | 'throttled' | 'failed';

@@ -1,8 +1,8 @@
 import { runAttempts } from '../attempt-loop.js';
 import { ConfigError } from '../errors.js';
+import { headerRecord } from '../headers.js';
 import { normalizeOrigin } from '../origin.js';
 import type { RateLimiterRegistry } from '../registry/index.js';
-import { headerRecord } from './headers.js';
 import { holdResponse } from './held-response.js';
 import { type InterceptorOptions, type OutgoingRequest, resolveInterceptorOptions } from './options.js';
 import { refusalResponse } from './refusal.js';

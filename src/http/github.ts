@@ -1,5 +1,5 @@
-import type { ClassifyResult, HeaderRecord } from './classify.js';
-import { parseHttpDate } from './retry-after.js';
+import { type HeaderRecord, parseHttpDate } from '../headers.js';
+import type { ClassifyResult } from './classify.js';
 
 /** The least pause on an exhausted primary limit (ms): GitHub's reset and `Date` are whole seconds. */
 const MIN_RESET_WAIT_MS = 1_000;

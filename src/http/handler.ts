@@ -1,11 +1,11 @@
 import type { Dispatcher } from 'undici';
 import { retries, runAttempts } from '../attempt-loop.js';
+import { headerRecord } from '../headers.js';
 import type { Outcome, Permit } from '../limiter/types.js';
 import { Attempt, type AttemptJudge, type AttemptOwner } from './attempt.js';
 import { CallerController } from './caller-controller.js';
 import type { ConcurrencyGate } from './concurrency.js';
 import { FastPathJudge, type FastPathRequest } from './fast-path.js';
-import { headerRecord } from './headers.js';
 import type { OutgoingRequest } from './options.js';
 import { answerRefusal } from './refusal.js';
 import { type AttemptBodies, attemptBodies } from './request-body.js';

@@ -4,11 +4,12 @@ import { systemClock } from '../clock.js';
 import { unknownKeyMessage } from '../config/rules.js';
 import type { LimiterConfig } from '../config/schema.js';
 import { ConfigError } from '../errors.js';
+import type { HeaderRecord } from '../headers.js';
 import { configErrorFrom } from '../limiter/options.js';
 import { normalizeOrigin } from '../origin.js';
 import { buildEntry } from '../registry/entries.js';
 import type { RateLimiterRegistry } from '../registry/index.js';
-import type { ClassifyResult, HeaderRecord } from './classify.js';
+import type { ClassifyResult } from './classify.js';
 import type { PartitionKey } from './partition.js';
 import type { RejectionMode } from './refusal.js';
 

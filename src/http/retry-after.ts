@@ -1,4 +1,4 @@
-import { fieldText, fromCache } from './quota-headers/fields.js';
+import { fieldText, fromCache, type HeaderLookup, isDayName, parseHttpDate } from '../headers.js';
 import { parseRateLimit } from './quota-headers/ietf.js';
 
 /**
@@ -7,83 +7,6 @@ import { parseRateLimit } from './quota-headers/ietf.js';
  * Every result is milliseconds from the moment the response arrived, finite and >= 0. Nothing
  * here caps a value (`Retry-After: 999999999` is 31 years): capping is the limiter's `maxPause`.
  */
-
-/**
- * Reads one response header by name, case-insensitively; repeated field lines may come back as
- * an array or joined with ", " (as WHATWG `Headers.get` does). Names are asked in lower case.
- */
-export type HeaderLookup = (name: string) => string | string[] | undefined;
-
-/**
- * The response header shapes this library meets:
- * - undici's `onResponseStart(controller, status, headers, statusMessage)` object: lower-case
- *   keys, `string | string[]` values (any key case is accepted);
- * - a raw headers array, alternating name and value, each a `Buffer` (undici's legacy `onHeaders`
- *   and `controller.rawHeaders`) or a string (Node's `IncomingMessage.rawHeaders`);
- * - a WHATWG `Headers` (fetch's `Response.headers`), or anything with a case-insensitive `get`.
- */
-export type ResponseHeaders =
-  | Readonly<Record<string, string | readonly string[] | undefined>>
-  | readonly (Uint8Array | string)[]
-  | { get(name: string): string | null }
-  | null
-  | undefined;
-
-/** Builds a {@link HeaderLookup} over any {@link ResponseHeaders} shape, reading it only when asked. */
-export function headerLookup(headers: ResponseHeaders): HeaderLookup {
-  if (headers == null) return () => undefined;
-  if (Array.isArray(headers)) return rawHeadersLookup(headers);
-  if (typeof (headers as { get?: unknown }).get === 'function') {
-    const fetchHeaders = headers as { get(name: string): string | null };
-    return (name) => fetchHeaders.get(name) ?? undefined;
-  }
-  return objectHeadersLookup(headers as Readonly<Record<string, string | readonly string[] | undefined>>);
-}
-
-/** Over undici's `onResponseStart` headers object. */
-function objectHeadersLookup(
-  headers: Readonly<Record<string, string | readonly string[] | undefined>>,
-): HeaderLookup {
-  // undici's keys are lower case; a caller-built object may spell them otherwise. Checked once,
-  // on the first miss; a map is built only for an object with mixed-case names.
-  let mixedCase: Map<string, string | string[]> | false | undefined;
-  return (name) => {
-    const key = name.toLowerCase();
-    if (Object.hasOwn(headers, key)) return headers[key] as string | string[] | undefined;
-    if (mixedCase === undefined) {
-      const keys = Object.keys(headers);
-      mixedCase =
-        keys.some((k) => k !== k.toLowerCase()) &&
-        new Map(keys.map((k) => [k.toLowerCase(), headers[k] as string | string[]]));
-    }
-    return mixedCase === false ? undefined : (mixedCase.get(key) ?? undefined);
-  };
-}
-
-/** Over a raw `[name, value, name, value, ...]` array; indexed on the first lookup. */
-function rawHeadersLookup(raw: readonly (Uint8Array | string)[]): HeaderLookup {
-  let index: Map<string, string[]> | undefined;
-  return (name) => {
-    if (index === undefined) {
-      index = new Map();
-      for (let i = 0; i + 1 < raw.length; i += 2) {
-        const key = text(raw[i]).toLowerCase();
-        const values = index.get(key);
-        if (values) values.push(text(raw[i + 1]));
-        else index.set(key, [text(raw[i + 1])]);
-      }
-    }
-    const values = index.get(name.toLowerCase());
-    return values?.length === 1 ? values[0] : values;
-  };
-}
-
-const latin1 = new TextDecoder('latin1');
-
-function text(chunk: Uint8Array | string | undefined): string {
-  if (chunk === undefined) return '';
-  return typeof chunk === 'string' ? chunk : latin1.decode(chunk);
-}
 
 /**
  * The wait a response asks for, in milliseconds, or `undefined` when it asks for none we can read.
@@ -163,61 +86,6 @@ function parseRetryAfterMs(value: string | readonly string[] | undefined): numbe
   return undefined;
 }
 
-const DAYS = ['Sun', 'Mon', 'Tue', 'Wed', 'Thu', 'Fri', 'Sat'];
-const LONG_DAYS = ['Sunday', 'Monday', 'Tuesday', 'Wednesday', 'Thursday', 'Friday', 'Saturday'];
-const MONTHS = ['Jan', 'Feb', 'Mar', 'Apr', 'May', 'Jun', 'Jul', 'Aug', 'Sep', 'Oct', 'Nov', 'Dec'];
-const DAY = DAYS.join('|');
-const MONTH = MONTHS.join('|');
-const TIME = '(?<hh>\\d{2}):(?<mm>\\d{2}):(?<ss>\\d{2})';
-
-/** The three HTTP-date forms (RFC 9110 §5.6.7). HTTP-date is case-sensitive. */
-const DATE_FORMS = [
-  // IMF-fixdate: `Sun, 06 Nov 1994 08:49:37 GMT`
-  new RegExp(`^(?:${DAY}), (?<day>\\d{2}) (?<month>${MONTH}) (?<year>\\d{4}) ${TIME} GMT$`),
-  // obsolete RFC 850: `Sunday, 06-Nov-94 08:49:37 GMT`
-  new RegExp(`^(?:${LONG_DAYS.join('|')}), (?<day>\\d{2})-(?<month>${MONTH})-(?<yy>\\d{2}) ${TIME} GMT$`),
-  // obsolete asctime: `Sun Nov  6 08:49:37 1994` (the day is two digits or a space and one)
-  new RegExp(`^(?:${DAY}) (?<month>${MONTH}) (?<day>\\d{2}| \\d) ${TIME} (?<year>\\d{4})$`),
-];
-/** A list member that is only a day name: the first half of a date the comma split apart. */
-const DAY_NAME_ONLY = new RegExp(`^[ \\t]*(?:${DAY}|${LONG_DAYS.join('|')})$`);
-
-/**
- * The instant an HTTP-date names, in ms since the epoch (UTC), or `undefined` if `value` is not
- * one in any of the three forms or names no real instant (31 Apr, 29 Feb 2023, 25:00:00). The
- * day name is only checked to be one; a weekday that disagrees with the date is tolerated, as
- * most HTTP stacks do. A leap second (`:60`) reads as the next second.
- *
- * @param nowMs wall-clock time, to place an RFC 850 two-digit year.
- */
-export function parseHttpDate(value: string, nowMs: number): number | undefined {
-  const groups = DATE_FORMS.map((form) => form.exec(value)?.groups).find((g) => g !== undefined);
-  if (groups === undefined) return undefined;
-  const { day = '', month = '', year: fullYear, yy, hh = '', mm = '', ss = '' } = groups;
-  let year = Number(fullYear);
-  if (yy !== undefined) {
-    // A two-digit year "more than 50 years in the future" is the most recent past year with
-    // those digits, so the year lands within 49 years back and 50 ahead.
-    const nowYear = new Date(nowMs).getUTCFullYear();
-    year = nowYear - (nowYear % 100) + Number(yy);
-    if (year > nowYear + 50) year -= 100;
-    else if (year <= nowYear - 50) year += 100;
-  }
-  const monthIndex = MONTHS.indexOf(month);
-  const date = Number(day);
-  const leapYear = year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0);
-  const lastDay = monthIndex === 1 ? (leapYear ? 29 : 28) : DAYS_IN_MONTH[monthIndex];
-  if (lastDay === undefined || date < 1 || date > lastDay) return undefined;
-  if (Number(hh) > 23 || Number(mm) > 59 || Number(ss) > 60) return undefined;
-  // Not Date.UTC, which reads years 0-99 as 1900-1999.
-  const instant = new Date(0);
-  instant.setUTCFullYear(year, monthIndex, date);
-  instant.setUTCHours(Number(hh), Number(mm), Number(ss));
-  return instant.getTime();
-}
-
-const DAYS_IN_MONTH = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
-
 /** One `Retry-After` value: delay-seconds or an HTTP-date, already trimmed. */
 function parseOne(value: string, nowMs: number): number | undefined {
   const seconds = decimalToMs(value, 1000);
@@ -250,7 +118,7 @@ export function parseRetryAfter(
   for (let i = 0; i < parts.length; i++) {
     let candidate = parts[i] ?? '';
     const next = parts[i + 1];
-    if (next !== undefined && DAY_NAME_ONLY.test(candidate)) {
+    if (next !== undefined && isDayName(candidate)) {
       candidate = `${candidate},${next}`;
       i++;
     }

@@ -1,9 +1,10 @@
 import type { LimiterConfig } from '../config/schema.js';
 import { attachDiagnostics } from '../diagnostics.js';
 import { InvalidCallbackValueError } from '../errors.js';
+import type { HeaderRecord, ResponseHeaders } from '../headers.js';
 import type { Outcome, RateLimiter } from '../limiter/types.js';
 import { RateLimiterRegistry } from '../registry/index.js';
-import { classifyResponse, type HeaderRecord, type ResponseRules } from './classify.js';
+import { classifyResponse, type ResponseRules } from './classify.js';
 import { ConcurrencyGate } from './concurrency.js';
 import type { OutgoingRequest, ResolvedInterceptorOptions } from './options.js';
 import {
@@ -15,7 +16,6 @@ import {
   type RequestPartition,
 } from './partition.js';
 import { type QuotaReader, quotaReader } from './quota-headers/index.js';
-import type { ResponseHeaders } from './retry-after.js';
 
 /** Where a request goes: its limiter, and the gate that caps its requests in flight. */
 export interface Route {

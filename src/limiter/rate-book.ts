@@ -86,7 +86,7 @@ export class RateBook {
   }
 
   clamp(rate: number): number {
-    return rate < this.minRate ? this.minRate : Math.min(rate, this.maxRate);
+    return clampRate(rate, this.minRate, this.maxRate);
   }
 
   /** `units` were granted at `now` while unlimited. */
@@ -148,7 +148,7 @@ export class RateBook {
     const proposed = this.#controller.onThrottled(
       measured === state.measuredRate ? state : { ...state, measuredRate: measured },
     );
-    const target = Number.isFinite(proposed) ? Math.min(proposed, base) : base;
+    const target = cutTarget(proposed, base);
     this.#rateBeforeLastDecrease = base;
     this.#measuredAtLastDecrease = measured;
     // A new array each time: a state handed out earlier keeps what it showed.
@@ -202,6 +202,24 @@ export class RateBook {
 
 /** Cuts whose accepted rate the state keeps. */
 export const CUTS_KEPT = 8;
+
+/**
+ * `rate` within [`minRate`, `maxRate`] (units/min; no maximum when `maxRate` is `undefined` or
+ * `Infinity`); a rate that is no number (NaN) is `minRate`. The one clamp of a rate: the
+ * limiter's, the budget controller's and the shared stores' (the Lua scripts mirror it).
+ */
+export function clampRate(rate: number, minRate: number, maxRate: number | undefined): number {
+  if (!(rate >= minRate)) return minRate;
+  return maxRate !== undefined && rate > maxRate ? maxRate : rate;
+}
+
+/**
+ * The rate a cut from `base` goes to, before the clamp: the controller's answer (`proposed`)
+ * when it is a finite number, never above `base`; else `base` (no cut).
+ */
+export function cutTarget(proposed: number, base: number): number {
+  return Number.isFinite(proposed) ? Math.min(proposed, base) : base;
+}
 
 /** A number in [0, 1) from `random`; a source that breaks that contract is clamped into it. */
 export function drawFrom(random: () => number): number {

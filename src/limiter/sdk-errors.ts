@@ -1,5 +1,6 @@
+import { headerLookup, type ResponseHeaders } from '../headers.js';
 import { REFUSAL_HEADER } from '../http/refusal.js';
-import { headerLookup, type ResponseHeaders, retryAfterFromHeaders } from '../http/retry-after.js';
+import { retryAfterFromHeaders } from '../http/retry-after.js';
 import type { Outcome } from './types.js';
 
 /**

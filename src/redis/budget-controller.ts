@@ -1,5 +1,5 @@
 import type { DecreaseRecord, RateController, RateControllerState } from '../controllers/types.js';
-import { drawFrom } from '../limiter/rate-book.js';
+import { clampRate, cutTarget, drawFrom } from '../limiter/rate-book.js';
 import type { ControllerBooks, Proposal } from './store.js';
 
 /**
@@ -199,7 +199,7 @@ export class BudgetController {
       measuredRate: measured,
       acceptedRate: accepted,
     });
-    const rate = this.#clamp(Number.isFinite(proposed) ? Math.min(proposed, base) : base);
+    const rate = this.#clamp(cutTarget(proposed, base));
     return {
       rate,
       rateBefore: base,
@@ -216,7 +216,6 @@ export class BudgetController {
   }
 
   #clamp(rate: number): number {
-    const { minRate, maxRate } = this.#limits;
-    return rate < minRate ? minRate : Math.min(rate, maxRate);
+    return clampRate(rate, this.#limits.minRate, this.#limits.maxRate);
   }
 }

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { Clock } from '../clock.js';
 import type { AdaptiveRateLimiter } from '../limiter/adaptive.js';
+import { drawFrom } from '../limiter/rate-book.js';
 import type { AnnouncedQuota, Permit } from '../limiter/types.js';
 import type { CutPlan } from './budget-controller.js';
 import type { MemberState, SharedState } from './member-state.js';
@@ -89,7 +90,7 @@ export class Coordinator {
     const suffix =
       random === undefined
         ? randomUUID().slice(0, 8)
-        : Math.floor(Math.min(Math.max(random(), 0), 1 - Number.EPSILON) * 2 ** 32)
+        : Math.floor(drawFrom(random) * 2 ** 32)
             .toString(16)
             .padStart(8, '0');
     // The count keeps two members of one process apart when their draws are the same.

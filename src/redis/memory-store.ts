@@ -1,13 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import { type Clock, systemClock } from '../clock.js';
 import type { DecreaseRecord } from '../controllers/types.js';
+import { clampRate } from '../limiter/rate-book.js';
 import {
   appendDecrease,
   type BudgetStore,
   type ControllerBooks,
   type CutReply,
   type CutRequest,
-  clampRate,
   demandWeightedShare,
   type HeartbeatReply,
   type HeartbeatRequest,

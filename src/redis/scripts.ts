@@ -74,7 +74,7 @@ end
 
 const CLAMP = `
 local function clamp(rate, minRate, maxRate)
-  if rate < minRate then rate = minRate end
+  if not (rate >= minRate) then rate = minRate end
   if maxRate ~= nil and rate > maxRate then rate = maxRate end
   return rate
 end

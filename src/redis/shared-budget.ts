@@ -130,8 +130,8 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
       initialRate: initial,
       minRate: min,
       maxRate: max,
-      cooldown: limiterOptions.decreaseCooldown ?? 1_000,
-      maxPause: limiterOptions.maxPause ?? 600_000,
+      cooldown: resolved.decreaseCooldown,
+      maxPause: resolved.maxPause,
       store: () =>
         store ??
         new RedisBudgetStore({

@@ -212,13 +212,6 @@ export interface PauseRequest {
 
 // ---- the rules, as pure functions: the memory store runs them; the Lua scripts mirror them ----
 
-/** `rate` within [minRate, maxRate] (no maximum when `undefined`). */
-export function clampRate(rate: number, minRate: number, maxRate: number | undefined): number {
-  if (rate < minRate) return minRate;
-  if (maxRate !== undefined && rate > maxRate) return maxRate;
-  return rate;
-}
-
 /**
  * A member's share of the whole `rate` (units/min): `rate × (min(own, rate) + floor) /
  * Σ(min(demandᵢ, rate) + floor)` with `floor = floorFraction × rate / members`. `demands` holds

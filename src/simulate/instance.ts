@@ -1,8 +1,8 @@
 import { type AttemptPlan, runAttempts } from '../attempt-loop.js';
 import { RateLimitRejectedError } from '../errors.js';
+import { headerLookup } from '../headers.js';
 import { withQuota } from '../http/classify.js';
 import { quotaReader } from '../http/quota-headers/index.js';
-import { headerLookup } from '../http/retry-after.js';
 import type { AcquireOptions, Outcome, Permit, RateLimiter, WrapOptions } from '../limiter/types.js';
 import type { RunCollector } from './metrics.js';
 import type { ApiAnswer, ModelApi } from './model-api.js';

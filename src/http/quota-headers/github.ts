@@ -1,6 +1,6 @@
+import type { HeaderLookup } from '../../headers.js';
+import { nonNegativeInteger, serverNow, singleText } from '../../headers.js';
 import type { AnnouncedQuota } from '../../limiter/types.js';
-import type { HeaderLookup } from '../retry-after.js';
-import { nonNegativeInteger, serverNow, singleText } from './fields.js';
 
 /**
  * The windows GitHub documents for its primary rate limits, by `x-ratelimit-resource`: an hour

@@ -1,7 +1,7 @@
 import { type BareItem, type Item, parseDictionary, parseList } from 'structured-headers';
+import type { HeaderLookup } from '../../headers.js';
+import { fieldText, fromCache } from '../../headers.js';
 import type { AnnouncedQuota } from '../../limiter/types.js';
-import type { HeaderLookup } from '../retry-after.js';
-import { fieldText, fromCache } from './fields.js';
 
 /**
  * The IETF RateLimit header fields (draft-ietf-httpapi-ratelimit-headers), parsed with

@@ -1,6 +1,6 @@
+import { InvalidCallbackValueError } from '../../errors.js';
+import type { HeaderLookup, HeaderRecord } from '../../headers.js';
 import type { AnnouncedQuota } from '../../limiter/types.js';
-import type { HeaderRecord } from '../classify.js';
-import type { HeaderLookup } from '../retry-after.js';
 import { readGithub } from './github.js';
 import { readIetf } from './ietf.js';
 import { readOpenai } from './openai.js';
@@ -68,14 +68,58 @@ export function quotaReader(
   };
 }
 
-/** What `quotaFromHeaders` returned, checked. @throws {TypeError} for anything but a quota, a list of them, or `undefined`. */
+/** Fields of an announced quota: the least each may be (`> 0` when `positive`). */
+const QUOTA_FIELDS = [
+  ['remaining', false],
+  ['resetMs', false],
+  ['limit', true],
+  ['windowMs', true],
+] as const;
+
+/**
+ * What `quotaFromHeaders` returned, checked as `classify`'s answer is.
+ * @throws {InvalidCallbackValueError} for anything but a quota (its numbers finite, `remaining`
+ * and `resetMs` >= 0, `limit` and `windowMs` > 0, `policy` a string), a list of them, or `undefined`.
+ */
 function ownQuota(value: unknown): AnnouncedQuota[] | undefined {
   if (value === undefined) return undefined;
-  const list = Array.isArray(value) ? value : [value];
-  if (!list.every((q) => typeof q === 'object' && q !== null && !Array.isArray(q))) {
-    throw new TypeError(
-      `quotaFromHeaders returned ${String(value)}; expected { remaining, resetMs, limit, windowMs }, a list of them, or undefined`,
-    );
+  const list: unknown[] = Array.isArray(value) ? value : [value];
+  for (const q of list) {
+    const problem = quotaProblem(q);
+    if (problem !== undefined) {
+      throw new InvalidCallbackValueError(
+        'quotaFromHeaders',
+        `quotaFromHeaders returned ${describe(value)}: ${problem}; expected { policy, remaining, resetMs, limit, windowMs }, a list of them, or undefined`,
+        value,
+      );
+    }
   }
   return list as AnnouncedQuota[];
+}
+
+/** What is wrong with one announced quota; `undefined`: nothing. */
+function quotaProblem(q: unknown): string | undefined {
+  if (typeof q !== 'object' || q === null || Array.isArray(q)) return `${describe(q)} is not an object`;
+  const quota = q as Record<string, unknown>;
+  if (quota.policy !== undefined && typeof quota.policy !== 'string') return 'policy is not a string';
+  for (const [field, positive] of QUOTA_FIELDS) {
+    const x = quota[field];
+    if (x === undefined) continue;
+    if (typeof x !== 'number' || !Number.isFinite(x) || x < 0 || (positive && x === 0)) {
+      return `${field} ${describe(x)} is not a finite number ${positive ? '> 0' : '>= 0'}`;
+    }
+  }
+  return undefined;
+}
+
+function describe(x: unknown): string {
+  if (typeof x === 'string') return JSON.stringify(x);
+  if (typeof x === 'object' && x !== null) {
+    try {
+      return JSON.stringify(x);
+    } catch {
+      return String(x);
+    }
+  }
+  return String(x);
 }

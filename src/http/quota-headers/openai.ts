@@ -1,6 +1,6 @@
+import type { HeaderLookup } from '../../headers.js';
+import { nonNegativeInteger, singleText } from '../../headers.js';
 import type { AnnouncedQuota } from '../../limiter/types.js';
-import type { HeaderLookup } from '../retry-after.js';
-import { nonNegativeInteger, singleText } from './fields.js';
 
 /** OpenAI's limits in these headers are per minute (RPM, TPM). */
 const WINDOW_MS = 60_000;

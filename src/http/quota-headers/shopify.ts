@@ -1,6 +1,6 @@
+import type { HeaderLookup } from '../../headers.js';
+import { singleText } from '../../headers.js';
 import type { AnnouncedQuota } from '../../limiter/types.js';
-import type { HeaderLookup } from '../retry-after.js';
-import { singleText } from './fields.js';
 
 /**
  * Shopify documents its buckets as leaking their size every 20 seconds (40 and 2/s, 80 and 4/s,
