@@ -10,15 +10,37 @@ import { OVERFLOW, partitionKey, RateLimiterRegistry, type RegistryOptions } fro
 
 const ORIGIN = 'https://api.test';
 
+/**
+ * A registry whose origin (or named limiter) is used by a first partition already: that one meters
+ * through the origin's own limiter, so the partitions the tests make are further ones.
+ */
 function setup(options: RegistryOptions = {}) {
   const clock = new ManualClock();
   const registry = new RateLimiterRegistry({ clock, ...options });
+  registry.limiterFor(ORIGIN);
+  registry._partitionForOrigin(ORIGIN, { id: 'first' });
   return { clock, registry };
 }
 
 const part = (id: string, name?: string) => ({ id, name: name === undefined ? undefined : () => name });
 
+/** As the HTTP adapters look a partition up: the origin's route first, then the partition's. */
+function via(registry: RateLimiterRegistry, id: string, origin = ORIGIN) {
+  const base = registry.limiterFor(origin);
+  return registry._partitionForOrigin(origin, part(id)) ?? { key: origin, limiter: base };
+}
+
 describe('RateLimiterRegistry: partitions', () => {
+  it("meters the first partition through the origin's own limiter, and the next ones through their own", () => {
+    const registry = new RateLimiterRegistry({ clock: new ManualClock() });
+    const origin = registry.limiterFor(ORIGIN);
+    expect(registry._partitionForOrigin(ORIGIN, part('idA'))).toBeUndefined();
+    expect(registry._partitionForOrigin(ORIGIN, part('idA'))).toBeUndefined();
+    const b = registry._partitionForOrigin(ORIGIN, part('idB'));
+    expect(b?.limiter).not.toBe(origin);
+    expect(registry.names()).toEqual([ORIGIN, `${ORIGIN}#idB`]);
+  });
+
   it('makes a limiter per partition of an origin, named by the origin and the short id', () => {
     const { registry } = setup();
     const a = registry._partitionForOrigin(ORIGIN, part('idA'));
@@ -27,7 +49,7 @@ describe('RateLimiterRegistry: partitions', () => {
     expect(a?.key).toBe(`${ORIGIN}#idA`);
     expect(a?.limiter).not.toBe(b?.limiter);
     expect(registry._partitionForOrigin(ORIGIN, part('idA'))?.limiter).toBe(a?.limiter);
-    expect(registry.names()).toEqual([`${ORIGIN}#idB`, `${ORIGIN}#idA`]);
+    expect(registry.names()).toEqual([ORIGIN, `${ORIGIN}#idB`, `${ORIGIN}#idA`]);
     expect(registry.get(`${ORIGIN}#idA`)).toBe(a?.limiter);
     expect(a?.limiter.snapshot().name).toBe(`${ORIGIN}#idA`);
   });
@@ -47,42 +69,45 @@ describe('RateLimiterRegistry: partitions', () => {
 
     expect(asked).toBe(1);
     expect(first?.limiter.snapshot().name).toBe(`${ORIGIN}#customer-42`);
-    expect(registry.names()).toEqual([`${ORIGIN}#idA`]);
+    expect(registry.names()).toEqual([ORIGIN, `${ORIGIN}#idA`]);
   });
 
   it('counts partitions against maxOriginLimiters, then shares the overflow limiter', async () => {
-    const { registry } = setup({ maxOriginLimiters: 2, maxPausedOrigins: 0 });
-    for (const id of ['p1', 'p2']) {
-      const limiter = registry._partitionForOrigin(ORIGIN, part(id))?.limiter;
+    const { registry } = setup({ maxOriginLimiters: 3, maxPausedOrigins: 0 });
+    for (const id of ['first', 'p1', 'p2']) {
+      const limiter = via(registry, id).limiter;
       (await limiter?.acquire())?.throttled(60_000);
     }
 
-    const third = registry._partitionForOrigin(ORIGIN, part('p3'));
+    const third = via(registry, 'p3');
 
     expect(third?.limiter).toBe(registry.get(OVERFLOW));
-    expect(registry.names()).toEqual([`${ORIGIN}#p1`, `${ORIGIN}#p2`, OVERFLOW]);
+    expect(registry.names().sort()).toEqual([ORIGIN, `${ORIGIN}#p1`, `${ORIGIN}#p2`, OVERFLOW].sort());
   });
 
   it("keeps a dropped partition's pause as a record, and its next limiter starts paused", async () => {
-    const { clock, registry } = setup({ maxOriginLimiters: 1 });
-    const a = registry._partitionForOrigin(ORIGIN, part('pA'))?.limiter;
+    const { clock, registry } = setup({ maxOriginLimiters: 2 });
+    const a = via(registry, 'pA').limiter;
     (await a?.acquire())?.throttled(60_000);
     clock.advance(10_000);
 
-    registry._partitionForOrigin(ORIGIN, part('pB'));
-    expect(registry.names()).toEqual([`${ORIGIN}#pB`]);
+    via(registry, 'pB');
+    expect(registry.names()).toEqual([ORIGIN, `${ORIGIN}#pB`]);
 
-    const again = registry._partitionForOrigin(ORIGIN, part('pA'))?.limiter;
+    const again = via(registry, 'pA').limiter;
+    expect(again).not.toBe(a);
     expect(again?.snapshot().pausedUntil).toBe(60_000);
   });
 
   it('drops idle partitions after idleTimeout, as per-origin limiters', () => {
     const { clock, registry } = setup({ idleTimeout: 1_000 });
-    registry._partitionForOrigin(ORIGIN, part('pA'));
-    clock.advance(1_000);
-    registry._partitionForOrigin(ORIGIN, part('pB'));
+    via(registry, 'pA');
+    clock.advance(500);
+    via(registry, 'first'); // the origin's own limiter stays in use
+    clock.advance(500);
+    via(registry, 'pB');
 
-    expect(registry.names()).toEqual([`${ORIGIN}#pB`]);
+    expect(registry.names()).toEqual([ORIGIN, `${ORIGIN}#pB`]);
   });
 
   it('partitions a named limiter by its config, overflowing into the named limiter itself', async () => {
@@ -112,7 +137,10 @@ describe('RateLimiterRegistry: partitions', () => {
     expect(registry.names()).toEqual(['api']);
     expect(p1?.snapshot().closed).toBe(false);
 
+    // The replaced limiter is claimed afresh by the first partition seen.
+    expect(registry._partitionForOrigin(ORIGIN, part('p1'))).toBeUndefined();
     const p2 = registry._partitionForOrigin(ORIGIN, part('p2'))?.limiter;
+    expect(p2).toBeDefined();
     registry.remove('api');
     expect(p2?.snapshot().closed).toBe(true);
     expect(registry.names()).toEqual([]);
@@ -130,9 +158,11 @@ describe('RateLimiterRegistry: partitions', () => {
     const events: unknown[] = [];
     registry.on('added', ({ name, partition }) => events.push(['added', name, partition]));
     registry.on('removed', ({ name, partition }) => events.push(['removed', name, partition]));
-    registry._partitionForOrigin(ORIGIN, part('pA'));
-    clock.advance(1_000);
-    registry._partitionForOrigin(ORIGIN, part('pB'));
+    via(registry, 'pA');
+    clock.advance(500);
+    via(registry, 'first'); // the origin's own limiter stays in use
+    clock.advance(500);
+    via(registry, 'pB');
 
     expect(events).toEqual([
       ['added', `${ORIGIN}#pA`, 'pA'],
@@ -165,6 +195,30 @@ describe('partition keys', () => {
       'k',
     ]);
     expect(credentialParts({ accept: '*/*' }, names)).toBeUndefined();
+  });
+
+  it('keys a signed authorization by who signs, not by the signature of each request', () => {
+    const names = ['authorization'];
+    const sigv4 = (sig: string) =>
+      `AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20240101/us-east-1/s3/aws4_request, SignedHeaders=host;x-amz-date, Signature=${sig}`;
+    expect(credentialParts({ authorization: sigv4('aa') }, names)).toEqual(
+      credentialParts({ authorization: sigv4('bb') }, names),
+    );
+    expect(credentialParts({ authorization: sigv4('aa') }, names)).toEqual([
+      'authorization',
+      'aws4-hmac-sha256 credential=AKIDEXAMPLE',
+    ]);
+    const oauth = (nonce: string) =>
+      `OAuth oauth_consumer_key="ck", oauth_token="tk", oauth_nonce="${nonce}", oauth_signature="${nonce}"`;
+    expect(credentialParts({ authorization: oauth('1') }, names)).toEqual(
+      credentialParts({ authorization: oauth('2') }, names),
+    );
+    expect(credentialParts({ authorization: 'SharedKey acct:sig1' }, names)).toEqual(
+      credentialParts({ authorization: 'SharedKey acct:sig2' }, names),
+    );
+    expect(credentialParts({ authorization: 'Bearer a' }, names)).not.toEqual(
+      credentialParts({ authorization: 'Bearer b' }, names),
+    );
     expect(credentialParts(undefined, names)).toBeUndefined();
   });
 });

@@ -94,9 +94,57 @@ export function credentialParts(headers: unknown, names: readonly string[]): str
   const parts: string[] = [];
   for (let i = 0; i < names.length; i++) {
     const value = found[i];
-    if (value !== undefined) parts.push(names[i] as string, value);
+    if (value !== undefined)
+      parts.push(names[i] as string, names[i] === 'authorization' ? signer(value) : value);
   }
   return parts;
+}
+
+/**
+ * Schemes that sign each request (the `authorization` value changes with every request): the
+ * auth-params that name who signs, which is what the API counts by.
+ */
+const SIGNED_SCHEMES: Readonly<Record<string, readonly string[]>> = {
+  'aws4-hmac-sha256': ['credential'],
+  'aws4-ecdsa-p256-sha256': ['credential'],
+  oauth: ['oauth_consumer_key', 'oauth_token'],
+  digest: ['username', 'realm'],
+  signature: ['keyid'],
+};
+
+/**
+ * What identifies the caller in an `authorization` value: the value itself, but for schemes
+ * that sign each request, who signs: AWS Signature V4's access key id (`Credential=AKID/...`),
+ * V2's (`AWS AKID:signature`), Azure's account (`SharedKey account:signature`), OAuth 1's consumer
+ * key and token, Digest's user name and realm, HTTP Signatures' `keyId`. Otherwise every
+ * request would be a partition of its own.
+ */
+function signer(value: string): string {
+  const space = value.indexOf(' ');
+  if (space < 0) return value;
+  const scheme = value.slice(0, space).toLowerCase();
+  const rest = value.slice(space + 1).trim();
+  if (scheme === 'aws' || scheme === 'sharedkey' || scheme === 'sharedkeylite') {
+    const colon = rest.indexOf(':');
+    return colon < 0 ? value : `${scheme} ${rest.slice(0, colon)}`;
+  }
+  const params = SIGNED_SCHEMES[scheme];
+  if (params === undefined) return value;
+  const found: string[] = [scheme];
+  for (const param of rest.split(',')) {
+    const eq = param.indexOf('=');
+    if (eq < 0) continue;
+    const name = param.slice(0, eq).trim().toLowerCase();
+    if (!params.includes(name)) continue;
+    let text = param
+      .slice(eq + 1)
+      .trim()
+      .replace(/^"|"$/g, '');
+    // AWS's Credential is the key id, then the date, region and service of the signing key.
+    if (name === 'credential') text = text.split('/')[0] ?? text;
+    found.push(`${name}=${text}`);
+  }
+  return found.length > 1 ? found.join(' ') : value;
 }
 
 /**

@@ -85,6 +85,8 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
   readonly #exact = new Map<string, string>();
   /** Per-origin limiters, least recently used first, and their eviction. */
   readonly #perOrigin: OriginPool;
+  /** The partition whose requests a named limiter meters itself (the first one seen), by its name. */
+  readonly #claims = new Map<string, string>();
   /** The limiter shared by new origins that find no room among the per-origin ones; made on first need. */
   #overflow: AdaptiveRateLimiter | undefined;
   #closed = false;
@@ -172,7 +174,9 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
    * the named limiter that covers it when the registry made that one (a `limiter` instance or a
    * `shared` budget is not partitioned: `undefined`), else of the origin, made from `default`
    * (`undefined` with `default: false`). Made now if there is none; its registry name is
-   * {@link partitionKey} of the named limiter's name or the origin. Partitions count against
+   * {@link partitionKey} of the named limiter's name or the origin. The first partition seen uses
+   * the limiter of the origin (or the named limiter) itself: `undefined` for it, as for requests
+   * without a partition. Partitions count against
    * `maxOriginLimiters` as origins do; when there is no room, a named limiter's partition shares
    * the named limiter itself and an origin's partition the overflow limiter.
    */
@@ -184,8 +188,8 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
     let owner: PoolOwner;
     let config: Omit<LimiterConfig, 'origins'>;
     let key: string;
+    const entry = name === undefined ? undefined : this.#named.get(name);
     if (name !== undefined) {
-      const entry = this.#named.get(name);
       if (entry === undefined || !entry.owned || entry.limiter === undefined) return undefined;
       owner = { named: name, partition: partition.id };
       config = entry.config;
@@ -198,6 +202,11 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
     }
     const found = this._touchOrigin(key);
     if (found !== undefined) return { key, limiter: found };
+    // The first partition seen takes the limiter of the origin (or the named limiter) itself: one
+    // credential is metered, named and shown exactly as without partitions.
+    const claimed = name !== undefined ? this.#claims.get(name) : this.#perOrigin.claim(origin, partition.id);
+    if (name !== undefined && claimed === undefined) this.#claims.set(name, partition.id);
+    if (claimed === undefined || claimed === partition.id) return undefined;
     const label = partition.name?.();
     const limiterName = label === undefined ? key : partitionKey(name ?? origin, label);
     if (this.#closed) {
@@ -388,6 +397,7 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
     this.#index(name, entry);
     // Its partitions were made from the old config: not closed (as the old limiter is not).
     this.#dropPartitionsOf(name);
+    this.#claims.delete(name);
     this.#changes++;
     old.retire();
     if (old.limiter !== undefined && entry.limiter !== undefined) {
@@ -414,6 +424,7 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
       limiter = named.limiter;
       named.close();
       for (const partition of this.#dropPartitionsOf(name)) partition.close();
+      this.#claims.delete(name);
     } else if (perOrigin !== undefined) {
       this.#perOrigin.delete(name);
       limiter = perOrigin;

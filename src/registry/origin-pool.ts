@@ -9,6 +9,8 @@ interface OriginEntry {
   usedAt: number;
   /** Requests of the HTTP adapters in progress through it ({@link OriginPool.hold}). */
   inFlight: number;
+  /** The partition that uses an origin's own limiter: the first one seen ({@link OriginPool.claim}). */
+  claim?: string;
 }
 
 /**
@@ -171,6 +173,17 @@ export class OriginPool {
   /** The limiter of `key`; does not count as a use. */
   get(key: string): AdaptiveRateLimiter | undefined {
     return this.#perOrigin.get(key)?.limiter;
+  }
+
+  /**
+   * The partition that uses the limiter of `key` (an origin's) as its own: the one given when none
+   * did yet; `undefined` when the pool holds no limiter for `key`.
+   */
+  claim(key: string, partition: string): string | undefined {
+    const entry = this.#perOrigin.get(key);
+    if (entry === undefined) return undefined;
+    entry.claim ??= partition;
+    return entry.claim;
   }
 
   /** Whose limiter `key` holds, if it holds one. */
