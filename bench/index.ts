@@ -49,6 +49,12 @@ const suites: readonly Suite[] = [
     description: 'finding the quota of real servers (quota server, nginx), side by side with the AWS SDK',
     run: async () => (await import('./control.js')).controlSuite(),
   },
+  {
+    name: 'llm',
+    description:
+      'LLM calls through the openai and Anthropic SDKs against mocks metering requests and tokens: SDK alone, recipe, preset, oracle',
+    run: async () => (await import('./llm.js')).llmSuite(),
+  },
 ];
 
 function header(): void {

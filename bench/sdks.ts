@@ -28,7 +28,7 @@ import OpenAI from 'openai';
 import { RateLimitRejectedError } from '../src/errors.js';
 import { headerLookup } from '../src/headers.js';
 import { rateLimitedFetch } from '../src/http/fetch.js';
-import { headersOfError } from '../src/limiter/sdk-errors.js';
+import { headersOfError } from '../src/wrap/sdk-errors.js';
 import { type Recipe, recipes } from '../test/helpers/sdk-recipes.js';
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';

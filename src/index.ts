@@ -13,7 +13,6 @@ export type {
 } from './limiter/fixed-window.js';
 export { FixedWindowRateLimiter } from './limiter/fixed-window.js';
 export type { AdaptiveLimiterOptions } from './limiter/options.js';
-export { AWS_THROTTLING_CODES, classifyThrown } from './limiter/sdk-errors.js';
 export type {
   AcquireOptions,
   AnnouncedQuota,
@@ -22,6 +21,7 @@ export type {
   RateLimiter,
   WrapOptions,
 } from './limiter/types.js';
+export { AWS_THROTTLING_CODES, classifyThrown } from './wrap/sdk-errors.js';
 
 // Controllers
 
@@ -36,6 +36,8 @@ export { aimd, cubic, probe } from './controllers/index.js';
 
 // HTTP adapters
 
+export type { HeaderProfile, QuotaFromHeaders } from './config/types.js';
+export { HEADER_PROFILES } from './config/types.js';
 export type { HeaderRecord } from './headers.js';
 export type { ClassifyResult, ResponseVerdict } from './http/classify.js';
 export type { RateLimitedFetch, RateLimitedFetchOptions } from './http/fetch.js';
@@ -45,9 +47,7 @@ export type { AdaptiveRateLimitInterceptor } from './http/interceptor.js';
 export { adaptiveRateLimit } from './http/interceptor.js';
 export type { InterceptorOptions, OutgoingRequest } from './http/options.js';
 export type { PartitionKey } from './http/partition.js';
-export { CREDENTIAL_HEADERS, credentialPartition } from './http/partition.js';
-export type { HeaderProfile, QuotaFromHeaders } from './http/quota-headers/index.js';
-export { HEADER_PROFILES } from './http/quota-headers/index.js';
+export { credentialPartition, PARTITION_HEADERS } from './http/partition.js';
 export type { Refusal, RejectionMode } from './http/refusal.js';
 export { REFUSAL_HEADER } from './http/refusal.js';
 export { parseRetryAfter } from './http/retry-after.js';

@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { RateLimitRejectedError } from '../src/errors.js';
 import { headerLookup } from '../src/headers.js';
-import { headersOfError, statusOfError } from '../src/limiter/sdk-errors.js';
+import { headersOfError, statusOfError } from '../src/wrap/sdk-errors.js';
 import { RateLimitedServer, type RateLimitedServerOptions } from './helpers/rate-limited-server.js';
 import { type RecipeClient, recipes } from './helpers/sdk-recipes.js';
 

@@ -1,6 +1,5 @@
 import { z } from 'zod';
 import { ConfigError, type ConfigIssue } from '../errors.js';
-import { HEADER_PROFILES, type HeaderProfile } from '../http/quota-headers/index.js';
 import {
   configErrorFrom,
   limiterFieldsSchema,
@@ -9,7 +8,7 @@ import {
 } from '../limiter/options.js';
 import type { RateLimiter } from '../limiter/types.js';
 import { normalizeOrigin, originMatcher } from '../origin.js';
-import type { LimiterConfig } from './types.js';
+import { HEADER_PROFILES, type HeaderProfile, type LimiterConfig } from './types.js';
 
 /** The source a config error names. */
 export const SOURCE = 'rate limit config';

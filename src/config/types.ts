@@ -1,10 +1,32 @@
-import type { HeaderProfile, QuotaFromHeaders } from '../http/quota-headers/index.js';
+import type { HeaderRecord } from '../headers.js';
 import type { AdaptiveLimiterOptions } from '../limiter/options.js';
-import type { RateLimiter } from '../limiter/types.js';
+import type { AnnouncedQuota, RateLimiter } from '../limiter/types.js';
 import type { SharedConfig } from './shared.js';
 
 // The shapes of a config (what parseConfig returns and the registry and adapters take): apart
 // from the schema, so that the rules the schema uses can name them without a circle.
+
+/**
+ * Which response headers announce the quota, per limiter (`headers`):
+ * - `'standard'`: the IETF RateLimit fields only (draft-10's `RateLimit` and `RateLimit-Policy`,
+ *   draft-07's Dictionary), which say what they mean;
+ * - `'github'`, `'openai'`, `'shopify'`: those too, and that vendor's own headers as it documents
+ *   them (`x-ratelimit-reset` means epoch seconds to GitHub and a duration to OpenAI, so a vendor
+ *   form is never guessed);
+ * - `false`: none.
+ */
+export type HeaderProfile = 'standard' | 'github' | 'openai' | 'shopify';
+
+export const HEADER_PROFILES: readonly HeaderProfile[] = ['standard', 'github', 'openai', 'shopify'];
+
+/**
+ * Your reading of a response's quota headers, for APIs no profile covers: a quota (or several,
+ * each named by `policy`) in the limiter's units, with `resetMs` counted from the response, or
+ * `undefined` when the response announces none. See {@link AnnouncedQuota}.
+ */
+export type QuotaFromHeaders = (
+  headers: HeaderRecord,
+) => AnnouncedQuota | readonly AnnouncedQuota[] | undefined;
 
 /** One named limiter: the limiter's options plus what it covers and how requests are sent. */
 export interface LimiterConfig extends Omit<AdaptiveLimiterOptions, 'clock' | 'name'> {

@@ -1,6 +1,6 @@
 import { createHmac, randomBytes } from 'node:crypto';
+import type { HeaderProfile } from '../config/types.js';
 import { InvalidCallbackValueError } from '../errors.js';
-import type { HeaderProfile } from './quota-headers/index.js';
 
 /**
  * What a partition function returns: a key (or the parts of one, such as a credential and a
@@ -21,9 +21,9 @@ export interface RequestPartition {
  * tokens: GitHub, OpenAI, most APIs), `x-api-key` (Anthropic, many gateways), `api-key` (Azure
  * OpenAI).
  */
-export const CREDENTIAL_HEADERS: readonly string[] = ['authorization', 'x-api-key', 'api-key'];
+export const PARTITION_HEADERS: readonly string[] = ['authorization', 'x-api-key', 'api-key'];
 
-/** The credential header a vendor's `headers` profile names, beyond {@link CREDENTIAL_HEADERS}. */
+/** The credential header a vendor's `headers` profile names, beyond {@link PARTITION_HEADERS}. */
 const VENDOR_CREDENTIAL_HEADERS: Readonly<Partial<Record<HeaderProfile, string>>> = {
   shopify: 'x-shopify-access-token',
 };
@@ -31,7 +31,7 @@ const VENDOR_CREDENTIAL_HEADERS: Readonly<Partial<Record<HeaderProfile, string>>
 /** The header names a limiter partitions by when its config does not say (`partitionBy` unset). */
 export function defaultPartitionHeaders(profile: HeaderProfile | false | undefined): readonly string[] {
   const vendor = profile === undefined || profile === false ? undefined : VENDOR_CREDENTIAL_HEADERS[profile];
-  return vendor === undefined ? CREDENTIAL_HEADERS : [...CREDENTIAL_HEADERS, vendor];
+  return vendor === undefined ? PARTITION_HEADERS : [...PARTITION_HEADERS, vendor];
 }
 
 /**
@@ -190,7 +190,7 @@ export function partitionNameOf(name: unknown, describe: () => string): string |
 
 /**
  * The default partition key of a request: its credential headers' names and values (see
- * {@link CREDENTIAL_HEADERS}; `extra` adds names), or `undefined` when it carries none. For a
+ * {@link PARTITION_HEADERS}; `extra` adds names), or `undefined` when it carries none. For a
  * `partition` function that splits a credential's partition further:
  * `partition: (r) => [...(credentialPartition(r) ?? []), modelOf(r)]`.
  */
@@ -199,6 +199,6 @@ export function credentialPartition(
   extra: readonly string[] = [],
 ): string[] | undefined {
   const names =
-    extra.length === 0 ? CREDENTIAL_HEADERS : [...CREDENTIAL_HEADERS, ...extra.map((h) => h.toLowerCase())];
+    extra.length === 0 ? PARTITION_HEADERS : [...PARTITION_HEADERS, ...extra.map((h) => h.toLowerCase())];
   return credentialParts(request.headers, names);
 }

@@ -1,6 +1,6 @@
 import { runAttempts } from '../attempt-loop.js';
 import { ConfigError } from '../errors.js';
-import { classifyThrown } from './sdk-errors.js';
+import { classifyThrown } from '../wrap/sdk-errors.js';
 import type { Outcome, RateLimiter, WrapOptions } from './types.js';
 
 const success: Outcome = { kind: 'success' };

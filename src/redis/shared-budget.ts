@@ -107,6 +107,7 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
       initialRate: initial,
       minRate: min,
       maxRate: max,
+      maxPause: resolved.maxPause,
       members: guess,
       controller,
       random: resolved.random,

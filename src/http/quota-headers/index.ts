@@ -1,3 +1,4 @@
+import type { HeaderProfile, QuotaFromHeaders } from '../../config/types.js';
 import { InvalidCallbackValueError } from '../../errors.js';
 import type { HeaderLookup, HeaderRecord } from '../../headers.js';
 import type { AnnouncedQuota } from '../../limiter/types.js';
@@ -7,28 +8,6 @@ import { readOpenai } from './openai.js';
 import { readShopify } from './shopify.js';
 
 export { parseGoDuration } from './openai.js';
-
-/**
- * Which response headers announce the quota, per limiter (`headers`):
- * - `'standard'`: the IETF RateLimit fields only (draft-10's `RateLimit` and `RateLimit-Policy`,
- *   draft-07's Dictionary), which say what they mean;
- * - `'github'`, `'openai'`, `'shopify'`: those too, and that vendor's own headers as it documents
- *   them (`x-ratelimit-reset` means epoch seconds to GitHub and a duration to OpenAI, so a vendor
- *   form is never guessed);
- * - `false`: none.
- */
-export type HeaderProfile = 'standard' | 'github' | 'openai' | 'shopify';
-
-export const HEADER_PROFILES: readonly HeaderProfile[] = ['standard', 'github', 'openai', 'shopify'];
-
-/**
- * Your reading of a response's quota headers, for APIs no profile covers: a quota (or several,
- * each named by `policy`) in the limiter's units, with `resetMs` counted from the response, or
- * `undefined` when the response announces none. See {@link AnnouncedQuota}.
- */
-export type QuotaFromHeaders = (
-  headers: HeaderRecord,
-) => AnnouncedQuota | readonly AnnouncedQuota[] | undefined;
 
 /** Reads the quotas a response announces; `nowMs` is the wall clock when it arrived. */
 export type QuotaReader = (

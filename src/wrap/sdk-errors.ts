@@ -1,7 +1,7 @@
 import { headerLookup, type ResponseHeaders } from '../headers.js';
 import { REFUSAL_HEADER } from '../http/refusal.js';
 import { retryAfterFromHeaders } from '../http/retry-after.js';
-import type { Outcome } from './types.js';
+import type { Outcome } from '../limiter/types.js';
 
 /**
  * Error codes the AWS SDK (smithy's `service-error-classification`) treats as throttling, whatever
