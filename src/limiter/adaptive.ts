@@ -29,6 +29,9 @@ import type {
   WrapOptions,
 } from './types.js';
 import { WaitingLine } from './waiting-line.js';
+import { handToWatchers, watchGeneration } from './watch.js';
+// NODE_DEBUG=adaptive-rate-limit (watches nothing without it).
+import './debug-log.js';
 import { wrapWithLimiter } from './wrap.js';
 
 export type { LimiterSnapshot } from './types.js';
@@ -58,6 +61,8 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   /** The ceilings the API announced, made at the first announcement. */
   #ceilings: Ceilings | undefined;
   #closed = false;
+  /** The watcher generation this limiter was last handed to (see watch.ts). */
+  #watched = 0;
 
   constructor(options: AdaptiveLimiterOptions = {}) {
     super();
@@ -75,6 +80,17 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
 
   get name(): string {
     return this.#opts.name;
+  }
+
+  /**
+   * The controller's name: `'aimd'`, `'cubic'`, `'probe'`, or a custom controller's `name`
+   * property (`'custom'` without one).
+   */
+  get controllerName(): string {
+    const controller = this.#opts.controller;
+    if (typeof controller === 'string') return controller;
+    const name = (controller as { name?: unknown }).name;
+    return typeof name === 'string' && name !== '' ? name : 'custom';
   }
 
   /** The current rate of this process in units/min (`Infinity` while unlimited). */
@@ -267,6 +283,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
 
   /** @internal */
   _throttled(permit: LimiterPermit, retryAfterMs: number | undefined, quota: Quota): void {
+    if (this.#watched !== watchGeneration()) this.#watched = handToWatchers(this);
     const now = this.#clock.now();
     this.#answered(permit.units, false, now);
     const cut = this.#book.throttled(permit, now);
@@ -286,6 +303,8 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
 
   /** @internal A failed answer: no cut; one that asks for a wait (a 503 with Retry-After) pauses. */
   _failed(permit: LimiterPermit, retryAfterMs: number | undefined, quota: Quota): void {
+    if (this.#watched !== watchGeneration()) this.#watched = handToWatchers(this);
+    if (this.listenerCount('failed') > 0) this.emit('failed', { limiter: this.#opts.name, retryAfterMs });
     if (this.#slowStart !== undefined) {
       const now = this.#clock.now();
       this.#answered(permit.units, false, now);
@@ -373,6 +392,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   }
 
   #grant(units: number, now: number, since: number): Permit {
+    if (this.#watched !== watchGeneration()) this.#watched = handToWatchers(this);
     this.#book.accepted.open(now);
     this.#slowStart?.granted(units);
     if (this.#bucket.unlimited) this.#book.grantedUnlimited(units, now);
@@ -401,6 +421,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     detail: string,
     waitMs?: number,
   ): RateLimitRejectedError {
+    if (this.#watched !== watchGeneration()) this.#watched = handToWatchers(this);
     const error = new RateLimitRejectedError(reason, this.#opts.name, detail, waitMs);
     this.emit('rejected', { limiter: this.#opts.name, units, reason, message: error.message });
     return error;

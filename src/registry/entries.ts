@@ -10,6 +10,7 @@ import type { LimiterConfig } from '../config/schema.js';
 import { ConfigError, type ConfigIssue } from '../errors.js';
 import { AdaptiveRateLimiter } from '../limiter/adaptive.js';
 import type { RateLimiter } from '../limiter/types.js';
+import { setLimiterOrigins } from '../limiter/watch.js';
 import { originMatcher } from '../origin.js';
 import { makeSharedBudget, retireSharedBudget } from './shared.js';
 
@@ -88,14 +89,17 @@ export function buildEntry(
   }
   const origins = config.origins ?? [];
   const wildcards = origins.filter((pattern) => pattern.includes('*'));
+  const exact = origins.map(exactOrigin).filter((origin) => origin !== undefined);
+  const limiter = made ?? adaptiveOf(instance);
+  if (limiter !== undefined) setLimiterOrigins(limiter, exact);
   return {
     config: { ...config, origins: [...origins] },
     instance,
-    limiter: made ?? adaptiveOf(instance),
+    limiter,
     owned: made !== undefined,
     close: shared !== undefined ? () => void shared.close().catch(() => undefined) : () => made?.close(),
     retire: shared !== undefined ? () => retireSharedBudget(shared) : () => {},
-    exact: origins.map(exactOrigin).filter((origin) => origin !== undefined),
+    exact,
     wildcard: wildcards.length > 0 ? originMatcher(wildcards) : undefined,
   };
 }
