@@ -3,6 +3,8 @@ import { ManualClock } from '../src/clock.js';
 import { parseConfig } from '../src/config/schema.js';
 import { ConfigError } from '../src/errors.js';
 import { credentialParts, partitionId } from '../src/http/partition.js';
+import type { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
+import { limiterOrigins, limiterPartition } from '../src/limiter/watch.js';
 import { OVERFLOW, partitionKey, RateLimiterRegistry, type RegistryOptions } from '../src/registry/index.js';
 
 // The registry's side of partitions: a limiter per (origin or named limiter, partition), bounded
@@ -52,6 +54,9 @@ describe('RateLimiterRegistry: partitions', () => {
     expect(registry.names()).toEqual([ORIGIN, `${ORIGIN}#idB`, `${ORIGIN}#idA`]);
     expect(registry.get(`${ORIGIN}#idA`)).toBe(a?.limiter);
     expect(a?.limiter.snapshot().name).toBe(`${ORIGIN}#idA`);
+    expect(a && limiterPartition(a.limiter)).toBe('idA');
+    expect(a && limiterOrigins(a.limiter)).toEqual([ORIGIN]);
+    expect(limiterPartition(registry.limiterFor(ORIGIN) as AdaptiveRateLimiter)).toBeUndefined();
   });
 
   it("names a partition's limiter by partitionName, asked once, when it is made", () => {
@@ -121,6 +126,7 @@ describe('RateLimiterRegistry: partitions', () => {
     const p2 = registry._partitionForOrigin(ORIGIN, part('p2'));
 
     expect(p1?.key).toBe(partitionKey('api', 'p1'));
+    expect(p1 && limiterOrigins(p1.limiter)).toEqual([ORIGIN]);
     expect(registry.configFor('api#p1')).toBe(registry.configFor('api'));
     expect(p2?.limiter).toBe(registry.get('api'));
   });

@@ -5,6 +5,7 @@ import { AdaptiveRateLimitError, ConfigError, type ConfigIssue } from '../errors
 import type { AdaptiveRateLimiter } from '../limiter/adaptive.js';
 import { configErrorFrom } from '../limiter/options.js';
 import type { RateLimiter } from '../limiter/types.js';
+import { setLimiterOrigins, setLimiterPartition } from '../limiter/watch.js';
 import { normalizeOrigin } from '../origin.js';
 import {
   buildEntry,
@@ -228,6 +229,8 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
       return { key, limiter: shared };
     }
     const limiter = makeLimiter(limiterName, config, this.#clock);
+    setLimiterPartition(limiter, partition.id);
+    setLimiterOrigins(limiter, entry !== undefined ? entry.exact : [origin]);
     if (pausedUntil !== undefined) limiter.pauseFor(pausedUntil - this.#clock.now());
     this.#perOrigin.add(key, limiter, owner);
     this.#announce('added', key, limiter, partition.id);
