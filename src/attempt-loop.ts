@@ -6,6 +6,8 @@ export interface AttemptPlan<T> {
   limiter: RateLimiter;
   /** Units charged for each attempt. */
   units: number;
+  /** Units drawn from the limiter's other budgets for each attempt (`AcquireOptions.costs`). */
+  costs?: Readonly<Record<string, number>> | undefined;
   /** Attempts in all, the first included (>= 1). */
   maxAttempts: number;
   signal?: AbortSignal | undefined;
@@ -73,7 +75,7 @@ export async function runAttempts<T>(plan: AttemptPlan<T>): Promise<T> {
     let release: (() => void) | undefined;
     try {
       if (plan.slot !== undefined) release = await plan.slot(plan.signal);
-      permit = await plan.limiter.acquire(plan.units, { signal: plan.signal, waitedMs });
+      permit = await plan.limiter.acquire(plan.units, { signal: plan.signal, waitedMs, costs: plan.costs });
       waitedMs += permit.waitedMs ?? 0;
     } catch (error) {
       release?.();
@@ -133,6 +135,7 @@ export function retries(
 /** Settles a permit with an outcome. */
 export function feed(permit: Permit, outcome: Outcome): void {
   if (outcome.kind === 'success') permit.success(outcome.units, outcome.quota);
-  else if (outcome.kind === 'throttled') permit.throttled(outcome.retryAfterMs, outcome.quota);
+  else if (outcome.kind === 'throttled')
+    permit.throttled(outcome.retryAfterMs, outcome.quota, outcome.budgets);
   else permit.failed(outcome.retryAfterMs, outcome.quota);
 }

@@ -5,6 +5,7 @@ import { normalizeOrigin } from '../origin.js';
 import type { RateLimiterRegistry } from '../registry/index.js';
 import { holdResponse } from './held-response.js';
 import { type InterceptorOptions, type OutgoingRequest, resolveInterceptorOptions } from './options.js';
+import { withLazyBody } from './outgoing-body.js';
 import { refusalResponse } from './refusal.js';
 import { type AttemptBodies, attemptBodies, isReplayableBody } from './request-body.js';
 import { HttpRuntime } from './runtime.js';
@@ -64,13 +65,20 @@ export function rateLimitedFetch(options: RateLimitedFetchOptions = {}): RateLim
     if (origin === undefined || originRoute === undefined || url === undefined) return send(input, init);
 
     let outgoing: OutgoingRequest | undefined;
-    const described = (): OutgoingRequest =>
-      (outgoing ??= {
-        origin,
-        method: init?.method ?? request?.method ?? 'GET',
-        path: url.pathname + url.search,
-        headers: headerRecord(new Headers(init?.headers ?? request?.headers)),
-      });
+    const described = (): OutgoingRequest => {
+      if (outgoing === undefined) {
+        const headers = headerRecord(new Headers(init?.headers ?? request?.headers));
+        const made = {
+          origin,
+          method: init?.method ?? request?.method ?? 'GET',
+          path: url.pathname + url.search,
+          headers,
+        };
+        // `init.body` as given; a `Request`'s own body is a stream: never read for it.
+        outgoing = withLazyBody(made, init?.body, headers);
+      }
+      return outgoing;
+    };
     const route =
       originRoute.partitioner === undefined
         ? originRoute

@@ -7,6 +7,7 @@ import { CallerController } from './caller-controller.js';
 import type { ConcurrencyGate } from './concurrency.js';
 import { FastPathJudge, type FastPathRequest } from './fast-path.js';
 import type { OutgoingRequest } from './options.js';
+import { withLazyBody } from './outgoing-body.js';
 import { answerRefusal } from './refusal.js';
 import { type AttemptBodies, attemptBodies } from './request-body.js';
 import type { HttpRuntime, Route } from './runtime.js';
@@ -105,10 +106,12 @@ export class RateLimitedDispatch implements AttemptOwner, FastPathRequest {
     return this.#runtime.unitsFor(() => this.#request());
   }
 
+  /** The request as `units` and `partition` see it, made once, on first need. */
   #request(): OutgoingRequest {
     if (this.#outgoing === undefined) {
-      const { method, path, headers } = this.#opts;
-      this.#outgoing = { origin: this.#origin, method, path, headers: headerRecord(headers) };
+      const { method, path, headers, body } = this.#opts;
+      const record = headerRecord(headers);
+      this.#outgoing = withLazyBody({ origin: this.#origin, method, path, headers: record }, body, record);
     }
     return this.#outgoing;
   }
