@@ -64,10 +64,10 @@ export function limiterOrigins(limiter: WatchedLimiter): readonly string[] {
   return URL.canParse(head) ? [new URL(head).origin] : [];
 }
 
-const partitions = new WeakMap<AdaptiveRateLimiter, string>();
+const partitions = new WeakMap<WatchedLimiter, string>();
 
 /** @internal The registry tells the short id of the partition a limiter meters (see docs/partitions.md). */
-export function setLimiterPartition(limiter: AdaptiveRateLimiter, id: string): void {
+export function setLimiterPartition(limiter: WatchedLimiter, id: string): void {
   partitions.set(limiter, id);
 }
 
@@ -75,6 +75,6 @@ export function setLimiterPartition(limiter: AdaptiveRateLimiter, id: string): v
  * The short id of the partition `limiter` meters (a keyed hash of the partition's key, never the
  * key: a credential), or `undefined` for a limiter of no partition (an origin's, a named one's).
  */
-export function limiterPartition(limiter: AdaptiveRateLimiter): string | undefined {
+export function limiterPartition(limiter: WatchedLimiter): string | undefined {
   return partitions.get(limiter);
 }
