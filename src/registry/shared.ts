@@ -5,8 +5,7 @@ import { sharedConfigSchema } from '../config/shared.js';
 import { ConfigError } from '../errors.js';
 import type { AdaptiveRateLimiter } from '../limiter/adaptive.js';
 import { configErrorFrom, resolveLimiterOptions } from '../limiter/options.js';
-import type { AcquireOptions, Permit, RateLimiter, WrapOptions } from '../limiter/types.js';
-import { wrapWithLimiter } from '../limiter/wrap.js';
+import type { AcquireOptions, Permit, RateLimiter } from '../limiter/types.js';
 
 /** What the registry uses of a `SharedBudget` (`src/redis/shared-budget.ts`). */
 interface Budget extends RateLimiter {
@@ -23,7 +22,15 @@ interface Budget extends RateLimiter {
  * `lazy`, so it joins (connects to Redis) at its first request.
  */
 export function makeSharedBudget(name: string, config: LimiterConfig, clock: Clock): LazySharedBudget {
-  const { origins: _o, maxConcurrent: _m, limiter: _l, shared, ...options } = config;
+  const {
+    origins: _o,
+    maxConcurrent: _m,
+    maxConcurrentPer: _mp,
+    partitionBy: _pb,
+    limiter: _l,
+    shared,
+    ...options
+  } = config;
   const parsed = sharedConfigSchema.safeParse(shared);
   // The limiter's own options are checked too: every bad field at once.
   const issues = [
@@ -78,13 +85,6 @@ export class LazySharedBudget implements RateLimiter {
 
   tryAcquire(units?: number): Permit | undefined {
     return this.#budget?.tryAcquire(units);
-  }
-
-  wrap<A extends unknown[], R>(
-    fn: (...args: A) => Promise<R>,
-    options?: WrapOptions<R>,
-  ): (...args: A) => Promise<R> {
-    return wrapWithLimiter(this, fn, options);
   }
 
   close(): Promise<void> {
