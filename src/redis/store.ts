@@ -350,14 +350,6 @@ function finiteOr0(x: number): number {
   return Number.isFinite(x) ? x : 0;
 }
 
-/**
- * Member reports as the Redis store keeps them: `"demand accepted measured"` (units/min each),
- * one hash field per member.
- */
-export function packReport(demand: number, accepted: number, measured: number): string {
-  return `${demand} ${accepted} ${measured}`;
-}
-
 // ---- what a member reads back, checked again in TypeScript (a store of another version, or your
 // own, may answer anything; the Lua scripts check what they read from Redis) ----
 
@@ -398,7 +390,7 @@ function checkedGeneration(generation: unknown, before: KnownBefore): string {
  * number >= 0 is 0 (the version: -1, which no change matches), an optional rate is none, a cut
  * record that is not numbers >= 0 is dropped, the random number outside [0, 1) is none.
  */
-export function checkBooks(b: ControllerBooks): ControllerBooks {
+function checkBooks(b: ControllerBooks): ControllerBooks {
   const optional = (x: unknown) => (atLeast0(x) ? x : undefined);
   const or0 = (x: unknown) => (atLeast0(x) ? x : 0);
   const decreases = Array.isArray(b.decreases) ? b.decreases : [];
