@@ -1,17 +1,19 @@
 import * as util from 'node:util';
+import { redactText } from '../redact.js';
 import type { AdaptiveRateLimiter } from './adaptive.js';
 import { addLimiterWatcher, limiterOrigins } from './watch.js';
 
 /**
  * `NODE_DEBUG=adaptive-rate-limit`: Node's `util.debuglog` (as undici's `NODE_DEBUG=undici`)
  * writes one line to stderr per cut, pause, rate change and refusal, naming the limiter and its
- * origin. Read once, when the module loads (as Node reads `NODE_DEBUG`); nothing is watched
- * without it. Runtimes without `util.debuglog` get nothing.
+ * origin, every value through `redact()`. Read once, when the module loads (as Node reads
+ * `NODE_DEBUG`); nothing is watched without it. Runtimes without `util.debuglog` get nothing.
  */
 const debug = typeof util.debuglog === 'function' ? util.debuglog('adaptive-rate-limit') : undefined;
 
 if (debug?.enabled) {
-  const log = debug;
+  const log = (format: string, ...values: unknown[]) =>
+    debug('%s', redactText(util.format(format, ...values)));
   const watched = new WeakSet<AdaptiveRateLimiter>();
   addLimiterWatcher({
     watch(limiter) {

@@ -12,6 +12,7 @@ import { InvalidArgumentError, type RejectionReason } from '../errors.js';
 import type { AdaptiveRateLimiter } from '../limiter/adaptive.js';
 import type { LimiterEventMap } from '../limiter/events.js';
 import { addLimiterWatcher, limiterOrigins } from '../limiter/watch.js';
+import { redactText } from '../redact.js';
 
 /** Options of {@link enableMetrics}. */
 export interface MetricsOptions {
@@ -266,7 +267,7 @@ class LimiterMetrics {
  */
 export function limiterAttributes(limiter: AdaptiveRateLimiter): Attributes {
   const attributes: Attributes = {
-    [ATTRIBUTES.limiter]: limiter.name,
+    [ATTRIBUTES.limiter]: redactText(limiter.name),
     [ATTRIBUTES.controller]: limiter.controllerName,
   };
   const origins = limiterOrigins(limiter);
