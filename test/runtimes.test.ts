@@ -29,7 +29,10 @@ function binary(env: string, cached: string): string | undefined {
 const RUNTIMES = {
   deno: binary('DENO_BIN', 'deno-2.9.6/node_modules/@deno/linux-x64-glibc/deno'),
   bun: binary('BUN_BIN', 'bun-1.4.4/node_modules/@oven/bun-linux-x64/bin/bun'),
-  workerd: binary('WORKERD_BIN', 'workerd-1.20261117.1/node_modules/@cloudflare/workerd-linux-64/bin/workerd'),
+  workerd: binary(
+    'WORKERD_BIN',
+    'workerd-1.20261117.1/node_modules/@cloudflare/workerd-linux-64/bin/workerd',
+  ),
 };
 
 /**
