@@ -53,7 +53,7 @@ export const ATTRIBUTES = {
 } as const;
 
 /** .NET's `http.client.request.time_in_queue` buckets (s), with the longer waits a limiter has. */
-const QUEUE_BUCKETS = [0, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 30, 60];
+const QUEUE_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 30, 60];
 const PAUSE_BUCKETS = [0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];
 const UNITS_PER_MINUTE = '{unit}/min';
 
@@ -113,7 +113,8 @@ class LimiterMetrics {
 
   constructor(meter: Meter) {
     this.#timeInQueue = meter.createHistogram(METRICS.timeInQueue, {
-      description: 'Time a request waited in the limiter before it was sent (0 when sent at once).',
+      description:
+        'Time a request waited in the limiter before it was sent, for the requests that waited (those sent at once are requests{result="acquired"}).',
       unit: 's',
       advice: { explicitBucketBoundaries: QUEUE_BUCKETS },
     });
@@ -217,9 +218,13 @@ class LimiterMetrics {
     const failed = { ...base, [ATTRIBUTES.result]: 'failed' };
     const listeners: Watched['listeners'] = {
       acquired: (e) => {
-        if (e.waited > 0) series.waited++;
-        else series.acquired++;
-        this.#timeInQueue.record(e.waited / 1000, base);
+        // As ASP.NET Core's time_in_queue: only requests that waited. Recording each request
+        // sent at once (a zero) would cost the SDK an attribute hash per request, several µs;
+        // they are `requests{result="acquired"}`.
+        if (e.waited > 0) {
+          series.waited++;
+          this.#timeInQueue.record(e.waited / 1000, base);
+        } else series.acquired++;
       },
       rejected: (e) => {
         series.rejected.set(e.reason, (series.rejected.get(e.reason) ?? 0) + 1);
