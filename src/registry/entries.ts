@@ -79,7 +79,7 @@ export function buildEntry(
   const made =
     given === undefined && config.shared === undefined
       ? collect(issues, path, () => makeLimiter(name, config, clock))
-      : (shared?.limiter ?? undefined);
+      : undefined;
   const instance = given ?? shared ?? made;
   if (issues.length > 0 || instance === undefined) {
     void shared?.close(); // never opened: nothing to wait for
@@ -90,11 +90,15 @@ export function buildEntry(
   const exact = origins.map(exactOrigin).filter((origin) => origin !== undefined);
   const limiter = made ?? adaptiveOf(instance);
   if (limiter !== undefined) setLimiterOrigins(limiter, exact);
+  else shared?.onLimiter((local) => setLimiterOrigins(local, exact));
   return {
     config: { ...config, origins: [...origins] },
     instance,
-    limiter,
-    owned: made !== undefined,
+    // A shared budget's local limiter is there once the Redis code has loaded.
+    get limiter() {
+      return made ?? adaptiveOf(instance);
+    },
+    owned: given === undefined,
     close: shared !== undefined ? () => void shared.close().catch(() => undefined) : () => made?.close(),
     retire: shared !== undefined ? () => retireSharedBudget(shared) : () => {},
     exact,
