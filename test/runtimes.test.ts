@@ -173,30 +173,54 @@ describe('the fetch wrapper and wrap on other runtimes', () => {
       external: ['node:*'],
       logLevel: 'silent',
     });
+    await withServer(async (origin) => {
+      const response = await serveWorker(
+        (port) => `http://127.0.0.1:${port}/?origin=${encodeURIComponent(origin)}`,
+      );
+      expect(response.status).toBe(200);
+      return (await response.json()) as { fetch: Report; wrap: Report };
+    });
+  });
+});
+
+/**
+ * Starts `workerd serve` on a free port and GETs `url(port)` once it listens. A workerd that
+ * exits before it answers (the port taken meanwhile) is started again, at most 3 times; the
+ * error says how each ended.
+ */
+async function serveWorker(url: (port: number) => string): Promise<Response> {
+  const failures: string[] = [];
+  for (let attempt = 0; attempt < 3; attempt++) {
     const port = await freePort();
     await writeFile(join(work, 'config.capnp'), workerdConfig(port));
     const child = spawn(RUNTIMES.workerd!, ['serve', 'config.capnp', '--experimental'], { cwd: work });
-    let stderr = '';
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    let exited = false;
-    child.on('exit', () => (exited = true));
+    let output = '';
+    child.stdout.on('data', (d: Buffer) => (output += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (output += d.toString()));
+    let exited: string | undefined;
+    child.on('exit', (code, signal) => (exited = `exit code ${code}, signal ${signal}`));
     try {
-      await withServer(async (origin) => {
-        const response = await retryUntilUp(
-          `http://127.0.0.1:${port}/?origin=${encodeURIComponent(origin)}`,
-          () => stderr,
-        );
-        expect(response.status, stderr).toBe(200);
-        return (await response.json()) as { fetch: Report; wrap: Report };
-      });
+      // It refuses connections until it listens: at most 400 tries, none once it exited.
+      for (let i = 0; exited === undefined && i < 400; i++) {
+        try {
+          const response = await fetch(url(port), { signal: AbortSignal.timeout(40_000) });
+          // Read now: the worker's answer must not outlive the process.
+          const body = await response.arrayBuffer();
+          return new Response(body, { status: response.status, headers: response.headers });
+        } catch {
+          await new Promise((r) => setTimeout(r, 50));
+        }
+      }
+      failures.push(`attempt ${attempt + 1}: ${exited ?? 'never listened'}; output: ${output}`);
     } finally {
-      if (!exited) {
+      if (exited === undefined) {
         child.kill();
         await once(child, 'exit');
       }
     }
-  });
-});
+  }
+  throw new Error(`workerd never answered:\n${failures.join('\n')}`);
+}
 
 function workerdConfig(port: number): string {
   return `using Workerd = import "/workerd/workerd.capnp";
@@ -221,20 +245,4 @@ async function freePort(): Promise<number> {
   const { port } = server.address() as AddressInfo;
   await new Promise((done) => server.close(done));
   return port;
-}
-
-/**
- * GETs `url` once workerd listens (it refuses connections until then): at most 400 tries, and
- * none once `failed()` says why workerd stopped.
- */
-async function retryUntilUp(url: string, failed: () => string | undefined): Promise<Response> {
-  for (let i = 0; ; i++) {
-    try {
-      return await fetch(url, { signal: AbortSignal.timeout(40_000) });
-    } catch (error) {
-      const why = failed();
-      if (why !== undefined || i >= 400) throw new Error(`workerd never answered: ${why}`, { cause: error });
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  }
 }
