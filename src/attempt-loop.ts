@@ -1,11 +1,16 @@
 import { RateLimitRejectedError } from './errors.js';
 import type { Outcome, Permit, RateLimiter } from './limiter/types.js';
 
+/** Attempts in all for a throttled request or call, the first included, unless told otherwise. */
+export const DEFAULT_MAX_ATTEMPTS = 4;
+
 /** One transport's way of making and judging an attempt; see {@link runAttempts}. */
 export interface AttemptPlan<T> {
   limiter: RateLimiter;
   /** Units charged for each attempt. */
   units: number;
+  /** Units drawn from the limiter's other budgets for each attempt (`AcquireOptions.costs`). */
+  costs?: Readonly<Record<string, number>> | undefined;
   /** Attempts in all, the first included (>= 1). */
   maxAttempts: number;
   signal?: AbortSignal | undefined;
@@ -73,7 +78,7 @@ export async function runAttempts<T>(plan: AttemptPlan<T>): Promise<T> {
     let release: (() => void) | undefined;
     try {
       if (plan.slot !== undefined) release = await plan.slot(plan.signal);
-      permit = await plan.limiter.acquire(plan.units, { signal: plan.signal, waitedMs });
+      permit = await plan.limiter.acquire(plan.units, { signal: plan.signal, waitedMs, costs: plan.costs });
       waitedMs += permit.waitedMs ?? 0;
     } catch (error) {
       release?.();
@@ -133,6 +138,7 @@ export function retries(
 /** Settles a permit with an outcome. */
 export function feed(permit: Permit, outcome: Outcome): void {
   if (outcome.kind === 'success') permit.success(outcome.units, outcome.quota);
-  else if (outcome.kind === 'throttled') permit.throttled(outcome.retryAfterMs, outcome.quota);
+  else if (outcome.kind === 'throttled')
+    permit.throttled(outcome.retryAfterMs, outcome.quota, outcome.budgets);
   else permit.failed(outcome.retryAfterMs, outcome.quota);
 }

@@ -1,7 +1,7 @@
 // `adaptive-rate-limit/fetch`: the root's API without the undici interceptor and without the
 // config files loader (`loadConfig`), for runtimes with a fetch of their own (Deno, Bun,
-// Cloudflare workerd with `nodejs_compat`, browsers' bundlers): nothing it loads imports undici,
-// `node:fs` or `node:module`. test/runtimes.test.ts runs it on Deno, Bun and workerd.
+// Cloudflare workerd, browsers' bundlers): nothing it loads imports undici, `node:fs` or
+// `node:module`. test/runtimes.test.ts runs it on Deno, Bun and workerd.
 //
 // One block per group. Each group comment stands on its own line, followed by a
 // blank line: biome's organizeImports then sorts within a group and never moves exports across.
@@ -24,9 +24,9 @@ export type {
   Outcome,
   Permit,
   RateLimiter,
-  WrapOptions,
 } from './limiter/types.js';
 export { AWS_THROTTLING_CODES, classifyThrown } from './wrap/sdk-errors.js';
+export { type WrapOptions, wrap } from './wrap/wrap.js';
 
 // Controllers
 

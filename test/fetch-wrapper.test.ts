@@ -205,6 +205,7 @@ describe('rateLimitedFetch', () => {
       method: 'POST',
       path: '/q?x=1',
       headers: expect.objectContaining({ 'x-cost': '2' }),
+      body: 'b',
     });
     expect(received).toHaveLength(2);
   });

@@ -10,7 +10,7 @@ import { promisify } from 'node:util';
 import { build } from 'esbuild';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-// rateLimitedFetch and limiter.wrap on Deno, Bun and Cloudflare's workerd, each with its own
+// rateLimitedFetch and wrap(limiter, fn) on Deno, Bun and Cloudflare's workerd, each with its own
 // fetch, against a local node:http server with a quota: the package is built as it is published
 // and imported as `adaptive-rate-limit/fetch` (workerd: bundled by esbuild with the `workerd`
 // condition, as wrangler bundles). The binaries come from the npm registry: .ci/run installs

@@ -5,6 +5,7 @@ import { normalizeOrigin } from '../origin.js';
 import type { RateLimiterRegistry } from '../registry/index.js';
 import { holdResponse } from './held-response.js';
 import { type InterceptorOptions, resolveInterceptorOptions } from './options.js';
+import { withLazyBody } from './outgoing-body.js';
 import { refusalResponse } from './refusal.js';
 import { type AttemptBodies, attemptBodies, isReplayableBody } from './request-body.js';
 import { HttpRuntime } from './runtime.js';
@@ -63,12 +64,17 @@ export function rateLimitedFetch(options: RateLimitedFetchOptions = {}): RateLim
     const route = origin === undefined ? undefined : runtime.route(origin);
     if (origin === undefined || route === undefined || url === undefined) return send(input, init);
 
-    const units = runtime.unitsFor(() => ({
-      origin,
-      method: init?.method ?? request?.method ?? 'GET',
-      path: url.pathname + url.search,
-      headers: headerRecord(new Headers(init?.headers ?? request?.headers)),
-    }));
+    const units = runtime.unitsFor(() => {
+      const headers = headerRecord(new Headers(init?.headers ?? request?.headers));
+      const outgoing = {
+        origin,
+        method: init?.method ?? request?.method ?? 'GET',
+        path: url.pathname + url.search,
+        headers,
+      };
+      // `init.body` as given; a `Request`'s own body is a stream: never read for it.
+      return withLazyBody(outgoing, init?.body, headers);
+    });
     const signal = init?.signal ?? request?.signal ?? undefined;
     const bodies = fetchBodies(input, init, resolved.maxReplayBodyBytes);
     const attempt = () => send(...bodies.next());

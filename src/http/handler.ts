@@ -6,6 +6,7 @@ import { Attempt, type AttemptJudge, type AttemptOwner } from './attempt.js';
 import { CallerController } from './caller-controller.js';
 import type { ConcurrencyGate } from './concurrency.js';
 import { FastPathJudge, type FastPathRequest } from './fast-path.js';
+import { withLazyBody } from './outgoing-body.js';
 import { answerRefusal } from './refusal.js';
 import { type AttemptBodies, attemptBodies } from './request-body.js';
 import type { HttpRuntime, Route } from './runtime.js';
@@ -92,13 +93,11 @@ export class RateLimitedDispatch implements AttemptOwner, FastPathRequest {
 
   #requestUnits(): number {
     if (this.#runtime.options.units === undefined) return 1;
-    const { method, path, headers } = this.#opts;
-    return this.#runtime.unitsFor(() => ({
-      origin: this.#origin,
-      method,
-      path,
-      headers: headerRecord(headers),
-    }));
+    const { method, path, headers, body } = this.#opts;
+    return this.#runtime.unitsFor(() => {
+      const record = headerRecord(headers);
+      return withLazyBody({ origin: this.#origin, method, path, headers: record }, body, record);
+    });
   }
 
   /** The fast path: attempt 1 dispatched now, if its units and a slot are free now. */

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { DEFAULT_MAX_ATTEMPTS } from '../attempt-loop.js';
 import type { Clock } from '../clock.js';
 import { systemClock } from '../clock.js';
 import { unknownKeyMessage } from '../config/rules.js';
@@ -22,6 +23,15 @@ export interface OutgoingRequest {
   path: string;
   /** Request headers, names in lower case, repeated fields as arrays. */
   headers: HeaderRecord;
+  /**
+   * The request body, when the adapter holds it in memory: with a JSON content type
+   * (`application/json`, `application/*+json`) a string or bytes parsed as JSON (the string when
+   * it does not parse), else the string (`URLSearchParams` as its string) or the bytes as they are;
+   * `undefined` for no body and for a body that would have to be read to be seen (a stream, an
+   * async iterable, a `Blob`, `FormData`, a `Request` object's body): the adapter never buffers a
+   * body for it. Parsed at its first read. Treat it as read-only: it is what is sent.
+   */
+  readonly body?: unknown;
 }
 
 /** Options of {@link adaptiveRateLimit} and {@link rateLimitedFetch}. Validated when the factory is called. */
@@ -99,7 +109,7 @@ export interface InterceptorOptions {
 
 /** The values the HTTP adapters fill in for options (or config fields) left out. */
 export const HTTP_DEFAULTS = {
-  maxAttempts: 4,
+  maxAttempts: DEFAULT_MAX_ATTEMPTS,
   throttleStatuses: [429] as readonly number[],
   maxReplayBodyBytes: 1024 * 1024,
   rejection: 'error',

@@ -7,11 +7,14 @@ import {
   RateLimitRejectedError,
   type RejectionReason,
 } from '../errors.js';
+import { AnnouncedBucket } from './announced-bucket.js';
 import { type RateGate, TokenBucket } from './bucket.js';
+import { BudgetedPermit, BudgetSet, budgetsGate, type Costs } from './budgets.js';
 import { Ceilings } from './ceiling.js';
 import { LazyEmitter, type LimiterEventMap } from './events.js';
 import {
   type AdaptiveLimiterOptions,
+  type BudgetOptions,
   type ResolvedLimiterOptions,
   resolveLimiterOptions,
 } from './options.js';
@@ -20,19 +23,11 @@ import { Pause } from './pause.js';
 import { LimiterPermit, waitedBefore } from './permit.js';
 import { RateBook } from './rate-book.js';
 import { SlowStart } from './slow-start.js';
-import type {
-  AcquireOptions,
-  AnnouncedQuota,
-  LimiterSnapshot,
-  Permit,
-  RateLimiter,
-  WrapOptions,
-} from './types.js';
+import type { AcquireOptions, AnnouncedQuota, LimiterSnapshot, Permit, RateLimiter } from './types.js';
 import { WaitingLine } from './waiting-line.js';
 import { handToWatchers, watchGeneration } from './watch.js';
 // NODE_DEBUG=adaptive-rate-limit (watches nothing without it).
 import './debug-log.js';
-import { wrapWithLimiter } from './wrap.js';
 
 export type { LimiterSnapshot } from './types.js';
 
@@ -61,21 +56,84 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   /** The ceilings the API announced, made at the first announcement. */
   #ceilings: Ceilings | undefined;
   #closed = false;
+  /** The bucket when it is the announced one (`burst: 'announced'`), which counts units in flight. */
+  readonly #announced: AnnouncedBucket | undefined;
+  #inFlight = 0;
+  /** This budget's name when the limiter has several budgets (or is one of them). */
+  #budgetName: string | undefined;
+  /** The other budgets (see `budgets`), each an `AdaptiveRateLimiter` that never queues. */
+  readonly #budgets: BudgetSet | undefined;
+  readonly #subs: readonly (readonly [string, AdaptiveRateLimiter])[] | undefined;
+  /** A budget's limiter tells its events to the limiter it belongs to. */
+  #forward: ((event: keyof LimiterEventMap, payload: object) => void) | undefined;
   /** The watcher generation this limiter was last handed to (see watch.ts). */
   #watched = 0;
 
   constructor(options: AdaptiveLimiterOptions = {}) {
     super();
     this.#opts = resolveLimiterOptions(options);
+    const entries = Object.entries(this.#opts.budgets ?? {});
+    const [firstName, firstOwn] = entries[0] ?? [undefined, undefined];
+    // The first budget is this limiter's own: its entry's fields override the limiter's.
+    if (firstOwn !== undefined) this.#opts = resolveLimiterOptions(firstOwn, this.#opts);
+    this.#budgetName = firstName;
     const controller = resolveController(this.#opts.controller, this.#opts);
     this.#clock = options.clock ?? systemClock;
     const now = this.#clock.now();
-    const { initialUnitsPerMinute, maxUnitsPerMinute, instanceCount } = this.#opts;
+    const { initialUnitsPerMinute, maxUnitsPerMinute, instanceCount, burst } = this.#opts;
     const rate = (initialUnitsPerMinute ?? maxUnitsPerMinute) / instanceCount;
-    this.#bucket = this.#opts.burst === 'second' ? new TokenBucket(rate, now) : new Pacer(rate, now);
+    if (burst === 'announced') {
+      this.#announced = new AnnouncedBucket(rate, now, this.#opts.reserve);
+      this.#bucket = this.#announced;
+    } else this.#bucket = burst === 'second' ? new TokenBucket(rate, now) : new Pacer(rate, now);
     this.#book = new RateBook(this.#opts, controller, this.#pause, now, rate);
     if (this.#bucket.unlimited && this.#opts.slowStart !== false)
       this.#slowStart = new SlowStart(this.#opts.slowStart);
+    if (entries.length > 1) {
+      this.#subs = entries
+        .slice(1)
+        .map(([name, own]) => [name, this.#budgetLimiter(name, options, own)] as const);
+      this.#budgets = new BudgetSet(this.#subs);
+    }
+  }
+
+  /** The limiter of one of the other budgets: the limiter's options, that budget's over them. */
+  #budgetLimiter(name: string, options: AdaptiveLimiterOptions, own: BudgetOptions): AdaptiveRateLimiter {
+    const {
+      budgets: _,
+      initialUnitsPerMinute: _i,
+      minUnitsPerMinute: _m,
+      maxUnitsPerMinute: _x,
+      ...shared
+    } = options;
+    const sub = new AdaptiveRateLimiter({ ...shared, ...own, slowStart: false, clock: this.#clock });
+    sub.#budgetName = name;
+    sub.#forward = (event, payload) => this.#emitTagged(event, payload);
+    return sub;
+  }
+
+  /** The name of this limiter's first budget when it has several (see `budgets`), else `undefined`. */
+  get budget(): string | undefined {
+    return this.#budgetName;
+  }
+
+  /** Every event names its budget when the limiter has several; a budget's limiter tells its owner. */
+  protected override emit<K extends keyof LimiterEventMap & string>(
+    event: K,
+    ...args: LimiterEventMap[K]
+  ): boolean {
+    const label = this.#budgetName;
+    if (label === undefined) return super.emit(event, ...args);
+    const payload = { ...args[0], budget: label };
+    const forward = this.#forward;
+    if (forward === undefined) return this.#emitTagged(event, payload);
+    // A budget's grants are the request's: its owner tells them once.
+    if (event !== 'acquired') forward(event, payload);
+    return true;
+  }
+
+  #emitTagged(event: keyof LimiterEventMap, payload: object): boolean {
+    return super.emit(event, ...([payload] as unknown as LimiterEventMap[typeof event]));
   }
 
   get name(): string {
@@ -109,6 +167,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     if (signal?.aborted) return Promise.reject(signal.reason);
     if (this.#closed) return Promise.reject(this.#rejection('closed', units, 'closed'));
     const now = this.#clock.now();
+    if (this.#budgets !== undefined) return this.#acquireBudgets(units, options, now);
     if (this.#nobodyWaits() && this.#canGrant(units, now)) {
       return Promise.resolve(this.#grant(units, now, now));
     }
@@ -125,20 +184,98 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     return line.enqueue(units, now, now + maxWait, signal);
   }
 
-  tryAcquire(units = 1): Permit | undefined {
+  /** `costs`: units drawn from the other budgets (see `budgets`), as `AcquireOptions.costs`. */
+  tryAcquire(units = 1, costs?: Costs): Permit | undefined {
     if (!validUnits(units)) throw badUnits('tryAcquire', units);
     if (this.#closed) return undefined;
     const now = this.#clock.now();
-    if (this.#nobodyWaits() && this.#canGrant(units, now)) return this.#grant(units, now, now);
+    const budgets = this.#budgets;
+    if (budgets !== undefined) {
+      const drawn = budgets.check(costs, this.#budgetName as string, 'tryAcquire');
+      if (this.#nobodyWaits() && this.#canGrant(units, now) && budgets.canGrant(drawn, now))
+        return this.#grantAll(units, drawn, now, now, false);
+    } else if (this.#nobodyWaits() && this.#canGrant(units, now)) return this.#grant(units, now, now);
     this.#book.waited = true;
     return undefined;
   }
 
-  wrap<A extends unknown[], R>(
-    fn: (...args: A) => Promise<R>,
-    options?: WrapOptions<R>,
-  ): (...args: A) => Promise<R> {
-    return wrapWithLimiter(this, fn, options);
+  /** `acquire` for a limiter of several budgets: every budget drawn from grants at once, FIFO. */
+  #acquireBudgets(units: number, options: AcquireOptions | undefined, now: number): Promise<Permit> {
+    const budgets = this.#budgets as BudgetSet;
+    let costs: Costs;
+    try {
+      costs = budgets.check(options?.costs, this.#budgetName as string, 'acquire');
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    if (this.#nobodyWaits() && this.#canGrant(units, now) && budgets.canGrant(costs, now)) {
+      return Promise.resolve(this.#grantAll(units, costs, now, now, false));
+    }
+    this.#book.waited = true;
+    const line = this.#waitingLine();
+    const predicted = Math.max(
+      this.#bucket.predictWait(units, line.queuedUnits, this.#pause.left(now), now),
+      budgets.predictWait(costs, now, true),
+    );
+    if (line.size >= this.#opts.queueLimit)
+      return Promise.reject(this.#queueFull(units, line.size, predicted));
+    const maxWait = this.#opts.maxWait - waitedBefore(options);
+    if (predicted > maxWait) return Promise.reject(this.#tooLong(units, predicted, maxWait));
+    const signal = options?.signal;
+    // Before the line's own abort listener: the costs leave with their waiter.
+    budgets.push(costs, signal);
+    return line.enqueue(units, now, now + maxWait, signal);
+  }
+
+  /** Grants `units` of the first budget and `costs` of the others at once. */
+  #grantAll(units: number, costs: Costs, now: number, since: number, queued: boolean): Permit {
+    const budgets = this.#budgets as BudgetSet;
+    const first = this.#grant(units, now, since);
+    const others = budgets.take(costs, now, since);
+    if (queued) budgets.shift();
+    return new BudgetedPermit(first, this.#budgetName as string, others, () =>
+      this.#line?.kick(this.#clock.now()),
+    );
+  }
+
+  /**
+   * Charges (or refunds, when negative) units after the request's permit was settled: what an
+   * answer really cost, known only at its end (the `usage` at the end of a stream). A number is the
+   * first budget's; an object names the budgets (see `budgets`). Waiters may go sooner or later.
+   */
+  charge(units: number | Costs): void {
+    const now = this.#clock.now();
+    const own = typeof units === 'number' ? units : units[this.#budgetName ?? ''];
+    if (own !== undefined && Number.isFinite(own) && own !== 0) this.#bucket.charge(own, now);
+    if (typeof units === 'object') {
+      for (const [name, sub] of this.#subs ?? []) {
+        const delta = units[name];
+        if (delta !== undefined && Number.isFinite(delta) && delta !== 0) sub.charge(delta);
+      }
+    }
+    this.#line?.kick(now);
+  }
+
+  // ---- one budget's books, for the limiter it belongs to (see BudgetSet) --------------------
+
+  /** @internal */
+  _canGrant(units: number, now: number): boolean {
+    return this.#canGrant(units, now);
+  }
+
+  /** @internal */
+  _take(units: number, now: number, since: number): LimiterPermit {
+    return this.#grant(units, now, since);
+  }
+
+  /** @internal */
+  _readyAt(units: number, start: number): number {
+    return this.#bucket.readyAt(units, Math.max(start, this.#pause.until));
+  }
+
+  /** @internal */
+  _predictWait(units: number, queuedUnits: number, now: number): number {
+    return this.#bucket.predictWait(units, queuedUnits, this.#pause.left(now), now);
   }
 
   /** Changes options at run time; the rate, the bucket, the queue and the cut bookkeeping are kept. */
@@ -151,6 +288,11 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     if (options.burst !== undefined && options.burst !== this.#opts.burst) {
       throw new ConfigError([
         { path: 'burst', message: 'cannot change at run time', received: options.burst },
+      ]);
+    }
+    if (options.budgets !== undefined && options.budgets !== this.#opts.budgets) {
+      throw new ConfigError([
+        { path: 'budgets', message: 'cannot change at run time', received: options.budgets },
       ]);
     }
     const next = resolveLimiterOptions(options, this.#opts);
@@ -217,6 +359,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     if (this.#closed) return;
     this.#closed = true;
     this.#line?.close();
+    for (const [, sub] of this.#subs ?? []) sub.close();
   }
 
   snapshot(): LimiterSnapshot {
@@ -224,7 +367,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     const bucket = this.#bucket;
     const book = this.#book;
     bucket.refill(now);
-    return {
+    const snapshot: LimiterSnapshot = {
       name: this.#opts.name,
       rate: bucket.rate,
       announcedRate: this.#announcedRate(now),
@@ -244,6 +387,14 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
       cuts: book.cuts,
       closed: this.#closed,
     };
+    const label = this.#budgetName;
+    if (label === undefined) return snapshot;
+    snapshot.budget = label;
+    if (this.#subs === undefined) return snapshot;
+    const budgets: Record<string, LimiterSnapshot> = { [label]: { ...snapshot } };
+    for (const [name, sub] of this.#subs) budgets[name] = sub.snapshot();
+    snapshot.budgets = budgets;
+    return snapshot;
   }
 
   /**
@@ -257,8 +408,10 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   // ---- feedback from permits -------------------------------------------------------------
 
   /** @internal */
-  _success(permit: LimiterPermit, unitsUsed: number | undefined, quota: Quota): void {
+  _success(permit: LimiterPermit, unitsUsed: number | undefined, given: Quota): void {
     const now = this.#clock.now();
+    const quota = this.#own(given);
+    if (this.#announced !== undefined) this.#inFlight -= permit.units;
     const used =
       unitsUsed !== undefined && unitsUsed >= 0 && Number.isFinite(unitsUsed) ? unitsUsed : permit.units;
     const book = this.#book;
@@ -282,9 +435,11 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   }
 
   /** @internal */
-  _throttled(permit: LimiterPermit, retryAfterMs: number | undefined, quota: Quota): void {
+  _throttled(permit: LimiterPermit, retryAfterMs: number | undefined, given: Quota): void {
     if (this.#watched !== watchGeneration()) this.#watched = handToWatchers(this);
     const now = this.#clock.now();
+    const quota = this.#own(given);
+    if (this.#announced !== undefined) this.#inFlight -= permit.units;
     this.#answered(permit.units, false, now);
     const cut = this.#book.throttled(permit, now);
     // The pause first: a custom controller that throws must not let sends through a Retry-After.
@@ -302,9 +457,11 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   }
 
   /** @internal A failed answer: no cut; one that asks for a wait (a 503 with Retry-After) pauses. */
-  _failed(permit: LimiterPermit, retryAfterMs: number | undefined, quota: Quota): void {
+  _failed(permit: LimiterPermit, retryAfterMs: number | undefined, given: Quota): void {
     if (this.#watched !== watchGeneration()) this.#watched = handToWatchers(this);
     if (this.listenerCount('failed') > 0) this.emit('failed', { limiter: this.#opts.name, retryAfterMs });
+    const quota = this.#own(given);
+    if (this.#announced !== undefined) this.#inFlight -= permit.units;
     if (this.#slowStart !== undefined) {
       const now = this.#clock.now();
       this.#answered(permit.units, false, now);
@@ -314,6 +471,17 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     if (quota !== undefined || this.#ceilings !== undefined) {
       this.#announce(quota, 0, this.#clock.now(), retryAfterMs);
     }
+  }
+
+  /**
+   * The quotas of this limiter's budget: those naming none, or naming it (a limiter of one budget
+   * counts requests: `'requests'`).
+   */
+  #own(quota: Quota): Quota {
+    if (quota === undefined || !quota.some((q) => q.budget !== undefined)) return quota;
+    const name = this.#budgetName ?? 'requests';
+    const own = quota.filter((q) => q.budget === undefined || q.budget === name);
+    return own.length === 0 ? undefined : own;
   }
 
   /** An answer for `units` came back: the cold start's cap frees them (and grows on a success). */
@@ -338,6 +506,10 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
       this.#arm(now);
     }
     this.#applyCeiling(now);
+    if (this.#announced !== undefined && quota !== undefined) {
+      this.#announced.sync(quota, this.#inFlight, now);
+      this.#line?.kick(now);
+    }
   }
 
   /** Gives the bucket the lowest fresh ceiling at `now`; waiters may go sooner or later. */
@@ -391,9 +563,10 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     );
   }
 
-  #grant(units: number, now: number, since: number): Permit {
+  #grant(units: number, now: number, since: number): LimiterPermit {
     if (this.#watched !== watchGeneration()) this.#watched = handToWatchers(this);
     this.#book.accepted.open(now);
+    if (this.#announced !== undefined) this.#inFlight += units;
     this.#slowStart?.granted(units);
     if (this.#bucket.unlimited) this.#book.grantedUnlimited(units, now);
     this.#bucket.take(units, now, since < now);
@@ -442,15 +615,23 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
 
   /** The line, made at the first wait or pause: an idle limiter carries neither it nor a timer. */
   #waitingLine(): WaitingLine {
-    this.#line ??= new WaitingLine(this.#clock, this.#bucket, this.#pause, {
+    const budgets = this.#budgets;
+    const gate = budgets === undefined ? this.#bucket : budgetsGate(this.#bucket, budgets);
+    this.#line ??= new WaitingLine(this.#clock, gate, this.#pause, {
       maxWait: () => this.#opts.maxWait,
-      canGrant: (units, now) => this.#canGrant(units, now),
+      canGrant: (units, now) =>
+        this.#canGrant(units, now) && (budgets === undefined || budgets.canGrant(budgets.head(), now)),
       heldBack: (units) => this.#slowStart !== undefined && !this.#slowStart.allows(units),
       grant: (units, now, since) => {
         this.#book.waited = true;
+        if (budgets !== undefined) return this.#grantAll(units, budgets.head(), now, since, true);
         return this.#grant(units, now, since);
       },
-      rejection: (reason, units, detail, waitMs) => this.#rejection(reason, units, detail, waitMs),
+      rejection: (reason, units, detail, waitMs) => {
+        // The line rejects from its head (an expired waiter) or every waiter in order (closed).
+        if (budgets !== undefined) budgets.shift();
+        return this.#rejection(reason, units, detail, waitMs);
+      },
       resumed: () => this.emit('resumed', { limiter: this.#opts.name }),
     });
     return this.#line;

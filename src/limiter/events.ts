@@ -1,24 +1,29 @@
 import { EventEmitter } from 'node:events';
 import type { RejectionReason } from '../errors.js';
 
-/** The typed events of a limiter; payloads are plain objects, rates in units/min, times in ms. */
+/**
+ * The typed events of a limiter; payloads are plain objects, rates in units/min, times in ms.
+ * `budget` names the budget of a limiter of several (see `AdaptiveLimiterOptions.budgets`).
+ */
 export interface LimiterEventMap {
   /** Units granted; `waited` is how long the request waited (0 when granted at once). */
-  acquired: [{ limiter: string; units: number; waited: number }];
+  acquired: [{ limiter: string; budget?: string; units: number; waited: number }];
   /** A request refused without being sent. */
-  rejected: [{ limiter: string; units: number; reason: RejectionReason; message: string }];
+  rejected: [{ limiter: string; budget?: string; units: number; reason: RejectionReason; message: string }];
   /** A throttled response; `cut` says whether it cut the rate. */
-  throttled: [{ limiter: string; retryAfterMs: number | undefined; cut: boolean }];
+  throttled: [{ limiter: string; budget?: string; retryAfterMs: number | undefined; cut: boolean }];
   /** A failed answer (an error, a 5xx): no cut; `retryAfterMs` when it asked for a wait. */
-  failed: [{ limiter: string; retryAfterMs: number | undefined }];
+  failed: [{ limiter: string; budget?: string; retryAfterMs: number | undefined }];
   /** The rate went down (a cut, or a controller's success answer below the rate). */
-  decreased: [{ limiter: string; from: number; to: number; cause: 'throttle' | 'success' | 'update' }];
+  decreased: [
+    { limiter: string; budget?: string; from: number; to: number; cause: 'throttle' | 'success' | 'update' },
+  ];
   /** The rate went up. */
-  increased: [{ limiter: string; from: number; to: number; cause: 'success' | 'update' }];
+  increased: [{ limiter: string; budget?: string; from: number; to: number; cause: 'success' | 'update' }];
   /** Sends paused until `until` (on the limiter's clock) for `ms`, after a Retry-After. */
-  paused: [{ limiter: string; until: number; ms: number; requestedMs: number }];
+  paused: [{ limiter: string; budget?: string; until: number; ms: number; requestedMs: number }];
   /** A pause ended. */
-  resumed: [{ limiter: string }];
+  resumed: [{ limiter: string; budget?: string }];
 }
 
 export type LimiterEventName = keyof LimiterEventMap;

@@ -11,13 +11,14 @@ export interface AdaptiveLimiterOptions {
   /** Names the limiter in errors, events and snapshots. @default 'default' */
   name?: string;
   /**
-   * `'probe'`, `'aimd'`, `'cubic'`, or your own {@link RateController}. The default was `'aimd'`
-   * (RateLimiting.Adaptive's) before the probe controller; `controller: 'aimd'` restores it. @default 'probe'
+   * `'probe'`, `'aimd'`, `'cubic'`, or your own {@link RateController} (`'aimd'` is the default of
+   * RateLimiting.Adaptive, the .NET library this one ports). @default 'probe'
    */
   controller?: 'aimd' | 'cubic' | 'probe' | RateController;
   /**
-   * The starting rate (units/min, whole budget). When unset the limiter lets everything through
-   * until the first throttle, then cuts from the measured send rate. @default unset
+   * The starting rate (units/min, whole budget). When unset the limiter starts at
+   * `maxUnitsPerMinute` (unlimited when that is unset too, with the `slowStart` cap) until the
+   * first throttle, whose cut starts from the rate the server accepted. @default unset
    */
   initialUnitsPerMinute?: number;
   /** The lowest rate a cut can reach (units/min, whole budget, > 0). @default 1 */
@@ -53,7 +54,27 @@ export interface AdaptiveLimiterOptions {
    * second of the rate (at least one unit), full at the start: RateLimiting.Adaptive's bucket, which lets a
    * second's worth go at once after an idle spell. Fixed at creation. @default 'paced'
    */
-  burst?: 'paced' | 'second';
+  burst?: 'paced' | 'second' | 'announced';
+  /**
+   * With `burst: 'announced'`: the part of the announced bucket kept back, in ms of the rate
+   * (1,500 at 40,000 units/min keeps 1,000): requests granted in one order reach the server in
+   * another, and a bucket spent to its last unit draws 429s. A number >= 0. @default 1500
+   */
+  reserve?: number;
+  /**
+   * Several budgets metered at once, by name (`{ requests: {...}, tokens: {...} }`): an API that
+   * limits requests and tokens per minute together. The first is this limiter's own budget
+   * (`acquire(units)` draws from it; its entry's fields override the limiter's); each other has
+   * its own rate, controller state, ceiling and pacing, and a request draws from it what
+   * `acquire(units, { costs: { tokens: 1200 } })` says (nothing when left out). A request is
+   * granted when every budget it draws from can grant it, and takes from all at once; the
+   * waiting line stays first in, first out, and no budget is held while another is awaited. A
+   * request larger than a whole budget is served when that budget is full and leaves it in debt.
+   * A throttled answer cuts only the budgets that ran out (`Permit.throttled`'s `budgets`, or a
+   * quota announcing less left than the request drew), every one when that cannot be told.
+   * Fixed at creation. @default one budget
+   */
+  budgets?: Readonly<Record<string, BudgetOptions>>;
   /**
    * The cold start of a limiter with no initial rate: at most this many units in flight (granted
    * and not yet answered) at first, growing by the units of each success (doubling each round
@@ -70,6 +91,20 @@ export interface AdaptiveLimiterOptions {
   random?: () => number;
 }
 
+/** One budget of {@link AdaptiveLimiterOptions.budgets}: its rates, its controller, its bucket. */
+export type BudgetOptions = Pick<
+  AdaptiveLimiterOptions,
+  | 'initialUnitsPerMinute'
+  | 'minUnitsPerMinute'
+  | 'maxUnitsPerMinute'
+  | 'controller'
+  | 'burst'
+  | 'reserve'
+  | 'aimd'
+  | 'cubic'
+  | 'probe'
+>;
+
 /** The limiter's options after defaults, validated. */
 export interface ResolvedLimiterOptions {
   name: string;
@@ -85,7 +120,9 @@ export interface ResolvedLimiterOptions {
   aimd: AimdOptions | undefined;
   cubic: CubicOptions | undefined;
   probe: ProbeOptions | undefined;
-  burst: 'paced' | 'second';
+  burst: 'paced' | 'second' | 'announced';
+  reserve: number;
+  budgets: Readonly<Record<string, BudgetOptions>> | undefined;
   slowStart: number | false;
   random: () => number;
 }
@@ -101,6 +138,7 @@ export const LIMITER_DEFAULTS = {
   decreaseCooldown: 1_000,
   maxPause: 600_000,
   burst: 'paced',
+  reserve: 1_500,
   slowStart: 10,
 } as const;
 
@@ -116,69 +154,93 @@ const SOURCE = 'rate limiter options';
 const rate = z.number().positive().finite();
 const ms = z.number().nonnegative().finite();
 
+/** The fields of {@link limiterFieldsSchema} but `budgets`. */
+const limiterFieldsObject = z.object({
+  name: z.string().min(1),
+  // The message on the union itself: a failed union reports only its own ("Invalid input").
+  controller: z.union(
+    [
+      z.enum(['aimd', 'cubic', 'probe'], { error: CONTROLLER_MESSAGE }),
+      z.custom<RateController>(
+        (v) =>
+          typeof v === 'object' &&
+          v !== null &&
+          typeof (v as RateController).onThrottled === 'function' &&
+          typeof (v as RateController).onSuccess === 'function',
+        { error: CONTROLLER_MESSAGE },
+      ),
+    ],
+    { error: CONTROLLER_MESSAGE },
+  ),
+  initialUnitsPerMinute: rate,
+  minUnitsPerMinute: rate,
+  maxUnitsPerMinute: z.number().positive(),
+  instanceCount: z.number().int().positive().finite(),
+  maxWait: ms,
+  queueLimit: z.number().int().nonnegative(),
+  decreaseCooldown: ms,
+  maxPause: ms,
+  aimd: z.object({
+    decreaseFactor: z.number().gt(0).lt(1).optional(),
+    increaseInterval: z.number().positive().finite().optional(),
+    increaseStep: rate.optional(),
+  }),
+  cubic: z.object({
+    beta: z.number().gt(0).lt(1).optional(),
+    scaleConstant: rate.optional(),
+  }),
+  // The probe controller checks its own options (and their cross-field rule) when it is built.
+  probe: z.object({
+    cruiseMargin: z.number().min(0).lt(0.5).optional(),
+    drainFactor: z.number().gt(0).max(1).optional(),
+    drainTime: ms.optional(),
+    holdTime: z.number().positive().finite().optional(),
+    maxHold: z.number().positive().finite().optional(),
+    stableTolerance: z.number().min(0).lt(1).optional(),
+    probeStep: rate.optional(),
+    probeGrowth: z.number().gt(1).finite().optional(),
+    round: z.number().positive().finite().optional(),
+    startupGrowth: z.number().gt(1).finite().optional(),
+    externalFactor: z.number().gt(0).max(1).optional(),
+    appLimitedRatio: z.number().gt(0).max(1).optional(),
+    minCutFactor: z.number().gt(0).max(1).optional(),
+  }),
+  clock: z.custom<Clock>(
+    (v) => typeof v === 'object' && v !== null && typeof (v as Clock).now === 'function',
+    { message: 'expected a Clock with now(), setTimeout() and clearTimeout()' },
+  ),
+  burst: z.enum(['paced', 'second', 'announced'], { error: "expected 'paced', 'second' or 'announced'" }),
+  reserve: ms,
+  slowStart: z.union([z.literal(false), z.number().int().positive()], {
+    error: 'expected a whole number of units >= 1, or false',
+  }),
+  random: z.custom<() => number>((v) => typeof v === 'function', {
+    message: 'expected a function returning numbers in [0, 1)',
+  }),
+});
+
+/** One budget's fields (see {@link AdaptiveLimiterOptions.budgets}). */
+export const budgetSchema = limiterFieldsObject
+  .pick({
+    initialUnitsPerMinute: true,
+    minUnitsPerMinute: true,
+    maxUnitsPerMinute: true,
+    controller: true,
+    burst: true,
+    reserve: true,
+    aimd: true,
+    cubic: true,
+    probe: true,
+  })
+  .partial()
+  .strict();
+
 /** The numeric and named fields shared by the TypeScript API and JSON config (ms already parsed). */
-export const limiterFieldsSchema = z
-  .object({
-    name: z.string().min(1),
-    // The message on the union itself: a failed union reports only its own ("Invalid input").
-    controller: z.union(
-      [
-        z.enum(['aimd', 'cubic', 'probe'], { error: CONTROLLER_MESSAGE }),
-        z.custom<RateController>(
-          (v) =>
-            typeof v === 'object' &&
-            v !== null &&
-            typeof (v as RateController).onThrottled === 'function' &&
-            typeof (v as RateController).onSuccess === 'function',
-          { error: CONTROLLER_MESSAGE },
-        ),
-      ],
-      { error: CONTROLLER_MESSAGE },
-    ),
-    initialUnitsPerMinute: rate,
-    minUnitsPerMinute: rate,
-    maxUnitsPerMinute: z.number().positive(),
-    instanceCount: z.number().int().positive().finite(),
-    maxWait: ms,
-    queueLimit: z.number().int().nonnegative(),
-    decreaseCooldown: ms,
-    maxPause: ms,
-    aimd: z.object({
-      decreaseFactor: z.number().gt(0).lt(1).optional(),
-      increaseInterval: z.number().positive().finite().optional(),
-      increaseStep: rate.optional(),
-    }),
-    cubic: z.object({
-      beta: z.number().gt(0).lt(1).optional(),
-      scaleConstant: rate.optional(),
-    }),
-    // The probe controller checks its own options (and their cross-field rule) when it is built.
-    probe: z.object({
-      cruiseMargin: z.number().min(0).lt(0.5).optional(),
-      drainFactor: z.number().gt(0).max(1).optional(),
-      drainTime: ms.optional(),
-      holdTime: z.number().positive().finite().optional(),
-      maxHold: z.number().positive().finite().optional(),
-      stableTolerance: z.number().min(0).lt(1).optional(),
-      probeStep: rate.optional(),
-      probeGrowth: z.number().gt(1).finite().optional(),
-      round: z.number().positive().finite().optional(),
-      startupGrowth: z.number().gt(1).finite().optional(),
-      externalFactor: z.number().gt(0).max(1).optional(),
-      appLimitedRatio: z.number().gt(0).max(1).optional(),
-      minCutFactor: z.number().gt(0).max(1).optional(),
-    }),
-    clock: z.custom<Clock>(
-      (v) => typeof v === 'object' && v !== null && typeof (v as Clock).now === 'function',
-      { message: 'expected a Clock with now(), setTimeout() and clearTimeout()' },
-    ),
-    burst: z.enum(['paced', 'second'], { error: "expected 'paced' or 'second'" }),
-    slowStart: z.union([z.literal(false), z.number().int().positive()], {
-      error: 'expected a whole number of units >= 1, or false',
-    }),
-    random: z.custom<() => number>((v) => typeof v === 'function', {
-      message: 'expected a function returning numbers in [0, 1)',
-    }),
+export const limiterFieldsSchema = limiterFieldsObject
+  .extend({
+    budgets: z
+      .record(z.string().min(1), budgetSchema)
+      .refine((b) => Object.keys(b).length > 0, { message: 'expected at least one budget' }),
   })
   .partial();
 
@@ -219,8 +281,9 @@ export function resolveLimiterOptions(
   base?: ResolvedLimiterOptions,
 ): ResolvedLimiterOptions {
   const parsed = limiterFieldsSchema.safeParse(options);
-  const start = base ?? {
+  const start: ResolvedLimiterOptions = base ?? {
     ...LIMITER_DEFAULTS,
+    budgets: undefined,
     initialUnitsPerMinute: undefined,
     aimd: undefined,
     cubic: undefined,
@@ -253,6 +316,8 @@ export function resolveLimiterOptions(
     cubic: o.cubic ? { ...start.cubic, ...o.cubic } : start.cubic,
     probe: o.probe ? { ...start.probe, ...o.probe } : start.probe,
     burst: o.burst ?? start.burst,
+    reserve: o.reserve ?? start.reserve,
+    budgets: (o.budgets as ResolvedLimiterOptions['budgets']) ?? start.budgets,
     slowStart: o.slowStart ?? start.slowStart,
     random: o.random ?? start.random,
   };

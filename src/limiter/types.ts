@@ -10,6 +10,12 @@
 export interface AnnouncedQuota {
   /** Names the policy: the next announcement of the same name replaces this one. @default 'default' */
   readonly policy?: string | undefined;
+  /**
+   * The budget of the limiter it describes, in that budget's units (`'requests'`, `'tokens'`; see
+   * `AdaptiveLimiterOptions.budgets`). A limiter without a budget of that name ignores it.
+   * @default the limiter's first budget
+   */
+  readonly budget?: string | undefined;
   /** Units left now (>= 0). */
   readonly remaining?: number | undefined;
   /** ms from the answer until `remaining` is restored (the window's reset; >= 0). */
@@ -36,8 +42,12 @@ export interface Permit {
   readonly waitedMs?: number;
   /** The request succeeded; `unitsUsed` corrects its cost when the answer reports it. */
   success(unitsUsed?: number, quota?: readonly AnnouncedQuota[]): void;
-  /** The request was throttled; `retryAfterMs` pauses the limiter (capped by `maxPause`). */
-  throttled(retryAfterMs?: number, quota?: readonly AnnouncedQuota[]): void;
+  /**
+   * The request was throttled; `retryAfterMs` pauses the limiter (capped by `maxPause`). `budgets`
+   * names the budgets that ran out, when the answer tells (a limiter of several budgets cuts only
+   * those; see `AdaptiveLimiterOptions.budgets`).
+   */
+  throttled(retryAfterMs?: number, quota?: readonly AnnouncedQuota[], budgets?: readonly string[]): void;
   /**
    * The request failed without an answer about the rate (transport error, 5xx): neither raises nor
    * cuts. `retryAfterMs` (a 503 with `Retry-After` when 503 is not a throttle status) pauses the
@@ -55,6 +65,12 @@ export interface AcquireOptions {
    * once per attempt. @default 0
    */
   waitedMs?: number | undefined;
+  /**
+   * Units drawn from the limiter's other budgets, by name (see `AdaptiveLimiterOptions.budgets`);
+   * `units` is what the first budget draws, and a budget left out draws nothing. A limiter
+   * without budgets ignores it. @default {}
+   */
+  costs?: Readonly<Record<string, number>> | undefined;
 }
 
 /**
@@ -63,37 +79,22 @@ export interface AcquireOptions {
  */
 export type Outcome =
   | { kind: 'success'; units?: number; quota?: readonly AnnouncedQuota[] }
-  | { kind: 'throttled'; retryAfterMs?: number; quota?: readonly AnnouncedQuota[] }
+  | {
+      kind: 'throttled';
+      retryAfterMs?: number;
+      quota?: readonly AnnouncedQuota[];
+      /** The budgets that ran out, when the answer says (its headers, its error body). */
+      budgets?: readonly string[];
+    }
   | { kind: 'failed'; retryAfterMs?: number; quota?: readonly AnnouncedQuota[] };
-
-export interface WrapOptions<R> {
-  /** The cost of a call in units, or a function of its arguments. @default 1 */
-  units?: number | ((...args: never[]) => number);
-  /** Classifies a resolved result. @default every result is a success */
-  classify?: (result: R) => Outcome;
-  /**
-   * Classifies a thrown error. @default `classifyThrown`: an SDK's 429 (`status`, `statusCode`,
-   * `response.status`, `response.statusCode`, `$metadata.httpStatusCode`) or an AWS throttling
-   * error is throttled, with the wait its headers ask for (`retry-after-ms`, `Retry-After`);
-   * anything else failed.
-   */
-  classifyError?: (error: unknown) => Outcome;
-  /** Attempts in all when a call is throttled (a throttled call was not processed). @default 4 */
-  maxAttempts?: number;
-}
 
 /** The interface both limiter kinds share. */
 export interface RateLimiter {
   readonly name: string;
   /** Waits for `units` (default 1), FIFO; rejects with `RateLimitRejectedError` or the abort reason. */
   acquire(units?: number, options?: AcquireOptions): Promise<Permit>;
-  /** Takes `units` now if they are free and nobody waits, else returns `undefined`. */
-  tryAcquire(units?: number): Permit | undefined;
-  /** Decorates an async function: acquire, call, classify the outcome, retry what was throttled. */
-  wrap<A extends unknown[], R>(
-    fn: (...args: A) => Promise<R>,
-    options?: WrapOptions<R>,
-  ): (...args: A) => Promise<R>;
+  /** Takes `units` now if they are free and nobody waits, else returns `undefined`. `costs`: as `AcquireOptions.costs`. */
+  tryAcquire(units?: number, costs?: Readonly<Record<string, number>>): Permit | undefined;
 }
 
 /** What `AdaptiveRateLimiter.snapshot()` reports. Rates in units/min, times on the limiter's clock (ms). */
@@ -129,4 +130,8 @@ export interface LimiterSnapshot {
   throttles: number;
   cuts: number;
   closed: boolean;
+  /** This budget's name, when the limiter has several (see `AdaptiveLimiterOptions.budgets`). */
+  budget?: string;
+  /** Every budget's snapshot by name, the first one's being these fields, when the limiter has several. */
+  budgets?: Readonly<Record<string, LimiterSnapshot>>;
 }

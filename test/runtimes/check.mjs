@@ -1,7 +1,7 @@
 // Run by Deno, Bun and workerd (test/runtimes.test.ts), with their own fetch: the fetch wrapper
-// and limiter.wrap against the test's server, which throttles the third request of each path
+// and wrap(limiter, fn) against the test's server, which throttles the third request of each path
 // prefix once (429, Retry-After: 1). Imports `adaptive-rate-limit/fetch` as a user does.
-import { AdaptiveRateLimiter, rateLimitedFetch } from 'adaptive-rate-limit/fetch';
+import { AdaptiveRateLimiter, rateLimitedFetch, wrap } from 'adaptive-rate-limit/fetch';
 
 /** 600 units/min: a request every 100 ms, so 5 at once wait for their turns. */
 const RATE = { initialUnitsPerMinute: 600, maxUnitsPerMinute: 600 };
@@ -36,7 +36,8 @@ export async function check(origin) {
 
   const limiter = new AdaptiveRateLimiter({ name: 'wrap', ...RATE });
   const wrapSeen = watch(limiter);
-  const get = limiter.wrap(
+  const get = wrap(
+    limiter,
     async (path) => {
       const response = await fetch(`${origin}${path}`);
       return {

@@ -1,0 +1,251 @@
+import { InvalidArgumentError } from '../errors.js';
+import type { RateGate } from './bucket.js';
+import type { LimiterPermit } from './permit.js';
+import type { AnnouncedQuota, Permit } from './types.js';
+
+/** Units a request draws from each named budget (a budget left out: 0). */
+export type Costs = Readonly<Record<string, number>>;
+
+type Quota = readonly AnnouncedQuota[] | undefined;
+
+/** What a budget's books answer to a {@link BudgetSet}: an `AdaptiveRateLimiter` of one budget. */
+export interface BudgetBooks {
+  _canGrant(units: number, now: number): boolean;
+  _take(units: number, now: number, since: number): LimiterPermit;
+  _readyAt(units: number, start: number): number;
+  _predictWait(units: number, queuedUnits: number, now: number): number;
+}
+
+interface Queued {
+  readonly costs: Costs;
+  dead: boolean;
+}
+
+/**
+ * The budgets of a limiter after its first (its own rate): each one's books (rate, controller,
+ * pause, ceiling, pacing) are an `AdaptiveRateLimiter` of that budget, which never queues: the
+ * limiter's one waiting line serves its waiters first in, first out, and grants the head only
+ * when every budget it draws from can grant it, taking from all at once (no budget is held while
+ * another is awaited). This set keeps the costs of the waiters in the line's order (the line
+ * serves, expires and closes from the head; an abort is marked here before the line hears of it).
+ */
+export class BudgetSet {
+  readonly names: readonly string[];
+  readonly #books: readonly (readonly [string, BudgetBooks])[];
+  #queue: Queued[] = [];
+  #head = 0;
+  readonly #queued = new Map<string, number>();
+
+  constructor(books: readonly (readonly [string, BudgetBooks])[]) {
+    this.#books = books;
+    this.names = books.map(([name]) => name);
+  }
+
+  /** Checks `costs` against the budgets (`first`: the limiter's own, drawn through `units`). */
+  check(costs: unknown, first: string, method: string): Costs {
+    if (costs === undefined) return EMPTY;
+    if (typeof costs !== 'object' || costs === null || Array.isArray(costs)) {
+      throw new InvalidArgumentError(method, 'costs', 'expected an object of units per budget', costs);
+    }
+    for (const [name, units] of Object.entries(costs)) {
+      if (name !== first && !this.names.includes(name)) {
+        throw new InvalidArgumentError(
+          method,
+          `costs.${name}`,
+          `no such budget (budgets: ${[first, ...this.names].join(', ')})`,
+          units,
+        );
+      }
+      if (typeof units !== 'number' || !(units >= 0) || !Number.isFinite(units)) {
+        throw new InvalidArgumentError(method, `costs.${name}`, 'expected a finite number >= 0', units);
+      }
+    }
+    return costs as Costs;
+  }
+
+  canGrant(costs: Costs, now: number): boolean {
+    for (const [name, books] of this.#books) {
+      const units = costs[name];
+      if (units !== undefined && units > 0 && !books._canGrant(units, now)) return false;
+    }
+    return true;
+  }
+
+  /** Takes each budget's units at once; the permits of the budgets drawn from. */
+  take(costs: Costs, now: number, since: number): [string, LimiterPermit][] {
+    const permits: [string, LimiterPermit][] = [];
+    for (const [name, books] of this.#books) {
+      const units = costs[name];
+      if (units !== undefined && units > 0) permits.push([name, books._take(units, now, since)]);
+    }
+    return permits;
+  }
+
+  readyAt(costs: Costs, start: number): number {
+    let at = start;
+    for (const [name, books] of this.#books) {
+      const units = costs[name];
+      if (units !== undefined && units > 0) at = Math.max(at, books._readyAt(units, start));
+    }
+    return at;
+  }
+
+  /** The longest predicted wait of the budgets drawn, behind the units queued in each (ms). */
+  predictWait(costs: Costs, now: number, queued: boolean): number {
+    let wait = 0;
+    for (const [name, books] of this.#books) {
+      const units = costs[name];
+      if (units === undefined || units <= 0) continue;
+      const ahead = queued ? (this.#queued.get(name) ?? 0) : 0;
+      wait = Math.max(wait, books._predictWait(units, ahead, now));
+    }
+    return wait;
+  }
+
+  /** A waiter joins the end of the line; an abort of `signal` marks it dead before the line hears of it. */
+  push(costs: Costs, signal: AbortSignal | undefined): void {
+    const entry: Queued = { costs, dead: false };
+    this.#queue.push(entry);
+    this.#count(costs, 1);
+    signal?.addEventListener('abort', () => this.#kill(entry), { once: true });
+  }
+
+  /** The costs of the waiter at the head of the line. */
+  head(): Costs {
+    this.#skipDead();
+    return this.#queue[this.#head]?.costs ?? EMPTY;
+  }
+
+  /** The head left the line (served, expired or closed out). */
+  shift(): void {
+    this.#skipDead();
+    const entry = this.#queue[this.#head];
+    if (entry === undefined) return;
+    entry.dead = true;
+    this.#count(entry.costs, -1);
+    this.#head++;
+    if (this.#head > 1024 && this.#head * 2 > this.#queue.length) {
+      this.#queue = this.#queue.slice(this.#head);
+      this.#head = 0;
+    }
+  }
+
+  #kill(entry: Queued): void {
+    if (entry.dead) return;
+    entry.dead = true;
+    this.#count(entry.costs, -1);
+  }
+
+  #skipDead(): void {
+    while (this.#queue[this.#head]?.dead === true) this.#head++;
+    if (this.#head >= this.#queue.length) {
+      this.#queue = [];
+      this.#head = 0;
+    }
+  }
+
+  #count(costs: Costs, sign: 1 | -1): void {
+    for (const name of this.names) {
+      const units = costs[name];
+      if (units !== undefined && units > 0)
+        this.#queued.set(name, (this.#queued.get(name) ?? 0) + sign * units);
+    }
+  }
+}
+
+const EMPTY: Costs = Object.freeze({});
+
+/**
+ * The line's gate when a limiter has several budgets: the first budget's gate, with the head's
+ * turn and a waiter's predicted wait taken over every budget it draws from.
+ */
+export function budgetsGate(first: RateGate, set: BudgetSet): RateGate {
+  return new Proxy(first, {
+    get(target, key) {
+      if (key === 'readyAt') {
+        return (units: number, start: number) =>
+          Math.max(target.readyAt(units, start), set.readyAt(set.head(), start));
+      }
+      if (key === 'predictWait') {
+        return (units: number, queuedUnits: number, pause: number, now: number) =>
+          Math.max(
+            target.predictWait(units, queuedUnits, pause, now),
+            set.predictWait(set.head(), now, false),
+          );
+      }
+      const value = Reflect.get(target, key);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
+}
+
+/**
+ * The permit of a request that drew from several budgets: settles the first budget's permit and
+ * each other budget's. A throttled answer cuts only the budgets that ran out: those `budgets`
+ * names, else those whose announced quota has nothing left, else every budget drawn from; the
+ * others are told the request failed (neither cut nor raised). Each quota goes to the budget it
+ * names (`AnnouncedQuota.budget`; none: the first).
+ */
+export class BudgetedPermit implements Permit {
+  readonly #first: LimiterPermit;
+  readonly #firstName: string;
+  readonly #others: readonly [string, LimiterPermit][];
+  readonly #settled: () => void;
+
+  constructor(
+    first: LimiterPermit,
+    firstName: string,
+    others: readonly [string, LimiterPermit][],
+    settled: () => void,
+  ) {
+    this.#first = first;
+    this.#firstName = firstName;
+    this.#others = others;
+    this.#settled = settled;
+  }
+
+  get units(): number {
+    return this.#first.units;
+  }
+
+  get waitedMs(): number {
+    return this.#first.waitedMs;
+  }
+
+  success(unitsUsed?: number, quota?: Quota): void {
+    this.#first.success(unitsUsed, this.#quotaOf(this.#firstName, quota));
+    for (const [name, permit] of this.#others) permit.success(undefined, this.#quotaOf(name, quota));
+    this.#settled();
+  }
+
+  throttled(retryAfterMs?: number, quota?: Quota, budgets?: readonly string[]): void {
+    const all = [[this.#firstName, this.#first] as const, ...this.#others];
+    let out = all.filter(([name]) => budgets?.includes(name));
+    if (out.length === 0) {
+      out = all.filter(([name, permit]) => exhausted(this.#quotaOf(name, quota), permit.units));
+    }
+    if (out.length === 0) out = all;
+    for (const [name, permit] of all) {
+      if (out.some(([n]) => n === name)) permit.throttled(retryAfterMs, this.#quotaOf(name, quota));
+      else permit.failed(undefined, this.#quotaOf(name, quota));
+    }
+    this.#settled();
+  }
+
+  failed(retryAfterMs?: number, quota?: Quota): void {
+    this.#first.failed(retryAfterMs, this.#quotaOf(this.#firstName, quota));
+    for (const [name, permit] of this.#others) permit.failed(retryAfterMs, this.#quotaOf(name, quota));
+    this.#settled();
+  }
+
+  #quotaOf(name: string, quota: Quota): Quota {
+    if (quota === undefined) return undefined;
+    const own = quota.filter((q) => (q.budget ?? this.#firstName) === name);
+    return own.length === 0 ? undefined : own;
+  }
+}
+
+/** An announced quota has less left than the request drew. */
+function exhausted(quota: Quota, units: number): boolean {
+  return quota?.some((q) => q.remaining !== undefined && q.remaining < units) ?? false;
+}

@@ -1,0 +1,193 @@
+import { describe, expect, it, vi } from 'vitest';
+import { ManualClock } from '../src/clock.js';
+import { InvalidArgumentError } from '../src/errors.js';
+import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
+import type { AdaptiveLimiterOptions } from '../src/limiter/options.js';
+import type { Permit } from '../src/limiter/types.js';
+
+const flush = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+/** 600 requests/min paced (one each 100 ms) and 6,000 tokens/min in a one-second bucket (100 tokens). */
+const TWO: AdaptiveLimiterOptions = {
+  budgets: {
+    requests: { initialUnitsPerMinute: 600 },
+    tokens: { initialUnitsPerMinute: 6_000, burst: 'second' },
+  },
+};
+
+function setup(options: AdaptiveLimiterOptions = TWO) {
+  const clock = new ManualClock();
+  const limiter = new AdaptiveRateLimiter({ clock, slowStart: false, ...options });
+  return { clock, limiter };
+}
+
+/** Acquires in order; records the order and the clock of each grant. */
+function queue(limiter: AdaptiveRateLimiter, clock: ManualClock, tokens: number[]) {
+  const granted: { i: number; at: number; permit: Permit }[] = [];
+  const promises = tokens.map((t, i) =>
+    limiter
+      .acquire(1, { costs: { tokens: t } })
+      .then((permit) => granted.push({ i, at: clock.now(), permit })),
+  );
+  return { granted, promises };
+}
+
+describe('a limiter of several budgets', () => {
+  it('grants a request only when every budget it draws from can, taking from all at once', () => {
+    const { limiter } = setup();
+    expect(limiter.tryAcquire(1, { tokens: 80 })).toBeDefined();
+    // The request budget's next slot is 100 ms away, and 20 tokens are left.
+    expect(limiter.tryAcquire(1, { tokens: 10 })).toBeUndefined();
+    const snapshot = limiter.snapshot();
+    expect(snapshot.budget).toBe('requests');
+    expect(snapshot.budgets?.tokens?.tokens).toBeCloseTo(20);
+    expect(snapshot.budgets?.tokens?.budget).toBe('tokens');
+  });
+
+  it('serves waiters first in, first out: a small request waits behind a large one, and nothing is held meanwhile', async () => {
+    const { clock, limiter } = setup();
+    const { granted } = queue(limiter, clock, [100, 100, 5]);
+    await flush();
+    expect(granted.map((g) => g.i)).toEqual([0]);
+    // 100 ms later the request budget has a slot but the tokens are short: nobody goes, and no
+    // request slot is taken while the tokens refill.
+    clock.advance(100);
+    await flush();
+    expect(granted.map((g) => g.i)).toEqual([0]);
+    clock.advance(900);
+    await flush();
+    expect(granted.map((g) => g.i)).toEqual([0, 1]);
+    expect(granted[1]?.at).toBe(1_000);
+    // The small one went right after, at its request slot.
+    clock.advance(100);
+    await flush();
+    expect(granted.map((g) => g.i)).toEqual([0, 1, 2]);
+    expect(granted[2]?.at).toBe(1_100);
+  });
+
+  it('serves a request larger than a whole budget once that budget is full, leaving it in debt', async () => {
+    const { clock, limiter } = setup();
+    const { granted } = queue(limiter, clock, [250, 10]);
+    await flush();
+    expect(granted.map((g) => g.i)).toEqual([0]);
+    expect(limiter.snapshot().budgets?.tokens?.tokens).toBeCloseTo(-150);
+    // 150 tokens owed, then 10 more: 1.6 s at 100 tokens/s.
+    clock.advance(1_599);
+    await flush();
+    expect(granted).toHaveLength(1);
+    clock.advance(1);
+    await flush();
+    expect(granted.map((g) => g.i)).toEqual([0, 1]);
+  });
+
+  it('rejects at once a request whose wait for any budget passes maxWait, counting the tokens queued ahead', async () => {
+    const { clock, limiter } = setup({ ...TWO, maxWait: 1_500 });
+    const { granted } = queue(limiter, clock, [100, 100]);
+    await expect(limiter.acquire(1, { costs: { tokens: 100 } })).rejects.toMatchObject({
+      reason: 'max-wait',
+    });
+    await flush();
+    expect(granted).toHaveLength(1);
+    clock.advance(1_000);
+    await flush();
+    expect(granted).toHaveLength(2);
+  });
+
+  it('gives an aborted waiter’s place to the next one, with the next one’s costs', async () => {
+    const { clock, limiter } = setup();
+    expect(limiter.tryAcquire(1, { tokens: 100 })).toBeDefined();
+    const abort = new AbortController();
+    const big = limiter.acquire(1, { costs: { tokens: 100 }, signal: abort.signal });
+    const small = limiter.acquire(1, { costs: { tokens: 10 } });
+    abort.abort(new Error('gone'));
+    await expect(big).rejects.toThrow('gone');
+    clock.advance(100);
+    await expect(small).resolves.toBeDefined();
+    expect(clock.now()).toBe(100);
+  });
+
+  it('cuts only the budget that ran out, and all of them when that cannot be told', () => {
+    const { limiter } = setup();
+    const throttled = vi.fn();
+    limiter.on('throttled', throttled);
+    limiter.tryAcquire(1, { tokens: 10 })?.throttled(undefined, undefined, ['tokens']);
+    let s = limiter.snapshot();
+    expect(s.budgets?.tokens?.cuts).toBe(1);
+    expect(s.budgets?.requests?.cuts).toBe(0);
+    expect(throttled).toHaveBeenCalledWith(expect.objectContaining({ budget: 'tokens', cut: true }));
+    expect(throttled).toHaveBeenCalledTimes(1);
+
+    const { limiter: other } = setup();
+    other
+      .tryAcquire(1, { tokens: 10 })
+      ?.throttled(undefined, [{ budget: 'tokens', remaining: 0, resetMs: 1_000 }]);
+    s = other.snapshot();
+    expect([s.budgets?.requests?.throttles, s.budgets?.tokens?.throttles]).toEqual([0, 1]);
+
+    const { limiter: third } = setup();
+    third.tryAcquire(1, { tokens: 10 })?.throttled();
+    s = third.snapshot();
+    expect([s.budgets?.requests?.throttles, s.budgets?.tokens?.throttles]).toEqual([1, 1]);
+  });
+
+  it('pauses only the budget a Retry-After came for; requests drawing none of it still go', async () => {
+    const { clock, limiter } = setup();
+    limiter.tryAcquire(1, { tokens: 10 })?.throttled(5_000, undefined, ['tokens']);
+    clock.advance(100);
+    expect(limiter.tryAcquire(1, { tokens: 1 })).toBeUndefined();
+    expect(limiter.tryAcquire(1)).toBeDefined();
+    const waiting = limiter.acquire(1, { costs: { tokens: 1 } });
+    clock.advance(4_900);
+    await expect(waiting).resolves.toBeDefined();
+    expect(clock.now()).toBe(5_000);
+  });
+
+  it('charges a correction after the permit was settled', () => {
+    const { limiter } = setup();
+    limiter.tryAcquire(1, { tokens: 90 })?.success();
+    limiter.charge({ tokens: -50 });
+    expect(limiter.snapshot().budgets?.tokens?.tokens).toBeCloseTo(60);
+  });
+
+  it('names the budgets it has when costs name another, and checks each cost', () => {
+    const { limiter } = setup();
+    expect(() => limiter.tryAcquire(1, { token: 5 })).toThrow(InvalidArgumentError);
+    expect(() => limiter.tryAcquire(1, { token: 5 })).toThrow(/no such budget \(budgets: requests, tokens\)/);
+    expect(() => limiter.tryAcquire(1, { tokens: -1 })).toThrow(/costs\.tokens/);
+  });
+
+  it('spends the announced bucket at once, less the reserve, then paces at its refill', async () => {
+    const { clock, limiter } = setup({
+      budgets: { requests: {}, tokens: { burst: 'announced', reserve: 1_500 } },
+    });
+    // Unlimited until the API announces: 40,000 tokens/min, 10,000 left.
+    limiter
+      .tryAcquire(1, { tokens: 100 })
+      ?.success(undefined, [
+        { budget: 'tokens', limit: 40_000, windowMs: 60_000, remaining: 10_000, resetMs: 1.5 },
+      ]);
+    // 10,000 - 1,000 (1.5 s of 40,000/min) = 9,000 at once.
+    let n = 0;
+    while (limiter.tryAcquire(1, { tokens: 1_000 }) !== undefined) n++;
+    expect(n).toBe(9);
+    const { granted } = queue(limiter, clock, [1_000]);
+    clock.advance(1_499);
+    await flush();
+    expect(granted).toHaveLength(0);
+    clock.advance(1);
+    await flush();
+    expect(granted).toHaveLength(1);
+  });
+});
+
+describe('a limiter of one budget', () => {
+  it('reads the quotas of its requests budget and of none, and ignores those of another budget', () => {
+    const clock = new ManualClock();
+    const limiter = new AdaptiveRateLimiter({ clock });
+    limiter.tryAcquire()?.success(undefined, [{ budget: 'tokens', limit: 60, windowMs: 60_000 }]);
+    expect(limiter.snapshot().announcedRate).toBeUndefined();
+    limiter.tryAcquire()?.success(undefined, [{ budget: 'requests', limit: 120, windowMs: 60_000 }]);
+    expect(limiter.snapshot().announcedRate).toBe(120);
+    expect(limiter.snapshot().budget).toBeUndefined();
+  });
+});
