@@ -49,6 +49,8 @@ export type { RateLimitedFetch, RateLimitedFetchOptions } from './http/fetch.js'
 export { rateLimitedFetch } from './http/fetch.js';
 export { githubClassify } from './http/github.js';
 export type { InterceptorOptions, OutgoingRequest } from './http/options.js';
+export type { PartitionKey } from './http/partition.js';
+export { credentialPartition, PARTITION_HEADERS } from './http/partition.js';
 export type { Refusal, RejectionMode } from './http/refusal.js';
 export { REFUSAL_HEADER } from './http/refusal.js';
 export { parseRetryAfter } from './http/retry-after.js';
@@ -58,7 +60,7 @@ export { parseRetryAfter } from './http/retry-after.js';
 export type { LimiterConfig, RateLimitConfig } from './config/schema.js';
 export { parseConfig } from './config/schema.js';
 export type { RegistryEventMap, RegistryOptions } from './registry/index.js';
-export { RateLimiterRegistry } from './registry/index.js';
+export { partitionKey, RateLimiterRegistry } from './registry/index.js';
 
 // Errors
 

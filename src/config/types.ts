@@ -39,6 +39,23 @@ export interface LimiterConfig extends Omit<AdaptiveLimiterOptions, 'clock' | 'n
   /** Requests in flight at once (an integer >= 1). @default unset: no cap */
   maxConcurrent?: number;
   /**
+   * What `maxConcurrent` caps when the requests are partitioned (see `partitionBy`):
+   * `'partition'`, each partition's requests in flight (an API that caps each key's concurrent
+   * requests); `'origin'`, the requests of every partition together, as without partitions (for a
+   * named limiter: of all its origins). @default 'partition'
+   */
+  maxConcurrentPer?: 'partition' | 'origin';
+  /**
+   * The request headers whose values split this limiter's requests into partitions, each with a
+   * limiter of its own made from this config (HTTP adapters): `["authorization"]`, or your own
+   * tenant header. Names in any case. `false` (or `[]`) turns partitions off: one limiter for
+   * every request, as for an API that limits per account across several keys. The values are
+   * hashed at once, never kept. Not with `limiter` or `shared`.
+   * @default the adapter's `partition` function if given, else the credential headers:
+   * `authorization`, `x-api-key`, `api-key`, and the one the `headers` profile names
+   */
+  partitionBy?: readonly string[] | false;
+  /**
    * Which response headers announce the quota, giving the limiter a ceiling (HTTP adapters):
    * `'standard'` reads the IETF RateLimit fields; `'github'`, `'openai'`, `'shopify'` read them
    * and that vendor's own headers as it documents them; `false` reads none. A vendor form is

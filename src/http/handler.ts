@@ -6,6 +6,7 @@ import { Attempt, type AttemptJudge, type AttemptOwner } from './attempt.js';
 import { CallerController } from './caller-controller.js';
 import type { ConcurrencyGate } from './concurrency.js';
 import { FastPathJudge, type FastPathRequest } from './fast-path.js';
+import type { OutgoingRequest } from './options.js';
 import { withLazyBody } from './outgoing-body.js';
 import { answerRefusal } from './refusal.js';
 import { type AttemptBodies, attemptBodies } from './request-body.js';
@@ -33,7 +34,10 @@ export class RateLimitedDispatch implements AttemptOwner, FastPathRequest {
   readonly #dispatch: Dispatcher.Dispatch;
   readonly #opts: Dispatcher.DispatchOptions;
   readonly #runtime: HttpRuntime;
-  readonly #route: Route;
+  /** The origin's route, then (in `start`) the route of the request's partition, if it has one. */
+  #route: Route;
+  /** The request as the callbacks see it, made once, on first need. */
+  #outgoing: OutgoingRequest | undefined;
   readonly #origin: string;
   #units = 1;
   #bodies: AttemptBodies | undefined;
@@ -82,8 +86,14 @@ export class RateLimitedDispatch implements AttemptOwner, FastPathRequest {
       this.handler.onRequestStart?.(this.controller, undefined);
       // Aborted already (fetch aborts inside onRequestStart when its signal was): nothing taken.
       if (this.controller.abortReason !== undefined) throw this.controller.abortReason;
+      if (this.#route.partitioner !== undefined) {
+        this.#route = this.#runtime.partitionRoute(this.#origin, this.#route, {
+          headers: this.#opts.headers,
+          request: () => this.#request(),
+        });
+      }
       this.#units = this.#requestUnits();
-      this.#release = this.#runtime.hold(this.#origin, this.#route);
+      this.#release = this.#runtime.hold(this.#route);
       this.#bodies = attemptBodies(this.#opts.body, this.#runtime.options.maxReplayBodyBytes);
       if (!this.#sendFirst()) this.#loop(undefined);
     } catch (error) {
@@ -93,11 +103,17 @@ export class RateLimitedDispatch implements AttemptOwner, FastPathRequest {
 
   #requestUnits(): number {
     if (this.#runtime.options.units === undefined) return 1;
-    const { method, path, headers, body } = this.#opts;
-    return this.#runtime.unitsFor(() => {
+    return this.#runtime.unitsFor(() => this.#request());
+  }
+
+  /** The request as `units` and `partition` see it, made once, on first need. */
+  #request(): OutgoingRequest {
+    if (this.#outgoing === undefined) {
+      const { method, path, headers, body } = this.#opts;
       const record = headerRecord(headers);
-      return withLazyBody({ origin: this.#origin, method, path, headers: record }, body, record);
-    });
+      this.#outgoing = withLazyBody({ origin: this.#origin, method, path, headers: record }, body, record);
+    }
+    return this.#outgoing;
   }
 
   /** The fast path: attempt 1 dispatched now, if its units and a slot are free now. */
