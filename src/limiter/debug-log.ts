@@ -16,7 +16,7 @@ if (debug?.enabled) {
     debug('%s', redactText(util.format(format, ...values)));
   const watched = new WeakSet<AdaptiveRateLimiter>();
   addLimiterWatcher({
-    watch(limiter) {
+    watch(limiter: AdaptiveRateLimiter) {
       if (watched.has(limiter)) return;
       watched.add(limiter);
       /** The limiter, its origin, controller and partition, and the event's budget (of several). */
