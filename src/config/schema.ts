@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { ConfigError, type ConfigIssue } from '../errors.js';
 import { CONTROLLER_MESSAGE, configErrorFrom, limiterFieldsSchema, RATE_FIELDS } from '../limiter/options.js';
 import { originMatcher } from '../origin.js';
+import { LLM_APIS, type LlmApi } from './api.js';
 import { canonicalKeys, expandIssues, type Level, level, unwrapSection, writtenPath } from './appsettings.js';
 import { durationSchema } from './duration.js';
 import { headerProfile, issuesOf, maxConcurrent, originRules, rateRules, SOURCE, withRule } from './rules.js';
@@ -66,6 +67,13 @@ const limiterOptionsSchema = limiterFieldsSchema.omit({ name: true, clock: true,
   probe: probeSchema.optional(),
   maxConcurrent: maxConcurrent.optional(),
   headers: headerProfile.optional(),
+  reserve: duration(fields.reserve.unwrap()),
+  api: z
+    .preprocess(
+      (v) => (typeof v === 'string' ? v.toLowerCase() : v),
+      z.enum(LLM_APIS as [LlmApi, ...LlmApi[]], { error: "expected 'openai' or 'anthropic'" }),
+    )
+    .optional(),
 });
 
 const limiterConfigObject = limiterOptionsSchema

@@ -1,11 +1,13 @@
 import type { Dispatcher } from 'undici';
 import { retries, runAttempts } from '../attempt-loop.js';
 import { headerRecord } from '../headers.js';
+import type { Costs } from '../limiter/budgets.js';
 import type { Outcome, Permit } from '../limiter/types.js';
 import { Attempt, type AttemptJudge, type AttemptOwner } from './attempt.js';
 import { CallerController } from './caller-controller.js';
 import type { ConcurrencyGate } from './concurrency.js';
 import { FastPathJudge, type FastPathRequest } from './fast-path.js';
+import { usageTap } from './llm-tap.js';
 import { withLazyBody } from './outgoing-body.js';
 import { answerRefusal } from './refusal.js';
 import { type AttemptBodies, attemptBodies } from './request-body.js';
@@ -28,7 +30,8 @@ import type { HttpRuntime, Route } from './runtime.js';
  * Both apply one retry rule (`retries` in src/attempt-loop.ts).
  */
 export class RateLimitedDispatch implements AttemptOwner, FastPathRequest {
-  readonly handler: Dispatcher.DispatchHandler;
+  /** The caller's handler (for an LLM API's limiter, behind a tap that reads the answer's `usage`). */
+  handler: Dispatcher.DispatchHandler;
   readonly controller = new CallerController();
   readonly #dispatch: Dispatcher.Dispatch;
   readonly #opts: Dispatcher.DispatchOptions;
@@ -36,6 +39,8 @@ export class RateLimitedDispatch implements AttemptOwner, FastPathRequest {
   readonly #route: Route;
   readonly #origin: string;
   #units = 1;
+  /** Units drawn from the limiter's other budgets (an LLM API's tokens). */
+  #costs: Costs | undefined;
   #bodies: AttemptBodies | undefined;
   /** Ends the hold on a per-origin limiter (see `HttpRuntime.hold`): once the last answer is judged. */
   #release: (() => void) | undefined;
@@ -83,12 +88,25 @@ export class RateLimitedDispatch implements AttemptOwner, FastPathRequest {
       // Aborted already (fetch aborts inside onRequestStart when its signal was): nothing taken.
       if (this.controller.abortReason !== undefined) throw this.controller.abortReason;
       this.#units = this.#requestUnits();
+      if (this.#route.llm !== undefined) this.#meterLlm();
       this.#release = this.#runtime.hold(this.#origin, this.#route);
       this.#bodies = attemptBodies(this.#opts.body, this.#runtime.options.maxReplayBodyBytes);
       if (!this.#sendFirst()) this.#loop(undefined);
     } catch (error) {
       this.fail(error);
     }
+  }
+
+  /** An LLM API's estimate from the body (when it is in memory), and the tap that corrects it from `usage`. */
+  #meterLlm(): void {
+    const { method, path, headers, body } = this.#opts;
+    const estimate = this.#runtime.estimate(this.#route, () => {
+      const record = headerRecord(headers);
+      return withLazyBody({ origin: this.#origin, method, path, headers: record }, body, record);
+    });
+    if (estimate === undefined) return;
+    this.#costs = estimate.costs;
+    this.handler = usageTap(this.handler, this.#route, estimate, this.#runtime.options.rejection);
   }
 
   #requestUnits(): number {
@@ -106,7 +124,7 @@ export class RateLimitedDispatch implements AttemptOwner, FastPathRequest {
     if (gate !== undefined && !gate.tryEnter()) return false;
     let permit: Permit | undefined;
     try {
-      permit = limiter.tryAcquire(this.#units);
+      permit = limiter.tryAcquire(this.#units, this.#costs);
     } finally {
       // An `acquired` listener that throws must not keep the slot.
       if (permit === undefined) gate?.leave();
@@ -162,6 +180,7 @@ export class RateLimitedDispatch implements AttemptOwner, FastPathRequest {
     runAttempts<Attempt>({
       limiter: this.#route.limiter,
       units: this.#units,
+      costs: this.#costs,
       maxAttempts: this.#runtime.options.maxAttempts,
       signal: cancel.signal,
       throttledFirst,

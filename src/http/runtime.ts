@@ -1,10 +1,12 @@
 import { attachDiagnostics } from '../diagnostics.js';
 import { InvalidCallbackValueError } from '../errors.js';
-import type { HeaderRecord, ResponseHeaders } from '../headers.js';
+import { type HeaderRecord, headerLookup, type ResponseHeaders } from '../headers.js';
+import type { AdaptiveRateLimiter } from '../limiter/adaptive.js';
 import type { Outcome, RateLimiter } from '../limiter/types.js';
 import { RateLimiterRegistry } from '../registry/index.js';
 import { classifyResponse, type ResponseRules } from './classify.js';
 import { ConcurrencyGate } from './concurrency.js';
+import { type LlmEstimate, LlmMeter, type LlmRefusal } from './llm.js';
 import type { OutgoingRequest, ResolvedInterceptorOptions } from './options.js';
 import { type QuotaReader, quotaReader } from './quota-headers/index.js';
 
@@ -21,6 +23,12 @@ export interface Route {
   readonly perOrigin: boolean;
   /** What reads the quotas its responses announce (`headers`, `quotaFromHeaders`); none: `undefined`. */
   readonly quotas: QuotaReader | undefined;
+  /** The limiter's name (for errors). */
+  readonly name: string;
+  /** Its `AdaptiveRateLimiter`, for corrections after the answer; none for another kind. */
+  readonly adaptive: AdaptiveRateLimiter | undefined;
+  /** The meter of its LLM API (`api`), one per limiter; none without `api`. */
+  readonly llm: LlmMeter | undefined;
 }
 
 /** Routes remembered per runtime, at most (a crawler's many hosts must not grow it without end). */
@@ -38,6 +46,8 @@ export class HttpRuntime {
   readonly #rules: ResponseRules;
   /** One gate per limiter (per `limiter` instance): a named limiter's origins share its cap. */
   readonly #gates = new WeakMap<RateLimiter, ConcurrencyGate>();
+  /** One LLM meter per limiter (its running averages). */
+  readonly #meters = new WeakMap<RateLimiter, LlmMeter>();
   readonly #removeBusyCheck: () => void;
   /** By normalized origin; `null` for an origin passed through. Valid for `registry._changes`. */
   readonly #routes = new Map<string, Route | null>();
@@ -107,11 +117,23 @@ export class HttpRuntime {
         this.#gates.set(limiter, gate);
       }
     }
+    const api = config?.api;
+    let llm: LlmMeter | undefined;
+    if (api !== undefined) {
+      llm = this.#meters.get(limiter);
+      if (llm === undefined || llm.api !== api) {
+        llm = new LlmMeter(api);
+        this.#meters.set(limiter, llm);
+      }
+    }
     const route: Route = {
       limiter,
       gate,
       perOrigin: this.registry._touchOrigin(origin) === limiter,
-      quotas: quotaReader(config?.headers, config?.quotaFromHeaders),
+      quotas: quotaReader(config?.headers ?? api, config?.quotaFromHeaders),
+      name: found.name,
+      adaptive,
+      llm,
     };
     this.#routes.set(origin, route);
     return route;
@@ -147,9 +169,52 @@ export class HttpRuntime {
     return n;
   }
 
-  /** The outcome of a response, with the quotas `route` reads from it; see {@link classifyResponse}. */
-  classify(status: number, headers: ResponseHeaders, record: () => HeaderRecord, route?: Route): Outcome {
-    return classifyResponse(status, headers, this.#rules, record, route?.quotas);
+  /**
+   * The units of a request and, for an LLM API's limiter (`api`), its estimate: the costs it draws
+   * from the token budgets.
+   */
+  costsFor(
+    route: Route,
+    request: () => OutgoingRequest,
+  ): { units: number; estimate: LlmEstimate | undefined } {
+    let made: OutgoingRequest | undefined;
+    const once = () => {
+      made ??= request();
+      return made;
+    };
+    const units = this.unitsFor(once);
+    const llm = route.llm;
+    return { units, estimate: llm === undefined ? undefined : llm.estimate(once().body) };
+  }
+
+  /**
+   * The outcome of a response, with the quotas `route` reads from it; see {@link classifyResponse}.
+   * For an LLM API's limiter, a throttled answer names the budgets that ran out, and one refused
+   * for a spend cap or a used-up quota (`refusal` of its body, when read) fails: no cut, no retry.
+   */
+  classify(
+    status: number,
+    headers: ResponseHeaders,
+    record: () => HeaderRecord,
+    route?: Route,
+    body?: unknown,
+  ): Outcome {
+    const outcome = classifyResponse(status, headers, this.#rules, record, route?.quotas);
+    const llm = route?.llm;
+    if (llm === undefined || outcome.kind !== 'throttled') return outcome;
+    const refusal = llm.refusal(body, headerLookup(headers));
+    if (refusal.kind === 'quota') return { kind: 'failed', quota: outcome.quota };
+    return refusal.budgets === undefined ? outcome : { ...outcome, budgets: refusal.budgets };
+  }
+
+  /** An LLM API's estimate of a request (`undefined` for another limiter); see {@link LlmMeter}. */
+  estimate(route: Route, request: () => OutgoingRequest): LlmEstimate | undefined {
+    return route.llm?.estimate(request().body);
+  }
+
+  /** How an LLM API's 429 reads (`undefined` for another limiter). */
+  refusal(route: Route, headers: ResponseHeaders, body: unknown): LlmRefusal | undefined {
+    return route.llm?.refusal(body, headerLookup(headers));
   }
 
   /** Closes the registry if this runtime made it. */
