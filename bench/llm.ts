@@ -132,7 +132,8 @@ function limitedRow(label: string, limiter: (api: Api) => Record<string, unknown
           rejection: 'response',
         } as Parameters<typeof rateLimitedFetch>[0]);
       } catch (error) {
-        return `unavailable in this build (${(error as Error).message.replace(/\s+/g, ' ').slice(0, 140)})`;
+        const message = (error as Error).message.replace(/\s+/g, ' ');
+        return `unavailable in this build (${(/- ([^(]*)/.exec(message)?.[1] ?? message).trim().slice(0, 100)})`;
       }
       return { call: sdkClient(api, origin, fetch, 0), close: () => fetch.close() };
     },

@@ -1,9 +1,14 @@
-/** The base of every error this library throws; `code` is stable across versions. */
+import { isCredentialName, MASK, redact, redactText } from './redact.js';
+
+/**
+ * The base of every error this library throws; `code` is stable across versions. Its message has
+ * its secrets masked (`redactText`: URL passwords, query values, credential headers).
+ */
 export class AdaptiveRateLimitError extends Error {
   readonly code: string;
 
   constructor(code: string, message: string, options?: ErrorOptions) {
-    super(message, options);
+    super(redactText(message), options);
     this.name = 'AdaptiveRateLimitError';
     this.code = code;
   }
@@ -94,15 +99,16 @@ export class InvalidArgumentError extends AdaptiveRateLimitError {
   readonly method: string;
   /** The argument's name, such as `units`. */
   readonly argument: string;
-  /** The value received, as found. */
+  /** The value received, its secrets masked (see `redact`). */
   readonly received: unknown;
 
   constructor(method: string, argument: string, expected: string, received: unknown) {
-    super('ERR_INVALID_ARGUMENT', `${method}(): ${argument}: ${expected} (received ${describe(received)})`);
+    const safe = redactReceived(argument, received);
+    super('ERR_INVALID_ARGUMENT', `${method}(): ${argument}: ${expected} (received ${describe(safe)})`);
     this.name = 'InvalidArgumentError';
     this.method = method;
     this.argument = argument;
-    this.received = received;
+    this.received = safe;
   }
 }
 
@@ -113,14 +119,14 @@ export class InvalidArgumentError extends AdaptiveRateLimitError {
 export class InvalidCallbackValueError extends AdaptiveRateLimitError {
   /** The option the callback was given as, such as `classify`. */
   readonly callback: string;
-  /** The value it returned. */
+  /** The value it returned, its secrets masked (see `redact`). */
   readonly received: unknown;
 
   constructor(callback: string, message: string, received: unknown) {
     super('ERR_INVALID_CALLBACK_VALUE', message);
     this.name = 'InvalidCallbackValueError';
     this.callback = callback;
-    this.received = received;
+    this.received = redact(received);
   }
 }
 
@@ -129,15 +135,24 @@ export interface ConfigIssue {
   /** Dotted path of the field, such as `limiters.github.maxWait`. */
   path: string;
   message: string;
-  /** The value received, as found. */
+  /** The value received, its secrets masked (see `redact`). */
   received: unknown;
 }
 
-/** Options or a config file that do not validate; `issues` lists every bad field. */
+/**
+ * Options or a config file that do not validate; `issues` lists every bad field. The values
+ * received are kept with their secrets masked: a URL's user and password, query values, and the
+ * values of credential headers and fields (see `redact`).
+ */
 export class ConfigError extends AdaptiveRateLimitError {
   readonly issues: readonly ConfigIssue[];
 
-  constructor(issues: readonly ConfigIssue[], source = 'options') {
+  constructor(found: readonly ConfigIssue[], source = 'options') {
+    const issues = found.map((i) => ({
+      path: redactText(i.path),
+      message: redactText(i.message),
+      received: redactReceived(i.path, i.received),
+    }));
     const lines = issues.map(
       (i) => `  - ${i.path || '(root)'}: ${i.message} (received ${describe(i.received)})`,
     );
@@ -145,6 +160,13 @@ export class ConfigError extends AdaptiveRateLimitError {
     this.name = 'ConfigError';
     this.issues = issues;
   }
+}
+
+/** `received` masked; whole when the field it was given as names a credential (`headers.cookie`). */
+function redactReceived(path: string, received: unknown): unknown {
+  const field = path.slice(path.lastIndexOf('.') + 1);
+  if (field !== '' && isCredentialName(field) && received !== undefined && received !== '') return MASK;
+  return redact(received);
 }
 
 function describe(value: unknown): string {

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ConfigError } from '../src/errors.js';
 import { normalizeOrigin, originMatcher } from '../src/origin.js';
+import { redactText } from '../src/redact.js';
 
 describe('normalizeOrigin', () => {
   it.each([
@@ -133,10 +134,11 @@ describe('originMatcher', () => {
       error = e;
     }
     expect(error).toBeInstanceOf(ConfigError);
+    // The value received is echoed with its secrets masked (see test/redact.test.ts).
     expect((error as ConfigError).issues).toEqual([
-      { path: 'origins.1', message: expect.stringContaining(message), received: pattern },
+      { path: 'origins.1', message: expect.stringContaining(message), received: redactText(pattern) },
     ]);
-    expect((error as Error).message).toContain(JSON.stringify(pattern));
+    expect((error as Error).message).toContain(JSON.stringify(redactText(pattern)));
   });
 
   it('reports every bad pattern at once, under the path it was given', () => {

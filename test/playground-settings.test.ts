@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { presetsFor } from '../playground/src/presets.js';
 import {
   cliCommand,
   controllerSliders,
@@ -14,6 +15,15 @@ import { BUILT_IN_MODES, cloneParams, findScenario } from '../src/simulate/scena
 // and how an address maps to a run.
 
 describe('playground settings', () => {
+  it('offers the LLM API scenario as a preset, with its heavy-tailed tokens', () => {
+    const preset = presetsFor('probe').find((p) => p.settings.scenario === 'llm');
+    expect(preset?.title).toBe('An LLM API.');
+    const params = paramsOf({ ...parseSettings('?view=probe&scenario=llm'), values: new Map() });
+    expect(params.llm).toEqual({ requestsPerMinute: 500 });
+    expect(params.unitsPerRequest.tail).toBe(1.5);
+    expect(modesOf(parseSettings('?view=compare&scenario=llm')).map((m) => m.label)).toContain('Probe');
+  });
+
   it('makes a view of each controller that a built-in mode runs', () => {
     const views = controllerViews();
     // Each from a built-in mode, each controller once; none for the modes without a controller.

@@ -41,6 +41,54 @@ async function counters(page: Page): Promise<Record<string, string>> {
   );
 }
 
+/**
+ * Every chart of the page draws its series within its plot: each y-scale is finite and spans
+ * the values its series hold (none infinite), and a linear scale has values to draw. An empty
+ * chart (flat lines at the bottom, no y-scale) fails. The charts write their scales to
+ * `data-scales` at each draw (playground/src/charts.ts).
+ */
+async function expectChartsDraw(page: Page, atLeast: number): Promise<void> {
+  // The charts draw again in the next frame after their data changes.
+  await page.evaluate(
+    () => new Promise((resolve) => requestAnimationFrame(() => requestAnimationFrame(resolve))),
+  );
+  const charts = await page.$$eval('.uplot', (els) =>
+    els.map((el, i) => ({ chart: i, scales: (el as HTMLElement).dataset.scales ?? 'undefined' })),
+  );
+  expect(charts.length).toBeGreaterThanOrEqual(atLeast);
+  const problems: string[] = [];
+  for (const { chart, scales } of charts) {
+    if (scales === 'undefined') {
+      problems.push(`chart ${chart}: never drawn`);
+      continue;
+    }
+    const parsed = JSON.parse(scales) as Record<
+      string,
+      {
+        min: number | null;
+        max: number | null;
+        log: boolean;
+        dataMin: number | null;
+        dataMax: number | null;
+        nonFinite: number;
+      }
+    >;
+    for (const [key, s] of Object.entries(parsed)) {
+      const where = `chart ${chart}, scale ${key}: ${JSON.stringify(s)}`;
+      if (s.min === null || s.max === null || !(s.min < s.max)) problems.push(`${where}: no finite range`);
+      else if (
+        s.dataMin !== null &&
+        s.dataMax !== null &&
+        (s.dataMin < s.min || s.dataMax > s.max * (1 + 1e-9))
+      )
+        problems.push(`${where}: data outside the scale`);
+      if (s.nonFinite > 0) problems.push(`${where}: infinite values`);
+      if (!s.log && s.dataMax === null) problems.push(`${where}: nothing to draw`);
+    }
+  }
+  expect(problems).toEqual([]);
+}
+
 async function screenshot(page: Page, name: string): Promise<void> {
   // The charts' legends are set back on the newest values in the next frame.
   await page.evaluate(() => new Promise((resolve) => requestAnimationFrame(resolve)));
@@ -65,6 +113,7 @@ describe('the playground in a browser', () => {
         .poll(async () => (await counters(page)).used60, { timeout: 30_000 })
         .not.toBe(first.used60);
       expect(await page.locator('[data-tab][aria-current="page"]').getAttribute('data-tab')).toBe(view);
+      await expectChartsDraw(page, 1);
       await screenshot(page, view);
       expect(errors).toEqual([]);
       await page.close();
@@ -139,6 +188,11 @@ describe('the playground in a browser', () => {
     expect(cli.length).toBeGreaterThanOrEqual(4);
     expect(cells).toEqual([header, ...rows]);
     expect(withoutWall(pageJson)).toEqual(withoutWall(cli));
+    // A row of charts per quantity, a column per mode (no rate chart without a limiter): every one draws.
+    const none = cli.filter((r) => r.mode === 'none').length;
+    expect(none).toBe(1);
+    await expectChartsDraw(page, 4 * cli.length - none);
+    expect(await page.locator('.no-chart').count()).toBe(none);
     await screenshot(page, 'compare');
     expect(errors).toEqual([]);
     await page.close();

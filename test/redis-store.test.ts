@@ -69,6 +69,12 @@ describe('demandWeightedShare', () => {
   ])('shares a rate of %d with demand %d among %j (floor %d)', (rate, own, demands, floor, expected) => {
     expect(demandWeightedShare(rate, own, demands, floor, demands.length)).toBeCloseTo(expected, 9);
   });
+
+  it('counts a live member without a report as one with no demand: the shares never add up above the rate', () => {
+    expect(demandWeightedShare(600, 0, [0, 0], 0.05, 3)).toBeCloseTo(200, 9);
+    const busy = demandWeightedShare(600, 5_000, [5_000], 0.05, 3);
+    expect(busy).toBeCloseTo((600 * 610) / 630, 9);
+  });
 });
 
 describe('MemoryBudgetStore', () => {

@@ -45,8 +45,67 @@ function legendOnLast(u: uPlot): void {
   if (last >= 0 && (u.cursor.left ?? -1) < 0) u.setLegend({ idx: last }, false);
 }
 
+/**
+ * Writes each y-scale of the chart, with the range of the values its series draw, to the chart's
+ * root as `data-scales` (JSON): `{ [scale]: { min, max, log, dataMin, dataMax, nonFinite } }`. The
+ * browser test reads it: an empty chart (a scale that does not span its data) fails.
+ */
+function reportScales(u: uPlot): void {
+  const scales: Record<
+    string,
+    {
+      min: number | null;
+      max: number | null;
+      log: boolean;
+      dataMin: number | null;
+      dataMax: number | null;
+      nonFinite: number;
+    }
+  > = {};
+  u.series.forEach((series, i) => {
+    if (i === 0) return;
+    const key = series.scale ?? 'y';
+    const scale = u.scales[key];
+    const entry = scales[key] ?? {
+      min: finiteOrNull(scale?.min),
+      max: finiteOrNull(scale?.max),
+      log: scale?.distr === 3,
+      dataMin: null,
+      dataMax: null,
+      nonFinite: 0,
+    };
+    scales[key] = entry;
+    for (const v of u.data[i] ?? []) {
+      if (v === null || v === undefined) continue;
+      if (!Number.isFinite(v)) entry.nonFinite++;
+      else {
+        entry.dataMin = entry.dataMin === null ? v : Math.min(entry.dataMin, v);
+        entry.dataMax = entry.dataMax === null ? v : Math.max(entry.dataMax, v);
+      }
+    }
+  });
+  u.root.dataset.scales = JSON.stringify(scales);
+}
+
+function finiteOrNull(v: number | null | undefined): number | null {
+  return v !== null && v !== undefined && Number.isFinite(v) ? v : null;
+}
+
+/**
+ * A column as a chart draws it: an unlimited rate (`Infinity`, a limiter before its first cut)
+ * is a gap, not a point at the top of an infinite scale (which left every line of the row flat
+ * at the bottom, with no y-scale).
+ */
+export function drawable(data: readonly (number | null)[]): (number | null)[] {
+  return data.map((v) => (v !== null && Number.isFinite(v) ? v : null));
+}
+
 function chart(options: uPlot.Options, data: uPlot.AlignedData, parent: HTMLElement): uPlot {
-  const plot = new uPlot({ ...options, hooks: { ...options.hooks, draw: [legendOnLast] } }, data, parent);
+  const plot = new uPlot(
+    { ...options, hooks: { ...options.hooks, draw: [legendOnLast, reportScales] } },
+    data,
+    parent,
+  );
   // uPlot clears the legend after its first draw and when the cursor leaves: set it back then.
   requestAnimationFrame(() => legendOnLast(plot));
   plot.over.addEventListener('mouseleave', () => requestAnimationFrame(() => legendOnLast(plot)));
@@ -88,7 +147,7 @@ export function liveChart(parent: HTMLElement, instances: number, width: number)
 /** The live chart's columns from a run's series (empty before the first second). */
 export function liveData(s: Series | undefined, instances: number): uPlot.AlignedData {
   if (s === undefined) return [[], [], [], [], [], ...Array.from({ length: instances }, () => [])];
-  return [s.t, s.quota, s.sumRate, s.used60, s.throttled, ...s.rates];
+  return [s.t, drawable(s.quota), drawable(s.sumRate), s.used60, s.throttled, ...s.rates.map(drawable)];
 }
 
 /** A row of the comparison's charts: what it draws from a mode's series. */
@@ -97,6 +156,8 @@ export interface CompareRow {
   unit: string;
   /** 429s: a log scale, so that 1 a second and 100 a second both show. */
   log?: boolean;
+  /** Only modes with a limiter have it (not `none`): their cell says so instead of an empty chart. */
+  limiterOnly?: boolean;
   series(s: Series): { label: string; stroke: string; data: (number | null)[]; dash?: number[] }[];
 }
 
@@ -105,16 +166,21 @@ export const COMPARE_ROWS: CompareRow[] = [
     title: 'Sum of rates, hidden quota, units used in the last 60 s',
     unit: 'units/min',
     series: (s) => [
-      { label: 'quota', stroke: COLORS.quota, data: s.quota, dash: [6, 4] },
+      { label: 'quota', stroke: COLORS.quota, data: drawable(s.quota), dash: [6, 4] },
       { label: 'used, 60 s', stroke: COLORS.used, data: s.used60 },
-      { label: 'sum of rates', stroke: COLORS.sum, data: s.sumRate },
+      { label: 'sum of rates', stroke: COLORS.sum, data: drawable(s.sumRate) },
     ],
   },
   {
     title: "Each instance's rate",
     unit: 'units/min',
+    limiterOnly: true,
     series: (s) =>
-      s.rates.map((r, i) => ({ label: `instance ${i + 1}`, stroke: PALETTE[i % PALETTE.length]!, data: r })),
+      s.rates.map((r, i) => ({
+        label: `instance ${i + 1}`,
+        stroke: PALETTE[i % PALETTE.length]!,
+        data: drawable(r),
+      })),
   },
   {
     title: 'Requests waiting in the queues',
@@ -131,11 +197,12 @@ export const COMPARE_ROWS: CompareRow[] = [
   },
 ];
 
-/** The largest value a row shows across modes: the row's one y-scale. */
+/** The largest value a row shows across modes (finite: see {@link drawable}): the row's one y-scale. */
 export function rowMax(row: CompareRow, all: readonly Series[]): number {
   let max = 0;
   for (const s of all) {
-    for (const line of row.series(s)) for (const v of line.data) if (v !== null && v > max) max = v;
+    for (const line of row.series(s))
+      for (const v of line.data) if (v !== null && v > max && Number.isFinite(v)) max = v;
   }
   return max;
 }

@@ -147,9 +147,13 @@ export class ComparePage {
       this.#grid.append(
         h('div', { class: 'row-title' }, h('strong', {}, row.title), h('span', {}, row.unit)),
       );
-      modes.forEach((_mode, m) => {
+      modes.forEach((mode, m) => {
         const cell = h('div', { class: 'cell' });
         this.#grid.append(cell);
+        if (row.limiterOnly && mode.name === 'none') {
+          cell.append(h('p', { class: 'no-chart' }, 'No limiter: every request is sent at once.'));
+          return;
+        }
         const plot = compareChart(cell, row, series[m]!, () => this.#tops[r]!, seconds, width);
         this.#plots.push({ plot, row: r, mode: m });
       });

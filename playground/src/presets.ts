@@ -59,6 +59,15 @@ const PAGE_PRESETS: Record<
       scenario: 'quota-drop',
     },
   ],
+  probe: [
+    {
+      title: 'An LLM API.',
+      text:
+        'Tokens and requests metered at once (40,000 tokens/min, 500 requests/min), requests of heavy-tailed sizes, ' +
+        'buckets of a minute, then three times the demand for 30 seconds. Rates are in tokens/min.',
+      scenario: 'llm',
+    },
+  ],
 };
 
 /**

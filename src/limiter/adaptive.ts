@@ -32,6 +32,9 @@ import type {
   WrapOptions,
 } from './types.js';
 import { WaitingLine } from './waiting-line.js';
+import { handToWatchers, watchGeneration } from './watch.js';
+// NODE_DEBUG=adaptive-rate-limit (watches nothing without it).
+import './debug-log.js';
 import { wrapWithLimiter } from './wrap.js';
 
 export type { LimiterSnapshot } from './types.js';
@@ -71,6 +74,8 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   readonly #subs: readonly (readonly [string, AdaptiveRateLimiter])[] | undefined;
   /** A budget's limiter tells its events to the limiter it belongs to. */
   #forward: ((event: keyof LimiterEventMap, payload: object) => void) | undefined;
+  /** The watcher generation this limiter was last handed to (see watch.ts). */
+  #watched = 0;
 
   constructor(options: AdaptiveLimiterOptions = {}) {
     super();
@@ -141,6 +146,17 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
 
   get name(): string {
     return this.#opts.name;
+  }
+
+  /**
+   * The controller's name: `'aimd'`, `'cubic'`, `'probe'`, or a custom controller's `name`
+   * property (`'custom'` without one).
+   */
+  get controllerName(): string {
+    const controller = this.#opts.controller;
+    if (typeof controller === 'string') return controller;
+    const name = (controller as { name?: unknown }).name;
+    return typeof name === 'string' && name !== '' ? name : 'custom';
   }
 
   /** The current rate of this process in units/min (`Infinity` while unlimited). */
@@ -435,6 +451,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
 
   /** @internal */
   _throttled(permit: LimiterPermit, retryAfterMs: number | undefined, given: Quota): void {
+    if (this.#watched !== watchGeneration()) this.#watched = handToWatchers(this);
     const now = this.#clock.now();
     const quota = this.#own(given);
     if (this.#announced !== undefined) this.#inFlight -= permit.units;
@@ -456,6 +473,8 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
 
   /** @internal A failed answer: no cut; one that asks for a wait (a 503 with Retry-After) pauses. */
   _failed(permit: LimiterPermit, retryAfterMs: number | undefined, given: Quota): void {
+    if (this.#watched !== watchGeneration()) this.#watched = handToWatchers(this);
+    if (this.listenerCount('failed') > 0) this.emit('failed', { limiter: this.#opts.name, retryAfterMs });
     const quota = this.#own(given);
     if (this.#announced !== undefined) this.#inFlight -= permit.units;
     if (this.#slowStart !== undefined) {
@@ -560,6 +579,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   }
 
   #grant(units: number, now: number, since: number): LimiterPermit {
+    if (this.#watched !== watchGeneration()) this.#watched = handToWatchers(this);
     this.#book.accepted.open(now);
     if (this.#announced !== undefined) this.#inFlight += units;
     this.#slowStart?.granted(units);
@@ -589,6 +609,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     detail: string,
     waitMs?: number,
   ): RateLimitRejectedError {
+    if (this.#watched !== watchGeneration()) this.#watched = handToWatchers(this);
     const error = new RateLimitRejectedError(reason, this.#opts.name, detail, waitMs);
     this.emit('rejected', { limiter: this.#opts.name, units, reason, message: error.message });
     return error;

@@ -12,6 +12,8 @@ export interface LimiterEventMap {
   rejected: [{ limiter: string; budget?: string; units: number; reason: RejectionReason; message: string }];
   /** A throttled response; `cut` says whether it cut the rate. */
   throttled: [{ limiter: string; budget?: string; retryAfterMs: number | undefined; cut: boolean }];
+  /** A failed answer (an error, a 5xx): no cut; `retryAfterMs` when it asked for a wait. */
+  failed: [{ limiter: string; budget?: string; retryAfterMs: number | undefined }];
   /** The rate went down (a cut, or a controller's success answer below the rate). */
   decreased: [
     { limiter: string; budget?: string; from: number; to: number; cause: 'throttle' | 'success' | 'update' },

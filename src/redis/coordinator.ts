@@ -245,6 +245,7 @@ export class Coordinator {
           minRate: this.#min,
           maxRate: this.#max,
           ttl: o.stateTtl,
+          maxPause: this.#maxPause,
         }),
       (reply) => member.applyHeartbeat(seq, reply, accepted, sentAt),
     );
@@ -274,6 +275,7 @@ export class Coordinator {
           minRate: this.#min,
           maxRate: this.#max,
           ttl: o.stateTtl,
+          maxPause: this.#maxPause,
         }),
       (reply) => {
         if (reply.stale && tries > 1 && !this.#closed) {
@@ -286,7 +288,8 @@ export class Coordinator {
 
   #pause(ms: number): Promise<void> | undefined {
     if (this.#member.degraded) return undefined;
-    const request = { ms: Math.min(ms, this.#maxPause), ttl: this.#opts.stateTtl };
+    const maxPause = this.#maxPause;
+    const request = { ms: Math.min(ms, maxPause), ttl: this.#opts.stateTtl, maxPause };
     return this.#ask(
       () => this.store.pause(request),
       () => {},

@@ -2,16 +2,27 @@ import type { EventEmitter } from 'node:events';
 import type { Clock } from '../clock.js';
 import type { RateController, RateControllerState } from '../controllers/types.js';
 import type { AdaptiveRateLimiter } from '../limiter/adaptive.js';
+import { redactText } from '../redact.js';
 import { BudgetController, type CutPlan } from './budget-controller.js';
 import type { MemberView } from './member-controller.js';
 import type { Era } from './permit.js';
 import type { SharedBudgetEventMap, SharedState } from './shared-state.js';
-import type { CutReply, HeartbeatReply, Proposal } from './store.js';
+import {
+  type CutReply,
+  checkCut,
+  checkHeartbeat,
+  type HeartbeatReply,
+  type KnownBefore,
+  type Proposal,
+  type ReplyBounds,
+} from './store.js';
 
 /** The process warning of a budget that degrades while nobody listens to its `degraded` event. */
 export const BUDGET_DEGRADED_WARNING = 'ARL_SHARED_BUDGET_DEGRADED';
 /** The process warning of a budget that recovers while nobody listens to its `recovered` event. */
 export const BUDGET_RECOVERED_WARNING = 'ARL_SHARED_BUDGET_RECOVERED';
+/** The process warning of a repair of the store while nobody listens to the `repaired` event. */
+export const BUDGET_REPAIRED_WARNING = 'ARL_SHARED_BUDGET_STATE_REPAIRED';
 
 export type { SharedBudgetEventMap, SharedState } from './shared-state.js';
 
@@ -29,6 +40,8 @@ export interface MemberStateInit {
   readonly minRate: number;
   /** `Infinity`: no maximum. */
   readonly maxRate: number;
+  /** The limiter's `maxPause` (ms): a shared pause answered longer is cut to it. */
+  readonly maxPause: number;
   /** Members guessed (`instanceCount`) until the first reply. */
   readonly members: number;
   /** The budget's controller (AIMD, CUBIC, the probe controller, your own). */
@@ -55,6 +68,7 @@ export class MemberState {
   readonly #name: string;
   readonly #clock: Clock;
   readonly #controller: BudgetController;
+  readonly #bounds: ReplyBounds;
   #closed = false;
   #degraded = false;
   #lastError: unknown;
@@ -85,6 +99,7 @@ export class MemberState {
     this.#members = init.members;
     this.#fraction = 1 / init.members;
     this.#controller = new BudgetController(init.controller, init);
+    this.#bounds = { minRate, maxRate, maxPause: init.maxPause };
     // The local limiter's controller: a share of the budget's cut on a throttle, nothing on a
     // success (increases come with the heartbeat); on its own while degraded.
     const member = this;
@@ -196,8 +211,10 @@ export class MemberState {
    * The store answered that `plan` was computed from other books than its current ones: learns
    * them and computes the cut again.
    */
-  recut(plan: CutPlan, reply: CutReply): CutPlan {
+  recut(plan: CutPlan, answer: CutReply): CutPlan {
     const now = this.#clock.now();
+    const reply = checkCut(answer, this.#before, this.#bounds);
+    this.#repaired(reply.repaired);
     const { generation, rate, books } = reply;
     this.#controller.learn({ generation, rate, books, pauseRemaining: this.#localPause(now) }, now);
     const localBase = this.#rate === undefined ? plan.rateBefore * this.#fraction : this.limiter.rate;
@@ -208,7 +225,9 @@ export class MemberState {
    * Applies the reply to heartbeat `seq`, sent at `sentAt` (ms on this member's clock) with a
    * report of `accepted` (units/min).
    */
-  applyHeartbeat(seq: number, reply: HeartbeatReply, accepted: number, sentAt: number): void {
+  applyHeartbeat(seq: number, answer: HeartbeatReply, accepted: number, sentAt: number): void {
+    const reply = checkHeartbeat(answer, this.#before, this.#bounds);
+    this.#repaired(reply.repaired);
     this.#recover(reply.members);
     this.#learn(seq, reply.generation, reply.epoch);
     if (seq < this.#appliedSeq) return;
@@ -216,7 +235,7 @@ export class MemberState {
     const now = this.#clock.now();
     this.#setMembers(reply.members);
     this.#index = reply.index;
-    this.#serverOffset = reply.now - (sentAt + now) / 2;
+    if (Number.isFinite(reply.now)) this.#serverOffset = reply.now - (sentAt + now) / 2;
     this.#acceptedSum = reply.accepted;
     this.#rate = reply.rate;
     this.#share = reply.share;
@@ -230,7 +249,9 @@ export class MemberState {
   }
 
   /** Applies the (last) reply to cut `seq`. */
-  applyCut(seq: number, reply: CutReply): void {
+  applyCut(seq: number, answer: CutReply): void {
+    const reply = checkCut(answer, this.#before, this.#bounds);
+    this.#repaired(reply.repaired);
     this.#learn(seq, reply.generation, reply.epoch);
     if (seq < this.#appliedSeq) return;
     this.#appliedSeq = seq;
@@ -255,7 +276,9 @@ export class MemberState {
     if (this.#events.listenerCount('degraded') === 0) {
       const detail = error instanceof Error ? error.message : String(error);
       process.emitWarning(
-        `adaptive-rate-limit: shared budget "${this.#name}" degraded (${detail}); serving from the local share, ${rate} units/min`,
+        redactText(
+          `adaptive-rate-limit: shared budget "${this.#name}" degraded (${detail}); serving from the local share, ${rate} units/min`,
+        ),
         { code: BUDGET_DEGRADED_WARNING },
       );
     }
@@ -278,6 +301,23 @@ export class MemberState {
     const plan = this.#controller.cut(now, this.acceptedRate(), state.rate, fraction);
     this.#pendingCut = plan;
     return plan.rate * fraction;
+  }
+
+  /** What stands in for a number of an answer that fails its check: what was known before it. */
+  get #before(): KnownBefore {
+    return { rate: this.#rate, members: this.#members, generation: this.#era.generation };
+  }
+
+  /** The store repaired what it held (`repaired`): one event, or one process warning. */
+  #repaired(repaired: readonly string[] | undefined): void {
+    if (repaired === undefined || repaired.length === 0) return;
+    if (this.#events.listenerCount('repaired') === 0) {
+      process.emitWarning(
+        `adaptive-rate-limit: shared budget "${this.#name}": the store held a broken ${repaired.join(', ')}; repaired (a broken state starts a fresh generation, a broken report is dropped)`,
+        { code: BUDGET_REPAIRED_WARNING },
+      );
+    }
+    this.#events.emit('repaired', { budget: this.#name, repaired });
   }
 
   /** ms left of the local limiter's pause. */
@@ -336,9 +376,12 @@ export class MemberState {
     if (!this.#degraded) return;
     this.#degraded = false;
     if (this.#events.listenerCount('recovered') === 0) {
-      process.emitWarning(`adaptive-rate-limit: shared budget "${this.#name}" recovered; sharing resumed`, {
-        code: BUDGET_RECOVERED_WARNING,
-      });
+      process.emitWarning(
+        redactText(`adaptive-rate-limit: shared budget "${this.#name}" recovered; sharing resumed`),
+        {
+          code: BUDGET_RECOVERED_WARNING,
+        },
+      );
     }
     this.#events.emit('recovered', { budget: this.#name, members });
   }

@@ -8,6 +8,7 @@ import {
   type ControllerBooks,
   type CutReply,
   type CutRequest,
+  DEFAULT_MAX_PAUSE_MS,
   type HeartbeatReply,
   type HeartbeatRequest,
   type PauseRequest,
@@ -51,6 +52,8 @@ export class RedisBudgetStore implements BudgetStore {
   readonly #keys: readonly [string, string, string];
   readonly #timeout: number;
   #roundTrips = 0;
+  /** Repairs answered by a call that cannot carry them (a pause), for the next heartbeat's answer. */
+  readonly #pendingRepairs: string[] = [];
 
   constructor(options: RedisBudgetStoreOptions) {
     const tag = `${options.keyPrefix}{${options.name}}`;
@@ -98,6 +101,7 @@ export class RedisBudgetStore implements BudgetStore {
       p === undefined ? '' : p.version,
       optional(p?.rate),
       finite(r.acceptedUnits),
+      r.maxPause ?? DEFAULT_MAX_PAUSE_MS,
     ])) as unknown[];
     const [
       rate,
@@ -124,7 +128,8 @@ export class RedisBudgetStore implements BudgetStore {
       index,
       proposed: proposed === 1,
       now,
-      books: books(reply.slice(11)),
+      books: books(reply.slice(11, 21)),
+      repaired: this.#repaired(reply[21]),
     };
   }
 
@@ -144,6 +149,7 @@ export class RedisBudgetStore implements BudgetStore {
       r.from === undefined ? '' : r.from.version,
       packDecrease(r.record),
       finite(r.random),
+      r.maxPause ?? DEFAULT_MAX_PAUSE_MS,
     ])) as unknown[];
     const [cut, stale, rate, epoch, generation] = reply as [number, number, string, number, string];
     return {
@@ -152,16 +158,31 @@ export class RedisBudgetStore implements BudgetStore {
       rate: number(rate),
       epoch,
       generation,
-      books: books(reply.slice(5)),
+      books: books(reply.slice(5, 15)),
+      repaired: this.#repaired(reply[15]),
     };
   }
 
   async pause(r: PauseRequest): Promise<number> {
-    return (await this.#call(scripts.pause, [r.ms, r.ttl, randomUUID()])) as number;
+    const [remaining, repaired] = (await this.#call(scripts.pause, [
+      r.ms,
+      r.ttl,
+      randomUUID(),
+      r.maxPause ?? DEFAULT_MAX_PAUSE_MS,
+    ])) as [number, unknown];
+    // A pause answers a number: its repairs go with the next heartbeat's answer.
+    this.#pendingRepairs.push(...strings(repaired));
+    return remaining;
   }
 
   async leave(id: string): Promise<number> {
     return (await this.#call(scripts.leave, [id])) as number;
+  }
+
+  /** A script's list of repairs, with those of the pauses since the last answer that carried them. */
+  #repaired(list: unknown): readonly string[] | undefined {
+    const repaired = [...this.#pendingRepairs.splice(0), ...strings(list)];
+    return repaired.length === 0 ? undefined : repaired;
   }
 
   /** Closes the client it opened (a client passed in is left open). */
@@ -185,6 +206,11 @@ export class RedisBudgetStore implements BudgetStore {
       return await this.#client.eval(s.lua, keys.length, ...keys, ...args);
     }
   }
+}
+
+/** The strings of a script's list (anything else in it is left out). */
+function strings(list: unknown): string[] {
+  return Array.isArray(list) ? list.filter((x): x is string => typeof x === 'string') : [];
 }
 
 /** An optional number as a script argument: `''` for none (an infinite maximum is none too). */

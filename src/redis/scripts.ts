@@ -16,7 +16,7 @@
  * them, and test/redis-store.test.ts runs both on the same sequences.
  */
 
-import { DECREASES_KEPT } from './store.js';
+import { CLOCK_SLACK_MS, DECREASES_KEPT } from './store.js';
 
 const NOW = `
 local t = redis.call('TIME')
@@ -72,6 +72,107 @@ local function changed()
 end
 `;
 
+/**
+ * What every script reads back is checked before it is used (a member checks the answers again:
+ * store.ts, checkHeartbeat): a key of another type than the budget's is deleted; a state hash with a field that
+ * fails its check (not a finite number, out of its bounds, a time in the future, a pause longer
+ * than maxPause from now, a cut record that is not three numbers) is deleted, so the script
+ * creates a fresh generation, as after a lost state; a member whose last heartbeat is in the
+ * future is dropped; a report that is not three finite numbers >= 0, or whose member is not
+ * live, is dropped. Each repair is listed in `repaired` as "key field", answered to the caller
+ * (which warns once). No value is answered: only the key and the field.
+ */
+const CHECK = `
+local repaired = {}
+local SLACK = ${CLOCK_SLACK_MS}
+local function finite(v) return v ~= nil and v == v and v ~= math.huge and v ~= -math.huge end
+local function atLeast0(text)
+  local v = tonumber(text)
+  return finite(v) and v >= 0
+end
+local function count(text)
+  local v = tonumber(text)
+  return finite(v) and v >= 0 and v == math.floor(v)
+end
+local function past(text)
+  local v = tonumber(text)
+  return finite(v) and v >= 0 and v <= now + SLACK
+end
+local function cutRecord(text)
+  local a, b, c = string.match(text, '^(%S+) (%S+) (%S+)$')
+  return a ~= nil and atLeast0(a) and atLeast0(b) and (c == '-' or atLeast0(c))
+end
+local function decreasesOk(text)
+  if text == '' then return true end
+  local n = 0
+  for item in string.gmatch(text .. ';', '([^;]*);') do
+    n = n + 1
+    if n > ${DECREASES_KEPT} or not cutRecord(item) then return false end
+  end
+  return true
+end
+local function stateRules(maxPause)
+  return {
+    generation = function(v) return #v > 0 end,
+    createdAt = past, lastChangeAt = past, lastCutAt = past, pauseFrom = past,
+    pausedUntil = function(v)
+      local x = tonumber(v)
+      return finite(x) and x >= 0 and x <= now + maxPause + SLACK
+    end,
+    rate = function(v)
+      local x = tonumber(v)
+      return finite(x) and x > 0
+    end,
+    epoch = count, cuts = count, version = count,
+    pauseBanked = atLeast0, acceptedSinceCut = atLeast0, rateBefore = atLeast0, measuredAtCut = atLeast0,
+    waited = function(v) return v == '0' or v == '1' end,
+    random = function(v)
+      local x = tonumber(v)
+      return finite(x) and x >= 0 and x < 1
+    end,
+    decreases = decreasesOk,
+  }
+end
+-- The keys' types, then the state's fields; returns nothing (the repairs are in \`repaired\`).
+local function check(maxPause)
+  local want = { 'hash', 'zset', 'hash' }
+  for i = 1, 3 do
+    local t = redis.call('TYPE', KEYS[i])['ok']
+    if t ~= 'none' and t ~= want[i] then
+      redis.call('DEL', KEYS[i])
+      table.insert(repaired, KEYS[i] .. ' (a ' .. t .. ', not a ' .. want[i] .. ')')
+    end
+  end
+  local rules = stateRules(maxPause)
+  local fields = redis.call('HGETALL', KEYS[1])
+  for i = 1, #fields, 2 do
+    local rule = rules[fields[i]]
+    if rule ~= nil and not rule(fields[i + 1]) then
+      redis.call('DEL', KEYS[1])
+      table.insert(repaired, KEYS[1] .. ' ' .. fields[i])
+      break
+    end
+  end
+  local ahead = redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. (now + SLACK), '+inf')
+  for i = 1, #ahead do
+    redis.call('ZREM', KEYS[2], ahead[i])
+    table.insert(repaired, KEYS[2] .. ' ' .. ahead[i])
+  end
+end
+-- The reports after the dead members were dropped: each parsed, and its member live, or dropped.
+local function checkReports()
+  local all = redis.call('HGETALL', KEYS[3])
+  for i = 1, #all, 2 do
+    local d, a, m = string.match(all[i + 1], '^(%S+) (%S+) (%S+)$')
+    local ok = d ~= nil and atLeast0(d) and atLeast0(a) and atLeast0(m)
+    if not ok or not redis.call('ZSCORE', KEYS[2], all[i]) then
+      redis.call('HDEL', KEYS[3], all[i])
+      table.insert(repaired, KEYS[3] .. ' ' .. all[i])
+    end
+  end
+end
+`;
+
 const CLAMP = `
 local function clamp(rate, minRate, maxRate)
   if not (rate >= minRate) then rate = minRate end
@@ -88,11 +189,11 @@ end
  *
  * ARGV: id, demand, accepted, measured, waited (0|1), memberTimeoutMs, floorFraction, initialRate|'',
  *   minRate, maxRate|'', ttlMs, candidateGeneration, proposalGeneration|'', proposalVersion|'',
- *   proposalRate|'', acceptedUnits
+ *   proposalRate|'', acceptedUnits, maxPauseMs
  * Returns: { rate|'', epoch, pauseRemainingMs, members, share|'', serverNow, generation, accepted,
- *   measured, index, proposed (0|1), books... }
+ *   measured, index, proposed (0|1), books..., repaired }
  */
-export const HEARTBEAT = `${NOW}${GENERATION}${CLAMP}${BOOKS}
+export const HEARTBEAT = `${NOW}${CHECK}${GENERATION}${CLAMP}${BOOKS}
 local id = ARGV[1]
 local demand = tonumber(ARGV[2])
 local timeout = tonumber(ARGV[6])
@@ -100,6 +201,7 @@ local floorFraction = tonumber(ARGV[7])
 local minRate = tonumber(ARGV[9])
 local maxRate = tonumber(ARGV[10])
 local ttl = tonumber(ARGV[11])
+check(tonumber(ARGV[17]))
 local gen = generation(ARGV[12], ttl)
 
 redis.call('ZADD', KEYS[2], now, id)
@@ -108,6 +210,7 @@ if #dead > 0 then
   redis.call('ZREM', KEYS[2], unpack(dead))
   redis.call('HDEL', KEYS[3], unpack(dead))
 end
+checkReports()
 redis.call('HSET', KEYS[3], id, ARGV[2] .. ' ' .. ARGV[3] .. ' ' .. ARGV[4])
 
 local rate = tonumber(redis.call('HGET', KEYS[1], 'rate'))
@@ -115,7 +218,7 @@ if rate == nil and ARGV[8] ~= '' then rate = tonumber(ARGV[8]) end
 local proposed = 0
 if rate ~= nil then
   if ARGV[13] == gen and tonumber(ARGV[14]) == num('version', 0) then
-    rate = tonumber(ARGV[15])
+    rate = tonumber(ARGV[15]) or rate
     proposed = 1
     changed()
   end
@@ -153,6 +256,8 @@ if rate ~= nil then
   for i = 1, #demands do
     total = total + math.min(demands[i], rate) + floor
   end
+  -- A live member without a report counts as one with no demand.
+  total = total + math.max(0, members - #demands) * floor
   local own = math.min(demand, rate) + floor
   if total > 0 then share = tostring(rate * own / total) else share = tostring(rate / members) end
   rate = tostring(rate)
@@ -166,6 +271,7 @@ redis.call('PEXPIRE', KEYS[3], ttl)
 local reply = { rate, epoch, math.max(0, pausedUntil - now), members, share, now, gen, tostring(accepted),
   tostring(measured), index, proposed }
 for _, v in ipairs(books()) do table.insert(reply, v) end
+table.insert(reply, repaired)
 return reply
 `;
 
@@ -179,15 +285,16 @@ return reply
  *
  * ARGV: sentEpoch, rate, rateBefore, measured|'', cooldownMs, minRate, maxRate|'', ttlMs,
  *   sentGeneration|'', candidateGeneration, fromGeneration|'', fromVersion|'', record (packDecrease),
- *   random
- * Returns: { cut (0|1), stale (0|1), rate|'', epoch, generation, books... }
+ *   random, maxPauseMs
+ * Returns: { cut (0|1), stale (0|1), rate|'', epoch, generation, books..., repaired }
  */
-export const CUT = `${NOW}${GENERATION}${CLAMP}${BOOKS}
+export const CUT = `${NOW}${CHECK}${GENERATION}${CLAMP}${BOOKS}
 local sentEpoch = tonumber(ARGV[1])
 local cooldown = tonumber(ARGV[5])
 local minRate = tonumber(ARGV[6])
 local maxRate = tonumber(ARGV[7])
 local ttl = tonumber(ARGV[8])
+check(tonumber(ARGV[15]))
 local gen = generation(ARGV[10], ttl)
 if ARGV[9] ~= '' and ARGV[9] ~= gen then sentEpoch = 0 end
 
@@ -220,6 +327,7 @@ end
 local rate = redis.call('HGET', KEYS[1], 'rate') or ''
 local reply = { cut, stale, rate, epoch, gen }
 for _, v in ipairs(books()) do table.insert(reply, v) end
+table.insert(reply, repaired)
 return reply
 `;
 
@@ -227,12 +335,13 @@ return reply
  * A Retry-After seen by one member pauses all: the shared pause ends at the later of its current
  * end and now + ms.
  *
- * ARGV: ms, ttlMs, candidateGeneration
- * Returns: the remaining pause in ms.
+ * ARGV: ms, ttlMs, candidateGeneration, maxPauseMs
+ * Returns: { the remaining pause in ms, repaired }.
  */
-export const PAUSE = `${NOW}${GENERATION}${BOOKS}
+export const PAUSE = `${NOW}${CHECK}${GENERATION}${BOOKS}
 local ms = tonumber(ARGV[1])
 local ttl = tonumber(ARGV[2])
+check(tonumber(ARGV[4]))
 generation(ARGV[3], ttl)
 local pausedUntil = tonumber(redis.call('HGET', KEYS[1], 'pausedUntil')) or 0
 if now + ms > pausedUntil then
@@ -244,12 +353,16 @@ if now + ms > pausedUntil then
   redis.call('HSET', KEYS[1], 'pausedUntil', pausedUntil)
   redis.call('PEXPIRE', KEYS[1], ttl)
 end
-return math.max(0, pausedUntil - now)
+return { math.max(0, pausedUntil - now), repaired }
 `;
 
-/** A member leaving on close: drops it from the members and the demand at once. ARGV: id */
+/**
+ * A member leaving on close: drops it from the members and the demand at once (a key of another
+ * type is left for the next heartbeat to repair). ARGV: id
+ */
 export const LEAVE = `
+if redis.call('TYPE', KEYS[3])['ok'] == 'hash' then redis.call('HDEL', KEYS[3], ARGV[1]) end
+if redis.call('TYPE', KEYS[2])['ok'] ~= 'zset' then return 0 end
 redis.call('ZREM', KEYS[2], ARGV[1])
-redis.call('HDEL', KEYS[3], ARGV[1])
 return redis.call('ZCARD', KEYS[2])
 `;

@@ -107,6 +107,7 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
       initialRate: initial,
       minRate: min,
       maxRate: max,
+      maxPause: resolved.maxPause,
       members: guess,
       controller,
       random: resolved.random,
@@ -116,7 +117,10 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
           name: this.#opts.name,
           // The budget's controller decides once for the budget (budget-controller.ts); the local
           // one applies this member's part of its cuts (member-controller.ts).
-          controller: memberController(controller, view),
+          // Named after the budget's controller (what metrics and NODE_DEBUG show).
+          controller: Object.assign(memberController(controller, view), {
+            name: typeof resolved.controller === 'string' ? resolved.controller : 'custom',
+          }),
           instanceCount: 1,
           minUnitsPerMinute: Math.min(min, LOCAL_MIN_RATE),
           initialUnitsPerMinute:

@@ -49,6 +49,12 @@ export interface SharedBudgetEventMap {
   degraded: [{ budget: string; error: unknown; rate: number }];
   /** Redis answers again: sharing resumed. */
   recovered: [{ budget: string; members: number }];
+  /**
+   * The store held something broken, found and repaired before it was used (a key of the wrong
+   * type, a state field failing its check: a fresh generation; a report dropped): each as
+   * `"key field"`. Without a listener, a process warning (`ARL_SHARED_BUDGET_STATE_REPAIRED`).
+   */
+  repaired: [{ budget: string; repaired: readonly string[] }];
   /** The number of live members changed. */
   members: [{ budget: string; from: number; to: number }];
 }

@@ -1,5 +1,5 @@
 import type { DecreaseRecord } from '../controllers/types.js';
-import { CUTS_KEPT } from '../limiter/rate-book.js';
+import { CUTS_KEPT, clampRate } from '../limiter/rate-book.js';
 
 /**
  * The seam between a {@link SharedBudget} and where the shared state lives. A store holds ONE
@@ -88,6 +88,8 @@ export interface HeartbeatRequest {
   maxRate: number | undefined;
   /** The state expires after this many ms without a heartbeat. */
   ttl: number;
+  /** The longest pause (the limiter's `maxPause`, ms): a stored pause ending later fails its check. */
+  maxPause?: number | undefined;
 }
 
 /** A whole rate computed from the state at one version (see {@link HeartbeatRequest.proposal}). */
@@ -148,6 +150,12 @@ export interface HeartbeatReply {
   /** The live members' measured send rates added up, units/min. */
   measured: number;
   /**
+   * What the store found broken and repaired before answering, each as `"key field"` (a key of
+   * the wrong type, a state field that failed its check, a report dropped); none: `undefined` or
+   * empty. Never a value.
+   */
+  repaired?: readonly string[] | undefined;
+  /**
    * This member's place among the live members (0 to members - 1, by id): distinct while the
    * membership holds, so members can take turns (a phase each).
    */
@@ -188,6 +196,8 @@ export interface CutRequest {
   minRate: number;
   maxRate: number | undefined;
   ttl: number;
+  /** See {@link HeartbeatRequest.maxPause}. */
+  maxPause?: number | undefined;
 }
 
 export interface CutReply {
@@ -203,20 +213,35 @@ export interface CutReply {
   /** The state's generation (see {@link HeartbeatReply.generation}). */
   generation: string;
   books: ControllerBooks;
+  /** See {@link HeartbeatReply.repaired}. */
+  repaired?: readonly string[] | undefined;
 }
 
 export interface PauseRequest {
   ms: number;
   ttl: number;
+  /** See {@link HeartbeatRequest.maxPause}. */
+  maxPause?: number | undefined;
 }
+
+/**
+ * How far ahead of the store's clock a stored time may be (ms) and still pass its check: a
+ * failover to a server whose clock is a little behind the old one's keeps the state.
+ */
+export const CLOCK_SLACK_MS = 1_000;
+
+/** The longest pause when a request does not say (the limiter's default `maxPause`). */
+export const DEFAULT_MAX_PAUSE_MS = 600_000;
 
 // ---- the rules, as pure functions: the memory store runs them; the Lua scripts mirror them ----
 
 /**
  * A member's share of the whole `rate` (units/min): `rate × (min(own, rate) + floor) /
  * Σ(min(demandᵢ, rate) + floor)` with `floor = floorFraction × rate / members`. `demands` holds
- * every live member's demand, this one's (`own`) included. A busy member gets most of the rate;
- * an idle one keeps a floor so it can send at once; with no demand and no floor, equal shares.
+ * the live members' demands, this one's (`own`) included; a live member without a report (lost,
+ * dropped) counts as one with no demand, so the shares never add up above the rate. A busy member
+ * gets most of the rate; an idle one keeps a floor so it can send at once; with no demand and no
+ * floor, equal shares.
  */
 export function demandWeightedShare(
   rate: number,
@@ -227,7 +252,12 @@ export function demandWeightedShare(
 ): number {
   const floor = (rate * floorFraction) / members;
   let total = 0;
-  for (const demand of demands) total += Math.min(demand, rate) + floor;
+  let reported = 0;
+  for (const demand of demands) {
+    total += Math.min(demand, rate) + floor;
+    reported++;
+  }
+  total += Math.max(0, members - reported) * floor;
   if (!(total > 0)) return rate / members;
   return (rate * (Math.min(own, rate) + floor)) / total;
 }
@@ -326,4 +356,118 @@ function finiteOr0(x: number): number {
  */
 export function packReport(demand: number, accepted: number, measured: number): string {
   return `${demand} ${accepted} ${measured}`;
+}
+
+// ---- what a member reads back, checked again in TypeScript (a store of another version, or your
+// own, may answer anything; the Lua scripts check what they read from Redis) ----
+
+/** What a member knew before an answer: what stands in for a number of it that fails its check. */
+export interface KnownBefore {
+  readonly rate: number | undefined;
+  readonly members: number;
+  readonly generation: string | undefined;
+}
+
+/** Whole-budget bounds a member checks answers against (units/min; ms). */
+export interface ReplyBounds {
+  readonly minRate: number;
+  /** `Infinity`: no maximum. */
+  readonly maxRate: number;
+  readonly maxPause: number;
+}
+
+const isCount = (x: unknown): x is number => typeof x === 'number' && Number.isInteger(x) && x >= 0;
+const atLeast0 = (x: unknown): x is number => typeof x === 'number' && Number.isFinite(x) && x >= 0;
+
+/**
+ * A whole rate answered: `undefined` (unlimited) as it is; a finite number > 0 within [min, max];
+ * anything else is the rate known before.
+ */
+function checkedRate(rate: unknown, before: KnownBefore, bounds: ReplyBounds): number | undefined {
+  if (rate === undefined) return undefined;
+  if (typeof rate !== 'number' || !Number.isFinite(rate) || rate <= 0) return before.rate;
+  return clampRate(rate, bounds.minRate, bounds.maxRate);
+}
+
+function checkedGeneration(generation: unknown, before: KnownBefore): string {
+  return typeof generation === 'string' && generation !== '' ? generation : (before.generation ?? '');
+}
+
+/**
+ * The controller's books answered, each number checked: a count or a duration not a finite
+ * number >= 0 is 0 (the version: -1, which no change matches), an optional rate is none, a cut
+ * record that is not numbers >= 0 is dropped, the random number outside [0, 1) is none.
+ */
+export function checkBooks(b: ControllerBooks): ControllerBooks {
+  const optional = (x: unknown) => (atLeast0(x) ? x : undefined);
+  const or0 = (x: unknown) => (atLeast0(x) ? x : 0);
+  const decreases = Array.isArray(b.decreases) ? b.decreases : [];
+  return {
+    version: isCount(b.version) ? b.version : -1,
+    rateBeforeLastDecrease: optional(b.rateBeforeLastDecrease),
+    measuredRateAtLastDecrease: optional(b.measuredRateAtLastDecrease),
+    sinceLastDecrease: or0(b.sinceLastDecrease),
+    pauseSinceLastDecrease: or0(b.pauseSinceLastDecrease),
+    sinceLastIncrease: or0(b.sinceLastIncrease),
+    waited: b.waited === true,
+    decreases: decreases
+      .filter(
+        (d) =>
+          atLeast0(d.rateBefore) &&
+          atLeast0(d.acceptedRate) &&
+          (d.acceptedRateSincePrevious === undefined || atLeast0(d.acceptedRateSincePrevious)),
+      )
+      .slice(-DECREASES_KEPT),
+    random: typeof b.random === 'number' && b.random >= 0 && b.random < 1 ? b.random : undefined,
+    acceptedSinceLastDecrease: or0(b.acceptedSinceLastDecrease),
+  };
+}
+
+/**
+ * A heartbeat's answer with every number checked (the Lua scripts' checks, on the member's side):
+ * the rate as {@link checkedRate}; members a count >= 1 (else as known); the share in (0, rate]
+ * (above the rate: the rate; not a number > 0: none, the local rate stays); the pause finite,
+ * >= 0 and at most `maxPause`; the epoch and the place counts (the place below the members);
+ * the sums finite >= 0; the books as {@link checkBooks}. The store's clock not finite is NaN,
+ * which the member does not use.
+ */
+export function checkHeartbeat(
+  reply: HeartbeatReply,
+  before: KnownBefore,
+  bounds: ReplyBounds,
+): HeartbeatReply {
+  const rate = checkedRate(reply.rate, before, bounds);
+  const members = isCount(reply.members) && reply.members >= 1 ? reply.members : Math.max(1, before.members);
+  const share =
+    rate === undefined || typeof reply.share !== 'number' || !(reply.share > 0)
+      ? undefined
+      : Math.min(reply.share, rate);
+  return {
+    generation: checkedGeneration(reply.generation, before),
+    rate,
+    epoch: isCount(reply.epoch) ? reply.epoch : 0,
+    pauseRemaining: atLeast0(reply.pauseRemaining) ? Math.min(reply.pauseRemaining, bounds.maxPause) : 0,
+    members,
+    share,
+    accepted: atLeast0(reply.accepted) ? reply.accepted : 0,
+    measured: atLeast0(reply.measured) ? reply.measured : 0,
+    repaired: reply.repaired,
+    index: isCount(reply.index) && reply.index < members ? reply.index : 0,
+    proposed: reply.proposed === true,
+    now: typeof reply.now === 'number' && Number.isFinite(reply.now) ? reply.now : Number.NaN,
+    books: checkBooks(reply.books),
+  };
+}
+
+/** A cut's answer with every number checked, as {@link checkHeartbeat}. */
+export function checkCut(reply: CutReply, before: KnownBefore, bounds: ReplyBounds): CutReply {
+  return {
+    cut: reply.cut === true,
+    stale: reply.stale === true,
+    rate: checkedRate(reply.rate, before, bounds),
+    epoch: isCount(reply.epoch) ? reply.epoch : 0,
+    generation: checkedGeneration(reply.generation, before),
+    books: checkBooks(reply.books),
+    repaired: reply.repaired,
+  };
 }

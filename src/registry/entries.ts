@@ -11,6 +11,7 @@ import type { LimiterConfig } from '../config/schema.js';
 import { ConfigError, type ConfigIssue } from '../errors.js';
 import { AdaptiveRateLimiter } from '../limiter/adaptive.js';
 import type { RateLimiter } from '../limiter/types.js';
+import { setLimiterOrigins } from '../limiter/watch.js';
 import { originMatcher } from '../origin.js';
 import { makeSharedBudget, retireSharedBudget } from './shared.js';
 
@@ -82,7 +83,7 @@ export function buildEntry(
   const made =
     given === undefined && config.shared === undefined
       ? collect(issues, path, () => makeLimiter(name, config, clock))
-      : (shared?.limiter ?? undefined);
+      : undefined;
   const instance = given ?? shared ?? made;
   if (issues.length > 0 || instance === undefined) {
     void shared?.close(); // never opened: nothing to wait for
@@ -90,14 +91,21 @@ export function buildEntry(
   }
   const origins = config.origins ?? [];
   const wildcards = origins.filter((pattern) => pattern.includes('*'));
+  const exact = origins.map(exactOrigin).filter((origin) => origin !== undefined);
+  const limiter = made ?? adaptiveOf(instance);
+  if (limiter !== undefined) setLimiterOrigins(limiter, exact);
+  else shared?.onLimiter((local) => setLimiterOrigins(local, exact));
   return {
     config: { ...config, origins: [...origins] },
     instance,
-    limiter: made ?? adaptiveOf(instance),
-    owned: made !== undefined,
+    // A shared budget's local limiter is there once the Redis code has loaded.
+    get limiter() {
+      return made ?? adaptiveOf(instance);
+    },
+    owned: given === undefined,
     close: shared !== undefined ? () => void shared.close().catch(() => undefined) : () => made?.close(),
     retire: shared !== undefined ? () => retireSharedBudget(shared) : () => {},
-    exact: origins.map(exactOrigin).filter((origin) => origin !== undefined),
+    exact,
     wildcard: wildcards.length > 0 ? originMatcher(wildcards) : undefined,
   };
 }

@@ -3,42 +3,95 @@ import { issuesOf } from '../config/rules.js';
 import type { LimiterConfig } from '../config/schema.js';
 import { sharedConfigSchema } from '../config/shared.js';
 import { ConfigError } from '../errors.js';
+import type { AdaptiveRateLimiter } from '../limiter/adaptive.js';
 import { configErrorFrom, resolveLimiterOptions } from '../limiter/options.js';
-import { createSharedBudget, type SharedBudget } from '../redis/shared-budget.js';
+import type { AcquireOptions, Permit, RateLimiter, WrapOptions } from '../limiter/types.js';
+import { wrapWithLimiter } from '../limiter/wrap.js';
 
-/** The coordinator's keys of a `SharedBudget`'s options: in config they sit under `shared`. */
-const SHARED_KEYS: ReadonlySet<string> = new Set(Object.keys(sharedConfigSchema.shape));
+/** What the registry uses of a `SharedBudget` (`src/redis/shared-budget.ts`). */
+interface Budget extends RateLimiter {
+  readonly limiter: AdaptiveRateLimiter;
+  close(): Promise<void>;
+}
 
 /**
  * The `SharedBudget` a named limiter declares with `shared` (config.shared set): the limiter's
- * options are the whole budget's, `shared` says where and how it is shared. Made `lazy`: it joins
- * the budget (connects to Redis) at its first request, so a registry made at start-up costs no
- * connection until it is used. Throws `ConfigError` with paths under the limiter (`shared.redis`,
- * `maxWait`), or `ERR_IOREDIS_MISSING` when ioredis is not installed.
+ * options are the whole budget's, `shared` says where and how it is shared. Its options are
+ * checked now: throws `ConfigError` with paths under the limiter (`shared.redis`, `maxWait`).
+ * The Redis code is loaded now, in the background (a dynamic `import()`, the registry's one door
+ * to `src/redis/`), so an application that declares no `shared` never loads it; the budget is made
+ * `lazy`, so it joins (connects to Redis) at its first request.
  */
-export function makeSharedBudget(name: string, config: LimiterConfig, clock: Clock): SharedBudget {
+export function makeSharedBudget(name: string, config: LimiterConfig, clock: Clock): LazySharedBudget {
   const { origins: _o, maxConcurrent: _m, limiter: _l, shared, ...options } = config;
   const parsed = sharedConfigSchema.safeParse(shared);
-  if (!parsed.success) {
-    // The limiter's own options are checked too: every bad field at once.
-    const issues = configErrorFrom(parsed.error, shared, 'shared budget', 'shared').issues;
-    throw new ConfigError([...issues, ...issuesOf(() => resolveLimiterOptions(options))], 'shared budget');
+  // The limiter's own options are checked too: every bad field at once.
+  const issues = [
+    ...(parsed.success ? [] : configErrorFrom(parsed.error, shared, 'shared budget', 'shared').issues),
+    ...issuesOf(() => resolveLimiterOptions(options)),
+  ];
+  if (!parsed.success || issues.length > 0) throw new ConfigError(issues, 'shared budget');
+  const budgetOptions = { ...options, ...parsed.data, name: parsed.data.name ?? name, clock, lazy: true };
+  return new LazySharedBudget(budgetOptions.name, async () => {
+    const { createSharedBudget } = await import('../redis/shared-budget.js');
+    return createSharedBudget(budgetOptions);
+  });
+}
+
+/**
+ * A `SharedBudget` whose code is still loading: acquires wait for it, `tryAcquire` finds no units
+ * until it is there, and `limiter` (the budget's local limiter, which the registry answers) is
+ * `undefined` until then. A failure to make it (ioredis not installed: `ERR_IOREDIS_MISSING`)
+ * rejects every acquire with that error.
+ */
+export class LazySharedBudget implements RateLimiter {
+  #budget: Budget | undefined;
+  readonly #made: Promise<Budget>;
+
+  readonly name: string;
+
+  constructor(name: string, make: () => Promise<Budget>) {
+    this.name = name;
+    this.#made = make().then((budget) => {
+      this.#budget = budget;
+      return budget;
+    });
+    this.#made.catch(() => undefined); // told to every acquire
   }
-  try {
-    return createSharedBudget({
-      ...options,
-      ...parsed.data,
-      name: parsed.data.name ?? name,
-      clock,
-      lazy: true,
-    });
-  } catch (error) {
-    if (!(error instanceof ConfigError)) throw error;
-    const issues = error.issues.map((i) => {
-      const key = i.path.split('.')[0] ?? '';
-      return SHARED_KEYS.has(key) ? { ...i, path: `shared.${i.path}` } : i;
-    });
-    throw new ConfigError(issues, 'shared budget');
+
+  /** The budget's local limiter, once its code has loaded. */
+  get limiter(): AdaptiveRateLimiter | undefined {
+    return this.#budget?.limiter;
+  }
+
+  /** Calls `fn` with the budget's local limiter once its code has loaded. */
+  onLimiter(fn: (limiter: AdaptiveRateLimiter) => void): void {
+    this.#made.then(
+      (budget) => fn(budget.limiter),
+      () => undefined,
+    );
+  }
+
+  acquire(units?: number, options?: AcquireOptions): Promise<Permit> {
+    return this.#budget?.acquire(units, options) ?? this.#made.then((b) => b.acquire(units, options));
+  }
+
+  tryAcquire(units?: number): Permit | undefined {
+    return this.#budget?.tryAcquire(units);
+  }
+
+  wrap<A extends unknown[], R>(
+    fn: (...args: A) => Promise<R>,
+    options?: WrapOptions<R>,
+  ): (...args: A) => Promise<R> {
+    return wrapWithLimiter(this, fn, options);
+  }
+
+  close(): Promise<void> {
+    return this.#made.then(
+      (budget) => budget.close(),
+      () => undefined,
+    );
   }
 }
 
@@ -47,8 +100,12 @@ export function makeSharedBudget(name: string, config: LimiterConfig, clock: Clo
  * queued in it are still served (as by any replaced limiter), then it leaves the budget and
  * closes its connection, instead of staying a member for as long as the process lives.
  */
-export function retireSharedBudget(budget: SharedBudget): void {
+export function retireSharedBudget(budget: LazySharedBudget): void {
   const limiter = budget.limiter;
+  if (limiter === undefined) {
+    void budget.close();
+    return;
+  }
   const closeWhenIdle = (): void => {
     if (limiter.snapshot().queued > 0) return;
     limiter.off('acquired', closeWhenIdle);

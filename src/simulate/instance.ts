@@ -7,7 +7,7 @@ import type { AcquireOptions, Outcome, Permit, RateLimiter, WrapOptions } from '
 import type { RunCollector } from './metrics.js';
 import type { ApiAnswer, ModelApi } from './model-api.js';
 import type { Prng } from './prng.js';
-import { factorAt, type TimedFactor } from './scenarios.js';
+import { factorAt, meanUnits, type SimParams, type TimedFactor } from './scenarios.js';
 import type { VirtualClock } from './virtual-clock.js';
 
 /**
@@ -106,8 +106,10 @@ export interface InstanceOptions {
   /** Base demand, units/min. */
   demand: number;
   demandEvents: readonly TimedFactor[];
-  unitsPerRequest: { min: number; max: number };
+  unitsPerRequest: SimParams['unitsPerRequest'];
   maxAttempts: number;
+  /** An LLM API: 429s name the budget that ran out, and answers carry OpenAI's fields. @default false */
+  llm?: boolean;
   /** Arrival times and request sizes; the same stream in every mode, so modes see the same demand. */
   arrivals: Prng;
   /** No request arrives at or after this time, ms. */
@@ -135,7 +137,7 @@ export class SimInstance {
 
   constructor(options: InstanceOptions) {
     this.#o = options;
-    this.#meanUnits = (options.unitsPerRequest.min + options.unitsPerRequest.max) / 2;
+    this.#meanUnits = meanUnits(options.unitsPerRequest);
   }
 
   /** Schedules the first arrival (and the cold burst). */
@@ -176,7 +178,11 @@ export class SimInstance {
 
   #arrive(next = true): void {
     const { arrivals, unitsPerRequest, collector, work } = this.#o;
-    const units = arrivals.int(unitsPerRequest.min, unitsPerRequest.max);
+    const { min, max, tail } = unitsPerRequest;
+    const units =
+      tail === undefined
+        ? arrivals.int(min, max)
+        : Math.min(max, Math.round(min / (1 - arrivals.next()) ** (1 / tail)));
     collector.requests++;
     collector.demandUnits += units;
     work.busy++;
@@ -246,14 +252,17 @@ class SimRequest implements AttemptPlan<ApiAnswer> {
       answer.status === 429 ? { kind: 'throttled', retryAfterMs: answer.retryAfterMs } : SUCCESS;
     const { headers } = answer;
     if (headers === undefined) return outcome;
-    // Read as the HTTP adapters read a response (the default `headers: 'standard'`).
-    const quota = READ_STANDARD(headerLookup(headers), () => headers, 0);
+    // Read as the HTTP adapters read a response (the default `headers: 'standard'`; an LLM API's
+    // with the `'openai'` profile).
+    const read = this.#o.llm === true ? READ_OPENAI : READ_STANDARD;
+    const quota = read(headerLookup(headers), () => headers, 0);
     return quota === undefined ? outcome : withQuota(outcome, quota);
   }
 }
 
 const SUCCESS: Outcome = { kind: 'success' };
 const READ_STANDARD = quotaReader('standard', undefined) as NonNullable<ReturnType<typeof quotaReader>>;
+const READ_OPENAI = quotaReader('openai', undefined) as NonNullable<ReturnType<typeof quotaReader>>;
 
 /** The first event start or end after `t` (ms), or Infinity. */
 function nextBoundary(events: readonly TimedFactor[], t: number): number {

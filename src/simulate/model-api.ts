@@ -1,4 +1,5 @@
 import type { Clock } from '../clock.js';
+import { goDuration } from './go-duration.js';
 import type { Prng } from './prng.js';
 
 /** Response headers of the model API: lower-case names. */
@@ -7,7 +8,10 @@ export type ApiHeaders = Readonly<Record<string, string>>;
 /** What the model API answers to one request; `headers` when it announces its quota. */
 export type ApiAnswer =
   | { status: 200; headers?: ApiHeaders }
-  | { status: 429; retryAfterMs: number; headers?: ApiHeaders };
+  | { status: 429; retryAfterMs: number; headers?: ApiHeaders; budget?: LlmBudget };
+
+/** The budgets of an LLM API (`requestQuota`): the units are its tokens. */
+export type LlmBudget = 'requests' | 'tokens';
 
 export interface ModelApiOptions {
   clock: Clock;
@@ -34,6 +38,14 @@ export interface ModelApiOptions {
    * bucket (`leakyBurst`) announces nothing. @default false
    */
   announce?: boolean;
+  /**
+   * An LLM API, as OpenAI meters one: a second budget of this many requests/min besides the quota
+   * of units (its tokens), a bucket of `burstSeconds` too that starts full. A request is accepted
+   * when both buckets hold it (one request, its units) and takes from both; a 429 names the
+   * budget that ran out (`budget`) and takes one request all the same (failed requests count).
+   * `announce` sends OpenAI's `x-ratelimit-{limit,remaining,reset}-{requests,tokens}` fields.
+   */
+  requestQuota?: number;
 }
 
 /** The OK answer, shared: it carries no data. */
@@ -70,6 +82,8 @@ export class ModelApi {
   #capacity: number;
   #tokens: number;
   #refilledAt: number;
+  /** The LLM API's request bucket (`requestQuota`): its rate (requests/min), capacity, level. */
+  readonly #requests: { quota: number; capacity: number; level: number } | undefined;
 
   /** Units accepted in each second of the run (index: whole seconds of virtual time). */
   readonly acceptedBySecond: number[] = [];
@@ -94,6 +108,10 @@ export class ModelApi {
     this.#capacity = this.#capacityOf(options.quota);
     this.#tokens = this.#capacity;
     this.#refilledAt = this.#clock.now();
+    if (options.requestQuota !== undefined) {
+      const capacity = Math.max((options.requestQuota * this.#burstSeconds) / 60, 1);
+      this.#requests = { quota: options.requestQuota, capacity, level: capacity };
+    }
   }
 
   /** The quota now, units/min. */
@@ -121,6 +139,7 @@ export class ModelApi {
     const now = this.#clock.now();
     if (this.#leakyBurst !== undefined) return this.#decideLeaky(units, now);
     this.#refill();
+    if (this.#requests !== undefined) return this.#decideLlm(units, now, this.#requests);
     const second = Math.floor(now / 1000);
     if (this.#tokens >= units || (units > this.#capacity && this.#tokens >= this.#capacity)) {
       this.#tokens -= units;
@@ -137,6 +156,52 @@ export class ModelApi {
     return this.#announce
       ? { status: 429, retryAfterMs, headers: this.#announcement() }
       : { status: 429, retryAfterMs };
+  }
+
+  /** Both budgets of an LLM API at once (see `requestQuota`); the buckets are refilled to `now`. */
+  #decideLlm(
+    units: number,
+    now: number,
+    requests: { quota: number; capacity: number; level: number },
+  ): ApiAnswer {
+    const second = Math.floor(now / 1000);
+    const tokensFit = this.#tokens >= units || (units > this.#capacity && this.#tokens >= this.#capacity);
+    if (requests.level >= 1 && tokensFit) {
+      requests.level -= 1;
+      this.#tokens -= units;
+      this.acceptedUnits += units;
+      this.acceptedRequests++;
+      this.acceptedBySecond[second] = (this.acceptedBySecond[second] ?? 0) + units;
+      return this.#announce ? { status: 200, headers: this.#openaiFields(requests) } : OK;
+    }
+    this.throttled++;
+    this.throttledBySecond[second] = (this.throttledBySecond[second] ?? 0) + 1;
+    const budget: LlmBudget = requests.level < 1 ? 'requests' : 'tokens';
+    const waitMs =
+      budget === 'requests'
+        ? ((1 - requests.level) * 60_000) / requests.quota
+        : this.#quota > 0
+          ? ((Math.min(units, this.#capacity) - this.#tokens) * 60_000) / this.#quota
+          : 60_000;
+    requests.level = Math.max(0, requests.level - 1);
+    const retryAfterMs = Math.max(1, Math.ceil(waitMs / 1000)) * 1000;
+    return this.#announce
+      ? { status: 429, retryAfterMs, budget, headers: this.#openaiFields(requests) }
+      : { status: 429, retryAfterMs, budget };
+  }
+
+  /** OpenAI's fields for both budgets: limits per minute, what is left, the time until full again. */
+  #openaiFields(requests: { quota: number; capacity: number; level: number }): ApiHeaders {
+    const untilFull = (level: number, capacity: number, perMinute: number) =>
+      perMinute > 0 ? goDuration(((capacity - level) * 60_000) / perMinute) : '0s';
+    return {
+      'x-ratelimit-limit-requests': String(Math.floor(requests.quota)),
+      'x-ratelimit-limit-tokens': String(Math.floor(this.#quota)),
+      'x-ratelimit-remaining-requests': String(Math.max(0, Math.floor(requests.level))),
+      'x-ratelimit-remaining-tokens': String(Math.max(0, Math.floor(this.#tokens))),
+      'x-ratelimit-reset-requests': untilFull(requests.level, requests.capacity, requests.quota),
+      'x-ratelimit-reset-tokens': untilFull(this.#tokens, this.#capacity, this.#quota),
+    };
   }
 
   /** The quota and what is left of it, as the IETF RateLimit fields say them. */
@@ -187,6 +252,10 @@ export class ModelApi {
     if (elapsed > 0) {
       this.#tokens = Math.min(this.#capacity, this.#tokens + (elapsed * this.#quota) / 60_000);
       this.#refilledAt = now;
+      const requests = this.#requests;
+      if (requests !== undefined) {
+        requests.level = Math.min(requests.capacity, requests.level + (elapsed * requests.quota) / 60_000);
+      }
     }
   }
 }

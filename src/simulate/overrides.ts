@@ -56,7 +56,7 @@ export function applyOverrides(params: SimParams, v: Partial<Values>): SimParams
     const max = m?.[2] !== undefined ? Number(m[2]) : min;
     if (!(min >= 1 && max >= min))
       throw new UsageError(`--units: expected N or MIN-MAX (whole, >= 1), received "${v.units}"`);
-    p.unitsPerRequest = { min, max };
+    p.unitsPerRequest = { ...p.unitsPerRequest, min, max };
   }
   set(duration('latency'), (x) => {
     p.latency.medianMs = x;

@@ -216,6 +216,7 @@ export async function runMode(
       : {}),
     ...(params.leakyBucket ? { leakyBurst: params.leakyBucket.burst } : {}),
     announce: mode.headers === true,
+    ...(params.llm ? { requestQuota: params.llm.requestsPerMinute } : {}),
   });
   for (const t of boundaries(params.quotaEvents, endMs)) {
     clock.setTimeout(() => api.setQuota(quotaAt(params, t)), t);
@@ -268,6 +269,7 @@ export async function runMode(
       demandEvents: params.demandEvents,
       unitsPerRequest: params.unitsPerRequest,
       maxAttempts: params.maxAttempts,
+      llm: params.llm !== undefined,
       // The same streams in every mode: the same arrivals and sizes for each instance.
       arrivals: new Prng(params.seed, `arrivals-${i}`),
       endMs: active === undefined ? endMs : Math.min(endMs, active.toMs),

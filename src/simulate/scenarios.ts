@@ -48,8 +48,17 @@ export interface SimParams {
   /** Virtual minutes to run. */
   minutes: number;
   seed: number;
-  /** Units of one request: a uniform whole number in [min, max]. */
-  unitsPerRequest: { min: number; max: number };
+  /**
+   * Units of one request: a uniform whole number in [min, max]; with `tail`, heavy-tailed
+   * instead: Pareto of that shape (> 1; smaller is heavier) from `min`, capped at `max`.
+   */
+  unitsPerRequest: { min: number; max: number; tail?: number };
+  /**
+   * An LLM API, metered as OpenAI meters one: the quota's units are tokens, and a second budget
+   * of `requestsPerMinute` is enforced beside it (both buckets hold `apiBurstSeconds`); a 429
+   * names the budget that ran out, and the "(headers)" rows read OpenAI's `x-ratelimit-*` fields.
+   */
+  llm?: { requestsPerMinute: number };
   /** Attempts per request in the attempt loop, the first included. */
   maxAttempts: number;
   /** The model API's bucket holds this many seconds of the quota. */
@@ -287,6 +296,33 @@ export const SCENARIOS: readonly Scenario[] = [
     headers: true,
   },
   {
+    name: 'llm',
+    description:
+      'An LLM API: 40,000 tokens/min and 500 requests/min, buckets of a minute; 2 instances of 30,000 tokens/min in ' +
+      'heavy-tailed requests (50 tokens and up, a few of thousands); after 5 min the demand triples for 30 s. Rates in tokens/min.',
+    params: (() => {
+      const p: SimParams = {
+        ...baseParams(),
+        quota: 40_000,
+        demand: [30_000, 30_000],
+        minutes: 10,
+        unitsPerRequest: { min: 50, max: 8_000, tail: 1.5 },
+        apiBurstSeconds: 60,
+        llm: { requestsPerMinute: 500 },
+        latency: { medianMs: 800, sigma: 0.6 },
+        demandEvents: [{ atMs: 5 * MINUTE, durationMs: 30_000, factor: 3 }],
+      };
+      p.limiter.initialUnitsPerMinute = 20_000;
+      p.limiter.fixedUnitsPerMinute = 40_000;
+      p.limiter.maxUnitsPerMinute = 60_000;
+      // Steps in proportion to the rates (the page's 120 of 3,000 units/min).
+      p.limiter.aimd.increaseStep = 1_600;
+      return p;
+    })(),
+    modes: ALL_MODES,
+    headers: true,
+  },
+  {
     name: 'try-aimd-step-600',
     description: '"Bigger steps": AIMD with an increaseStep of 600 units/min.',
     params: (() => {
@@ -324,6 +360,14 @@ export function cloneParams(params: SimParams): SimParams {
 export function fitDemand(demand: readonly number[], instances: number): number[] {
   if (demand.length === 0) throw new RangeError('demand: at least one value is needed');
   return Array.from({ length: instances }, (_, i) => demand[i % demand.length]!);
+}
+
+/** The mean units of a request (`unitsPerRequest`): the Poisson arrivals' rate is the demand over it. */
+export function meanUnits(units: SimParams['unitsPerRequest']): number {
+  const { min, max, tail } = units;
+  if (tail === undefined) return (min + max) / 2;
+  // E[min(X, max)] for X Pareto(min, tail): min + min / (tail - 1) * (1 - (min / max)^(tail - 1)).
+  return min + (min / (tail - 1)) * (1 - (min / max) ** (tail - 1));
 }
 
 /** The quota (units/min) at time `t` (ms): the base times every event in force. */

@@ -34,6 +34,9 @@
 import { once } from 'node:events';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { type Clock, systemClock } from '../../src/clock.js';
+import { goDuration } from '../../src/simulate/go-duration.js';
+
+export { goDuration };
 
 export type LlmApi = 'openai' | 'anthropic';
 
@@ -142,22 +145,6 @@ class Bucket {
   msUntilFull(): number {
     return this.msUntil(this.capacity);
   }
-}
-
-/**
- * A duration as Go's `time.Duration.String()` writes it, to the millisecond: `0s`, `120ms`,
- * `1.5s`, `6m0s`, `1h0m0s`.
- */
-export function goDuration(ms: number): string {
-  const whole = Math.max(0, Math.round(ms));
-  if (whole === 0) return '0s';
-  if (whole < 1000) return `${whole}ms`;
-  const hours = Math.floor(whole / 3_600_000);
-  const minutes = Math.floor((whole % 3_600_000) / 60_000);
-  const seconds = String((whole % 60_000) / 1000);
-  if (hours > 0) return `${hours}h${minutes}m${seconds}s`;
-  if (minutes > 0) return `${minutes}m${seconds}s`;
-  return `${seconds}s`;
 }
 
 /** An RFC 3339 time in whole seconds (rounded up), as Anthropic's resets: `2026-12-01T11:13:07Z`. */

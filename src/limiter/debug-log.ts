@@ -1,0 +1,51 @@
+import * as util from 'node:util';
+import type { AdaptiveRateLimiter } from './adaptive.js';
+import { addLimiterWatcher, limiterOrigins } from './watch.js';
+
+/**
+ * `NODE_DEBUG=adaptive-rate-limit`: Node's `util.debuglog` (as undici's `NODE_DEBUG=undici`)
+ * writes one line to stderr per cut, pause, rate change and refusal, naming the limiter and its
+ * origin. Read once, when the module loads (as Node reads `NODE_DEBUG`); nothing is watched
+ * without it. Runtimes without `util.debuglog` get nothing.
+ */
+const debug = typeof util.debuglog === 'function' ? util.debuglog('adaptive-rate-limit') : undefined;
+
+if (debug?.enabled) {
+  const log = debug;
+  const watched = new WeakSet<AdaptiveRateLimiter>();
+  addLimiterWatcher({
+    watch(limiter) {
+      if (watched.has(limiter)) return;
+      watched.add(limiter);
+      const who = () => {
+        const origins = limiterOrigins(limiter);
+        const where = origins.length === 0 ? 'no origin' : `origin ${origins.join(', ')}`;
+        return `limiter ${JSON.stringify(limiter.name)} (${where}, ${limiter.controllerName})`;
+      };
+      limiter.on('decreased', (e) => {
+        if (e.cause === 'throttle')
+          log('%s: cut %s -> %s units/min after a throttle', who(), rate(e.from), rate(e.to));
+        else log('%s: rate %s -> %s units/min (%s)', who(), rate(e.from), rate(e.to), e.cause);
+      });
+      limiter.on('increased', (e) => {
+        log('%s: rate %s -> %s units/min (%s)', who(), rate(e.from), rate(e.to), e.cause);
+      });
+      limiter.on('throttled', (e) => {
+        if (e.cut) return; // the cut's own line says it
+        const after = e.retryAfterMs === undefined ? 'no Retry-After' : `Retry-After ${e.retryAfterMs} ms`;
+        log('%s: throttled (%s), no cut (cooldown, or sent before the last cut)', who(), after);
+      });
+      limiter.on('paused', (e) => {
+        const asked = e.requestedMs === e.ms ? '' : ` (the server asked for ${e.requestedMs} ms; maxPause)`;
+        log('%s: paused %d ms%s', who(), e.ms, asked);
+      });
+      limiter.on('rejected', (e) => {
+        log('%s: rejected %d units (%s): %s', who(), e.units, e.reason, e.message);
+      });
+    },
+  });
+}
+
+function rate(value: number): string {
+  return Number.isFinite(value) ? String(Math.round(value * 100) / 100) : 'unlimited';
+}

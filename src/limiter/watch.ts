@@ -1,0 +1,61 @@
+import type { AdaptiveRateLimiter } from './adaptive.js';
+
+/**
+ * What watches every limiter of the process (the OpenTelemetry metrics, `NODE_DEBUG`): it is
+ * handed each limiter at its first grant, refusal or answer after the watcher joined (one
+ * comparison each; an idle limiter is never handed), and attaches its listeners. Its `watch` must
+ * be idempotent per limiter (a limiter is handed again to every watcher when one joins or leaves).
+ */
+export interface LimiterWatcher {
+  watch(limiter: AdaptiveRateLimiter): void;
+}
+
+const watchers = new Set<LimiterWatcher>();
+/** Moves each time a watcher joins or leaves; 0 while none ever did. */
+let generation = 0;
+
+/** The current watcher generation (see {@link addLimiterWatcher}). */
+export function watchGeneration(): number {
+  return generation;
+}
+
+/**
+ * Hands `watcher` every limiter at its next grant, refusal or answer. Returns the function that
+ * removes it (its listeners are its own to remove).
+ */
+export function addLimiterWatcher(watcher: LimiterWatcher): () => void {
+  watchers.add(watcher);
+  generation++;
+  return () => {
+    if (watchers.delete(watcher)) generation++;
+  };
+}
+
+/** Hands `limiter` to every watcher; returns the generation it was handed at. */
+export function handToWatchers(limiter: AdaptiveRateLimiter): number {
+  for (const watcher of watchers) watcher.watch(limiter);
+  return generation;
+}
+
+const origins = new WeakMap<AdaptiveRateLimiter, readonly string[]>();
+
+/**
+ * @internal The registry tells which origins a named limiter serves (normalized), so watchers
+ * can name them; a per-origin limiter is named after its origin and needs no entry.
+ */
+export function setLimiterOrigins(limiter: AdaptiveRateLimiter, list: readonly string[]): void {
+  origins.set(limiter, list);
+}
+
+/**
+ * The origins `limiter` is known to serve: those the registry gave it, else the origin its name
+ * starts with (a per-origin limiter's name is its origin), else none.
+ */
+export function limiterOrigins(limiter: AdaptiveRateLimiter): readonly string[] {
+  const known = origins.get(limiter);
+  if (known !== undefined) return known;
+  const name = limiter.name;
+  if (!name.startsWith('http://') && !name.startsWith('https://')) return [];
+  const head = name.split(/\s/, 1)[0] ?? '';
+  return URL.canParse(head) ? [new URL(head).origin] : [];
+}

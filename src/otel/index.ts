@@ -1,0 +1,279 @@
+import {
+  type Attributes,
+  type BatchObservableCallback,
+  type Histogram,
+  type Meter,
+  type MeterProvider,
+  metrics,
+  type Observable,
+  ValueType,
+} from '@opentelemetry/api';
+import { InvalidArgumentError, type RejectionReason } from '../errors.js';
+import type { AdaptiveRateLimiter } from '../limiter/adaptive.js';
+import type { LimiterEventMap } from '../limiter/events.js';
+import { addLimiterWatcher, limiterOrigins } from '../limiter/watch.js';
+
+/** Options of {@link enableMetrics}. */
+export interface MetricsOptions {
+  /** The provider to record through. @default the global one of `@opentelemetry/api` */
+  meterProvider?: MeterProvider;
+}
+
+/** What {@link enableMetrics} returns. */
+export interface MetricsHandle {
+  /** Stops recording: listeners removed, observable callbacks dropped. Idempotent. */
+  disable(): void;
+}
+
+/** The meter's name (the instrumentation scope). */
+export const METER_NAME = 'adaptive-rate-limit';
+
+/** The instruments' names; docs/metrics.md says what each answers. */
+export const METRICS = {
+  requests: 'adaptive_rate_limit.requests',
+  responses: 'adaptive_rate_limit.responses',
+  queuedRequests: 'adaptive_rate_limit.queued_requests',
+  timeInQueue: 'adaptive_rate_limit.request.time_in_queue',
+  rate: 'adaptive_rate_limit.rate.current',
+  rateLimit: 'adaptive_rate_limit.rate.limit',
+  announcedRate: 'adaptive_rate_limit.rate.announced',
+  acceptedRate: 'adaptive_rate_limit.rate.accepted',
+  pauses: 'adaptive_rate_limit.pauses',
+  pauseDuration: 'adaptive_rate_limit.pause.duration',
+  cuts: 'adaptive_rate_limit.cuts',
+} as const;
+
+/** The attributes' names besides `server.address` and `server.port`. */
+export const ATTRIBUTES = {
+  limiter: 'adaptive_rate_limit.limiter',
+  controller: 'adaptive_rate_limit.controller',
+  result: 'adaptive_rate_limit.result',
+  reason: 'adaptive_rate_limit.rejection.reason',
+} as const;
+
+/** .NET's `http.client.request.time_in_queue` buckets (s), with the longer waits a limiter has. */
+const QUEUE_BUCKETS = [0, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 30, 60];
+const PAUSE_BUCKETS = [0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];
+const UNITS_PER_MINUTE = '{unit}/min';
+
+/**
+ * Records every limiter of the process (the undici interceptor's, the fetch wrapper's, `wrap`'s,
+ * shared budgets', your own `AdaptiveRateLimiter`s) as OpenTelemetry metrics, through
+ * `options.meterProvider` or the global MeterProvider. Each limiter is recorded from its first
+ * request after this call (whenever it was made). Each call records apart; `disable()` stops one.
+ *
+ * The instruments and their attributes are listed in docs/metrics.md (and {@link METRICS}).
+ *
+ * @throws {InvalidArgumentError} when `options.meterProvider` is not a MeterProvider.
+ */
+export function enableMetrics(options: MetricsOptions = {}): MetricsHandle {
+  if (typeof options !== 'object' || options === null) {
+    throw new InvalidArgumentError('enableMetrics', 'options', 'expected an object', options);
+  }
+  const provider = options.meterProvider ?? metrics.getMeterProvider();
+  if (typeof provider?.getMeter !== 'function') {
+    throw new InvalidArgumentError(
+      'enableMetrics',
+      'meterProvider',
+      'expected a MeterProvider (an object with getMeter)',
+      provider,
+    );
+  }
+  return new LimiterMetrics(provider.getMeter(METER_NAME)).handle;
+}
+
+/** The series of one limiter name (a limiter made again under the same name continues it). */
+interface Series {
+  readonly attributes: Attributes;
+  acquired: number;
+  waited: number;
+  rejected: Map<RejectionReason, number>;
+}
+
+/** One limiter's listeners and series. */
+interface Watched {
+  readonly series: Series;
+  readonly ref: WeakRef<AdaptiveRateLimiter>;
+  readonly listeners: { [K in keyof LimiterEventMap]?: (...args: LimiterEventMap[K]) => void };
+}
+
+class LimiterMetrics {
+  readonly #watched = new WeakMap<AdaptiveRateLimiter, Watched>();
+  /** What the observable instruments read, pruned of collected limiters at each collection. */
+  readonly #live = new Set<Watched>();
+  readonly #series = new Map<string, Series>();
+  readonly #timeInQueue: Histogram;
+  readonly #pauseDuration: Histogram;
+  readonly #responses;
+  readonly #pauses;
+  readonly #cuts;
+  readonly #stop: () => void;
+  #disabled = false;
+
+  constructor(meter: Meter) {
+    this.#timeInQueue = meter.createHistogram(METRICS.timeInQueue, {
+      description: 'Time a request waited in the limiter before it was sent (0 when sent at once).',
+      unit: 's',
+      advice: { explicitBucketBoundaries: QUEUE_BUCKETS },
+    });
+    this.#pauseDuration = meter.createHistogram(METRICS.pauseDuration, {
+      description: 'Length of each pause of sends, after a Retry-After or an exhausted quota.',
+      unit: 's',
+      advice: { explicitBucketBoundaries: PAUSE_BUCKETS },
+    });
+    this.#responses = meter.createCounter(METRICS.responses, {
+      description: 'Answers that slowed the limiter, by result: throttled (429, 503 and the like) or failed.',
+      unit: '{response}',
+      valueType: ValueType.INT,
+    });
+    this.#pauses = meter.createCounter(METRICS.pauses, {
+      description: 'Pauses of every send of a limiter, after a Retry-After or an exhausted quota.',
+      unit: '{pause}',
+      valueType: ValueType.INT,
+    });
+    this.#cuts = meter.createCounter(METRICS.cuts, {
+      description: 'Cuts of the rate after a throttled answer.',
+      unit: '{cut}',
+      valueType: ValueType.INT,
+    });
+    const requests = meter.createObservableCounter(METRICS.requests, {
+      description:
+        'Requests that asked the limiter for units, by result: acquired (at once), waited (acquired after a wait), rejected (by reason).',
+      unit: '{request}',
+      valueType: ValueType.INT,
+    });
+    const queued = meter.createObservableUpDownCounter(METRICS.queuedRequests, {
+      description: 'Requests waiting in the limiter now.',
+      unit: '{request}',
+      valueType: ValueType.INT,
+    });
+    const gauge = (name: string, description: string) =>
+      meter.createObservableGauge(name, { description, unit: UNITS_PER_MINUTE });
+    const rate = gauge(METRICS.rate, "The limiter's current rate in this process (units per minute).");
+    const limit = gauge(
+      METRICS.rateLimit,
+      'The highest rate the limiter may reach in this process (maxUnitsPerMinute).',
+    );
+    const announced = gauge(METRICS.announcedRate, "The rate the API's quota headers allow this process.");
+    const accepted = gauge(METRICS.acceptedRate, 'The rate the API accepted over the last window.');
+
+    const observables: Observable[] = [requests, queued, rate, limit, announced, accepted];
+    const collect: BatchObservableCallback = (result) => {
+      for (const series of this.#series.values()) {
+        const { attributes } = series;
+        result.observe(requests, series.acquired, { ...attributes, [ATTRIBUTES.result]: 'acquired' });
+        result.observe(requests, series.waited, { ...attributes, [ATTRIBUTES.result]: 'waited' });
+        for (const [reason, count] of series.rejected) {
+          result.observe(requests, count, {
+            ...attributes,
+            [ATTRIBUTES.result]: 'rejected',
+            [ATTRIBUTES.reason]: reason,
+          });
+        }
+      }
+      for (const watched of this.#live) {
+        const limiter = watched.ref.deref();
+        if (limiter === undefined) {
+          this.#live.delete(watched);
+          continue;
+        }
+        const s = limiter.snapshot();
+        const { attributes } = watched.series;
+        result.observe(queued, s.queued, attributes);
+        if (Number.isFinite(s.rate)) result.observe(rate, s.rate, attributes);
+        if (Number.isFinite(s.maxRate)) result.observe(limit, s.maxRate, attributes);
+        if (s.announcedRate !== undefined) result.observe(announced, s.announcedRate, attributes);
+        if (s.acceptedRate !== undefined) result.observe(accepted, s.acceptedRate, attributes);
+        if (s.closed) this.#forget(limiter, watched);
+      }
+    };
+    meter.addBatchObservableCallback(collect, observables);
+    const removeWatcher = addLimiterWatcher({ watch: (limiter) => this.#watch(limiter) });
+    this.#stop = () => {
+      removeWatcher();
+      meter.removeBatchObservableCallback(collect, observables);
+      for (const watched of this.#live) {
+        const limiter = watched.ref.deref();
+        if (limiter !== undefined) this.#forget(limiter, watched);
+      }
+      this.#live.clear();
+    };
+  }
+
+  readonly handle: MetricsHandle = {
+    disable: () => {
+      if (this.#disabled) return;
+      this.#disabled = true;
+      this.#stop();
+    },
+  };
+
+  #watch(limiter: AdaptiveRateLimiter): void {
+    if (this.#disabled || this.#watched.has(limiter)) return;
+    const series = this.#seriesOf(limiter);
+    const base = series.attributes;
+    const throttled = { ...base, [ATTRIBUTES.result]: 'throttled' };
+    const failed = { ...base, [ATTRIBUTES.result]: 'failed' };
+    const listeners: Watched['listeners'] = {
+      acquired: (e) => {
+        if (e.waited > 0) series.waited++;
+        else series.acquired++;
+        this.#timeInQueue.record(e.waited / 1000, base);
+      },
+      rejected: (e) => {
+        series.rejected.set(e.reason, (series.rejected.get(e.reason) ?? 0) + 1);
+      },
+      throttled: (e) => {
+        this.#responses.add(1, throttled);
+        if (e.cut) this.#cuts.add(1, base);
+      },
+      failed: () => this.#responses.add(1, failed),
+      paused: (e) => {
+        this.#pauses.add(1, base);
+        this.#pauseDuration.record(e.ms / 1000, base);
+      },
+    };
+    const watched: Watched = { series, ref: new WeakRef(limiter), listeners };
+    this.#watched.set(limiter, watched);
+    this.#live.add(watched);
+    for (const [event, listener] of Object.entries(listeners)) {
+      limiter.on(event as 'acquired', listener as (...args: LimiterEventMap['acquired']) => void);
+    }
+  }
+
+  #forget(limiter: AdaptiveRateLimiter, watched: Watched): void {
+    for (const [event, listener] of Object.entries(watched.listeners)) {
+      limiter.off(event as 'acquired', listener as (...args: LimiterEventMap['acquired']) => void);
+    }
+    this.#live.delete(watched);
+  }
+
+  #seriesOf(limiter: AdaptiveRateLimiter): Series {
+    const attributes = limiterAttributes(limiter);
+    const key = JSON.stringify(attributes);
+    let series = this.#series.get(key);
+    if (series === undefined) {
+      series = { attributes, acquired: 0, waited: 0, rejected: new Map() };
+      this.#series.set(key, series);
+    }
+    return series;
+  }
+}
+
+/**
+ * A limiter's attributes: its name, its controller, and `server.address` / `server.port` when it
+ * serves one known origin (a per-origin limiter, or a named one that lists one exact origin).
+ */
+export function limiterAttributes(limiter: AdaptiveRateLimiter): Attributes {
+  const attributes: Attributes = {
+    [ATTRIBUTES.limiter]: limiter.name,
+    [ATTRIBUTES.controller]: limiter.controllerName,
+  };
+  const origins = limiterOrigins(limiter);
+  if (origins.length === 1 && origins[0] !== undefined) {
+    const url = new URL(origins[0]);
+    attributes['server.address'] = url.hostname.replace(/^\[(.*)\]$/, '$1');
+    attributes['server.port'] = Number(url.port || (url.protocol === 'https:' ? 443 : 80));
+  }
+  return attributes;
+}

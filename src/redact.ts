@@ -1,0 +1,242 @@
+/**
+ * The one redaction rule for everything the library echoes back: error messages and their
+ * `received` values, warnings, events, diagnostics payloads, snapshots and `NODE_DEBUG` lines.
+ *
+ * Masked with `***`:
+ * - a URL's user name and password: `redis://user:pw@host:6379/0` -> `redis://***@host:6379/0`,
+ *   also when the URL is malformed (`new URL` cannot parse it) or has no scheme (`user:pw@host`);
+ * - the values of a query and of a fragment: `?key=abc&page=2` -> `?key=***&page=***`;
+ * - the values of credential headers ({@link CREDENTIAL_HEADERS}) and of credential-named fields
+ *   (`password`, `token`, ...), in objects, in flat `[name, value, ...]` header lists and in text
+ *   (`authorization: Bearer abc` -> `authorization: ***`), and `Bearer abc` / `Basic abc`.
+ *
+ * Ground floor: imports nothing of the library.
+ */
+
+/** What a secret is replaced with. */
+export const MASK = '***';
+
+/** Header names whose values are credentials (lower case). */
+export const CREDENTIAL_HEADERS: ReadonlySet<string> = new Set([
+  'authorization',
+  'proxy-authorization',
+  'cookie',
+  'set-cookie',
+  'x-api-key',
+  'api-key',
+]);
+
+/** Field names (lower case) whose values are masked wherever they appear in an object. */
+const CREDENTIAL_FIELDS: ReadonlySet<string> = new Set([
+  ...CREDENTIAL_HEADERS,
+  'password',
+  'passwd',
+  'secret',
+  'token',
+  'apikey',
+  'api_key',
+  'access_token',
+  'refresh_token',
+  'client_secret',
+]);
+
+/** Whether a field or header of this name holds a credential (case-insensitive). */
+export function isCredentialName(name: string): boolean {
+  return CREDENTIAL_FIELDS.has(name.toLowerCase());
+}
+
+/**
+ * `value` with its secrets masked (see the module comment): a string is masked in place; arrays
+ * and plain objects are copied where something changed (the same object is returned when
+ * nothing did); other objects (class instances, functions) are returned as they are.
+ */
+export function redact<T>(value: T): T {
+  return redactValue(value, 0, new WeakMap()) as T;
+}
+
+/** The same masking for one string (a message, a URL, a path). */
+export function redactText(text: string): string {
+  if (!MAYBE_SECRET.test(text)) return text;
+  let out = text.replace(HEADER_IN_TEXT, (_m, name: string, sep: string) => `${name}${sep}${MASK}`);
+  out = out.replace(AUTH_SCHEME, (_m, scheme: string) => `${scheme} ${MASK}`);
+  return out.replace(TOKEN, redactToken);
+}
+
+const MAX_DEPTH = 8;
+
+// Anything to mask has one of these; the common message (no URL, no header) is returned at once.
+const MAYBE_SECRET = /[@?=#]|bearer|basic|authori[sz]ation|cookie|api-?key/i;
+
+// `authorization: Bearer abc`, `"cookie":"a=b"`, `x-api-key=abc`: the value up to a quote, a
+// comma, a closing brace or the line's end.
+const HEADER_IN_TEXT =
+  /\b(proxy-authorization|authorization|set-cookie|cookie|x-api-key|api-key)(["']?\s*[:=]\s*["']?)(?!\*\*\*|\s)[^"'\r\n,}]+/gi;
+
+const AUTH_SCHEME = /\b(Bearer|Basic)\s+(?!\*\*\*)[A-Za-z0-9\-._~+/]+=*/gi;
+
+// A run of characters that may be a URL or part of one: quotes, white space, angle brackets and
+// backticks end it (a URL in a JSON string or in a sentence).
+const TOKEN = /[^\s"'`<>]+/g;
+
+const SCHEME = /^([^:/?#@]*?)([a-z][a-z0-9+.-]*:\/\/)/i;
+
+function redactToken(token: string): string {
+  if (!/[@?#=]/.test(token)) return token;
+  const scheme = SCHEME.exec(token);
+  let head: string;
+  let rest: string;
+  if (scheme !== null) {
+    head = token.slice(0, scheme[0].length);
+    rest = maskUserinfo(token.slice(scheme[0].length), () => parses(token.slice(scheme[1]?.length ?? 0)));
+  } else {
+    head = '';
+    rest = token.startsWith('//')
+      ? `//${maskUserinfo(token.slice(2), () => false)}`
+      : maskBareUserinfo(token);
+  }
+  return head + maskParameters(rest, scheme !== null);
+}
+
+/**
+ * The authority is what precedes the first `/`, `?`, `#` or `\`; its user info what precedes its
+ * last `@` (as the WHATWG parser reads it). A URL the parser refuses may hide a password with a
+ * `/` in it (`redis://:a/b@host`): then everything before the last `@` ahead of the query goes.
+ */
+function maskUserinfo(rest: string, valid: () => boolean): string {
+  const end = firstOf(rest, '/?#\\');
+  const at = rest.lastIndexOf('@', end - 1);
+  if (at >= 0) return `${MASK}${rest.slice(at)}`;
+  if (valid()) return rest;
+  const beforeQuery = firstOf(rest, '?#');
+  const lastAt = rest.lastIndexOf('@', beforeQuery - 1);
+  return lastAt >= 0 ? `${MASK}${rest.slice(lastAt)}` : rest;
+}
+
+/** `user:pw@host` with no scheme: a `:` before the last `@` (ahead of the query) marks it. */
+function maskBareUserinfo(token: string): string {
+  const beforeQuery = firstOf(token, '?#');
+  const at = token.lastIndexOf('@', beforeQuery - 1);
+  if (at <= 0) return token;
+  const info = token.slice(0, at);
+  const colon = info.indexOf(':');
+  if (colon < 0) return token;
+  // Keep the punctuation a sentence put before it: `(user:pw@host)`.
+  const lead = /^[([{,;=]*/.exec(info)?.[0] ?? '';
+  return `${lead}${MASK}${token.slice(at)}`;
+}
+
+/**
+ * Every `name=value` after a `?`, `&`, `;` or `#` becomes `name=***`; in a URL, a query of one
+ * part with no `=` (`?abc123`) is masked whole.
+ */
+function maskParameters(text: string, isUrl: boolean): string {
+  const start = firstOf(text, '?#');
+  if (start === text.length) {
+    // A query string on its own (`a=b&c=d`); one `a=b` alone is left (`>=` in a sentence).
+    if (!text.includes('&')) return text;
+    return text.replace(/(^|[&;])([^=&;]+)=([^&;]*)/g, (m, sep: string, name: string, v: string) =>
+      v === '' || v === MASK ? m : `${sep}${name}=${MASK}`,
+    );
+  }
+  const base = text.slice(0, start);
+  const params = text.slice(start);
+  return (
+    base +
+    params.replace(/([?#&;])([^?#&;]*)/g, (m, sep: string, part: string) => {
+      if (part === '') return m;
+      const eq = part.indexOf('=');
+      // `?abc123` may be a key; `#top` is a place in the page.
+      if (eq < 0) return isUrl && sep === '?' && part !== MASK ? `${sep}${MASK}` : m;
+      return part.slice(eq + 1) === MASK ? m : `${sep}${part.slice(0, eq)}=${MASK}`;
+    })
+  );
+}
+
+function firstOf(text: string, chars: string): number {
+  for (let i = 0; i < text.length; i++) if (chars.includes(text[i] as string)) return i;
+  return text.length;
+}
+
+function parses(url: string): boolean {
+  try {
+    new URL(url);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function redactValue(value: unknown, depth: number, seen: WeakMap<object, unknown>): unknown {
+  if (typeof value === 'string') return redactText(value);
+  if (typeof value !== 'object' || value === null || depth > MAX_DEPTH) return value;
+  const done = seen.get(value);
+  if (done !== undefined) return done;
+  seen.set(value, value);
+  let out: unknown = value;
+  if (Array.isArray(value)) out = redactArray(value, depth, seen);
+  else {
+    const proto = Object.getPrototypeOf(value);
+    if (proto === Object.prototype || proto === null) out = redactObject(value as object, depth, seen);
+  }
+  seen.set(value, out);
+  return out;
+}
+
+function redactArray(value: readonly unknown[], depth: number, seen: WeakMap<object, unknown>): unknown[] {
+  let copy: unknown[] | undefined;
+  for (let i = 0; i < value.length; i++) {
+    const item = value[i];
+    // A flat header list: `['authorization', 'Bearer abc', ...]`.
+    const previous = value[i - 1];
+    const masked =
+      i % 2 === 1 && typeof previous === 'string' && isCredentialName(previous)
+        ? maskWhole(item)
+        : redactValue(item, depth + 1, seen);
+    if (!Object.is(masked, item)) {
+      copy ??= value.slice();
+      copy[i] = masked;
+    }
+  }
+  return copy ?? (value as unknown[]);
+}
+
+function redactObject(value: object, depth: number, seen: WeakMap<object, unknown>): object {
+  let copy: Record<string, unknown> | undefined;
+  for (const key of Object.keys(value)) {
+    const item = (value as Record<string, unknown>)[key];
+    const masked = isCredentialName(key) ? maskWhole(item) : redactValue(item, depth + 1, seen);
+    const newKey = redactText(key);
+    if (!Object.is(masked, item) || newKey !== key) {
+      if (copy === undefined) {
+        copy = Object.create(Object.getPrototypeOf(value)) as Record<string, unknown>;
+        for (const k of Object.keys(value)) {
+          Object.defineProperty(copy, k, {
+            value: (value as Record<string, unknown>)[k],
+            enumerable: true,
+            writable: true,
+            configurable: true,
+          });
+        }
+      }
+      if (newKey !== key) delete copy[key];
+      Object.defineProperty(copy, newKey, {
+        value: masked,
+        enumerable: true,
+        writable: true,
+        configurable: true,
+      });
+    }
+  }
+  return copy ?? value;
+}
+
+/** A credential's value: a non-empty string (or each string of a list) becomes `***`. */
+function maskWhole(value: unknown): unknown {
+  if (typeof value === 'string') return value === '' || value === MASK ? value : MASK;
+  if (Array.isArray(value)) {
+    const masked = value.map(maskWhole);
+    return masked.some((v, i) => !Object.is(v, value[i])) ? masked : value;
+  }
+  if (typeof value === 'number' || typeof value === 'bigint') return MASK;
+  return value;
+}

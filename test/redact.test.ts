@@ -1,0 +1,106 @@
+import { describe, expect, it } from 'vitest';
+import { redact, redactText } from '../src/redact.js';
+
+describe('redactText', () => {
+  it.each([
+    // URLs that parse
+    ['redis://user:pw@127.0.0.1:6379/0', 'redis://***@127.0.0.1:6379/0'],
+    ['rediss://:pw@cache.example.com:6380', 'rediss://***@cache.example.com:6380'],
+    ['https://user@api.example.com/v1', 'https://***@api.example.com/v1'],
+    ['https://api.example.com/v1?key=abc&page=2', 'https://api.example.com/v1?key=***&page=***'],
+    ['https://api.example.com/?abc123', 'https://api.example.com/?***'],
+    ['https://example.com/cb#access_token=abc&state=x', 'https://example.com/cb#access_token=***&state=***'],
+    ['https://u:p@example.com/a?b=c#d=e', 'https://***@example.com/a?b=***#d=***'],
+    ['https://u:p@ss@example.com/', 'https://***@example.com/'],
+    // URLs that `new URL` refuses
+    ['redis://user:pw@127.0.0.1:notaport/0', 'redis://***@127.0.0.1:notaport/0'],
+    ['redis://:a/b+c=@host:6379', 'redis://***@host:6379'],
+    ['http://user:pw@[::1:6379', 'http://***@[::1:6379'],
+    ['https://exa mple.com/?key=abc', 'https://exa mple.com/?key=***'],
+    // no scheme
+    ['user:pw@127.0.0.1:6379', '***@127.0.0.1:6379'],
+    ['//user:pw@host/x', '//***@host/x'],
+    ['/v1/items?key=abc', '/v1/items?key=***'],
+    ['key=abc&sig=def', 'key=***&sig=***'],
+    // in sentences and JSON
+    [
+      'units(GET https://api.example.com/v1?key=abc) returned 0',
+      'units(GET https://api.example.com/v1?key=*** returned 0',
+    ],
+    ['(received "redis://u:pw@h:x/0")', '(received "redis://***@h:x/0")'],
+    [
+      '["https://u:pw@a.example.com","https://b.example.com/?k=v"]',
+      '["https://***@a.example.com","https://b.example.com/?k=***"]',
+    ],
+    ['authorization: Bearer abc.def', 'authorization: ***'],
+    ['{"Authorization":"Basic dXNlcjpwdw=="}', '{"Authorization":"***"}'],
+    ['x-api-key=abc', 'x-api-key=***'],
+    ['sent with Bearer abc.def', 'sent with Bearer ***'],
+    ['cookie: a=b; c=d', 'cookie: ***'],
+  ])('%s', (input, expected) => {
+    expect(redactText(input)).toBe(expected);
+  });
+
+  it.each([
+    'rate limiter "github": queue full: 1000 of 1000 waiting',
+    'maxAttempts: expected an integer >= 1',
+    'unknown key (did you mean "origin"? expected one of: limiters, default)',
+    'https://api.example.com',
+    'https://api.example.com/docs#top',
+    'redis://127.0.0.1:6379/0',
+    'write to bob@example.com',
+    'a=b',
+    '',
+  ])('leaves %j as it is', (text) => {
+    expect(redactText(text)).toBe(text);
+  });
+
+  it('masks what it masked again the same way (idempotent)', () => {
+    const once = redactText('https://u:p@h.example.com/?a=b authorization: Bearer x');
+    expect(redactText(once)).toBe(once);
+  });
+});
+
+describe('redact', () => {
+  it('masks credential headers and fields in objects, copying only what changed', () => {
+    const input = {
+      origin: 'https://api.example.com',
+      headers: { Authorization: 'Bearer abc', 'x-api-key': 'k', accept: 'application/json', cookie: ['a=b'] },
+      redis: { password: 'pw', host: 'h' },
+      url: 'https://api.example.com/?key=abc',
+    };
+    const out = redact(input);
+    expect(out).toEqual({
+      origin: 'https://api.example.com',
+      headers: { Authorization: '***', 'x-api-key': '***', accept: 'application/json', cookie: ['***'] },
+      redis: { password: '***', host: 'h' },
+      url: 'https://api.example.com/?key=***',
+    });
+    expect(input.headers.Authorization).toBe('Bearer abc');
+    const clean = { a: 1, b: ['x', { c: 'd' }] };
+    expect(redact(clean)).toBe(clean);
+  });
+
+  it('masks the value after a credential name in a flat header list', () => {
+    expect(
+      redact(['accept', '*/*', 'authorization', 'Bearer abc', 'proxy-authorization', 'Basic x']),
+    ).toEqual(['accept', '*/*', 'authorization', '***', 'proxy-authorization', '***']);
+  });
+
+  it('returns numbers, functions, class instances and cycles as they are', () => {
+    const f = () => 1;
+    class Client {
+      password = 'pw';
+    }
+    const client = new Client();
+    const cyclic: Record<string, unknown> = { a: 'x' };
+    cyclic.self = cyclic;
+    expect(redact(3)).toBe(3);
+    const withNaN = { resetMs: Number.NaN, list: [Number.NaN] };
+    expect(redact(withNaN)).toBe(withNaN);
+    expect(redact(f)).toBe(f);
+    expect(redact(client)).toBe(client);
+    expect(redact(cyclic)).toBe(cyclic);
+    expect(redact(undefined)).toBe(undefined);
+  });
+});
