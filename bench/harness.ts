@@ -103,6 +103,16 @@ function collect(): void {
 }
 
 /**
+ * Bytes the process holds after a full GC: the V8 heap plus the backing stores of array buffers
+ * (typed arrays live outside the heap). Without `--expose-gc` the figure includes garbage.
+ */
+export function heldBytes(): number {
+  collect();
+  const { heapUsed, arrayBuffers } = process.memoryUsage();
+  return heapUsed + arrayBuffers;
+}
+
+/**
  * Heap bytes per object: `count` objects from `make` held in an array, `heapUsed` after a full
  * GC minus before it. Median of `runs` runs. Without `--expose-gc` the figure is noise.
  */

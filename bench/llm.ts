@@ -247,6 +247,7 @@ async function runRow(spec: RowSpec, api: Api, calls: readonly LlmCall[]): Promi
   client.close();
   const server429s = mock.throttled;
   const requests = mock.hits.length;
+  if (process.env.ARL_BENCH_TRACE === '1') trace(spec.label, api, mock, start);
   await mock.close();
   const ended = settled === 'cut' ? [] : settled;
   const okMs = ended.filter((r) => r.ending === 'ok').map((r) => r.ms);
@@ -265,6 +266,25 @@ async function runRow(spec: RowSpec, api: Api, calls: readonly LlmCall[]): Promi
       3,
     ),
   };
+}
+
+/** `ARL_BENCH_TRACE=1`: a row's admitted tokens (OpenAI's charge, Anthropic's input) and 429s per 10 s of the run, on stderr. */
+function trace(label: string, api: Api, mock: LlmMock, start: number): void {
+  const step = 10_000 / SCALE;
+  const tokens: number[] = [];
+  const refused: number[] = [];
+  for (const hit of mock.hits) {
+    const i = Math.max(0, Math.floor((hit.at - start) / step));
+    tokens[i] = (tokens[i] ?? 0) + hit.charged;
+    if (hit.status === 429) refused[i] = (refused[i] ?? 0) + 1;
+  }
+  const cells = Array.from(
+    tokens,
+    (t, i) => `${Math.round((t ?? 0) / 100) / 10}k${refused[i] ? `/${refused[i]}` : ''}`,
+  );
+  console.error(
+    `${api} ${label}: tokens admitted (thousands) per ${step / 1000} s [/429s]: ${cells.join(' ')}`,
+  );
 }
 
 const seconds = (ms: number) => (Number.isFinite(ms) ? `${(ms / 1000).toFixed(1)} s` : '-');

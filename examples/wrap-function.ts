@@ -1,11 +1,11 @@
 /**
- * Any async function, rate-limited: `limiter.wrap(fn)` waits for units before each call, reads a
+ * Any async function, rate-limited: `wrap(limiter, fn)` waits for units before each call, reads a
  * thrown `{ status: 429, retryAfterMs }` as a throttle (cut the rate, pause, call again up to
  * `maxAttempts` in all) and anything else as a failure. Here `fn` is an SDK-style client call.
  *
  *   node --import tsx examples/wrap-function.ts
  */
-import { AdaptiveRateLimiter, parseRetryAfter } from '../src/index.js';
+import { AdaptiveRateLimiter, parseRetryAfter, wrap } from '../src/index.js';
 import { startServer } from './server.js';
 
 /** What the SDK throws for a non-2xx answer: `status`, and `retryAfterMs` when the server sent one. */
@@ -33,7 +33,7 @@ async function getOrder(id: number): Promise<{ path: string }> {
 const limiter = new AdaptiveRateLimiter({ name: 'orders-sdk', maxWait: 10_000 });
 let throttledCalls = 0;
 limiter.on('throttled', () => throttledCalls++);
-const getOrderLimited = limiter.wrap(getOrder, { maxAttempts: 4 });
+const getOrderLimited = wrap(limiter, getOrder, { maxAttempts: 4 });
 
 const results = await Promise.allSettled(Array.from({ length: 60 }, (_, id) => getOrderLimited(id)));
 const returned = results.filter((r) => r.status === 'fulfilled').length;

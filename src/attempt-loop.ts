@@ -1,6 +1,9 @@
 import { RateLimitRejectedError } from './errors.js';
 import type { Outcome, Permit, RateLimiter } from './limiter/types.js';
 
+/** Attempts in all for a throttled request or call, the first included, unless told otherwise. */
+export const DEFAULT_MAX_ATTEMPTS = 4;
+
 /** One transport's way of making and judging an attempt; see {@link runAttempts}. */
 export interface AttemptPlan<T> {
   limiter: RateLimiter;

@@ -19,9 +19,9 @@ export type {
   Outcome,
   Permit,
   RateLimiter,
-  WrapOptions,
 } from './limiter/types.js';
 export { AWS_THROTTLING_CODES, classifyThrown } from './wrap/sdk-errors.js';
+export { type WrapOptions, wrap } from './wrap/wrap.js';
 
 // Controllers
 

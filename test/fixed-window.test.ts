@@ -8,6 +8,7 @@ import {
   RateLimitRejectedError,
 } from '../src/errors.js';
 import { FixedWindowRateLimiter } from '../src/limiter/fixed-window.js';
+import { wrap } from '../src/wrap/wrap.js';
 
 type Options = Partial<ConstructorParameters<typeof FixedWindowRateLimiter>[0]>;
 
@@ -311,7 +312,7 @@ describe('FixedWindowRateLimiter', () => {
   it('wraps an async function, spacing its calls by cycle', async () => {
     const { clock, limiter } = setup({ limitForPeriod: 1 });
     const calls: number[] = [];
-    const double = limiter.wrap(async (n: number) => {
+    const double = wrap(limiter, async (n: number) => {
       calls.push(clock.now());
       return n * 2;
     });

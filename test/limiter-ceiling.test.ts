@@ -4,6 +4,7 @@ import type { RateController, RateControllerState } from '../src/controllers/typ
 import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
 import type { AdaptiveLimiterOptions } from '../src/limiter/options.js';
 import type { AnnouncedQuota } from '../src/limiter/types.js';
+import { wrap } from '../src/wrap/wrap.js';
 
 const flush = () => new Promise<void>((resolve) => setImmediate(resolve));
 
@@ -233,7 +234,7 @@ describe('the probe controller with an announced rate', () => {
 describe('announced quotas through wrap', () => {
   it('takes the quota a classifier returns in its outcome', async () => {
     const { limiter } = setup();
-    const call = limiter.wrap(async () => ({ left: 30, resetMs: 60_000 }), {
+    const call = wrap(limiter, async () => ({ left: 30, resetMs: 60_000 }), {
       classify: (r) => ({ kind: 'success', quota: [{ remaining: r.left, resetMs: r.resetMs }] }),
     });
     await call();

@@ -5,6 +5,7 @@ import { ConfigError, InvalidArgumentError, RateLimitRejectedError } from '../sr
 import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
 import type { AdaptiveLimiterOptions } from '../src/limiter/options.js';
 import type { Permit } from '../src/limiter/types.js';
+import { wrap } from '../src/wrap/wrap.js';
 
 /** Lets resolved promises run; no time passes. */
 const flush = () => new Promise<void>((resolve) => setImmediate(resolve));
@@ -579,7 +580,7 @@ describe('AdaptiveRateLimiter.wrap', () => {
   it('retries a throttled call up to maxAttempts and then returns its last answer', async () => {
     const { clock, limiter } = setup({ initialUnitsPerMinute: 60_000 });
     const fn = vi.fn(async () => ({ status: 429 }));
-    const wrapped = limiter.wrap(fn, {
+    const wrapped = wrap(limiter, fn, {
       classify: (r) => (r.status === 429 ? { kind: 'throttled', retryAfterMs: 100 } : { kind: 'success' }),
     });
     const result = wrapped();
@@ -591,7 +592,7 @@ describe('AdaptiveRateLimiter.wrap', () => {
   it('returns the last answer when the limiter refuses the retry (a Retry-After longer than maxWait)', async () => {
     const { limiter } = setup({ initialUnitsPerMinute: 60_000, maxWait: 60_000 });
     const fn = vi.fn(async () => ({ status: 429 }));
-    const wrapped = limiter.wrap(fn, { classify: () => ({ kind: 'throttled', retryAfterMs: 120_000 }) });
+    const wrapped = wrap(limiter, fn, { classify: () => ({ kind: 'throttled', retryAfterMs: 120_000 }) });
     await expect(wrapped()).resolves.toEqual({ status: 429 });
     expect(fn).toHaveBeenCalledTimes(1);
   });
@@ -599,17 +600,17 @@ describe('AdaptiveRateLimiter.wrap', () => {
   it('rethrows the last error when the limiter refuses the retry of a thrown 429', async () => {
     const { limiter } = setup({ initialUnitsPerMinute: 60_000, maxWait: 5_000 });
     const boom = Object.assign(new Error('slow down'), { status: 429, retryAfterMs: 30_000 });
-    const wrapped = limiter.wrap(async () => Promise.reject(boom));
+    const wrapped = wrap(limiter, async () => Promise.reject(boom));
     await expect(wrapped()).rejects.toBe(boom);
   });
 
   it('reads a thrown 429 as a throttle and other errors as failures', async () => {
     const { limiter } = setup({ initialUnitsPerMinute: 60_000 });
     const boom = Object.assign(new Error('slow down'), { status: 429 });
-    const wrapped = limiter.wrap(async () => Promise.reject(boom), { maxAttempts: 1 });
+    const wrapped = wrap(limiter, async () => Promise.reject(boom), { maxAttempts: 1 });
     await expect(wrapped()).rejects.toBe(boom);
     expect(limiter.snapshot().throttles).toBe(1);
-    const failing = limiter.wrap(async () => Promise.reject(new Error('reset')));
+    const failing = wrap(limiter, async () => Promise.reject(new Error('reset')));
     await expect(failing()).rejects.toThrow('reset');
     expect(limiter.snapshot().throttles).toBe(1);
   });

@@ -15,6 +15,7 @@ import { LazyEmitter } from '../src/limiter/events.js';
 import { FixedWindowRateLimiter } from '../src/limiter/fixed-window.js';
 import { createSharedBudget, SharedBudget } from '../src/redis/index.js';
 import { RateLimiterRegistry } from '../src/registry/index.js';
+import { wrap } from '../src/wrap/wrap.js';
 import { freePort } from './helpers/redis-server.js';
 import { MARK, Printed, requestPlants, SECRET_PATH, secret } from './helpers/secret-plants.js';
 
@@ -198,15 +199,16 @@ describe('no secret in what the library prints', () => {
     });
     try {
       const url = `https://user:${secret('wrap-fn')}@api.example.com`;
-      await printed.throws('wrap fn', () => limiter.wrap(url as never));
+      await printed.throws('wrap fn', () => wrap(limiter, url as never));
       await printed.throws('wrap maxAttempts', () =>
-        limiter.wrap(async () => 1, { maxAttempts: `?key=${secret('wrap-attempts')}` as never }),
+        wrap(limiter, async () => 1, { maxAttempts: `?key=${secret('wrap-attempts')}` as never }),
       );
       await printed.throws('limiter acquire', () => limiter.acquire(`${SECRET_PATH}` as never));
       await printed.throws('limiter setRate', () => limiter.setRate(`Bearer ${secret('set-rate')}` as never));
       await printed.throws('fixed acquire', () => fixed.acquire(url as never));
       await printed.throws('fixed change', () => fixed.changeLimitForPeriod(url as never));
-      const call = limiter.wrap(
+      const call = wrap(
+        limiter,
         async (_url: string, _headers: Record<string, string>) => {
           throw Object.assign(new Error('Too Many Requests'), {
             status: 429,
@@ -235,6 +237,8 @@ describe('no secret in what the library prints', () => {
     const result = JSON.parse(stdout) as { sent: number; leaks: string[] };
     expect(result.sent).toBeGreaterThanOrEqual(8);
     expect(result.leaks).toEqual([]);
+    // The debug lines were written (cuts, pauses, refusals of those requests), and are checked.
+    expect(stderr).toMatch(/^ADAPTIVE-RATE-LIMIT \d+: .*(cut|paused|rejected)/m);
     printed.add('NODE_DEBUG stderr', stderr);
   });
 });

@@ -16,6 +16,7 @@ import { adaptiveRateLimit } from '../src/http/interceptor.js';
 import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
 import { ATTRIBUTES, enableMetrics, METER_NAME, METRICS, type MetricsHandle } from '../src/otel/index.js';
 import { createSharedBudget, MemoryBudgetStore } from '../src/redis/index.js';
+import { wrap } from '../src/wrap/wrap.js';
 import { RateLimitedServer, type RateLimitedServerOptions } from './helpers/rate-limited-server.js';
 
 // enableMetrics through sdk-metrics' in-memory exporter, against real node:http servers that
@@ -159,7 +160,7 @@ describe('enableMetrics', () => {
       initialUnitsPerMinute: 6_000,
     });
     cleanups.push(() => billing.close());
-    const call = billing.wrap(async (n: number) => n * 2);
+    const call = wrap(billing, async (n: number) => n * 2);
     expect(await Promise.all([call(1), call(2)])).toEqual([2, 4]);
 
     const budget = createSharedBudget({

@@ -2,6 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../src/config/schema.js';
+import { parseClusterUrl } from '../src/config/shared.js';
 import { ConfigError } from '../src/errors.js';
 import { rateLimitedFetch } from '../src/http/fetch.js';
 import { createSharedBudget } from '../src/redis/index.js';
@@ -43,6 +44,39 @@ describe('shared budget in JSON config: checks', () => {
       },
     });
     expect(appsettings.limiters.github?.shared).toEqual({ redis: 'rediss://cache:6380' });
+  });
+
+  it('reads a Redis Cluster as redis+cluster://host:port,host:port (or rediss+cluster://)', () => {
+    const url = 'redis+cluster://app:p%40ss@10.0.0.1:7000,10.0.0.2,[::1]:7002';
+    expect(parseClusterUrl(url)).toEqual({
+      nodes: [
+        { host: '10.0.0.1', port: 7000 },
+        { host: '10.0.0.2', port: 6379 },
+        { host: '::1', port: 7002 },
+      ],
+      username: 'app',
+      password: 'p@ss',
+      tls: false,
+    });
+    expect(parseClusterUrl('rediss+cluster://h:1')).toMatchObject({
+      tls: true,
+      nodes: [{ host: 'h', port: 1 }],
+    });
+    const config = parseConfig({
+      limiters: {
+        gh: { origins: ['https://api.github.com'], shared: { redis: 'redis+cluster://a:7000,b:7001' } },
+      },
+    });
+    expect(config.limiters.gh?.shared?.redis).toBe('redis+cluster://a:7000,b:7001');
+    for (const bad of [
+      'redis+cluster://',
+      'redis+cluster://a:7000,',
+      'redis+cluster://a:99999',
+      'redis+cluster://a:7000/0',
+    ]) {
+      expect(parseClusterUrl(bad)).toBeUndefined();
+      expect(() => createSharedBudget({ redis: bad, name: 'x' })).toThrow(ConfigError);
+    }
   });
 
   it('names a bad Redis URL, an unknown key and a shared default', () => {

@@ -4,7 +4,13 @@ import { ManualClock } from '../src/clock.js';
 import { ConfigError, RateLimitRejectedError } from '../src/errors.js';
 import { rateLimitedFetch } from '../src/http/fetch.js';
 import type { InterceptorOptions } from '../src/http/options.js';
-import { AdaptiveRateLimiter, classifyThrown, FixedWindowRateLimiter, parseConfig } from '../src/index.js';
+import {
+  AdaptiveRateLimiter,
+  classifyThrown,
+  FixedWindowRateLimiter,
+  parseConfig,
+  wrap,
+} from '../src/index.js';
 import { agentWith, cleanups, get, limit, serve } from './helpers/interceptor-fixtures.js';
 
 /** The server answers 429 with `Retry-After: 600` to every request: one 429 pauses the limiter for 10 min. */
@@ -122,7 +128,7 @@ describe('a local refusal is not a throttle', () => {
     });
     expect(classifyThrown(local)).toEqual({ kind: 'failed' });
 
-    await expect(limiter.wrap(async () => Promise.reject(local))()).rejects.toBe(local);
+    await expect(wrap(limiter, async () => Promise.reject(local))()).rejects.toBe(local);
     expect(limiter.snapshot()).toMatchObject({ throttles: 0, pausedUntil: undefined });
   });
 });

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
 import type { RateLimitRejectedError } from '../src/errors.js';
-import { AdaptiveRateLimiter, FixedWindowRateLimiter } from '../src/index.js';
+import { AdaptiveRateLimiter, FixedWindowRateLimiter, wrap } from '../src/index.js';
 import { agentWith, get, limit, NEVER_BINDS, serve } from './helpers/interceptor-fixtures.js';
 import { until } from './helpers/rate-limited-server.js';
 
@@ -18,7 +18,7 @@ describe('one maxWait for the whole request, not one per attempt', () => {
     const limiter = new AdaptiveRateLimiter({ clock, initialUnitsPerMinute: 60_000, maxWait: 60_000 });
     limiter.pauseFor(40_000);
     let calls = 0;
-    const wrapped = limiter.wrap(async () => {
+    const wrapped = wrap(limiter, async () => {
       calls++;
       throw slowDown(30_000);
     });
@@ -38,7 +38,7 @@ describe('one maxWait for the whole request, not one per attempt', () => {
     const limiter = new AdaptiveRateLimiter({ clock, initialUnitsPerMinute: 60_000, maxWait: 60_000 });
     limiter.pauseFor(20_000);
     let calls = 0;
-    const wrapped = limiter.wrap(async () => {
+    const wrapped = wrap(limiter, async () => {
       calls++;
       if (calls === 1) throw slowDown(30_000);
       return 'ok';

@@ -4,7 +4,7 @@ import { AxiosError, AxiosHeaders, type InternalAxiosRequestConfig } from 'axios
 import { HTTPError as KyHTTPError } from 'ky';
 import OpenAI from 'openai';
 import { describe, expect, it } from 'vitest';
-import { AdaptiveRateLimiter, classifyThrown, ManualClock } from '../src/index.js';
+import { AdaptiveRateLimiter, classifyThrown, ManualClock, wrap } from '../src/index.js';
 
 /** A thrown 429 of each SDK, as the SDK builds it (or, for got and Octokit, in the shape they give it). */
 const throttledErrors: [string, () => unknown, number | undefined][] = [
@@ -122,7 +122,8 @@ describe('wrap reads the SDKs’ errors', () => {
     const limiter = new AdaptiveRateLimiter({ clock, initialUnitsPerMinute: 60_000, maxWait: 60_000 });
     const [, make] = throttledErrors[3] as (typeof throttledErrors)[number];
     let calls = 0;
-    const wrapped = limiter.wrap(
+    const wrapped = wrap(
+      limiter,
       async () => {
         calls++;
         if (calls === 1) throw make();

@@ -9,6 +9,7 @@ import {
   type RateController,
   RateLimitRejectedError,
   rateLimitedFetch,
+  wrap,
 } from 'adaptive-rate-limit';
 import { createSharedBudget, MemoryBudgetStore, type SharedBudgetOptions } from 'adaptive-rate-limit/redis';
 import { Agent, setGlobalDispatcher } from 'undici';
@@ -25,7 +26,7 @@ const halve: RateController = {
 };
 const limiter = new AdaptiveRateLimiter({ name: 'billing', controller: halve, initialUnitsPerMinute: 60 });
 const snapshot: LimiterSnapshot = limiter.snapshot();
-const call = limiter.wrap(async (id: number) => ({ id }));
+const call = wrap(limiter, async (id: number) => ({ id }));
 const result: Promise<{ id: number }> = call(1);
 
 const limitedFetch: typeof fetch = rateLimitedFetch({ fetch: globalThis.fetch });

@@ -1,17 +1,65 @@
 import { z } from 'zod';
 import { durationSchema } from './duration.js';
 
-/** What a `redis` URL must look like (ioredis reads it): `redis://` or `rediss://` (TLS). */
-export const REDIS_URL_MESSAGE = 'expected a redis:// or rediss:// URL, such as redis://127.0.0.1:6379/0';
+/** What a `redis` URL must look like: `redis://` or `rediss://` (TLS), or a cluster's. */
+export const REDIS_URL_MESSAGE =
+  'expected a redis:// or rediss:// URL, such as redis://127.0.0.1:6379/0, or a cluster as redis+cluster://host:port,host:port';
 
-/** Whether `url` is a Redis URL ioredis can connect to (a `redis:` or `rediss:` URL with a host). */
+/**
+ * Whether `url` is a Redis URL the budget can connect to: a `redis:` or `rediss:` URL with a
+ * host (ioredis reads it), or a cluster's ({@link parseClusterUrl}).
+ */
 export function isRedisUrl(url: string): boolean {
+  if (CLUSTER_URL.test(url)) return parseClusterUrl(url) !== undefined;
   try {
     const parsed = new URL(url);
     return (parsed.protocol === 'redis:' || parsed.protocol === 'rediss:') && parsed.hostname !== '';
   } catch {
     return false;
   }
+}
+
+/** A Redis Cluster's URL read: its seed nodes and what every connection to a node takes. */
+export interface ClusterUrl {
+  /** The nodes to discover the cluster from (any of its masters or replicas). */
+  nodes: { host: string; port: number }[];
+  username?: string | undefined;
+  password?: string | undefined;
+  /** `rediss+cluster:`: every node over TLS. */
+  tls: boolean;
+}
+
+const CLUSTER_URL = /^rediss?\+cluster:\/\//i;
+
+/**
+ * A Redis Cluster's URL: `redis+cluster://[user:password@]host:port,host:port,...` (or
+ * `rediss+cluster://` for TLS; the port defaults to 6379; an IPv6 host in brackets); the nodes
+ * are seeds, the cluster's slots are learned from them. `undefined`: not such a URL.
+ */
+export function parseClusterUrl(url: string): ClusterUrl | undefined {
+  const match = /^(rediss?)\+cluster:\/\/(?:([^@/?#]*)@)?([^/?#@]+)\/?$/i.exec(url);
+  if (match === null) return undefined;
+  const [, scheme, auth, list] = match as unknown as [string, string, string | undefined, string];
+  const nodes: ClusterUrl['nodes'] = [];
+  for (const node of list.split(',')) {
+    const m = /^(\[[0-9a-f:.]+\]|[^:[\]]+)(?::(\d{1,5}))?$/i.exec(node.trim());
+    if (m === null) return undefined;
+    const port = m[2] === undefined ? 6379 : Number(m[2]);
+    if (!(port >= 1 && port <= 65_535)) return undefined;
+    nodes.push({ host: (m[1] as string).replace(/^\[|\]$/g, ''), port });
+  }
+  let username: string | undefined;
+  let password: string | undefined;
+  if (auth !== undefined) {
+    const colon = auth.indexOf(':');
+    try {
+      username = decodeURIComponent(colon === -1 ? auth : auth.slice(0, colon)) || undefined;
+      password = colon === -1 ? undefined : decodeURIComponent(auth.slice(colon + 1));
+    } catch {
+      return undefined;
+    }
+  }
+  return { nodes, username, password, tls: scheme.toLowerCase() === 'rediss' };
 }
 
 /**
@@ -22,7 +70,10 @@ export function isRedisUrl(url: string): boolean {
  * `close()`, or `remove`). ioredis must be installed. See docs/redis.md.
  */
 export interface SharedConfig {
-  /** The Redis URL: `redis://[user:password@]host[:port][/db]`, or `rediss://` for TLS. */
+  /**
+   * The Redis URL: `redis://[user:password@]host[:port][/db]`, or `rediss://` for TLS; a Redis
+   * Cluster as `redis+cluster://[user:password@]host:port,host:port` (or `rediss+cluster://`).
+   */
   redis: string;
   /** The budget's name: same name and same Redis, same budget. @default the limiter's name */
   name?: string;

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { DEFAULT_MAX_ATTEMPTS } from '../attempt-loop.js';
 import type { Clock } from '../clock.js';
 import { systemClock } from '../clock.js';
 import { unknownKeyMessage } from '../config/rules.js';
@@ -108,7 +109,7 @@ export interface InterceptorOptions {
 
 /** The values the HTTP adapters fill in for options (or config fields) left out. */
 export const HTTP_DEFAULTS = {
-  maxAttempts: 4,
+  maxAttempts: DEFAULT_MAX_ATTEMPTS,
   throttleStatuses: [429] as readonly number[],
   maxReplayBodyBytes: 1024 * 1024,
   rejection: 'error',

@@ -23,19 +23,11 @@ import { Pause } from './pause.js';
 import { LimiterPermit, waitedBefore } from './permit.js';
 import { RateBook } from './rate-book.js';
 import { SlowStart } from './slow-start.js';
-import type {
-  AcquireOptions,
-  AnnouncedQuota,
-  LimiterSnapshot,
-  Permit,
-  RateLimiter,
-  WrapOptions,
-} from './types.js';
+import type { AcquireOptions, AnnouncedQuota, LimiterSnapshot, Permit, RateLimiter } from './types.js';
 import { WaitingLine } from './waiting-line.js';
 import { handToWatchers, watchGeneration } from './watch.js';
 // NODE_DEBUG=adaptive-rate-limit (watches nothing without it).
 import './debug-log.js';
-import { wrapWithLimiter } from './wrap.js';
 
 export type { LimiterSnapshot } from './types.js';
 
@@ -284,13 +276,6 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   /** @internal */
   _predictWait(units: number, queuedUnits: number, now: number): number {
     return this.#bucket.predictWait(units, queuedUnits, this.#pause.left(now), now);
-  }
-
-  wrap<A extends unknown[], R>(
-    fn: (...args: A) => Promise<R>,
-    options?: WrapOptions<R>,
-  ): (...args: A) => Promise<R> {
-    return wrapWithLimiter(this, fn, options);
   }
 
   /** Changes options at run time; the rate, the bucket, the queue and the cut bookkeeping are kept. */

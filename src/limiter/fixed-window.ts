@@ -5,8 +5,7 @@ import { LazyEmitter, type LimiterEventMap } from './events.js';
 import { Fifo } from './fifo.js';
 import { configErrorFrom, LIMITER_DEFAULTS, limiterFieldsSchema } from './options.js';
 import { waitedBefore } from './permit.js';
-import type { AcquireOptions, Permit, RateLimiter, WrapOptions } from './types.js';
-import { wrapWithLimiter } from './wrap.js';
+import type { AcquireOptions, Permit, RateLimiter } from './types.js';
 
 /** Permits are counted in floats when units are; a shortfall below this is no shortfall. */
 const EPSILON = 1e-9;
@@ -166,13 +165,6 @@ export class FixedWindowRateLimiter extends LazyEmitter<FixedWindowEventMap> imp
     if (this.#queue.size > 0 || units > this.#left + EPSILON) return undefined;
     this.#left -= units;
     return this.#grant(units, 0);
-  }
-
-  wrap<A extends unknown[], R>(
-    fn: (...args: A) => Promise<R>,
-    options?: WrapOptions<R>,
-  ): (...args: A) => Promise<R> {
-    return wrapWithLimiter(this, fn, options);
   }
 
   /**

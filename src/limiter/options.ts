@@ -11,13 +11,14 @@ export interface AdaptiveLimiterOptions {
   /** Names the limiter in errors, events and snapshots. @default 'default' */
   name?: string;
   /**
-   * `'probe'`, `'aimd'`, `'cubic'`, or your own {@link RateController}. The default was `'aimd'`
-   * (RateLimiting.Adaptive's) before the probe controller; `controller: 'aimd'` restores it. @default 'probe'
+   * `'probe'`, `'aimd'`, `'cubic'`, or your own {@link RateController} (`'aimd'` is the default of
+   * RateLimiting.Adaptive, the .NET library this one ports). @default 'probe'
    */
   controller?: 'aimd' | 'cubic' | 'probe' | RateController;
   /**
-   * The starting rate (units/min, whole budget). When unset the limiter lets everything through
-   * until the first throttle, then cuts from the measured send rate. @default unset
+   * The starting rate (units/min, whole budget). When unset the limiter starts at
+   * `maxUnitsPerMinute` (unlimited when that is unset too, with the `slowStart` cap) until the
+   * first throttle, whose cut starts from the rate the server accepted. @default unset
    */
   initialUnitsPerMinute?: number;
   /** The lowest rate a cut can reach (units/min, whole budget, > 0). @default 1 */

@@ -88,22 +88,6 @@ export type Outcome =
     }
   | { kind: 'failed'; retryAfterMs?: number; quota?: readonly AnnouncedQuota[] };
 
-export interface WrapOptions<R> {
-  /** The cost of a call in units, or a function of its arguments. @default 1 */
-  units?: number | ((...args: never[]) => number);
-  /** Classifies a resolved result. @default every result is a success */
-  classify?: (result: R) => Outcome;
-  /**
-   * Classifies a thrown error. @default `classifyThrown`: an SDK's 429 (`status`, `statusCode`,
-   * `response.status`, `response.statusCode`, `$metadata.httpStatusCode`) or an AWS throttling
-   * error is throttled, with the wait its headers ask for (`retry-after-ms`, `Retry-After`);
-   * anything else failed.
-   */
-  classifyError?: (error: unknown) => Outcome;
-  /** Attempts in all when a call is throttled (a throttled call was not processed). @default 4 */
-  maxAttempts?: number;
-}
-
 /** The interface both limiter kinds share. */
 export interface RateLimiter {
   readonly name: string;
@@ -111,11 +95,6 @@ export interface RateLimiter {
   acquire(units?: number, options?: AcquireOptions): Promise<Permit>;
   /** Takes `units` now if they are free and nobody waits, else returns `undefined`. `costs`: as `AcquireOptions.costs`. */
   tryAcquire(units?: number, costs?: Readonly<Record<string, number>>): Permit | undefined;
-  /** Decorates an async function: acquire, call, classify the outcome, retry what was throttled. */
-  wrap<A extends unknown[], R>(
-    fn: (...args: A) => Promise<R>,
-    options?: WrapOptions<R>,
-  ): (...args: A) => Promise<R>;
 }
 
 /** What `AdaptiveRateLimiter.snapshot()` reports. Rates in units/min, times on the limiter's clock (ms). */

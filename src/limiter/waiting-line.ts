@@ -1,9 +1,9 @@
 import { type Clock, MAX_TIMER_MS } from '../clock.js';
 import type { RateLimitRejectedError, RejectionReason } from '../errors.js';
 import type { RateGate } from './bucket.js';
-import { Fifo } from './fifo.js';
 import type { Pause } from './pause.js';
 import type { Permit } from './types.js';
+import { type Resolve, rejectWith, WaiterQueue } from './waiter-queue.js';
 
 /**
  * Real timers fire up to a millisecond off their float target; a head that became ready by its
@@ -14,17 +14,14 @@ const TIMER_SLACK_MS = 1;
 /** The least step of the timer when the head is due now but rounding kept it from going. */
 const MIN_STEP_MS = 1e-3;
 
-interface Waiter {
-  readonly units: number;
-  readonly enqueuedAt: number;
-  /** Latest time it may be granted (ms on the clock); it is rejected then. */
-  readonly deadline: number;
-  readonly resolve: (permit: Permit) => void;
-  readonly reject: (error: unknown) => void;
-  readonly signal: AbortSignal | undefined;
-  onAbort: (() => void) | undefined;
-  dead: boolean;
-}
+/**
+ * The resolve function of the promise being made, handed out by {@link capture}: one executor for
+ * every waiter, so a queued call allocates no executor closure of its own.
+ */
+let captured: Resolve<Permit> | undefined;
+const capture = (resolve: Resolve<Permit>): void => {
+  captured = resolve;
+};
 
 /** What a {@link WaitingLine} asks of its limiter. Times are ms on the limiter's clock. */
 export interface LineOwner {
@@ -54,7 +51,7 @@ export class WaitingLine {
   readonly #bucket: RateGate;
   readonly #pause: Pause;
   readonly #owner: LineOwner;
-  readonly #queue = new Fifo<Waiter>();
+  readonly #queue = new WaiterQueue<Permit>();
   #queuedUnits = 0;
   #timer: unknown;
   #timerAt = Number.POSITIVE_INFINITY;
@@ -81,25 +78,20 @@ export class WaitingLine {
 
   /** Queues `units` from `now` until `deadline` (ms); an abort of `signal` takes them out again. */
   enqueue(units: number, now: number, deadline: number, signal: AbortSignal | undefined): Promise<Permit> {
-    return new Promise<Permit>((resolve, reject) => {
-      const waiter: Waiter = {
-        units,
-        enqueuedAt: now,
-        deadline,
-        resolve,
-        reject,
-        signal,
-        onAbort: undefined,
-        dead: false,
-      };
-      if (signal) {
-        waiter.onAbort = () => this.#abort(waiter);
-        signal.addEventListener('abort', waiter.onAbort, { once: true });
-      }
-      this.#queue.push(waiter);
+    const promise = new Promise<Permit>(capture);
+    const resolve = captured!;
+    captured = undefined;
+    const seq = this.#queue.push(units, now, deadline, resolve);
+    // As in an executor: what throws from here on rejects the promise.
+    try {
+      // An anonymous listener: tsx (the bench, the tests) gives a named one a `name` property of its own.
+      if (signal) this.#queue.watch(seq, signal, () => this.#abort(seq, signal));
       this.#queuedUnits += units;
       this.arm(now);
-    });
+    } catch (error) {
+      rejectWith(resolve, error);
+    }
+    return promise;
   }
 
   /** Serves whoever may go now, then arms the timer for the rest. */
@@ -112,11 +104,13 @@ export class WaitingLine {
   arm(now: number): void {
     if (this.#closed) return;
     let at = this.#pause.resumePending ? this.#pause.until : Number.POSITIVE_INFINITY;
-    const head = this.#queue.peek();
-    if (head !== undefined) {
-      at = Math.min(at, head.deadline);
-      if (!this.#owner.heldBack(head.units)) {
-        at = Math.min(at, this.#bucket.readyAt(head.units, Math.max(now, this.#pause.until)));
+    const queue = this.#queue;
+    const head = queue.first();
+    if (head !== -1) {
+      at = Math.min(at, queue.deadline(head));
+      const units = queue.units(head);
+      if (!this.#owner.heldBack(units)) {
+        at = Math.min(at, this.#bucket.readyAt(units, Math.max(now, this.#pause.until)));
       }
     }
     if (at === Number.POSITIVE_INFINITY) {
@@ -130,7 +124,7 @@ export class WaitingLine {
     // its turn at `now`, so step at least a microsecond to make progress.
     if (at <= now) at = now + MIN_STEP_MS;
     // A waiter keeps the process alive until it is served: an exit must not drop it silently.
-    const keepAlive = head !== undefined;
+    const keepAlive = head !== -1;
     if (this.#timer !== undefined) {
       if (this.#timerAt <= at && (this.#timerKeepsAlive || !keepAlive)) return;
       this.#clock.clearTimeout(this.#timer);
@@ -148,11 +142,17 @@ export class WaitingLine {
     if (this.#timer !== undefined) this.#clock.clearTimeout(this.#timer);
     this.#timer = undefined;
     this.#timerAt = Number.POSITIVE_INFINITY;
-    for (const waiter of this.#queue.drain()) {
-      this.#queuedUnits -= waiter.units;
-      this.#settle(waiter);
-      const detail = `closed with ${waiter.units} units waiting`;
-      waiter.reject(this.#owner.rejection('closed', waiter.units, detail));
+    // Every waiter out first, then each rejected: a listener of `rejected` sees an empty line.
+    const queue = this.#queue;
+    const waiting: [units: number, resolve: Resolve<Permit>][] = [];
+    for (let seq = queue.first(); seq !== -1; seq = queue.first()) {
+      waiting.push([queue.units(seq), queue.resolver(seq)]);
+      queue.remove(seq);
+    }
+    for (const [units, resolve] of waiting) {
+      this.#queuedUnits -= units;
+      const detail = `closed with ${units} units waiting`;
+      rejectWith(resolve, this.#owner.rejection('closed', units, detail));
     }
     this.#queuedUnits = 0;
   }
@@ -169,17 +169,21 @@ export class WaitingLine {
   }
 
   #drain(now: number): void {
-    for (let head = this.#queue.peek(); head !== undefined; head = this.#queue.peek()) {
-      if (this.#owner.canGrant(head.units, now)) {
-        if (now > head.deadline + TIMER_SLACK_MS) {
+    const queue = this.#queue;
+    for (let head = queue.first(); head !== -1; head = queue.first()) {
+      const units = queue.units(head);
+      const deadline = queue.deadline(head);
+      if (this.#owner.canGrant(units, now)) {
+        if (now > deadline + TIMER_SLACK_MS) {
           this.#expire(head);
           continue;
         }
-        this.#queue.shift();
-        this.#queuedUnits -= head.units;
-        this.#settle(head);
-        head.resolve(this.#owner.grant(head.units, now, head.enqueuedAt));
-      } else if (now >= head.deadline) {
+        const resolve = queue.resolver(head);
+        const enqueuedAt = queue.enqueuedAt(head);
+        queue.remove(head);
+        this.#queuedUnits -= units;
+        resolve(this.#owner.grant(units, now, enqueuedAt));
+      } else if (now >= deadline) {
         this.#expire(head);
       } else {
         return;
@@ -187,30 +191,31 @@ export class WaitingLine {
     }
   }
 
-  #expire(waiter: Waiter): void {
-    this.#queue.shift();
-    this.#queuedUnits -= waiter.units;
-    this.#settle(waiter);
+  /** Rejects the head `seq`: its deadline passed. */
+  #expire(seq: number): void {
+    const queue = this.#queue;
+    const units = queue.units(seq);
+    const enqueuedAt = queue.enqueuedAt(seq);
+    const resolve = queue.resolver(seq);
+    queue.remove(seq);
+    this.#queuedUnits -= units;
     const now = this.#clock.now();
-    const waited = now - waiter.enqueuedAt;
+    const waited = now - enqueuedAt;
     const detail = `waited ${Math.round(waited)} ms, maxWait is ${this.#owner.maxWait()} ms`;
     // It was the head: the wait left is its own turn.
-    const left = this.#bucket.predictWait(waiter.units, 0, this.#pause.left(now), now);
-    waiter.reject(this.#owner.rejection('max-wait', waiter.units, detail, left));
+    const left = this.#bucket.predictWait(units, 0, this.#pause.left(now), now);
+    rejectWith(resolve, this.#owner.rejection('max-wait', units, detail, left));
   }
 
-  #abort(waiter: Waiter): void {
-    if (waiter.dead) return;
-    this.#queue.kill(waiter);
-    this.#queuedUnits -= waiter.units;
-    this.#settle(waiter);
-    waiter.reject(waiter.signal?.reason);
+  #abort(seq: number, signal: AbortSignal): void {
+    const queue = this.#queue;
+    if (!queue.alive(seq)) return;
+    const units = queue.units(seq);
+    const resolve = queue.resolver(seq);
+    queue.remove(seq);
+    this.#queuedUnits -= units;
+    rejectWith(resolve, signal.reason);
     // The next in line may be served sooner now.
     this.kick(this.#clock.now());
-  }
-
-  #settle(waiter: Waiter): void {
-    waiter.dead = true;
-    if (waiter.onAbort !== undefined) waiter.signal?.removeEventListener('abort', waiter.onAbort);
   }
 }

@@ -42,6 +42,12 @@ export interface MemberStateInit {
   readonly maxRate: number;
   /** The limiter's `maxPause` (ms): a shared pause answered longer is cut to it. */
   readonly maxPause: number;
+  /**
+   * How long (ms) after an outage the others may take to be heard again (memberTimeout, plus a
+   * call's timeout and a heartbeat): until then, or until as many members answer as before,
+   * this member's share is not raised.
+   */
+  readonly rejoinMs: number;
   /** Members guessed (`instanceCount`) until the first reply. */
   readonly members: number;
   /** The budget's controller (AIMD, CUBIC, the probe controller, your own). */
@@ -71,6 +77,15 @@ export class MemberState {
   readonly #bounds: ReplyBounds;
   #closed = false;
   #degraded = false;
+  /**
+   * Back from an outage, until when (this member's clock) its share is not raised while fewer
+   * members answer than before it: the others may not have been heard again yet (each counts as
+   * dead after its silence), so the share counts too few members. `undefined`: not rejoining.
+   */
+  #rejoinUntil: number | undefined;
+  /** The members known when the outage began. */
+  #membersBefore = 1;
+  readonly #rejoinMs: number;
   #lastError: unknown;
   #rate: number | undefined;
   #share: number | undefined;
@@ -100,6 +115,7 @@ export class MemberState {
     this.#fraction = 1 / init.members;
     this.#controller = new BudgetController(init.controller, init);
     this.#bounds = { minRate, maxRate, maxPause: init.maxPause };
+    this.#rejoinMs = init.rejoinMs;
     // The local limiter's controller: a share of the budget's cut on a throttle, nothing on a
     // success (increases come with the heartbeat); on its own while degraded.
     const member = this;
@@ -243,7 +259,7 @@ export class MemberState {
     this.#controller.learn(reply, now);
     this.#controller.learnSums(reply.accepted, reply.measured, accepted);
     this.#waitedSinceReply = false;
-    this.#applyShare(this.#share);
+    this.#applyShare(this.#rejoined(now, reply.members));
     this.#applyPause(reply.pauseRemaining);
     this.#alignSlots();
   }
@@ -272,6 +288,7 @@ export class MemberState {
     this.#lastError = error;
     if (this.#degraded || this.#closed) return;
     this.#degraded = true;
+    this.#membersBefore = this.#members;
     const rate = this.limiter.rate;
     if (this.#events.listenerCount('degraded') === 0) {
       const detail = error instanceof Error ? error.message : String(error);
@@ -301,6 +318,21 @@ export class MemberState {
     const plan = this.#controller.cut(now, this.acceptedRate(), state.rate, fraction);
     this.#pendingCut = plan;
     return plan.rate * fraction;
+  }
+
+  /**
+   * The share to apply at `now`, back from an outage: not above the local rate (its last share)
+   * while fewer than the members before the outage answer, for at most `rejoinMs`; so the
+   * members' rates never add up above the budget on the way back.
+   */
+  #rejoined(now: number, members: number): number | undefined {
+    const share = this.#share;
+    if (this.#rejoinUntil === undefined) return share;
+    if (members >= this.#membersBefore || now >= this.#rejoinUntil) {
+      this.#rejoinUntil = undefined;
+      return share;
+    }
+    return share === undefined ? undefined : Math.min(share, this.limiter.rate);
   }
 
   /** What stands in for a number of an answer that fails its check: what was known before it. */
@@ -375,6 +407,7 @@ export class MemberState {
   #recover(members: number): void {
     if (!this.#degraded) return;
     this.#degraded = false;
+    this.#rejoinUntil = this.#clock.now() + this.#rejoinMs;
     if (this.#events.listenerCount('recovered') === 0) {
       process.emitWarning(
         redactText(`adaptive-rate-limit: shared budget "${this.#name}" recovered; sharing resumed`),

@@ -1,5 +1,6 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { createRequire } from 'node:module';
+import { parseClusterUrl } from '../config/shared.js';
 import { AdaptiveRateLimitError } from '../errors.js';
 import type { RedisClient } from './client.js';
 import { CUT, HEARTBEAT, LEAVE, PAUSE } from './scripts.js';
@@ -61,12 +62,7 @@ export class RedisBudgetStore implements BudgetStore {
     this.#timeout = options.redisTimeout;
     const { redis } = options;
     if (typeof redis === 'string') {
-      const client = new (loadIoredis().Redis)(redis, {
-        // Fail fast while disconnected; the heartbeat retries, and the local share serves meanwhile.
-        maxRetriesPerRequest: 0,
-        connectTimeout: options.redisTimeout,
-        retryStrategy: (times) => Math.min(50 * times, 500),
-      });
+      const client = openClient(redis, options.redisTimeout);
       // Errors reach the budget through its failed calls ('degraded', once); ioredis would print
       // every reconnect attempt.
       client.on('error', () => {});
@@ -206,6 +202,38 @@ export class RedisBudgetStore implements BudgetStore {
       return await this.#client.eval(s.lua, keys.length, ...keys, ...args);
     }
   }
+}
+
+/**
+ * A client for `url`: one Redis, or a Redis Cluster (`redis+cluster://`), failing fast while
+ * disconnected (the heartbeat retries, and the local share serves meanwhile).
+ */
+function openClient(
+  url: string,
+  timeout: number,
+): RedisClient & { on(event: 'error', f: () => void): unknown } {
+  const ioredis = loadIoredis();
+  const retryStrategy = (times: number) => Math.min(50 * times, 500);
+  const cluster = parseClusterUrl(url);
+  if (cluster === undefined) {
+    return new ioredis.Redis(url, { maxRetriesPerRequest: 0, connectTimeout: timeout, retryStrategy });
+  }
+  return new ioredis.Cluster(cluster.nodes, {
+    // A call is retried through MOVED/ASK redirections and a failover within the budget's own
+    // timeout (redisTimeout); the slots are learned again after a failover or a migration.
+    clusterRetryStrategy: retryStrategy,
+    retryDelayOnFailover: 100,
+    retryDelayOnClusterDown: 100,
+    retryDelayOnTryAgain: 100,
+    slotsRefreshTimeout: timeout,
+    redisOptions: {
+      maxRetriesPerRequest: 0,
+      connectTimeout: timeout,
+      username: cluster.username,
+      password: cluster.password,
+      ...(cluster.tls ? { tls: {} } : {}),
+    },
+  });
 }
 
 /** The strings of a script's list (anything else in it is left out). */

@@ -3,8 +3,7 @@ import { resolveController } from '../controllers/index.js';
 import { AdaptiveRateLimitError } from '../errors.js';
 import { AdaptiveRateLimiter, type LimiterSnapshot } from '../limiter/adaptive.js';
 import { resolveLimiterOptions } from '../limiter/options.js';
-import type { AcquireOptions, AnnouncedQuota, Permit, RateLimiter, WrapOptions } from '../limiter/types.js';
-import { wrapWithLimiter } from '../limiter/wrap.js';
+import type { AcquireOptions, AnnouncedQuota, Permit, RateLimiter } from '../limiter/types.js';
 import { Coordinator } from './coordinator.js';
 import { memberController } from './member-controller.js';
 import { MemberState, type SharedBudgetEventMap, type SharedState } from './member-state.js';
@@ -108,6 +107,7 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
       minRate: min,
       maxRate: max,
       maxPause: resolved.maxPause,
+      rejoinMs: this.#opts.memberTimeout + this.#opts.redisTimeout + this.#opts.heartbeatInterval,
       members: guess,
       controller,
       random: resolved.random,
@@ -195,13 +195,6 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
       return undefined;
     }
     return new SharedPermit(this, permit, this.#member.era);
-  }
-
-  wrap<A extends unknown[], R>(
-    fn: (...args: A) => Promise<R>,
-    options?: WrapOptions<R>,
-  ): (...args: A) => Promise<R> {
-    return wrapWithLimiter(this, fn, options);
   }
 
   /** Runs a heartbeat now (after the one in flight) and returns the state it learned. */

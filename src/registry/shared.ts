@@ -5,8 +5,7 @@ import { sharedConfigSchema } from '../config/shared.js';
 import { ConfigError } from '../errors.js';
 import type { AdaptiveRateLimiter } from '../limiter/adaptive.js';
 import { configErrorFrom, resolveLimiterOptions } from '../limiter/options.js';
-import type { AcquireOptions, Permit, RateLimiter, WrapOptions } from '../limiter/types.js';
-import { wrapWithLimiter } from '../limiter/wrap.js';
+import type { AcquireOptions, Permit, RateLimiter } from '../limiter/types.js';
 
 /** What the registry uses of a `SharedBudget` (`src/redis/shared-budget.ts`). */
 interface Budget extends RateLimiter {
@@ -78,13 +77,6 @@ export class LazySharedBudget implements RateLimiter {
 
   tryAcquire(units?: number): Permit | undefined {
     return this.#budget?.tryAcquire(units);
-  }
-
-  wrap<A extends unknown[], R>(
-    fn: (...args: A) => Promise<R>,
-    options?: WrapOptions<R>,
-  ): (...args: A) => Promise<R> {
-    return wrapWithLimiter(this, fn, options);
   }
 
   close(): Promise<void> {

@@ -3,7 +3,7 @@ import { RateLimitRejectedError } from '../errors.js';
 import { headerLookup } from '../headers.js';
 import { withQuota } from '../http/classify.js';
 import { quotaReader } from '../http/quota-headers/index.js';
-import type { AcquireOptions, Outcome, Permit, RateLimiter, WrapOptions } from '../limiter/types.js';
+import type { AcquireOptions, Outcome, Permit, RateLimiter } from '../limiter/types.js';
 import type { RunCollector } from './metrics.js';
 import type { ApiAnswer, ModelApi } from './model-api.js';
 import type { Prng } from './prng.js';
@@ -87,13 +87,6 @@ export class TrackedLimiter implements RateLimiter {
 
   tryAcquire(units?: number): Permit | undefined {
     return this.inner.tryAcquire(units);
-  }
-
-  wrap<A extends unknown[], R>(
-    fn: (...args: A) => Promise<R>,
-    options?: WrapOptions<R>,
-  ): (...args: A) => Promise<R> {
-    return this.inner.wrap(fn, options);
   }
 }
 

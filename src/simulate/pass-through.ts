@@ -1,5 +1,4 @@
-import type { AcquireOptions, Permit, RateLimiter, WrapOptions } from '../limiter/types.js';
-import { wrapWithLimiter } from '../limiter/wrap.js';
+import type { AcquireOptions, Permit, RateLimiter } from '../limiter/types.js';
 
 const NO_OP_PERMIT: Permit = {
   units: 1,
@@ -25,12 +24,5 @@ export class PassThroughLimiter implements RateLimiter {
 
   tryAcquire(): Permit | undefined {
     return NO_OP_PERMIT;
-  }
-
-  wrap<A extends unknown[], R>(
-    fn: (...args: A) => Promise<R>,
-    options?: WrapOptions<R>,
-  ): (...args: A) => Promise<R> {
-    return wrapWithLimiter(this, fn, options);
   }
 }

@@ -14,7 +14,7 @@ import { Agent, type Dispatcher, getGlobalDispatcher, setGlobalDispatcher } from
 import type { LimiterConfig } from '../../src/config/schema.js';
 import { rateLimitedFetch } from '../../src/http/fetch.js';
 import { adaptiveRateLimit } from '../../src/http/interceptor.js';
-import { RateLimiterRegistry } from '../../src/index.js';
+import { RateLimiterRegistry, wrap } from '../../src/index.js';
 
 /** What a test or the bench changes in a recipe: the limiter's config (pacing), attempts. */
 export interface RecipeOptions {
@@ -238,7 +238,7 @@ export const recipes: readonly Recipe[] = [
       });
       const limiter = registry.limiterFor(origin);
       if (limiter === undefined) throw new Error('no limiter');
-      const get = limiter.wrap((path: string) => got(`${origin}${path}`, { retry: { limit: 0 } }).text(), {
+      const get = wrap(limiter, (path: string) => got(`${origin}${path}`, { retry: { limit: 0 } }).text(), {
         maxAttempts: options.maxAttempts ?? this.maxAttempts,
       });
       return {

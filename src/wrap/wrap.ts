@@ -1,0 +1,59 @@
+import { DEFAULT_MAX_ATTEMPTS, runAttempts } from '../attempt-loop.js';
+import { ConfigError } from '../errors.js';
+import type { Outcome, RateLimiter } from '../limiter/types.js';
+import { classifyThrown } from './sdk-errors.js';
+
+const success: Outcome = { kind: 'success' };
+
+/** How {@link wrap} meters and judges a call. */
+export interface WrapOptions<R> {
+  /** The cost of a call in units, or a function of its arguments. @default 1 */
+  units?: number | ((...args: never[]) => number);
+  /** Classifies a resolved result. @default every result is a success */
+  classify?: (result: R) => Outcome;
+  /**
+   * Classifies a thrown error. @default `classifyThrown`: an SDK's 429 (`status`, `statusCode`,
+   * `response.status`, `response.statusCode`, `$metadata.httpStatusCode`) or an AWS throttling
+   * error is throttled, with the wait its headers ask for (`retry-after-ms`, `Retry-After`);
+   * anything else failed.
+   */
+  classifyError?: (error: unknown) => Outcome;
+  /** Attempts in all when a call is throttled (a throttled call was not processed). @default 4 */
+  maxAttempts?: number;
+}
+
+/**
+ * Decorates an async function with a limiter (any {@link RateLimiter}: adaptive, fixed window, a
+ * shared budget): each call acquires its units, runs, and feeds the limiter from its outcome; a
+ * throttled call is run again up to `maxAttempts` in all, then its last result is returned (or
+ * its last error thrown). The function decorator of the three ways in; it runs the same attempt
+ * loop as the HTTP adapters.
+ */
+export function wrap<A extends unknown[], R>(
+  limiter: RateLimiter,
+  fn: (...args: A) => Promise<R>,
+  options: WrapOptions<R> = {},
+): (...args: A) => Promise<R> {
+  if (typeof fn !== 'function') {
+    throw new ConfigError([{ path: 'fn', message: 'expected a function', received: fn }], 'wrap arguments');
+  }
+  const maxAttempts = options.maxAttempts ?? DEFAULT_MAX_ATTEMPTS;
+  if (!Number.isInteger(maxAttempts) || maxAttempts < 1) {
+    throw new ConfigError([
+      { path: 'maxAttempts', message: 'expected an integer >= 1', received: maxAttempts },
+    ]);
+  }
+  const { units = 1, classify = () => success, classifyError = classifyThrown } = options;
+  if (typeof units === 'number' && !(units > 0 && Number.isFinite(units))) {
+    throw new ConfigError([{ path: 'units', message: 'expected a positive finite number', received: units }]);
+  }
+  return (...args: A) =>
+    runAttempts({
+      limiter,
+      units: typeof units === 'function' ? (units as unknown as (...a: A) => number)(...args) : units,
+      maxAttempts,
+      send: () => fn(...args),
+      classify,
+      classifyError,
+    });
+}
