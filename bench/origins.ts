@@ -13,6 +13,11 @@
  *   origin shows as the same figure at every count.
  *
  * Then the heap of one pause record alone: 10,000 paused origins with `maxOriginLimiters: 1`.
+ *
+ * Then the same for partitions, in the same run: one origin and 1k, 10k, 100k credentials (each
+ * request `authorization: Bearer <its own token>`, partitioned by default), each answered
+ * `429 Retry-After: 600`; the look-up is the adapters' (the origin's route, then the partition's,
+ * with the keyed hash of the token). Heap and CPU per new partition beside those per new origin.
  */
 import { systemClock } from '../src/clock.js';
 import { resolveInterceptorOptions } from '../src/http/options.js';
@@ -38,8 +43,11 @@ interface Figures {
   overflow: boolean;
 }
 
-/** `count` hostile origins through one runtime; the runtime is kept alive until the heap is read. */
-function hostile(count: number, registryOptions: RegistryOptions = {}): Figures {
+/**
+ * `count` hostile origins (or, with `partitions`, `count` credentials on one origin) through one
+ * runtime; the runtime is kept alive until the heap is read.
+ */
+function hostile(count: number, registryOptions: RegistryOptions = {}, partitions = false): Figures {
   const registry = new RateLimiterRegistry({ clock: systemClock, ...registryOptions });
   const runtime = new HttpRuntime(resolveInterceptorOptions({ registry }));
   collect();
@@ -53,8 +61,17 @@ function hostile(count: number, registryOptions: RegistryOptions = {}): Figures 
   let tLast = t0;
   for (let i = 0; i < count; i++) {
     if (i === count - LAST) tLast = cpu();
-    const origin = `https://host-${i}.hostile.test`;
-    const route = runtime.route(origin);
+    const origin = partitions ? 'https://api.hostile.test' : `https://host-${i}.hostile.test`;
+    const base = runtime.route(origin);
+    const route =
+      partitions && base !== undefined
+        ? runtime.partitionRoute(origin, base, {
+            headers: { authorization: `Bearer tok-${i}-0123456789abcdef0123456789` },
+            request: () => {
+              throw new Error('not asked: the default partitions by headers');
+            },
+          })
+        : base;
     const permit = route?.limiter.tryAcquire();
     permit?.throttled(600_000);
   }
@@ -82,8 +99,10 @@ export async function originsSuite(): Promise<void> {
     '\n| hostile origins (429, Retry-After: 600) | heap retained | per origin | CPU per new origin | last 1,000 | wall per new origin | limiters kept | overflow used |',
   );
   console.log('| --: | --: | --: | --: | --: | --: | --: | --- |');
+  const byOrigin: Figures[] = [];
   for (const count of COUNTS) {
     const f = hostile(count);
+    byOrigin.push(f);
     console.log(
       `| ${count.toLocaleString('en')} | ${(f.heapBytes / 2 ** 20).toFixed(2)} MiB | ${formatBytes(f.heapBytes / count)} | ${formatMicros(f.usPerOrigin)} | ${formatMicros(f.usPerLastOrigins)} | ${formatMicros(f.wallUsPerOrigin)} | ${f.limiters} | ${f.overflow ? 'yes' : 'no'} |`,
     );
@@ -93,4 +112,18 @@ export async function originsSuite(): Promise<void> {
   console.log(
     `\nheap per pause record (${records.toLocaleString('en')} paused origins, maxOriginLimiters 1): ${formatBytes(r.heapBytes / records)}`,
   );
+
+  // Partitions: one origin, a credential per request, each answered 429; beside the origins above.
+  hostile(2_000, {}, true); // warm-up
+  console.log(
+    '\n| hostile credentials on one origin (429, Retry-After: 600) | heap retained | per partition | CPU per new partition | last 1,000 | wall per new partition | limiters kept | overflow used | heap / per origin | CPU / per origin |',
+  );
+  console.log('| --: | --: | --: | --: | --: | --: | --: | --- | --: | --: |');
+  for (const [i, count] of COUNTS.entries()) {
+    const f = hostile(count, {}, true);
+    const o = byOrigin[i] as Figures;
+    console.log(
+      `| ${count.toLocaleString('en')} | ${(f.heapBytes / 2 ** 20).toFixed(2)} MiB | ${formatBytes(f.heapBytes / count)} | ${formatMicros(f.usPerOrigin)} | ${formatMicros(f.usPerLastOrigins)} | ${formatMicros(f.wallUsPerOrigin)} | ${f.limiters} | ${f.overflow ? 'yes' : 'no'} | ${(f.heapBytes / o.heapBytes).toFixed(2)}x | ${(f.usPerOrigin / o.usPerOrigin).toFixed(2)}x |`,
+    );
+  }
 }

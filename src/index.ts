@@ -46,6 +46,8 @@ export { githubClassify } from './http/github.js';
 export type { AdaptiveRateLimitInterceptor } from './http/interceptor.js';
 export { adaptiveRateLimit } from './http/interceptor.js';
 export type { InterceptorOptions, OutgoingRequest } from './http/options.js';
+export type { PartitionKey } from './http/partition.js';
+export { credentialPartition, PARTITION_HEADERS } from './http/partition.js';
 export type { Refusal, RejectionMode } from './http/refusal.js';
 export { REFUSAL_HEADER } from './http/refusal.js';
 export { parseRetryAfter } from './http/retry-after.js';
@@ -56,7 +58,7 @@ export { loadConfig } from './config/load.js';
 export type { LimiterConfig, RateLimitConfig } from './config/schema.js';
 export { parseConfig } from './config/schema.js';
 export type { RegistryEventMap, RegistryOptions } from './registry/index.js';
-export { RateLimiterRegistry } from './registry/index.js';
+export { partitionKey, RateLimiterRegistry } from './registry/index.js';
 
 // Errors
 

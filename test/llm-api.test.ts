@@ -98,6 +98,29 @@ describe("api: 'openai' with the openai SDK", () => {
     expect(snapshot.budgets?.requests?.announcedRate).toBe(600);
   });
 
+  it('meters each model with a limiter of its own, as the API limits each model', async () => {
+    const { clock, mock } = await start({
+      api: 'openai',
+      models: { small: { tokensPerMinute: 6_000 }, large: { tokensPerMinute: 600_000 } },
+    });
+    const fetch = limitedFetch(mock, clock);
+    const openai = new OpenAI({
+      apiKey: 'k',
+      baseURL: `${mock.origin}/v1`,
+      fetch,
+      maxRetries: 0,
+      logger: quiet,
+    });
+    const call = (model: string) =>
+      openai.chat.completions.create({ model, messages: user(40), max_tokens: 1_000 });
+    await drive(clock, [call('small')]);
+    await drive(clock, [call('large')]);
+    const names = fetch.registry.names();
+    expect(names).toHaveLength(2);
+    const rates = names.map((n) => fetch.registry.get(n)?.snapshot().budgets?.tokens?.announcedRate);
+    expect(rates).toEqual([6_000, 600_000]);
+  });
+
   it('cuts only the token budget on a 429 of type tokens, and serves every call by retrying', async () => {
     const { clock, mock } = await start({
       api: 'openai',

@@ -17,6 +17,15 @@ export const SOURCE = 'rate limit config';
 /** The rule of `maxConcurrent`, in the schema and next to a `limiter` instance. */
 export const maxConcurrent = z.number().int().min(1);
 
+/** The rule of `maxConcurrentPer`. */
+export const maxConcurrentPer = z.enum(['partition', 'origin']);
+
+/** The rule of `partitionBy`: header names, or `false`. */
+export const partitionBy = z.union([
+  z.literal(false),
+  z.array(z.string().regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, 'expected a header name')),
+]);
+
 const HEADERS_MESSAGE = `expected ${HEADER_PROFILES.map((p) => `'${p}'`).join(', ')} or false`;
 
 /** The rule of `headers` (a profile, in any case in JSON as .NET binds enums, or `false`). */
@@ -132,6 +141,8 @@ const LIMITER_KEYS: readonly string[] = [
   ...Object.keys(limiterFieldsSchema.shape).filter((key) => key !== 'name' && key !== 'clock'),
   'origins',
   'maxConcurrent',
+  'maxConcurrentPer',
+  'partitionBy',
   'limiter',
   'shared',
   'headers',
@@ -235,6 +246,23 @@ export function limiterConfigIssues(config: LimiterConfig, path: string): Config
       issues.push(
         ...configErrorFrom(result.error, config.maxConcurrent, SOURCE, `${path}.maxConcurrent`).issues,
       );
+  }
+  for (const [key, rule] of [
+    ['maxConcurrentPer', maxConcurrentPer],
+    ['partitionBy', partitionBy],
+  ] as const) {
+    const value = config[key];
+    if (value === undefined) continue;
+    const result = rule.safeParse(value);
+    if (!result.success)
+      issues.push(...configErrorFrom(result.error, value, SOURCE, `${path}.${key}`).issues);
+  }
+  if (config.partitionBy !== undefined && config.limiter === undefined && config.shared !== undefined) {
+    issues.push({
+      path: `${path}.partitionBy`,
+      message: 'not allowed with `shared`: a shared budget is one limiter for every request',
+      received: config.partitionBy,
+    });
   }
   if (config.headers !== undefined) {
     const result = headerProfile.safeParse(config.headers);

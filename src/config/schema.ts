@@ -5,7 +5,17 @@ import { originMatcher } from '../origin.js';
 import { LLM_APIS, type LlmApi } from './api.js';
 import { canonicalKeys, expandIssues, type Level, level, unwrapSection, writtenPath } from './appsettings.js';
 import { durationSchema } from './duration.js';
-import { headerProfile, issuesOf, maxConcurrent, originRules, rateRules, SOURCE, withRule } from './rules.js';
+import {
+  headerProfile,
+  issuesOf,
+  maxConcurrent,
+  maxConcurrentPer,
+  originRules,
+  partitionBy,
+  rateRules,
+  SOURCE,
+  withRule,
+} from './rules.js';
 import { sharedConfigSchema } from './shared.js';
 import type { RateLimitConfig } from './types.js';
 
@@ -66,6 +76,10 @@ const limiterOptionsSchema = limiterFieldsSchema.omit({ name: true, clock: true,
   cubic: cubicSchema.optional(),
   probe: probeSchema.optional(),
   maxConcurrent: maxConcurrent.optional(),
+  maxConcurrentPer: z
+    .preprocess((v) => (typeof v === 'string' ? v.toLowerCase() : v), maxConcurrentPer)
+    .optional(),
+  partitionBy: partitionBy.optional(),
   headers: headerProfile.optional(),
   reserve: duration(fields.reserve.unwrap()),
   api: z

@@ -46,6 +46,24 @@ export interface LimiterConfig extends Omit<AdaptiveLimiterOptions, 'clock' | 'n
   /** Requests in flight at once (an integer >= 1). @default unset: no cap */
   maxConcurrent?: number;
   /**
+   * What `maxConcurrent` caps when the requests are partitioned (see `partitionBy`):
+   * `'partition'`, each partition's requests in flight (an API that caps each key's concurrent
+   * requests); `'origin'`, the requests of every partition together, as without partitions (for a
+   * named limiter: of all its origins). @default 'partition'
+   */
+  maxConcurrentPer?: 'partition' | 'origin';
+  /**
+   * The request headers whose values split this limiter's requests into partitions, each with a
+   * limiter of its own made from this config (HTTP adapters): `["authorization"]`, or your own
+   * tenant header. Names in any case. `false` (or `[]`) turns partitions off: one limiter for
+   * every request, as for an API that limits per account across several keys. The values are
+   * hashed at once, never kept. Not with `limiter` or `shared`.
+   * @default the adapter's `partition` function if given, else the credential headers:
+   * `authorization`, `x-api-key`, `api-key`, and the one the `headers` profile names; with `api`,
+   * those and the body's `model` (a limiter per model, as the vendors limit per model)
+   */
+  partitionBy?: readonly string[] | false;
+  /**
    * An LLM API, metered the way it counts (HTTP adapters; see docs/llm.md): `'openai'` meters
    * requests and tokens, `'anthropic'` requests, input tokens and output tokens, each a budget of
    * its own (`budgets`) read from the API's headers in its own units (`headers` defaults to the

@@ -5,7 +5,7 @@ import { normalizeOrigin } from '../origin.js';
 import type { RateLimiterRegistry } from '../registry/index.js';
 import { holdResponse } from './held-response.js';
 import { llmAnswer, readRefusal, refusalBody } from './llm-answers.js';
-import { type InterceptorOptions, resolveInterceptorOptions } from './options.js';
+import { type InterceptorOptions, type OutgoingRequest, resolveInterceptorOptions } from './options.js';
 import { withLazyBody } from './outgoing-body.js';
 import { refusalResponse } from './refusal.js';
 import { type AttemptBodies, attemptBodies, isReplayableBody } from './request-body.js';
@@ -62,20 +62,33 @@ export function rateLimitedFetch(options: RateLimitedFetchOptions = {}): RateLim
     const request = input instanceof Request ? input : undefined;
     const url = requestUrl(input);
     const origin = url === undefined ? undefined : tryNormalize(url);
-    const route = origin === undefined ? undefined : runtime.route(origin);
-    if (origin === undefined || route === undefined || url === undefined) return send(input, init);
+    const originRoute = origin === undefined ? undefined : runtime.route(origin);
+    if (origin === undefined || originRoute === undefined || url === undefined) return send(input, init);
 
-    const { units, estimate } = runtime.costsFor(route, () => {
-      const headers = headerRecord(new Headers(init?.headers ?? request?.headers));
-      const outgoing = {
-        origin,
-        method: init?.method ?? request?.method ?? 'GET',
-        path: url.pathname + url.search,
-        headers,
-      };
-      // `init.body` as given; a `Request`'s own body is a stream: never read for it.
-      return withLazyBody(outgoing, init?.body, headers);
-    });
+    let outgoing: OutgoingRequest | undefined;
+    const described = (): OutgoingRequest => {
+      if (outgoing === undefined) {
+        const headers = headerRecord(new Headers(init?.headers ?? request?.headers));
+        const made = {
+          origin,
+          method: init?.method ?? request?.method ?? 'GET',
+          path: url.pathname + url.search,
+          headers,
+        };
+        // `init.body` as given; a `Request`'s own body is a stream: never read for it.
+        outgoing = withLazyBody(made, init?.body, headers);
+      }
+      return outgoing;
+    };
+    const route =
+      originRoute.partitioner === undefined
+        ? originRoute
+        : runtime.partitionRoute(origin, originRoute, {
+            headers: init?.headers ?? request?.headers,
+            request: described,
+          });
+    const units = runtime.unitsFor(described);
+    const estimate = runtime.estimate(route, described);
     const signal = init?.signal ?? request?.signal ?? undefined;
     const bodies = fetchBodies(input, init, resolved.maxReplayBodyBytes);
     const llm = route.llm;
@@ -87,7 +100,7 @@ export function rateLimitedFetch(options: RateLimitedFetchOptions = {}): RateLim
             return response.status === 429 ? readRefusal(response) : response;
           };
     const { limiter, gate } = route;
-    const release = runtime.hold(origin, route);
+    const release = runtime.hold(route);
     try {
       const response = await runAttempts<Response>({
         limiter,

@@ -8,6 +8,7 @@ import { CallerController } from './caller-controller.js';
 import type { ConcurrencyGate } from './concurrency.js';
 import { FastPathJudge, type FastPathRequest } from './fast-path.js';
 import { usageTap } from './llm-tap.js';
+import type { OutgoingRequest } from './options.js';
 import { withLazyBody } from './outgoing-body.js';
 import { answerRefusal } from './refusal.js';
 import { type AttemptBodies, attemptBodies } from './request-body.js';
@@ -36,7 +37,10 @@ export class RateLimitedDispatch implements AttemptOwner, FastPathRequest {
   readonly #dispatch: Dispatcher.Dispatch;
   readonly #opts: Dispatcher.DispatchOptions;
   readonly #runtime: HttpRuntime;
-  readonly #route: Route;
+  /** The origin's route, then (in `start`) the route of the request's partition, if it has one. */
+  #route: Route;
+  /** The request as the callbacks see it, made once, on first need. */
+  #outgoing: OutgoingRequest | undefined;
   readonly #origin: string;
   #units = 1;
   /** Units drawn from the limiter's other budgets (an LLM API's tokens). */
@@ -87,9 +91,15 @@ export class RateLimitedDispatch implements AttemptOwner, FastPathRequest {
       this.handler.onRequestStart?.(this.controller, undefined);
       // Aborted already (fetch aborts inside onRequestStart when its signal was): nothing taken.
       if (this.controller.abortReason !== undefined) throw this.controller.abortReason;
+      if (this.#route.partitioner !== undefined) {
+        this.#route = this.#runtime.partitionRoute(this.#origin, this.#route, {
+          headers: this.#opts.headers,
+          request: () => this.#request(),
+        });
+      }
       this.#units = this.#requestUnits();
       if (this.#route.llm !== undefined) this.#meterLlm();
-      this.#release = this.#runtime.hold(this.#origin, this.#route);
+      this.#release = this.#runtime.hold(this.#route);
       this.#bodies = attemptBodies(this.#opts.body, this.#runtime.options.maxReplayBodyBytes);
       if (!this.#sendFirst()) this.#loop(undefined);
     } catch (error) {
@@ -99,11 +109,7 @@ export class RateLimitedDispatch implements AttemptOwner, FastPathRequest {
 
   /** An LLM API's estimate from the body (when it is in memory), and the tap that corrects it from `usage`. */
   #meterLlm(): void {
-    const { method, path, headers, body } = this.#opts;
-    const estimate = this.#runtime.estimate(this.#route, () => {
-      const record = headerRecord(headers);
-      return withLazyBody({ origin: this.#origin, method, path, headers: record }, body, record);
-    });
+    const estimate = this.#runtime.estimate(this.#route, () => this.#request());
     if (estimate === undefined) return;
     this.#costs = estimate.costs;
     this.handler = usageTap(this.handler, this.#route, estimate, this.#runtime.options.rejection);
@@ -111,11 +117,17 @@ export class RateLimitedDispatch implements AttemptOwner, FastPathRequest {
 
   #requestUnits(): number {
     if (this.#runtime.options.units === undefined) return 1;
-    const { method, path, headers, body } = this.#opts;
-    return this.#runtime.unitsFor(() => {
+    return this.#runtime.unitsFor(() => this.#request());
+  }
+
+  /** The request as `units` and `partition` see it, made once, on first need. */
+  #request(): OutgoingRequest {
+    if (this.#outgoing === undefined) {
+      const { method, path, headers, body } = this.#opts;
       const record = headerRecord(headers);
-      return withLazyBody({ origin: this.#origin, method, path, headers: record }, body, record);
-    });
+      this.#outgoing = withLazyBody({ origin: this.#origin, method, path, headers: record }, body, record);
+    }
+    return this.#outgoing;
   }
 
   /** The fast path: attempt 1 dispatched now, if its units and a slot are free now. */

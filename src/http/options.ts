@@ -11,6 +11,7 @@ import { normalizeOrigin } from '../origin.js';
 import { buildEntry } from '../registry/entries.js';
 import type { RateLimiterRegistry } from '../registry/index.js';
 import type { ClassifyResult } from './classify.js';
+import type { PartitionKey } from './partition.js';
 import type { RejectionMode } from './refusal.js';
 
 /** A request as `units` sees it, before it is sent. */
@@ -64,6 +65,24 @@ export interface InterceptorOptions {
   origin?: string | URL;
   /** The cost of a request in units (> 0, finite). @default () => 1 */
   units?: (request: OutgoingRequest) => number;
+  /**
+   * The partition a request belongs to: each (origin, partition) gets a limiter of its own, so
+   * that one customer's 429s and pauses never slow another's requests. Return a key (a string, or
+   * a list of parts such as `[token, model]`), or `undefined` for none (the request shares its
+   * origin's limiter). The key is hashed with a per-process random key at once and never kept or
+   * shown; the partition is named by a short id (`https://api.example.com#Zt3kQ0b9xY1w`), or by
+   * `partitionName`. A limiter's own `partitionBy` wins over it; limiters given as instances
+   * (`limiter`, `shared`) are not partitioned. See docs/partitions.md.
+   * @default by credential: the values of `authorization`, `x-api-key`, `api-key` (and the header
+   * the limiter's `headers` profile names, `x-shopify-access-token`); none present: no partition
+   */
+  partition?: (request: OutgoingRequest) => PartitionKey;
+  /**
+   * The name a partition is shown by (its limiter's name, events, snapshot) in place of its short
+   * id, such as your customer's id: asked once, when the partition's limiter is made; `undefined`
+   * keeps the id. Never return the credential. @default the short id
+   */
+  partitionName?: (request: OutgoingRequest) => string | undefined;
   /**
    * The units a successful request really cost, from its answer (APIs that report a request's
    * cost in a header); `undefined` keeps the charge. The measured send rate counts the corrected
@@ -122,6 +141,8 @@ export interface ResolvedInterceptorOptions {
   registry: RateLimiterRegistry | undefined;
   origin: string | undefined;
   units: ((request: OutgoingRequest) => number) | undefined;
+  partition: ((request: OutgoingRequest) => PartitionKey) | undefined;
+  partitionName: ((request: OutgoingRequest) => string | undefined) | undefined;
   responseUnits: ((status: number, headers: HeaderRecord) => number | undefined) | undefined;
   maxAttempts: number;
   throttleStatuses: ReadonlySet<number>;
@@ -153,6 +174,8 @@ export const interceptorOptionsSchema = z
     ),
     origin: z.union([z.string(), z.instanceof(URL)]),
     units: fn<(request: OutgoingRequest) => number>('request => units'),
+    partition: fn<(request: OutgoingRequest) => PartitionKey>('request => key | [parts] | undefined'),
+    partitionName: fn<(request: OutgoingRequest) => string | undefined>('request => name | undefined'),
     responseUnits: fn<(status: number, headers: HeaderRecord) => number | undefined>(
       '(status, headers) => units',
     ),
@@ -240,6 +263,8 @@ export function resolveInterceptorOptions(
     registry: o.registry,
     origin: o.origin === undefined ? undefined : normalizeOrigin(o.origin, 'origin'),
     units: o.units,
+    partition: o.partition,
+    partitionName: o.partitionName,
     responseUnits: o.responseUnits,
     maxAttempts: o.maxAttempts ?? HTTP_DEFAULTS.maxAttempts,
     throttleStatuses: new Set(o.throttleStatuses ?? HTTP_DEFAULTS.throttleStatuses),

@@ -1,3 +1,5 @@
+import type { LlmApi } from '../config/api.js';
+import type { LimiterConfig } from '../config/schema.js';
 import { attachDiagnostics } from '../diagnostics.js';
 import { InvalidCallbackValueError } from '../errors.js';
 import { type HeaderRecord, headerLookup, type ResponseHeaders } from '../headers.js';
@@ -8,6 +10,14 @@ import { classifyResponse, type ResponseRules } from './classify.js';
 import { ConcurrencyGate } from './concurrency.js';
 import { type LlmEstimate, LlmMeter, type LlmRefusal } from './llm.js';
 import type { OutgoingRequest, ResolvedInterceptorOptions } from './options.js';
+import {
+  credentialParts,
+  defaultPartitionHeaders,
+  partitionId,
+  partitionNameOf,
+  partitionParts,
+  type RequestPartition,
+} from './partition.js';
 import { type QuotaReader, quotaReader } from './quota-headers/index.js';
 
 /** Where a request goes: its limiter, and the gate that caps its requests in flight. */
@@ -19,8 +29,11 @@ export interface Route {
   readonly limiter: RateLimiter;
   /** Present when the limiter's config sets `maxConcurrent`. */
   readonly gate: ConcurrencyGate | undefined;
-  /** A per-origin limiter: each use is reported to the registry, which drops idle ones. */
-  readonly perOrigin: boolean;
+  /**
+   * The registry's key of a per-origin (or partition) limiter: each use is reported to the
+   * registry, which drops idle ones; `undefined` for a named limiter or the overflow limiter.
+   */
+  readonly held: string | undefined;
   /** What reads the quotas its responses announce (`headers`, `quotaFromHeaders`); none: `undefined`. */
   readonly quotas: QuotaReader | undefined;
   /** The limiter's name (for errors). */
@@ -29,7 +42,27 @@ export interface Route {
   readonly adaptive: AdaptiveRateLimiter | undefined;
   /** The meter of its LLM API (`api`), one per limiter; none without `api`. */
   readonly llm: LlmMeter | undefined;
+  /**
+   * How its requests are split into partitions, each with a limiter of its own (an origin's route
+   * only; a partition's own route has none): `undefined` when they are not.
+   */
+  readonly partitioner: Partitioner | undefined;
+  /** Whether `maxConcurrent` caps each partition (`'partition'`) or the origin's requests together. */
+  readonly gatePer: 'partition' | 'origin';
 }
+
+/**
+ * A request as partitioning reads it: its headers as the caller gave them (read for the
+ * credential headers only), and the {@link OutgoingRequest} a `partition` function sees, made on
+ * demand.
+ */
+export interface PartitionSource {
+  readonly headers: unknown;
+  readonly request: () => OutgoingRequest;
+}
+
+/** The partition of a request, or `undefined` for none (it shares its origin's limiter). */
+export type Partitioner = (source: PartitionSource) => RequestPartition | undefined;
 
 /** Routes remembered per runtime, at most (a crawler's many hosts must not grow it without end). */
 const MAX_ROUTES = 1024;
@@ -51,6 +84,8 @@ export class HttpRuntime {
   readonly #removeBusyCheck: () => void;
   /** By normalized origin; `null` for an origin passed through. Valid for `registry._changes`. */
   readonly #routes = new Map<string, Route | null>();
+  /** Partitions' routes, by the registry's key of the partition. Valid for `registry._changes`. */
+  readonly #partitionRoutes = new Map<string, Route>();
   #seenChanges: number;
 
   constructor(options: ResolvedInterceptorOptions) {
@@ -85,13 +120,60 @@ export class HttpRuntime {
     if (this.#seenChanges !== changes) {
       this.#seenChanges = changes;
       this.#routes.clear();
+      this.#partitionRoutes.clear();
     }
     const known = this.#routes.get(origin);
     if (known === null) return undefined;
-    if (known !== undefined && (!known.perOrigin || this.registry._touchOrigin(origin) === known.limiter)) {
+    if (
+      known !== undefined &&
+      (known.held === undefined || this.registry._touchOrigin(known.held) === known.limiter)
+    ) {
       return known;
     }
     return this.#resolve(origin);
+  }
+
+  /**
+   * The route of `source`'s partition, when `route` (the origin's, from {@link route}) partitions
+   * its requests and the request belongs to a partition; else `route` itself.
+   * @throws {InvalidCallbackValueError} when `partition` or `partitionName` returns a bad value.
+   */
+  partitionRoute(origin: string, route: Route, source: PartitionSource): Route {
+    const partition = route.partitioner?.(source);
+    if (partition === undefined) return route;
+    const found = this.registry._partitionForOrigin(origin, partition);
+    if (found === undefined) return route;
+    const { key, limiter } = found;
+    const known = this.#partitionRoutes.get(key);
+    if (known !== undefined && known.limiter === limiter) return known;
+    if (limiter !== route.limiter) attachDiagnostics(limiter);
+    const own = this.registry._touchOrigin(key) === limiter;
+    let gate = route.gate;
+    if (gate !== undefined && route.gatePer === 'partition' && limiter !== route.limiter) {
+      const max = gate.max;
+      gate = this.#gates.get(limiter);
+      if (gate === undefined || gate.max !== max) {
+        gate = new ConcurrencyGate(max);
+        this.#gates.set(limiter, gate);
+      }
+    } else if (gate !== undefined && own) {
+      // One cap for the origin: the partition's limiter is busy while that gate is.
+      this.#gates.set(limiter, gate);
+    }
+    const partitioned: Route = {
+      limiter,
+      gate,
+      held: own ? key : undefined,
+      quotas: route.quotas,
+      partitioner: undefined,
+      gatePer: route.gatePer,
+      name: route.name,
+      adaptive: limiter,
+      llm: route.llm === undefined ? undefined : this.#meterOf(limiter, route.llm.api),
+    };
+    if (this.#partitionRoutes.size >= MAX_ROUTES) this.#partitionRoutes.clear();
+    this.#partitionRoutes.set(key, partitioned);
+    return partitioned;
   }
 
   #resolve(origin: string): Route | undefined {
@@ -118,25 +200,68 @@ export class HttpRuntime {
       }
     }
     const api = config?.api;
-    let llm: LlmMeter | undefined;
-    if (api !== undefined) {
-      llm = this.#meters.get(limiter);
-      if (llm === undefined || llm.api !== api) {
-        llm = new LlmMeter(api);
-        this.#meters.set(limiter, llm);
-      }
-    }
+    const partitionable = config !== undefined && config.limiter === undefined && config.shared === undefined;
     const route: Route = {
       limiter,
       gate,
-      perOrigin: this.registry._touchOrigin(origin) === limiter,
+      held: this.registry._touchOrigin(origin) === limiter ? origin : undefined,
       quotas: quotaReader(config?.headers ?? api, config?.quotaFromHeaders),
+      partitioner: partitionable ? this.#partitioner(config) : undefined,
+      gatePer: config?.maxConcurrentPer ?? 'partition',
       name: found.name,
       adaptive,
-      llm,
+      llm: api === undefined ? undefined : this.#meterOf(limiter, api),
     };
     this.#routes.set(origin, route);
     return route;
+  }
+
+  /**
+   * How the requests of a limiter made from `config` are partitioned: by the limiter's own
+   * `partitionBy` headers when it sets them (`false` or `[]`: not at all), else by the adapter's
+   * `partition` function, else by the credential headers (see `defaultPartitionHeaders`).
+   */
+  #partitioner(config: LimiterConfig): Partitioner | undefined {
+    const { partition, partitionName } = this.options;
+    const by = config.partitionBy;
+    const named =
+      partitionName === undefined
+        ? () => undefined
+        : (source: PartitionSource) => () =>
+            partitionNameOf(partitionName(source.request()), () => describe(source));
+    if (by === false || (by !== undefined && by.length === 0)) return undefined;
+    if (by === undefined && partition !== undefined) {
+      return (source) => {
+        const parts = partitionParts(partition(source.request()), () => describe(source));
+        return parts === undefined ? undefined : { id: partitionId(parts), name: named(source) };
+      };
+    }
+    const headers =
+      by === undefined ? defaultPartitionHeaders(config.headers) : by.map((h) => h.toLowerCase());
+    if (by === undefined && config.api !== undefined) {
+      // An LLM API limits each model apart: a limiter per (credential, model).
+      return (source) => {
+        const credential = credentialParts(source.headers, headers);
+        const model = modelOf(source.request().body);
+        if (credential === undefined && model === undefined) return undefined;
+        const parts = [...(credential ?? []), ...(model === undefined ? [] : ['model', model])];
+        return { id: partitionId(parts), name: named(source) };
+      };
+    }
+    return (source) => {
+      const parts = credentialParts(source.headers, headers);
+      return parts === undefined ? undefined : { id: partitionId(parts), name: named(source) };
+    };
+  }
+
+  /** The LLM meter of `limiter` (its running averages), made at its first use. */
+  #meterOf(limiter: RateLimiter, api: LlmApi): LlmMeter {
+    let meter = this.#meters.get(limiter);
+    if (meter === undefined || meter.api !== api) {
+      meter = new LlmMeter(api);
+      this.#meters.set(limiter, meter);
+    }
+    return meter;
   }
 
   /** The gate capping `limiter`'s requests in flight, if one was made (read-only: for tests). */
@@ -145,12 +270,12 @@ export class HttpRuntime {
   }
 
   /**
-   * Counts a request to `origin` in progress through `route`: its per-origin limiter is not
+   * Counts a request in progress through `route`: its per-origin (or partition) limiter is not
    * dropped (its answer may pause it) until the returned function is called, once the request's
    * last answer is judged.
    */
-  hold(origin: string, route: Route): () => void {
-    return route.perOrigin ? this.registry._holdOrigin(origin, route.limiter) : noop;
+  hold(route: Route): () => void {
+    return route.held !== undefined ? this.registry._holdOrigin(route.held, route.limiter) : noop;
   }
 
   /** The units a request is charged: `units(request)`, default 1. @throws {InvalidCallbackValueError} on a bad answer. */
@@ -225,3 +350,16 @@ export class HttpRuntime {
 }
 
 function noop(): void {}
+
+/** A request as a callback's error names it: method, origin and path, never a header. */
+function describe(source: PartitionSource): string {
+  const r = source.request();
+  // The path without its query, which may carry a secret.
+  return `${r.method} ${r.origin}${r.path.split('?')[0]}`;
+}
+
+/** The `model` of an LLM API request's body, when it names one. */
+function modelOf(body: unknown): string | undefined {
+  const model = typeof body === 'object' && body !== null ? (body as { model?: unknown }).model : undefined;
+  return typeof model === 'string' && model !== '' ? model : undefined;
+}

@@ -59,3 +59,18 @@ export function limiterOrigins(limiter: AdaptiveRateLimiter): readonly string[] 
   const head = name.split(/\s/, 1)[0] ?? '';
   return URL.canParse(head) ? [new URL(head).origin] : [];
 }
+
+const partitions = new WeakMap<AdaptiveRateLimiter, string>();
+
+/** @internal The registry tells the short id of the partition a limiter meters (see docs/partitions.md). */
+export function setLimiterPartition(limiter: AdaptiveRateLimiter, id: string): void {
+  partitions.set(limiter, id);
+}
+
+/**
+ * The short id of the partition `limiter` meters (a keyed hash of the partition's key, never the
+ * key: a credential), or `undefined` for a limiter of no partition (an origin's, a named one's).
+ */
+export function limiterPartition(limiter: AdaptiveRateLimiter): string | undefined {
+  return partitions.get(limiter);
+}

@@ -45,6 +45,8 @@ export function makeLimiter(name: string, config: LimiterConfig, clock: Clock): 
   const {
     origins: _origins,
     maxConcurrent: _maxConcurrent,
+    maxConcurrentPer: _maxConcurrentPer,
+    partitionBy: _partitionBy,
     limiter: _limiter,
     shared: _s,
     headers: _headers,

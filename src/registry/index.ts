@@ -5,6 +5,7 @@ import { AdaptiveRateLimitError, ConfigError, type ConfigIssue } from '../errors
 import type { AdaptiveRateLimiter } from '../limiter/adaptive.js';
 import { configErrorFrom } from '../limiter/options.js';
 import type { RateLimiter } from '../limiter/types.js';
+import { setLimiterOrigins, setLimiterPartition } from '../limiter/watch.js';
 import { normalizeOrigin } from '../origin.js';
 import {
   buildEntry,
@@ -15,12 +16,30 @@ import {
   type NamedEntry,
 } from './entries.js';
 import { REGISTRY_DEFAULTS, type RegistryOptions, registryOptionsSchema } from './options.js';
-import { OriginPool } from './origin-pool.js';
+import { OriginPool, type PoolOwner } from './origin-pool.js';
 
 export { REGISTRY_DEFAULTS, type RegistryOptions } from './options.js';
 
 /** The name of the limiter shared by new origins that find no room among the per-origin ones. */
 export const OVERFLOW = '(overflow)';
+
+/**
+ * A partition of the requests routed to one limiter (an origin's, or a named limiter's): its short
+ * id (a keyed hash, never the key itself) and, asked only when its limiter is made, the name the
+ * user gives it.
+ */
+export interface PartitionRef {
+  readonly id: string;
+  readonly name?: (() => string | undefined) | undefined;
+}
+
+/**
+ * The registry's name of a partition's limiter: the origin (or the named limiter's name), `#`,
+ * the partition's short id: `https://api.example.com#Zt3kQ0b9xY1w`.
+ */
+export function partitionKey(base: string, id: string): string {
+  return `${base}#${id}`;
+}
 
 /**
  * The typed events of a {@link RateLimiterRegistry} (Resilience4j's entry events). Each names the
@@ -29,10 +48,13 @@ export const OVERFLOW = '(overflow)';
  * `replace` between such an entry and another is told as `removed` or `added` of the other.
  */
 export interface RegistryEventMap {
-  /** A limiter joined the registry: by `add`, or made on demand for an origin. */
-  added: [{ name: string; limiter: AdaptiveRateLimiter }];
-  /** A limiter left the registry: by `remove`, or a per-origin limiter dropped as idle or over the cap. */
-  removed: [{ name: string; limiter: AdaptiveRateLimiter }];
+  /**
+   * A limiter joined the registry: by `add`, or made on demand for an origin or a partition (then
+   * `partition` is the partition's short id, and `name` ends with `#` and that id).
+   */
+  added: [{ name: string; limiter: AdaptiveRateLimiter; partition?: string }];
+  /** A limiter left the registry: by `remove`, or a per-origin (or partition) limiter dropped as idle or over the cap. */
+  removed: [{ name: string; limiter: AdaptiveRateLimiter; partition?: string }];
   /** `replace` put `limiter` in the place of `old`. */
   replaced: [{ name: string; old: AdaptiveRateLimiter; limiter: AdaptiveRateLimiter }];
 }
@@ -64,6 +86,8 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
   readonly #exact = new Map<string, string>();
   /** Per-origin limiters, least recently used first, and their eviction. */
   readonly #perOrigin: OriginPool;
+  /** The partition whose requests a named limiter meters itself (the first one seen), by its name. */
+  readonly #claims = new Map<string, string>();
   /** The limiter shared by new origins that find no room among the per-origin ones; made on first need. */
   #overflow: AdaptiveRateLimiter | undefined;
   #closed = false;
@@ -84,7 +108,7 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
       maxOriginLimiters,
       maxPausedOrigins,
       idleTimeout,
-      onDrop: (origin, limiter) => this.#announce('removed', origin, limiter),
+      onDrop: (key, limiter, owner) => this.#announce('removed', key, limiter, owner.partition),
       isBusy: (limiter) => {
         for (const busy of this.#busyChecks) if (busy(limiter)) return true;
         return false;
@@ -147,6 +171,73 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
   }
 
   /**
+   * @internal The limiter of a partition of the requests to the normalized origin `origin`: of
+   * the named limiter that covers it when the registry made that one (a `limiter` instance or a
+   * `shared` budget is not partitioned: `undefined`), else of the origin, made from `default`
+   * (`undefined` with `default: false`). Made now if there is none; its registry name is
+   * {@link partitionKey} of the named limiter's name or the origin. The first partition seen uses
+   * the limiter of the origin (or the named limiter) itself: `undefined` for it, as for requests
+   * without a partition. Partitions count against
+   * `maxOriginLimiters` as origins do; when there is no room, a named limiter's partition shares
+   * the named limiter itself and an origin's partition the overflow limiter.
+   */
+  _partitionForOrigin(
+    origin: string,
+    partition: PartitionRef,
+  ): { key: string; limiter: AdaptiveRateLimiter } | undefined {
+    const name = this.#owner(origin);
+    let owner: PoolOwner;
+    let config: Omit<LimiterConfig, 'origins'>;
+    let key: string;
+    const entry = name === undefined ? undefined : this.#named.get(name);
+    if (name !== undefined) {
+      if (entry === undefined || !entry.owned || entry.limiter === undefined) return undefined;
+      owner = { named: name, partition: partition.id };
+      config = entry.config;
+      key = partitionKey(name, partition.id);
+    } else {
+      if (this.#default === false) return undefined;
+      owner = { origin, partition: partition.id };
+      config = this.#default;
+      key = partitionKey(origin, partition.id);
+    }
+    const found = this._touchOrigin(key);
+    if (found !== undefined) return { key, limiter: found };
+    // The first partition seen takes the limiter of the origin (or the named limiter) itself: one
+    // credential is metered, named and shown exactly as without partitions.
+    const claimed = name !== undefined ? this.#claims.get(name) : this.#perOrigin.claim(origin, partition.id);
+    if (name !== undefined && claimed === undefined) this.#claims.set(name, partition.id);
+    if (claimed === undefined || claimed === partition.id) return undefined;
+    const label = partition.name?.();
+    const limiterName = label === undefined ? key : partitionKey(name ?? origin, label);
+    if (this.#closed) {
+      const limiter = makeLimiter(limiterName, config, this.#clock);
+      limiter.close();
+      return { key, limiter };
+    }
+    const pausedUntil = this.#perOrigin.takePause(key);
+    if (!this.#perOrigin.makeRoom()) {
+      // No room: the named limiter itself, or the overflow limiter, with the partition's pause.
+      const shared =
+        name !== undefined
+          ? (this.#named.get(name)?.limiter as AdaptiveRateLimiter)
+          : this.#overflowLimiter(config);
+      if (pausedUntil !== undefined) {
+        this.#perOrigin.keepPause(key, pausedUntil);
+        shared.pauseFor(pausedUntil - this.#clock.now());
+      }
+      return { key, limiter: shared };
+    }
+    const limiter = makeLimiter(limiterName, config, this.#clock);
+    setLimiterPartition(limiter, partition.id);
+    setLimiterOrigins(limiter, entry !== undefined ? entry.exact : [origin]);
+    if (pausedUntil !== undefined) limiter.pauseFor(pausedUntil - this.#clock.now());
+    this.#perOrigin.add(key, limiter, owner);
+    this.#announce('added', key, limiter, partition.id);
+    return { key, limiter };
+  }
+
+  /**
    * @internal An HTTP adapter's request to the normalized origin `key` is in progress through
    * `limiter`: when that is the origin's own limiter, it is not dropped (its answer may pause it)
    * until the returned function is called (once, when the request's last answer is judged).
@@ -195,7 +286,7 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
     }
     const limiter = makeLimiter(key, this.#default, this.#clock);
     if (pausedUntil !== undefined) limiter.pauseFor(pausedUntil - this.#clock.now());
-    this.#perOrigin.add(key, limiter);
+    this.#perOrigin.add(key, limiter, { origin: key });
     this.#announce('added', key, limiter);
     return limiter;
   }
@@ -224,7 +315,9 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
   configFor(name: string): LimiterConfig | undefined {
     const named = this.#named.get(name);
     if (named !== undefined) return named.config;
-    const perOrigin = this.#perOrigin.has(name) || (name === OVERFLOW && this.#overflow !== undefined);
+    const owner = this.#perOrigin.ownerOf(name);
+    if (owner?.named !== undefined) return this.#named.get(owner.named)?.config;
+    const perOrigin = owner !== undefined || (name === OVERFLOW && this.#overflow !== undefined);
     return perOrigin && this.#default !== false ? this.#default : undefined;
   }
 
@@ -242,8 +335,8 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
   }
 
   /**
-   * The named limiters in declaration order, then the per-origin ones, least recently used first,
-   * then `(overflow)` if it was needed.
+   * The named limiters in declaration order, then the per-origin and partition ones, least
+   * recently used first, then `(overflow)` if it was needed.
    */
   names(): string[] {
     const names = [...this.#named.keys(), ...this.#perOrigin.keys()];
@@ -305,6 +398,9 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
     this.#unindex(name, old);
     this.#named.set(name, entry);
     this.#index(name, entry);
+    // Its partitions were made from the old config: not closed (as the old limiter is not).
+    this.#dropPartitionsOf(name);
+    this.#claims.delete(name);
     this.#changes++;
     old.retire();
     if (old.limiter !== undefined && entry.limiter !== undefined) {
@@ -330,6 +426,8 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
       this.#named.delete(name);
       limiter = named.limiter;
       named.close();
+      for (const partition of this.#dropPartitionsOf(name)) partition.close();
+      this.#claims.delete(name);
     } else if (perOrigin !== undefined) {
       this.#perOrigin.delete(name);
       limiter = perOrigin;
@@ -364,15 +462,33 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
   }
 
   /** Counts a change of the entries, and emits it when the entry has an `AdaptiveRateLimiter`. */
-  #announce(event: 'added' | 'removed', name: string, limiter: AdaptiveRateLimiter | undefined): void {
+  #announce(
+    event: 'added' | 'removed',
+    name: string,
+    limiter: AdaptiveRateLimiter | undefined,
+    partition?: string,
+  ): void {
     this.#changes++;
-    if (limiter !== undefined) this.emit(event, { name, limiter });
+    if (limiter === undefined) return;
+    this.emit(event, partition === undefined ? { name, limiter } : { name, limiter, partition });
   }
 
   #index(name: string, entry: NamedEntry): void {
     for (const origin of entry.exact) if (!this.#exact.has(origin)) this.#exact.set(origin, name);
-    // Per-origin limiters of origins this one now covers leave the registry.
-    this.#perOrigin.dropWhere((origin) => this.#owner(origin) === name);
+    // Per-origin limiters (and their partitions) of origins this one now covers leave the registry.
+    this.#perOrigin.dropWhere(
+      (owner) => owner.origin !== undefined && this.#owner(owner.origin) === name,
+      (key) => this.#owner(originOfKey(key)) === name,
+    );
+  }
+
+  /** Drops the partitions of the named limiter `name` and their kept pauses; returns their limiters. */
+  #dropPartitionsOf(name: string): AdaptiveRateLimiter[] {
+    const prefix = partitionKey(name, '');
+    return this.#perOrigin.dropWhere(
+      (owner) => owner.named === name,
+      (key) => key.startsWith(prefix),
+    );
   }
 
   #unindex(name: string, entry: NamedEntry): void {
@@ -383,4 +499,10 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
     if (this.#closed)
       throw new AdaptiveRateLimitError('ERR_REGISTRY_CLOSED', `cannot ${action}: the registry is closed`);
   }
+}
+
+/** The origin part of a pool key: the origin itself, or the origin before a partition's `#id`. */
+function originOfKey(key: string): string {
+  const hash = key.indexOf('#');
+  return hash < 0 ? key : key.slice(0, hash);
 }

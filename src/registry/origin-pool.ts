@@ -3,10 +3,26 @@ import type { AdaptiveRateLimiter } from '../limiter/adaptive.js';
 
 interface OriginEntry {
   readonly limiter: AdaptiveRateLimiter;
+  /** What the limiter is for: an origin's, or a partition's of an origin or of a named limiter. */
+  readonly owner: PoolOwner;
   /** When `limiterFor` last returned it (ms on the registry's clock). */
   usedAt: number;
   /** Requests of the HTTP adapters in progress through it ({@link OriginPool.hold}). */
   inFlight: number;
+  /** The partition that uses an origin's own limiter: the first one seen ({@link OriginPool.claim}). */
+  claim?: string;
+}
+
+/**
+ * Whose limiter a pool entry is: an origin's (`origin`, no `partition`), a partition of an origin
+ * made from `default` (`origin` and `partition`), or a partition of a named limiter (`named`
+ * and `partition`).
+ */
+export interface PoolOwner {
+  readonly origin?: string;
+  readonly named?: string;
+  /** The partition's short id. */
+  readonly partition?: string;
 }
 
 /** What an {@link OriginPool} is made with. */
@@ -20,7 +36,7 @@ export interface OriginPoolOptions {
   /** Idle time (ms) after which a per-origin limiter is dropped: `RegistryOptions.idleTimeout`. */
   idleTimeout: number;
   /** Told of each limiter dropped as idle, to make room, or by {@link OriginPool.dropWhere}. */
-  onDrop: (origin: string, limiter: AdaptiveRateLimiter) => void;
+  onDrop: (key: string, limiter: AdaptiveRateLimiter, owner: PoolOwner) => void;
   /** Whether something outside the limiter still uses it (an adapter's maxConcurrent gate). */
   isBusy?: (limiter: AdaptiveRateLimiter) => boolean;
 }
@@ -45,7 +61,7 @@ export class OriginPool {
   readonly #maxOriginLimiters: number;
   readonly #maxPausedOrigins: number;
   readonly #idleTimeout: number;
-  readonly #onDrop: (origin: string, limiter: AdaptiveRateLimiter) => void;
+  readonly #onDrop: (key: string, limiter: AdaptiveRateLimiter, owner: PoolOwner) => void;
   readonly #isBusy: (limiter: AdaptiveRateLimiter) => boolean;
   /** Per-origin limiters, least recently used first (a use moves its entry to the end). */
   readonly #perOrigin = new Map<string, OriginEntry>();
@@ -112,8 +128,8 @@ export class OriginPool {
   }
 
   /** Keeps `limiter` for `key` as the most recently used; call {@link makeRoom} first. */
-  add(key: string, limiter: AdaptiveRateLimiter): void {
-    this.#perOrigin.set(key, { limiter, usedAt: this.#clock.now(), inFlight: 0 });
+  add(key: string, limiter: AdaptiveRateLimiter, owner: PoolOwner = { origin: key }): void {
+    this.#perOrigin.set(key, { limiter, owner, usedAt: this.#clock.now(), inFlight: 0 });
     this.#newest = key;
   }
 
@@ -159,6 +175,22 @@ export class OriginPool {
     return this.#perOrigin.get(key)?.limiter;
   }
 
+  /**
+   * The partition that uses the limiter of `key` (an origin's) as its own: the one given when none
+   * did yet; `undefined` when the pool holds no limiter for `key`.
+   */
+  claim(key: string, partition: string): string | undefined {
+    const entry = this.#perOrigin.get(key);
+    if (entry === undefined) return undefined;
+    entry.claim ??= partition;
+    return entry.claim;
+  }
+
+  /** Whose limiter `key` holds, if it holds one. */
+  ownerOf(key: string): PoolOwner | undefined {
+    return this.#perOrigin.get(key)?.owner;
+  }
+
   /** Forgets the limiter of `key` and any pause kept for it (not closed, not told to `onDrop`). */
   delete(key: string): boolean {
     const paused = this.#paused.delete(key);
@@ -180,12 +212,20 @@ export class OriginPool {
     return this.#paused.size;
   }
 
-  /** Drops the limiters (busy or not) and the kept pauses of the origins `test` accepts. */
-  dropWhere(test: (origin: string) => boolean): void {
-    for (const [origin, found] of this.#perOrigin) {
-      if (test(origin)) this.#drop(origin, found);
+  /**
+   * Drops the limiters (busy or not) whose owner `test` accepts, and the kept pauses of the keys
+   * `testKey` accepts; returns the limiters dropped.
+   */
+  dropWhere(test: (owner: PoolOwner) => boolean, testKey: (key: string) => boolean): AdaptiveRateLimiter[] {
+    const dropped: AdaptiveRateLimiter[] = [];
+    for (const [key, found] of this.#perOrigin) {
+      if (test(found.owner)) {
+        this.#drop(key, found);
+        dropped.push(found.limiter);
+      }
     }
-    for (const origin of this.#paused.keys()) if (test(origin)) this.#paused.delete(origin);
+    for (const key of this.#paused.keys()) if (testKey(key)) this.#paused.delete(key);
+    return dropped;
   }
 
   /** Drops per-origin limiters idle for `idleTimeout`; runs at most every `idleTimeout / 10` ms. */
@@ -238,6 +278,6 @@ export class OriginPool {
 
   #drop(origin: string, entry: OriginEntry): void {
     this.#perOrigin.delete(origin);
-    this.#onDrop(origin, entry.limiter);
+    this.#onDrop(origin, entry.limiter, entry.owner);
   }
 }

@@ -22,7 +22,15 @@ interface Budget extends RateLimiter {
  * `lazy`, so it joins (connects to Redis) at its first request.
  */
 export function makeSharedBudget(name: string, config: LimiterConfig, clock: Clock): LazySharedBudget {
-  const { origins: _o, maxConcurrent: _m, limiter: _l, shared, ...options } = config;
+  const {
+    origins: _o,
+    maxConcurrent: _m,
+    maxConcurrentPer: _mp,
+    partitionBy: _pb,
+    limiter: _l,
+    shared,
+    ...options
+  } = config;
   const parsed = sharedConfigSchema.safeParse(shared);
   // The limiter's own options are checked too: every bad field at once.
   const issues = [

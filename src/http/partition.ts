@@ -1,0 +1,204 @@
+import { createHmac, randomBytes } from 'node:crypto';
+import type { HeaderProfile } from '../config/types.js';
+import { InvalidCallbackValueError } from '../errors.js';
+
+/**
+ * What a partition function returns: a key (or the parts of one, such as a credential and a
+ * model), or `undefined` when the request belongs to no partition and shares its origin's limiter.
+ */
+export type PartitionKey = string | readonly (string | undefined)[] | undefined;
+
+/** The partition of one request: its short id (never the key) and, lazily, the name the user gives it. */
+export interface RequestPartition {
+  /** A keyed hash of the key: 12 characters of base64url, the same in this process for the same key. */
+  readonly id: string;
+  /** The name `partitionName` gives the request, asked only when its limiter is made. */
+  readonly name: (() => string | undefined) | undefined;
+}
+
+/**
+ * The request headers that carry a credential, partitioned by default: `authorization` (bearer
+ * tokens: GitHub, OpenAI, most APIs), `x-api-key` (Anthropic, many gateways), `api-key` (Azure
+ * OpenAI).
+ */
+export const PARTITION_HEADERS: readonly string[] = ['authorization', 'x-api-key', 'api-key'];
+
+/** The credential header a vendor's `headers` profile names, beyond {@link PARTITION_HEADERS}. */
+const VENDOR_CREDENTIAL_HEADERS: Readonly<Partial<Record<HeaderProfile, string>>> = {
+  shopify: 'x-shopify-access-token',
+};
+
+/** The header names a limiter partitions by when its config does not say (`partitionBy` unset). */
+export function defaultPartitionHeaders(profile: HeaderProfile | false | undefined): readonly string[] {
+  const vendor = profile === undefined || profile === false ? undefined : VENDOR_CREDENTIAL_HEADERS[profile];
+  return vendor === undefined ? PARTITION_HEADERS : [...PARTITION_HEADERS, vendor];
+}
+
+/**
+ * The key that hashes partition keys: random, drawn once per process, never shown. Partition ids
+ * are stable for the process's life and mean nothing in another process.
+ */
+let hashKey: Buffer | undefined;
+
+/**
+ * The short id of a partition key: an HMAC-SHA-256 of its parts under a per-process random key,
+ * 72 bits in base64url. The key itself (a credential) is neither kept nor shown.
+ */
+export function partitionId(parts: readonly string[]): string {
+  hashKey ??= randomBytes(32);
+  const hmac = createHmac('sha256', hashKey);
+  // Each part with its length first: ['ab', 'c'] and ['a', 'bc'] are different keys.
+  for (const part of parts) hmac.update(`${part.length}:`).update(part);
+  return hmac.digest('base64url').slice(0, 12);
+}
+
+/**
+ * The names and values of those of `names` present in `headers` (any header shape undici or
+ * fetch takes: a plain object, a flat `[name, value, ...]` array, `Headers`, an iterable of
+ * pairs), in the order of `names`: `[name, value, name, value, ...]`; `undefined` when none is
+ * present. `names` in lower case. Reads only what it needs: no header record is built.
+ */
+export function credentialParts(headers: unknown, names: readonly string[]): string[] | undefined {
+  if (headers == null || typeof headers !== 'object' || names.length === 0) return undefined;
+  const found = new Array<string | undefined>(names.length);
+  let any = false;
+  const take = (name: unknown, value: unknown): void => {
+    if (value === undefined || value === null) return;
+    const lower = typeof name === 'string' ? name.toLowerCase() : String(name).toLowerCase();
+    const i = names.indexOf(lower);
+    if (i < 0) return;
+    const text = Array.isArray(value) ? value.map(String).join(', ') : String(value);
+    found[i] = found[i] === undefined ? text : `${found[i]}, ${text}`;
+    any = true;
+  };
+  if (typeof (headers as Headers).get === 'function' && typeof (headers as Headers).append === 'function') {
+    // WHATWG Headers (any realm's: Node's, the undici package's, a polyfill): names in any case.
+    for (let i = 0; i < names.length; i++) {
+      const value: unknown = (headers as Headers).get(names[i] as string);
+      if (typeof value === 'string') {
+        found[i] = value;
+        any = true;
+      }
+    }
+  } else if (Array.isArray(headers)) {
+    for (let i = 0; i + 1 < headers.length; i += 2) take(headers[i], headers[i + 1]);
+  } else if (typeof (headers as Iterable<unknown>)[Symbol.iterator] === 'function') {
+    for (const pair of headers as Iterable<unknown>) if (Array.isArray(pair)) take(pair[0], pair[1]);
+  } else {
+    for (const name in headers) {
+      if (Object.hasOwn(headers, name)) take(name, (headers as Record<string, unknown>)[name]);
+    }
+  }
+  if (!any) return undefined;
+  // The header's name goes with its value: `x-api-key: k` and `api-key: k` are not one partition.
+  const parts: string[] = [];
+  for (let i = 0; i < names.length; i++) {
+    const value = found[i];
+    if (value !== undefined)
+      parts.push(names[i] as string, names[i] === 'authorization' ? signer(value) : value);
+  }
+  return parts;
+}
+
+/**
+ * Schemes that sign each request (the `authorization` value changes with every request): the
+ * auth-params that name who signs, which is what the API counts by.
+ */
+const SIGNED_SCHEMES: Readonly<Record<string, readonly string[]>> = {
+  'aws4-hmac-sha256': ['credential'],
+  'aws4-ecdsa-p256-sha256': ['credential'],
+  oauth: ['oauth_consumer_key', 'oauth_token'],
+  digest: ['username', 'realm'],
+  signature: ['keyid'],
+};
+
+/**
+ * What identifies the caller in an `authorization` value: the value itself, but for schemes
+ * that sign each request, who signs: AWS Signature V4's access key id (`Credential=AKID/...`),
+ * V2's (`AWS AKID:signature`), Azure's account (`SharedKey account:signature`), OAuth 1's consumer
+ * key and token, Digest's user name and realm, HTTP Signatures' `keyId`. Otherwise every
+ * request would be a partition of its own.
+ */
+function signer(value: string): string {
+  const space = value.indexOf(' ');
+  if (space < 0) return value;
+  const scheme = value.slice(0, space).toLowerCase();
+  const rest = value.slice(space + 1).trim();
+  if (scheme === 'aws' || scheme === 'sharedkey' || scheme === 'sharedkeylite') {
+    const colon = rest.indexOf(':');
+    return colon < 0 ? value : `${scheme} ${rest.slice(0, colon)}`;
+  }
+  const params = SIGNED_SCHEMES[scheme];
+  if (params === undefined) return value;
+  const found: string[] = [scheme];
+  for (const param of rest.split(',')) {
+    const eq = param.indexOf('=');
+    if (eq < 0) continue;
+    const name = param.slice(0, eq).trim().toLowerCase();
+    if (!params.includes(name)) continue;
+    let text = param
+      .slice(eq + 1)
+      .trim()
+      .replace(/^"|"$/g, '');
+    // AWS's Credential is the key id, then the date, region and service of the signing key.
+    if (name === 'credential') text = text.split('/')[0] ?? text;
+    found.push(`${name}=${text}`);
+  }
+  return found.length > 1 ? found.join(' ') : value;
+}
+
+/**
+ * The parts of what a `partition` function returned, checked: a string, or a list of strings
+ * (`undefined` members are left out); `undefined` (or an empty list) for no partition.
+ * @throws {InvalidCallbackValueError} for anything else. The message never shows the value.
+ */
+export function partitionParts(key: unknown, describe: () => string): string[] | undefined {
+  if (key === undefined) return undefined;
+  if (typeof key === 'string') return [key];
+  if (Array.isArray(key)) {
+    const parts: string[] = [];
+    for (const part of key) {
+      if (part === undefined) continue;
+      if (typeof part !== 'string') throw badKey(part, describe);
+      parts.push(part);
+    }
+    return parts.length === 0 ? undefined : parts;
+  }
+  throw badKey(key, describe);
+}
+
+function badKey(value: unknown, describe: () => string): InvalidCallbackValueError {
+  // The value may be a credential: only its type is told.
+  const type = value === null ? 'null' : Array.isArray(value) ? 'array' : typeof value;
+  return new InvalidCallbackValueError(
+    'partition',
+    `partition(${describe()}) returned a ${type}; expected a string, a list of strings, or undefined`,
+    type,
+  );
+}
+
+/** What `partitionName` returned, checked: a non-empty string or `undefined`. */
+export function partitionNameOf(name: unknown, describe: () => string): string | undefined {
+  if (name === undefined) return undefined;
+  if (typeof name === 'string' && name !== '') return name;
+  throw new InvalidCallbackValueError(
+    'partitionName',
+    `partitionName(${describe()}) returned ${typeof name === 'string' ? 'an empty string' : `a ${typeof name}`}; expected a non-empty string or undefined`,
+    typeof name,
+  );
+}
+
+/**
+ * The default partition key of a request: its credential headers' names and values (see
+ * {@link PARTITION_HEADERS}; `extra` adds names), or `undefined` when it carries none. For a
+ * `partition` function that splits a credential's partition further:
+ * `partition: (r) => [...(credentialPartition(r) ?? []), modelOf(r)]`.
+ */
+export function credentialPartition(
+  request: { readonly headers: unknown },
+  extra: readonly string[] = [],
+): string[] | undefined {
+  const names =
+    extra.length === 0 ? PARTITION_HEADERS : [...PARTITION_HEADERS, ...extra.map((h) => h.toLowerCase())];
+  return credentialParts(request.headers, names);
+}
