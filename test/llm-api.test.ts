@@ -303,4 +303,26 @@ describe("api: 'anthropic' with @anthropic-ai/sdk", () => {
     expect(mock.hits).toHaveLength(1);
     expect(interceptor.registry.get('llm')?.snapshot().cuts).toBe(0);
   });
+  it("through the interceptor with rejection: 'error': a spend cap fails the call with QuotaExhaustedError", async () => {
+    const { clock, mock } = await start({ api: 'anthropic' });
+    mock.spendCapReached = true;
+    const interceptor = adaptiveRateLimit({
+      limiters: { llm: { origins: [mock.origin], api: 'anthropic' } },
+      clock,
+    });
+    const agent = new Agent().compose(interceptor);
+    cleanups.push(
+      () => agent.close(),
+      () => interceptor.close(),
+    );
+    const error = await undiciFetch(`${mock.origin}/v1/messages`, {
+      dispatcher: agent,
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'm', max_tokens: 5, messages: user(4) }),
+    }).catch((e: unknown) => e);
+    expect((error as Error).cause).toBeInstanceOf(QuotaExhaustedError);
+    expect((error as Error).cause).toMatchObject({ reason: 'spend_cap', limiter: 'llm' });
+    expect(mock.hits).toHaveLength(1);
+  });
 });
