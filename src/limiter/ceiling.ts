@@ -2,9 +2,9 @@ import type { RateGate } from './bucket.js';
 import type { AnnouncedQuota } from './types.js';
 
 /** A policy missing from this many answers in a row is stale: it no longer caps the rate. */
-export const STALE_AFTER_ANSWERS = 4;
+const STALE_AFTER_ANSWERS = 4;
 /** The least part of a shared quota this process keeps: it must send to measure its part. */
-export const MIN_PART = 0.05;
+const MIN_PART = 0.05;
 /** Units the announced `remaining` must drop by before this process's part is measured again. */
 const PART_SAMPLE_UNITS = 20;
 /** Two resets this close (ms) are the same window: epoch seconds and `t` are whole seconds. */
@@ -66,6 +66,16 @@ export class Ceilings {
   #expiresAt = Number.POSITIVE_INFINITY;
   /** Answers with an announcement so far. */
   #answers = 0;
+  /**
+   * Whether this process's part is measured: not for the announced bucket (`burst: 'announced'`),
+   * which follows `remaining` itself, and whose own units (charged at admission, answered seconds
+   * later) would read as other clients' drain.
+   */
+  readonly #measure: boolean;
+
+  constructor(measurePart = true) {
+    this.#measure = measurePart;
+  }
 
   /** The lowest fresh ceiling at `now` (units/min), `Infinity` when none. */
   lowest(now: number): number {
@@ -186,6 +196,7 @@ export class Ceilings {
 
   /** Adds the drop since the last reading to the sample when both are in one window. */
   #measurePart(policy: Policy, remaining: number | undefined, resetAt: number | undefined): void {
+    if (!this.#measure) return;
     const sameWindow =
       remaining !== undefined &&
       policy.remaining !== undefined &&
