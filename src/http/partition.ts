@@ -41,12 +41,13 @@ export function defaultPartitionHeaders(profile: HeaderProfile | false | undefin
 let hashKey: Buffer | undefined;
 
 /**
- * The short id of a partition key: an HMAC-SHA-256 of its parts under a per-process random key,
- * 72 bits in base64url. The key itself (a credential) is neither kept nor shown.
+ * The short id of a partition key: an HMAC-SHA-256 of its parts under `secret` (the same in every
+ * process that is given it) or else a per-process random key, 72 bits in base64url. The key itself
+ * (a credential) is neither kept nor shown.
  */
-export function partitionId(parts: readonly string[]): string {
+export function partitionId(parts: readonly string[], secret?: string | Uint8Array): string {
   hashKey ??= randomBytes(32);
-  const hmac = createHmac('sha256', hashKey);
+  const hmac = createHmac('sha256', secret ?? hashKey);
   // Each part with its length first: ['ab', 'c'] and ['a', 'bc'] are different keys.
   for (const part of parts) hmac.update(`${part.length}:`).update(part);
   return hmac.digest('base64url').slice(0, 12);
@@ -175,6 +176,14 @@ function badKey(value: unknown, describe: () => string): InvalidCallbackValueErr
     `partition(${describe()}) returned a ${type}; expected a string, a list of strings, or undefined`,
     type,
   );
+}
+
+/** The least length of `partitionSecret` (characters or bytes). */
+export const MIN_SECRET_LENGTH = 16;
+
+/** Whether `value` can be a `partitionSecret`: a string or bytes of {@link MIN_SECRET_LENGTH} at least. */
+export function isPartitionSecret(value: unknown): value is string | Uint8Array {
+  return (typeof value === 'string' || value instanceof Uint8Array) && value.length >= MIN_SECRET_LENGTH;
 }
 
 /** What `partitionName` returned, checked: a non-empty string or `undefined`. */
