@@ -8,7 +8,9 @@
  *   never binds, and the same with `maxConcurrent` set high (p-queue in the path, never full);
  * - `request()`, 1 in flight: the added latency of one request with nothing queued anywhere;
  * - Node's global `fetch` through `setGlobalDispatcher` (the previous global dispatcher is put
- *   back afterwards), 50 in flight: a bare Agent, then the composed one.
+ *   back afterwards), 50 in flight: a bare Agent, then the composed one;
+ * - 100k `request()` calls at once behind a rate that binds: heap per queued request and the time
+ *   to drain them (http-queue.ts).
  *
  * Each figure is measured in rounds: every variant is warmed up, then each round runs one timed
  * sample of every variant in turn (A/B/C/D, A/B/C/D, ...; the first variant of a round rotates, so
@@ -37,6 +39,7 @@ import { createInterface } from 'node:readline';
 import { Agent, type Dispatcher, getGlobalDispatcher, request, setGlobalDispatcher } from 'undici';
 import { type AdaptiveRateLimitInterceptor, adaptiveRateLimit } from '../src/http/interceptor.js';
 import { formatMicros, formatRate, median, nowMs, printTarget } from './harness.js';
+import { queuedDrain } from './http-queue.js';
 
 /** Requests in flight in the throughput cases, and the connections of every Agent. */
 const IN_FLIGHT = 50;
@@ -377,6 +380,8 @@ export async function httpSuite(): Promise<void> {
     } finally {
       setGlobalDispatcher(previous);
     }
+
+    await queuedDrain(server.origin);
   } finally {
     for (const interceptor of interceptors) interceptor.close();
     await Promise.all(agents.map((a) => a.close()));

@@ -145,7 +145,7 @@ const ROWS: readonly RowSpec[] = [
     label: 'the SDK alone (2 retries)',
     make: (origin, api) => ({ call: sdkClient(api, origin, undefined, 2), close() {} }),
   },
-  limitedRow("docs/sdks.md's first recipe (requests only)", (api) =>
+  limitedRow('the requests-only recipe (learns from 429s)', (api) =>
     api === 'openai' ? { controller: 'cubic' } : {},
   ),
   limitedRow("that recipe + the vendor's header profile", (api) =>

@@ -1,4 +1,4 @@
-import { isCredentialName, MASK, redact, redactText } from './redact.js';
+import { isCredentialName, MASK, redact, redactingReplacer, redactText } from './redact.js';
 
 /**
  * The base of every error this library throws; `code` is stable across versions. Its message has
@@ -147,7 +147,7 @@ function describe(value: unknown): string {
   if (typeof value === 'number' || typeof value === 'boolean' || value == null) return String(value);
   if (typeof value === 'function') return 'a function';
   try {
-    const json = JSON.stringify(value);
+    const json = JSON.stringify(value, redactingReplacer);
     return json.length > 80 ? `${json.slice(0, 77)}...` : json;
   } catch {
     return Object.prototype.toString.call(value);

@@ -54,6 +54,15 @@ export function redact<T>(value: T): T {
   return redactValue(value, 0, new WeakMap()) as T;
 }
 
+/**
+ * A `JSON.stringify` replacer with the same masking, for objects {@link redact} returns as they
+ * are (class instances: an ioredis client's `options.password`).
+ */
+export function redactingReplacer(key: string, value: unknown): unknown {
+  if (key !== '' && isCredentialName(key)) return maskWhole(value);
+  return typeof value === 'string' ? redactText(value) : value;
+}
+
 /** The same masking for one string (a message, a URL, a path). */
 export function redactText(text: string): string {
   if (!MAYBE_SECRET.test(text)) return text;

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { ConfigError } from '../src/errors.js';
 import { redact, redactText } from '../src/redact.js';
 
 describe('redactText', () => {
@@ -79,6 +80,17 @@ describe('redact', () => {
     expect(input.headers.Authorization).toBe('Bearer abc');
     const clean = { a: 1, b: ['x', { c: 'd' }] };
     expect(redact(clean)).toBe(clean);
+  });
+
+  it('masks a class instance in an error message, and keeps it as it is in received', () => {
+    class Client {
+      options = { host: 'h', password: 'pw-of-the-client' };
+    }
+    const client = new Client();
+    const error = new ConfigError([{ path: 'redis', message: 'expected a Redis URL', received: client }]);
+    expect(error.message).not.toContain('pw-of-the-client');
+    expect(error.message).toContain('"password":"***"');
+    expect(error.issues[0]?.received).toBe(client);
   });
 
   it('masks the value after a credential name in a flat header list', () => {

@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createSharedBudget, type SharedBudget } from '../src/redis/index.js';
 import { type QuotaServer, startQuotaServer } from './helpers/quota-server.js';
+import { RedisCluster } from './helpers/redis-cluster.js';
 import { describeRedis, RedisServer } from './helpers/redis-server.js';
 
 const QUOTA = 3_000; // units/min
@@ -120,6 +121,50 @@ describeRedis('three processes sharing one budget through Redis', () => {
     expect(results).toHaveLength(3);
     expect(ratio).toBeGreaterThanOrEqual(0.9);
     expect(ratio).toBeLessThanOrEqual(1.02);
+  }, 90_000);
+});
+
+describeRedis('three processes sharing one budget through a Redis Cluster (three masters)', () => {
+  let cluster: RedisCluster;
+  let api: QuotaServer;
+
+  beforeAll(async () => {
+    cluster = await RedisCluster.start(3, 0);
+    api = await startQuotaServer(QUOTA, BURST);
+  }, 60_000);
+
+  afterAll(async () => {
+    await api?.close();
+    await cluster?.stop();
+  });
+
+  // The same workload as on one Redis, through redis+cluster://: the accepted share is measured
+  // (printed, for docs/redis.md), not asserted (a real-time ratio on a shared machine).
+  it('serves every request of the same workload, none rejected, failed or degraded', async () => {
+    const common = {
+      REDIS_URL: cluster.url,
+      BUDGET: `e2e-cluster-${process.pid}`,
+      TARGET: api.url,
+      DURATION: String(DURATION),
+      INITIAL: '4500',
+    };
+    const results = await Promise.all([
+      runWorker({ ...common, CONCURRENCY: '8' }),
+      runWorker({ ...common, CONCURRENCY: '8' }),
+      runWorker({ ...common, INTERVAL: '200' }),
+    ]);
+    const window = (api.lastAt ?? 0) - (api.firstAt ?? 0);
+    const quota = BURST + (QUOTA * window) / 60_000;
+    const sent = api.accepted + api.throttled;
+    console.log(
+      `e2e cluster: accepted ${api.accepted} of a quota of ${quota.toFixed(0)} over ${(window / 1000).toFixed(1)} s ` +
+        `(${((api.accepted / quota) * 100).toFixed(1)} %), 429s ${api.throttled} of ${sent} sent ` +
+        `(${((api.throttled / sent) * 100).toFixed(1)} %)`,
+    );
+    expect(results.reduce((sum, r) => sum + r.ok, 0)).toBe(api.accepted);
+    expect(results.map(({ rejected, failed, degraded }) => ({ rejected, failed, degraded }))).toEqual(
+      results.map(() => ({ rejected: 0, failed: 0, degraded: 0 })),
+    );
   }, 90_000);
 });
 
