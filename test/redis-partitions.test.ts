@@ -113,8 +113,9 @@ describeRedis('shared budgets per partition on a real Redis', () => {
     expect(partitionOf(one.registry.names())).toHaveLength(1);
     expect(partitionOf(two.registry.names())).toHaveLength(2);
     expect(partitionOf(two.registry.names())).toContain(partitionOf(one.registry.names())[0]);
+    const budgets = async () => new Set((await redis.keys(`arl:{${name}#*`)).map((k) => k.split('}')[0]));
+    await waitFor("A's and B's budgets in Redis", async () => (await budgets()).size === 2);
     const keys = await redis.keys(`arl:{${name}#*`);
-    expect(new Set(keys.map((k) => k.split('}')[0])).size).toBe(2);
     // A's pause of 30 s, learned in process one, is A's in process two too: A's request there is
     // refused (its wait passes maxWait), never sent; B's went at once.
     expect(api.received.filter((r) => r.headers.authorization === TOKEN_A).map((r) => r.status)).toEqual([
