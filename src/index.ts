@@ -1,6 +1,10 @@
 // The public API, one block per group. Each group comment stands on its own line, followed by a
 // blank line: biome's organizeImports then sorts within a group and never moves exports across.
 
+// NODE_DEBUG=adaptive-rate-limit: one line per cut, pause, rate change and refusal
+
+import './limiter/debug-log.js';
+
 // Limiters
 
 export type { LimiterSnapshot } from './limiter/adaptive.js';

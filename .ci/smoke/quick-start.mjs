@@ -3,7 +3,8 @@
 // takes every block the README marks `<!-- quick-start: FILE -->` from the README inside the
 // installed package (the one users read), writes each to FILE and runs `node FILE`. Each block
 // starts its own local server: no network, no token. Fails when a block is missing, exits with an
-// error, takes over two minutes, or does not print the limiter's snapshot line.
+// error, takes over two minutes, or does not print the limiter's snapshot line. Blocks marked
+// `<!-- syntax-checked: FILE -->` (they call real APIs) are checked with `node --check`.
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -46,7 +47,15 @@ try {
       throw new Error(`${file}: did not print its answers and the limiter's snapshot`);
     }
   }
-  console.log(`README quick start (${files.join(', ')}) in a fresh "type": "${type}" project: ok`);
+  // The configuration example for real APIs needs the network: checked for syntax only.
+  const checked = [...readme.matchAll(/<!-- syntax-checked: (\S+) -->\s*```\w*\n([\s\S]*?)```/g)];
+  for (const [, file, code] of checked) {
+    writeFileSync(join(dir, file), code);
+    sh(process.execPath, ['--check', file]);
+  }
+  console.log(
+    `README quick start (${files.join(', ')}; ${checked.map(([, f]) => f).join(', ')} syntax only) in a fresh "type": "${type}" project: ok`,
+  );
 } finally {
   rmSync(dir, { recursive: true, force: true });
 }

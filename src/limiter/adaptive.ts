@@ -26,8 +26,8 @@ import { SlowStart } from './slow-start.js';
 import type { AcquireOptions, AnnouncedQuota, LimiterSnapshot, Permit, RateLimiter } from './types.js';
 import { WaitingLine } from './waiting-line.js';
 import { handToWatchers, watchGeneration } from './watch.js';
+
 // NODE_DEBUG=adaptive-rate-limit (watches nothing without it).
-import './debug-log.js';
 
 export type { LimiterSnapshot } from './types.js';
 

@@ -14,7 +14,7 @@ if (debug?.enabled) {
   const log = debug;
   const watched = new WeakSet<AdaptiveRateLimiter>();
   addLimiterWatcher({
-    watch(limiter) {
+    watch(limiter: AdaptiveRateLimiter) {
       if (watched.has(limiter)) return;
       watched.add(limiter);
       const who = () => {

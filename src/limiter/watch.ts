@@ -1,5 +1,3 @@
-import type { AdaptiveRateLimiter } from './adaptive.js';
-
 /**
  * What watches every limiter of the process (the OpenTelemetry metrics, `NODE_DEBUG`): it is
  * handed each limiter at its first grant, refusal or answer after the watcher joined (one
@@ -7,7 +5,13 @@ import type { AdaptiveRateLimiter } from './adaptive.js';
  * be idempotent per limiter (a limiter is handed again to every watcher when one joins or leaves).
  */
 export interface LimiterWatcher {
-  watch(limiter: AdaptiveRateLimiter): void;
+  /** `limiter` is an `AdaptiveRateLimiter` (not named here: adaptive.ts imports this module). */
+  watch(limiter: WatchedLimiter): void;
+}
+
+/** What this module reads of a limiter. */
+export interface WatchedLimiter {
+  readonly name: string;
 }
 
 const watchers = new Set<LimiterWatcher>();
@@ -32,18 +36,18 @@ export function addLimiterWatcher(watcher: LimiterWatcher): () => void {
 }
 
 /** Hands `limiter` to every watcher; returns the generation it was handed at. */
-export function handToWatchers(limiter: AdaptiveRateLimiter): number {
+export function handToWatchers(limiter: WatchedLimiter): number {
   for (const watcher of watchers) watcher.watch(limiter);
   return generation;
 }
 
-const origins = new WeakMap<AdaptiveRateLimiter, readonly string[]>();
+const origins = new WeakMap<WatchedLimiter, readonly string[]>();
 
 /**
  * @internal The registry tells which origins a named limiter serves (normalized), so watchers
  * can name them; a per-origin limiter is named after its origin and needs no entry.
  */
-export function setLimiterOrigins(limiter: AdaptiveRateLimiter, list: readonly string[]): void {
+export function setLimiterOrigins(limiter: WatchedLimiter, list: readonly string[]): void {
   origins.set(limiter, list);
 }
 
@@ -51,7 +55,7 @@ export function setLimiterOrigins(limiter: AdaptiveRateLimiter, list: readonly s
  * The origins `limiter` is known to serve: those the registry gave it, else the origin its name
  * starts with (a per-origin limiter's name is its origin), else none.
  */
-export function limiterOrigins(limiter: AdaptiveRateLimiter): readonly string[] {
+export function limiterOrigins(limiter: WatchedLimiter): readonly string[] {
   const known = origins.get(limiter);
   if (known !== undefined) return known;
   const name = limiter.name;
@@ -60,10 +64,10 @@ export function limiterOrigins(limiter: AdaptiveRateLimiter): readonly string[] 
   return URL.canParse(head) ? [new URL(head).origin] : [];
 }
 
-const partitions = new WeakMap<AdaptiveRateLimiter, string>();
+const partitions = new WeakMap<WatchedLimiter, string>();
 
 /** @internal The registry tells the short id of the partition a limiter meters (see docs/partitions.md). */
-export function setLimiterPartition(limiter: AdaptiveRateLimiter, id: string): void {
+export function setLimiterPartition(limiter: WatchedLimiter, id: string): void {
   partitions.set(limiter, id);
 }
 
@@ -71,6 +75,6 @@ export function setLimiterPartition(limiter: AdaptiveRateLimiter, id: string): v
  * The short id of the partition `limiter` meters (a keyed hash of the partition's key, never the
  * key: a credential), or `undefined` for a limiter of no partition (an origin's, a named one's).
  */
-export function limiterPartition(limiter: AdaptiveRateLimiter): string | undefined {
+export function limiterPartition(limiter: WatchedLimiter): string | undefined {
   return partitions.get(limiter);
 }

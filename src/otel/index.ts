@@ -188,7 +188,9 @@ class LimiterMetrics {
       }
     };
     meter.addBatchObservableCallback(collect, observables);
-    const removeWatcher = addLimiterWatcher({ watch: (limiter) => this.#watch(limiter) });
+    const removeWatcher = addLimiterWatcher({
+      watch: (limiter: AdaptiveRateLimiter) => this.#watch(limiter),
+    });
     this.#stop = () => {
       removeWatcher();
       meter.removeBatchObservableCallback(collect, observables);

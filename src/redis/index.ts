@@ -1,6 +1,8 @@
 // adaptive-rate-limit/redis: one budget shared by several processes through Redis, or by several
 // members of one process through memory.
 
+import '../limiter/debug-log.js';
+
 export { MemoryBudgetStore, type MemoryBudgetStoreOptions } from './memory-store.js';
 export type { SharedBudgetOptions } from './options.js';
 export type { SharedBudgetEventMap, SharedState } from './shared-budget.js';

@@ -345,7 +345,9 @@ export class MemberState {
     if (repaired === undefined || repaired.length === 0) return;
     if (this.#events.listenerCount('repaired') === 0) {
       process.emitWarning(
-        `adaptive-rate-limit: shared budget "${this.#name}": the store held a broken ${repaired.join(', ')}; repaired (a broken state starts a fresh generation, a broken report is dropped)`,
+        redactText(
+          `adaptive-rate-limit: shared budget "${this.#name}": the store held a broken ${repaired.join(', ')}; repaired (a broken state starts a fresh generation, a broken report is dropped)`,
+        ),
         { code: BUDGET_REPAIRED_WARNING },
       );
     }

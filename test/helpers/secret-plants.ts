@@ -1,8 +1,7 @@
 import { inspect } from 'node:util';
 import { Agent, request } from 'undici';
-import { rateLimitedFetch } from '../../src/http/fetch.js';
-import { adaptiveRateLimit } from '../../src/http/interceptor.js';
-import type { RateLimiterRegistry } from '../../src/registry/index.js';
+// From the package's root, as a user imports it (it loads the NODE_DEBUG log).
+import { adaptiveRateLimit, type RateLimiterRegistry, rateLimitedFetch } from '../../src/index.js';
 import { RateLimitedServer } from './rate-limited-server.js';
 
 // Secrets planted where a user puts them (URLs, headers, config), and a record of everything the
