@@ -32,12 +32,25 @@
  * `UnwrapHandler`, so every response's headers go from raw buffers to an object and back.
  *
  * Target (issue 3): requests/s through the interceptor >= 0.97× the bare Agent's.
+ *
+ * Then OpenTelemetry metrics (`adaptive-rate-limit/otel`) on and off, the same interceptor (the
+ * default config) in the same rounds: "on" is `enableMetrics` with an SDK MeterProvider whose
+ * reader exports every second (to memory), turned on before each of its samples and off before
+ * each "off" sample. Target: requests/s with metrics on >= 0.97× with metrics off.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
+import { loadavg } from 'node:os';
 import { createInterface } from 'node:readline';
+import {
+  AggregationTemporality,
+  InMemoryMetricExporter,
+  MeterProvider,
+  PeriodicExportingMetricReader,
+} from '@opentelemetry/sdk-metrics';
 import { Agent, type Dispatcher, getGlobalDispatcher, request, setGlobalDispatcher } from 'undici';
 import { type AdaptiveRateLimitInterceptor, adaptiveRateLimit } from '../src/http/interceptor.js';
+import { enableMetrics, type MetricsHandle } from '../src/otel/index.js';
 import { formatMicros, formatRate, median, nowMs, printTarget } from './harness.js';
 import { queuedDrain } from './http-queue.js';
 
@@ -382,9 +395,52 @@ export async function httpSuite(): Promise<void> {
     }
 
     await queuedDrain(server.origin);
+
+    await metricsCase(url, composed({}));
   } finally {
     for (const interceptor of interceptors) interceptor.close();
     await Promise.all(agents.map((a) => a.close()));
     await server.stop();
+  }
+}
+
+/** Metrics on vs off through one interceptor (see the module comment); prints its target line. */
+async function metricsCase(url: string, dispatcher: Dispatcher): Promise<void> {
+  const exporter = new InMemoryMetricExporter(AggregationTemporality.CUMULATIVE);
+  const reader = new PeriodicExportingMetricReader({ exporter, exportIntervalMillis: 1_000 });
+  const meterProvider = new MeterProvider({ readers: [reader] });
+  let metrics: MetricsHandle | undefined;
+  const off: Variant = {
+    ...viaRequest('default config, metrics off', dispatcher, url),
+    before: () => {
+      metrics?.disable();
+      metrics = undefined;
+      exporter.reset();
+    },
+  };
+  const on: Variant = {
+    ...viaRequest('default config, metrics on (SDK, export every 1 s)', dispatcher, url),
+    before: () => {
+      metrics ??= enableMetrics({ meterProvider });
+    },
+  };
+  const load = loadavg().map((l) => l.toFixed(1));
+  try {
+    const summaries = summarize(await measure([off, on], IN_FLIGHT));
+    report(
+      `OpenTelemetry metrics on vs off, request(), ${IN_FLIGHT} in flight (load average before: ${load.join(', ')})`,
+      summaries,
+      false,
+    );
+    const s = summaries[1]!;
+    console.log('');
+    printTarget(
+      `metrics on: req/s >= ${TARGET_RATIO}× metrics off`,
+      s.ratio >= TARGET_RATIO,
+      `${s.ratio.toFixed(3)} (median of ${ROUNDS} paired rounds, ${s.minRatio.toFixed(3)}..${s.maxRatio.toFixed(3)})`,
+    );
+  } finally {
+    metrics?.disable();
+    await meterProvider.shutdown();
   }
 }

@@ -37,7 +37,12 @@ describe('NODE_DEBUG=adaptive-rate-limit', () => {
     ).toBe(true);
     // Every line names its limiter.
     expect(lines.every((l) => /: limiter "[^"]+" \(/.test(l))).toBe(true);
-    // No secret of the request URLs.
+    expect(
+      lines.some((l) =>
+        l.includes('limiter "https://***@x.example.com/?key=***" (origin https://x.example.com'),
+      ),
+    ).toBe(true);
+    // No secret of the request URLs or of a limiter's name.
     expect(stderr).not.toMatch(/s3cret/);
   });
 

@@ -122,7 +122,8 @@ describe('enableMetrics', () => {
     expect(snapshot.throttles).toBe(api.throttled);
     expect(sum(all, METRICS.cuts, mine)).toBe(snapshot.cuts);
     expect(snapshot.cuts).toBeGreaterThan(0);
-    expect(histogram(all, METRICS.timeInQueue, mine).count).toBe(api.requests);
+    // The time in queue of each request that waited.
+    expect(histogram(all, METRICS.timeInQueue, mine).count).toBe(waited);
     expect(gauge(all, METRICS.rate, mine)).toBe(snapshot.rate);
     expect(gauge(all, METRICS.acceptedRate, mine)).toBe(snapshot.acceptedRate);
     expect(sum(all, METRICS.queuedRequests, mine)).toBe(0);
@@ -233,6 +234,53 @@ describe('enableMetrics', () => {
     // The SDK may repeat the last observations; none moved.
     expect(sum(all, METRICS.requests, { ...mine, [ATTRIBUTES.result]: 'acquired' })).toBe(0);
     expect(histogram(all, METRICS.timeInQueue, mine).count).toBe(1);
+  });
+
+  it("names a partition's limiter by its short id, and each budget of a limiter of several", async () => {
+    const api = await server({ capacity: 2, retryAfter: '0' });
+    handle = enableMetrics({ meterProvider: provider });
+    const limited = rateLimitedFetch({ default: { initialUnitsPerMinute: 600_000 } });
+    cleanups.push(() => limited.close());
+    // Two credentials: the first uses the origin's limiter, the second a partition's of its own.
+    for (const token of ['a', 'b', 'b', 'b']) {
+      await (await limited(`${api.origin}/p`, { headers: { authorization: `Bearer ${token}` } })).text();
+    }
+
+    const clock = new ManualClock();
+    const llm = new AdaptiveRateLimiter({
+      name: 'llm',
+      clock,
+      budgets: { requests: { initialUnitsPerMinute: 60 }, tokens: { initialUnitsPerMinute: 6_000 } },
+    });
+    cleanups.push(() => llm.close());
+    const permit = await llm.acquire(1, { costs: { tokens: 100 } });
+    permit.throttled(undefined, undefined, ['tokens']);
+
+    const all = await collect();
+    const origin = { 'server.address': '127.0.0.1', 'server.port': api.port };
+    const partitioned = points(all, METRICS.requests, origin).filter(
+      (p) => p.attributes[ATTRIBUTES.partition] !== undefined,
+    );
+    expect(partitioned.length).toBeGreaterThan(0);
+    const id = String(partitioned[0]?.attributes[ATTRIBUTES.partition]);
+    expect(id).not.toMatch(/Bearer|^b$/);
+    expect(partitioned[0]?.attributes[ATTRIBUTES.limiter]).toBe(`${api.origin}#${id}`);
+    // Every request reached the server through one of the two limiters.
+    expect(sum(all, METRICS.requests, origin)).toBe(api.requests);
+
+    const mine = { [ATTRIBUTES.limiter]: 'llm' };
+    const snapshot = llm.snapshot();
+    for (const budget of ['requests', 'tokens']) {
+      expect(gauge(all, METRICS.rate, { ...mine, [ATTRIBUTES.budget]: budget })).toBe(
+        snapshot.budgets?.[budget]?.rate,
+      );
+    }
+    // The throttle named the tokens budget: its cut is counted under it.
+    expect(snapshot.budgets?.tokens?.cuts).toBe(1);
+    expect(sum(all, METRICS.cuts, { ...mine, [ATTRIBUTES.budget]: 'tokens' })).toBe(
+      snapshot.budgets?.tokens?.cuts,
+    );
+    expect(sum(all, METRICS.cuts, { ...mine, [ATTRIBUTES.budget]: 'requests' })).toBe(0);
   });
 
   it('names a bad meterProvider', () => {

@@ -18,6 +18,15 @@ const RATE = 6_000;
 const MEMBERS = 3;
 const BACKLOG = 200;
 
+/**
+ * The documented bound while degraded for `ms`: the budget (each member keeps its last share),
+ * plus AIMD's steps the members' local controllers may take meanwhile (their parts of one
+ * `increaseStep`, 120 units/min, per `increaseInterval`, 10 s, and one at once), plus 1 %.
+ */
+function degradedBound(ms: number): number {
+  return RATE * 1.01 + 120 * (1 + Math.floor(ms / 10_000));
+}
+
 describeRedis('shared budget through Sentinel: the replica promoted mid-run', () => {
   let primary: RedisServer;
   let replica: RedisServer;
@@ -145,7 +154,7 @@ describeRedis('shared budget through Sentinel: the replica promoted mid-run', ()
 
     expect(lost).toBe(0);
     expect(granted).toBeGreaterThan(0);
-    expect(highest).toBeLessThanOrEqual(RATE * 1.01);
+    expect(highest).toBeLessThanOrEqual(degradedBound(switchMs));
     console.log(
       `sentinel: primary killed, sharing again on the promoted replica after ${Math.round(switchMs)} ms; ` +
         `the members' rates added up to at most ${((highest / RATE) * 100).toFixed(1)} % of the budget`,

@@ -51,3 +51,12 @@ try {
   server.close();
 }
 console.log(`fetch through the interceptor: ok (Node ${process.versions.node})`);
+
+// adaptive-rate-limit/fetch: the same wrapper, without the interceptor.
+const fetchEntry = await import('adaptive-rate-limit/fetch');
+assert.equal(typeof fetchEntry.rateLimitedFetch, 'function');
+assert.equal(fetchEntry.adaptiveRateLimit, undefined);
+// adaptive-rate-limit/otel needs the optional @opentelemetry/api, which is not installed here:
+// importing it names the package; the root did not need it.
+await assert.rejects(import('adaptive-rate-limit/otel'), /@opentelemetry\/api/);
+console.log('adaptive-rate-limit/fetch, and /otel without @opentelemetry/api: ok');

@@ -11,7 +11,8 @@ import {
 import { InvalidArgumentError, type RejectionReason } from '../errors.js';
 import type { AdaptiveRateLimiter } from '../limiter/adaptive.js';
 import type { LimiterEventMap } from '../limiter/events.js';
-import { addLimiterWatcher, limiterOrigins } from '../limiter/watch.js';
+import { addLimiterWatcher, limiterOrigins, limiterPartition } from '../limiter/watch.js';
+import { redactText } from '../redact.js';
 
 /** Options of {@link enableMetrics}. */
 export interface MetricsOptions {
@@ -49,10 +50,12 @@ export const ATTRIBUTES = {
   controller: 'adaptive_rate_limit.controller',
   result: 'adaptive_rate_limit.result',
   reason: 'adaptive_rate_limit.rejection.reason',
+  partition: 'adaptive_rate_limit.partition',
+  budget: 'adaptive_rate_limit.budget',
 } as const;
 
 /** .NET's `http.client.request.time_in_queue` buckets (s), with the longer waits a limiter has. */
-const QUEUE_BUCKETS = [0, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 30, 60];
+const QUEUE_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 30, 60];
 const PAUSE_BUCKETS = [0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];
 const UNITS_PER_MINUTE = '{unit}/min';
 
@@ -95,6 +98,8 @@ interface Watched {
   readonly series: Series;
   readonly ref: WeakRef<AdaptiveRateLimiter>;
   readonly listeners: { [K in keyof LimiterEventMap]?: (...args: LimiterEventMap[K]) => void };
+  /** The series' attributes with `budget` (a limiter of several budgets), made once per budget. */
+  forBudget(budget: string | undefined, extra?: Attributes): Attributes;
 }
 
 class LimiterMetrics {
@@ -112,7 +117,8 @@ class LimiterMetrics {
 
   constructor(meter: Meter) {
     this.#timeInQueue = meter.createHistogram(METRICS.timeInQueue, {
-      description: 'Time a request waited in the limiter before it was sent (0 when sent at once).',
+      description:
+        'Time a request waited in the limiter before it was sent, for the requests that waited (those sent at once are requests{result="acquired"}).',
       unit: 's',
       advice: { explicitBucketBoundaries: QUEUE_BUCKETS },
     });
@@ -178,13 +184,20 @@ class LimiterMetrics {
           continue;
         }
         const s = limiter.snapshot();
+        if (s.closed) this.#forget(limiter, watched);
+        // A budget's own limiter (one of several): its owner reports it, under its name.
+        if (s.budget !== undefined && s.budgets === undefined) continue;
         const { attributes } = watched.series;
         result.observe(queued, s.queued, attributes);
-        if (Number.isFinite(s.rate)) result.observe(rate, s.rate, attributes);
-        if (Number.isFinite(s.maxRate)) result.observe(limit, s.maxRate, attributes);
-        if (s.announcedRate !== undefined) result.observe(announced, s.announcedRate, attributes);
-        if (s.acceptedRate !== undefined) result.observe(accepted, s.acceptedRate, attributes);
-        if (s.closed) this.#forget(limiter, watched);
+        for (const [budget, b] of s.budgets === undefined
+          ? [[undefined, s] as const]
+          : Object.entries(s.budgets)) {
+          const at = watched.forBudget(budget);
+          if (Number.isFinite(b.rate)) result.observe(rate, b.rate, at);
+          if (Number.isFinite(b.maxRate)) result.observe(limit, b.maxRate, at);
+          if (b.announcedRate !== undefined) result.observe(announced, b.announcedRate, at);
+          if (b.acceptedRate !== undefined) result.observe(accepted, b.acceptedRate, at);
+        }
       }
     };
     meter.addBatchObservableCallback(collect, observables);
@@ -214,28 +227,42 @@ class LimiterMetrics {
     if (this.#disabled || this.#watched.has(limiter)) return;
     const series = this.#seriesOf(limiter);
     const base = series.attributes;
-    const throttled = { ...base, [ATTRIBUTES.result]: 'throttled' };
-    const failed = { ...base, [ATTRIBUTES.result]: 'failed' };
+    const made = new Map<string, Attributes>();
+    const forBudget = (budget: string | undefined, extra?: Attributes): Attributes => {
+      const key = `${budget ?? ''}\u0000${extra === undefined ? '' : JSON.stringify(extra)}`;
+      let attributes = made.get(key);
+      if (attributes === undefined) {
+        attributes = { ...base, ...(budget === undefined ? {} : { [ATTRIBUTES.budget]: budget }), ...extra };
+        made.set(key, attributes);
+      }
+      return attributes;
+    };
+    const throttled = { [ATTRIBUTES.result]: 'throttled' };
+    const failed = { [ATTRIBUTES.result]: 'failed' };
     const listeners: Watched['listeners'] = {
       acquired: (e) => {
-        if (e.waited > 0) series.waited++;
-        else series.acquired++;
-        this.#timeInQueue.record(e.waited / 1000, base);
+        // As ASP.NET Core's time_in_queue: only requests that waited. Recording each request
+        // sent at once (a zero) would cost the SDK an attribute hash per request, several µs;
+        // they are `requests{result="acquired"}`.
+        if (e.waited > 0) {
+          series.waited++;
+          this.#timeInQueue.record(e.waited / 1000, base);
+        } else series.acquired++;
       },
       rejected: (e) => {
         series.rejected.set(e.reason, (series.rejected.get(e.reason) ?? 0) + 1);
       },
       throttled: (e) => {
-        this.#responses.add(1, throttled);
-        if (e.cut) this.#cuts.add(1, base);
+        this.#responses.add(1, forBudget(e.budget, throttled));
+        if (e.cut) this.#cuts.add(1, forBudget(e.budget));
       },
-      failed: () => this.#responses.add(1, failed),
+      failed: (e) => this.#responses.add(1, forBudget(e.budget, failed)),
       paused: (e) => {
-        this.#pauses.add(1, base);
-        this.#pauseDuration.record(e.ms / 1000, base);
+        this.#pauses.add(1, forBudget(e.budget));
+        this.#pauseDuration.record(e.ms / 1000, forBudget(e.budget));
       },
     };
-    const watched: Watched = { series, ref: new WeakRef(limiter), listeners };
+    const watched: Watched = { series, ref: new WeakRef(limiter), listeners, forBudget };
     this.#watched.set(limiter, watched);
     this.#live.add(watched);
     for (const [event, listener] of Object.entries(listeners)) {
@@ -263,14 +290,18 @@ class LimiterMetrics {
 }
 
 /**
- * A limiter's attributes: its name, its controller, and `server.address` / `server.port` when it
- * serves one known origin (a per-origin limiter, or a named one that lists one exact origin).
+ * A limiter's attributes: its name, its controller, its partition's short id (a limiter of a
+ * partition), and `server.address` / `server.port` when it serves one known origin (a per-origin
+ * limiter or a partition's, or a named one that lists one exact origin). Events of a limiter of
+ * several budgets add `adaptive_rate_limit.budget`.
  */
 export function limiterAttributes(limiter: AdaptiveRateLimiter): Attributes {
   const attributes: Attributes = {
-    [ATTRIBUTES.limiter]: limiter.name,
+    [ATTRIBUTES.limiter]: redactText(limiter.name),
     [ATTRIBUTES.controller]: limiter.controllerName,
   };
+  const partition = limiterPartition(limiter);
+  if (partition !== undefined) attributes[ATTRIBUTES.partition] = partition;
   const origins = limiterOrigins(limiter);
   if (origins.length === 1 && origins[0] !== undefined) {
     const url = new URL(origins[0]);

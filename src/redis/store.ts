@@ -398,7 +398,7 @@ function checkedGeneration(generation: unknown, before: KnownBefore): string {
  * number >= 0 is 0 (the version: -1, which no change matches), an optional rate is none, a cut
  * record that is not numbers >= 0 is dropped, the random number outside [0, 1) is none.
  */
-export function checkBooks(b: ControllerBooks): ControllerBooks {
+function checkBooks(b: ControllerBooks): ControllerBooks {
   const optional = (x: unknown) => (atLeast0(x) ? x : undefined);
   const or0 = (x: unknown) => (atLeast0(x) ? x : 0);
   const decreases = Array.isArray(b.decreases) ? b.decreases : [];

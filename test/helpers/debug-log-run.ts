@@ -16,4 +16,13 @@ await limiter.acquire().catch((error) => {
   if (!(error instanceof RateLimitRejectedError)) throw error;
 });
 limiter.close();
+// A name with a password and a query (as a careless config has it): masked in the lines.
+const careless = new AdaptiveRateLimiter({
+  name: 'https://u:s3cretpw@x.example.com/?key=s3cretkey',
+  queueLimit: 0,
+});
+careless.setRate(60);
+careless.tryAcquire();
+await careless.acquire().catch(() => undefined);
+careless.close();
 console.log(`done ${server.origin}`);

@@ -1,0 +1,248 @@
+import { execFile, spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { existsSync } from 'node:fs';
+import { copyFile, mkdir, mkdtemp, readdir, rm, symlink, writeFile } from 'node:fs/promises';
+import { createServer, type Server } from 'node:http';
+import { type AddressInfo, createServer as createNetServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { promisify } from 'node:util';
+import { build } from 'esbuild';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+// rateLimitedFetch and wrap(limiter, fn) on Deno, Bun and Cloudflare's workerd, each with its own
+// fetch, against a local node:http server with a quota: the package is built as it is published
+// and imported as `adaptive-rate-limit/fetch` (workerd: bundled by esbuild with the `workerd`
+// condition, as wrangler bundles). The binaries come from the npm registry: .ci/run installs
+// them and sets DENO_BIN, BUN_BIN and WORKERD_BIN (with ARL_RUNTIMES=required, a missing one
+// fails); without them here, these tests are skipped.
+
+const run = promisify(execFile);
+const root = resolve('.');
+const required = process.env.ARL_RUNTIMES === 'required';
+
+function binary(env: string, cached: string): string | undefined {
+  const path = process.env[env] ?? resolve('.ci/cache', cached);
+  return existsSync(path) ? path : undefined;
+}
+
+const RUNTIMES = {
+  deno: binary('DENO_BIN', 'deno-2.9.6/node_modules/@deno/linux-x64-glibc/deno'),
+  bun: binary('BUN_BIN', 'bun-1.4.4/node_modules/@oven/bun-linux-x64/bin/bun'),
+  workerd: binary(
+    'WORKERD_BIN',
+    'workerd-1.20261117.1/node_modules/@cloudflare/workerd-linux-64/bin/workerd',
+  ),
+};
+
+/**
+ * A server with a quota per path prefix (`/fetch/`, `/wrap/`): the third request of each is
+ * answered 429 with Retry-After: 1, once; every other one 200. It counts what it answered.
+ */
+class QuotaServer {
+  readonly answers = new Map<string, number[]>();
+  readonly server: Server = createServer((req, res) => {
+    const prefix = (req.url ?? '').split('/')[1] ?? '';
+    const seen = this.answers.get(prefix) ?? [];
+    this.answers.set(prefix, seen);
+    const status = seen.length === 2 ? 429 : 200;
+    seen.push(status);
+    if (status === 429) res.writeHead(429, { 'retry-after': '1' }).end('slow down');
+    else res.writeHead(200, { 'content-type': 'text/plain' }).end(`ok ${req.url}`);
+  });
+
+  get origin(): string {
+    return `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+  }
+}
+
+let work: string;
+
+beforeAll(async () => {
+  if (!Object.values(RUNTIMES).some(Boolean)) return;
+  // The package as published (dist from tsc, package.json's exports), in a project of its own
+  // whose other packages are this checkout's.
+  work = await mkdtemp(join(tmpdir(), 'arl-runtimes-'));
+  const pkg = join(work, 'node_modules', 'adaptive-rate-limit');
+  await mkdir(pkg, { recursive: true });
+  for (const entry of await readdir(join(root, 'node_modules'))) {
+    if (entry !== '.bin') await symlink(join(root, 'node_modules', entry), join(work, 'node_modules', entry));
+  }
+  await run(
+    process.execPath,
+    [
+      join(root, 'node_modules/typescript/bin/tsc'),
+      '-p',
+      'tsconfig.build.json',
+      '--outDir',
+      join(pkg, 'dist'),
+    ],
+    {
+      cwd: root,
+    },
+  );
+  await copyFile(join(root, 'package.json'), join(pkg, 'package.json'));
+  await writeFile(
+    join(work, 'package.json'),
+    JSON.stringify({ name: 'runtimes-check', private: true, type: 'module' }),
+  );
+  for (const file of ['check.mjs', 'main.mjs', 'worker.mjs'])
+    await copyFile(join(root, 'test/runtimes', file), join(work, file));
+}, 120_000);
+
+afterAll(async () => {
+  if (work !== undefined) await rm(work, { recursive: true, force: true });
+});
+
+interface Report {
+  statuses: number[];
+  waited: number;
+  pauses: number[];
+  throttles: number;
+  cuts: number;
+}
+
+async function withServer(check: (origin: string) => Promise<{ fetch: Report; wrap: Report }>) {
+  const quota = new QuotaServer();
+  quota.server.listen(0, '127.0.0.1');
+  await once(quota.server, 'listening');
+  try {
+    const report = await check(quota.origin);
+    for (const [prefix, part] of [
+      ['fetch', report.fetch],
+      ['wrap', report.wrap],
+    ] as const) {
+      // Every call ended 200: the 429 was sent again after its pause.
+      expect(part.statuses, prefix).toEqual([200, 200, 200, 200, 200]);
+      // What the server answered: five 200s and the one 429.
+      expect(quota.answers.get(prefix)?.sort(), prefix).toEqual([200, 200, 200, 200, 200, 429]);
+      // The 429 honoured: it paused the limiter for the Retry-After, and counted as a throttle.
+      expect(part.pauses, prefix).toEqual([1000]);
+      expect(part.throttles, prefix).toBe(1);
+      // Paced: at 600 units/min, five calls at once do not all go at once.
+      expect(part.waited, prefix).toBeGreaterThanOrEqual(3);
+    }
+  } finally {
+    quota.server.closeAllConnections();
+    quota.server.close();
+  }
+}
+
+function parseReport(stdout: string) {
+  return JSON.parse(stdout.trim().split('\n').pop() ?? '{}') as { fetch: Report; wrap: Report };
+}
+
+function runtime(name: keyof typeof RUNTIMES) {
+  const bin = RUNTIMES[name];
+  if (bin === undefined && required)
+    throw new Error(`${name} not found: .ci/run installs it (ARL_RUNTIMES=required)`);
+  return it.skipIf(bin === undefined);
+}
+
+describe('the fetch wrapper and wrap on other runtimes', () => {
+  runtime('deno')('Deno', { timeout: 60_000 }, async () => {
+    await withServer(async (origin) => {
+      const { stdout } = await run(
+        RUNTIMES.deno!,
+        ['run', '--allow-net', '--allow-read', '--allow-env', '--allow-sys', 'main.mjs', origin],
+        { cwd: work, timeout: 50_000, env: { ...process.env, NO_COLOR: '1', DENO_NO_UPDATE_CHECK: '1' } },
+      );
+      return parseReport(stdout);
+    });
+  });
+
+  runtime('bun')('Bun', { timeout: 60_000 }, async () => {
+    await withServer(async (origin) => {
+      const { stdout } = await run(RUNTIMES.bun!, ['main.mjs', origin], { cwd: work, timeout: 50_000 });
+      return parseReport(stdout);
+    });
+  });
+
+  runtime('workerd')('workerd', { timeout: 90_000 }, async () => {
+    // Bundled as wrangler does: the `workerd` and `worker` conditions, Node's modules left to
+    // workerd's nodejs_compat (the default from compatibility date 2026-08-04; node:os needs a
+    // 2026 date too).
+    await build({
+      entryPoints: [join(work, 'worker.mjs')],
+      outfile: join(work, 'bundle.mjs'),
+      bundle: true,
+      format: 'esm',
+      platform: 'neutral',
+      conditions: ['workerd', 'worker', 'import'],
+      mainFields: ['module', 'main'],
+      external: ['node:*'],
+      logLevel: 'silent',
+    });
+    await withServer(async (origin) => {
+      const response = await serveWorker(
+        (port) => `http://127.0.0.1:${port}/?origin=${encodeURIComponent(origin)}`,
+      );
+      expect(response.status).toBe(200);
+      return (await response.json()) as { fetch: Report; wrap: Report };
+    });
+  });
+});
+
+/**
+ * Starts `workerd serve` on a free port and GETs `url(port)` once it listens. A workerd that
+ * exits before it answers (the port taken meanwhile) is started again, at most 3 times; the
+ * error says how each ended.
+ */
+async function serveWorker(url: (port: number) => string): Promise<Response> {
+  const failures: string[] = [];
+  for (let attempt = 0; attempt < 3; attempt++) {
+    const port = await freePort();
+    await writeFile(join(work, 'config.capnp'), workerdConfig(port));
+    const child = spawn(RUNTIMES.workerd!, ['serve', 'config.capnp', '--experimental'], { cwd: work });
+    let output = '';
+    child.stdout.on('data', (d: Buffer) => (output += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (output += d.toString()));
+    let exited: string | undefined;
+    child.on('exit', (code, signal) => (exited = `exit code ${code}, signal ${signal}`));
+    try {
+      // It refuses connections until it listens: at most 400 tries, none once it exited.
+      for (let i = 0; exited === undefined && i < 400; i++) {
+        try {
+          const response = await fetch(url(port), { signal: AbortSignal.timeout(40_000) });
+          // Read now: the worker's answer must not outlive the process.
+          const body = await response.arrayBuffer();
+          return new Response(body, { status: response.status, headers: response.headers });
+        } catch {
+          await new Promise((r) => setTimeout(r, 50));
+        }
+      }
+      failures.push(`attempt ${attempt + 1}: ${exited ?? 'never listened'}; output: ${output}`);
+    } finally {
+      if (exited === undefined) {
+        child.kill();
+        await once(child, 'exit');
+      }
+    }
+  }
+  throw new Error(`workerd never answered:\n${failures.join('\n')}`);
+}
+
+function workerdConfig(port: number): string {
+  return `using Workerd = import "/workerd/workerd.capnp";
+const config :Workerd.Config = (
+  services = [
+    (name = "main", worker = .worker),
+    (name = "net", network = (allow = ["public", "private", "local"])),
+  ],
+  sockets = [(name = "http", address = "127.0.0.1:${port}", http = (), service = "main")],
+);
+const worker :Workerd.Worker = (
+  modules = [(name = "bundle.mjs", esModule = embed "bundle.mjs")],
+  compatibilityDate = "2026-11-01",
+  globalOutbound = "net",
+);
+`;
+}
+
+async function freePort(): Promise<number> {
+  const server = createNetServer().listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const { port } = server.address() as AddressInfo;
+  await new Promise((done) => server.close(done));
+  return port;
+}
