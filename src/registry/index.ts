@@ -20,7 +20,7 @@ import { OriginPool, type PoolOwner } from './origin-pool.js';
 import { makeSharedBudget } from './shared.js';
 import { SharedPartitions } from './shared-partitions.js';
 
-export { REGISTRY_DEFAULTS, type RegistryOptions } from './options.js';
+export type { RegistryOptions } from './options.js';
 
 /** The name of the limiter shared by new origins that find no room among the per-origin ones. */
 export const OVERFLOW = '(overflow)';

@@ -13,7 +13,7 @@ export interface TimedFactor {
 }
 
 /** The limiter options of every limited mode; rates are units/min for the whole budget. */
-export interface SimLimiterParams {
+interface SimLimiterParams {
   initialUnitsPerMinute: number;
   minUnitsPerMinute: number;
   maxUnitsPerMinute: number;
@@ -30,7 +30,7 @@ export interface SimLimiterParams {
 }
 
 /** The options of the shared modes' `SharedBudget` (see docs/redis.md). */
-export interface SimSharedParams {
+interface SimSharedParams {
   /** ms between two heartbeats of each instance. */
   heartbeatInterval: number;
   /** Part of the whole rate kept as a floor, split between the instances (0 to 1). */
@@ -94,9 +94,10 @@ export interface SimParams {
 
 /**
  * The built-in modes; `custom` is a user's controller module. `defaults` is the library with no
- * options at all (no initial rate, no maximum, each process unaware of the others).
+ * options at all (no initial rate, no maximum, each process unaware of the others). `api` (not
+ * in every scenario: an LLM API's only) is the `api: 'openai'` preset with nothing else.
  */
-export type ModeName = 'none' | 'fixed' | 'aimd' | 'cubic' | 'probe' | 'defaults' | 'custom';
+export type ModeName = 'none' | 'fixed' | 'aimd' | 'cubic' | 'probe' | 'defaults' | 'api' | 'custom';
 export const BUILT_IN_MODES = [
   'none',
   'fixed',
@@ -319,7 +320,7 @@ export const SCENARIOS: readonly Scenario[] = [
       p.limiter.aimd.increaseStep = 1_600;
       return p;
     })(),
-    modes: ALL_MODES,
+    modes: [...ALL_MODES, 'api'],
     headers: true,
   },
   {
