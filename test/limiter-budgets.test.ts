@@ -4,6 +4,7 @@ import { InvalidArgumentError } from '../src/errors.js';
 import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
 import type { AdaptiveLimiterOptions } from '../src/limiter/options.js';
 import type { Permit } from '../src/limiter/types.js';
+import { wrap } from '../src/wrap/wrap.js';
 
 const flush = () => new Promise<void>((resolve) => setImmediate(resolve));
 
@@ -177,6 +178,17 @@ describe('a limiter of several budgets', () => {
     clock.advance(1);
     await flush();
     expect(granted).toHaveLength(1);
+  });
+});
+
+describe('wrap with budgets', () => {
+  it('draws the costs a function of the call gives, from its arguments', async () => {
+    const { limiter } = setup();
+    const complete = wrap(limiter, async (request: { max_tokens: number }) => request.max_tokens, {
+      costs: (request: { max_tokens: number }) => ({ tokens: request.max_tokens }),
+    });
+    expect(await complete({ max_tokens: 70 })).toBe(70);
+    expect(limiter.snapshot().budgets?.tokens?.tokens).toBeCloseTo(30);
   });
 });
 
