@@ -1,5 +1,7 @@
+import diagnosticsChannel from 'node:diagnostics_channel';
 import { describe, expect, it, vi } from 'vitest';
 import { ManualClock } from '../src/clock.js';
+import { attachDiagnostics, DIAGNOSTICS_CHANNELS } from '../src/diagnostics.js';
 import { InvalidArgumentError } from '../src/errors.js';
 import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
 import type { AdaptiveLimiterOptions } from '../src/limiter/options.js';
@@ -129,6 +131,20 @@ describe('a limiter of several budgets', () => {
     third.tryAcquire(1, { tokens: 10 })?.throttled();
     s = third.snapshot();
     expect([s.budgets?.requests?.throttles, s.budgets?.tokens?.throttles]).toEqual([1, 1]);
+  });
+
+  it('names the budget on the diagnostics channels', () => {
+    const { limiter } = setup();
+    attachDiagnostics(limiter);
+    const messages: unknown[] = [];
+    const listener = (message: unknown) => messages.push(message);
+    diagnosticsChannel.subscribe(DIAGNOSTICS_CHANNELS.throttle, listener);
+    try {
+      limiter.tryAcquire(1, { tokens: 10 })?.throttled(2_000, undefined, ['tokens']);
+    } finally {
+      diagnosticsChannel.unsubscribe(DIAGNOSTICS_CHANNELS.throttle, listener);
+    }
+    expect(messages).toEqual([expect.objectContaining({ budget: 'tokens', cut: true, retryAfterMs: 2_000 })]);
   });
 
   it('pauses only the budget a Retry-After came for; requests drawing none of it still go', async () => {
