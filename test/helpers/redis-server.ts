@@ -11,7 +11,7 @@ import { describe, it } from 'vitest';
 
 const BINARY = process.env.REDIS_SERVER ?? 'redis-server';
 
-export const hasRedisServer = spawnSync(BINARY, ['--version'], { stdio: 'ignore' }).status === 0;
+const hasRedisServer = spawnSync(BINARY, ['--version'], { stdio: 'ignore' }).status === 0;
 
 const MISSING =
   `${BINARY} not found on the PATH: the Redis tests need a real Redis server. ` +
