@@ -198,7 +198,7 @@ const DRAIN_WARMUP_MS = 1_000;
  * A library whose run at a size, projected from its run at the size below (per-waiter time times
  * the waiters), would take longer than this (ms) is skipped at that size and above.
  */
-const CUTOFF_MS = [Number.POSITIVE_INFINITY, 5_000, 12_000] as const;
+const CUTOFF_MS = [Number.POSITIVE_INFINITY, 5_000, 20_000] as const;
 
 interface DrainFigure {
   /** Wall time per waiter (µs); `NaN` when skipped. */

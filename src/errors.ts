@@ -41,6 +41,33 @@ export class RateLimitRejectedError extends AdaptiveRateLimitError {
 }
 
 /**
+ * The API refused a call because a spend cap or the account's quota is used up (Anthropic's
+ * `enforced_spend_limit_reached`, OpenAI's `insufficient_quota`): no retry can succeed until the
+ * cap is raised or the period ends, so the call ends at once, is not retried and cuts no rate.
+ * `response` is the API's answer (status 429, its headers; its body was read to tell).
+ */
+export class QuotaExhaustedError extends AdaptiveRateLimitError {
+  /** The name of the limiter the call went through. */
+  readonly limiter: string;
+  /** The API's error code: `insufficient_quota`, `enforced_spend_limit_reached`, or `spend_cap` when only the headers told. */
+  readonly reason: string;
+  readonly status: number;
+  readonly response: Response | undefined;
+
+  constructor(limiter: string, reason: string, status: number, response?: Response) {
+    super(
+      'ERR_QUOTA_EXHAUSTED',
+      `rate limiter "${limiter}": the API refused the call for its spend cap or quota (${reason}, status ${status}); not retried`,
+    );
+    this.name = 'QuotaExhaustedError';
+    this.limiter = limiter;
+    this.reason = reason;
+    this.status = status;
+    this.response = response;
+  }
+}
+
+/**
  * The body of a throttled answer held while its retry waited was longer than the held-body cap
  * (64 KiB): it was cut there and its connection closed. When no retry is sent after all, the
  * caller gets that answer (status and headers as sent), and its body ends with this error after

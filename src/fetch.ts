@@ -8,8 +8,10 @@
 
 // Limiters
 
+export type { LlmApi } from './config/api.js';
 export type { LimiterSnapshot } from './limiter/adaptive.js';
 export { AdaptiveRateLimiter } from './limiter/adaptive.js';
+export type { Costs } from './limiter/budgets.js';
 export type { LimiterEventMap, LimiterEventName } from './limiter/events.js';
 export type {
   FixedWindowEventMap,
@@ -17,7 +19,7 @@ export type {
   FixedWindowSnapshot,
 } from './limiter/fixed-window.js';
 export { FixedWindowRateLimiter } from './limiter/fixed-window.js';
-export type { AdaptiveLimiterOptions } from './limiter/options.js';
+export type { AdaptiveLimiterOptions, BudgetOptions } from './limiter/options.js';
 export type {
   AcquireOptions,
   AnnouncedQuota,
@@ -70,6 +72,7 @@ export {
   ConfigError,
   InvalidArgumentError,
   InvalidCallbackValueError,
+  QuotaExhaustedError,
   RateLimitRejectedError,
   ThrottledBodyTooLongError,
 } from './errors.js';

@@ -7,8 +7,10 @@ import './limiter/debug-log.js';
 
 // Limiters
 
+export type { LlmApi } from './config/api.js';
 export type { LimiterSnapshot } from './limiter/adaptive.js';
 export { AdaptiveRateLimiter } from './limiter/adaptive.js';
+export type { Costs } from './limiter/budgets.js';
 export type { LimiterEventMap, LimiterEventName } from './limiter/events.js';
 export type {
   FixedWindowEventMap,
@@ -16,7 +18,7 @@ export type {
   FixedWindowSnapshot,
 } from './limiter/fixed-window.js';
 export { FixedWindowRateLimiter } from './limiter/fixed-window.js';
-export type { AdaptiveLimiterOptions } from './limiter/options.js';
+export type { AdaptiveLimiterOptions, BudgetOptions } from './limiter/options.js';
 export type {
   AcquireOptions,
   AnnouncedQuota,
@@ -72,6 +74,7 @@ export {
   ConfigError,
   InvalidArgumentError,
   InvalidCallbackValueError,
+  QuotaExhaustedError,
   RateLimitRejectedError,
   ThrottledBodyTooLongError,
 } from './errors.js';

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { InvalidCallbackValueError } from '../src/errors.js';
 import { headerLookup } from '../src/headers.js';
+import { readAnthropic } from '../src/http/quota-headers/anthropic.js';
 import { readGithub } from '../src/http/quota-headers/github.js';
 import { readIetf } from '../src/http/quota-headers/ietf.js';
 import { parseGoDuration, quotaReader } from '../src/http/quota-headers/index.js';
@@ -152,7 +153,7 @@ describe('OpenAI profile', () => {
     expect(parseGoDuration(text)).toBe(ms);
   });
 
-  it('reads the requests budget per minute and the tokens budget in requests', () => {
+  it('reads each budget per minute in its own units, never the tokens in requests', () => {
     const quotas = readOpenai(
       h({
         'x-ratelimit-limit-requests': '60',
@@ -163,10 +164,44 @@ describe('OpenAI profile', () => {
         'x-ratelimit-reset-tokens': '4s',
       }),
     );
-    // 10 requests used 10,000 tokens: 1,000 tokens a request, so 150 requests a minute.
+    // The requests refill one each 10 s / 10 missing; the tokens one each 4 s / 10,000 missing.
     expect(quotas).toEqual([
-      { policy: 'openai:requests', remaining: 50, resetMs: 1_000, limit: 60, windowMs: 60_000 },
-      { policy: 'openai:tokens', remaining: 140, resetMs: 400, limit: 150, windowMs: 60_000 },
+      {
+        policy: 'openai:requests',
+        budget: 'requests',
+        remaining: 50,
+        resetMs: 1_000,
+        limit: 60,
+        windowMs: 60_000,
+      },
+      {
+        policy: 'openai:tokens',
+        budget: 'tokens',
+        remaining: 140_000,
+        resetMs: 0.4,
+        limit: 150_000,
+        windowMs: 60_000,
+      },
+    ]);
+  });
+
+  it("reads Azure OpenAI's integer-second resets as seconds", () => {
+    const quotas = readOpenai(
+      h({
+        'x-ratelimit-limit-tokens': '1000',
+        'x-ratelimit-remaining-tokens': '900',
+        'x-ratelimit-reset-tokens': '6',
+      }),
+    );
+    expect(quotas).toEqual([
+      {
+        policy: 'openai:tokens',
+        budget: 'tokens',
+        remaining: 900,
+        resetMs: 60,
+        limit: 1_000,
+        windowMs: 60_000,
+      },
     ]);
   });
 
@@ -184,6 +219,64 @@ describe('OpenAI profile', () => {
   it('ignores garbage', () => {
     expect(
       readOpenai(h({ 'x-ratelimit-limit-requests': '60', 'x-ratelimit-remaining-requests': '-3' })),
+    ).toBeUndefined();
+  });
+});
+
+describe('Anthropic profile', () => {
+  it('reads requests, input and output tokens, each in its own units, resets against Date', () => {
+    const date = 'Tue, 01 Dec 2026 12:00:00 GMT';
+    const quotas = readAnthropic(
+      h({
+        date,
+        'anthropic-ratelimit-requests-limit': '50',
+        'anthropic-ratelimit-requests-remaining': '49',
+        'anthropic-ratelimit-requests-reset': '2026-12-01T12:00:01.500Z',
+        'anthropic-ratelimit-input-tokens-limit': '40000',
+        'anthropic-ratelimit-input-tokens-remaining': '38000',
+        'anthropic-ratelimit-input-tokens-reset': '2026-12-01T12:00:03.500Z',
+        'anthropic-ratelimit-output-tokens-limit': '8000',
+        'anthropic-ratelimit-output-tokens-remaining': '8000',
+        'anthropic-ratelimit-output-tokens-reset': '2026-12-01T12:00:00Z',
+        'anthropic-ratelimit-tokens-limit': '8000',
+      }),
+      0,
+    );
+    // Date's second is read at its middle: 12:00:00.5.
+    expect(quotas).toEqual([
+      {
+        policy: 'anthropic:requests',
+        budget: 'requests',
+        remaining: 49,
+        resetMs: 1_000,
+        limit: 50,
+        windowMs: 60_000,
+      },
+      {
+        policy: 'anthropic:input_tokens',
+        budget: 'input_tokens',
+        remaining: 38_000,
+        resetMs: 1.5,
+        limit: 40_000,
+        windowMs: 60_000,
+      },
+      {
+        policy: 'anthropic:output_tokens',
+        budget: 'output_tokens',
+        remaining: 8_000,
+        resetMs: 7.5,
+        limit: 8_000,
+        windowMs: 60_000,
+      },
+    ]);
+  });
+
+  it('ignores garbage', () => {
+    expect(
+      readAnthropic(
+        h({ 'anthropic-ratelimit-requests-limit': 'x', 'anthropic-ratelimit-requests-remaining': '1' }),
+        0,
+      ),
     ).toBeUndefined();
   });
 });

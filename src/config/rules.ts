@@ -8,6 +8,7 @@ import {
 } from '../limiter/options.js';
 import type { RateLimiter } from '../limiter/types.js';
 import { normalizeOrigin, originMatcher } from '../origin.js';
+import { LLM_APIS } from './api.js';
 import { HEADER_PROFILES, type HeaderProfile, type LimiterConfig } from './types.js';
 
 /** The source a config error names. */
@@ -146,6 +147,7 @@ const LIMITER_KEYS: readonly string[] = [
   'shared',
   'headers',
   'quotaFromHeaders',
+  'api',
 ];
 
 /** The keys of the controllers' option objects. */
@@ -266,6 +268,9 @@ export function limiterConfigIssues(config: LimiterConfig, path: string): Config
     const result = headerProfile.safeParse(config.headers);
     if (!result.success || result.data !== config.headers)
       issues.push({ path: `${path}.headers`, message: HEADERS_MESSAGE, received: config.headers });
+  }
+  if (config.api !== undefined && !(LLM_APIS as readonly unknown[]).includes(config.api)) {
+    issues.push({ path: `${path}.api`, message: "expected 'openai' or 'anthropic'", received: config.api });
   }
   if (config.quotaFromHeaders !== undefined && typeof config.quotaFromHeaders !== 'function') {
     issues.push({

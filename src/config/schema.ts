@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { ConfigError, type ConfigIssue } from '../errors.js';
 import { CONTROLLER_MESSAGE, configErrorFrom, limiterFieldsSchema, RATE_FIELDS } from '../limiter/options.js';
 import { originMatcher } from '../origin.js';
+import { LLM_APIS, type LlmApi } from './api.js';
 import { canonicalKeys, expandIssues, type Level, level, unwrapSection, writtenPath } from './appsettings.js';
 import { durationSchema } from './duration.js';
 import {
@@ -80,6 +81,13 @@ const limiterOptionsSchema = limiterFieldsSchema.omit({ name: true, clock: true,
     .optional(),
   partitionBy: partitionBy.optional(),
   headers: headerProfile.optional(),
+  reserve: duration(fields.reserve.unwrap()),
+  api: z
+    .preprocess(
+      (v) => (typeof v === 'string' ? v.toLowerCase() : v),
+      z.enum(LLM_APIS as [LlmApi, ...LlmApi[]], { error: "expected 'openai' or 'anthropic'" }),
+    )
+    .optional(),
 });
 
 const limiterConfigObject = limiterOptionsSchema

@@ -1,6 +1,7 @@
 import type { HeaderRecord } from '../headers.js';
 import type { AdaptiveLimiterOptions } from '../limiter/options.js';
 import type { AnnouncedQuota, RateLimiter } from '../limiter/types.js';
+import type { LlmApi } from './api.js';
 import type { SharedConfig } from './shared.js';
 
 // The shapes of a config (what parseConfig returns and the registry and adapters take): apart
@@ -10,14 +11,20 @@ import type { SharedConfig } from './shared.js';
  * Which response headers announce the quota, per limiter (`headers`):
  * - `'standard'`: the IETF RateLimit fields only (draft-10's `RateLimit` and `RateLimit-Policy`,
  *   draft-07's Dictionary), which say what they mean;
- * - `'github'`, `'openai'`, `'shopify'`: those too, and that vendor's own headers as it documents
- *   them (`x-ratelimit-reset` means epoch seconds to GitHub and a duration to OpenAI, so a vendor
+ * - `'github'`, `'openai'`, `'anthropic'`, `'shopify'`: those too, and that vendor's own headers
+ *   as it documents them (OpenAI's and Anthropic's budgets each in its own units, naming it) (`x-ratelimit-reset` means epoch seconds to GitHub and a duration to OpenAI, so a vendor
  *   form is never guessed);
  * - `false`: none.
  */
-export type HeaderProfile = 'standard' | 'github' | 'openai' | 'shopify';
+export type HeaderProfile = 'standard' | 'github' | 'openai' | 'anthropic' | 'shopify';
 
-export const HEADER_PROFILES: readonly HeaderProfile[] = ['standard', 'github', 'openai', 'shopify'];
+export const HEADER_PROFILES: readonly HeaderProfile[] = [
+  'standard',
+  'github',
+  'openai',
+  'anthropic',
+  'shopify',
+];
 
 /**
  * Your reading of a response's quota headers, for APIs no profile covers: a quota (or several,
@@ -52,9 +59,21 @@ export interface LimiterConfig extends Omit<AdaptiveLimiterOptions, 'clock' | 'n
    * every request, as for an API that limits per account across several keys. The values are
    * hashed at once, never kept. Not with `limiter` or `shared`.
    * @default the adapter's `partition` function if given, else the credential headers:
-   * `authorization`, `x-api-key`, `api-key`, and the one the `headers` profile names
+   * `authorization`, `x-api-key`, `api-key`, and the one the `headers` profile names; with `api`,
+   * those and the body's `model` (a limiter per model, as the vendors limit per model)
    */
   partitionBy?: readonly string[] | false;
+  /**
+   * An LLM API, metered the way it counts (HTTP adapters; see docs/llm.md): `'openai'` meters
+   * requests and tokens, `'anthropic'` requests, input tokens and output tokens, each a budget of
+   * its own (`budgets`) read from the API's headers in its own units (`headers` defaults to the
+   * API's profile), spent in full at the start and then paced, with a reserve (`reserve`); each
+   * call charged an estimate from its body before it is sent and corrected from the answer's
+   * `usage` (at the end of a stream, as it passes); a 429 cuts only the budget that ran out; a
+   * spend cap or used-up quota ends the call at once (no retry, no cut; `QuotaExhaustedError`
+   * with `rejection: 'error'`). Other fields override what it sets. @default unset
+   */
+  api?: LlmApi;
   /**
    * Which response headers announce the quota, giving the limiter a ceiling (HTTP adapters):
    * `'standard'` reads the IETF RateLimit fields; `'github'`, `'openai'`, `'shopify'` read them

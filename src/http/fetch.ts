@@ -4,6 +4,7 @@ import { headerRecord } from '../headers.js';
 import { normalizeOrigin } from '../origin.js';
 import type { RateLimiterRegistry } from '../registry/index.js';
 import { holdResponse } from './held-response.js';
+import { llmAnswer, readRefusal, refusalBody } from './llm-answers.js';
 import { type InterceptorOptions, type OutgoingRequest, resolveInterceptorOptions } from './options.js';
 import { withLazyBody } from './outgoing-body.js';
 import { refusalResponse } from './refusal.js';
@@ -87,20 +88,30 @@ export function rateLimitedFetch(options: RateLimitedFetchOptions = {}): RateLim
             request: described,
           });
     const units = runtime.unitsFor(described);
+    const estimate = runtime.estimate(route, described);
     const signal = init?.signal ?? request?.signal ?? undefined;
     const bodies = fetchBodies(input, init, resolved.maxReplayBodyBytes);
-    const attempt = () => send(...bodies.next());
+    const llm = route.llm;
+    const attempt =
+      llm === undefined
+        ? () => send(...bodies.next())
+        : async () => {
+            const response = await send(...bodies.next());
+            return response.status === 429 ? readRefusal(response) : response;
+          };
     const { limiter, gate } = route;
     const release = runtime.hold(route);
     try {
-      return await runAttempts<Response>({
+      const response = await runAttempts<Response>({
         limiter,
         units,
+        costs: estimate?.costs,
         maxAttempts: resolved.maxAttempts,
         signal,
         slot: gate === undefined ? undefined : (slotSignal) => gate.enter(slotSignal),
         send: attempt,
-        classify: (r) => runtime.classify(r.status, r.headers, () => headerRecord(r.headers), route),
+        classify: (r) =>
+          runtime.classify(r.status, r.headers, () => headerRecord(r.headers), route, refusalBody(r)),
         canRetry: () => bodies.replayable,
         // Read into memory while the retry waits: an unread body would keep its connection.
         hold: holdResponse,
@@ -108,6 +119,7 @@ export function rateLimitedFetch(options: RateLimitedFetchOptions = {}): RateLim
           r.body?.cancel().catch(() => {});
         },
       });
+      return estimate === undefined ? response : llmAnswer(response, route, estimate, resolved.rejection);
     } catch (error) {
       bodies.close();
       const refused = refusalResponse(error, resolved.rejection);

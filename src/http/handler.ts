@@ -1,11 +1,13 @@
 import type { Dispatcher } from 'undici';
 import { retries, runAttempts } from '../attempt-loop.js';
 import { headerRecord } from '../headers.js';
+import type { Costs } from '../limiter/budgets.js';
 import type { Outcome, Permit } from '../limiter/types.js';
 import { Attempt, type AttemptJudge, type AttemptOwner } from './attempt.js';
 import { CallerController } from './caller-controller.js';
 import type { ConcurrencyGate } from './concurrency.js';
 import { FastPathJudge, type FastPathRequest } from './fast-path.js';
+import { usageTap } from './llm-tap.js';
 import type { OutgoingRequest } from './options.js';
 import { withLazyBody } from './outgoing-body.js';
 import { answerRefusal } from './refusal.js';
@@ -29,7 +31,8 @@ import type { HttpRuntime, Route } from './runtime.js';
  * Both apply one retry rule (`retries` in src/attempt-loop.ts).
  */
 export class RateLimitedDispatch implements AttemptOwner, FastPathRequest {
-  readonly handler: Dispatcher.DispatchHandler;
+  /** The caller's handler (for an LLM API's limiter, behind a tap that reads the answer's `usage`). */
+  handler: Dispatcher.DispatchHandler;
   readonly controller = new CallerController();
   readonly #dispatch: Dispatcher.Dispatch;
   readonly #opts: Dispatcher.DispatchOptions;
@@ -40,6 +43,8 @@ export class RateLimitedDispatch implements AttemptOwner, FastPathRequest {
   #outgoing: OutgoingRequest | undefined;
   readonly #origin: string;
   #units = 1;
+  /** Units drawn from the limiter's other budgets (an LLM API's tokens). */
+  #costs: Costs | undefined;
   #bodies: AttemptBodies | undefined;
   /** Ends the hold on a per-origin limiter (see `HttpRuntime.hold`): once the last answer is judged. */
   #release: (() => void) | undefined;
@@ -93,12 +98,21 @@ export class RateLimitedDispatch implements AttemptOwner, FastPathRequest {
         });
       }
       this.#units = this.#requestUnits();
+      if (this.#route.llm !== undefined) this.#meterLlm();
       this.#release = this.#runtime.hold(this.#route);
       this.#bodies = attemptBodies(this.#opts.body, this.#runtime.options.maxReplayBodyBytes);
       if (!this.#sendFirst()) this.#loop(undefined);
     } catch (error) {
       this.fail(error);
     }
+  }
+
+  /** An LLM API's estimate from the body (when it is in memory), and the tap that corrects it from `usage`. */
+  #meterLlm(): void {
+    const estimate = this.#runtime.estimate(this.#route, () => this.#request());
+    if (estimate === undefined) return;
+    this.#costs = estimate.costs;
+    this.handler = usageTap(this.handler, this.#route, estimate, this.#runtime.options.rejection);
   }
 
   #requestUnits(): number {
@@ -122,7 +136,7 @@ export class RateLimitedDispatch implements AttemptOwner, FastPathRequest {
     if (gate !== undefined && !gate.tryEnter()) return false;
     let permit: Permit | undefined;
     try {
-      permit = limiter.tryAcquire(this.#units);
+      permit = limiter.tryAcquire(this.#units, this.#costs);
     } finally {
       // An `acquired` listener that throws must not keep the slot.
       if (permit === undefined) gate?.leave();
@@ -178,6 +192,7 @@ export class RateLimitedDispatch implements AttemptOwner, FastPathRequest {
     runAttempts<Attempt>({
       limiter: this.#route.limiter,
       units: this.#units,
+      costs: this.#costs,
       maxAttempts: this.#runtime.options.maxAttempts,
       signal: cancel.signal,
       throttledFirst,

@@ -1,11 +1,14 @@
+import type { LlmApi } from '../config/api.js';
 import type { LimiterConfig } from '../config/schema.js';
 import { attachDiagnostics } from '../diagnostics.js';
 import { InvalidCallbackValueError } from '../errors.js';
-import type { HeaderRecord, ResponseHeaders } from '../headers.js';
+import { type HeaderRecord, headerLookup, type ResponseHeaders } from '../headers.js';
+import type { AdaptiveRateLimiter } from '../limiter/adaptive.js';
 import type { Outcome, RateLimiter } from '../limiter/types.js';
 import { RateLimiterRegistry } from '../registry/index.js';
 import { classifyResponse, type ResponseRules } from './classify.js';
 import { ConcurrencyGate } from './concurrency.js';
+import { type LlmEstimate, LlmMeter, type LlmRefusal } from './llm.js';
 import type { OutgoingRequest, ResolvedInterceptorOptions } from './options.js';
 import {
   credentialParts,
@@ -33,6 +36,12 @@ export interface Route {
   readonly held: string | undefined;
   /** What reads the quotas its responses announce (`headers`, `quotaFromHeaders`); none: `undefined`. */
   readonly quotas: QuotaReader | undefined;
+  /** The limiter's name (for errors). */
+  readonly name: string;
+  /** Its `AdaptiveRateLimiter`, for corrections after the answer; none for another kind. */
+  readonly adaptive: AdaptiveRateLimiter | undefined;
+  /** The meter of its LLM API (`api`), one per limiter; none without `api`. */
+  readonly llm: LlmMeter | undefined;
   /**
    * How its requests are split into partitions, each with a limiter of its own (an origin's route
    * only; a partition's own route has none): `undefined` when they are not.
@@ -70,6 +79,8 @@ export class HttpRuntime {
   readonly #rules: ResponseRules;
   /** One gate per limiter (per `limiter` instance): a named limiter's origins share its cap. */
   readonly #gates = new WeakMap<RateLimiter, ConcurrencyGate>();
+  /** One LLM meter per limiter (its running averages). */
+  readonly #meters = new WeakMap<RateLimiter, LlmMeter>();
   readonly #removeBusyCheck: () => void;
   /** By normalized origin; `null` for an origin passed through. Valid for `registry._changes`. */
   readonly #routes = new Map<string, Route | null>();
@@ -156,6 +167,9 @@ export class HttpRuntime {
       quotas: route.quotas,
       partitioner: undefined,
       gatePer: route.gatePer,
+      name: route.name,
+      adaptive: limiter,
+      llm: route.llm === undefined ? undefined : this.#meterOf(limiter, route.llm.api),
     };
     if (this.#partitionRoutes.size >= MAX_ROUTES) this.#partitionRoutes.clear();
     this.#partitionRoutes.set(key, partitioned);
@@ -185,14 +199,18 @@ export class HttpRuntime {
         this.#gates.set(limiter, gate);
       }
     }
+    const api = config?.api;
     const partitionable = config !== undefined && config.limiter === undefined && config.shared === undefined;
     const route: Route = {
       limiter,
       gate,
       held: this.registry._touchOrigin(origin) === limiter ? origin : undefined,
-      quotas: quotaReader(config?.headers, config?.quotaFromHeaders),
+      quotas: quotaReader(config?.headers ?? api, config?.quotaFromHeaders),
       partitioner: partitionable ? this.#partitioner(config) : undefined,
       gatePer: config?.maxConcurrentPer ?? 'partition',
+      name: found.name,
+      adaptive,
+      llm: api === undefined ? undefined : this.#meterOf(limiter, api),
     };
     this.#routes.set(origin, route);
     return route;
@@ -220,10 +238,30 @@ export class HttpRuntime {
     }
     const headers =
       by === undefined ? defaultPartitionHeaders(config.headers) : by.map((h) => h.toLowerCase());
+    if (by === undefined && config.api !== undefined) {
+      // An LLM API limits each model apart: a limiter per (credential, model).
+      return (source) => {
+        const credential = credentialParts(source.headers, headers);
+        const model = modelOf(source.request().body);
+        if (credential === undefined && model === undefined) return undefined;
+        const parts = [...(credential ?? []), ...(model === undefined ? [] : ['model', model])];
+        return { id: partitionId(parts), name: named(source) };
+      };
+    }
     return (source) => {
       const parts = credentialParts(source.headers, headers);
       return parts === undefined ? undefined : { id: partitionId(parts), name: named(source) };
     };
+  }
+
+  /** The LLM meter of `limiter` (its running averages), made at its first use. */
+  #meterOf(limiter: RateLimiter, api: LlmApi): LlmMeter {
+    let meter = this.#meters.get(limiter);
+    if (meter === undefined || meter.api !== api) {
+      meter = new LlmMeter(api);
+      this.#meters.set(limiter, meter);
+    }
+    return meter;
   }
 
   /** The gate capping `limiter`'s requests in flight, if one was made (read-only: for tests). */
@@ -256,9 +294,52 @@ export class HttpRuntime {
     return n;
   }
 
-  /** The outcome of a response, with the quotas `route` reads from it; see {@link classifyResponse}. */
-  classify(status: number, headers: ResponseHeaders, record: () => HeaderRecord, route?: Route): Outcome {
-    return classifyResponse(status, headers, this.#rules, record, route?.quotas);
+  /**
+   * The units of a request and, for an LLM API's limiter (`api`), its estimate: the costs it draws
+   * from the token budgets.
+   */
+  costsFor(
+    route: Route,
+    request: () => OutgoingRequest,
+  ): { units: number; estimate: LlmEstimate | undefined } {
+    let made: OutgoingRequest | undefined;
+    const once = () => {
+      made ??= request();
+      return made;
+    };
+    const units = this.unitsFor(once);
+    const llm = route.llm;
+    return { units, estimate: llm === undefined ? undefined : llm.estimate(once().body) };
+  }
+
+  /**
+   * The outcome of a response, with the quotas `route` reads from it; see {@link classifyResponse}.
+   * For an LLM API's limiter, a throttled answer names the budgets that ran out, and one refused
+   * for a spend cap or a used-up quota (`refusal` of its body, when read) fails: no cut, no retry.
+   */
+  classify(
+    status: number,
+    headers: ResponseHeaders,
+    record: () => HeaderRecord,
+    route?: Route,
+    body?: unknown,
+  ): Outcome {
+    const outcome = classifyResponse(status, headers, this.#rules, record, route?.quotas);
+    const llm = route?.llm;
+    if (llm === undefined || outcome.kind !== 'throttled') return outcome;
+    const refusal = llm.refusal(body, headerLookup(headers));
+    if (refusal.kind === 'quota') return { kind: 'failed', quota: outcome.quota };
+    return refusal.budgets === undefined ? outcome : { ...outcome, budgets: refusal.budgets };
+  }
+
+  /** An LLM API's estimate of a request (`undefined` for another limiter); see {@link LlmMeter}. */
+  estimate(route: Route, request: () => OutgoingRequest): LlmEstimate | undefined {
+    return route.llm?.estimate(request().body);
+  }
+
+  /** How an LLM API's 429 reads (`undefined` for another limiter). */
+  refusal(route: Route, headers: ResponseHeaders, body: unknown): LlmRefusal | undefined {
+    return route.llm?.refusal(body, headerLookup(headers));
   }
 
   /** Closes the registry if this runtime made it. */
@@ -275,4 +356,10 @@ function describe(source: PartitionSource): string {
   const r = source.request();
   // The path without its query, which may carry a secret.
   return `${r.method} ${r.origin}${r.path.split('?')[0]}`;
+}
+
+/** The `model` of an LLM API request's body, when it names one. */
+function modelOf(body: unknown): string | undefined {
+  const model = typeof body === 'object' && body !== null ? (body as { model?: unknown }).model : undefined;
+  return typeof model === 'string' && model !== '' ? model : undefined;
 }

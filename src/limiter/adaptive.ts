@@ -499,7 +499,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
    * with nothing left pauses until its reset, unless the answer had a Retry-After, which wins.
    */
   #announce(quota: Quota, ownUnits: number, now: number, retryAfterMs: number | undefined): void {
-    this.#ceilings ??= new Ceilings();
+    this.#ceilings ??= new Ceilings(this.#announced === undefined);
     const { pauseMs, requestedMs } = this.#ceilings.answer(quota, ownUnits, now, this.#opts);
     if (pauseMs > 0 && retryAfterMs === undefined) {
       this.#pauseFor(now, pauseMs, requestedMs);

@@ -66,6 +66,16 @@ export class Ceilings {
   #expiresAt = Number.POSITIVE_INFINITY;
   /** Answers with an announcement so far. */
   #answers = 0;
+  /**
+   * Whether this process's part is measured: not for the announced bucket (`burst: 'announced'`),
+   * which follows `remaining` itself, and whose own units (charged at admission, answered seconds
+   * later) would read as other clients' drain.
+   */
+  readonly #measure: boolean;
+
+  constructor(measurePart = true) {
+    this.#measure = measurePart;
+  }
 
   /** The lowest fresh ceiling at `now` (units/min), `Infinity` when none. */
   lowest(now: number): number {
@@ -186,6 +196,7 @@ export class Ceilings {
 
   /** Adds the drop since the last reading to the sample when both are in one window. */
   #measurePart(policy: Policy, remaining: number | undefined, resetAt: number | undefined): void {
+    if (!this.#measure) return;
     const sameWindow =
       remaining !== undefined &&
       policy.remaining !== undefined &&

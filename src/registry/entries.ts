@@ -1,4 +1,5 @@
 import type { Clock } from '../clock.js';
+import { apiLimiterOptions } from '../config/api.js';
 import {
   conflictMessage,
   exactOrigin,
@@ -50,9 +51,12 @@ export function makeLimiter(name: string, config: LimiterConfig, clock: Clock): 
     shared: _s,
     headers: _headers,
     quotaFromHeaders: _quotaFromHeaders,
+    api,
     ...options
   } = config;
-  return new AdaptiveRateLimiter({ ...options, name, clock });
+  // `api` sets the budgets and their buckets; the config's own fields override them.
+  const preset = api === undefined ? {} : apiLimiterOptions(api);
+  return new AdaptiveRateLimiter({ ...preset, ...options, name, clock });
 }
 
 /** A limiter and its origin index for `config`, or every issue of the config. */

@@ -3,7 +3,7 @@ import { RateLimitRejectedError } from '../errors.js';
 import { headerLookup } from '../headers.js';
 import { withQuota } from '../http/classify.js';
 import { quotaReader } from '../http/quota-headers/index.js';
-import type { AcquireOptions, Outcome, Permit, RateLimiter } from '../limiter/types.js';
+import type { AcquireOptions, AnnouncedQuota, Outcome, Permit, RateLimiter } from '../limiter/types.js';
 import type { RunCollector } from './metrics.js';
 import type { ApiAnswer, ModelApi } from './model-api.js';
 import type { Prng } from './prng.js';
@@ -248,12 +248,20 @@ class SimRequest implements AttemptPlan<ApiAnswer> {
     // Read as the HTTP adapters read a response (the default `headers: 'standard'`; an LLM API's
     // with the `'openai'` profile).
     const read = this.#o.llm === true ? READ_OPENAI : READ_STANDARD;
-    const quota = read(headerLookup(headers), () => headers, 0);
+    let quota = read(headerLookup(headers), () => headers, 0);
+    // The profile names each budget in its own units; this limiter's units are the tokens.
+    if (this.#o.llm === true) quota = tokensOnly(quota);
     return quota === undefined ? outcome : withQuota(outcome, quota);
   }
 }
 
 const SUCCESS: Outcome = { kind: 'success' };
+
+/** The `tokens` budget's quotas, as the quotas of a limiter of one budget counted in tokens. */
+function tokensOnly(quota: AnnouncedQuota[] | undefined): AnnouncedQuota[] | undefined {
+  const tokens = quota?.filter((q) => q.budget === 'tokens').map(({ budget: _, ...q }) => q);
+  return tokens === undefined || tokens.length === 0 ? undefined : tokens;
+}
 const READ_STANDARD = quotaReader('standard', undefined) as NonNullable<ReturnType<typeof quotaReader>>;
 const READ_OPENAI = quotaReader('openai', undefined) as NonNullable<ReturnType<typeof quotaReader>>;
 

@@ -2,6 +2,7 @@ import type { HeaderProfile, QuotaFromHeaders } from '../../config/types.js';
 import { InvalidCallbackValueError } from '../../errors.js';
 import type { HeaderLookup, HeaderRecord } from '../../headers.js';
 import type { AnnouncedQuota } from '../../limiter/types.js';
+import { readAnthropic } from './anthropic.js';
 import { readGithub } from './github.js';
 import { readIetf } from './ietf.js';
 import { readOpenai } from './openai.js';
@@ -19,6 +20,7 @@ export type QuotaReader = (
 const VENDORS: Readonly<
   Record<Exclude<HeaderProfile, 'standard'>, (h: HeaderLookup, nowMs: number) => AnnouncedQuota[] | undefined>
 > = {
+  anthropic: readAnthropic,
   github: readGithub,
   openai: (h) => readOpenai(h),
   shopify: (h) => readShopify(h),

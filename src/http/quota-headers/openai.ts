@@ -45,42 +45,45 @@ function budget(headers: HeaderLookup, kind: 'requests' | 'tokens'): Budget | un
   const limit = nonNegativeInteger(singleText(headers, `x-ratelimit-limit-${kind}`));
   const remaining = nonNegativeInteger(singleText(headers, `x-ratelimit-remaining-${kind}`));
   if (limit === undefined || remaining === undefined || limit === 0 || remaining > limit) return undefined;
-  return { limit, remaining, resetMs: parseGoDuration(singleText(headers, `x-ratelimit-reset-${kind}`)) };
+  const reset = singleText(headers, `x-ratelimit-reset-${kind}`);
+  const seconds = nonNegativeInteger(reset);
+  return {
+    limit,
+    remaining,
+    resetMs: parseGoDuration(reset) ?? (seconds === undefined ? undefined : seconds * 1000),
+  };
 }
 
 /**
  * OpenAI's API (profile `'openai'`): `x-ratelimit-limit-requests`, `-remaining-requests`,
  * `-reset-requests` (a duration such as `6m0s`: the time until the budget is full again), and
- * the same for `-tokens`, a second budget. Both refill continuously over a minute, so each
- * ceiling is its limit per minute, and with nothing left the limiter pauses for one unit to
- * refill (the reset over the units missing), not for the whole reset.
- *
- * The token budget is read in requests: tokens per request are taken from this response, as the
- * tokens used over the requests used (both budgets' limit minus what remains); without requests
- * used, it is not read. Charge tokens as units? Give your own `quotaFromHeaders`.
+ * the same for `-tokens`. Each budget is read in its own units and names it (`budget:
+ * 'requests'`, `budget: 'tokens'`): a limiter meters the budgets it has (a limiter of one budget
+ * counts requests; `api: 'openai'` meters both). Both refill continuously over a minute, so each
+ * ceiling is its limit per minute, and with nothing left the limiter pauses for one unit to refill
+ * (the reset over the units missing), not for the whole reset. Azure OpenAI's integer-second
+ * resets are read as seconds.
  */
 export function readOpenai(headers: HeaderLookup): AnnouncedQuota[] | undefined {
-  const requests = budget(headers, 'requests');
-  const tokens = budget(headers, 'tokens');
   const out: AnnouncedQuota[] = [];
-  if (requests !== undefined) out.push(refilling('openai:requests', requests, 1));
-  const requestsUsed = requests === undefined ? 0 : requests.limit - requests.remaining;
-  if (tokens !== undefined && requestsUsed > 0 && tokens.limit > tokens.remaining) {
-    out.push(refilling('openai:tokens', tokens, (tokens.limit - tokens.remaining) / requestsUsed));
+  for (const kind of ['requests', 'tokens'] as const) {
+    const b = budget(headers, kind);
+    if (b !== undefined) out.push(refilling(`openai:${kind}`, kind, b));
   }
   return out.length === 0 ? undefined : out;
 }
 
-/** A budget that refills continuously, in requests of `perRequest` of its units. */
-function refilling(policy: string, b: Budget, perRequest: number): AnnouncedQuota {
+/** A budget that refills continuously over a minute, in its own units. */
+export function refilling(policy: string, name: string, b: Budget): AnnouncedQuota {
   const missing = b.limit - b.remaining;
   // One unit refills in the reset over the units missing; without a reset, in a minute over the limit.
   const oneUnitMs = b.resetMs !== undefined && missing > 0 ? b.resetMs / missing : WINDOW_MS / b.limit;
   return {
     policy,
-    remaining: b.remaining / perRequest,
-    resetMs: oneUnitMs * perRequest,
-    limit: b.limit / perRequest,
+    budget: name,
+    remaining: b.remaining,
+    resetMs: oneUnitMs,
+    limit: b.limit,
     windowMs: WINDOW_MS,
   };
 }

@@ -1,0 +1,100 @@
+import { QuotaExhaustedError } from '../errors.js';
+import type { Costs } from '../limiter/budgets.js';
+import type { LlmEstimate, LlmMeter, Usage } from './llm.js';
+import { UsageScanner } from './llm.js';
+import type { RejectionMode } from './refusal.js';
+import type { Route } from './runtime.js';
+
+/** The longest 429 body read to tell why it came (bytes). */
+const MAX_REFUSAL_BYTES = 64 * 1024;
+
+/** A 429 of an LLM API with its body read (JSON parsed, or `undefined`): what `classify` needs. */
+const refusalBodies = new WeakMap<Response, unknown>();
+
+/**
+ * Reads a 429's body (up to 64 KiB) so that its error `type` / `code` can be told (the budget
+ * that ran out, a spend cap), and gives a response with the same status, headers and bytes.
+ */
+export async function readRefusal(response: Response): Promise<Response> {
+  const bytes = new Uint8Array(await response.arrayBuffer());
+  const copy = new Response(bytes.byteLength === 0 ? null : bytes, {
+    status: response.status,
+    statusText: response.statusText,
+    headers: response.headers,
+  });
+  let body: unknown;
+  if (bytes.byteLength <= MAX_REFUSAL_BYTES) {
+    try {
+      body = JSON.parse(new TextDecoder().decode(bytes));
+    } catch {
+      body = undefined;
+    }
+  }
+  refusalBodies.set(copy, body);
+  return copy;
+}
+
+/** The parsed body of a 429 read by {@link readRefusal}. */
+export function refusalBody(response: Response): unknown {
+  return refusalBodies.get(response);
+}
+
+/**
+ * The answer the caller gets from an LLM API's limiter: a spend cap or used-up quota ends with
+ * `QuotaExhaustedError` (`rejection: 'error'`) or the API's 429 with `x-should-retry: false`
+ * (`'response'`: the SDKs do not retry it); a success's `usage` corrects the estimate as its body
+ * passes.
+ */
+export function llmAnswer(
+  response: Response,
+  route: Route,
+  estimate: LlmEstimate,
+  rejection: RejectionMode,
+): Response {
+  const llm = route.llm as LlmMeter;
+  if (response.status === 429) {
+    const refusal = llm.refusal(refusalBody(response), (name) => response.headers.get(name) ?? undefined);
+    if (refusal.kind !== 'quota') return response;
+    if (rejection === 'error')
+      throw new QuotaExhaustedError(route.name, refusal.reason, response.status, response);
+    const headers = new Headers(response.headers);
+    headers.set('x-should-retry', 'false');
+    return new Response(response.body, { status: response.status, statusText: response.statusText, headers });
+  }
+  if (response.status < 200 || response.status >= 300 || response.body === null) return response;
+  const type = response.headers.get('content-type') ?? undefined;
+  if (!UsageScanner.reads(type)) return response;
+  const scanner = new UsageScanner(type as string);
+  const tapped = response.body.pipeThrough(
+    new TransformStream<Uint8Array, Uint8Array>({
+      transform(chunk, controller) {
+        controller.enqueue(chunk);
+        scanner.push(chunk);
+      },
+      flush() {
+        correct(route, estimate, scanner.end());
+      },
+    }),
+  );
+  const answer = new Response(tapped, {
+    status: response.status,
+    statusText: response.statusText,
+    headers: response.headers,
+  });
+  // What a wrapped answer would lose: where it came from.
+  Object.defineProperty(answer, 'url', { value: response.url });
+  Object.defineProperty(answer, 'redirected', { value: response.redirected });
+  return answer;
+}
+
+/** Charges the difference between what the answer's `usage` says and the estimate. */
+export function correct(route: Route, estimate: LlmEstimate, usage: Usage | undefined): void {
+  const used = (route.llm as LlmMeter).used(usage, estimate);
+  if (used === undefined || route.adaptive === undefined) return;
+  const delta: Record<string, number> = {};
+  for (const [budget, units] of Object.entries(used)) {
+    const charged = (estimate.costs as Costs)[budget] ?? 0;
+    if (units !== charged) delta[budget] = units - charged;
+  }
+  if (Object.keys(delta).length > 0) route.adaptive.charge(delta);
+}

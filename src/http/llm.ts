@@ -1,0 +1,254 @@
+import { API_BUDGETS, type LlmApi } from '../config/api.js';
+import type { HeaderLookup } from '../headers.js';
+import type { Costs } from '../limiter/budgets.js';
+
+/** Characters per token of the estimate before an answer (both vendors document about 4). */
+const CHARS_PER_TOKEN = 4;
+/** Weight of the newest answer in the running averages. */
+const AVERAGE_WEIGHT = 0.2;
+/** Tokens a call is guessed to cost before any answer was seen and when its body cannot be read. */
+const FIRST_GUESS = 1_000;
+/** Output tokens an Anthropic call is guessed to produce before any answer: at most `max_tokens`. */
+const FIRST_OUTPUT_GUESS = 256;
+/** The longest JSON answer read for its `usage` as it passes (bytes); a longer one keeps its estimate. */
+const MAX_JSON_BYTES = 8 * 1024 * 1024;
+
+/** What a call was charged before it was sent: the request (1) and each token budget. */
+export interface LlmEstimate {
+  readonly costs: Costs;
+  /** `max_tokens` (or `max_completion_tokens`) times `n`, when the body said. */
+  readonly maxTokens: number | undefined;
+  /** Whether the body was seen. */
+  readonly seen: boolean;
+}
+
+/** How a 429 reads: a spend cap or quota used up (no retry can help), or the budgets that ran out. */
+export type LlmRefusal =
+  | { readonly kind: 'quota'; readonly reason: string }
+  | { readonly kind: 'rate'; readonly budgets: readonly string[] | undefined };
+
+/**
+ * One limiter's meter of an LLM API (`api: 'openai' | 'anthropic'`): the costs of a call before
+ * it is sent, from its body (OpenAI: the larger of `max_tokens` / `max_completion_tokens` times
+ * `n` and characters/4 of the prompt, as OpenAI charges at admission; Anthropic: input
+ * characters/4, output the running average of the answers' `output_tokens`, at most `max_tokens`),
+ * what the answer's `usage` says it really cost, and what a 429's body means. A body it cannot
+ * see (a stream) is charged the running average.
+ */
+export class LlmMeter {
+  readonly api: LlmApi;
+  readonly #average = new Map<string, number>();
+
+  constructor(api: LlmApi) {
+    this.api = api;
+  }
+
+  estimate(body: unknown): LlmEstimate {
+    const object = isObject(body) ? body : undefined;
+    const chars = object === undefined ? undefined : promptChars(object);
+    const maxTokens = object === undefined ? undefined : maxTokensOf(object);
+    if (this.api === 'openai') {
+      const tokens =
+        chars === undefined
+          ? (this.#average.get('tokens') ?? FIRST_GUESS)
+          : Math.max(maxTokens ?? 0, Math.ceil(chars / CHARS_PER_TOKEN), 1);
+      return { costs: { tokens }, maxTokens, seen: object !== undefined };
+    }
+    const input =
+      chars === undefined
+        ? (this.#average.get('input_tokens') ?? FIRST_GUESS)
+        : Math.max(Math.ceil(chars / CHARS_PER_TOKEN), 1);
+    const expected = this.#average.get('output_tokens') ?? FIRST_OUTPUT_GUESS;
+    const output = Math.max(1, Math.min(expected, maxTokens ?? expected));
+    return { costs: { input_tokens: input, output_tokens: output }, maxTokens, seen: object !== undefined };
+  }
+
+  /**
+   * What the call really cost per budget by its answer's `usage` (`undefined` when it has none),
+   * and the running averages learn from it. OpenAI: the larger of `max_tokens` and the prompt
+   * tokens (what it charged at admission); without the body, the prompt and completion tokens.
+   * Anthropic: input (and cache creation) tokens, output tokens.
+   */
+  used(usage: Usage | undefined, estimate: LlmEstimate): Costs | undefined {
+    if (usage === undefined) return undefined;
+    if (this.api === 'openai') {
+      const prompt = count(usage.prompt_tokens);
+      const completion = count(usage.completion_tokens);
+      if (prompt === undefined) return undefined;
+      const tokens = estimate.seen ? Math.max(estimate.maxTokens ?? 0, prompt) : prompt + (completion ?? 0);
+      this.#learn('tokens', tokens);
+      return { tokens };
+    }
+    const input = count(usage.input_tokens);
+    const output = count(usage.output_tokens);
+    const out: Record<string, number> = {};
+    if (input !== undefined) {
+      out.input_tokens = input + (count(usage.cache_creation_input_tokens) ?? 0);
+      this.#learn('input_tokens', out.input_tokens);
+    }
+    if (output !== undefined) {
+      out.output_tokens = output;
+      this.#learn('output_tokens', output);
+    }
+    return Object.keys(out).length === 0 ? undefined : out;
+  }
+
+  /** How a 429 reads, from its JSON body (`undefined` when not read) and its headers. */
+  refusal(body: unknown, headers: HeaderLookup): LlmRefusal {
+    const error = isObject(body) && isObject(body.error) ? body.error : undefined;
+    if (this.api === 'openai') {
+      if (error?.code === 'insufficient_quota' || error?.type === 'insufficient_quota') {
+        return { kind: 'quota', reason: 'insufficient_quota' };
+      }
+      const type = error?.type;
+      if (type === 'requests' || type === 'tokens') return { kind: 'rate', budgets: [type] };
+      const message = typeof error?.message === 'string' ? error.message : '';
+      if (/\(TPM\)|tokens per min/i.test(message)) return { kind: 'rate', budgets: ['tokens'] };
+      if (/\(RPM\)|requests per min/i.test(message)) return { kind: 'rate', budgets: ['requests'] };
+      return { kind: 'rate', budgets: undefined };
+    }
+    const details = isObject(error?.details) ? error.details : undefined;
+    if (details?.error_code === 'enforced_spend_limit_reached') {
+      return { kind: 'quota', reason: 'enforced_spend_limit_reached' };
+    }
+    // A spend cap is the one 429 without retry-after: what the headers alone tell.
+    if (error === undefined && headers('retry-after') === undefined)
+      return { kind: 'quota', reason: 'spend_cap' };
+    const message = typeof error?.message === 'string' ? error.message : '';
+    const named = API_BUDGETS.anthropic.filter((b) => message.includes(b.replace('_', ' ')));
+    return { kind: 'rate', budgets: named.length === 1 ? named : undefined };
+  }
+
+  #learn(budget: string, value: number): void {
+    const before = this.#average.get(budget);
+    this.#average.set(budget, before === undefined ? value : before + AVERAGE_WEIGHT * (value - before));
+  }
+}
+
+/** The `usage` object of an answer (the fields both vendors use). */
+export type Usage = Readonly<Record<string, unknown>>;
+
+/**
+ * Reads `usage` from an answer's bytes as they pass, without holding them: a server-sent-events
+ * stream event by event (the last `usage` seen, fields merged: OpenAI's last chunk, Anthropic's
+ * `message_start` then `message_delta`), or a JSON answer kept as text up to 8 MiB and parsed at
+ * its end.
+ */
+export class UsageScanner {
+  readonly #sse: boolean;
+  readonly #decoder = new TextDecoder();
+  #text = '';
+  #bytes = 0;
+  #usage: Record<string, unknown> | undefined;
+
+  constructor(contentType: string) {
+    this.#sse = contentType.toLowerCase().includes('text/event-stream');
+  }
+
+  /** Whether answers of this content type carry a `usage` this scanner reads. */
+  static reads(contentType: string | undefined): boolean {
+    const type = contentType?.toLowerCase() ?? '';
+    return type.includes('text/event-stream') || type.includes('json');
+  }
+
+  push(chunk: Uint8Array): void {
+    if (this.#sse) {
+      this.#text += this.#decoder.decode(chunk, { stream: true });
+      this.#events();
+      return;
+    }
+    this.#bytes += chunk.byteLength;
+    if (this.#bytes > MAX_JSON_BYTES) {
+      this.#text = '';
+      return;
+    }
+    this.#text += this.#decoder.decode(chunk, { stream: true });
+  }
+
+  /** The usage at the end of the answer, or `undefined`. */
+  end(): Usage | undefined {
+    if (this.#sse) {
+      this.#text += '\n\n';
+      this.#events();
+      return this.#usage;
+    }
+    if (this.#bytes > MAX_JSON_BYTES) return undefined;
+    try {
+      const parsed: unknown = JSON.parse(this.#text + this.#decoder.decode());
+      return isObject(parsed) && isObject(parsed.usage) ? parsed.usage : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+
+  #events(): void {
+    for (;;) {
+      const match = /\r?\n\r?\n/.exec(this.#text);
+      if (match === null) break;
+      const event = this.#text.slice(0, match.index);
+      this.#text = this.#text.slice(match.index + match[0].length);
+      if (!event.includes('"usage"')) continue;
+      const data = event
+        .split(/\r?\n/)
+        .filter((line) => line.startsWith('data:'))
+        .map((line) => line.slice(5).trimStart())
+        .join('\n');
+      try {
+        const parsed: unknown = JSON.parse(data);
+        if (!isObject(parsed)) continue;
+        const usage = isObject(parsed.usage)
+          ? parsed.usage
+          : isObject(parsed.message) && isObject(parsed.message.usage)
+            ? parsed.message.usage
+            : undefined;
+        if (usage !== undefined) this.#usage = { ...this.#usage, ...withoutNulls(usage) };
+      } catch {
+        // Not JSON (a comment, `[DONE]`): nothing to read.
+      }
+    }
+  }
+}
+
+function withoutNulls(usage: Record<string, unknown>): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(usage).filter(([, v]) => v !== null && v !== undefined));
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function count(value: unknown): number | undefined {
+  return typeof value === 'number' && Number.isFinite(value) && value >= 0 ? value : undefined;
+}
+
+/** Characters of text in a content value: a string, or parts with `text` (or `input_text`). */
+function textLength(content: unknown): number {
+  if (typeof content === 'string') return content.length;
+  if (!Array.isArray(content)) return 0;
+  let n = 0;
+  for (const part of content) {
+    if (typeof part === 'string') n += part.length;
+    else if (isObject(part)) {
+      if (typeof part.text === 'string') n += part.text.length;
+      else if (part.content !== undefined) n += textLength(part.content);
+    }
+  }
+  return n;
+}
+
+/** Characters of a request's prompt: `system`, the messages' contents, and `input` / `prompt`. */
+function promptChars(body: Record<string, unknown>): number {
+  let n = textLength(body.system) + textLength(body.input) + textLength(body.prompt);
+  if (Array.isArray(body.messages)) {
+    for (const m of body.messages) if (isObject(m)) n += textLength(m.content);
+  }
+  return n;
+}
+
+/** `max_completion_tokens` or `max_tokens` (OpenAI: times `n`), when the body says. */
+function maxTokensOf(body: Record<string, unknown>): number | undefined {
+  const value = count(body.max_completion_tokens) ?? count(body.max_tokens) ?? count(body.max_output_tokens);
+  if (value === undefined) return undefined;
+  const n = typeof body.n === 'number' && Number.isInteger(body.n) && body.n > 1 ? body.n : 1;
+  return value * n;
+}

@@ -1,0 +1,61 @@
+import { describe, expect, it } from 'vitest';
+import { parseConfig } from '../src/config/schema.js';
+import { ConfigError } from '../src/errors.js';
+import { rateLimitedFetch } from '../src/http/fetch.js';
+
+describe('api and budgets in config', () => {
+  it('parses api (in any case), budgets and a reserve duration from JSON', () => {
+    const config = parseConfig({
+      limiters: {
+        openai: { origins: ['https://api.openai.com'], api: 'OpenAI', reserve: '2s' },
+        other: {
+          origins: ['https://api.example.com'],
+          budgets: { requests: { initialUnitsPerMinute: 60 }, tokens: { burst: 'announced' } },
+        },
+      },
+    });
+    expect(config.limiters.openai).toMatchObject({ api: 'openai', reserve: 2_000 });
+    expect(config.limiters.other?.budgets).toEqual({
+      requests: { initialUnitsPerMinute: 60 },
+      tokens: { burst: 'announced' },
+    });
+  });
+
+  it('names a bad api, a bad budget field and an empty budgets object', () => {
+    const error = (() => {
+      try {
+        parseConfig({
+          limiters: {
+            a: { origins: ['https://a.example.com'], api: 'gemini' },
+            b: { origins: ['https://b.example.com'], budgets: { tokens: { initialUnitsPerMinute: -1 } } },
+            c: { origins: ['https://c.example.com'], budgets: {} },
+          },
+        });
+      } catch (e) {
+        return e;
+      }
+    })() as ConfigError;
+    expect(error).toBeInstanceOf(ConfigError);
+    const paths = error.issues.map((i) => i.path);
+    expect(paths).toEqual(
+      expect.arrayContaining([
+        'limiters.a.api',
+        'limiters.b.budgets.tokens.initialUnitsPerMinute',
+        'limiters.c.budgets',
+      ]),
+    );
+  });
+
+  it('builds the api preset in code, and names a bad api', () => {
+    const f = rateLimitedFetch({
+      limiters: { openai: { origins: ['https://api.openai.com'], api: 'openai' } },
+    });
+    const snapshot = f.registry.get('openai')?.snapshot();
+    expect(snapshot?.budget).toBe('requests');
+    expect(Object.keys(snapshot?.budgets ?? {})).toEqual(['requests', 'tokens']);
+    f.close();
+    expect(() =>
+      rateLimitedFetch({ limiters: { x: { origins: ['https://x.example.com'], api: 'gemini' as never } } }),
+    ).toThrow(/limiters\.x\.api: expected 'openai' or 'anthropic'/);
+  });
+});
