@@ -14,7 +14,7 @@ import { makeSender } from './control-senders.js';
 import { warmUpClient } from './control-warmup.js';
 import { median } from './harness.js';
 
-export const COLD = { inFlight: 50, firstMs: 5_000, afterMs: 5_000, rounds: 3 } as const;
+const COLD = { inFlight: 50, firstMs: 5_000, afterMs: 5_000, rounds: 3 } as const;
 
 interface Rates {
   first: number;

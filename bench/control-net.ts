@@ -20,7 +20,7 @@ export async function freePort(): Promise<number> {
   return address.port;
 }
 
-export function canConnect(port: number): Promise<boolean> {
+function canConnect(port: number): Promise<boolean> {
   return new Promise((resolve) => {
     const socket = connect(port, '127.0.0.1');
     socket.once('connect', () => {

@@ -72,11 +72,6 @@ export async function stop(child: ChildProcess, signal: NodeJS.Signals = 'SIGTER
   clearTimeout(timer);
 }
 
-/** Stops every child still running. */
-export async function stopAll(): Promise<void> {
-  await Promise.all([...children].map((child) => stop(child)));
-}
-
 /** In a forked child: sends a message to the parent; resolves once it is handed to the channel. */
 export function sendToParent(message: unknown): Promise<void> {
   return new Promise((resolve, reject) => {

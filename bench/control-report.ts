@@ -29,7 +29,7 @@ export interface RowFigures {
 }
 
 /** The q-quantile (0..1) of `values`, nearest rank; NaN when empty. */
-export function quantile(values: readonly number[], q: number): number {
+function quantile(values: readonly number[], q: number): number {
   if (values.length === 0) return Number.NaN;
   const sorted = [...values].sort((a, b) => a - b);
   const rank = Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1));

@@ -13,7 +13,7 @@ import type { SharedBudget } from '../src/redis/index.js';
 import type { AttemptCounts, ClientJob } from './control-protocol.js';
 
 /** How one caller ended. */
-export type Outcome = 'ok' | 'got429' | 'rejected' | 'failed';
+type Outcome = 'ok' | 'got429' | 'rejected' | 'failed';
 
 export interface Sender {
   /** Attempts answered so far, by kind. */

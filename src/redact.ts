@@ -17,7 +17,7 @@
 export const MASK = '***';
 
 /** Header names whose values are credentials (lower case). */
-export const CREDENTIAL_HEADERS: ReadonlySet<string> = new Set([
+const CREDENTIAL_HEADERS: ReadonlySet<string> = new Set([
   'authorization',
   'proxy-authorization',
   'cookie',

@@ -81,6 +81,16 @@ describe('README and docs/', () => {
     },
   );
 
+  // The contributors' pages (the layers, the benches) name the repository's files; the others
+  // do not send a user to files the package does not have.
+  it.each(docs.filter((f) => !['CHANGELOG.md', 'docs/architecture.md', 'docs/bench.md'].includes(f)))(
+    '%s names no test or bench file',
+    (file) => {
+      const text = readFileSync(join(root, file), 'utf8');
+      expect(text.match(/\b(test|bench)\/[\w./-]+\.[cm]?[jt]s\b/g) ?? []).toEqual([]);
+    },
+  );
+
   it('the README stays short: at most 450 lines', () => {
     expect(readFileSync(join(root, 'README.md'), 'utf8').split('\n').length).toBeLessThanOrEqual(450);
   });

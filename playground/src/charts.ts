@@ -3,7 +3,7 @@ import type { Series } from '../../src/simulate/run.js';
 
 /** Colours of the instances' rates, in turn. */
 const PALETTE = ['#7aa5d8', '#e0a46b', '#7cc39a', '#d48bbb', '#a593d9', '#e08a8a', '#6fc1c1', '#c9a86b'];
-export const COLORS = {
+const COLORS = {
   quota: '#1d2433',
   sum: '#1f5fa8',
   used: '#2f855a',
@@ -96,7 +96,7 @@ function finiteOrNull(v: number | null | undefined): number | null {
  * is a gap, not a point at the top of an infinite scale (which left every line of the row flat
  * at the bottom, with no y-scale).
  */
-export function drawable(data: readonly (number | null)[]): (number | null)[] {
+function drawable(data: readonly (number | null)[]): (number | null)[] {
   return data.map((v) => (v !== null && Number.isFinite(v) ? v : null));
 }
 

@@ -1,16 +1,12 @@
 import type { SimParams } from '../../src/simulate/scenarios.js';
 import { h } from './dom.js';
-import { type Settings, type Slider, SPEEDS, type Speed, scenariosFor, slidersFor } from './settings.js';
+import { type Settings, type Slider, SPEEDS, scenariosFor, slidersFor } from './settings.js';
 
 /** What a view may ask of the page: a new setting (the page reruns it and updates the address). */
 export interface PageContext {
   settings: Settings;
   /** Applies a change of the setting; anything but the speed starts the run again. */
   change(next: Partial<Settings>): void;
-}
-
-export function speedLabel(speed: Speed): string {
-  return speed === 'max' ? 'as fast as possible' : `${speed}x`;
 }
 
 /** The speed buttons; `onSpeed` changes the running pacer too. */

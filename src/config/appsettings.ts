@@ -3,7 +3,7 @@ import type { ConfigIssue } from '../errors.js';
 import { isRecord, PROTO_MESSAGE, unknownKeyMessage } from './rules.js';
 
 /** The key of RateLimiting.Adaptive's `appsettings.json` section (matched without regard to case). */
-export const APPSETTINGS_SECTION = 'AdaptiveRateLimiting';
+const APPSETTINGS_SECTION = 'AdaptiveRateLimiting';
 
 export function unwrapSection(json: unknown): { section: unknown; prefix: string[] } {
   if (isRecord(json)) {

@@ -160,7 +160,7 @@ const CONTROLLER_KEYS: Readonly<Record<'aimd' | 'cubic', readonly string[]>> = {
  * An issue for each own key of `value` that `known` does not list, as JSON config reports it: a
  * misspelled field (`origin` for `origins`) must not be ignored. `__proto__` included.
  */
-export function unknownKeyIssues(value: object, known: readonly string[], path: string): ConfigIssue[] {
+function unknownKeyIssues(value: object, known: readonly string[], path: string): ConfigIssue[] {
   return Object.keys(value)
     .filter((key) => !known.includes(key))
     .map((key) => ({

@@ -19,15 +19,6 @@ import {
 import { sharedConfigSchema } from './shared.js';
 import type { RateLimitConfig } from './types.js';
 
-export { APPSETTINGS_SECTION } from './appsettings.js';
-export {
-  conflictMessage,
-  exactOrigin,
-  exactOriginConflicts,
-  issuesOf,
-  limiterConfigIssues,
-  type OriginConflict,
-} from './rules.js';
 export type { LimiterConfig, RateLimitConfig } from './types.js';
 
 // ---- the schema: the limiter's own field rules, with JSON's forms of durations and names ----

@@ -6,7 +6,7 @@ import type { RateController } from './types.js';
 
 export type { AimdOptions } from './aimd.js';
 export { aimd } from './aimd.js';
-export type { CubicOptions, CubicParams } from './cubic.js';
+export type { CubicOptions } from './cubic.js';
 export { cubic, cubicCurve, cubicK } from './cubic.js';
 export type { ProbeOptions } from './probe.js';
 export { probe } from './probe.js';

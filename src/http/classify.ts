@@ -35,7 +35,7 @@ const VERDICTS: ReadonlySet<unknown> = new Set(['success', 'throttled', 'failed'
  * The default rule (README, "HTTP answers"): a throttle status is throttled; any other status
  * below 500 (2xx, 3xx, 4xx: the server answered and was not overloaded) is a success; 5xx failed.
  */
-export function defaultVerdict(status: number, throttleStatuses: ReadonlySet<number>): ResponseVerdict {
+function defaultVerdict(status: number, throttleStatuses: ReadonlySet<number>): ResponseVerdict {
   if (throttleStatuses.has(status)) return 'throttled';
   return status >= 500 ? 'failed' : 'success';
 }

@@ -53,7 +53,7 @@ export function toDispatchHandler(handler: unknown): Dispatcher.DispatchHandler 
  * Written from undici 7's `WrapHandler` mapping, except that a header with several values
  * (`set-cookie`) becomes several raw pairs rather than one pair holding an array.
  */
-export class LegacyHandlerAdapter implements Dispatcher.DispatchHandler {
+class LegacyHandlerAdapter implements Dispatcher.DispatchHandler {
   readonly #handler: LegacyHandler;
 
   constructor(handler: LegacyHandler) {

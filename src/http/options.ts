@@ -127,7 +127,7 @@ export interface InterceptorOptions {
 }
 
 /** The values the HTTP adapters fill in for options (or config fields) left out. */
-export const HTTP_DEFAULTS = {
+const HTTP_DEFAULTS = {
   maxAttempts: DEFAULT_MAX_ATTEMPTS,
   throttleStatuses: [429] as readonly number[],
   maxReplayBodyBytes: 1024 * 1024,
@@ -158,7 +158,7 @@ const fn = <T>(what: string) =>
 const isObject = (v: unknown) => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** The shape checked here; the limiters' own fields are checked by the registry that makes them. */
-export const interceptorOptionsSchema = z
+const interceptorOptionsSchema = z
   .object({
     limiters: z.record(
       z.string().min(1),

@@ -34,7 +34,7 @@ export interface Refusal {
  * - `content-type: application/json`, with a body SDKs read an error message from (openai and
  *   Anthropic show `error.message`, Octokit the top-level `message`).
  */
-export function refusalOf(error: unknown, mode: RejectionMode): Refusal | undefined {
+function refusalOf(error: unknown, mode: RejectionMode): Refusal | undefined {
   if (mode !== 'response' || !(error instanceof RateLimitRejectedError)) return undefined;
   const seconds = Math.max(1, Math.ceil((error.retryAfterMs ?? 0) / 1000));
   const body = JSON.stringify({

@@ -6,7 +6,7 @@ import { createRequire } from 'node:module';
  * `engines`). undici 8 does not even load on Node 20: it binds `zlib.createZstdDecompress`,
  * which Node 20 lacks.
  */
-export const SUPPORTED_UNDICI: Readonly<Record<number, string>> = { 7: '20.18.1', 8: '22.19.0' };
+const SUPPORTED_UNDICI: Readonly<Record<number, string>> = { 7: '20.18.1', 8: '22.19.0' };
 
 /** The warning's `code`, for `process.on('warning')` and `--disable-warning`. */
 export const UNSUPPORTED_UNDICI_WARNING = 'ARL_UNSUPPORTED_UNDICI';

@@ -2,9 +2,9 @@ import type { RateGate } from './bucket.js';
 import type { AnnouncedQuota } from './types.js';
 
 /** A policy missing from this many answers in a row is stale: it no longer caps the rate. */
-export const STALE_AFTER_ANSWERS = 4;
+const STALE_AFTER_ANSWERS = 4;
 /** The least part of a shared quota this process keeps: it must send to measure its part. */
-export const MIN_PART = 0.05;
+const MIN_PART = 0.05;
 /** Units the announced `remaining` must drop by before this process's part is measured again. */
 const PART_SAMPLE_UNITS = 20;
 /** Two resets this close (ms) are the same window: epoch seconds and `t` are whole seconds. */

@@ -220,7 +220,7 @@ const limiterFieldsObject = z.object({
 });
 
 /** One budget's fields (see {@link AdaptiveLimiterOptions.budgets}). */
-export const budgetSchema = limiterFieldsObject
+const budgetSchema = limiterFieldsObject
   .pick({
     initialUnitsPerMinute: true,
     minUnitsPerMinute: true,

@@ -12,7 +12,7 @@ export const PACING_SLACK_MS = 10;
  * late slots may then go at once (at most these ms of the rate). Idle time and pauses earn only
  * {@link PACING_SLACK_MS}.
  */
-export const PACING_CATCH_UP_MS = 100;
+const PACING_CATCH_UP_MS = 100;
 /** Float slots within this many ms of now count as due. */
 const EPSILON_MS = 1e-6;
 

@@ -18,11 +18,11 @@ import {
 } from './store.js';
 
 /** The process warning of a budget that degrades while nobody listens to its `degraded` event. */
-export const BUDGET_DEGRADED_WARNING = 'ARL_SHARED_BUDGET_DEGRADED';
+const BUDGET_DEGRADED_WARNING = 'ARL_SHARED_BUDGET_DEGRADED';
 /** The process warning of a budget that recovers while nobody listens to its `recovered` event. */
-export const BUDGET_RECOVERED_WARNING = 'ARL_SHARED_BUDGET_RECOVERED';
+const BUDGET_RECOVERED_WARNING = 'ARL_SHARED_BUDGET_RECOVERED';
 /** The process warning of a repair of the store while nobody listens to the `repaired` event. */
-export const BUDGET_REPAIRED_WARNING = 'ARL_SHARED_BUDGET_STATE_REPAIRED';
+const BUDGET_REPAIRED_WARNING = 'ARL_SHARED_BUDGET_STATE_REPAIRED';
 
 export type { SharedBudgetEventMap, SharedState } from './shared-state.js';
 

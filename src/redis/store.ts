@@ -350,14 +350,6 @@ function finiteOr0(x: number): number {
   return Number.isFinite(x) ? x : 0;
 }
 
-/**
- * Member reports as the Redis store keeps them: `"demand accepted measured"` (units/min each),
- * one hash field per member.
- */
-export function packReport(demand: number, accepted: number, measured: number): string {
-  return `${demand} ${accepted} ${measured}`;
-}
-
 // ---- what a member reads back, checked again in TypeScript (a store of another version, or your
 // own, may answer anything; the Lua scripts check what they read from Redis) ----
 

@@ -18,7 +18,7 @@ import {
 import { REGISTRY_DEFAULTS, type RegistryOptions, registryOptionsSchema } from './options.js';
 import { OriginPool, type PoolOwner } from './origin-pool.js';
 
-export { REGISTRY_DEFAULTS, type RegistryOptions } from './options.js';
+export type { RegistryOptions } from './options.js';
 
 /** The name of the limiter shared by new origins that find no room among the per-origin ones. */
 export const OVERFLOW = '(overflow)';

@@ -11,7 +11,7 @@ export type ApiAnswer =
   | { status: 429; retryAfterMs: number; headers?: ApiHeaders; budget?: LlmBudget };
 
 /** The budgets of an LLM API (`requestQuota`): the units are its tokens. */
-export type LlmBudget = 'requests' | 'tokens';
+type LlmBudget = 'requests' | 'tokens';
 
 export interface ModelApiOptions {
   clock: Clock;

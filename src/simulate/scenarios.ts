@@ -13,7 +13,7 @@ export interface TimedFactor {
 }
 
 /** The limiter options of every limited mode; rates are units/min for the whole budget. */
-export interface SimLimiterParams {
+interface SimLimiterParams {
   initialUnitsPerMinute: number;
   minUnitsPerMinute: number;
   maxUnitsPerMinute: number;
@@ -30,7 +30,7 @@ export interface SimLimiterParams {
 }
 
 /** The options of the shared modes' `SharedBudget` (see docs/redis.md). */
-export interface SimSharedParams {
+interface SimSharedParams {
   /** ms between two heartbeats of each instance. */
   heartbeatInterval: number;
   /** Part of the whole rate kept as a floor, split between the instances (0 to 1). */

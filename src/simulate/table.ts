@@ -50,7 +50,7 @@ export function tableCells(results: readonly ModeResult[]): { header: string[]; 
 }
 
 /** `12 s`; `-` without a quota drop; `> 540 s` when it did not recover before the end. */
-export function formatRecovery(r: ModeResult): string {
+function formatRecovery(r: ModeResult): string {
   if (r.recovered === null) return '-';
   if (r.recoverySeconds !== null) return `${r.recoverySeconds} s`;
   const drop = r.parameters.quotaEvents.find((e) => e.factor < 1);

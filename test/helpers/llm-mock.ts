@@ -38,10 +38,10 @@ import { goDuration } from '../../src/simulate/go-duration.js';
 
 export { goDuration };
 
-export type LlmApi = 'openai' | 'anthropic';
+type LlmApi = 'openai' | 'anthropic';
 
 /** The limits of one model, per minute. */
-export interface LlmLimits {
+interface LlmLimits {
   requestsPerMinute: number;
   /** OpenAI's token budget (input and output together, as charged at admission). */
   tokensPerMinute: number;
@@ -81,7 +81,7 @@ export interface LlmMockOptions {
 }
 
 /** One request as the server saw it. */
-export interface LlmHit {
+interface LlmHit {
   /** ms on the mock's clock. */
   at: number;
   model: string;

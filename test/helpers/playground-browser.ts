@@ -6,7 +6,7 @@ import { type BrowserContext, chromium, type Page } from 'playwright-core';
 import { build, type PreviewServer, preview } from 'vite';
 
 /** Debian's chromium (`.ci/install-chromium` installs it); `CHROMIUM` names another. */
-export const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
+const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
 
 /** Where the test run writes a screenshot per view (gitignored). */
 export const SCREENSHOTS = resolve('.screenshots');

@@ -17,7 +17,7 @@ import { adaptiveRateLimit } from '../../src/http/interceptor.js';
 import { RateLimiterRegistry, wrap } from '../../src/index.js';
 
 /** What a test or the bench changes in a recipe: the limiter's config (pacing), attempts. */
-export interface RecipeOptions {
+interface RecipeOptions {
   /** The config of the API's limiter. @default {} */
   limiter?: Omit<LimiterConfig, 'origins'>;
   /** The library's attempts per call. @default the recipe's */

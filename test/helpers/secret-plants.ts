@@ -67,7 +67,7 @@ function json(value: unknown): string {
 }
 
 /** The headers a request carries its credentials in, each with its own secret. */
-export function credentialHeaders(): Record<string, string> {
+function credentialHeaders(): Record<string, string> {
   return {
     authorization: `Bearer ${secret('authorization')}`,
     'proxy-authorization': `Basic ${secret('proxy-authorization')}`,
