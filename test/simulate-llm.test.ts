@@ -86,6 +86,31 @@ describe('the llm scenario', () => {
     expect(aimd.details.acceptedUnits).toBeGreaterThan(none.details.acceptedUnits);
   });
 
+  it('meters requests and tokens as two budgets: with the requests binding, the requests budget holds them', async () => {
+    // 200 requests/min bind before the tokens (the demand is some 420 requests/min).
+    const params = cloneParams(scenario!.params);
+    params.minutes = 3;
+    params.llm = { requestsPerMinute: 200 };
+    const none = await runMode('llm', params, builtInMode('none'));
+    const aimd = await runMode('llm', params, builtInMode('aimd'));
+    const limiterOptions = aimd.parameters.limiterOptions as { budgets: Record<string, unknown> };
+    expect(limiterOptions.budgets).toEqual({
+      tokens: {},
+      requests: { initialUnitsPerMinute: 200, maxUnitsPerMinute: 200 },
+    });
+    expect(none.throttled).toBeGreaterThan(500);
+    expect(aimd.throttled).toBeLessThanOrEqual(5);
+  });
+
+  it("runs the api: 'openai' preset against the announcing API: tokens near the quota, few 429s", async () => {
+    expect(scenario!.modes).toContain('api');
+    const preset = builtInMode('api');
+    expect(preset).toMatchObject({ headers: true, label: "api: 'openai'" });
+    const result = await runMode('llm', cloneParams(scenario!.params), preset);
+    expect(result.throttled).toBeLessThanOrEqual(5);
+    expect(result.details.acceptedUnits).toBeGreaterThan(0.8 * 40_000 * 10);
+  });
+
   it('runs its (headers) rows reading the OpenAI fields, and repeats a seed byte for byte', async () => {
     const params = cloneParams(scenario!.params);
     params.minutes = 2;

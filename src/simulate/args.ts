@@ -155,7 +155,7 @@ export function pickScenarios(names: string): Scenario[] {
 
 /** The modes `--modes` lists. */
 export function parseModes(text: string): ModeName[] {
-  const known: readonly string[] = [...BUILT_IN_MODES, 'custom'];
+  const known: readonly string[] = [...BUILT_IN_MODES, 'api', 'custom'];
   return text.split(',').map((m) => {
     const name = m.trim();
     if (!known.includes(name))

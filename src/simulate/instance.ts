@@ -3,7 +3,7 @@ import { RateLimitRejectedError } from '../errors.js';
 import { headerLookup } from '../headers.js';
 import { withQuota } from '../http/classify.js';
 import { quotaReader } from '../http/quota-headers/index.js';
-import type { AcquireOptions, AnnouncedQuota, Outcome, Permit, RateLimiter } from '../limiter/types.js';
+import type { AcquireOptions, Outcome, Permit, RateLimiter } from '../limiter/types.js';
 import type { RunCollector } from './metrics.js';
 import type { ApiAnswer, ModelApi } from './model-api.js';
 import type { Prng } from './prng.js';
@@ -101,8 +101,13 @@ export interface InstanceOptions {
   demandEvents: readonly TimedFactor[];
   unitsPerRequest: SimParams['unitsPerRequest'];
   maxAttempts: number;
-  /** An LLM API: 429s name the budget that ran out, and answers carry OpenAI's fields. @default false */
-  llm?: boolean;
+  /**
+   * An LLM API (units are tokens): 429s name the budget that ran out, answers carry OpenAI's
+   * fields, and each attempt draws from two budgets. `first` is the limiter's first budget, which
+   * `acquire(units)` draws from: `tokens` (a request's tokens, and 1 from `requests`) or `requests`
+   * (1, and its tokens from `tokens`, as the `api: 'openai'` preset's limiter counts).
+   */
+  llm?: { first: 'tokens' | 'requests' };
   /** Arrival times and request sizes; the same stream in every mode, so modes see the same demand. */
   arrivals: Prng;
   /** No request arrives at or after this time, ms. */
@@ -209,26 +214,34 @@ export class SimInstance {
 class SimRequest implements AttemptPlan<ApiAnswer> {
   readonly limiter: TrackedLimiter;
   readonly maxAttempts: number;
+  /** Units drawn from the limiter's first budget for each attempt. */
+  readonly units: number;
+  /** An LLM API's other budget: what each attempt draws from it (see `InstanceOptions.llm`). */
+  readonly costs: Readonly<Record<string, number>> | undefined;
   readonly #o: InstanceOptions;
   /** Attempts sent so far. */
   attempts = 0;
 
   constructor(
     options: InstanceOptions,
-    readonly units: number,
+    /** The request's units as the API counts them (an LLM API's tokens). */
+    readonly size: number,
   ) {
     this.#o = options;
     this.limiter = options.limiter;
     this.maxAttempts = options.maxAttempts;
+    const first = options.llm?.first;
+    this.units = first === 'requests' ? 1 : size;
+    this.costs = first === undefined ? undefined : first === 'tokens' ? ONE_REQUEST : { tokens: size };
   }
 
   send(): Promise<ApiAnswer> {
     const { api, work, clock } = this.#o;
-    const answer = api.decide(this.units);
+    const answer = api.decide(this.size);
     if (answer.status === 200) {
       const second = Math.floor(clock.now() / 1000);
       const accepted = this.#o.acceptedBySecond;
-      accepted[second] = (accepted[second] ?? 0) + this.units;
+      accepted[second] = (accepted[second] ?? 0) + this.size;
     }
     this.attempts++;
     work.busy--;
@@ -241,27 +254,25 @@ class SimRequest implements AttemptPlan<ApiAnswer> {
   }
 
   classify(answer: ApiAnswer): Outcome {
+    // An LLM API's 429 names the budget that ran out: only that one is cut.
     const outcome: Outcome =
-      answer.status === 429 ? { kind: 'throttled', retryAfterMs: answer.retryAfterMs } : SUCCESS;
+      answer.status !== 429
+        ? SUCCESS
+        : answer.budget === undefined
+          ? { kind: 'throttled', retryAfterMs: answer.retryAfterMs }
+          : { kind: 'throttled', retryAfterMs: answer.retryAfterMs, budgets: [answer.budget] };
     const { headers } = answer;
     if (headers === undefined) return outcome;
     // Read as the HTTP adapters read a response (the default `headers: 'standard'`; an LLM API's
     // with the `'openai'` profile).
-    const read = this.#o.llm === true ? READ_OPENAI : READ_STANDARD;
-    let quota = read(headerLookup(headers), () => headers, 0);
-    // The profile names each budget in its own units; this limiter's units are the tokens.
-    if (this.#o.llm === true) quota = tokensOnly(quota);
+    const read = this.#o.llm !== undefined ? READ_OPENAI : READ_STANDARD;
+    const quota = read(headerLookup(headers), () => headers, 0);
     return quota === undefined ? outcome : withQuota(outcome, quota);
   }
 }
 
 const SUCCESS: Outcome = { kind: 'success' };
-
-/** The `tokens` budget's quotas, as the quotas of a limiter of one budget counted in tokens. */
-function tokensOnly(quota: AnnouncedQuota[] | undefined): AnnouncedQuota[] | undefined {
-  const tokens = quota?.filter((q) => q.budget === 'tokens').map(({ budget: _, ...q }) => q);
-  return tokens === undefined || tokens.length === 0 ? undefined : tokens;
-}
+const ONE_REQUEST = { requests: 1 } as const;
 const READ_STANDARD = quotaReader('standard', undefined) as NonNullable<ReturnType<typeof quotaReader>>;
 const READ_OPENAI = quotaReader('openai', undefined) as NonNullable<ReturnType<typeof quotaReader>>;
 

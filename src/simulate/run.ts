@@ -1,6 +1,8 @@
+import { apiLimiterOptions } from '../config/api.js';
 import type { RateController } from '../controllers/types.js';
 import { AdaptiveRateLimiter } from '../limiter/adaptive.js';
-import { type AdaptiveLimiterOptions, LIMITER_DEFAULTS } from '../limiter/options.js';
+import { type AdaptiveLimiterOptions, type BudgetOptions, LIMITER_DEFAULTS } from '../limiter/options.js';
+import type { LimiterSnapshot } from '../limiter/types.js';
 import { MemoryBudgetStore } from '../redis/memory-store.js';
 import { SharedBudget } from '../redis/shared-budget.js';
 import { SimInstance, TrackedLimiter, type WorkCounter } from './instance.js';
@@ -36,10 +38,12 @@ const LABELS: Record<Exclude<ModeName, 'custom'>, string> = {
   cubic: 'CUBIC',
   probe: 'Probe',
   defaults: 'Defaults',
+  api: "api: 'openai'",
 };
 
 export function builtInMode(name: Exclude<ModeName, 'custom'>): ModeSpec {
-  return { name, label: LABELS[name] };
+  // The preset reads the LLM API's headers: it runs against the announcing API only.
+  return name === 'api' ? { name, label: LABELS[name], headers: true } : { name, label: LABELS[name] };
 }
 
 /** The same mode with one shared budget (`AIMD (shared)`); `undefined` for `none` (no limiter). */
@@ -146,6 +150,29 @@ export function limiterOptionsFor(
   mode: ModeSpec,
   params: SimParams,
 ): Omit<AdaptiveLimiterOptions, 'clock' | 'name'> | undefined {
+  const options = modeOptions(mode, params);
+  if (options === undefined || params.llm === undefined || mode.name === 'api') return options;
+  // An LLM API: the units are tokens; a second budget meters the requests (each request draws 1).
+  return {
+    ...options,
+    budgets: { tokens: {}, requests: requestBudget(mode, params.llm.requestsPerMinute) },
+  };
+}
+
+/**
+ * The requests budget of a mode against an LLM API: the library's defaults with no option; the
+ * other modes the API's requests/min, which the vendors publish (the tokens are what they learn).
+ */
+function requestBudget(mode: ModeSpec, requestsPerMinute: number): BudgetOptions {
+  if (mode.name === 'defaults') return {};
+  return { initialUnitsPerMinute: requestsPerMinute, maxUnitsPerMinute: requestsPerMinute };
+}
+
+/** The limiter options of a mode, before an LLM API's budgets. */
+function modeOptions(
+  mode: ModeSpec,
+  params: SimParams,
+): Omit<AdaptiveLimiterOptions, 'clock' | 'name'> | undefined {
   const l = params.limiter;
   const common = {
     instanceCount: params.instances,
@@ -160,6 +187,10 @@ export function limiterOptionsFor(
     case 'defaults':
       // The library with no options: what a user gets from the quick start.
       return {};
+    case 'api':
+      // The preset as a user sets it (`api: 'openai'`), nothing else.
+      if (params.llm === undefined) throw new TypeError('the api mode needs an LLM API (the llm scenario)');
+      return apiLimiterOptions('openai');
     case 'fixed':
       return {
         ...common,
@@ -269,7 +300,9 @@ export async function runMode(
       demandEvents: params.demandEvents,
       unitsPerRequest: params.unitsPerRequest,
       maxAttempts: params.maxAttempts,
-      llm: params.llm !== undefined,
+      ...(params.llm
+        ? { llm: { first: mode.name === 'api' ? ('requests' as const) : ('tokens' as const) } }
+        : {}),
       // The same streams in every mode: the same arrivals and sizes for each instance.
       arrivals: new Prng(params.seed, `arrivals-${i}`),
       endMs: active === undefined ? endMs : Math.min(endMs, active.toMs),
@@ -350,7 +383,7 @@ export async function runMode(
       retriesRefused: collector.retriesRefused,
       unfinished: collector.unfinished,
       meanQuota: meanQuota(params),
-      cuts: limiters.map((l) => l?.snapshot().cuts ?? 0),
+      cuts: limiters.map((l) => (l === undefined ? 0 : cutsOf(l.snapshot()))),
       pauses,
       finalRates: limiters.map((l) => (l === undefined ? null : round2(l.rate))),
       sharedBudget:
@@ -410,6 +443,12 @@ function describeOptions(options: Omit<AdaptiveLimiterOptions, 'clock' | 'name'>
 function limiterRandom(params: SimParams, i: number): () => number {
   const prng = new Prng(params.seed, `limiter-${i}`);
   return () => prng.next();
+}
+
+/** Cuts of a limiter, of every budget when it has several. */
+function cutsOf(snapshot: LimiterSnapshot): number {
+  if (snapshot.budgets === undefined) return snapshot.cuts;
+  return Object.values(snapshot.budgets).reduce((sum, b) => sum + b.cuts, 0);
 }
 
 function round2(x: number): number {

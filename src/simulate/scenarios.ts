@@ -94,9 +94,10 @@ export interface SimParams {
 
 /**
  * The built-in modes; `custom` is a user's controller module. `defaults` is the library with no
- * options at all (no initial rate, no maximum, each process unaware of the others).
+ * options at all (no initial rate, no maximum, each process unaware of the others). `api` (not
+ * in every scenario: an LLM API's only) is the `api: 'openai'` preset with nothing else.
  */
-export type ModeName = 'none' | 'fixed' | 'aimd' | 'cubic' | 'probe' | 'defaults' | 'custom';
+export type ModeName = 'none' | 'fixed' | 'aimd' | 'cubic' | 'probe' | 'defaults' | 'api' | 'custom';
 export const BUILT_IN_MODES = [
   'none',
   'fixed',
@@ -319,7 +320,7 @@ export const SCENARIOS: readonly Scenario[] = [
       p.limiter.aimd.increaseStep = 1_600;
       return p;
     })(),
-    modes: ALL_MODES,
+    modes: [...ALL_MODES, 'api'],
     headers: true,
   },
   {
