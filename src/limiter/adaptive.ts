@@ -7,6 +7,17 @@ import {
   RateLimitRejectedError,
   type RejectionReason,
 } from '../errors.js';
+import {
+  kAlignSlots,
+  kCanGrant,
+  kFailed,
+  kPredictWait,
+  kReadyAt,
+  kRecentAcceptedRate,
+  kSuccess,
+  kTake,
+  kThrottled,
+} from '../internal.js';
 import { AnnouncedBucket } from './announced-bucket.js';
 import { type RateGate, TokenBucket } from './bucket.js';
 import { BudgetedPermit, BudgetSet, budgetsGate, type Costs } from './budgets.js';
@@ -173,7 +184,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     }
     this.#book.waited = true;
     // The admission checks stay here, not in the line: a smaller `acquire` is inlined (V8, Node 20)
-    // into a caller's loop in place of `_success`, which cost ~7% of the engine bench's async rate.
+    // into a caller's loop in place of `[kSuccess]`, which cost ~7% of the engine bench's async rate.
     const line = this.#waitingLine();
     const predicted = this.#bucket.predictWait(units, line.queuedUnits, this.#pause.left(now), now);
     if (line.size >= this.#opts.queueLimit)
@@ -259,22 +270,22 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   // ---- one budget's books, for the limiter it belongs to (see BudgetSet) --------------------
 
   /** @internal */
-  _canGrant(units: number, now: number): boolean {
+  [kCanGrant](units: number, now: number): boolean {
     return this.#canGrant(units, now);
   }
 
   /** @internal */
-  _take(units: number, now: number, since: number): LimiterPermit {
+  [kTake](units: number, now: number, since: number): LimiterPermit {
     return this.#grant(units, now, since);
   }
 
   /** @internal */
-  _readyAt(units: number, start: number): number {
+  [kReadyAt](units: number, start: number): number {
     return this.#bucket.readyAt(units, Math.max(start, this.#pause.until));
   }
 
   /** @internal */
-  _predictWait(units: number, queuedUnits: number, now: number): number {
+  [kPredictWait](units: number, queuedUnits: number, now: number): number {
     return this.#bucket.predictWait(units, queuedUnits, this.#pause.left(now), now);
   }
 
@@ -335,7 +346,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
    * `phase` in [0, 1), `offset` ms from this limiter's clock to the shared one. Nothing with
    * `burst: 'second'` (no slots).
    */
-  _alignSlots(phase: number, offset: number): void {
+  [kAlignSlots](phase: number, offset: number): void {
     if (!(this.#bucket instanceof Pacer)) return;
     const now = this.#clock.now();
     this.#bucket.align(phase, offset, now);
@@ -401,14 +412,14 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
    * @internal Units/min accepted over the last second (see `AcceptedRate.recent`): a shared
    * budget's estimate before its first cut, as this limiter's own first cut reads it.
    */
-  _recentAcceptedRate(): number | undefined {
+  [kRecentAcceptedRate](): number | undefined {
     return this.#book.recentAcceptedRate(this.#clock.now());
   }
 
   // ---- feedback from permits -------------------------------------------------------------
 
   /** @internal */
-  _success(permit: LimiterPermit, unitsUsed: number | undefined, given: Quota): void {
+  [kSuccess](permit: LimiterPermit, unitsUsed: number | undefined, given: Quota): void {
     const now = this.#clock.now();
     const quota = this.#own(given);
     if (this.#announced !== undefined) this.#inFlight -= permit.units;
@@ -435,7 +446,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   }
 
   /** @internal */
-  _throttled(permit: LimiterPermit, retryAfterMs: number | undefined, given: Quota): void {
+  [kThrottled](permit: LimiterPermit, retryAfterMs: number | undefined, given: Quota): void {
     if (this.#watched !== watchGeneration()) this.#watched = handToWatchers(this);
     const now = this.#clock.now();
     const quota = this.#own(given);
@@ -457,7 +468,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   }
 
   /** @internal A failed answer: no cut; one that asks for a wait (a 503 with Retry-After) pauses. */
-  _failed(permit: LimiterPermit, retryAfterMs: number | undefined, given: Quota): void {
+  [kFailed](permit: LimiterPermit, retryAfterMs: number | undefined, given: Quota): void {
     if (this.#watched !== watchGeneration()) this.#watched = handToWatchers(this);
     if (this.listenerCount('failed') > 0) this.emit('failed', { limiter: this.#opts.name, retryAfterMs });
     const quota = this.#own(given);

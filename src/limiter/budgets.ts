@@ -1,4 +1,5 @@
 import { InvalidArgumentError } from '../errors.js';
+import { kCanGrant, kPredictWait, kReadyAt, kTake } from '../internal.js';
 import type { RateGate } from './bucket.js';
 import type { LimiterPermit } from './permit.js';
 import type { AnnouncedQuota, Permit } from './types.js';
@@ -10,10 +11,10 @@ type Quota = readonly AnnouncedQuota[] | undefined;
 
 /** What a budget's books answer to a {@link BudgetSet}: an `AdaptiveRateLimiter` of one budget. */
 export interface BudgetBooks {
-  _canGrant(units: number, now: number): boolean;
-  _take(units: number, now: number, since: number): LimiterPermit;
-  _readyAt(units: number, start: number): number;
-  _predictWait(units: number, queuedUnits: number, now: number): number;
+  [kCanGrant](units: number, now: number): boolean;
+  [kTake](units: number, now: number, since: number): LimiterPermit;
+  [kReadyAt](units: number, start: number): number;
+  [kPredictWait](units: number, queuedUnits: number, now: number): number;
 }
 
 interface Queued {
@@ -66,7 +67,7 @@ export class BudgetSet {
   canGrant(costs: Costs, now: number): boolean {
     for (const [name, books] of this.#books) {
       const units = costs[name];
-      if (units !== undefined && units > 0 && !books._canGrant(units, now)) return false;
+      if (units !== undefined && units > 0 && !books[kCanGrant](units, now)) return false;
     }
     return true;
   }
@@ -76,7 +77,7 @@ export class BudgetSet {
     const permits: [string, LimiterPermit][] = [];
     for (const [name, books] of this.#books) {
       const units = costs[name];
-      if (units !== undefined && units > 0) permits.push([name, books._take(units, now, since)]);
+      if (units !== undefined && units > 0) permits.push([name, books[kTake](units, now, since)]);
     }
     return permits;
   }
@@ -85,7 +86,7 @@ export class BudgetSet {
     let at = start;
     for (const [name, books] of this.#books) {
       const units = costs[name];
-      if (units !== undefined && units > 0) at = Math.max(at, books._readyAt(units, start));
+      if (units !== undefined && units > 0) at = Math.max(at, books[kReadyAt](units, start));
     }
     return at;
   }
@@ -97,7 +98,7 @@ export class BudgetSet {
       const units = costs[name];
       if (units === undefined || units <= 0) continue;
       const ahead = queued ? (this.#queued.get(name) ?? 0) : 0;
-      wait = Math.max(wait, books._predictWait(units, ahead, now));
+      wait = Math.max(wait, books[kPredictWait](units, ahead, now));
     }
     return wait;
   }

@@ -1,12 +1,13 @@
+import { kFailed, kSuccess, kThrottled } from '../internal.js';
 import type { AcquireOptions, AnnouncedQuota, Permit } from './types.js';
 
 type Quota = readonly AnnouncedQuota[] | undefined;
 
 /** @internal What a permit reports to: its limiter. */
 export interface PermitSink {
-  _success(permit: LimiterPermit, unitsUsed: number | undefined, quota: Quota): void;
-  _throttled(permit: LimiterPermit, retryAfterMs: number | undefined, quota: Quota): void;
-  _failed(permit: LimiterPermit, retryAfterMs: number | undefined, quota: Quota): void;
+  [kSuccess](permit: LimiterPermit, unitsUsed: number | undefined, quota: Quota): void;
+  [kThrottled](permit: LimiterPermit, retryAfterMs: number | undefined, quota: Quota): void;
+  [kFailed](permit: LimiterPermit, retryAfterMs: number | undefined, quota: Quota): void;
 }
 
 /** The permit an `AdaptiveRateLimiter` grants. The first call settles it; later calls do nothing. */
@@ -28,19 +29,19 @@ export class LimiterPermit implements Permit {
   success(unitsUsed?: number, quota?: Quota): void {
     const sink = this.#sink;
     this.#sink = undefined;
-    sink?._success(this, unitsUsed, quota);
+    sink?.[kSuccess](this, unitsUsed, quota);
   }
 
   throttled(retryAfterMs?: number, quota?: Quota): void {
     const sink = this.#sink;
     this.#sink = undefined;
-    sink?._throttled(this, retryAfterMs, quota);
+    sink?.[kThrottled](this, retryAfterMs, quota);
   }
 
   failed(retryAfterMs?: number, quota?: Quota): void {
     const sink = this.#sink;
     this.#sink = undefined;
-    sink?._failed(this, retryAfterMs, quota);
+    sink?.[kFailed](this, retryAfterMs, quota);
   }
 }
 

@@ -1,6 +1,7 @@
 import type { EventEmitter } from 'node:events';
 import type { Clock } from '../clock.js';
 import type { RateController, RateControllerState } from '../controllers/types.js';
+import { kAlignSlots, kRecentAcceptedRate } from '../internal.js';
 import type { AdaptiveRateLimiter } from '../limiter/adaptive.js';
 import { redactText } from '../redact.js';
 import { BudgetController, type CutPlan } from './budget-controller.js';
@@ -185,7 +186,7 @@ export class MemberState {
     if (this.#controller.cuts > 0) return window;
     // Before the budget's first cut the 3 s window may still average in the start; the last
     // second is what the first cut should start from, as a single limiter's first cut does.
-    return Math.max(window, this.limiter._recentAcceptedRate() ?? 0);
+    return Math.max(window, this.limiter[kRecentAcceptedRate]() ?? 0);
   }
 
   /** A response of this member's was classified as success, for `units`. */
@@ -389,7 +390,7 @@ export class MemberState {
    */
   #alignSlots(): void {
     if (this.#members < 2 || this.#closed) return;
-    this.limiter._alignSlots(this.#index / this.#members, this.#serverOffset);
+    this.limiter[kAlignSlots](this.#index / this.#members, this.#serverOffset);
   }
 
   #applyPause(remaining: number): void {

@@ -1,3 +1,4 @@
+import { kFailed, kSuccess, kThrottled } from '../internal.js';
 import type { AnnouncedQuota, Permit } from '../limiter/types.js';
 
 type Quota = readonly AnnouncedQuota[] | undefined;
@@ -10,9 +11,9 @@ export interface Era {
 
 /** @internal What a shared permit reports to: its budget. */
 export interface SharedPermitSink {
-  _success(inner: Permit, unitsUsed: number | undefined, quota?: Quota): void;
-  _throttled(inner: Permit, sent: Era, retryAfterMs: number | undefined, quota?: Quota): void;
-  _failed(inner: Permit, retryAfterMs: number | undefined, quota?: Quota): void;
+  [kSuccess](inner: Permit, unitsUsed: number | undefined, quota?: Quota): void;
+  [kThrottled](inner: Permit, sent: Era, retryAfterMs: number | undefined, quota?: Quota): void;
+  [kFailed](inner: Permit, retryAfterMs: number | undefined, quota?: Quota): void;
 }
 
 /**
@@ -45,15 +46,15 @@ export class SharedPermit implements Permit {
   }
 
   success(unitsUsed?: number, quota?: Quota): void {
-    this.#settle()?._success(this.inner, unitsUsed, quota);
+    this.#settle()?.[kSuccess](this.inner, unitsUsed, quota);
   }
 
   throttled(retryAfterMs?: number, quota?: Quota): void {
-    this.#settle()?._throttled(this.inner, this.era, retryAfterMs, quota);
+    this.#settle()?.[kThrottled](this.inner, this.era, retryAfterMs, quota);
   }
 
   failed(retryAfterMs?: number, quota?: Quota): void {
-    this.#settle()?._failed(this.inner, retryAfterMs, quota);
+    this.#settle()?.[kFailed](this.inner, retryAfterMs, quota);
   }
 
   #settle(): SharedPermitSink | undefined {

@@ -1,6 +1,7 @@
 import { EventEmitter } from 'node:events';
 import { resolveController } from '../controllers/index.js';
 import { AdaptiveRateLimitError } from '../errors.js';
+import { kFailed, kSuccess, kThrottled } from '../internal.js';
 import { AdaptiveRateLimiter, type LimiterSnapshot } from '../limiter/adaptive.js';
 import { resolveLimiterOptions } from '../limiter/options.js';
 import type { AcquireOptions, AnnouncedQuota, Permit, RateLimiter } from '../limiter/types.js';
@@ -219,7 +220,7 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
   // ---- feedback from permits -------------------------------------------------------------
 
   /** @internal */
-  _success(inner: Permit, unitsUsed: number | undefined, quota?: readonly AnnouncedQuota[]): void {
+  [kSuccess](inner: Permit, unitsUsed: number | undefined, quota?: readonly AnnouncedQuota[]): void {
     inner.success(unitsUsed, quota);
     // As the local limiter counts it: the units used when the answer says, else the permit's.
     const used =
@@ -228,7 +229,7 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
   }
 
   /** @internal */
-  _throttled(
+  [kThrottled](
     inner: Permit,
     sent: Era,
     retryAfterMs: number | undefined,
@@ -238,7 +239,7 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
   }
 
   /** @internal */
-  _failed(inner: Permit, retryAfterMs: number | undefined, quota?: readonly AnnouncedQuota[]): void {
+  [kFailed](inner: Permit, retryAfterMs: number | undefined, quota?: readonly AnnouncedQuota[]): void {
     this.#coordinator.failed(inner, retryAfterMs, quota);
   }
 

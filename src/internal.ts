@@ -1,0 +1,20 @@
+/**
+ * The keys of the methods the library's modules call on each other's exported classes and a
+ * user must not: symbols, as undici keeps its internals (`kDispatch`), so that no such method has
+ * a name on a limiter or a registry. Not exported from the package.
+ */
+
+// A permit's answer, told to its limiter (or a shared budget).
+export const kSuccess = Symbol('adaptive-rate-limit.success');
+export const kThrottled = Symbol('adaptive-rate-limit.throttled');
+export const kFailed = Symbol('adaptive-rate-limit.failed');
+
+// One budget's books, for the limiter of several budgets it belongs to.
+export const kCanGrant = Symbol('adaptive-rate-limit.canGrant');
+export const kTake = Symbol('adaptive-rate-limit.take');
+export const kReadyAt = Symbol('adaptive-rate-limit.readyAt');
+export const kPredictWait = Symbol('adaptive-rate-limit.predictWait');
+
+// What a shared budget asks of its local limiter.
+export const kAlignSlots = Symbol('adaptive-rate-limit.alignSlots');
+export const kRecentAcceptedRate = Symbol('adaptive-rate-limit.recentAcceptedRate');
