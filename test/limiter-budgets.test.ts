@@ -1,9 +1,12 @@
+import diagnosticsChannel from 'node:diagnostics_channel';
 import { describe, expect, it, vi } from 'vitest';
 import { ManualClock } from '../src/clock.js';
+import { attachDiagnostics, DIAGNOSTICS_CHANNELS } from '../src/diagnostics.js';
 import { InvalidArgumentError } from '../src/errors.js';
 import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
 import type { AdaptiveLimiterOptions } from '../src/limiter/options.js';
 import type { Permit } from '../src/limiter/types.js';
+import { wrap } from '../src/wrap/wrap.js';
 
 const flush = () => new Promise<void>((resolve) => setImmediate(resolve));
 
@@ -130,6 +133,20 @@ describe('a limiter of several budgets', () => {
     expect([s.budgets?.requests?.throttles, s.budgets?.tokens?.throttles]).toEqual([1, 1]);
   });
 
+  it('names the budget on the diagnostics channels', () => {
+    const { limiter } = setup();
+    attachDiagnostics(limiter);
+    const messages: unknown[] = [];
+    const listener = (message: unknown) => messages.push(message);
+    diagnosticsChannel.subscribe(DIAGNOSTICS_CHANNELS.throttle, listener);
+    try {
+      limiter.tryAcquire(1, { tokens: 10 })?.throttled(2_000, undefined, ['tokens']);
+    } finally {
+      diagnosticsChannel.unsubscribe(DIAGNOSTICS_CHANNELS.throttle, listener);
+    }
+    expect(messages).toEqual([expect.objectContaining({ budget: 'tokens', cut: true, retryAfterMs: 2_000 })]);
+  });
+
   it('pauses only the budget a Retry-After came for; requests drawing none of it still go', async () => {
     const { clock, limiter } = setup();
     limiter.tryAcquire(1, { tokens: 10 })?.throttled(5_000, undefined, ['tokens']);
@@ -177,6 +194,17 @@ describe('a limiter of several budgets', () => {
     clock.advance(1);
     await flush();
     expect(granted).toHaveLength(1);
+  });
+});
+
+describe('wrap with budgets', () => {
+  it('draws the costs a function of the call gives, from its arguments', async () => {
+    const { limiter } = setup();
+    const complete = wrap(limiter, async (request: { max_tokens: number }) => request.max_tokens, {
+      costs: (request: { max_tokens: number }) => ({ tokens: request.max_tokens }),
+    });
+    expect(await complete({ max_tokens: 70 })).toBe(70);
+    expect(limiter.snapshot().budgets?.tokens?.tokens).toBeCloseTo(30);
   });
 });
 

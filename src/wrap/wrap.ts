@@ -7,8 +7,14 @@ const success: Outcome = { kind: 'success' };
 
 /** How {@link wrap} meters and judges a call. */
 export interface WrapOptions<R> {
-  /** The cost of a call in units, or a function of its arguments. @default 1 */
+  /** The cost of a call in units, or a function of its arguments (the call's request body among them). @default 1 */
   units?: number | ((...args: never[]) => number);
+  /**
+   * What a call draws from the limiter's other budgets (see `AdaptiveLimiterOptions.budgets`), by
+   * name, or a function of its arguments: `(request) => ({ tokens: request.max_tokens })`. A
+   * limiter without budgets ignores it. @default {}
+   */
+  costs?: Readonly<Record<string, number>> | ((...args: never[]) => Readonly<Record<string, number>>);
   /** Classifies a resolved result. @default every result is a success */
   classify?: (result: R) => Outcome;
   /**
@@ -43,7 +49,16 @@ export function wrap<A extends unknown[], R>(
       { path: 'maxAttempts', message: 'expected an integer >= 1', received: maxAttempts },
     ]);
   }
-  const { units = 1, classify = () => success, classifyError = classifyThrown } = options;
+  const { units = 1, costs, classify = () => success, classifyError = classifyThrown } = options;
+  if (costs !== undefined && (typeof costs !== 'object' || costs === null) && typeof costs !== 'function') {
+    throw new ConfigError([
+      {
+        path: 'costs',
+        message: 'expected an object of units per budget, or a function of the arguments',
+        received: costs,
+      },
+    ]);
+  }
   if (typeof units === 'number' && !(units > 0 && Number.isFinite(units))) {
     throw new ConfigError([{ path: 'units', message: 'expected a positive finite number', received: units }]);
   }
@@ -51,6 +66,10 @@ export function wrap<A extends unknown[], R>(
     runAttempts({
       limiter,
       units: typeof units === 'function' ? (units as unknown as (...a: A) => number)(...args) : units,
+      costs:
+        typeof costs === 'function'
+          ? (costs as unknown as (...a: A) => Readonly<Record<string, number>>)(...args)
+          : costs,
       maxAttempts,
       send: () => fn(...args),
       classify,

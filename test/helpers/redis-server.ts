@@ -5,7 +5,10 @@
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
+import { rmSync } from 'node:fs';
 import { connect, createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, it } from 'vitest';
 
@@ -76,7 +79,11 @@ export class RedisServer {
   /** Starts it again on the same port (after {@link kill} or {@link stop}). */
   async restart(): Promise<void> {
     if (this.running) return;
-    const args = ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'];
+    // A replica's full sync writes an RDB file even without `save`: into the temp folder, not here.
+    const args = [
+      ...['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+      ...['--dir', tmpdir(), '--dbfilename', `arl-test-${this.port}.rdb`],
+    ];
     const child = spawn(BINARY, args, { stdio: ['ignore', 'pipe', 'pipe'] });
     this.#child = child;
     child.stdout?.on('data', (chunk: Buffer) => {
@@ -109,6 +116,7 @@ export class RedisServer {
     const exited = once(child, 'exit');
     child.kill(signal);
     await exited;
+    rmSync(join(tmpdir(), `arl-test-${this.port}.rdb`), { force: true });
   }
 }
 
