@@ -257,13 +257,6 @@ export function limiterConfigIssues(config: LimiterConfig, path: string): Config
     if (!result.success)
       issues.push(...configErrorFrom(result.error, value, SOURCE, `${path}.${key}`).issues);
   }
-  if (config.partitionBy !== undefined && config.limiter === undefined && config.shared !== undefined) {
-    issues.push({
-      path: `${path}.partitionBy`,
-      message: 'not allowed with `shared`: a shared budget is one limiter for every request',
-      received: config.partitionBy,
-    });
-  }
   if (config.headers !== undefined) {
     const result = headerProfile.safeParse(config.headers);
     if (!result.success || result.data !== config.headers)

@@ -57,7 +57,8 @@ export interface LimiterConfig extends Omit<AdaptiveLimiterOptions, 'clock' | 'n
    * limiter of its own made from this config (HTTP adapters): `["authorization"]`, or your own
    * tenant header. Names in any case. `false` (or `[]`) turns partitions off: one limiter for
    * every request, as for an API that limits per account across several keys. The values are
-   * hashed at once, never kept. Not with `limiter` or `shared`.
+   * hashed at once, never kept. Not with `limiter`; with `shared`, only when the adapter has a
+   * `partitionSecret` (each partition is then a shared budget of its own).
    * @default the adapter's `partition` function if given, else the credential headers:
    * `authorization`, `x-api-key`, `api-key`, and the one the `headers` profile names; with `api`,
    * those and the body's `model` (a limiter per model, as the vendors limit per model)

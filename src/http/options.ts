@@ -11,7 +11,7 @@ import { normalizeOrigin } from '../origin.js';
 import { buildEntry } from '../registry/entries.js';
 import type { RateLimiterRegistry } from '../registry/index.js';
 import type { ClassifyResult } from './classify.js';
-import type { PartitionKey } from './partition.js';
+import { isPartitionSecret, MIN_SECRET_LENGTH, type PartitionKey } from './partition.js';
 import type { RejectionMode } from './refusal.js';
 
 /** A request as `units` sees it, before it is sent. */
@@ -84,6 +84,14 @@ export interface InterceptorOptions {
    */
   partitionName?: (request: OutgoingRequest) => string | undefined;
   /**
+   * The key of the hash that names partitions (a string or bytes, 16 at least; keep it as a
+   * secret, from your secret store): the same in every process, so that each computes the same
+   * short id for a credential. Needed for a `shared` budget per partition (its name holds the id),
+   * and with it a limiter with `shared` is partitioned as the others are. Never shown.
+   * @default a random key per process (ids mean nothing in another process; `shared` budgets are not partitioned)
+   */
+  partitionSecret?: string | Uint8Array;
+  /**
    * The units a successful request really cost, from its answer (APIs that report a request's
    * cost in a header); `undefined` keeps the charge. The measured send rate counts the corrected
    * units. @default keep the charge
@@ -143,6 +151,7 @@ export interface ResolvedInterceptorOptions {
   units: ((request: OutgoingRequest) => number) | undefined;
   partition: ((request: OutgoingRequest) => PartitionKey) | undefined;
   partitionName: ((request: OutgoingRequest) => string | undefined) | undefined;
+  partitionSecret: string | Uint8Array | undefined;
   responseUnits: ((status: number, headers: HeaderRecord) => number | undefined) | undefined;
   maxAttempts: number;
   throttleStatuses: ReadonlySet<number>;
@@ -176,6 +185,9 @@ const interceptorOptionsSchema = z
     units: fn<(request: OutgoingRequest) => number>('request => units'),
     partition: fn<(request: OutgoingRequest) => PartitionKey>('request => key | [parts] | undefined'),
     partitionName: fn<(request: OutgoingRequest) => string | undefined>('request => name | undefined'),
+    partitionSecret: z.custom<string | Uint8Array>(isPartitionSecret, {
+      message: `expected a string or bytes of ${MIN_SECRET_LENGTH} at least`,
+    }),
     responseUnits: fn<(status: number, headers: HeaderRecord) => number | undefined>(
       '(status, headers) => units',
     ),
@@ -220,7 +232,10 @@ export function resolveInterceptorOptions(
       issues.map((issue) =>
         issue.message === 'unknown key' && !issue.path.includes('.')
           ? { ...issue, message: unknownKeyMessage(issue.path, known) }
-          : issue,
+          : issue.path === 'partitionSecret'
+            ? // A secret is never shown: its kind and length only.
+              { ...issue, received: secretShape(own.partitionSecret) }
+            : issue,
       ),
       source,
     );
@@ -265,6 +280,7 @@ export function resolveInterceptorOptions(
     units: o.units,
     partition: o.partition,
     partitionName: o.partitionName,
+    partitionSecret: o.partitionSecret,
     responseUnits: o.responseUnits,
     maxAttempts: o.maxAttempts ?? HTTP_DEFAULTS.maxAttempts,
     throttleStatuses: new Set(o.throttleStatuses ?? HTTP_DEFAULTS.throttleStatuses),
@@ -283,4 +299,11 @@ function entryIssues(name: string, config: LimiterConfig, clock: Clock) {
 /** A named limiter that lists no origin (no `origins`, or an empty list) routes nothing. */
 function coversNoOrigin(config: LimiterConfig): boolean {
   return config.origins === undefined || (Array.isArray(config.origins) && config.origins.length === 0);
+}
+
+/** What an error tells of a bad `partitionSecret`: its kind and length, never its value. */
+function secretShape(value: unknown): string {
+  if (typeof value === 'string') return `a string of ${value.length} characters`;
+  if (value instanceof Uint8Array) return `${value.length} bytes`;
+  return value === null ? 'null' : typeof value;
 }

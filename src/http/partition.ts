@@ -41,12 +41,13 @@ export function defaultPartitionHeaders(profile: HeaderProfile | false | undefin
 let hashKey: Buffer | undefined;
 
 /**
- * The short id of a partition key: an HMAC-SHA-256 of its parts under a per-process random key,
- * 72 bits in base64url. The key itself (a credential) is neither kept nor shown.
+ * The short id of a partition key: an HMAC-SHA-256 of its parts under `secret` (the same in every
+ * process that is given it) or else a per-process random key, 72 bits in base64url. The key itself
+ * (a credential) is neither kept nor shown.
  */
-export function partitionId(parts: readonly string[]): string {
+export function partitionId(parts: readonly string[], secret?: string | Uint8Array): string {
   hashKey ??= randomBytes(32);
-  const hmac = createHmac('sha256', hashKey);
+  const hmac = createHmac('sha256', secret ?? hashKey);
   // Each part with its length first: ['ab', 'c'] and ['a', 'bc'] are different keys.
   for (const part of parts) hmac.update(`${part.length}:`).update(part);
   return hmac.digest('base64url').slice(0, 12);
@@ -60,36 +61,32 @@ export function partitionId(parts: readonly string[]): string {
  */
 export function credentialParts(headers: unknown, names: readonly string[]): string[] | undefined {
   if (headers == null || typeof headers !== 'object' || names.length === 0) return undefined;
-  const found = new Array<string | undefined>(names.length);
-  let any = false;
-  const take = (name: unknown, value: unknown): void => {
-    if (value === undefined || value === null) return;
-    const lower = typeof name === 'string' ? name.toLowerCase() : String(name).toLowerCase();
-    const i = names.indexOf(lower);
-    if (i < 0) return;
-    const text = Array.isArray(value) ? value.map(String).join(', ') : String(value);
-    found[i] = found[i] === undefined ? text : `${found[i]}, ${text}`;
-    any = true;
-  };
+  let found: Found | undefined;
   if (typeof (headers as Headers).get === 'function' && typeof (headers as Headers).append === 'function') {
     // WHATWG Headers (any realm's: Node's, the undici package's, a polyfill): names in any case.
     for (let i = 0; i < names.length; i++) {
       const value: unknown = (headers as Headers).get(names[i] as string);
-      if (typeof value === 'string') {
-        found[i] = value;
-        any = true;
-      }
+      if (typeof value === 'string') found = note(found, names.length, i, value);
     }
   } else if (Array.isArray(headers)) {
-    for (let i = 0; i + 1 < headers.length; i += 2) take(headers[i], headers[i + 1]);
+    for (let i = 0; i + 1 < headers.length; i += 2) {
+      const at = nameIndex(headers[i], names);
+      if (at >= 0) found = noteValue(found, names.length, at, headers[i + 1]);
+    }
   } else if (typeof (headers as Iterable<unknown>)[Symbol.iterator] === 'function') {
-    for (const pair of headers as Iterable<unknown>) if (Array.isArray(pair)) take(pair[0], pair[1]);
+    for (const pair of headers as Iterable<unknown>) {
+      if (!Array.isArray(pair)) continue;
+      const at = nameIndex(pair[0], names);
+      if (at >= 0) found = noteValue(found, names.length, at, pair[1]);
+    }
   } else {
     for (const name in headers) {
-      if (Object.hasOwn(headers, name)) take(name, (headers as Record<string, unknown>)[name]);
+      if (!Object.hasOwn(headers, name)) continue;
+      const at = nameIndex(name, names);
+      if (at >= 0) found = noteValue(found, names.length, at, (headers as Record<string, unknown>)[name]);
     }
   }
-  if (!any) return undefined;
+  if (found === undefined) return undefined;
   // The header's name goes with its value: `x-api-key: k` and `api-key: k` are not one partition.
   const parts: string[] = [];
   for (let i = 0; i < names.length; i++) {
@@ -98,6 +95,34 @@ export function credentialParts(headers: unknown, names: readonly string[]): str
       parts.push(names[i] as string, names[i] === 'authorization' ? signer(value) : value);
   }
   return parts;
+}
+
+/** The values found so far, by the index of their name; made at the first one found. */
+type Found = (string | undefined)[];
+
+/**
+ * The index of the header `name` in `names` (lower case), or -1. Most header names differ in
+ * length from every one of `names`: those are told apart without lowering their case.
+ */
+function nameIndex(name: unknown, names: readonly string[]): number {
+  const text = typeof name === 'string' ? name : String(name);
+  for (let i = 0; i < names.length; i++) {
+    const wanted = names[i] as string;
+    if (text.length === wanted.length && (text === wanted || text.toLowerCase() === wanted)) return i;
+  }
+  return -1;
+}
+
+function noteValue(found: Found | undefined, size: number, at: number, value: unknown): Found | undefined {
+  if (value === undefined || value === null) return found;
+  return note(found, size, at, Array.isArray(value) ? value.map(String).join(', ') : String(value));
+}
+
+function note(found: Found | undefined, size: number, at: number, text: string): Found {
+  const values = found ?? new Array<string | undefined>(size);
+  const had = values[at];
+  values[at] = had === undefined ? text : `${had}, ${text}`;
+  return values;
 }
 
 /**
@@ -175,6 +200,14 @@ function badKey(value: unknown, describe: () => string): InvalidCallbackValueErr
     `partition(${describe()}) returned a ${type}; expected a string, a list of strings, or undefined`,
     type,
   );
+}
+
+/** The least length of `partitionSecret` (characters or bytes). */
+export const MIN_SECRET_LENGTH = 16;
+
+/** Whether `value` can be a `partitionSecret`: a string or bytes of {@link MIN_SECRET_LENGTH} at least. */
+export function isPartitionSecret(value: unknown): value is string | Uint8Array {
+  return (typeof value === 'string' || value instanceof Uint8Array) && value.length >= MIN_SECRET_LENGTH;
 }
 
 /** What `partitionName` returned, checked: a non-empty string or `undefined`. */

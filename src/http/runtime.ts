@@ -1,7 +1,7 @@
 import type { LlmApi } from '../config/api.js';
 import type { LimiterConfig } from '../config/schema.js';
 import { attachDiagnostics } from '../diagnostics.js';
-import { InvalidCallbackValueError } from '../errors.js';
+import { ConfigError, type ConfigIssue, InvalidCallbackValueError } from '../errors.js';
 import { type HeaderRecord, headerLookup, type ResponseHeaders } from '../headers.js';
 import type { AdaptiveRateLimiter } from '../limiter/adaptive.js';
 import type { Outcome, RateLimiter } from '../limiter/types.js';
@@ -108,6 +108,34 @@ export class HttpRuntime {
       responseUnits: options.responseUnits,
     };
     this.#seenChanges = this.registry._changes;
+    const issues = this.#sharedPartitionIssues();
+    if (issues.length > 0) {
+      this.close();
+      throw new ConfigError(issues, 'adaptiveRateLimit options');
+    }
+  }
+
+  /**
+   * A `shared` limiter told to partition (`partitionBy`) without `partitionSecret`: each process
+   * would name a partition's budget by its own random hash, and share nothing.
+   */
+  #sharedPartitionIssues(): ConfigIssue[] {
+    if (this.options.partitionSecret !== undefined) return [];
+    const issues: ConfigIssue[] = [];
+    for (const name of this.registry.names()) {
+      const config = this.registry.configFor(name);
+      const by = config?.partitionBy;
+      if (config?.shared === undefined || config.limiter !== undefined || by === undefined || by === false)
+        continue;
+      if (by.length === 0) continue;
+      issues.push({
+        path: `limiters.${name}.partitionBy`,
+        message:
+          "a shared budget per partition needs `partitionSecret` (the same in every process), so that every process names a partition's budget alike",
+        received: by,
+      });
+    }
+    return issues;
   }
 
   /**
@@ -143,33 +171,33 @@ export class HttpRuntime {
     if (partition === undefined) return route;
     const found = this.registry._partitionForOrigin(origin, partition);
     if (found === undefined) return route;
-    const { key, limiter } = found;
+    const { key, instance, own } = found;
+    // A shared budget's local limiter comes once its code has loaded: attached then.
+    if (found.limiter !== undefined && found.limiter !== route.limiter) attachDiagnostics(found.limiter);
     const known = this.#partitionRoutes.get(key);
-    if (known !== undefined && known.limiter === limiter) return known;
-    if (limiter !== route.limiter) attachDiagnostics(limiter);
-    const own = this.registry._touchOrigin(key) === limiter;
+    if (known !== undefined && known.limiter === instance) return known;
     let gate = route.gate;
-    if (gate !== undefined && route.gatePer === 'partition' && limiter !== route.limiter) {
+    if (gate !== undefined && route.gatePer === 'partition' && instance !== route.limiter) {
       const max = gate.max;
-      gate = this.#gates.get(limiter);
+      gate = this.#gates.get(instance);
       if (gate === undefined || gate.max !== max) {
         gate = new ConcurrencyGate(max);
-        this.#gates.set(limiter, gate);
+        this.#gates.set(instance, gate);
       }
     } else if (gate !== undefined && own) {
       // One cap for the origin: the partition's limiter is busy while that gate is.
-      this.#gates.set(limiter, gate);
+      this.#gates.set(instance, gate);
     }
     const partitioned: Route = {
-      limiter,
+      limiter: instance,
       gate,
       held: own ? key : undefined,
       quotas: route.quotas,
       partitioner: undefined,
       gatePer: route.gatePer,
-      name: route.name,
-      adaptive: limiter,
-      llm: route.llm === undefined ? undefined : this.#meterOf(limiter, route.llm.api),
+      name: key,
+      adaptive: found.limiter,
+      llm: route.llm === undefined ? undefined : this.#meterOf(instance, route.llm.api),
     };
     if (this.#partitionRoutes.size >= MAX_ROUTES) this.#partitionRoutes.clear();
     this.#partitionRoutes.set(key, partitioned);
@@ -200,7 +228,11 @@ export class HttpRuntime {
       }
     }
     const api = config?.api;
-    const partitionable = config !== undefined && config.limiter === undefined && config.shared === undefined;
+    // A shared budget per partition needs ids every process computes alike: `partitionSecret`.
+    const partitionable =
+      config !== undefined &&
+      config.limiter === undefined &&
+      (config.shared === undefined || this.options.partitionSecret !== undefined);
     const route: Route = {
       limiter,
       gate,
@@ -222,7 +254,7 @@ export class HttpRuntime {
    * `partition` function, else by the credential headers (see `defaultPartitionHeaders`).
    */
   #partitioner(config: LimiterConfig): Partitioner | undefined {
-    const { partition, partitionName } = this.options;
+    const { partition, partitionName, partitionSecret: secret } = this.options;
     const by = config.partitionBy;
     const named =
       partitionName === undefined
@@ -233,7 +265,7 @@ export class HttpRuntime {
     if (by === undefined && partition !== undefined) {
       return (source) => {
         const parts = partitionParts(partition(source.request()), () => describe(source));
-        return parts === undefined ? undefined : { id: partitionId(parts), name: named(source) };
+        return parts === undefined ? undefined : { id: partitionId(parts, secret), name: named(source) };
       };
     }
     const headers =
@@ -245,12 +277,12 @@ export class HttpRuntime {
         const model = modelOf(source.request().body);
         if (credential === undefined && model === undefined) return undefined;
         const parts = [...(credential ?? []), ...(model === undefined ? [] : ['model', model])];
-        return { id: partitionId(parts), name: named(source) };
+        return { id: partitionId(parts, secret), name: named(source) };
       };
     }
     return (source) => {
       const parts = credentialParts(source.headers, headers);
-      return parts === undefined ? undefined : { id: partitionId(parts), name: named(source) };
+      return parts === undefined ? undefined : { id: partitionId(parts, secret), name: named(source) };
     };
   }
 

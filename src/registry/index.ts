@@ -17,6 +17,8 @@ import {
 } from './entries.js';
 import { REGISTRY_DEFAULTS, type RegistryOptions, registryOptionsSchema } from './options.js';
 import { OriginPool, type PoolOwner } from './origin-pool.js';
+import { makeSharedBudget } from './shared.js';
+import { SharedPartitions } from './shared-partitions.js';
 
 export type { RegistryOptions } from './options.js';
 
@@ -31,6 +33,18 @@ export const OVERFLOW = '(overflow)';
 export interface PartitionRef {
   readonly id: string;
   readonly name?: (() => string | undefined) | undefined;
+}
+
+/** @internal Where a partition's requests go: {@link RateLimiterRegistry._partitionForOrigin}. */
+export interface PartitionRoute {
+  /** The registry's key of the partition's limiter (or budget). */
+  readonly key: string;
+  /** Its `AdaptiveRateLimiter` (a shared budget's local one: `undefined` while its code loads). */
+  readonly limiter: AdaptiveRateLimiter | undefined;
+  /** What its requests acquire from: the limiter, or the partition's shared budget. */
+  readonly instance: RateLimiter;
+  /** Whether it is the partition's own (counted as used, held while a request is in flight). */
+  readonly own: boolean;
 }
 
 /**
@@ -86,6 +100,8 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
   readonly #exact = new Map<string, string>();
   /** Per-origin limiters, least recently used first, and their eviction. */
   readonly #perOrigin: OriginPool;
+  /** The shared budgets of the partitions of named limiters that declare `shared`. */
+  readonly #sharedPartitions: SharedPartitions;
   /** The partition whose requests a named limiter meters itself (the first one seen), by its name. */
   readonly #claims = new Map<string, string>();
   /** The limiter shared by new origins that find no room among the per-origin ones; made on first need. */
@@ -103,6 +119,7 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
     const maxPausedOrigins = parsed.data.maxPausedOrigins ?? REGISTRY_DEFAULTS.maxPausedOrigins;
     const idleTimeout = parsed.data.idleTimeout ?? REGISTRY_DEFAULTS.idleTimeout;
     this.#default = options.default ?? {};
+    this.#sharedPartitions = new SharedPartitions(this.#clock, maxOriginLimiters, idleTimeout);
     this.#perOrigin = new OriginPool({
       clock: this.#clock,
       maxOriginLimiters,
@@ -181,17 +198,16 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
    * `maxOriginLimiters` as origins do; when there is no room, a named limiter's partition shares
    * the named limiter itself and an origin's partition the overflow limiter.
    */
-  _partitionForOrigin(
-    origin: string,
-    partition: PartitionRef,
-  ): { key: string; limiter: AdaptiveRateLimiter } | undefined {
+  _partitionForOrigin(origin: string, partition: PartitionRef): PartitionRoute | undefined {
     const name = this.#owner(origin);
     let owner: PoolOwner;
     let config: Omit<LimiterConfig, 'origins'>;
     let key: string;
     const entry = name === undefined ? undefined : this.#named.get(name);
     if (name !== undefined) {
-      if (entry === undefined || !entry.owned || entry.limiter === undefined) return undefined;
+      if (entry === undefined || !entry.owned) return undefined;
+      if (entry.config.shared !== undefined) return this.#sharedPartition(name, entry, partition);
+      if (entry.limiter === undefined) return undefined;
       owner = { named: name, partition: partition.id };
       config = entry.config;
       key = partitionKey(name, partition.id);
@@ -202,7 +218,7 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
       key = partitionKey(origin, partition.id);
     }
     const found = this._touchOrigin(key);
-    if (found !== undefined) return { key, limiter: found };
+    if (found !== undefined) return { key, limiter: found, instance: found, own: true };
     // The first partition seen takes the limiter of the origin (or the named limiter) itself: one
     // credential is metered, named and shown exactly as without partitions.
     const claimed = name !== undefined ? this.#claims.get(name) : this.#perOrigin.claim(origin, partition.id);
@@ -213,7 +229,7 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
     if (this.#closed) {
       const limiter = makeLimiter(limiterName, config, this.#clock);
       limiter.close();
-      return { key, limiter };
+      return { key, limiter, instance: limiter, own: false };
     }
     const pausedUntil = this.#perOrigin.takePause(key);
     if (!this.#perOrigin.makeRoom()) {
@@ -226,7 +242,7 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
         this.#perOrigin.keepPause(key, pausedUntil);
         shared.pauseFor(pausedUntil - this.#clock.now());
       }
-      return { key, limiter: shared };
+      return { key, limiter: shared, instance: shared, own: false };
     }
     const limiter = makeLimiter(limiterName, config, this.#clock);
     setLimiterPartition(limiter, partition.id);
@@ -234,7 +250,38 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
     if (pausedUntil !== undefined) limiter.pauseFor(pausedUntil - this.#clock.now());
     this.#perOrigin.add(key, limiter, owner);
     this.#announce('added', key, limiter, partition.id);
-    return { key, limiter };
+    return { key, limiter, instance: limiter, own: true };
+  }
+
+  /**
+   * The budget of a partition of the named limiter `name`, which declares `shared`: a shared
+   * budget of its own, named after the budget and the partition's id (`github#Zt3kQ0b9xY1w`), so
+   * that every process that computes the same id (the same `partitionSecret`) shares it. No claim:
+   * the first partition seen in one process need not be the first in another. No room: the named
+   * limiter's own budget.
+   */
+  #sharedPartition(name: string, entry: NamedEntry, partition: PartitionRef): PartitionRoute | undefined {
+    const key = partitionKey(name, partition.id);
+    const found = this.#sharedPartitions.touch(key);
+    if (found !== undefined) return { key, limiter: found.limiter, instance: found, own: true };
+    if (this.#closed) return undefined;
+    const shared = entry.config.shared as NonNullable<LimiterConfig['shared']>;
+    const budgetName = partitionKey(shared.name ?? name, partition.id);
+    const made = this.#sharedPartitions.add(key, name, () => {
+      const budget = makeSharedBudget(
+        name,
+        { ...entry.config, shared: { ...shared, name: budgetName } },
+        this.#clock,
+      );
+      budget.onLimiter((local) => {
+        setLimiterPartition(local, partition.id);
+        setLimiterOrigins(local, entry.exact);
+      });
+      return budget;
+    });
+    if (made === undefined) return undefined;
+    this.#changes++;
+    return { key, limiter: made.limiter, instance: made, own: true };
   }
 
   /**
@@ -243,7 +290,9 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
    * until the returned function is called (once, when the request's last answer is judged).
    */
   _holdOrigin(key: string, limiter: RateLimiter): () => void {
-    return this.#perOrigin.hold(key, limiter as AdaptiveRateLimiter);
+    return (
+      this.#sharedPartitions.hold(key, limiter) ?? this.#perOrigin.hold(key, limiter as AdaptiveRateLimiter)
+    );
   }
 
   /**
@@ -316,7 +365,8 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
     const named = this.#named.get(name);
     if (named !== undefined) return named.config;
     const owner = this.#perOrigin.ownerOf(name);
-    if (owner?.named !== undefined) return this.#named.get(owner.named)?.config;
+    const partitioned = owner?.named ?? this.#sharedPartitions.namedOf(name);
+    if (partitioned !== undefined) return this.#named.get(partitioned)?.config;
     const perOrigin = owner !== undefined || (name === OVERFLOW && this.#overflow !== undefined);
     return perOrigin && this.#default !== false ? this.#default : undefined;
   }
@@ -331,7 +381,8 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
   get(name: string): AdaptiveRateLimiter | undefined {
     const named = this.#named.get(name);
     if (named !== undefined) return named.limiter;
-    return name === OVERFLOW && this.#overflow !== undefined ? this.#overflow : this.#perOrigin.get(name);
+    if (name === OVERFLOW && this.#overflow !== undefined) return this.#overflow;
+    return this.#perOrigin.get(name) ?? this.#sharedPartitions.get(name)?.limiter;
   }
 
   /**
@@ -339,7 +390,7 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
    * recently used first, then `(overflow)` if it was needed.
    */
   names(): string[] {
-    const names = [...this.#named.keys(), ...this.#perOrigin.keys()];
+    const names = [...this.#named.keys(), ...this.#perOrigin.keys(), ...this.#sharedPartitions.keys()];
     if (this.#overflow !== undefined && !this.#named.has(OVERFLOW)) names.push(OVERFLOW);
     return names;
   }
@@ -401,6 +452,7 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
     // Its partitions were made from the old config: not closed (as the old limiter is not).
     this.#dropPartitionsOf(name);
     this.#claims.delete(name);
+    this.#sharedPartitions.closeWhere(name);
     this.#changes++;
     old.retire();
     if (old.limiter !== undefined && entry.limiter !== undefined) {
@@ -428,6 +480,7 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
       named.close();
       for (const partition of this.#dropPartitionsOf(name)) partition.close();
       this.#claims.delete(name);
+      this.#sharedPartitions.closeWhere(name);
     } else if (perOrigin !== undefined) {
       this.#perOrigin.delete(name);
       limiter = perOrigin;
@@ -447,6 +500,7 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
     this.#closed = true;
     for (const entry of this.#named.values()) entry.close();
     for (const limiter of this.#perOrigin.limiters()) limiter.close();
+    this.#sharedPartitions.closeWhere();
     this.#overflow?.close();
   }
 
