@@ -301,7 +301,10 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
         { path: 'burst', message: 'cannot change at run time', received: options.burst },
       ]);
     }
-    if (options.budgets !== undefined && options.budgets !== this.#opts.budgets) {
+    if (
+      options.budgets !== undefined &&
+      JSON.stringify(options.budgets) !== JSON.stringify(this.#opts.budgets)
+    ) {
       throw new ConfigError([
         { path: 'budgets', message: 'cannot change at run time', received: options.budgets },
       ]);
@@ -325,7 +328,31 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     }
     rate = this.#book.clamp(rate);
     if (rate !== this.#bucket.rate) this.#changeRate(rate, now, 'update');
+    this.#updateBudgets(options);
     this.#line?.kick(now);
+  }
+
+  /**
+   * The options every budget shares (the controller and its options, `instanceCount`, the cut and
+   * pause rules) go to the other budgets too; the rates, `budgets`, `burst`, `reserve` and
+   * `slowStart` are the first budget's own.
+   */
+  #updateBudgets(options: Partial<AdaptiveLimiterOptions>): void {
+    if (this.#subs === undefined) return;
+    const {
+      budgets: _budgets,
+      initialUnitsPerMinute: _initial,
+      minUnitsPerMinute: _min,
+      maxUnitsPerMinute: _max,
+      burst: _burst,
+      reserve: _reserve,
+      slowStart: _slowStart,
+      name: _name,
+      clock: _clock,
+      ...shared
+    } = options;
+    if (Object.keys(shared).length === 0) return;
+    for (const [, sub] of this.#subs) sub.update(shared);
   }
 
   /**
