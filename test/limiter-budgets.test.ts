@@ -166,6 +166,20 @@ describe('a limiter of several budgets', () => {
     expect(limiter.snapshot().budgets?.tokens?.tokens).toBeCloseTo(60);
   });
 
+  it('updates every budget with the options they share, and the first budget with its rates', () => {
+    const { limiter } = setup();
+    limiter.update({ maxPause: 1_000, instanceCount: 2, minUnitsPerMinute: 60, budgets: TWO.budgets });
+    const s = limiter.snapshot();
+    expect([s.budgets?.requests?.instanceCount, s.budgets?.tokens?.instanceCount]).toEqual([2, 2]);
+    // Each budget's share of its own rate: 600 / 2 and 6,000 / 2.
+    expect([s.budgets?.requests?.rate, s.budgets?.tokens?.rate]).toEqual([300, 3_000]);
+    expect(s.budgets?.requests?.minRate).toBe(30);
+    expect(s.budgets?.tokens?.minRate).toBe(0.5);
+    limiter.tryAcquire(1, { tokens: 1 })?.throttled(60_000, undefined, ['tokens']);
+    expect(limiter.snapshot().budgets?.tokens?.pausedUntil).toBe(1_000);
+    expect(() => limiter.update({ budgets: { requests: {} } })).toThrow(/budgets: cannot change at run time/);
+  });
+
   it('names the budgets it has when costs name another, and checks each cost', () => {
     const { limiter } = setup();
     expect(() => limiter.tryAcquire(1, { token: 5 })).toThrow(InvalidArgumentError);

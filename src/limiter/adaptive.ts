@@ -301,7 +301,10 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
         { path: 'burst', message: 'cannot change at run time', received: options.burst },
       ]);
     }
-    if (options.budgets !== undefined && options.budgets !== this.#opts.budgets) {
+    if (
+      options.budgets !== undefined &&
+      JSON.stringify(options.budgets) !== JSON.stringify(this.#opts.budgets)
+    ) {
       throw new ConfigError([
         { path: 'budgets', message: 'cannot change at run time', received: options.budgets },
       ]);
@@ -325,7 +328,31 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     }
     rate = this.#book.clamp(rate);
     if (rate !== this.#bucket.rate) this.#changeRate(rate, now, 'update');
+    this.#updateBudgets(options);
     this.#line?.kick(now);
+  }
+
+  /**
+   * The options every budget shares (the controller and its options, `instanceCount`, the cut and
+   * pause rules) go to the other budgets too; the rates, `budgets`, `burst`, `reserve` and
+   * `slowStart` are the first budget's own.
+   */
+  #updateBudgets(options: Partial<AdaptiveLimiterOptions>): void {
+    if (this.#subs === undefined) return;
+    const {
+      budgets: _budgets,
+      initialUnitsPerMinute: _initial,
+      minUnitsPerMinute: _min,
+      maxUnitsPerMinute: _max,
+      burst: _burst,
+      reserve: _reserve,
+      slowStart: _slowStart,
+      name: _name,
+      clock: _clock,
+      ...shared
+    } = options;
+    if (Object.keys(shared).length === 0) return;
+    for (const [, sub] of this.#subs) sub.update(shared);
   }
 
   /**
@@ -460,7 +487,12 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     // A throttled request is not counted against the quota: 0 units of this process's part.
     if (quota !== undefined || this.#ceilings !== undefined) this.#announce(quota, 0, now, retryAfterMs);
     try {
-      if (cut) this.#cut(now);
+      if (cut) {
+        const leavingUnlimited = this.#bucket.unlimited;
+        this.#changeRate(this.#book.cut(now, this.#bucket.rate), now, 'throttle');
+        // Leaving "unlimited": the server just said no, so the bucket starts empty.
+        if (leavingUnlimited) this.#bucket.empty(now);
+      }
     } finally {
       this.emit('throttled', { limiter: this.#opts.name, retryAfterMs, cut });
       this.#arm(now);
@@ -537,14 +569,6 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   }
 
   // ---- internals ---------------------------------------------------------------------------
-
-  #cut(now: number): void {
-    const bucket = this.#bucket;
-    const leavingUnlimited = bucket.unlimited;
-    this.#changeRate(this.#book.cut(now, bucket.rate), now, 'throttle');
-    // Leaving "unlimited": the server just said no, so the bucket starts empty.
-    if (leavingUnlimited) bucket.empty(now);
-  }
 
   #pauseFor(now: number, ms: number, requestedMs: number): void {
     const until = now + ms;
