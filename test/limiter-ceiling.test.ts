@@ -267,13 +267,34 @@ describe('AdaptiveRateLimiter: a fixed window told from a refilling bucket', () 
     expect(limiter.snapshot().announcedRate).toBe(600);
   });
 
-  it('a bucket whose short reset comes again after it passed is a bucket too', () => {
-    const { clock, limiter } = setup();
-    const [a, b] = permits(limiter, 2);
-    a?.success(undefined, bucket(2));
-    clock.advance(1_100);
-    b?.success(undefined, bucket(1));
+  it('a bucket whose reset stays short answer after answer, remaining steady, is a bucket too', () => {
+    const { clock, limiter } = setup({ slowStart: false });
+    const ps = permits(limiter, 30);
+    // A full bucket: each answer sees 9 left and the next token within a second, for 2.9 s.
+    ps.forEach((p, i) => {
+      if (i > 0) clock.advance(100);
+      p.success(undefined, bucket(9));
+      // Not before the first reading's reset and 1.5 s of rounding have passed.
+      if (i === 24) expect(limiter.snapshot().announcedRate).toBe(540);
+    });
     expect(limiter.snapshot().announcedRate).toBe(600);
+  });
+
+  it("a fixed window's last seconds (short resets, then a new window) are not read as a bucket", () => {
+    const { clock, limiter } = setup();
+    const ps = permits(limiter, 4);
+    const window = (remaining: number, resetMs: number) =>
+      [{ limit: 600, windowMs: 60_000, remaining, resetMs }] as AnnouncedQuota[];
+    ps[0]?.success(undefined, window(20, 1_800));
+    clock.advance(1_300);
+    ps[1]?.success(undefined, window(10, 500));
+    clock.advance(600);
+    // The new window: a minute away, more left.
+    ps[2]?.success(undefined, window(599, 59_900));
+    clock.advance(100);
+    ps[3]?.success(undefined, window(598, 59_800));
+    // A fixed window with no documented burst: remaining over the time to reset.
+    expect(limiter.snapshot().announcedRate).toBeCloseTo((598 * 60_000) / 59_800, 5);
   });
 
   it('a bucket with nothing left pauses for one unit to refill, not for its rounded-up reset', () => {

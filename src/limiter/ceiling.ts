@@ -51,8 +51,11 @@ interface Policy {
   /** What the answers say the policy is; `asAnnounced` policies stay `unknown` (today's rule). */
   shape: Shape;
   asAnnounced: boolean;
-  /** The last reading's time to reset was short (see {@link SHORT_RESET_MS}). */
-  short: boolean;
+  /**
+   * The reset of the first reading in the current run of short ones (see {@link SHORT_RESET_MS});
+   * `undefined` when the last reading's reset was not short.
+   */
+  shortResetAt: number | undefined;
   /** ms one unit takes to refill at `limit` over `windowMs`; `undefined` when not announced. */
   unitMs: number | undefined;
   /** The burst the API documents (units/min; see `ReadQuota.burstPerMinute`); `Infinity`: none. */
@@ -206,7 +209,7 @@ export class Ceilings {
         ownSum: 0,
         shape: 'unknown',
         asAnnounced: read.asAnnounced === true,
-        short,
+        shortResetAt: short ? resetAt : undefined,
         unitMs,
         burst: burst !== undefined && burst > 0 ? burst : Number.POSITIVE_INFINITY,
       };
@@ -214,7 +217,7 @@ export class Ceilings {
     } else {
       if (!policy.asAnnounced) policy.shape = shapeOf(policy, remaining, resetAt, short, now);
       this.#measurePart(policy, remaining, resetAt);
-      policy.short = short;
+      policy.shortResetAt = short ? (policy.shortResetAt ?? resetAt) : undefined;
       policy.unitMs = unitMs;
       policy.byRemaining = byRemaining;
       policy.byQuota = byQuota;
@@ -288,7 +291,7 @@ export class Ceilings {
   }
 }
 
-/** What a reading (`remaining`, its reset at `resetAt`, `short`) and the last one say the policy is. */
+/** What a reading (`remaining`, its reset at `resetAt`, `short`) and the ones before say the policy is. */
 function shapeOf(
   last: Policy,
   remaining: number | undefined,
@@ -300,8 +303,9 @@ function shapeOf(
   if (last.remaining === undefined || last.resetAt === undefined) return last.shape;
   // More left with the reset no later: refilled, not a new window (whose reset moves a window on).
   if (remaining > last.remaining && resetAt <= last.resetAt + SAME_RESET_MS) return 'bucket';
-  // A short reset again after the last one passed: "the next unit", answer after answer.
-  if (short && last.short && now >= last.resetAt) return 'bucket';
+  // Resets short answer after answer for longer than the first of them (and 1.5 s of rounding):
+  // "the next unit" again and again, where a window's reset would have passed and moved on.
+  if (short && last.shortResetAt !== undefined && now >= last.shortResetAt + SAME_RESET_MS) return 'bucket';
   if (!short && remaining <= last.remaining && Math.abs(resetAt - last.resetAt) <= SAME_RESET_MS)
     return 'window';
   return last.shape;
