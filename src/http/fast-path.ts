@@ -2,13 +2,16 @@ import { feed } from '../attempt-loop.js';
 import type { Outcome, Permit } from '../limiter/types.js';
 import type { Attempt, AttemptJudge } from './attempt.js';
 import type { ConcurrencyGate } from './concurrency.js';
+import type { HttpRuntime, Route } from './runtime.js';
 
 /** What the judge of a fast-path attempt asks of its request; see `RateLimitedDispatch`. */
 export interface FastPathRequest {
   /** The caller's abort reason, if it aborted. */
   readonly abortReason: Error | undefined;
-  /** The outcome of an attempt's response. @throws what the user's `classify` throws */
-  classify(attempt: Attempt): Outcome;
+  /** Judges the responses (`classify`, which throws what the user's `classify` throws). */
+  readonly runtime: HttpRuntime;
+  /** The request's limiter and what it reads of a response. */
+  readonly route: Route;
   /** Whether a throttled answer to attempt 1 is sent again (the loop's retry rule). */
   retries(outcome: Outcome): boolean;
   /** Sends it again through the attempt loop, which holds `attempt` until its retry has units. */
@@ -44,7 +47,7 @@ export class FastPathJudge implements AttemptJudge {
     const request = this.#request;
     let outcome: Outcome;
     try {
-      outcome = request.classify(attempt);
+      outcome = request.runtime.classify(attempt, () => attempt.headers, request.route);
       // A controller or a listener that throws fails the request, as it does in the loop.
       if (permit !== undefined) feed(permit, outcome);
     } catch (error) {

@@ -110,8 +110,7 @@ export function rateLimitedFetch(options: RateLimitedFetchOptions = {}): RateLim
         signal,
         slot: gate === undefined ? undefined : (slotSignal) => gate.enter(slotSignal),
         send: attempt,
-        classify: (r) =>
-          runtime.classify(r.status, r.headers, () => headerRecord(r.headers), route, refusalBody(r)),
+        classify: (r) => runtime.classify(r, () => headerRecord(r.headers), route, refusalBody(r)),
         canRetry: () => bodies.replayable,
         // Read into memory while the retry waits: an unread body would keep its connection.
         hold: holdResponse,

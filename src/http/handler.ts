@@ -36,9 +36,9 @@ export class RateLimitedDispatch implements AttemptOwner, FastPathRequest {
   readonly controller = new CallerController();
   readonly #dispatch: Dispatcher.Dispatch;
   readonly #opts: Dispatcher.DispatchOptions;
-  readonly #runtime: HttpRuntime;
+  readonly runtime: HttpRuntime;
   /** The origin's route, then (in `start`) the route of the request's partition, if it has one. */
-  #route: Route;
+  route: Route;
   /** The request as the callbacks see it, made once, on first need. */
   #outgoing: OutgoingRequest | undefined;
   readonly #origin: string;
@@ -62,8 +62,8 @@ export class RateLimitedDispatch implements AttemptOwner, FastPathRequest {
     this.#dispatch = dispatch;
     this.#opts = opts;
     this.handler = handler;
-    this.#runtime = runtime;
-    this.#route = route;
+    this.runtime = runtime;
+    this.route = route;
   }
 
   // ---- AttemptOwner -------------------------------------------------------------------------
@@ -91,16 +91,16 @@ export class RateLimitedDispatch implements AttemptOwner, FastPathRequest {
       this.handler.onRequestStart?.(this.controller, undefined);
       // Aborted already (fetch aborts inside onRequestStart when its signal was): nothing taken.
       if (this.controller.abortReason !== undefined) throw this.controller.abortReason;
-      if (this.#route.partitioner !== undefined) {
-        this.#route = this.#runtime.partitionRoute(this.#origin, this.#route, {
+      if (this.route.partitioner !== undefined) {
+        this.route = this.runtime.partitionRoute(this.#origin, this.route, {
           headers: this.#opts.headers,
           request: () => this.#request(),
         });
       }
       this.#units = this.#requestUnits();
-      if (this.#route.llm !== undefined) this.#meterLlm();
-      this.#release = this.#runtime.hold(this.#route);
-      this.#bodies = attemptBodies(this.#opts.body, this.#runtime.options.maxReplayBodyBytes);
+      if (this.route.llm !== undefined) this.#meterLlm();
+      this.#release = this.runtime.hold(this.route);
+      this.#bodies = attemptBodies(this.#opts.body, this.runtime.options.maxReplayBodyBytes);
       if (!this.#sendFirst()) this.#loop(undefined);
     } catch (error) {
       this.fail(error);
@@ -109,15 +109,15 @@ export class RateLimitedDispatch implements AttemptOwner, FastPathRequest {
 
   /** An LLM API's estimate from the body (when it is in memory), and the tap that corrects it from `usage`. */
   #meterLlm(): void {
-    const estimate = this.#runtime.estimate(this.#route, () => this.#request());
+    const estimate = this.runtime.estimate(this.route, () => this.#request());
     if (estimate === undefined) return;
     this.#costs = estimate.costs;
-    this.handler = usageTap(this.handler, this.#route, estimate, this.#runtime.options.rejection);
+    this.handler = usageTap(this.handler, this.route, estimate, this.runtime.options.rejection);
   }
 
   #requestUnits(): number {
-    if (this.#runtime.options.units === undefined) return 1;
-    return this.#runtime.unitsFor(() => this.#request());
+    if (this.runtime.options.units === undefined) return 1;
+    return this.runtime.unitsFor(() => this.#request());
   }
 
   /** The request as `units` and `partition` see it, made once, on first need. */
@@ -132,7 +132,7 @@ export class RateLimitedDispatch implements AttemptOwner, FastPathRequest {
 
   /** The fast path: attempt 1 dispatched now, if its units and a slot are free now. */
   #sendFirst(): boolean {
-    const { limiter, gate } = this.#route;
+    const { limiter, gate } = this.route;
     if (gate !== undefined && !gate.tryEnter()) return false;
     let permit: Permit | undefined;
     try {
@@ -152,12 +152,8 @@ export class RateLimitedDispatch implements AttemptOwner, FastPathRequest {
     return this.controller.abortReason;
   }
 
-  classify(attempt: Attempt): Outcome {
-    return this.#runtime.classify(attempt.status, attempt.headers, () => attempt.headers, this.#route);
-  }
-
   retries(outcome: Outcome): boolean {
-    return retries(outcome, 1, this.#runtime.options.maxAttempts, () => this.#canRetry());
+    return retries(outcome, 1, this.runtime.options.maxAttempts, () => this.#canRetry());
   }
 
   retry(attempt: Attempt): void {
@@ -175,7 +171,7 @@ export class RateLimitedDispatch implements AttemptOwner, FastPathRequest {
     // A response held for judging (a classify() that threw) must not be kept.
     this.controller.attempt?.discard(false);
     this.finished();
-    if (answerRefusal(error, this.#runtime.options.rejection, this.handler, this.controller)) return;
+    if (answerRefusal(error, this.runtime.options.rejection, this.handler, this.controller)) return;
     this.handler.onResponseError?.(this.controller, asError(error));
   }
 
@@ -188,17 +184,17 @@ export class RateLimitedDispatch implements AttemptOwner, FastPathRequest {
     const reason = this.controller.abortReason;
     if (reason !== undefined) cancel.abort(reason);
     const bodies = this.#bodies as AttemptBodies;
-    const gate = this.#route.gate;
+    const gate = this.route.gate;
     runAttempts<Attempt>({
-      limiter: this.#route.limiter,
+      limiter: this.route.limiter,
       units: this.#units,
       costs: this.#costs,
-      maxAttempts: this.#runtime.options.maxAttempts,
+      maxAttempts: this.runtime.options.maxAttempts,
       signal: cancel.signal,
       throttledFirst,
       slot: gate === undefined ? undefined : (signal) => (gate as ConcurrencyGate).enter(signal),
       send: () => this.#send(),
-      classify: (a) => this.classify(a),
+      classify: (a) => this.runtime.classify(a, () => a.headers, this.route),
       canRetry: () => this.#canRetry(),
       discard: (a) => a.discard(bodies.complete),
     }).then(

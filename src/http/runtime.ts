@@ -350,8 +350,7 @@ export class HttpRuntime {
    * for a spend cap or a used-up quota (`refusal` of its body, when read) fails: no cut, no retry.
    */
   classify(
-    status: number,
-    headers: ResponseHeaders,
+    { status, headers }: { readonly status: number; readonly headers: ResponseHeaders },
     record: () => HeaderRecord,
     route?: Route,
     body?: unknown,

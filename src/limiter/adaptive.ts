@@ -487,7 +487,12 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     // A throttled request is not counted against the quota: 0 units of this process's part.
     if (quota !== undefined || this.#ceilings !== undefined) this.#announce(quota, 0, now, retryAfterMs);
     try {
-      if (cut) this.#cut(now);
+      if (cut) {
+        const leavingUnlimited = this.#bucket.unlimited;
+        this.#changeRate(this.#book.cut(now, this.#bucket.rate), now, 'throttle');
+        // Leaving "unlimited": the server just said no, so the bucket starts empty.
+        if (leavingUnlimited) this.#bucket.empty(now);
+      }
     } finally {
       this.emit('throttled', { limiter: this.#opts.name, retryAfterMs, cut });
       this.#arm(now);
@@ -564,14 +569,6 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   }
 
   // ---- internals ---------------------------------------------------------------------------
-
-  #cut(now: number): void {
-    const bucket = this.#bucket;
-    const leavingUnlimited = bucket.unlimited;
-    this.#changeRate(this.#book.cut(now, bucket.rate), now, 'throttle');
-    // Leaving "unlimited": the server just said no, so the bucket starts empty.
-    if (leavingUnlimited) bucket.empty(now);
-  }
 
   #pauseFor(now: number, ms: number, requestedMs: number): void {
     const until = now + ms;
