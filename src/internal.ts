@@ -18,3 +18,12 @@ export const kPredictWait = Symbol('adaptive-rate-limit.predictWait');
 // What a shared budget asks of its local limiter.
 export const kAlignSlots = Symbol('adaptive-rate-limit.alignSlots');
 export const kRecentAcceptedRate = Symbol('adaptive-rate-limit.recentAcceptedRate');
+
+// What the HTTP adapters ask of the registry, by normalized origin.
+export const kLimiterForOrigin = Symbol('adaptive-rate-limit.limiterForOrigin');
+export const kRouteForOrigin = Symbol('adaptive-rate-limit.routeForOrigin');
+export const kPartitionForOrigin = Symbol('adaptive-rate-limit.partitionForOrigin');
+export const kHoldOrigin = Symbol('adaptive-rate-limit.holdOrigin');
+export const kAddBusyCheck = Symbol('adaptive-rate-limit.addBusyCheck');
+export const kChanges = Symbol('adaptive-rate-limit.changes');
+export const kTouchOrigin = Symbol('adaptive-rate-limit.touchOrigin');

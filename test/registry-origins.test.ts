@@ -1,5 +1,6 @@
 import { describe, expect, it, vi } from 'vitest';
 import { ManualClock } from '../src/clock.js';
+import { kHoldOrigin } from '../src/internal.js';
 import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
 import { OVERFLOW, RateLimiterRegistry, type RegistryOptions } from '../src/registry/index.js';
 
@@ -64,7 +65,7 @@ describe('RateLimiterRegistry: paused origins', () => {
     // c finds b paused and the records full: the overflow.
     expect(registry.limiterFor('https://c.test')?.name).toBe(OVERFLOW);
     // b is held by a request in flight: a's pause finds no room.
-    const release = registry._holdOrigin('https://b.test', registry.get('https://b.test')!);
+    const release = registry[kHoldOrigin]('https://b.test', registry.get('https://b.test')!);
 
     const a = registry.limiterFor('https://a.test');
 
@@ -97,7 +98,7 @@ describe('RateLimiterRegistry: paused origins', () => {
   it('never drops a limiter held by a request in flight to make room', () => {
     const { registry } = setup({ maxOriginLimiters: 2 });
     const v = registry.limiterFor('https://v.test')!;
-    const release = registry._holdOrigin('https://v.test', v);
+    const release = registry[kHoldOrigin]('https://v.test', v);
     for (const host of ['a', 'b', 'c']) registry.limiterFor(`https://${host}.test`);
 
     expect(registry.limiterFor('https://v.test')).toBe(v);

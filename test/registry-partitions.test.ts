@@ -3,6 +3,7 @@ import { ManualClock } from '../src/clock.js';
 import { parseConfig } from '../src/config/schema.js';
 import { ConfigError } from '../src/errors.js';
 import { credentialParts, partitionId } from '../src/http/partition.js';
+import { kPartitionForOrigin } from '../src/internal.js';
 import type { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
 import { limiterOrigins, limiterPartition } from '../src/limiter/watch.js';
 import { OVERFLOW, partitionKey, RateLimiterRegistry, type RegistryOptions } from '../src/registry/index.js';
@@ -20,7 +21,7 @@ function setup(options: RegistryOptions = {}) {
   const clock = new ManualClock();
   const registry = new RateLimiterRegistry({ clock, ...options });
   registry.limiterFor(ORIGIN);
-  registry._partitionForOrigin(ORIGIN, { id: 'first' });
+  registry[kPartitionForOrigin](ORIGIN, { id: 'first' });
   return { clock, registry };
 }
 
@@ -29,28 +30,28 @@ const part = (id: string, name?: string) => ({ id, name: name === undefined ? un
 /** As the HTTP adapters look a partition up: the origin's route first, then the partition's. */
 function via(registry: RateLimiterRegistry, id: string, origin = ORIGIN) {
   const base = registry.limiterFor(origin);
-  return registry._partitionForOrigin(origin, part(id)) ?? { key: origin, limiter: base };
+  return registry[kPartitionForOrigin](origin, part(id)) ?? { key: origin, limiter: base };
 }
 
 describe('RateLimiterRegistry: partitions', () => {
   it("meters the first partition through the origin's own limiter, and the next ones through their own", () => {
     const registry = new RateLimiterRegistry({ clock: new ManualClock() });
     const origin = registry.limiterFor(ORIGIN);
-    expect(registry._partitionForOrigin(ORIGIN, part('idA'))).toBeUndefined();
-    expect(registry._partitionForOrigin(ORIGIN, part('idA'))).toBeUndefined();
-    const b = registry._partitionForOrigin(ORIGIN, part('idB'));
+    expect(registry[kPartitionForOrigin](ORIGIN, part('idA'))).toBeUndefined();
+    expect(registry[kPartitionForOrigin](ORIGIN, part('idA'))).toBeUndefined();
+    const b = registry[kPartitionForOrigin](ORIGIN, part('idB'));
     expect(b?.limiter).not.toBe(origin);
     expect(registry.names()).toEqual([ORIGIN, `${ORIGIN}#idB`]);
   });
 
   it('makes a limiter per partition of an origin, named by the origin and the short id', () => {
     const { registry } = setup();
-    const a = registry._partitionForOrigin(ORIGIN, part('idA'));
-    const b = registry._partitionForOrigin(ORIGIN, part('idB'));
+    const a = registry[kPartitionForOrigin](ORIGIN, part('idA'));
+    const b = registry[kPartitionForOrigin](ORIGIN, part('idB'));
 
     expect(a?.key).toBe(`${ORIGIN}#idA`);
     expect(a?.limiter).not.toBe(b?.limiter);
-    expect(registry._partitionForOrigin(ORIGIN, part('idA'))?.limiter).toBe(a?.limiter);
+    expect(registry[kPartitionForOrigin](ORIGIN, part('idA'))?.limiter).toBe(a?.limiter);
     expect(registry.names()).toEqual([ORIGIN, `${ORIGIN}#idB`, `${ORIGIN}#idA`]);
     expect(registry.get(`${ORIGIN}#idA`)).toBe(a?.limiter);
     expect(a?.limiter?.snapshot().name).toBe(`${ORIGIN}#idA`);
@@ -69,8 +70,8 @@ describe('RateLimiterRegistry: partitions', () => {
         return 'customer-42';
       },
     };
-    const first = registry._partitionForOrigin(ORIGIN, named);
-    registry._partitionForOrigin(ORIGIN, named);
+    const first = registry[kPartitionForOrigin](ORIGIN, named);
+    registry[kPartitionForOrigin](ORIGIN, named);
 
     expect(asked).toBe(1);
     expect(first?.limiter?.snapshot().name).toBe(`${ORIGIN}#customer-42`);
@@ -121,9 +122,9 @@ describe('RateLimiterRegistry: partitions', () => {
       maxOriginLimiters: 1,
       maxPausedOrigins: 0,
     });
-    const p1 = registry._partitionForOrigin(ORIGIN, part('p1'));
+    const p1 = registry[kPartitionForOrigin](ORIGIN, part('p1'));
     (await p1?.limiter?.acquire())?.throttled(60_000);
-    const p2 = registry._partitionForOrigin(ORIGIN, part('p2'));
+    const p2 = registry[kPartitionForOrigin](ORIGIN, part('p2'));
 
     expect(p1?.key).toBe(partitionKey('api', 'p1'));
     expect(p1 && limiterOrigins(p1.limiter as AdaptiveRateLimiter)).toEqual([ORIGIN]);
@@ -133,19 +134,19 @@ describe('RateLimiterRegistry: partitions', () => {
 
   it('leaves a limiter instance unpartitioned, and with default: false passes partitions through', () => {
     const { registry } = setup({ default: false });
-    expect(registry._partitionForOrigin(ORIGIN, part('p1'))).toBeUndefined();
+    expect(registry[kPartitionForOrigin](ORIGIN, part('p1'))).toBeUndefined();
   });
 
   it("closes a named limiter's partitions with it, and a replace drops them", () => {
     const { registry } = setup({ limiters: { api: { origins: [ORIGIN] } } });
-    const p1 = registry._partitionForOrigin(ORIGIN, part('p1'))?.limiter;
+    const p1 = registry[kPartitionForOrigin](ORIGIN, part('p1'))?.limiter;
     registry.replace('api', { origins: [ORIGIN] });
     expect(registry.names()).toEqual(['api']);
     expect(p1?.snapshot().closed).toBe(false);
 
     // The replaced limiter is claimed afresh by the first partition seen.
-    expect(registry._partitionForOrigin(ORIGIN, part('p1'))).toBeUndefined();
-    const p2 = registry._partitionForOrigin(ORIGIN, part('p2'))?.limiter;
+    expect(registry[kPartitionForOrigin](ORIGIN, part('p1'))).toBeUndefined();
+    const p2 = registry[kPartitionForOrigin](ORIGIN, part('p2'))?.limiter;
     expect(p2).toBeDefined();
     registry.remove('api');
     expect(p2?.snapshot().closed).toBe(true);
@@ -154,7 +155,7 @@ describe('RateLimiterRegistry: partitions', () => {
 
   it("drops an origin's partitions when a named limiter comes to cover the origin", () => {
     const { registry } = setup();
-    registry._partitionForOrigin(ORIGIN, part('p1'));
+    registry[kPartitionForOrigin](ORIGIN, part('p1'));
     registry.add('api', { origins: [ORIGIN] });
     expect(registry.names()).toEqual(['api']);
   });

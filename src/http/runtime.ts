@@ -3,6 +3,14 @@ import type { LimiterConfig } from '../config/schema.js';
 import { attachDiagnostics } from '../diagnostics.js';
 import { ConfigError, type ConfigIssue, InvalidCallbackValueError } from '../errors.js';
 import { type HeaderRecord, headerLookup, type ResponseHeaders } from '../headers.js';
+import {
+  kAddBusyCheck,
+  kChanges,
+  kHoldOrigin,
+  kPartitionForOrigin,
+  kRouteForOrigin,
+  kTouchOrigin,
+} from '../internal.js';
 import type { AdaptiveRateLimiter } from '../limiter/adaptive.js';
 import type { Outcome, RateLimiter } from '../limiter/types.js';
 import { RateLimiterRegistry } from '../registry/index.js';
@@ -82,9 +90,9 @@ export class HttpRuntime {
   /** One LLM meter per limiter (its running averages). */
   readonly #meters = new WeakMap<RateLimiter, LlmMeter>();
   readonly #removeBusyCheck: () => void;
-  /** By normalized origin; `null` for an origin passed through. Valid for `registry._changes`. */
+  /** By normalized origin; `null` for an origin passed through. Valid for `registry[kChanges]`. */
   readonly #routes = new Map<string, Route | null>();
-  /** Partitions' routes, by the registry's key of the partition. Valid for `registry._changes`. */
+  /** Partitions' routes, by the registry's key of the partition. Valid for `registry[kChanges]`. */
   readonly #partitionRoutes = new Map<string, Route>();
   #seenChanges: number;
 
@@ -98,7 +106,7 @@ export class HttpRuntime {
         ...(options.default !== undefined && { default: options.default }),
         ...(options.clock !== undefined && { clock: options.clock }),
       });
-    this.#removeBusyCheck = this.registry._addBusyCheck((limiter) => {
+    this.#removeBusyCheck = this.registry[kAddBusyCheck]((limiter) => {
       const gate = this.#gates.get(limiter);
       return gate !== undefined && (gate.inFlight > 0 || gate.waiting > 0);
     });
@@ -107,7 +115,7 @@ export class HttpRuntime {
       classify: options.classify,
       responseUnits: options.responseUnits,
     };
-    this.#seenChanges = this.registry._changes;
+    this.#seenChanges = this.registry[kChanges];
     const issues = this.#sharedPartitionIssues();
     if (issues.length > 0) {
       this.close();
@@ -144,7 +152,7 @@ export class HttpRuntime {
    * limiter still counts as used at every request, so it is not dropped as idle.
    */
   route(origin: string): Route | undefined {
-    const changes = this.registry._changes;
+    const changes = this.registry[kChanges];
     if (this.#seenChanges !== changes) {
       this.#seenChanges = changes;
       this.#routes.clear();
@@ -154,7 +162,7 @@ export class HttpRuntime {
     if (known === null) return undefined;
     if (
       known !== undefined &&
-      (known.held === undefined || this.registry._touchOrigin(known.held) === known.limiter)
+      (known.held === undefined || this.registry[kTouchOrigin](known.held) === known.limiter)
     ) {
       return known;
     }
@@ -169,7 +177,7 @@ export class HttpRuntime {
   partitionRoute(origin: string, route: Route, source: PartitionSource): Route {
     const partition = route.partitioner?.(source);
     if (partition === undefined) return route;
-    const found = this.registry._partitionForOrigin(origin, partition);
+    const found = this.registry[kPartitionForOrigin](origin, partition);
     if (found === undefined) return route;
     const { key, instance, own } = found;
     // A shared budget's local limiter comes once its code has loaded: attached then.
@@ -207,7 +215,7 @@ export class HttpRuntime {
   #resolve(origin: string): Route | undefined {
     // A limiter made now (a change of the registry) clears the routes at the next request:
     // simpler than telling which routes the look-up's own changes leave valid.
-    const found = this.registry._routeForOrigin(origin);
+    const found = this.registry[kRouteForOrigin](origin);
     if (this.#routes.size >= MAX_ROUTES) this.#routes.clear();
     if (found === undefined) {
       this.#routes.set(origin, null);
@@ -236,7 +244,7 @@ export class HttpRuntime {
     const route: Route = {
       limiter,
       gate,
-      held: this.registry._touchOrigin(origin) === limiter ? origin : undefined,
+      held: this.registry[kTouchOrigin](origin) === limiter ? origin : undefined,
       quotas: quotaReader(config?.headers ?? api, config?.quotaFromHeaders),
       partitioner: partitionable ? this.#partitioner(config) : undefined,
       gatePer: config?.maxConcurrentPer ?? 'partition',
@@ -307,7 +315,7 @@ export class HttpRuntime {
    * last answer is judged.
    */
   hold(route: Route): () => void {
-    return route.held !== undefined ? this.registry._holdOrigin(route.held, route.limiter) : noop;
+    return route.held !== undefined ? this.registry[kHoldOrigin](route.held, route.limiter) : noop;
   }
 
   /** The units a request is charged: `units(request)`, default 1. @throws {InvalidCallbackValueError} on a bad answer. */

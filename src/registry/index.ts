@@ -2,6 +2,15 @@ import { EventEmitter } from 'node:events';
 import { type Clock, systemClock } from '../clock.js';
 import type { LimiterConfig } from '../config/schema.js';
 import { AdaptiveRateLimitError, ConfigError, type ConfigIssue } from '../errors.js';
+import {
+  kAddBusyCheck,
+  kChanges,
+  kHoldOrigin,
+  kLimiterForOrigin,
+  kPartitionForOrigin,
+  kRouteForOrigin,
+  kTouchOrigin,
+} from '../internal.js';
 import type { AdaptiveRateLimiter } from '../limiter/adaptive.js';
 import { configErrorFrom } from '../limiter/options.js';
 import type { RateLimiter } from '../limiter/types.js';
@@ -35,7 +44,7 @@ export interface PartitionRef {
   readonly name?: (() => string | undefined) | undefined;
 }
 
-/** @internal Where a partition's requests go: {@link RateLimiterRegistry._partitionForOrigin}. */
+/** @internal Where a partition's requests go: {@link RateLimiterRegistry[kPartitionForOrigin]}. */
 export interface PartitionRoute {
   /** The registry's key of the partition's limiter (or budget). */
   readonly key: string;
@@ -156,14 +165,14 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
    * @throws {ConfigError} when `origin` is not an http(s) URL.
    */
   limiterFor(origin: string | URL): AdaptiveRateLimiter | undefined {
-    return this._limiterForOrigin(normalizeOrigin(origin));
+    return this[kLimiterForOrigin](normalizeOrigin(origin));
   }
 
   /**
    * @internal {@link limiterFor} for an origin that is normalized already (the HTTP adapters
    * normalize each origin once and remember it).
    */
-  _limiterForOrigin(key: string): AdaptiveRateLimiter | undefined {
+  [kLimiterForOrigin](key: string): AdaptiveRateLimiter | undefined {
     const name = this.#owner(key);
     if (name !== undefined) return this.#named.get(name)?.limiter;
     return this.#perOriginFor(key);
@@ -174,7 +183,7 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
    * the entry's name, the {@link RateLimiter} its requests acquire from (a `limiter` instance as
    * it was given) and its `AdaptiveRateLimiter`, if any; `undefined` to pass them through.
    */
-  _routeForOrigin(
+  [kRouteForOrigin](
     key: string,
   ): { name: string; limiter: RateLimiter; adaptive: AdaptiveRateLimiter | undefined } | undefined {
     const name = this.#owner(key);
@@ -198,7 +207,7 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
    * `maxOriginLimiters` as origins do; when there is no room, a named limiter's partition shares
    * the named limiter itself and an origin's partition the overflow limiter.
    */
-  _partitionForOrigin(origin: string, partition: PartitionRef): PartitionRoute | undefined {
+  [kPartitionForOrigin](origin: string, partition: PartitionRef): PartitionRoute | undefined {
     const name = this.#owner(origin);
     let owner: PoolOwner;
     let config: Omit<LimiterConfig, 'origins'>;
@@ -217,7 +226,7 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
       config = this.#default;
       key = partitionKey(origin, partition.id);
     }
-    const found = this._touchOrigin(key);
+    const found = this[kTouchOrigin](key);
     if (found !== undefined) return { key, limiter: found, instance: found, own: true };
     // The first partition seen takes the limiter of the origin (or the named limiter) itself: one
     // credential is metered, named and shown exactly as without partitions.
@@ -289,7 +298,7 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
    * `limiter`: when that is the origin's own limiter, it is not dropped (its answer may pause it)
    * until the returned function is called (once, when the request's last answer is judged).
    */
-  _holdOrigin(key: string, limiter: RateLimiter): () => void {
+  [kHoldOrigin](key: string, limiter: RateLimiter): () => void {
     return (
       this.#sharedPartitions.hold(key, limiter) ?? this.#perOrigin.hold(key, limiter as AdaptiveRateLimiter)
     );
@@ -300,20 +309,20 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
    * (requests holding or waiting for a maxConcurrent slot): those are not dropped as idle, or a
    * new limiter for the origin would come with a second cap. Returns the function that removes it.
    */
-  _addBusyCheck(check: (limiter: AdaptiveRateLimiter) => boolean): () => void {
+  [kAddBusyCheck](check: (limiter: AdaptiveRateLimiter) => boolean): () => void {
     this.#busyChecks.add(check);
     return () => this.#busyChecks.delete(check);
   }
 
   /** @internal How many times an entry was added, removed or replaced: routes stay valid until it moves. */
-  get _changes(): number {
+  get [kChanges](): number {
     return this.#changes;
   }
 
   /** The per-origin limiter of `key`, made now if there is none; `undefined` with `default: false`. */
   #perOriginFor(key: string): AdaptiveRateLimiter | undefined {
     if (this.#default === false) return undefined;
-    const found = this._touchOrigin(key);
+    const found = this[kTouchOrigin](key);
     if (found !== undefined) return found;
 
     if (this.#closed) {
@@ -353,7 +362,7 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
    * {@link limiterFor} counts it: it is not dropped as idle), or `undefined` when the registry
    * holds none for it. What the HTTP adapters call for an origin whose limiter they remember.
    */
-  _touchOrigin(key: string): AdaptiveRateLimiter | undefined {
+  [kTouchOrigin](key: string): AdaptiveRateLimiter | undefined {
     return this.#perOrigin.touch(key);
   }
 
