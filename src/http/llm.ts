@@ -72,8 +72,9 @@ export class LlmMeter {
   used(usage: Usage | undefined, estimate: LlmEstimate): Costs | undefined {
     if (usage === undefined) return undefined;
     if (this.api === 'openai') {
-      const prompt = count(usage.prompt_tokens);
-      const completion = count(usage.completion_tokens);
+      // Chat completions name them prompt and completion tokens; the Responses API input and output.
+      const prompt = count(usage.prompt_tokens) ?? count(usage.input_tokens);
+      const completion = count(usage.completion_tokens) ?? count(usage.output_tokens);
       if (prompt === undefined) return undefined;
       const tokens = estimate.seen ? Math.max(estimate.maxTokens ?? 0, prompt) : prompt + (completion ?? 0);
       this.#learn('tokens', tokens);
@@ -175,7 +176,7 @@ export class UsageScanner {
     if (this.#bytes > MAX_JSON_BYTES) return undefined;
     try {
       const parsed: unknown = JSON.parse(this.#text + this.#decoder.decode());
-      return isObject(parsed) && isObject(parsed.usage) ? parsed.usage : undefined;
+      return isObject(parsed) ? usageIn(parsed) : undefined;
     } catch {
       return undefined;
     }
@@ -196,17 +197,27 @@ export class UsageScanner {
       try {
         const parsed: unknown = JSON.parse(data);
         if (!isObject(parsed)) continue;
-        const usage = isObject(parsed.usage)
-          ? parsed.usage
-          : isObject(parsed.message) && isObject(parsed.message.usage)
-            ? parsed.message.usage
-            : undefined;
+        const usage = usageIn(parsed);
         if (usage !== undefined) this.#usage = { ...this.#usage, ...withoutNulls(usage) };
       } catch {
         // Not JSON (a comment, `[DONE]`): nothing to read.
       }
     }
   }
+}
+
+/**
+ * The `usage` of an answer or a stream event: its own (a JSON answer, OpenAI's last chunk,
+ * Anthropic's `message_delta`), its `message`'s (Anthropic's `message_start`) or its
+ * `response`'s (the Responses API's `response.completed`).
+ */
+function usageIn(parsed: Record<string, unknown>): Record<string, unknown> | undefined {
+  if (isObject(parsed.usage)) return parsed.usage;
+  for (const key of ['message', 'response'] as const) {
+    const inner = parsed[key];
+    if (isObject(inner) && isObject(inner.usage)) return inner.usage;
+  }
+  return undefined;
 }
 
 function withoutNulls(usage: Record<string, unknown>): Record<string, unknown> {

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { isRedisUrl, REDIS_URL_MESSAGE } from '../config/shared.js';
-import { ConfigError } from '../errors.js';
-import { type AdaptiveLimiterOptions, configErrorFrom } from '../limiter/options.js';
+import { ConfigError, configErrorFrom } from '../errors.js';
+import type { AdaptiveLimiterOptions } from '../limiter/options.js';
 import type { RedisClient } from './client.js';
 import type { BudgetStore } from './store.js';
 

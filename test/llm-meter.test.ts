@@ -1,0 +1,113 @@
+import { describe, expect, it } from 'vitest';
+import { LlmMeter, UsageScanner } from '../src/http/llm.js';
+
+const bytes = (text: string) => new TextEncoder().encode(text);
+const noHeaders = () => undefined;
+
+/** Feeds `text` to a scanner in chunks of `size` bytes (events split anywhere). */
+function scan(type: string, text: string, size = 7) {
+  const scanner = new UsageScanner(type);
+  const all = bytes(text);
+  for (let i = 0; i < all.length; i += size) scanner.push(all.subarray(i, i + size));
+  return scanner.end();
+}
+
+describe('UsageScanner', () => {
+  it("reads OpenAI's last chunk, split anywhere, ignoring [DONE]", () => {
+    const text =
+      'data: {"choices":[{"delta":{"content":"hi"}}],"usage":null}\n\n' +
+      'data: {"choices":[],"usage":{"prompt_tokens":12,"completion_tokens":3}}\n\n' +
+      'data: [DONE]\n\n';
+    expect(scan('text/event-stream', text)).toEqual({ prompt_tokens: 12, completion_tokens: 3 });
+  });
+
+  it("merges Anthropic's message_start and message_delta", () => {
+    const text =
+      'event: message_start\ndata: {"type":"message_start","message":{"usage":{"input_tokens":40,"output_tokens":1}}}\n\n' +
+      'event: message_delta\r\ndata: {"type":"message_delta","usage":{"output_tokens":25}}\r\n\r\n';
+    expect(scan('text/event-stream; charset=utf-8', text, 5)).toEqual({
+      input_tokens: 40,
+      output_tokens: 25,
+    });
+  });
+
+  it("reads the Responses API's response.completed event and a JSON answer", () => {
+    const event =
+      'data: {"type":"response.completed","response":{"usage":{"input_tokens":9,"output_tokens":4}}}\n\n';
+    expect(scan('text/event-stream', event)).toEqual({ input_tokens: 9, output_tokens: 4 });
+    expect(scan('application/json', '{"id":"x","usage":{"prompt_tokens":5,"completion_tokens":2}}')).toEqual({
+      prompt_tokens: 5,
+      completion_tokens: 2,
+    });
+    expect(scan('application/json', '{"truncated":')).toBeUndefined();
+  });
+});
+
+describe('LlmMeter', () => {
+  it('OpenAI: charges the larger of max_tokens times n and characters/4, as OpenAI does, and corrects from usage', () => {
+    const meter = new LlmMeter('openai');
+    const body = {
+      model: 'm',
+      messages: [{ role: 'user', content: 'x'.repeat(4_000) }],
+      max_tokens: 300,
+      n: 2,
+    };
+    const estimate = meter.estimate(body);
+    expect(estimate.costs).toEqual({ tokens: 1_000 });
+    expect(meter.used({ prompt_tokens: 1_200, completion_tokens: 50 }, estimate)).toEqual({ tokens: 1_200 });
+    // The Responses API's names.
+    expect(meter.estimate({ input: 'x'.repeat(40), max_output_tokens: 500 }).costs).toEqual({ tokens: 500 });
+    expect(meter.used({ input_tokens: 10, output_tokens: 5 }, meter.estimate(undefined))).toEqual({
+      tokens: 15,
+    });
+  });
+
+  it('Anthropic: input from characters, output from the recent answers, at most max_tokens', () => {
+    const meter = new LlmMeter('anthropic');
+    const body = {
+      system: 'x'.repeat(400),
+      messages: [{ role: 'user', content: [{ type: 'text', text: 'y'.repeat(400) }] }],
+      max_tokens: 100,
+    };
+    expect(meter.estimate(body).costs).toEqual({ input_tokens: 200, output_tokens: 100 });
+    meter.used(
+      { input_tokens: 190, cache_creation_input_tokens: 10, output_tokens: 40 },
+      meter.estimate(body),
+    );
+    expect(meter.estimate({ ...body, max_tokens: 1_000 }).costs).toEqual({
+      input_tokens: 200,
+      output_tokens: 40,
+    });
+  });
+
+  it('reads what a 429 means: the budget it names, a spend cap, or nothing said', () => {
+    const openai = new LlmMeter('openai');
+    expect(openai.refusal({ error: { type: 'tokens', code: 'rate_limit_exceeded' } }, noHeaders)).toEqual({
+      kind: 'rate',
+      budgets: ['tokens'],
+    });
+    expect(
+      openai.refusal({ error: { type: 'insufficient_quota', code: 'insufficient_quota' } }, noHeaders),
+    ).toEqual({
+      kind: 'quota',
+      reason: 'insufficient_quota',
+    });
+    expect(openai.refusal(undefined, noHeaders)).toEqual({ kind: 'rate', budgets: undefined });
+    const anthropic = new LlmMeter('anthropic');
+    const spend = {
+      type: 'error',
+      error: { type: 'rate_limit_error', details: { error_code: 'enforced_spend_limit_reached' } },
+    };
+    expect(anthropic.refusal(spend, noHeaders)).toMatchObject({ kind: 'quota' });
+    expect(anthropic.refusal(undefined, noHeaders)).toEqual({ kind: 'quota', reason: 'spend_cap' });
+    expect(anthropic.refusal(undefined, (name) => (name === 'retry-after' ? '3' : undefined))).toEqual({
+      kind: 'rate',
+      budgets: undefined,
+    });
+    const input = {
+      type: 'error',
+      error: { type: 'rate_limit_error', message: 'exceeds 40000 input tokens per minute' },
+    };
+    expect(anthropic.refusal(input, () => '3')).toEqual({ kind: 'rate', budgets: ['input_tokens'] });
+  });
+});
