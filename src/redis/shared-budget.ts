@@ -91,8 +91,8 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
       ...limiterOptions
     } = options;
     // Whole-budget options are checked as for one limiter, before anything is opened. A shared
-    // budget's controller stays AIMD by default: the probe controller on a shared budget (each
-    // member's part of it) is not measured yet.
+    // budget's controller is the probe controller by default (SHARED_DEFAULT_CONTROLLER), its
+    // books kept once for the budget in the store.
     const resolved = resolveLimiterOptions({
       ...limiterOptions,
       controller: limiterOptions.controller ?? SHARED_DEFAULT_CONTROLLER,
