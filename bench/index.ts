@@ -50,6 +50,12 @@ const suites: readonly Suite[] = [
     run: async () => (await import('./control.js')).controlSuite(),
   },
   {
+    name: 'quota-headers',
+    description:
+      'announced state read as what it is: a GitHub-like hour (40 calls at once), token buckets announcing their state',
+    run: async () => (await import('./quota-headers-suite.js')).quotaHeadersSuite(),
+  },
+  {
     name: 'llm',
     description:
       'LLM calls through the openai and Anthropic SDKs against mocks metering requests and tokens: SDK alone, recipe, preset, oracle',

@@ -1,3 +1,4 @@
+import type { ZodError } from 'zod';
 import { isCredentialName, MASK, redact, redactingReplacer, redactText } from './redact.js';
 
 /**
@@ -179,4 +180,31 @@ function describe(value: unknown): string {
   } catch {
     return Object.prototype.toString.call(value);
   }
+}
+
+/** Turns zod issues into a {@link ConfigError} that names each field and the value received. */
+export function configErrorFrom(error: ZodError, input: unknown, source: string, prefix = ''): ConfigError {
+  const join = (path: readonly PropertyKey[]) => [prefix, ...path.map(String)].filter(Boolean).join('.');
+  return new ConfigError(
+    error.issues.flatMap((issue) =>
+      // An unknown key is an issue at that key (a misspelled field names itself), not at its object.
+      issue.code === 'unrecognized_keys'
+        ? issue.keys.map((key) => ({
+            path: join([...issue.path, key]),
+            message: 'unknown key',
+            received: valueAt(input, [...issue.path, key]),
+          }))
+        : [{ path: join(issue.path), message: issue.message, received: valueAt(input, issue.path) }],
+    ),
+    source,
+  );
+}
+
+function valueAt(input: unknown, path: readonly PropertyKey[]): unknown {
+  let v = input;
+  for (const key of path) {
+    if (v === null || typeof v !== 'object') return undefined;
+    v = (v as Record<PropertyKey, unknown>)[key];
+  }
+  return v;
 }

@@ -3,7 +3,7 @@ import { ManualClock } from '../src/clock.js';
 import type { RateController, RateControllerState } from '../src/controllers/types.js';
 import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
 import type { AdaptiveLimiterOptions } from '../src/limiter/options.js';
-import type { AnnouncedQuota } from '../src/limiter/types.js';
+import type { AnnouncedQuota, ReadQuota } from '../src/limiter/types.js';
 import { wrap } from '../src/wrap/wrap.js';
 
 const flush = () => new Promise<void>((resolve) => setImmediate(resolve));
@@ -239,5 +239,133 @@ describe('announced quotas through wrap', () => {
     });
     await call();
     expect(limiter.snapshot().announcedRate).toBe(30);
+  });
+});
+
+describe('AdaptiveRateLimiter: a fixed window told from a refilling bucket', () => {
+  /** `n` permits taken while nothing caps the limiter, answered later one by one. */
+  function permits(limiter: AdaptiveRateLimiter, n: number) {
+    return Array.from({ length: n }, () => {
+      const permit = limiter.tryAcquire();
+      if (permit === undefined) throw new Error('no permit');
+      return permit;
+    });
+  }
+  /** A bucket of 600 a minute announcing its tokens and a next token a second away (rounded up). */
+  const bucket = (remaining: number): AnnouncedQuota[] => [
+    { policy: 'b', limit: 600, windowMs: 60_000, remaining, resetMs: 1_000 },
+  ];
+
+  it('a bucket whose remaining rises before its reset is paced at its quota, not remaining over the reset', () => {
+    const { clock, limiter } = setup();
+    const [a, b] = permits(limiter, 2);
+    a?.success(undefined, bucket(3));
+    // One reading: remaining over the reset (3 a second).
+    expect(limiter.snapshot().announcedRate).toBe(180);
+    clock.advance(200);
+    b?.success(undefined, bucket(4));
+    expect(limiter.snapshot().announcedRate).toBe(600);
+  });
+
+  it('a bucket whose reset stays short answer after answer, remaining steady, is a bucket too', () => {
+    const { clock, limiter } = setup({ slowStart: false });
+    const ps = permits(limiter, 30);
+    // A full bucket: each answer sees 9 left and the next token within a second, for 2.9 s.
+    ps.forEach((p, i) => {
+      if (i > 0) clock.advance(100);
+      p.success(undefined, bucket(9));
+      // Not before the first reading's reset and 1.5 s of rounding have passed.
+      if (i === 24) expect(limiter.snapshot().announcedRate).toBe(540);
+    });
+    expect(limiter.snapshot().announcedRate).toBe(600);
+  });
+
+  it("a fixed window's last seconds (short resets, then a new window) are not read as a bucket", () => {
+    const { clock, limiter } = setup();
+    const ps = permits(limiter, 4);
+    const window = (remaining: number, resetMs: number) =>
+      [{ limit: 600, windowMs: 60_000, remaining, resetMs }] as AnnouncedQuota[];
+    ps[0]?.success(undefined, window(20, 1_800));
+    clock.advance(1_300);
+    ps[1]?.success(undefined, window(10, 500));
+    clock.advance(600);
+    // The new window: a minute away, more left.
+    ps[2]?.success(undefined, window(599, 59_900));
+    clock.advance(100);
+    ps[3]?.success(undefined, window(598, 59_800));
+    // A fixed window with no documented burst: remaining over the time to reset.
+    expect(limiter.snapshot().announcedRate).toBeCloseTo((598 * 60_000) / 59_800, 5);
+  });
+
+  it('a bucket with nothing left pauses for one unit to refill, not for its rounded-up reset', () => {
+    const { clock, limiter } = setup();
+    const [a, b, c] = permits(limiter, 3);
+    a?.success(undefined, bucket(1));
+    clock.advance(100);
+    b?.success(undefined, bucket(2));
+    c?.success(undefined, bucket(0));
+    // 600 a minute: the next token within 100 ms (one unit), not the announced 1 s.
+    expect(limiter.snapshot().pausedUntil).toBe(clock.now() + 100);
+  });
+
+  /** A GitHub-like hour: 5,000, 4,880 left, the reset 50 minutes away; GitHub's burst 900/min. */
+  const hour = (remaining: number, resetMs: number, burstPerMinute?: number) =>
+    [
+      { policy: 'core', limit: 5_000, windowMs: 3_600_000, remaining, resetMs, burstPerMinute },
+    ] as ReadQuota[];
+
+  it('a fixed window whose API documents a burst is spent at that burst, not spread over the hour', async () => {
+    const { clock, limiter } = setup();
+    const [a, b] = permits(limiter, 2);
+    a?.success(undefined, hour(4_880, 3_000_000, 900));
+    // One reading: not told apart yet; the hour's average.
+    expect(limiter.snapshot().announcedRate).toBeCloseTo(5_000 / 60, 5);
+    clock.advance(50);
+    b?.success(undefined, hour(4_879, 2_999_950, 900));
+    // The same reset, remaining falling: a fixed window, spent at 900 a minute.
+    expect(limiter.snapshot().announcedRate).toBe(900);
+    // 40 calls at once: granted in 2.7 s (900 a minute is 15 a second), not in 28 s.
+    expect(await grantedWithin(limiter, clock, 40, 2_700)).toBe(40);
+  });
+
+  it('a fixed window spent to 0 pauses until its reset', () => {
+    const { clock, limiter } = setup({ maxPause: 3_600_000 });
+    const [a, b, c] = permits(limiter, 3);
+    a?.success(undefined, hour(2, 600_000, 900));
+    b?.success(undefined, hour(1, 600_000, 900));
+    c?.success(undefined, hour(0, 600_000, 900));
+    expect(limiter.snapshot().announcedRate).toBe(900);
+    expect(limiter.snapshot().pausedUntil).toBe(clock.now() + 600_000);
+  });
+
+  it('a fixed window with no documented burst keeps remaining over the time to reset', () => {
+    const { clock, limiter } = setup();
+    const [a, b] = permits(limiter, 2);
+    a?.success(undefined, hour(4_880, 3_000_000));
+    clock.advance(50);
+    b?.success(undefined, hour(4_879, 2_999_950));
+    expect(limiter.snapshot().announcedRate).toBeCloseTo(5_000 / 60, 5);
+  });
+
+  it('a fixed window drained by other clients too is not spent at the burst', () => {
+    const { clock, limiter } = setup();
+    const ps = permits(limiter, 6);
+    // Each answer of ours sees the remaining fall by 10: other clients take 9 in 10.
+    ps.forEach((p, i) => {
+      clock.advance(10);
+      p.success(undefined, hour(4_880 - 10 * i, 3_000_000 - 10 * i, 900));
+    });
+    expect(limiter.snapshot().announcedRate).toBeLessThan(900);
+  });
+
+  it('a quota its reader gives as announced (an LLM budget) keeps remaining over its reset', () => {
+    const { clock, limiter } = setup();
+    const [a, b] = permits(limiter, 2);
+    const llm = (remaining: number) =>
+      [{ limit: 6_000, windowMs: 60_000, remaining, resetMs: 100, asAnnounced: true }] as ReadQuota[];
+    a?.success(undefined, llm(1));
+    clock.advance(50);
+    b?.success(undefined, llm(2));
+    expect(limiter.snapshot().announcedRate).toBe(1_200);
   });
 });

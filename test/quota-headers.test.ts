@@ -106,6 +106,7 @@ describe('GitHub profile', () => {
         resetMs: 30 * 60_000 - 500,
         limit: 5000,
         windowMs: 3_600_000,
+        burstPerMinute: 900,
       },
     ]);
   });
@@ -125,7 +126,14 @@ describe('GitHub profile', () => {
       now,
     );
     expect(quota).toEqual([
-      { policy: 'github:search', remaining: 18, resetMs: undefined, limit: 30, windowMs: 60_000 },
+      {
+        policy: 'github:search',
+        remaining: 18,
+        resetMs: undefined,
+        limit: 30,
+        windowMs: 60_000,
+        burstPerMinute: 900,
+      },
     ]);
   });
 
@@ -173,6 +181,7 @@ describe('OpenAI profile', () => {
         resetMs: 1_000,
         limit: 60,
         windowMs: 60_000,
+        asAnnounced: true,
       },
       {
         policy: 'openai:tokens',
@@ -181,6 +190,7 @@ describe('OpenAI profile', () => {
         resetMs: 0.4,
         limit: 150_000,
         windowMs: 60_000,
+        asAnnounced: true,
       },
     ]);
   });
@@ -201,6 +211,7 @@ describe('OpenAI profile', () => {
         resetMs: 60,
         limit: 1_000,
         windowMs: 60_000,
+        asAnnounced: true,
       },
     ]);
   });
@@ -251,6 +262,7 @@ describe('Anthropic profile', () => {
         resetMs: 1_000,
         limit: 50,
         windowMs: 60_000,
+        asAnnounced: true,
       },
       {
         policy: 'anthropic:input_tokens',
@@ -259,6 +271,7 @@ describe('Anthropic profile', () => {
         resetMs: 1.5,
         limit: 40_000,
         windowMs: 60_000,
+        asAnnounced: true,
       },
       {
         policy: 'anthropic:output_tokens',
@@ -267,6 +280,7 @@ describe('Anthropic profile', () => {
         resetMs: 7.5,
         limit: 8_000,
         windowMs: 60_000,
+        asAnnounced: true,
       },
     ]);
   });
@@ -284,7 +298,7 @@ describe('Anthropic profile', () => {
 describe('Shopify profile', () => {
   it('reads the leaky bucket: the leak rate as the ceiling, one marble as the wait', () => {
     expect(readShopify(h({ 'x-shopify-shop-api-call-limit': '32/40' }))).toEqual([
-      { policy: 'shopify', remaining: 8, resetMs: 500, limit: 40, windowMs: 20_000 },
+      { policy: 'shopify', remaining: 8, resetMs: 500, limit: 40, windowMs: 20_000, asAnnounced: true },
     ]);
   });
 

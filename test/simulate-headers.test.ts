@@ -24,4 +24,14 @@ describe('simulator: an API that announces its quota', () => {
     expect(reading.throttled).toBe(0);
     expect(reading.details.acceptedUnits).toBeGreaterThan(blind.details.acceptedUnits);
   });
+
+  it('token-bucket-headers: the defaults read r and t as a refilling bucket and take the quota with no 429', async () => {
+    const scenario = findScenario('token-bucket-headers');
+    if (scenario === undefined) throw new Error('no token-bucket-headers scenario');
+    const params = cloneParams(scenario.params);
+    const reading = await runMode('token-bucket-headers', params, headersMode(builtInMode('defaults'))!);
+    expect(reading.throttled).toBe(0);
+    // Remaining over the rounded-up `t` (the rule for a window) took 90 % of this quota.
+    expect(reading.share).toBeGreaterThanOrEqual(0.98);
+  });
 });

@@ -1,11 +1,6 @@
 import { z } from 'zod';
-import { ConfigError, type ConfigIssue } from '../errors.js';
-import {
-  configErrorFrom,
-  limiterFieldsSchema,
-  RATE_FIELDS,
-  resolveLimiterOptions,
-} from '../limiter/options.js';
+import { ConfigError, type ConfigIssue, configErrorFrom } from '../errors.js';
+import { limiterFieldsSchema, RATE_FIELDS, resolveLimiterOptions } from '../limiter/options.js';
 import type { RateLimiter } from '../limiter/types.js';
 import { normalizeOrigin, originMatcher } from '../origin.js';
 import { LLM_APIS } from './api.js';

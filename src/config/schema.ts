@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { ConfigError, type ConfigIssue } from '../errors.js';
-import { CONTROLLER_MESSAGE, configErrorFrom, limiterFieldsSchema, RATE_FIELDS } from '../limiter/options.js';
+import { ConfigError, type ConfigIssue, configErrorFrom } from '../errors.js';
+import { CONTROLLER_MESSAGE, limiterFieldsSchema, RATE_FIELDS } from '../limiter/options.js';
 import { originMatcher } from '../origin.js';
 import { LLM_APIS, type LlmApi } from './api.js';
 import { canonicalKeys, expandIssues, type Level, level, unwrapSection, writtenPath } from './appsettings.js';

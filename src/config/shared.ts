@@ -77,15 +77,32 @@ export interface SharedConfig {
   redis: string;
   /** The budget's name: same name and same Redis, same budget. @default the limiter's name */
   name?: string;
-  /** ms (or a duration string) between two heartbeats. @default 250 */
+  /**
+   * ms between two heartbeats (in JSON config, a duration string too). Each heartbeat is one
+   * Redis round trip (one Lua script); a change of the shared rate, the members or a pause
+   * reaches this process within one heartbeat.
+   * @default 250
+   */
   heartbeatInterval?: number;
-  /** ms without a heartbeat after which a member is dropped. @default 4 × heartbeatInterval */
+  /**
+   * A member that has not sent a heartbeat for this long (ms) is dropped from the budget.
+   * @default 4 × heartbeatInterval
+   */
   memberTimeout?: number;
-  /** Longest wait for a Redis reply (ms). @default max(1_000, 2 × heartbeatInterval) */
+  /**
+   * Longest wait for a Redis reply (ms) before the call counts as failed (and the budget as
+   * degraded). @default max(1_000, 2 × heartbeatInterval)
+   */
   redisTimeout?: number;
-  /** The part of the whole rate kept as a floor, split between the members (0 to 1). @default 0.05 */
+  /**
+   * The part of the whole rate kept as a floor for every member, split between them, so an idle
+   * process can still send at once (0 to 1). The rest is split by demand. @default 0.05
+   */
   floorFraction?: number;
-  /** Reject every acquire while Redis cannot be reached. @default false */
+  /**
+   * While Redis cannot be reached, reject every acquire (`SharedBudgetUnavailableError`) instead
+   * of serving from this process's last known share. @default false
+   */
   failClosed?: boolean;
   /** Prefix of the Redis keys. @default 'arl:' */
   keyPrefix?: string;

@@ -4,7 +4,7 @@ import type { RateController } from '../controllers/types.js';
 import {
   ConfigError,
   InvalidArgumentError,
-  RateLimitRejectedError,
+  type RateLimitRejectedError,
   type RejectionReason,
 } from '../errors.js';
 import {
@@ -22,7 +22,7 @@ import { AnnouncedBucket } from './announced-bucket.js';
 import { type RateGate, TokenBucket } from './bucket.js';
 import { BudgetedPermit, BudgetSet, budgetsGate, type Costs } from './budgets.js';
 import { Ceilings } from './ceiling.js';
-import { LazyEmitter, type LimiterEventMap } from './events.js';
+import { LazyEmitter, type LimiterEventMap, refusal } from './events.js';
 import {
   type AdaptiveLimiterOptions,
   type BudgetOptions,
@@ -31,7 +31,7 @@ import {
 } from './options.js';
 import { Pacer } from './pacer.js';
 import { Pause } from './pause.js';
-import { LimiterPermit, waitedBefore } from './permit.js';
+import { LimiterPermit, unitsCounted, waitedBefore } from './permit.js';
 import { RateBook } from './rate-book.js';
 import { SlowStart } from './slow-start.js';
 import type { AcquireOptions, AnnouncedQuota, LimiterSnapshot, Permit, RateLimiter } from './types.js';
@@ -450,8 +450,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     const now = this.#clock.now();
     const quota = this.#own(given);
     if (this.#announced !== undefined) this.#inFlight -= permit.units;
-    const used =
-      unitsUsed !== undefined && unitsUsed >= 0 && Number.isFinite(unitsUsed) ? unitsUsed : permit.units;
+    const used = unitsCounted(permit, unitsUsed);
     const book = this.#book;
     book.measured.record(used, now);
     book.accepted.record(used, now);
@@ -630,9 +629,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     waitMs?: number,
   ): RateLimitRejectedError {
     if (this.#watched !== watchGeneration()) this.#watched = handToWatchers(this);
-    const error = new RateLimitRejectedError(reason, this.#opts.name, detail, waitMs);
-    this.emit('rejected', { limiter: this.#opts.name, units, reason, message: error.message });
-    return error;
+    return refusal((e) => this.emit('rejected', e), this.#opts.name, reason, units, detail, waitMs);
   }
 
   // ---- the waiting line --------------------------------------------------------------------

@@ -1,5 +1,5 @@
 import type { RateGate } from './bucket.js';
-import type { AnnouncedQuota } from './types.js';
+import type { AnnouncedQuota, ReadQuota } from './types.js';
 
 /** A policy missing from this many answers in a row is stale: it no longer caps the rate. */
 const STALE_AFTER_ANSWERS = 4;
@@ -14,6 +14,20 @@ const SAME_RESET_MS = 1_500;
  * moves a little with every answer, and each change may re-arm the limiter's timer.
  */
 const CEILING_STEP = 0.005;
+/**
+ * A time to reset this short (ms), or two units' refill if longer, reads as "the next unit" of a
+ * refilling bucket (whole seconds, rounded up), not as the end of a window.
+ */
+const SHORT_RESET_MS = 2_000;
+/** A part at least this large is "alone on the quota": a fixed window is spent at its burst. */
+const ALONE_PART = 0.95;
+
+/**
+ * What the answers so far say the policy is: `window` (a fixed window: the same reset across
+ * answers while `remaining` only falls), `bucket` (a continuously refilling bucket: `remaining`
+ * rises with no reset passed, or the time to reset stays about one unit's refill), or not known yet.
+ */
+type Shape = 'unknown' | 'window' | 'bucket';
 
 /** One announced policy, as last read. Times are ms on the limiter's clock. */
 interface Policy {
@@ -34,6 +48,18 @@ interface Policy {
   /** The drop of `remaining` and this process's units over the readings of the current sample. */
   dropSum: number;
   ownSum: number;
+  /** What the answers say the policy is; `asAnnounced` policies stay `unknown` (today's rule). */
+  shape: Shape;
+  asAnnounced: boolean;
+  /**
+   * The reset of the first reading in the current run of short ones (see {@link SHORT_RESET_MS});
+   * `undefined` when the last reading's reset was not short.
+   */
+  shortResetAt: number | undefined;
+  /** ms one unit takes to refill at `limit` over `windowMs`; `undefined` when not announced. */
+  unitMs: number | undefined;
+  /** The burst the API documents (units/min; see `ReadQuota.burstPerMinute`); `Infinity`: none. */
+  burst: number;
 }
 
 /** What an announcement asks of the limiter. */
@@ -164,9 +190,13 @@ export class Ceilings {
         ? (remaining * 60_000) / resetMs
         : Number.POSITIVE_INFINITY;
     const resetAt = resetMs === undefined ? undefined : now + resetMs;
-    const policy = this.#policies.get(name);
+    const unitMs = Number.isFinite(byQuota) ? 60_000 / byQuota : undefined;
+    const short = resetMs !== undefined && resetMs <= Math.max(SHORT_RESET_MS, 2 * (unitMs ?? 0));
+    const read = quota as ReadQuota;
+    let policy = this.#policies.get(name);
     if (policy === undefined) {
-      this.#policies.set(name, {
+      const burst = amount(read.burstPerMinute);
+      policy = {
         byRemaining,
         byQuota,
         remaining,
@@ -177,9 +207,18 @@ export class Ceilings {
         own: 0,
         dropSum: 0,
         ownSum: 0,
-      });
+        shape: 'unknown',
+        asAnnounced: read.asAnnounced === true,
+        shortResetAt: short ? resetAt : undefined,
+        unitMs,
+        burst: burst !== undefined && burst > 0 ? burst : Number.POSITIVE_INFINITY,
+      };
+      this.#policies.set(name, policy);
     } else {
+      if (!policy.asAnnounced) policy.shape = shapeOf(policy, remaining, resetAt, short, now);
       this.#measurePart(policy, remaining, resetAt);
+      policy.shortResetAt = short ? (policy.shortResetAt ?? resetAt) : undefined;
+      policy.unitMs = unitMs;
       policy.byRemaining = byRemaining;
       policy.byQuota = byQuota;
       policy.remaining = remaining;
@@ -189,7 +228,9 @@ export class Ceilings {
       policy.own = 0;
     }
     if (remaining === 0 && resetMs !== undefined && resetMs > 0) {
-      return { pauseMs: Math.min(resetMs, maxPause), requestedMs: resetMs };
+      // A refilling bucket with nothing left has its next unit in one unit's refill at most.
+      const ms = policy.shape === 'bucket' && unitMs !== undefined ? Math.min(resetMs, unitMs) : resetMs;
+      return { pauseMs: Math.min(ms, maxPause), requestedMs: ms };
     }
     return NOTHING;
   }
@@ -222,6 +263,14 @@ export class Ceilings {
     let lowest = Number.POSITIVE_INFINITY;
     let expiresAt = Number.POSITIVE_INFINITY;
     for (const policy of this.#policies.values()) {
+      // A refilling bucket: its quota over its window (a `remaining` near 0 is the bucket
+      // refilling at that rate, not a budget to spread). A fixed window alone on its quota, whose
+      // API documents a burst: what remains is spent at up to that burst (below).
+      if (policy.shape === 'bucket' && Number.isFinite(policy.byQuota)) {
+        const rate = policy.byQuota * policy.part;
+        if (rate < lowest) lowest = rate;
+        continue;
+      }
       let rate = policy.byQuota;
       if (policy.byRemaining < rate) {
         if (policy.resetAt !== undefined && policy.resetAt <= now)
@@ -232,11 +281,34 @@ export class Ceilings {
         }
       }
       rate *= policy.part;
+      // Never slower than the window's average: the burst lifts the ceiling, it never lowers it.
+      const alone = policy.shape === 'window' && policy.part >= ALONE_PART;
+      if (alone && Number.isFinite(policy.burst) && policy.burst > rate) rate = policy.burst;
       if (rate < lowest) lowest = rate;
     }
     this.#lowest = lowest;
     this.#expiresAt = expiresAt;
   }
+}
+
+/** What a reading (`remaining`, its reset at `resetAt`, `short`) and the ones before say the policy is. */
+function shapeOf(
+  last: Policy,
+  remaining: number | undefined,
+  resetAt: number | undefined,
+  short: boolean,
+  now: number,
+): Shape {
+  if (remaining === undefined || resetAt === undefined) return last.shape;
+  if (last.remaining === undefined || last.resetAt === undefined) return last.shape;
+  // More left with the reset no later: refilled, not a new window (whose reset moves a window on).
+  if (remaining > last.remaining && resetAt <= last.resetAt + SAME_RESET_MS) return 'bucket';
+  // Resets short answer after answer for longer than the first of them (and 1.5 s of rounding):
+  // "the next unit" again and again, where a window's reset would have passed and moved on.
+  if (short && last.shortResetAt !== undefined && now >= last.shortResetAt + SAME_RESET_MS) return 'bucket';
+  if (!short && remaining <= last.remaining && Math.abs(resetAt - last.resetAt) <= SAME_RESET_MS)
+    return 'window';
+  return last.shape;
 }
 
 /** A finite number >= 0, or `undefined` (garbage and negative numbers are ignored). */

@@ -1,5 +1,5 @@
 import { EventEmitter } from 'node:events';
-import type { RejectionReason } from '../errors.js';
+import { RateLimitRejectedError, type RejectionReason } from '../errors.js';
 
 /**
  * The typed events of a limiter; payloads are plain objects, rates in units/min, times in ms.
@@ -71,4 +71,21 @@ export class LazyEmitter<T extends { [K in keyof T]: unknown[] }> {
     if (this.#emitter === undefined) this.#emitter = new EventEmitter();
     return this.#emitter;
   }
+}
+
+/**
+ * The error a refused request gets (the same for both limiter kinds), told first to the limiter's
+ * `rejected` listeners.
+ */
+export function refusal(
+  emit: (payload: LimiterEventMap['rejected'][0]) => void,
+  name: string,
+  reason: RejectionReason,
+  units: number,
+  detail: string,
+  waitMs?: number,
+): RateLimitRejectedError {
+  const error = new RateLimitRejectedError(reason, name, detail, waitMs);
+  emit({ limiter: name, units, reason, message: error.message });
+  return error;
 }

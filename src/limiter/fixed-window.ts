@@ -1,9 +1,9 @@
 import { z } from 'zod';
 import { type Clock, MAX_TIMER_MS, systemClock } from '../clock.js';
-import { InvalidArgumentError, RateLimitRejectedError, type RejectionReason } from '../errors.js';
-import { LazyEmitter, type LimiterEventMap } from './events.js';
+import { configErrorFrom, InvalidArgumentError, type RateLimitRejectedError } from '../errors.js';
+import { LazyEmitter, type LimiterEventMap, refusal } from './events.js';
 import { Fifo } from './fifo.js';
-import { configErrorFrom, LIMITER_DEFAULTS, limiterFieldsSchema } from './options.js';
+import { LIMITER_DEFAULTS, limiterFieldsSchema } from './options.js';
 import { waitedBefore } from './permit.js';
 import type { AcquireOptions, Permit, RateLimiter } from './types.js';
 
@@ -125,7 +125,8 @@ export class FixedWindowRateLimiter extends LazyEmitter<FixedWindowEventMap> imp
     if (invalid) return Promise.reject(invalid);
     const signal = options?.signal;
     if (signal?.aborted) return Promise.reject(signal.reason);
-    if (this.#closed) return Promise.reject(this.#rejection('closed', units, 'closed'));
+    if (this.#closed)
+      return Promise.reject(refusal((e) => this.emit('rejected', e), this.name, 'closed', units, 'closed'));
     const now = this.#clock.now();
     this.#drain(now);
     if (this.#queue.size === 0 && units <= this.#left + EPSILON) {
@@ -142,7 +143,9 @@ export class FixedWindowRateLimiter extends LazyEmitter<FixedWindowEventMap> imp
     const wait = this.#startOf(cycle) - now;
     if (wait > this.#timeout - waitedBefore(options)) {
       const detail = `${units} units would wait ${Math.ceil(wait)} ms for cycle ${cycle}, longer than timeoutDuration ${this.#timeout} ms`;
-      return Promise.reject(this.#rejection('timeout', units, detail, wait));
+      return Promise.reject(
+        refusal((e) => this.emit('rejected', e), this.name, 'timeout', units, detail, wait),
+      );
     }
     this.#tailCycle = cycle;
     this.#tailLeft = left - units;
@@ -210,7 +213,15 @@ export class FixedWindowRateLimiter extends LazyEmitter<FixedWindowEventMap> imp
     this.#clearTimer();
     for (const waiter of this.#queue.drain()) {
       this.#settle(waiter);
-      waiter.reject(this.#rejection('closed', waiter.units, `closed with ${waiter.units} units waiting`));
+      waiter.reject(
+        refusal(
+          (e) => this.emit('rejected', e),
+          this.name,
+          'closed',
+          waiter.units,
+          `closed with ${waiter.units} units waiting`,
+        ),
+      );
     }
     this.#stale = false;
   }
@@ -350,18 +361,7 @@ export class FixedWindowRateLimiter extends LazyEmitter<FixedWindowEventMap> imp
 
   #neverServed(units: number): RateLimitRejectedError {
     const detail = `${units} units can never be served: limitForPeriod is ${this.#limit} per cycle`;
-    return this.#rejection('timeout', units, detail);
-  }
-
-  #rejection(
-    reason: RejectionReason,
-    units: number,
-    detail: string,
-    waitMs?: number,
-  ): RateLimitRejectedError {
-    const error = new RateLimitRejectedError(reason, this.name, detail, waitMs);
-    this.emit('rejected', { limiter: this.name, units, reason, message: error.message });
-    return error;
+    return refusal((e) => this.emit('rejected', e), this.name, 'timeout', units, detail);
   }
 }
 

@@ -4,7 +4,7 @@ import type { AimdOptions } from '../controllers/aimd.js';
 import type { CubicOptions } from '../controllers/cubic.js';
 import type { ProbeOptions } from '../controllers/probe.js';
 import type { RateController } from '../controllers/types.js';
-import { ConfigError, type ConfigIssue } from '../errors.js';
+import { ConfigError, type ConfigIssue, configErrorFrom } from '../errors.js';
 
 /** Options of an {@link AdaptiveRateLimiter}. Rates are units per minute for the whole budget. */
 export interface AdaptiveLimiterOptions {
@@ -243,33 +243,6 @@ export const limiterFieldsSchema = limiterFieldsObject
       .refine((b) => Object.keys(b).length > 0, { message: 'expected at least one budget' }),
   })
   .partial();
-
-/** Turns zod issues into a {@link ConfigError} that names each field and the value received. */
-export function configErrorFrom(error: z.ZodError, input: unknown, source: string, prefix = ''): ConfigError {
-  const join = (path: readonly PropertyKey[]) => [prefix, ...path.map(String)].filter(Boolean).join('.');
-  return new ConfigError(
-    error.issues.flatMap((issue) =>
-      // An unknown key is an issue at that key (a misspelled field names itself), not at its object.
-      issue.code === 'unrecognized_keys'
-        ? issue.keys.map((key) => ({
-            path: join([...issue.path, key]),
-            message: 'unknown key',
-            received: valueAt(input, [...issue.path, key]),
-          }))
-        : [{ path: join(issue.path), message: issue.message, received: valueAt(input, issue.path) }],
-    ),
-    source,
-  );
-}
-
-function valueAt(input: unknown, path: readonly PropertyKey[]): unknown {
-  let v = input;
-  for (const key of path) {
-    if (v === null || typeof v !== 'object') return undefined;
-    v = (v as Record<PropertyKey, unknown>)[key];
-  }
-  return v;
-}
 
 /**
  * Validates limiter options and fills in the defaults; throws {@link ConfigError} listing every bad

@@ -50,3 +50,11 @@ export function waitedBefore(options: AcquireOptions | undefined): number {
   const waited = options?.waitedMs;
   return typeof waited === 'number' && waited >= 0 && Number.isFinite(waited) ? waited : 0;
 }
+
+/**
+ * The units a success counts: the units the answer reports it used (`unitsUsed`, when a finite
+ * number >= 0), else the permit's.
+ */
+export function unitsCounted(permit: Permit, unitsUsed: number | undefined): number {
+  return unitsUsed !== undefined && unitsUsed >= 0 && Number.isFinite(unitsUsed) ? unitsUsed : permit.units;
+}

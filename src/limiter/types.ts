@@ -135,3 +135,17 @@ export interface LimiterSnapshot {
   /** Every budget's snapshot by name, the first one's being these fields, when the limiter has several. */
   budgets?: Readonly<Record<string, LimiterSnapshot>>;
 }
+
+/**
+ * An announced quota as a header reader gives it: what the reader knows of the API beyond the
+ * fields (see `Ceilings` in ceiling.ts).
+ */
+export interface ReadQuota extends AnnouncedQuota {
+  /**
+   * The most the API documents a client may send in a minute within its window (GitHub's
+   * secondary limit for REST: 900): a fixed window with budget left is spent at up to this rate.
+   */
+  readonly burstPerMinute?: number | undefined;
+  /** The reader already gives the ceiling the API means (a refilling LLM budget): not told apart. */
+  readonly asAnnounced?: true | undefined;
+}

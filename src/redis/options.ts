@@ -1,7 +1,7 @@
 import { z } from 'zod';
-import { isRedisUrl, REDIS_URL_MESSAGE } from '../config/shared.js';
-import { ConfigError } from '../errors.js';
-import { type AdaptiveLimiterOptions, configErrorFrom } from '../limiter/options.js';
+import { isRedisUrl, REDIS_URL_MESSAGE, type SharedConfig } from '../config/shared.js';
+import { ConfigError, configErrorFrom } from '../errors.js';
+import type { AdaptiveLimiterOptions } from '../limiter/options.js';
 import type { RedisClient } from './client.js';
 import type { BudgetStore } from './store.js';
 
@@ -10,7 +10,7 @@ import type { BudgetStore } from './store.js';
  * budget, shared by every process; `clock` drives the local limiter and the heartbeats) plus
  * where the shared state lives (`redis`, or another `store`) and how often to talk to it.
  */
-export interface SharedBudgetOptions extends AdaptiveLimiterOptions {
+export interface SharedBudgetOptions extends AdaptiveLimiterOptions, Omit<SharedConfig, 'redis' | 'name'> {
   /**
    * A Redis URL (`redis://[user:password@]host[:port][/db]`, or `rediss://` for TLS) or an
    * ioredis client you own (it is not closed). Give this or `store`. Another string is a
@@ -24,36 +24,6 @@ export interface SharedBudgetOptions extends AdaptiveLimiterOptions {
   store?: BudgetStore;
   /** The budget's name: every process that passes the same name (and Redis) shares one budget. */
   name: string;
-  /**
-   * ms between two heartbeats. Each heartbeat is one Redis round trip (one Lua script); a change
-   * of the shared rate, the members or a pause reaches this process within one heartbeat.
-   * @default 250
-   */
-  heartbeatInterval?: number;
-  /**
-   * A member that has not sent a heartbeat for this long (ms) is dropped from the budget.
-   * @default 4 × heartbeatInterval
-   */
-  memberTimeout?: number;
-  /**
-   * Longest wait for a Redis reply (ms) before the call counts as failed (and the budget as
-   * degraded). @default max(1_000, 2 × heartbeatInterval)
-   */
-  redisTimeout?: number;
-  /**
-   * The part of the whole rate kept as a floor for every member, split between them, so an idle
-   * process can still send at once (0 to 1). The rest is split by demand. @default 0.05
-   */
-  floorFraction?: number;
-  /**
-   * While Redis cannot be reached, reject every acquire (`SharedBudgetUnavailableError`) instead
-   * of serving from this process's last known share. @default false
-   */
-  failClosed?: boolean;
-  /** Prefix of the Redis keys. @default 'arl:' */
-  keyPrefix?: string;
-  /** The shared state expires after this long (ms) with no member left. @default 3_600_000 */
-  stateTtl?: number;
   /**
    * Open the store (connect to Redis, join the budget) at the first `acquire`, `tryAcquire`,
    * `refresh` or `ready`, not now: a budget made at start-up that a process may never use

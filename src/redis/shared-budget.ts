@@ -4,6 +4,7 @@ import { AdaptiveRateLimitError } from '../errors.js';
 import { kFailed, kSuccess, kThrottled } from '../internal.js';
 import { AdaptiveRateLimiter, type LimiterSnapshot } from '../limiter/adaptive.js';
 import { resolveLimiterOptions } from '../limiter/options.js';
+import { unitsCounted } from '../limiter/permit.js';
 import type { AcquireOptions, AnnouncedQuota, Permit, RateLimiter } from '../limiter/types.js';
 import { Coordinator } from './coordinator.js';
 import { memberController } from './member-controller.js';
@@ -90,8 +91,8 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
       ...limiterOptions
     } = options;
     // Whole-budget options are checked as for one limiter, before anything is opened. A shared
-    // budget's controller stays AIMD by default: the probe controller on a shared budget (each
-    // member's part of it) is not measured yet.
+    // budget's controller is the probe controller by default (SHARED_DEFAULT_CONTROLLER), its
+    // books kept once for the budget in the store.
     const resolved = resolveLimiterOptions({
       ...limiterOptions,
       controller: limiterOptions.controller ?? SHARED_DEFAULT_CONTROLLER,
@@ -223,8 +224,7 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
   [kSuccess](inner: Permit, unitsUsed: number | undefined, quota?: readonly AnnouncedQuota[]): void {
     inner.success(unitsUsed, quota);
     // As the local limiter counts it: the units used when the answer says, else the permit's.
-    const used =
-      unitsUsed !== undefined && unitsUsed >= 0 && Number.isFinite(unitsUsed) ? unitsUsed : inner.units;
+    const used = unitsCounted(inner, unitsUsed);
     this.#member.accepted(used);
   }
 

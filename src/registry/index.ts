@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
 import { type Clock, systemClock } from '../clock.js';
 import type { LimiterConfig } from '../config/schema.js';
-import { AdaptiveRateLimitError, ConfigError, type ConfigIssue } from '../errors.js';
+import { AdaptiveRateLimitError, ConfigError, type ConfigIssue, configErrorFrom } from '../errors.js';
 import {
   kAddBusyCheck,
   kChanges,
@@ -12,7 +12,6 @@ import {
   kTouchOrigin,
 } from '../internal.js';
 import type { AdaptiveRateLimiter } from '../limiter/adaptive.js';
-import { configErrorFrom } from '../limiter/options.js';
 import type { RateLimiter } from '../limiter/types.js';
 import { setLimiterOrigins, setLimiterPartition } from '../limiter/watch.js';
 import { normalizeOrigin } from '../origin.js';

@@ -2,9 +2,9 @@ import type { Clock } from '../clock.js';
 import { issuesOf } from '../config/rules.js';
 import type { LimiterConfig } from '../config/schema.js';
 import { sharedConfigSchema } from '../config/shared.js';
-import { ConfigError } from '../errors.js';
+import { ConfigError, configErrorFrom } from '../errors.js';
 import type { AdaptiveRateLimiter } from '../limiter/adaptive.js';
-import { configErrorFrom, resolveLimiterOptions } from '../limiter/options.js';
+import { resolveLimiterOptions } from '../limiter/options.js';
 import type { AcquireOptions, Permit, RateLimiter } from '../limiter/types.js';
 
 /** What the registry uses of a `SharedBudget` (`src/redis/shared-budget.ts`). */

@@ -39,6 +39,12 @@ export interface ModelApiOptions {
    */
   announce?: boolean;
   /**
+   * With `announce`: the `RateLimit` field also carries `t`, the seconds until the bucket holds one
+   * more unit, rounded up (at least 1), as a token bucket announcing its state (Envoy's local rate
+   * limit) sends it. @default false
+   */
+  announceNextUnit?: boolean;
+  /**
    * An LLM API, as OpenAI meters one: a second budget of this many requests/min besides the quota
    * of units (its tokens), a bucket of `burstSeconds` too that starts full. A request is accepted
    * when both buckets hold it (one request, its units) and takes from both; a 429 names the
@@ -78,6 +84,7 @@ export class ModelApi {
   /** The leaky bucket's excess, in requests (nginx keeps it in 1/1000 requests). */
   #excess = 0;
   readonly #announce: boolean;
+  readonly #announceNextUnit: boolean;
   #quota: number;
   #capacity: number;
   #tokens: number;
@@ -104,6 +111,7 @@ export class ModelApi {
     this.#stalls = options.stalls;
     this.#leakyBurst = options.leakyBurst;
     this.#announce = options.announce === true;
+    this.#announceNextUnit = options.announceNextUnit === true;
     this.#quota = options.quota;
     this.#capacity = this.#capacityOf(options.quota);
     this.#tokens = this.#capacity;
@@ -206,10 +214,13 @@ export class ModelApi {
 
   /** The quota and what is left of it, as the IETF RateLimit fields say them. */
   #announcement(): ApiHeaders {
-    return {
-      'ratelimit-policy': `"default";q=${Math.floor(this.#quota)};w=60`,
-      ratelimit: `"default";r=${Math.max(0, Math.floor(this.#tokens))}`,
-    };
+    const r = Math.max(0, Math.floor(this.#tokens));
+    let ratelimit = `"default";r=${r}`;
+    if (this.#announceNextUnit) {
+      const nextMs = this.#quota > 0 ? ((r + 1 - this.#tokens) * 60_000) / this.#quota : 60_000;
+      ratelimit += `;t=${Math.max(1, Math.ceil(nextMs / 1000))}`;
+    }
+    return { 'ratelimit-policy': `"default";q=${Math.floor(this.#quota)};w=60`, ratelimit };
   }
 
   /** A latency for one answer, ms. */

@@ -247,6 +247,7 @@ export async function runMode(
       : {}),
     ...(params.leakyBucket ? { leakyBurst: params.leakyBucket.burst } : {}),
     announce: mode.headers === true,
+    ...(params.announceNextUnit ? { announceNextUnit: true } : {}),
     ...(params.llm ? { requestQuota: params.llm.requestsPerMinute } : {}),
   });
   for (const t of boundaries(params.quotaEvents, endMs)) {

@@ -74,6 +74,11 @@ export interface SimParams {
    * `Retry-After: 1` to any other early request. `undefined`: the token bucket.
    */
   leakyBucket?: { burst: number };
+  /**
+   * The "(headers)" rows' API also announces `t` in its `RateLimit` field: the seconds until its
+   * bucket holds one more unit, rounded up (a token bucket announcing its state). @default false
+   */
+  announceNextUnit?: boolean;
   /** Requests each instance sends at t = 0, on top of its demand (a cold burst). @default 0 */
   initialBurst?: number;
   /**
@@ -294,6 +299,30 @@ export const SCENARIOS: readonly Scenario[] = [
       ],
     },
     modes: ['aimd', 'cubic', 'probe'],
+    headers: true,
+  },
+  {
+    name: 'token-bucket-headers',
+    description:
+      'A token bucket of 600 requests/min holding 1 s of it, announcing its state on every answer ' +
+      '(RateLimit r=<requests left>;t=<seconds to the next, rounded up>); one instance at twice the quota, 5 min.',
+    params: (() => {
+      const p: SimParams = {
+        ...baseParams(),
+        instances: 1,
+        quota: 600,
+        demand: [1_200],
+        minutes: 5,
+        unitsPerRequest: { min: 1, max: 1 },
+        apiBurstSeconds: 1,
+        announceNextUnit: true,
+      };
+      p.limiter.initialUnitsPerMinute = 300;
+      p.limiter.fixedUnitsPerMinute = 300;
+      p.limiter.maxUnitsPerMinute = 1_125;
+      return p;
+    })(),
+    modes: ALL_MODES,
     headers: true,
   },
   {

@@ -1,6 +1,6 @@
 import type { HeaderLookup } from '../../headers.js';
 import { nonNegativeInteger, serverNow, singleText } from '../../headers.js';
-import type { AnnouncedQuota } from '../../limiter/types.js';
+import type { ReadQuota } from '../../limiter/types.js';
 
 /**
  * The windows GitHub documents for its primary rate limits, by `x-ratelimit-resource`: an hour
@@ -15,13 +15,20 @@ const WINDOWS: Readonly<Record<string, number>> = {
 };
 
 /**
+ * GitHub's secondary limits: at most 900 points a minute per REST endpoint (a GET is one point),
+ * 2,000 for GraphQL. A fixed window with budget left is spent at up to this rate.
+ */
+const BURST_PER_MINUTE = 900;
+const GRAPHQL_BURST_PER_MINUTE = 2_000;
+
+/**
  * GitHub's REST API (profile `'github'`): `x-ratelimit-limit` (the quota), `x-ratelimit-remaining`
  * (or `limit - x-ratelimit-used`), `x-ratelimit-reset` (the window's end in UTC epoch seconds,
  * counted from the response's `Date`, so a skewed local clock does not move it) and
  * `x-ratelimit-resource` (the policy: `core`, `search`, ...). Values that are not non-negative
- * integers are ignored.
+ * integers are ignored. The documented secondary limit rides along as the burst of a fixed window.
  */
-export function readGithub(headers: HeaderLookup, nowMs: number): AnnouncedQuota[] | undefined {
+export function readGithub(headers: HeaderLookup, nowMs: number): ReadQuota[] | undefined {
   const limit = nonNegativeInteger(singleText(headers, 'x-ratelimit-limit'));
   const used = nonNegativeInteger(singleText(headers, 'x-ratelimit-used'));
   let remaining = nonNegativeInteger(singleText(headers, 'x-ratelimit-remaining'));
@@ -32,5 +39,8 @@ export function readGithub(headers: HeaderLookup, nowMs: number): AnnouncedQuota
   if (remaining === undefined && limit === undefined) return undefined;
   const resource = singleText(headers, 'x-ratelimit-resource')?.trim() || 'core';
   const resetMs = reset === undefined ? undefined : Math.max(0, reset * 1000 - serverNow(headers, nowMs));
-  return [{ policy: `github:${resource}`, remaining, resetMs, limit, windowMs: WINDOWS[resource] }];
+  const burstPerMinute = resource === 'graphql' ? GRAPHQL_BURST_PER_MINUTE : BURST_PER_MINUTE;
+  return [
+    { policy: `github:${resource}`, remaining, resetMs, limit, windowMs: WINDOWS[resource], burstPerMinute },
+  ];
 }

@@ -1,6 +1,6 @@
 import type { HeaderLookup } from '../../headers.js';
 import { nonNegativeInteger, singleText } from '../../headers.js';
-import type { AnnouncedQuota } from '../../limiter/types.js';
+import type { AnnouncedQuota, ReadQuota } from '../../limiter/types.js';
 
 /** OpenAI's limits in these headers are per minute (RPM, TPM). */
 const WINDOW_MS = 60_000;
@@ -74,7 +74,7 @@ export function readOpenai(headers: HeaderLookup): AnnouncedQuota[] | undefined 
 }
 
 /** A budget that refills continuously over a minute, in its own units. */
-export function refilling(policy: string, name: string, b: Budget): AnnouncedQuota {
+export function refilling(policy: string, name: string, b: Budget): ReadQuota {
   const missing = b.limit - b.remaining;
   // One unit refills in the reset over the units missing; without a reset, in a minute over the limit.
   const oneUnitMs = b.resetMs !== undefined && missing > 0 ? b.resetMs / missing : WINDOW_MS / b.limit;
@@ -85,5 +85,6 @@ export function refilling(policy: string, name: string, b: Budget): AnnouncedQuo
     resetMs: oneUnitMs,
     limit: b.limit,
     windowMs: WINDOW_MS,
+    asAnnounced: true,
   };
 }

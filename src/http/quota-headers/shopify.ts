@@ -1,6 +1,6 @@
 import type { HeaderLookup } from '../../headers.js';
 import { singleText } from '../../headers.js';
-import type { AnnouncedQuota } from '../../limiter/types.js';
+import type { ReadQuota } from '../../limiter/types.js';
 
 /**
  * Shopify documents its buckets as leaking their size every 20 seconds (40 and 2/s, 80 and 4/s,
@@ -15,13 +15,20 @@ const CALL_LIMIT = /^[ \t]*(\d{1,9})[ \t]*\/[ \t]*(\d{1,9})[ \t]*$/;
  * level and the size of a leaky bucket. The ceiling is the leak rate (size over 20 s); with the
  * bucket full the limiter pauses for one marble to leak (20 s over the size).
  */
-export function readShopify(headers: HeaderLookup): AnnouncedQuota[] | undefined {
+export function readShopify(headers: HeaderLookup): ReadQuota[] | undefined {
   const match = CALL_LIMIT.exec(singleText(headers, 'x-shopify-shop-api-call-limit') ?? '');
   if (match === null) return undefined;
   const used = Number(match[1]);
   const size = Number(match[2]);
   if (size === 0 || used > size) return undefined;
   return [
-    { policy: 'shopify', remaining: size - used, resetMs: DRAIN_MS / size, limit: size, windowMs: DRAIN_MS },
+    {
+      policy: 'shopify',
+      remaining: size - used,
+      resetMs: DRAIN_MS / size,
+      limit: size,
+      windowMs: DRAIN_MS,
+      asAnnounced: true,
+    } satisfies ReadQuota,
   ];
 }
