@@ -16,14 +16,28 @@
 /** What a secret is replaced with. */
 export const MASK = '***';
 
+/**
+ * The request headers that carry an API's credential (lower case): `authorization` (bearer
+ * tokens: GitHub, OpenAI, most APIs), `x-api-key` (Anthropic, many gateways), `api-key` (Azure
+ * OpenAI). Masked here, and what a limiter partitions by by default.
+ */
+export const API_CREDENTIAL_HEADERS: readonly string[] = ['authorization', 'x-api-key', 'api-key'];
+
+/**
+ * The credential header a vendor's `headers` profile names, beyond {@link API_CREDENTIAL_HEADERS}
+ * (lower case): masked here, and partitioned by with that profile.
+ */
+export const VENDOR_CREDENTIAL_HEADERS: Readonly<Record<string, string>> = {
+  shopify: 'x-shopify-access-token',
+};
+
 /** Header names whose values are credentials (lower case). */
 const CREDENTIAL_HEADERS: ReadonlySet<string> = new Set([
-  'authorization',
+  ...API_CREDENTIAL_HEADERS,
+  ...Object.values(VENDOR_CREDENTIAL_HEADERS),
   'proxy-authorization',
   'cookie',
   'set-cookie',
-  'x-api-key',
-  'api-key',
 ]);
 
 /** Field names (lower case) whose values are masked wherever they appear in an object. */
@@ -74,12 +88,15 @@ export function redactText(text: string): string {
 const MAX_DEPTH = 8;
 
 // Anything to mask has one of these; the common message (no URL, no header) is returned at once.
-const MAYBE_SECRET = /[@?=#]|bearer|basic|authori[sz]ation|cookie|api-?key/i;
+const MAYBE_SECRET = /[@?=#]|bearer|basic|authori[sz]ation|cookie|api-?key|access-token/i;
 
 // `authorization: Bearer abc`, `"cookie":"a=b"`, `x-api-key=abc`: the value up to a quote, a
 // comma, a closing brace or the line's end.
-const HEADER_IN_TEXT =
-  /\b(proxy-authorization|authorization|set-cookie|cookie|x-api-key|api-key)(["']?\s*[:=]\s*["']?)(?!\*\*\*|\s)[^"'\r\n,}]+/gi;
+// The names longest first, so that `set-cookie` is not read as `cookie`.
+const HEADER_IN_TEXT = new RegExp(
+  `\\b(${[...CREDENTIAL_HEADERS].sort((a, b) => b.length - a.length).join('|')})(["']?\\s*[:=]\\s*["']?)(?!\\*\\*\\*|\\s)[^"'\\r\\n,}]+`,
+  'gi',
+);
 
 const AUTH_SCHEME = /\b(Bearer|Basic)\s+(?!\*\*\*)[A-Za-z0-9\-._~+/]+=*/gi;
 

@@ -242,6 +242,98 @@ describe("api: 'openai' through the global dispatcher", () => {
     expect(charge).toHaveBeenCalledWith({ tokens: 110 - 1_000 });
     expect(limiter.snapshot().budgets?.tokens?.announcedRate).toBe(600_000);
   });
+
+  /** The global dispatcher through the interceptor of one `api: 'openai'` limiter, for this test. */
+  function globalInterceptor(mock: LlmMock, clock: ManualClock, rejection: 'error' | 'response') {
+    const interceptor = adaptiveRateLimit({
+      limiters: { llm: { origins: [mock.origin], api: 'openai' } },
+      default: false,
+      rejection,
+      clock,
+    });
+    const before = getGlobalDispatcher();
+    const agent = new Agent().compose(interceptor);
+    setGlobalDispatcher(agent);
+    cleanups.push(
+      () => agent.close(),
+      () => interceptor.close(),
+      () => setGlobalDispatcher(before),
+    );
+    return interceptor;
+  }
+
+  /** Every limiter's rate, pause and cuts (each budget's), to show that nothing changed. */
+  const state = (interceptor: ReturnType<typeof adaptiveRateLimit>) =>
+    interceptor.registry.names().map((name) => {
+      const s = interceptor.registry.get(name)?.snapshot();
+      return {
+        name,
+        rate: s?.rate,
+        pausedUntil: s?.pausedUntil,
+        cuts: s?.cuts,
+        throttles: s?.throttles,
+        budgets: Object.entries(s?.budgets ?? {}).map(([b, x]) => [b, x.rate, x.pausedUntil, x.cuts]),
+      };
+    });
+
+  it('ends a call refused for insufficient_quota at once (body read from the held 429): the SDK told not to retry', async () => {
+    const { clock, mock } = await start({ api: 'openai' });
+    const interceptor = globalInterceptor(mock, clock, 'response');
+    const openai = new OpenAI({ apiKey: 'k', baseURL: `${mock.origin}/v1`, maxRetries: 2, logger: quiet });
+    const call = () =>
+      openai.chat.completions.create({ model: 'gpt-4o', messages: user(40), max_tokens: 10 });
+    await drive(clock, [call()]);
+    const before = state(interceptor);
+    expect(before.length).toBeGreaterThan(0);
+    mock.spendCapReached = true;
+    const error = await call().catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(OpenAI.RateLimitError);
+    expect((error as InstanceType<typeof OpenAI.RateLimitError>).code).toBe('insufficient_quota');
+    expect((error as InstanceType<typeof OpenAI.RateLimitError>).headers.get('x-should-retry')).toBe('false');
+    expect(mock.hits).toHaveLength(2);
+    expect(mock.spendCapRefusals).toBe(1);
+    expect(state(interceptor)).toEqual(before);
+    expect(before.every((l) => l.cuts === 0 && l.throttles === 0 && l.pausedUntil === undefined)).toBe(true);
+  });
+
+  it("fails Node's own fetch with QuotaExhaustedError with rejection: 'error', sent once", async () => {
+    const { clock, mock } = await start({ api: 'openai' });
+    mock.spendCapReached = true;
+    const interceptor = globalInterceptor(mock, clock, 'error');
+    const error = await fetch(`${mock.origin}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: 'Bearer k' },
+      body: JSON.stringify({ model: 'm', messages: user(4), max_tokens: 5 }),
+    }).catch((e: unknown) => e);
+    expect((error as Error).cause).toBeInstanceOf(QuotaExhaustedError);
+    expect((error as Error).cause).toMatchObject({
+      code: 'ERR_QUOTA_EXHAUSTED',
+      reason: 'insufficient_quota',
+      limiter: 'llm',
+    });
+    expect(mock.hits).toHaveLength(1);
+    for (const l of state(interceptor)) {
+      expect([l.cuts, l.throttles, l.pausedUntil]).toEqual([0, 0, undefined]);
+    }
+  });
+
+  it('still retries a rate-limit 429 (tokens) through the interceptor, cutting only its budget', async () => {
+    const { clock, mock } = await start({
+      api: 'openai',
+      limits: { requestsPerMinute: 600, tokensPerMinute: 3_000 },
+    });
+    const interceptor = globalInterceptor(mock, clock, 'response');
+    const openai = new OpenAI({ apiKey: 'k', baseURL: `${mock.origin}/v1`, maxRetries: 0, logger: quiet });
+    const calls = Array.from({ length: 8 }, () =>
+      openai.chat.completions.create({ model: 'gpt-4o', messages: user(40), max_tokens: 500 }),
+    );
+    const results = await drive(clock, calls, 500);
+    expect(results.every((r) => r.status === 'fulfilled')).toBe(true);
+    expect(mock.throttled).toBeGreaterThan(0);
+    const [s] = interceptor.registry.names().map((n) => interceptor.registry.get(n)?.snapshot());
+    expect(s?.budgets?.tokens?.throttles).toBe(mock.throttled);
+    expect(s?.budgets?.requests?.throttles).toBe(0);
+  });
 });
 
 describe("api: 'anthropic' with @anthropic-ai/sdk", () => {
@@ -322,7 +414,7 @@ describe("api: 'anthropic' with @anthropic-ai/sdk", () => {
       body: JSON.stringify({ model: 'm', max_tokens: 5, messages: user(4) }),
     }).catch((e: unknown) => e);
     expect((error as Error).cause).toBeInstanceOf(QuotaExhaustedError);
-    expect((error as Error).cause).toMatchObject({ reason: 'spend_cap', limiter: 'llm' });
+    expect((error as Error).cause).toMatchObject({ reason: 'enforced_spend_limit_reached', limiter: 'llm' });
     expect(mock.hits).toHaveLength(1);
   });
 });

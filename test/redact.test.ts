@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
+import { HEADER_PROFILES } from '../src/config/types.js';
 import { ConfigError } from '../src/errors.js';
+import { defaultPartitionHeaders, PARTITION_HEADERS } from '../src/http/partition.js';
 import { redact, redactText } from '../src/redact.js';
 
 describe('redactText', () => {
@@ -36,6 +38,7 @@ describe('redactText', () => {
     ['authorization: Bearer abc.def', 'authorization: ***'],
     ['{"Authorization":"Basic dXNlcjpwdw=="}', '{"Authorization":"***"}'],
     ['x-api-key=abc', 'x-api-key=***'],
+    ['X-Shopify-Access-Token: shpat_abc123', 'X-Shopify-Access-Token: ***'],
     ['sent with Bearer abc.def', 'sent with Bearer ***'],
     ['cookie: a=b; c=d', 'cookie: ***'],
   ])('%s', (input, expected) => {
@@ -91,6 +94,16 @@ describe('redact', () => {
     expect(error.message).not.toContain('pw-of-the-client');
     expect(error.message).toContain('"password":"***"');
     expect(error.issues[0]?.received).toBe(client);
+  });
+
+  it("masks every header a limiter partitions by by default, a vendor profile's included", () => {
+    const names = [...PARTITION_HEADERS, ...HEADER_PROFILES.flatMap((p) => defaultPartitionHeaders(p))];
+    expect(names).toContain('x-shopify-access-token');
+    for (const name of new Set(names)) {
+      expect(redact({ [name]: 'secret-value' })).toEqual({ [name]: '***' });
+      expect(redact([name.toUpperCase(), 'secret-value'])).toEqual([name.toUpperCase(), '***']);
+      expect(redactText(`${name}: secret-value`)).toBe(`${name}: ***`);
+    }
   });
 
   it('masks the value after a credential name in a flat header list', () => {

@@ -75,6 +75,10 @@ export class Attempt implements Dispatcher.DispatchHandler {
   readonly #owner: AttemptOwner;
   readonly #judge: AttemptJudge;
   #state: AttemptState = SENDING;
+  /** The held body, whole, once it ended within the cap (kept after it is delivered). */
+  #body: Buffer | undefined;
+  /** Called once the held body has ended, been cut at the cap, or failed; see {@link Attempt.afterBody}. */
+  #afterBody: (() => void) | undefined;
   constructor(owner: AttemptOwner, judge: AttemptJudge) {
     this.#owner = owner;
     this.#judge = judge;
@@ -88,6 +92,31 @@ export class Attempt implements Dispatcher.DispatchHandler {
   /** Whether the response is held for the attempt loop (its body being read into memory). */
   get held(): boolean {
     return this.#state.kind === 'held';
+  }
+
+  /**
+   * The body of a response that was held until it ended (at most {@link MAX_HELD_BODY_BYTES}),
+   * also once delivered; `undefined` when it was not held whole (cut at the cap, failed, passed
+   * straight through).
+   */
+  get body(): Buffer | undefined {
+    return this.#body;
+  }
+
+  /**
+   * Calls `callback` once the held response's body has ended (see {@link Attempt.body}), been cut
+   * at the cap, or failed: at once if it has. Only for a held response (its judge returned `false`).
+   */
+  afterBody(callback: () => void): void {
+    const state = this.#state;
+    if (state.kind !== 'held' || state.error !== undefined || state.trailers !== undefined) callback();
+    else this.#afterBody = callback;
+  }
+
+  #bodyEnded(): void {
+    const callback = this.#afterBody;
+    this.#afterBody = undefined;
+    callback?.();
   }
 
   onRequestStart(controller: Controller, _context: unknown): void {
@@ -149,12 +178,17 @@ export class Attempt implements Dispatcher.DispatchHandler {
     }
     held.error = new ThrottledBodyTooLongError(this.status, MAX_HELD_BODY_BYTES);
     controller.abort(held.error);
+    this.#bodyEnded();
   }
 
   onResponseEnd(_controller: Controller, trailers: HeaderMap): void {
     const state = this.#state;
     if (state.kind === 'delivered') this.#end(trailers);
-    else if (state.kind === 'held') state.trailers = trailers;
+    else if (state.kind === 'held' && state.error === undefined) {
+      state.trailers = trailers;
+      this.#body = Buffer.concat(state.chunks, state.bytes);
+      this.#bodyEnded();
+    }
   }
 
   onResponseError(_controller: Controller | null | undefined, error: Error): void {
@@ -163,7 +197,10 @@ export class Attempt implements Dispatcher.DispatchHandler {
     else if (state.kind === 'sending') {
       this.#state = DONE;
       this.#judge.failed(this, error);
-    } else if (state.kind === 'held') state.error ??= error;
+    } else if (state.kind === 'held') {
+      state.error ??= error;
+      this.#bodyEnded();
+    }
   }
 
   /**

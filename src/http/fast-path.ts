@@ -20,6 +20,10 @@ export interface FastPathRequest {
   fail(error: unknown): void;
   /** The last answer is judged: the request no longer keeps its limiter. */
   judged(): void;
+  /** Whether the answer is judged only once its body is read (an LLM API's 429). */
+  readsBody(attempt: Attempt): boolean;
+  /** What `classify` is given of the attempt's held body. */
+  refusalBody(attempt: Attempt): unknown;
 }
 
 /**
@@ -41,13 +45,27 @@ export class FastPathJudge implements AttemptJudge {
     this.#gate = gate;
   }
 
-  /** `true` passes the response through; see {@link AttemptJudge.started}. */
+  /**
+   * `true` passes the response through; see {@link AttemptJudge.started}. An LLM API's 429 is
+   * held and judged once its body is read (then given to the caller, or sent again).
+   */
   started(attempt: Attempt): boolean {
+    if (!attempt.delivered && this.#request.readsBody(attempt)) {
+      attempt.afterBody(() => {
+        if (this.#judge(attempt)) attempt.deliver();
+      });
+      return false;
+    }
+    return this.#judge(attempt);
+  }
+
+  #judge(attempt: Attempt): boolean {
     const permit = this.#settle();
     const request = this.#request;
     let outcome: Outcome;
     try {
-      outcome = request.runtime.classify(attempt, () => attempt.headers, request.route);
+      const body = attempt.body === undefined ? undefined : request.refusalBody(attempt);
+      outcome = request.runtime.classify(attempt, () => attempt.headers, request.route, body);
       // A controller or a listener that throws fails the request, as it does in the loop.
       if (permit !== undefined) feed(permit, outcome);
     } catch (error) {

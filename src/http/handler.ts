@@ -7,6 +7,7 @@ import { Attempt, type AttemptJudge, type AttemptOwner } from './attempt.js';
 import { CallerController } from './caller-controller.js';
 import type { ConcurrencyGate } from './concurrency.js';
 import { FastPathJudge, type FastPathRequest } from './fast-path.js';
+import { refusalJson } from './llm.js';
 import { usageTap } from './llm-tap.js';
 import type { OutgoingRequest } from './options.js';
 import { withLazyBody } from './outgoing-body.js';
@@ -112,7 +113,22 @@ export class RateLimitedDispatch implements AttemptOwner, FastPathRequest {
     const estimate = this.runtime.estimate(this.route, () => this.#request());
     if (estimate === undefined) return;
     this.#costs = estimate.costs;
-    this.handler = usageTap(this.handler, this.route, estimate, this.runtime.options.rejection);
+    this.handler = usageTap(this.handler, this.route, estimate, this.runtime.options.rejection, () =>
+      this.refusalBody(this.controller.attempt),
+    );
+  }
+
+  /**
+   * Whether the answer is judged once its body is read (see `Attempt.afterBody`): an LLM API's
+   * 429, whose body tells a used-up quota from a rate limit (OpenAI's `insufficient_quota`).
+   */
+  readsBody(attempt: Attempt): boolean {
+    return attempt.status === 429 && this.route.llm !== undefined;
+  }
+
+  /** The JSON of an attempt's held 429 body, for `LlmMeter.refusal` (`undefined` when not read). */
+  refusalBody(attempt: Attempt | undefined): unknown {
+    return refusalJson(attempt?.body);
   }
 
   #requestUnits(): number {
@@ -194,7 +210,7 @@ export class RateLimitedDispatch implements AttemptOwner, FastPathRequest {
       throttledFirst,
       slot: gate === undefined ? undefined : (signal) => (gate as ConcurrencyGate).enter(signal),
       send: () => this.#send(),
-      classify: (a) => this.runtime.classify(a, () => a.headers, this.route),
+      classify: (a) => this.runtime.classify(a, () => a.headers, this.route, this.refusalBody(a)),
       canRetry: () => this.#canRetry(),
       discard: (a) => a.discard(bodies.complete),
     }).then(
@@ -206,9 +222,10 @@ export class RateLimitedDispatch implements AttemptOwner, FastPathRequest {
   #send(): Promise<Attempt> {
     return new Promise<Attempt>((resolve, reject) => {
       const judge: AttemptJudge = {
-        // Held for the loop to judge.
+        // Held for the loop to judge (an LLM API's 429 once its body is read).
         started: (attempt) => {
-          resolve(attempt);
+          if (this.readsBody(attempt)) attempt.afterBody(() => resolve(attempt));
+          else resolve(attempt);
           return false;
         },
         failed: (_attempt, error) => reject(error),

@@ -1,12 +1,9 @@
 import { QuotaExhaustedError } from '../errors.js';
 import type { Costs } from '../limiter/budgets.js';
 import type { LlmEstimate, LlmMeter, Usage } from './llm.js';
-import { UsageScanner } from './llm.js';
+import { refusalJson, UsageScanner } from './llm.js';
 import type { RejectionMode } from './refusal.js';
 import type { Route } from './runtime.js';
-
-/** The longest 429 body read to tell why it came (bytes). */
-const MAX_REFUSAL_BYTES = 64 * 1024;
 
 /** A 429 of an LLM API with its body read (JSON parsed, or `undefined`): what `classify` needs. */
 const refusalBodies = new WeakMap<Response, unknown>();
@@ -22,15 +19,7 @@ export async function readRefusal(response: Response): Promise<Response> {
     statusText: response.statusText,
     headers: response.headers,
   });
-  let body: unknown;
-  if (bytes.byteLength <= MAX_REFUSAL_BYTES) {
-    try {
-      body = JSON.parse(new TextDecoder().decode(bytes));
-    } catch {
-      body = undefined;
-    }
-  }
-  refusalBodies.set(copy, body);
+  refusalBodies.set(copy, refusalJson(bytes));
   return copy;
 }
 

@@ -11,26 +11,36 @@ type Handler = Dispatcher.DispatchHandler;
 /**
  * The caller's handler behind a tap (the interceptor, an LLM API's limiter): a success's `usage`
  * is read from its bytes as they pass to the caller (never held) and corrects the estimate at its
- * end; a spend-cap 429 (told by its headers: the interceptor does not read a 429's body) reaches
- * the caller with `x-should-retry: false`, or as `QuotaExhaustedError` with `rejection: 'error'`.
+ * end; a 429 for a spend cap or a used-up quota (told by its headers and its body, which the
+ * interceptor holds before a 429 reaches the caller: `refusalBody`) reaches the caller with
+ * `x-should-retry: false`, or as `QuotaExhaustedError` with `rejection: 'error'`.
  */
 export function usageTap(
   handler: Handler,
   route: Route,
   estimate: LlmEstimate,
   rejection: RejectionMode,
+  refusalBody: () => unknown,
 ): Handler {
   let scanner: UsageScanner | undefined;
+  /** The quota error the caller gets in place of the 429 (`rejection: 'error'`), until it has it. */
+  let refused: Error | undefined;
+  const fail = (controller: Parameters<NonNullable<Handler['onResponseError']>>[0], error: Error) => {
+    refused = undefined;
+    return handler.onResponseError?.(controller, error);
+  };
   return {
     onRequestStart: (controller, context) => handler.onRequestStart?.(controller, context),
     onRequestUpgrade: (controller, status, headers, socket) =>
       handler.onRequestUpgrade?.(controller, status, headers, socket),
     onResponseStart: (controller, status, headers, message) => {
       if (status === 429) {
-        const refusal = (route.llm as LlmMeter).refusal(undefined, headerLookup(headers));
+        const refusal = (route.llm as LlmMeter).refusal(refusalBody(), headerLookup(headers));
         if (refusal.kind === 'quota') {
           if (rejection === 'error') {
-            controller.abort(new QuotaExhaustedError(route.name, refusal.reason, status));
+            // A held 429 has been read whole (aborting it ends nothing): its end is the error.
+            refused = new QuotaExhaustedError(route.name, refusal.reason, status);
+            controller.abort(refused);
             return;
           }
           return handler.onResponseStart?.(
@@ -48,10 +58,12 @@ export function usageTap(
       return handler.onResponseStart?.(controller, status, headers, message);
     },
     onResponseData: (controller, chunk) => {
+      if (refused !== undefined) return;
       scanner?.push(chunk);
       return handler.onResponseData?.(controller, chunk);
     },
     onResponseEnd: (controller, trailers) => {
+      if (refused !== undefined) return fail(controller, refused);
       if (scanner !== undefined) {
         const usage = scanner.end();
         scanner = undefined;
@@ -59,6 +71,6 @@ export function usageTap(
       }
       return handler.onResponseEnd?.(controller, trailers);
     },
-    onResponseError: (controller, error) => handler.onResponseError?.(controller, error),
+    onResponseError: (controller, error) => fail(controller, refused ?? error),
   };
 }

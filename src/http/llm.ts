@@ -126,6 +126,22 @@ export class LlmMeter {
   }
 }
 
+/** The longest 429 body read to tell why it came (bytes). */
+const MAX_REFUSAL_BYTES = 64 * 1024;
+
+/**
+ * A 429's body as {@link LlmMeter.refusal} reads it: its JSON, or `undefined` (none, not JSON, or
+ * longer than {@link MAX_REFUSAL_BYTES}). The fetch wrapper and the interceptor both read it so.
+ */
+export function refusalJson(bytes: Uint8Array | undefined): unknown {
+  if (bytes === undefined || bytes.byteLength === 0 || bytes.byteLength > MAX_REFUSAL_BYTES) return undefined;
+  try {
+    return JSON.parse(new TextDecoder().decode(bytes));
+  } catch {
+    return undefined;
+  }
+}
+
 /** The `usage` object of an answer (the fields both vendors use). */
 export type Usage = Readonly<Record<string, unknown>>;
 

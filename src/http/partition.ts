@@ -1,6 +1,7 @@
 import { createHmac, randomBytes } from 'node:crypto';
 import type { HeaderProfile } from '../config/types.js';
 import { InvalidCallbackValueError } from '../errors.js';
+import { API_CREDENTIAL_HEADERS, VENDOR_CREDENTIAL_HEADERS } from '../redact.js';
 
 /**
  * What a partition function returns: a key (or the parts of one, such as a credential and a
@@ -19,14 +20,9 @@ export interface RequestPartition {
 /**
  * The request headers that carry a credential, partitioned by default: `authorization` (bearer
  * tokens: GitHub, OpenAI, most APIs), `x-api-key` (Anthropic, many gateways), `api-key` (Azure
- * OpenAI).
+ * OpenAI). The list `redact` masks (one list for both), as is each vendor's own credential header.
  */
-export const PARTITION_HEADERS: readonly string[] = ['authorization', 'x-api-key', 'api-key'];
-
-/** The credential header a vendor's `headers` profile names, beyond {@link PARTITION_HEADERS}. */
-const VENDOR_CREDENTIAL_HEADERS: Readonly<Partial<Record<HeaderProfile, string>>> = {
-  shopify: 'x-shopify-access-token',
-};
+export const PARTITION_HEADERS: readonly string[] = API_CREDENTIAL_HEADERS;
 
 /** The header names a limiter partitions by when its config does not say (`partitionBy` unset). */
 export function defaultPartitionHeaders(profile: HeaderProfile | false | undefined): readonly string[] {

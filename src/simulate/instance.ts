@@ -118,6 +118,10 @@ export interface InstanceOptions {
   initialBurst?: number;
   /** Units the API accepted from this instance in each second (index: whole seconds). */
   acceptedBySecond: number[];
+  /** A short-lived process: this many requests one at a time from `startMs`, no Poisson demand. */
+  crowd?: number;
+  /** The API's 429s are read without their `Retry-After`. */
+  noRetryAfter?: boolean;
 }
 
 /**
@@ -132,6 +136,8 @@ export class SimInstance {
   #lastArrival = 0;
   /** The first unexpected error of a request, rethrown by the run. */
   error: unknown;
+  /** A crowd process's requests still to send after the current one. */
+  #left = 0;
 
   constructor(options: InstanceOptions) {
     this.#o = options;
@@ -140,8 +146,14 @@ export class SimInstance {
 
   /** Schedules the first arrival (and the cold burst). */
   start(): void {
-    const { startMs = 0, initialBurst = 0, clock } = this.#o;
+    const { startMs = 0, initialBurst = 0, clock, crowd } = this.#o;
     this.#lastArrival = startMs;
+    if (crowd !== undefined) {
+      if (crowd <= 0) return;
+      this.#left = crowd - 1;
+      clock.setTimeout(() => this.#arrive(false), startMs);
+      return;
+    }
     if (initialBurst > 0) {
       clock.setTimeout(() => {
         for (let i = 0; i < initialBurst; i++) this.#arrive(false);
@@ -201,6 +213,11 @@ export class SimInstance {
       // A refused first attempt is counted by the tracked limiter; anything else is a bug.
       if (!(error instanceof RateLimitRejectedError)) this.error ??= error;
     } finally {
+      // A crowd process sends its next request when this one has ended.
+      if (this.#left > 0) {
+        this.#left--;
+        this.#arrive(false);
+      }
       work.busy--;
     }
   }
@@ -258,9 +275,11 @@ class SimRequest implements AttemptPlan<ApiAnswer> {
     const outcome: Outcome =
       answer.status !== 429
         ? SUCCESS
-        : answer.budget === undefined
-          ? { kind: 'throttled', retryAfterMs: answer.retryAfterMs }
-          : { kind: 'throttled', retryAfterMs: answer.retryAfterMs, budgets: [answer.budget] };
+        : this.#o.noRetryAfter === true
+          ? THROTTLED_NO_WAIT
+          : answer.budget === undefined
+            ? { kind: 'throttled', retryAfterMs: answer.retryAfterMs }
+            : { kind: 'throttled', retryAfterMs: answer.retryAfterMs, budgets: [answer.budget] };
     const { headers } = answer;
     if (headers === undefined) return outcome;
     // Read as the HTTP adapters read a response (the default `headers: 'standard'`; an LLM API's
@@ -272,6 +291,7 @@ class SimRequest implements AttemptPlan<ApiAnswer> {
 }
 
 const SUCCESS: Outcome = { kind: 'success' };
+const THROTTLED_NO_WAIT: Outcome = { kind: 'throttled' };
 const ONE_REQUEST = { requests: 1 } as const;
 const READ_STANDARD = quotaReader('standard', undefined) as NonNullable<ReturnType<typeof quotaReader>>;
 const READ_OPENAI = quotaReader('openai', undefined) as NonNullable<ReturnType<typeof quotaReader>>;

@@ -309,6 +309,8 @@ export async function runMode(
       endMs: active === undefined ? endMs : Math.min(endMs, active.toMs),
       startMs: active?.fromMs ?? 0,
       initialBurst: params.initialBurst ?? 0,
+      ...(params.crowd ? { crowd: params.crowd.requestsEach } : {}),
+      ...(params.noRetryAfter ? { noRetryAfter: true } : {}),
       acceptedBySecond: accepted,
     });
     instances.push(instance);

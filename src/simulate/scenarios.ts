@@ -79,6 +79,13 @@ export interface SimParams {
    * bucket holds one more unit, rounded up (a token bucket announcing its state). @default false
    */
   announceNextUnit?: boolean;
+  /**
+   * A crowd of short-lived processes: each instance sends this many requests one at a time (the
+   * next when the last has ended, retries included) from its start, then ends; no Poisson demand.
+   */
+  crowd?: { requestsEach: number };
+  /** The API's 429s carry no `Retry-After` (Envoy's `local_ratelimit`). @default false */
+  noRetryAfter?: boolean;
   /** Requests each instance sends at t = 0, on top of its demand (a cold burst). @default 0 */
   initialBurst?: number;
   /**
@@ -324,6 +331,32 @@ export const SCENARIOS: readonly Scenario[] = [
     })(),
     modes: ALL_MODES,
     headers: true,
+  },
+  {
+    name: 'crowd',
+    description:
+      '50 short-lived processes, each sending 2 requests one at a time from t = 0, against one token bucket of 40 ' +
+      'requests/min holding 50 that answers 429 with no Retry-After (ideal: the last request at 75 s).',
+    params: (() => {
+      const p: SimParams = {
+        ...baseParams(),
+        instances: 50,
+        quota: 40,
+        demand: [0],
+        minutes: 5,
+        unitsPerRequest: { min: 1, max: 1 },
+        apiBurstSeconds: 75,
+        crowd: { requestsEach: 2 },
+        noRetryAfter: true,
+      };
+      p.limiter.initialUnitsPerMinute = 10;
+      p.limiter.fixedUnitsPerMinute = 40;
+      p.limiter.maxUnitsPerMinute = 80;
+      // A process waits up to 2 min for its turn: a share of the quota (0.8 a minute) takes 75 s.
+      p.limiter.maxWait = 120_000;
+      return p;
+    })(),
+    modes: ALL_MODES,
   },
   {
     name: 'llm',

@@ -1,0 +1,27 @@
+import { describe, expect, it } from 'vitest';
+import { builtInMode, runMode } from '../src/simulate/run.js';
+import { cloneParams, findScenario } from '../src/simulate/scenarios.js';
+
+describe('simulator: a crowd of short-lived processes', () => {
+  const params = () => {
+    const scenario = findScenario('crowd');
+    if (scenario === undefined) throw new Error('no crowd scenario');
+    return cloneParams(scenario.params);
+  };
+
+  it('each process sends its requests one at a time and ends: 50 x 2 requests, no more', async () => {
+    const blind = await runMode('crowd', params(), builtInMode('none'));
+    expect(blind.details.requests).toBe(100);
+    // The bucket's 50, then every second request answered 429 on each of its 4 attempts: with no
+    // Retry-After and no limiter, nothing makes a retry wait.
+    expect(blind.details.acceptedUnits).toBe(50);
+    expect(blind.throttled).toBe(200);
+    expect(blind.gaveUp).toBe(50);
+  });
+
+  it('a fixed share of the quota serves all 100 with no 429 (the last within about 75 s)', async () => {
+    const fixed = await runMode('crowd', params(), builtInMode('fixed'));
+    expect(fixed.details.acceptedUnits).toBe(100);
+    expect(fixed.throttled).toBe(0);
+  });
+});
