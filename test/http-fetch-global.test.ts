@@ -1,28 +1,21 @@
-import { Agent, setGlobalDispatcher } from 'undici';
+import { Agent } from 'undici';
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
 import { RateLimitRejectedError } from '../src/errors.js';
-import { type AdaptiveRateLimitInterceptor, adaptiveRateLimit } from '../src/http/interceptor.js';
-import type { InterceptorOptions } from '../src/http/options.js';
-import { cleanups, keepGlobalDispatcher, NEVER_BINDS, serve } from './helpers/interceptor-fixtures.js';
+import { adaptiveRateLimit } from '../src/http/interceptor.js';
+import {
+  cleanups,
+  installGlobal,
+  keepGlobalDispatcher,
+  NEVER_BINDS,
+  serve,
+} from './helpers/interceptor-fixtures.js';
 import { until } from './helpers/rate-limited-server.js';
 
 // Node's own fetch (its bundled undici), routed through an undici 7 Agent with the interceptor:
 // `setGlobalDispatcher(new Agent().compose(adaptiveRateLimit()))`.
 
 keepGlobalDispatcher();
-
-/** Installs `new Agent().compose(adaptiveRateLimit(options))` as the global dispatcher. */
-function installGlobal(options: InterceptorOptions = {}): AdaptiveRateLimitInterceptor {
-  const interceptor = adaptiveRateLimit(options);
-  const agent = new Agent();
-  cleanups.push(
-    () => agent.close(),
-    () => interceptor.close(),
-  );
-  setGlobalDispatcher(agent.compose(interceptor));
-  return interceptor;
-}
 
 /** Answers the first `n` requests with a 429 and `Retry-After: 0`, then lets the bucket decide. */
 function first429s(n: number) {

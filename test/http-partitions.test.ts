@@ -1,15 +1,12 @@
 import diagnosticsChannel from 'node:diagnostics_channel';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { Agent, setGlobalDispatcher } from 'undici';
 import { describe, expect, it } from 'vitest';
 import { ManualClock, systemClock } from '../src/clock.js';
 import { DIAGNOSTICS_CHANNELS } from '../src/diagnostics.js';
 import { InvalidCallbackValueError } from '../src/errors.js';
 import { rateLimitedFetch } from '../src/http/fetch.js';
-import { type AdaptiveRateLimitInterceptor, adaptiveRateLimit } from '../src/http/interceptor.js';
-import type { InterceptorOptions } from '../src/http/options.js';
 import { credentialPartition } from '../src/http/partition.js';
-import { cleanups, keepGlobalDispatcher } from './helpers/interceptor-fixtures.js';
+import { cleanups, installGlobal, keepGlobalDispatcher } from './helpers/interceptor-fixtures.js';
 import { RateLimitedServer, until } from './helpers/rate-limited-server.js';
 
 // Limiters per credential: one customer's 429 and Retry-After never stall another's requests.
@@ -30,17 +27,6 @@ async function perTokenApi(exhausted = TOKEN_A): Promise<RateLimitedServer> {
   });
   cleanups.push(() => server.close());
   return server;
-}
-
-function installGlobal(options?: InterceptorOptions): AdaptiveRateLimitInterceptor {
-  const interceptor = options === undefined ? adaptiveRateLimit() : adaptiveRateLimit(options);
-  const agent = new Agent();
-  cleanups.push(
-    () => agent.close(),
-    () => interceptor.close(),
-  );
-  setGlobalDispatcher(agent.compose(interceptor));
-  return interceptor;
 }
 
 /** A's fetch, left waiting; aborted after the test. */

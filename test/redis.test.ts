@@ -8,16 +8,7 @@ import {
   type SharedBudgetOptions,
   SharedBudgetUnavailableError,
 } from '../src/redis/index.js';
-import { describeRedis, freePort, RedisServer, withRedisServer } from './helpers/redis-server.js';
-
-/** Polls `condition` (real processes, real time); fails with `what` after `limitMs`. */
-async function waitFor(what: string, condition: () => boolean, limitMs = 10_000): Promise<void> {
-  const deadline = Date.now() + limitMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(20);
-  }
-}
+import { describeRedis, freePort, RedisServer, waitFor, withRedisServer } from './helpers/redis-server.js';
 
 let names = 0;
 const open: SharedBudget[] = [];

@@ -27,6 +27,18 @@ export function keepGlobalDispatcher(): void {
   });
 }
 
+/** Installs `new Agent().compose(adaptiveRateLimit(options))` as undici's global dispatcher (Node's fetch). */
+export function installGlobal(options: InterceptorOptions = {}): AdaptiveRateLimitInterceptor {
+  const interceptor = adaptiveRateLimit(options);
+  const agent = new Agent();
+  cleanups.push(
+    () => agent.close(),
+    () => interceptor.close(),
+  );
+  setGlobalDispatcher(agent.compose(interceptor));
+  return interceptor;
+}
+
 export async function serve(options: RateLimitedServerOptions = {}): Promise<RateLimitedServer> {
   const server = await RateLimitedServer.start(options);
   cleanups.push(() => server.close());

@@ -121,6 +121,19 @@ export class RedisServer {
   }
 }
 
+/** Polls `condition` (a real Redis, real time) every 20 ms; fails with `what` after `limitMs`. */
+export async function waitFor(
+  what: string,
+  condition: () => boolean | Promise<boolean>,
+  limitMs = 10_000,
+): Promise<void> {
+  const deadline = Date.now() + limitMs;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(20);
+  }
+}
+
 /**
  * Within a `describeRedis`: starts a redis-server and a client of it before the suite, hands both
  * to `use`, and ends both after the suite.
