@@ -106,8 +106,7 @@ export async function runAttempts<T>(plan: AttemptPlan<T>): Promise<T> {
     } catch (error) {
       release?.();
       const outcome = plan.classifyError ? plan.classifyError(error) : ({ kind: 'failed' } as const);
-      feed(permit, outcome);
-      if (retries(outcome, attempt, plan.maxAttempts, () => plan.canRetryError?.(error) ?? true)) {
+      if (judge(permit, outcome, attempt, plan.maxAttempts, () => plan.canRetryError?.(error) ?? true)) {
         heldError = { error };
         continue;
       }
@@ -115,10 +114,26 @@ export async function runAttempts<T>(plan: AttemptPlan<T>): Promise<T> {
     }
     release?.();
     const outcome = plan.classify(result);
-    feed(permit, outcome);
-    if (!retries(outcome, attempt, plan.maxAttempts, () => plan.canRetry?.(result) ?? true)) return result;
+    if (!judge(permit, outcome, attempt, plan.maxAttempts, () => plan.canRetry?.(result) ?? true))
+      return result;
     held = { result: plan.hold ? plan.hold(result) : result };
   }
+}
+
+/**
+ * The judging step, for the loop and for an adapter's fast path alike: feeds the permit (when the
+ * attempt holds one) the answer's outcome, then tells whether the attempt is sent again by the
+ * retry rule ({@link retries}). Throws what the limiter's controller or listeners throw.
+ */
+export function judge(
+  permit: Permit | undefined,
+  outcome: Outcome,
+  attempt: number,
+  maxAttempts: number,
+  canRetry: () => boolean,
+): boolean {
+  if (permit !== undefined) feed(permit, outcome);
+  return retries(outcome, attempt, maxAttempts, canRetry);
 }
 
 /**

@@ -1,5 +1,5 @@
-import { feed } from '../attempt-loop.js';
-import type { Outcome, Permit } from '../limiter/types.js';
+import { judge } from '../attempt-loop.js';
+import type { Permit } from '../limiter/types.js';
 import type { Attempt, AttemptJudge } from './attempt.js';
 import type { ConcurrencyGate } from './concurrency.js';
 import type { HttpRuntime, Route } from './runtime.js';
@@ -12,8 +12,10 @@ export interface FastPathRequest {
   readonly runtime: HttpRuntime;
   /** The request's limiter and what it reads of a response. */
   readonly route: Route;
-  /** Whether a throttled answer to attempt 1 is sent again (the loop's retry rule). */
-  retries(outcome: Outcome): boolean;
+  /** Attempts per request, the first included (the loop's retry rule). */
+  readonly maxAttempts: number;
+  /** Whether the request's body can be sent again. */
+  canRetry(): boolean;
   /** Sends it again through the attempt loop, which holds `attempt` until its retry has units. */
   retry(attempt: Attempt): void;
   /** Fails the request (once). */
@@ -62,18 +64,18 @@ export class FastPathJudge implements AttemptJudge {
   #judge(attempt: Attempt): boolean {
     const permit = this.#settle();
     const request = this.#request;
-    let outcome: Outcome;
+    let again: boolean;
     try {
       const body = attempt.body === undefined ? undefined : request.refusalBody(attempt);
-      outcome = request.runtime.classify(attempt, () => attempt.headers, request.route, body);
+      const outcome = request.runtime.classify(attempt, () => attempt.headers, request.route, body);
       // A controller or a listener that throws fails the request, as it does in the loop.
-      if (permit !== undefined) feed(permit, outcome);
+      again = judge(permit, outcome, 1, request.maxAttempts, () => !attempt.delivered && request.canRetry());
     } catch (error) {
       // As in the loop: the request fails (an upgraded one is the caller's already).
       if (!attempt.delivered) request.fail(error);
       return false;
     }
-    if (!attempt.delivered && request.retries(outcome)) {
+    if (again) {
       request.retry(attempt);
       return false;
     }

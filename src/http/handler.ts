@@ -1,8 +1,8 @@
 import type { Dispatcher } from 'undici';
-import { retries, runAttempts } from '../attempt-loop.js';
+import { runAttempts } from '../attempt-loop.js';
 import { headerRecord } from '../headers.js';
 import type { Costs } from '../limiter/budgets.js';
-import type { Outcome, Permit } from '../limiter/types.js';
+import type { Permit } from '../limiter/types.js';
 import { Attempt, type AttemptJudge, type AttemptOwner } from './attempt.js';
 import { CallerController } from './caller-controller.js';
 import type { ConcurrencyGate } from './concurrency.js';
@@ -29,7 +29,7 @@ import type { HttpRuntime, Route } from './runtime.js';
  *   will be sent again (then the loop takes it over, holding the 429 until its retry has units),
  *   and the loop's own judge (see `#send`), which hands every response to the loop.
  *
- * Both apply one retry rule (`retries` in src/attempt-loop.ts).
+ * Both judge an answer by one step (`judge` in src/attempt-loop.ts: feed the permit, then the retry rule).
  */
 export class RateLimitedDispatch implements AttemptOwner, FastPathRequest {
   /** The caller's handler (for an LLM API's limiter, behind a tap that reads the answer's `usage`). */
@@ -168,8 +168,12 @@ export class RateLimitedDispatch implements AttemptOwner, FastPathRequest {
     return this.controller.abortReason;
   }
 
-  retries(outcome: Outcome): boolean {
-    return retries(outcome, 1, this.runtime.options.maxAttempts, () => this.#canRetry());
+  get maxAttempts(): number {
+    return this.runtime.options.maxAttempts;
+  }
+
+  canRetry(): boolean {
+    return this.#canRetry();
   }
 
   retry(attempt: Attempt): void {
