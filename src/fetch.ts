@@ -1,7 +1,8 @@
 // `adaptive-rate-limit/fetch`: the root's API without the undici interceptor and without the
-// config files loader (`loadConfig`), for runtimes with a fetch of their own (Deno, Bun,
-// Cloudflare workerd, browsers' bundlers): nothing it loads imports undici, `node:fs` or
-// `node:module`. test/runtimes.test.ts runs it on Deno, Bun and workerd.
+// config files loader (`loadConfig`); src/index.ts re-exports this list and adds those two. For
+// runtimes with a fetch of their own (Deno, Bun, Cloudflare workerd, browsers' bundlers): nothing
+// it loads imports undici, `node:fs` or `node:module`. test/runtimes.test.ts runs it on Deno, Bun
+// and workerd.
 //
 // One block per group. Each group comment stands on its own line, followed by a
 // blank line: biome's organizeImports then sorts within a group and never moves exports across.

@@ -1,8 +1,5 @@
-import type { RateGate } from './bucket.js';
+import { TokenBucket } from './bucket.js';
 import type { AnnouncedQuota } from './types.js';
-
-/** Tokens are floats; a request that lacks less than this many units is served. */
-const EPSILON = 1e-9;
 
 /**
  * The bucket an API announces (`burst: 'announced'`), for APIs that meter a continuously refilling
@@ -17,41 +14,19 @@ const EPSILON = 1e-9;
  * bucket is served once the bucket is full and leaves it in debt, so the long-run rate holds for
  * any size. Rates are units/min; times ms on the limiter's clock.
  */
-export class AnnouncedBucket implements RateGate {
-  rate: number;
-  capacity: number;
-  tokens: number;
-  ceiling = Number.POSITIVE_INFINITY;
+export class AnnouncedBucket extends TokenBucket {
   readonly #reserveMs: number;
   /** The announced bucket size (units); `undefined` until announced. */
   #limit: number | undefined;
-  #refillRate: number;
-  #refilledAt: number;
 
   constructor(rate: number, now: number, reserveMs: number) {
-    this.rate = rate;
-    this.#refillRate = rate;
+    super(rate, now);
     this.#reserveMs = reserveMs;
-    this.capacity = this.#capacityOf(rate);
-    this.tokens = this.capacity;
-    this.#refilledAt = now;
-  }
-
-  get unlimited(): boolean {
-    return this.rate === Number.POSITIVE_INFINITY;
-  }
-
-  get #free(): boolean {
-    return this.#refillRate === Number.POSITIVE_INFINITY;
-  }
-
-  get sendRate(): number {
-    return this.#refillRate;
   }
 
   /** Units kept back from the announced bucket: `reserveMs` of the refill rate. */
   get reserve(): number {
-    return this.#free ? 0 : (this.#reserveMs * this.#refillRate) / 60_000;
+    return this.free ? 0 : (this.#reserveMs * this.sendRate) / 60_000;
   }
 
   /**
@@ -65,87 +40,23 @@ export class AnnouncedBucket implements RateGate {
     this.refill(now);
     const first = this.#limit === undefined;
     this.#limit = quota.limit as number;
-    this.#resize();
-    if (this.#free) return;
+    this.resize();
+    if (this.free) return;
     const announced = (quota.remaining as number) - this.reserve;
     const level = first ? announced - inFlight : announced;
     this.tokens = Math.min(this.capacity, first ? level : Math.min(this.tokens, level));
   }
 
-  refill(now: number): void {
-    const elapsed = now - this.#refilledAt;
-    if (elapsed <= 0) return;
-    this.#refilledAt = now;
-    if (!this.#free)
-      this.tokens = Math.min(this.capacity, this.tokens + (elapsed * this.#refillRate) / 60_000);
-  }
-
-  setRate(rate: number, now: number): void {
-    this.refill(now);
-    this.rate = rate;
-    this.#resize();
-  }
-
-  setCeiling(ceiling: number, now: number): void {
-    this.refill(now);
-    this.ceiling = ceiling;
-    this.#resize();
-  }
-
-  #resize(): void {
-    const wasFree = this.#free;
-    this.#refillRate = Math.min(this.rate, this.ceiling);
-    this.capacity = this.#capacityOf(this.#refillRate);
+  protected override resize(): void {
+    const wasFree = this.free;
+    super.resize();
     // Leaving "free": the level is unknown until announced; a full bucket of the new size.
-    if (wasFree && !this.#free) this.tokens = this.capacity;
-    if (this.tokens > this.capacity) this.tokens = this.capacity;
+    if (wasFree && !this.free) this.tokens = this.capacity;
   }
 
-  #capacityOf(rate: number): number {
-    if (rate === Number.POSITIVE_INFINITY) return Number.POSITIVE_INFINITY;
-    if (this.#limit === undefined) return Math.max(rate / 60, 1);
+  protected override capacityOf(rate: number): number {
+    if (rate === Number.POSITIVE_INFINITY || this.#limit === undefined) return super.capacityOf(rate);
     return Math.max(this.#limit - (this.#reserveMs * rate) / 60_000, 1);
-  }
-
-  canTake(units: number, now: number): boolean {
-    if (this.#free) return true;
-    this.refill(now);
-    return this.tokens + EPSILON >= this.#need(units);
-  }
-
-  take(units: number, _now?: number): void {
-    if (!this.#free) this.tokens -= units;
-  }
-
-  empty(now: number): void {
-    this.refill(now);
-    this.tokens = 0;
-  }
-
-  charge(delta: number, now: number): void {
-    if (this.#free) return;
-    this.refill(now);
-    this.tokens = Math.min(this.capacity, this.tokens - delta);
-  }
-
-  readyAt(units: number, start: number): number {
-    if (this.#free) return start;
-    const perMs = this.#refillRate / 60_000;
-    const tokensAtStart = Math.min(this.capacity, this.tokens + (start - this.#refilledAt) * perMs);
-    return start + Math.max(0, this.#need(units) - tokensAtStart) / perMs;
-  }
-
-  predictWait(units: number, queuedUnits: number, pause: number, now: number): number {
-    if (this.#free) return pause;
-    this.refill(now);
-    const perMs = this.#refillRate / 60_000;
-    const tokensAfterPause = Math.min(this.capacity, this.tokens + pause * perMs);
-    const deficit = queuedUnits + this.#need(units) - tokensAfterPause;
-    return pause + Math.max(0, deficit) / perMs;
-  }
-
-  #need(units: number): number {
-    return Math.min(units, this.capacity);
   }
 }
 

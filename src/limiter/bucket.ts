@@ -44,7 +44,9 @@ export interface RateGate {
  * bucket is served once the bucket is full and leaves it in debt (negative tokens), so the
  * long-run rate holds for any request size. An infinite rate is "unlimited": everything may go,
  * except during a pause. A `ceiling` (the lowest rate the API announced) caps the rate the bucket
- * refills at, unlimited or not, without changing `rate` (the controller's).
+ * refills at, unlimited or not, without changing `rate` (the controller's). The
+ * {@link AnnouncedBucket} is this bucket with the size an API announces ({@link capacityOf} and
+ * {@link resize} are what it changes).
  */
 export class TokenBucket implements RateGate {
   /** Units/min; `Infinity` when unlimited. */
@@ -62,7 +64,7 @@ export class TokenBucket implements RateGate {
   constructor(rate: number, now: number) {
     this.rate = rate;
     this.#refillRate = rate;
-    this.capacity = capacityOf(rate);
+    this.capacity = oneSecondOf(rate);
     this.tokens = this.capacity;
     this.#refilledAt = now;
   }
@@ -73,7 +75,7 @@ export class TokenBucket implements RateGate {
   }
 
   /** Nothing caps what is sent: neither the rate nor a ceiling. */
-  get #free(): boolean {
+  protected get free(): boolean {
     return this.#refillRate === Number.POSITIVE_INFINITY;
   }
 
@@ -86,7 +88,7 @@ export class TokenBucket implements RateGate {
     const elapsed = now - this.#refilledAt;
     if (elapsed <= 0) return;
     this.#refilledAt = now;
-    if (!this.#free)
+    if (!this.free)
       this.tokens = Math.min(this.capacity, this.tokens + (elapsed * this.#refillRate) / 60_000);
   }
 
@@ -94,31 +96,37 @@ export class TokenBucket implements RateGate {
   setRate(rate: number, now: number): void {
     this.refill(now);
     this.rate = rate;
-    this.#resize();
+    this.resize();
   }
 
   /** Changes the ceiling from `now` (`Infinity`: none), after crediting the old one up to now. */
   setCeiling(ceiling: number, now: number): void {
     this.refill(now);
     this.ceiling = ceiling;
-    this.#resize();
+    this.resize();
   }
 
-  #resize(): void {
+  /** Sets the refill rate and the size from `rate` and `ceiling`; the level is kept within the size. */
+  protected resize(): void {
     this.#refillRate = Math.min(this.rate, this.ceiling);
-    this.capacity = capacityOf(this.#refillRate);
+    this.capacity = this.capacityOf(this.#refillRate);
     if (this.tokens > this.capacity) this.tokens = this.capacity;
+  }
+
+  /** The size of the bucket at a refill rate of `rate` units/min. */
+  protected capacityOf(rate: number): number {
+    return oneSecondOf(rate);
   }
 
   /** Whether `units` may be taken at `now`: enough units, or a full bucket. */
   canTake(units: number, now: number): boolean {
-    if (this.#free) return true;
+    if (this.free) return true;
     this.refill(now);
     return this.tokens + EPSILON >= this.#need(units);
   }
 
   take(units: number, _now?: number): void {
-    if (!this.#free) this.tokens -= units;
+    if (!this.free) this.tokens -= units;
   }
 
   empty(now: number): void {
@@ -128,14 +136,14 @@ export class TokenBucket implements RateGate {
 
   /** Charges (or refunds, when negative) `delta` units: a permit whose answer corrected its cost. */
   charge(delta: number, now: number): void {
-    if (this.#free) return;
+    if (this.free) return;
     this.refill(now);
     this.tokens = Math.min(this.capacity, this.tokens - delta);
   }
 
   /** The time (ms) at which `units` may be taken, counting from `start` (now, or a pause's end), if nobody takes any before. */
   readyAt(units: number, start: number): number {
-    if (this.#free) return start;
+    if (this.free) return start;
     const perMs = this.#refillRate / 60_000;
     const tokensAtStart = Math.min(this.capacity, this.tokens + (start - this.#refilledAt) * perMs);
     return start + Math.max(0, this.#need(units) - tokensAtStart) / perMs;
@@ -143,7 +151,7 @@ export class TokenBucket implements RateGate {
 
   /** ms until a request of `units` would be served behind `queuedUnits` waiting units and a pause of `pause` ms. */
   predictWait(units: number, queuedUnits: number, pause: number, now: number): number {
-    if (this.#free) return pause;
+    if (this.free) return pause;
     this.refill(now);
     const perMs = this.#refillRate / 60_000;
     const tokensAfterPause = Math.min(this.capacity, this.tokens + pause * perMs);
@@ -157,6 +165,7 @@ export class TokenBucket implements RateGate {
   }
 }
 
-function capacityOf(rate: number): number {
+/** One second of `rate` units/min, at least one unit (`Infinity` for an infinite rate). */
+function oneSecondOf(rate: number): number {
   return rate === Number.POSITIVE_INFINITY ? Number.POSITIVE_INFINITY : Math.max(rate / 60, 1);
 }
