@@ -2,11 +2,12 @@ import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Readable } from 'node:stream';
-import { Agent, type Dispatcher, getGlobalDispatcher, request, setGlobalDispatcher } from 'undici';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { Agent, request, setGlobalDispatcher } from 'undici';
+import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
 import { rateLimitedFetch } from '../src/http/fetch.js';
 import { adaptiveRateLimit } from '../src/http/interceptor.js';
+import { cleanups, keepGlobalDispatcher } from './helpers/interceptor-fixtures.js';
 import { until } from './helpers/rate-limited-server.js';
 
 // A slow, long one-shot body answered early with a 429: the retry waits for units (a pause of
@@ -18,17 +19,7 @@ const CHUNK = 64 * 1024;
 const CHUNKS = 48; // 3 MiB
 const MAX_REPLAY = 1024 * 1024;
 
-let previous: Dispatcher;
-const cleanups: (() => unknown)[] = [];
-
-beforeEach(() => {
-  previous = getGlobalDispatcher();
-});
-
-afterEach(async () => {
-  setGlobalDispatcher(previous);
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-});
+keepGlobalDispatcher();
 
 /** Answers `429 Retry-After: 1` before reading the request body, then drains it (counted). */
 async function earlyThrottleServer() {

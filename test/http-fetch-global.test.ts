@@ -1,46 +1,21 @@
-import { Agent, type Dispatcher, getGlobalDispatcher, setGlobalDispatcher } from 'undici';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { Agent } from 'undici';
+import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
 import { RateLimitRejectedError } from '../src/errors.js';
-import { type AdaptiveRateLimitInterceptor, adaptiveRateLimit } from '../src/http/interceptor.js';
-import type { InterceptorOptions } from '../src/http/options.js';
-import { RateLimitedServer, type RateLimitedServerOptions, until } from './helpers/rate-limited-server.js';
+import { adaptiveRateLimit } from '../src/http/interceptor.js';
+import {
+  cleanups,
+  installGlobal,
+  keepGlobalDispatcher,
+  NEVER_BINDS,
+  serve,
+} from './helpers/interceptor-fixtures.js';
+import { until } from './helpers/rate-limited-server.js';
 
 // Node's own fetch (its bundled undici), routed through an undici 7 Agent with the interceptor:
 // `setGlobalDispatcher(new Agent().compose(adaptiveRateLimit()))`.
 
-/** Limits that never bind: tests that count requests must not wait in real time. */
-const NEVER_BINDS = { initialUnitsPerMinute: 6_000_000, minUnitsPerMinute: 6_000_000 };
-
-let previous: Dispatcher;
-const cleanups: (() => unknown)[] = [];
-
-beforeEach(() => {
-  previous = getGlobalDispatcher();
-});
-
-afterEach(async () => {
-  setGlobalDispatcher(previous);
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-});
-
-async function serve(options: RateLimitedServerOptions = {}): Promise<RateLimitedServer> {
-  const server = await RateLimitedServer.start(options);
-  cleanups.push(() => server.close());
-  return server;
-}
-
-/** Installs `new Agent().compose(adaptiveRateLimit(options))` as the global dispatcher. */
-function installGlobal(options: InterceptorOptions = {}): AdaptiveRateLimitInterceptor {
-  const interceptor = adaptiveRateLimit(options);
-  const agent = new Agent();
-  cleanups.push(
-    () => agent.close(),
-    () => interceptor.close(),
-  );
-  setGlobalDispatcher(agent.compose(interceptor));
-  return interceptor;
-}
+keepGlobalDispatcher();
 
 /** Answers the first `n` requests with a 429 and `Retry-After: 0`, then lets the bucket decide. */
 function first429s(n: number) {

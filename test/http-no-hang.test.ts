@@ -1,14 +1,15 @@
 import { once } from 'node:events';
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { Agent, type Dispatcher, getGlobalDispatcher, request, setGlobalDispatcher } from 'undici';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { Agent, type Dispatcher, request, setGlobalDispatcher } from 'undici';
+import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
 import { ThrottledBodyTooLongError } from '../src/errors.js';
 import { MAX_HELD_BODY_BYTES } from '../src/http/attempt.js';
 import { rateLimitedFetch } from '../src/http/fetch.js';
 import { adaptiveRateLimit } from '../src/http/interceptor.js';
 import type { InterceptorOptions } from '../src/http/options.js';
+import { cleanups, keepGlobalDispatcher, NEVER_BINDS } from './helpers/interceptor-fixtures.js';
 import { until } from './helpers/rate-limited-server.js';
 
 // A throttled answer waiting for its retry must hold no connection: with a connection-capped
@@ -17,23 +18,12 @@ import { until } from './helpers/rate-limited-server.js';
 // Each request carries its own deadline, so a hang ends the test as failed requests, never as a
 // stuck suite; the assertions count requests and sockets, never durations.
 
-const NEVER_BINDS = { initialUnitsPerMinute: 6_000_000, minUnitsPerMinute: 6_000_000 };
 /** Long enough for 300 requests on a loaded machine; a deadlock shows as aborted requests. */
 const DEADLINE_MS = 20_000;
 /** The test's own limit: past the requests' deadline, so that they fail first. */
 const TEST_TIMEOUT = { timeout: DEADLINE_MS + 15_000 };
 
-let previous: Dispatcher;
-const cleanups: (() => unknown)[] = [];
-
-beforeEach(() => {
-  previous = getGlobalDispatcher();
-});
-
-afterEach(async () => {
-  setGlobalDispatcher(previous);
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-});
+keepGlobalDispatcher();
 
 /** A server answering 3 of every 10 requests at once with `429 Retry-After: 0`, the rest 200; counts sockets. */
 async function throttlingServer(answer429: (res: ServerResponse) => void = defaultThrottle) {

@@ -1,14 +1,12 @@
 import diagnosticsChannel from 'node:diagnostics_channel';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { Agent, type Dispatcher, getGlobalDispatcher, setGlobalDispatcher } from 'undici';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ManualClock, systemClock } from '../src/clock.js';
 import { DIAGNOSTICS_CHANNELS } from '../src/diagnostics.js';
 import { InvalidCallbackValueError } from '../src/errors.js';
 import { rateLimitedFetch } from '../src/http/fetch.js';
-import { type AdaptiveRateLimitInterceptor, adaptiveRateLimit } from '../src/http/interceptor.js';
-import type { InterceptorOptions } from '../src/http/options.js';
 import { credentialPartition } from '../src/http/partition.js';
+import { cleanups, installGlobal, keepGlobalDispatcher } from './helpers/interceptor-fixtures.js';
 import { RateLimitedServer, until } from './helpers/rate-limited-server.js';
 
 // Limiters per credential: one customer's 429 and Retry-After never stall another's requests.
@@ -16,17 +14,7 @@ import { RateLimitedServer, until } from './helpers/rate-limited-server.js';
 const TOKEN_A = 'Bearer sk-customer-a-0123456789abcdef';
 const TOKEN_B = 'Bearer sk-customer-b-fedcba9876543210';
 
-let previous: Dispatcher;
-const cleanups: (() => unknown)[] = [];
-
-beforeEach(() => {
-  previous = getGlobalDispatcher();
-});
-
-afterEach(async () => {
-  setGlobalDispatcher(previous);
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-});
+keepGlobalDispatcher();
 
 /** An API that limits per token: customer A's token is exhausted (429, Retry-After: 20), B's is not. */
 async function perTokenApi(exhausted = TOKEN_A): Promise<RateLimitedServer> {
@@ -39,17 +27,6 @@ async function perTokenApi(exhausted = TOKEN_A): Promise<RateLimitedServer> {
   });
   cleanups.push(() => server.close());
   return server;
-}
-
-function installGlobal(options?: InterceptorOptions): AdaptiveRateLimitInterceptor {
-  const interceptor = options === undefined ? adaptiveRateLimit() : adaptiveRateLimit(options);
-  const agent = new Agent();
-  cleanups.push(
-    () => agent.close(),
-    () => interceptor.close(),
-  );
-  setGlobalDispatcher(agent.compose(interceptor));
-  return interceptor;
 }
 
 /** A's fetch, left waiting; aborted after the test. */

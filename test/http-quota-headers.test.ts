@@ -1,13 +1,20 @@
 import type { OutgoingHttpHeaders } from 'node:http';
-import { Agent, type Dispatcher, getGlobalDispatcher, setGlobalDispatcher } from 'undici';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { Agent, type Dispatcher, setGlobalDispatcher } from 'undici';
+import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
 import { parseConfig } from '../src/config/schema.js';
 import { ConfigError, InvalidCallbackValueError } from '../src/errors.js';
 import { rateLimitedFetch } from '../src/http/fetch.js';
 import type { InterceptorOptions } from '../src/http/options.js';
 import { createSharedBudget, MemoryBudgetStore } from '../src/redis/index.js';
-import { agentWith, cleanups, get, limit, serve } from './helpers/interceptor-fixtures.js';
+import {
+  agentWith,
+  cleanups,
+  get,
+  keepGlobalDispatcher,
+  limit,
+  serve,
+} from './helpers/interceptor-fixtures.js';
 import { until } from './helpers/rate-limited-server.js';
 
 // Real node:http servers sending each header family; the limiters run on a manual clock, so what
@@ -106,13 +113,7 @@ describe('quota headers through the undici interceptor', () => {
 });
 
 describe("quota headers through Node's global fetch", () => {
-  let previous: Dispatcher;
-  beforeEach(() => {
-    previous = getGlobalDispatcher();
-  });
-  afterEach(() => {
-    setGlobalDispatcher(previous);
-  });
+  keepGlobalDispatcher();
 
   function installGlobal(options: InterceptorOptions) {
     const clock = new ManualClock();

@@ -577,6 +577,16 @@ describe('AdaptiveRateLimiter: options, update, close and events', () => {
 });
 
 describe('AdaptiveRateLimiter.wrap', () => {
+  it('refuses units that are neither a positive number nor a function, naming the field and value', () => {
+    const { limiter } = setup();
+    const fn = async () => 'ok';
+    for (const units of ['abc', 0, -1, Number.NaN, null]) {
+      expect(() => wrap(limiter, fn, { units: units as never })).toThrow(ConfigError);
+    }
+    expect(() => wrap(limiter, fn, { units: 'abc' as never })).toThrow(/units: .*received "abc"/);
+    expect(() => wrap(limiter, fn, { units: () => 2 })).not.toThrow();
+  });
+
   it('retries a throttled call up to maxAttempts and then returns its last answer', async () => {
     const { clock, limiter } = setup({ initialUnitsPerMinute: 60_000 });
     const fn = vi.fn(async () => ({ status: 429 }));

@@ -1,6 +1,5 @@
-import { setTimeout as sleep } from 'node:timers/promises';
-import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Redis } from 'ioredis';
+import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../src/config/schema.js';
 import { parseClusterUrl } from '../src/config/shared.js';
 import { ConfigError } from '../src/errors.js';
@@ -9,16 +8,7 @@ import { createSharedBudget } from '../src/redis/index.js';
 import { RateLimiterRegistry } from '../src/registry/index.js';
 import { configError } from './helpers/config-error.js';
 import { agentWith, cleanups, get, limit, serve } from './helpers/interceptor-fixtures.js';
-import { describeRedis, RedisServer } from './helpers/redis-server.js';
-
-/** Polls `condition` (a real Redis, real time); fails with `what` after `limitMs`. */
-async function waitFor(what: string, condition: () => Promise<boolean>, limitMs = 10_000): Promise<void> {
-  const deadline = Date.now() + limitMs;
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(20);
-  }
-}
+import { describeRedis, type RedisServer, waitFor, withRedisServer } from './helpers/redis-server.js';
 
 describe('shared budget in JSON config: checks', () => {
   it('parses shared with its durations, in our shape and in appsettings.json', () => {
@@ -131,15 +121,7 @@ describeRedis('shared budget in JSON config, on a real Redis', () => {
   let server: RedisServer;
   let redis: Redis;
 
-  beforeAll(async () => {
-    server = await RedisServer.start();
-    redis = new Redis(server.url);
-  });
-
-  afterAll(async () => {
-    redis?.disconnect();
-    await server?.stop();
-  });
+  withRedisServer((started) => ({ server, redis } = started));
 
   it('makes the budget from config: two adapters (two processes) join it at their first request and leave on close', async () => {
     const api = await serve({ capacity: 1_000, retryAfter: undefined });

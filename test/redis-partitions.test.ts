@@ -1,13 +1,12 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { setTimeout as sleep } from 'node:timers/promises';
-import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Redis } from 'ioredis';
+import { describe, expect, it } from 'vitest';
 import { ConfigError, RateLimitRejectedError } from '../src/errors.js';
 import { rateLimitedFetch } from '../src/http/fetch.js';
 import { adaptiveRateLimit } from '../src/http/interceptor.js';
 import { configError } from './helpers/config-error.js';
 import { agentWith, cleanups, get, limit, serve } from './helpers/interceptor-fixtures.js';
-import { describeRedis, RedisServer } from './helpers/redis-server.js';
+import { describeRedis, type RedisServer, waitFor, withRedisServer } from './helpers/redis-server.js';
 
 // A shared budget per partition: N processes serving one customer share that customer's quota,
 // and one customer's 429 pauses that customer only, in every process.
@@ -15,15 +14,6 @@ import { describeRedis, RedisServer } from './helpers/redis-server.js';
 const SECRET = 'a secret of the deployment, 32 B';
 const TOKEN_A = 'Bearer customer-a-token-0123456789';
 const TOKEN_B = 'Bearer customer-b-token-9876543210';
-
-/** Polls `condition` (a real Redis, real time); fails with `what` after `limitMs`. */
-async function waitFor(what: string, condition: () => Promise<boolean>, limitMs = 10_000): Promise<void> {
-  const deadline = Date.now() + limitMs;
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(20);
-  }
-}
 
 describe('shared budgets per partition: checks', () => {
   it('refuses partitionBy on a shared limiter without partitionSecret, naming the field', () => {
@@ -54,15 +44,7 @@ describeRedis('shared budgets per partition on a real Redis', () => {
   let server: RedisServer;
   let redis: Redis;
 
-  beforeAll(async () => {
-    server = await RedisServer.start();
-    redis = new Redis(server.url);
-  });
-
-  afterAll(async () => {
-    redis?.disconnect();
-    await server?.stop();
-  });
+  withRedisServer((started) => ({ server, redis } = started));
 
   it("gives each credential a budget named alike in every process: A's 429 pauses A in both, not B", async () => {
     let answeredA = 0;

@@ -1,5 +1,5 @@
-import { Redis } from 'ioredis';
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import type { Redis } from 'ioredis';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
 import {
   createSharedBudget,
@@ -8,7 +8,7 @@ import {
   type SharedBudgetOptions,
 } from '../src/redis/index.js';
 import type { BudgetStore, HeartbeatReply } from '../src/redis/store.js';
-import { describeRedis, RedisServer } from './helpers/redis-server.js';
+import { describeRedis, type RedisServer, withRedisServer } from './helpers/redis-server.js';
 
 // What an operator's mistake or an eviction writes into a budget's keys, written with a client
 // into a real redis-server: the budget is back to sharing within two heartbeats, never above the
@@ -93,15 +93,7 @@ describeRedis('shared budget: what Redis holds is checked before it is used', ()
   let server: RedisServer;
   let redis: Redis;
 
-  beforeAll(async () => {
-    server = await RedisServer.start();
-    redis = new Redis(server.url);
-  });
-
-  afterAll(async () => {
-    redis?.disconnect();
-    await server?.stop();
-  });
+  withRedisServer((started) => ({ server, redis } = started));
 
   const keys = () => {
     const tag = `arl:{repair-${process.pid}-${names}}`;

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
-import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
+import { afterEach, expect, it } from 'vitest';
 import { ConfigError } from '../src/errors.js';
 import {
   createSharedBudget,
@@ -8,16 +8,7 @@ import {
   type SharedBudgetOptions,
   SharedBudgetUnavailableError,
 } from '../src/redis/index.js';
-import { describeRedis, freePort, RedisServer } from './helpers/redis-server.js';
-
-/** Polls `condition` (real processes, real time); fails with `what` after `limitMs`. */
-async function waitFor(what: string, condition: () => boolean, limitMs = 10_000): Promise<void> {
-  const deadline = Date.now() + limitMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(20);
-  }
-}
+import { describeRedis, freePort, RedisServer, waitFor, withRedisServer } from './helpers/redis-server.js';
 
 let names = 0;
 const open: SharedBudget[] = [];
@@ -44,15 +35,7 @@ describeRedis('shared budget on a real Redis', () => {
   let server: RedisServer;
   let redis: Redis;
 
-  beforeAll(async () => {
-    server = await RedisServer.start();
-    redis = new Redis(server.url);
-  });
-
-  afterAll(async () => {
-    redis?.disconnect();
-    await server?.stop();
-  });
+  withRedisServer((started) => ({ server, redis } = started));
 
   it('validates its options at once, naming the field', () => {
     expect(() => createSharedBudget({ redis: server.url, name: '' })).toThrow(ConfigError);

@@ -59,8 +59,14 @@ export function wrap<A extends unknown[], R>(
       },
     ]);
   }
-  if (typeof units === 'number' && !(units > 0 && Number.isFinite(units))) {
-    throw new ConfigError([{ path: 'units', message: 'expected a positive finite number', received: units }]);
+  if (typeof units !== 'function' && !(typeof units === 'number' && units > 0 && Number.isFinite(units))) {
+    throw new ConfigError([
+      {
+        path: 'units',
+        message: 'expected a positive finite number, or a function of the arguments',
+        received: units,
+      },
+    ]);
   }
   return (...args: A) =>
     runAttempts({

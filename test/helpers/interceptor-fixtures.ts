@@ -1,6 +1,6 @@
 import type { ServerResponse } from 'node:http';
-import { Agent, type Dispatcher, request } from 'undici';
-import { afterEach } from 'vitest';
+import { Agent, type Dispatcher, getGlobalDispatcher, request, setGlobalDispatcher } from 'undici';
+import { afterEach, beforeEach } from 'vitest';
 import { type AdaptiveRateLimitInterceptor, adaptiveRateLimit } from '../../src/http/interceptor.js';
 import type { InterceptorOptions } from '../../src/http/options.js';
 import { RateLimitedServer, type RateLimitedServerOptions } from './rate-limited-server.js';
@@ -15,6 +15,29 @@ export const cleanups: (() => unknown)[] = [];
 afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
+
+/** For tests that set undici's global dispatcher: each test's is put back after it. */
+export function keepGlobalDispatcher(): void {
+  let previous: Dispatcher | undefined;
+  beforeEach(() => {
+    previous = getGlobalDispatcher();
+  });
+  afterEach(() => {
+    if (previous !== undefined) setGlobalDispatcher(previous);
+  });
+}
+
+/** Installs `new Agent().compose(adaptiveRateLimit(options))` as undici's global dispatcher (Node's fetch). */
+export function installGlobal(options: InterceptorOptions = {}): AdaptiveRateLimitInterceptor {
+  const interceptor = adaptiveRateLimit(options);
+  const agent = new Agent();
+  cleanups.push(
+    () => agent.close(),
+    () => interceptor.close(),
+  );
+  setGlobalDispatcher(agent.compose(interceptor));
+  return interceptor;
+}
 
 export async function serve(options: RateLimitedServerOptions = {}): Promise<RateLimitedServer> {
   const server = await RateLimitedServer.start(options);

@@ -10,7 +10,8 @@ import { connect, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { describe, it } from 'vitest';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, it } from 'vitest';
 
 const BINARY = process.env.REDIS_SERVER ?? 'redis-server';
 
@@ -118,6 +119,37 @@ export class RedisServer {
     await exited;
     rmSync(join(tmpdir(), `arl-test-${this.port}.rdb`), { force: true });
   }
+}
+
+/** Polls `condition` (a real Redis, real time) every 20 ms; fails with `what` after `limitMs`. */
+export async function waitFor(
+  what: string,
+  condition: () => boolean | Promise<boolean>,
+  limitMs = 10_000,
+): Promise<void> {
+  const deadline = Date.now() + limitMs;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(20);
+  }
+}
+
+/**
+ * Within a `describeRedis`: starts a redis-server and a client of it before the suite, hands both
+ * to `use`, and ends both after the suite.
+ */
+export function withRedisServer(use: (started: { server: RedisServer; redis: Redis }) => void): void {
+  let server: RedisServer | undefined;
+  let redis: Redis | undefined;
+  beforeAll(async () => {
+    server = await RedisServer.start();
+    redis = new Redis(server.url);
+    use({ server, redis });
+  });
+  afterAll(async () => {
+    redis?.disconnect();
+    await server?.stop();
+  });
 }
 
 function canConnect(port: number): Promise<boolean> {
