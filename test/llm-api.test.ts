@@ -39,11 +39,16 @@ function limitedFetch(mock: LlmMock, clock: ManualClock, options: Partial<Interc
   return f;
 }
 
-/** Moves the clock in steps until every promise settles (the HTTP round trips run in real time). */
+/**
+ * Moves the clock in steps until every promise settles (the HTTP round trips run in real time).
+ * With `ready`, a step is taken only when it holds (e.g. every call granted has reached the mock,
+ * so that the mock's clock reads the time of the grant, not of a later step).
+ */
 async function drive<T>(
   clock: ManualClock,
   promises: Promise<T>[],
   stepMs = 100,
+  ready: () => boolean = () => true,
 ): Promise<PromiseSettledResult<T>[]> {
   let done = false;
   const all = Promise.allSettled(promises).finally(() => {
@@ -51,7 +56,7 @@ async function drive<T>(
   });
   await until(
     () => {
-      if (!done) clock.advance(stepMs);
+      if (!done && ready()) clock.advance(stepMs);
       return done;
     },
     'the calls to settle',
@@ -80,12 +85,16 @@ describe("api: 'openai' with the openai SDK", () => {
     const call = () =>
       openai.chat.completions.create({ model: 'gpt-4o', messages: user(40), max_tokens: 50_000 });
     await drive(clock, [call()]);
+    // Each call's time at the mock is the time of its grant: the clock moves on only once every
+    // call granted has reached the mock (its round trip runs in real time, between the steps).
+    let granted = mock.hits.length;
+    limiterOf(fetch).on('acquired', () => granted++);
     // 550,000 tokens left of 600,000, less the reserve (1.5 s: 15,000): 10 calls at once, then
     // one each 5 s of refill.
     const calls = Array.from({ length: 14 }, call);
     // The burst needs no time: ten calls reach the API before the clock moves.
     await until(() => mock.hits.length === 11, 'the burst');
-    const results = await drive(clock, calls);
+    const results = await drive(clock, calls, 100, () => mock.hits.length === granted);
     expect(results.every((r) => r.status === 'fulfilled')).toBe(true);
     expect(mock.throttled).toBe(0);
     expect(mock.served).toBe(15);

@@ -68,19 +68,22 @@ beforeAll(async () => {
   for (const entry of await readdir(join(root, 'node_modules'))) {
     if (entry !== '.bin') await symlink(join(root, 'node_modules', entry), join(work, 'node_modules', entry));
   }
-  await run(
-    process.execPath,
-    [
-      join(root, 'node_modules/typescript/bin/tsc'),
-      '-p',
-      'tsconfig.build.json',
-      '--outDir',
-      join(pkg, 'dist'),
-    ],
-    {
-      cwd: root,
-    },
-  );
+  const tsc = [
+    join(root, 'node_modules/typescript/bin/tsc'),
+    '-p',
+    'tsconfig.build.json',
+    '--outDir',
+    join(pkg, 'dist'),
+  ];
+  try {
+    await run(process.execPath, tsc, { cwd: root });
+  } catch (error) {
+    // tsc reports its errors on stdout: show them, not only "Command failed".
+    const { stdout, stderr } = error as { stdout?: string; stderr?: string };
+    throw new Error(`tsc ${tsc.slice(1).join(' ')} failed:\n${stdout ?? ''}${stderr ?? ''}`, {
+      cause: error,
+    });
+  }
   await copyFile(join(root, 'package.json'), join(pkg, 'package.json'));
   await writeFile(
     join(work, 'package.json'),

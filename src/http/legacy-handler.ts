@@ -2,6 +2,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Dispatcher } from 'undici';
 import { AdaptiveRateLimitError } from '../errors.js';
+import { rawPairs } from './raw-headers.js';
 
 type Controller = Dispatcher.DispatchController;
 
@@ -37,8 +38,12 @@ interface LegacyHandler {
  */
 export function toDispatchHandler(handler: unknown): Dispatcher.DispatchHandler {
   if (typeof handler === 'object' && handler !== null) {
-    const h = handler as Dispatcher.DispatchHandler;
-    if (typeof h.onRequestStart === 'function' || typeof h.onResponseError === 'function') return h;
+    // Read as a partial of both APIs: undici 8's `DispatchHandler` type no longer declares the old
+    // callbacks, so `h.onError` must not be looked up through it (the build would fail there).
+    const h = handler as Partial<Dispatcher.DispatchHandler> & Partial<LegacyHandler>;
+    if (typeof h.onRequestStart === 'function' || typeof h.onResponseError === 'function') {
+      return h as Dispatcher.DispatchHandler;
+    }
     if (typeof h.onError === 'function') return new LegacyHandlerAdapter(h as LegacyHandler);
   }
   throw new AdaptiveRateLimitError(
@@ -96,16 +101,4 @@ class LegacyHandlerAdapter implements Dispatcher.DispatchHandler {
   onResponseError(_controller: Controller | null, error: Error): void {
     this.#handler.onError(error);
   }
-}
-
-/** Header fields as raw `[name, value, name, value, ...]` Buffers (latin1, as on the wire). */
-function rawPairs(headers: IncomingHttpHeaders | null | undefined): Buffer[] {
-  const raw: Buffer[] = [];
-  if (headers == null) return raw;
-  for (const [name, value] of Object.entries(headers)) {
-    if (value === undefined) continue;
-    const key = Buffer.from(name, 'latin1');
-    for (const v of Array.isArray(value) ? value : [value]) raw.push(key, Buffer.from(String(v), 'latin1'));
-  }
-  return raw;
 }

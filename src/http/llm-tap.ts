@@ -3,6 +3,7 @@ import { QuotaExhaustedError } from '../errors.js';
 import { headerLookup } from '../headers.js';
 import { type LlmEstimate, type LlmMeter, UsageScanner } from './llm.js';
 import { correct } from './llm-answers.js';
+import { withRawHeaders } from './raw-headers.js';
 import type { RejectionMode } from './refusal.js';
 import type { Route } from './runtime.js';
 
@@ -43,12 +44,11 @@ export function usageTap(
             controller.abort(refused);
             return;
           }
-          return handler.onResponseStart?.(
-            controller,
-            status,
-            { ...headers, 'x-should-retry': 'false' },
-            message,
-          );
+          // The caller reads the header from the headers object (undici 7) or from the
+          // controller's raw headers (undici 8's fetch, and Node's own through undici 8's global
+          // dispatcher): both say it.
+          const told = { ...headers, 'x-should-retry': 'false' };
+          return handler.onResponseStart?.(withRawHeaders(controller, told), status, told, message);
         }
       } else if (status >= 200 && status < 300) {
         const type = headers['content-type'];

@@ -1,5 +1,6 @@
 import type { Dispatcher } from 'undici';
 import { RateLimitRejectedError } from '../errors.js';
+import { withRawHeaders } from './raw-headers.js';
 
 /**
  * How the HTTP adapters answer a request the limiter refuses (`RateLimitRejectedError`: its wait
@@ -83,7 +84,7 @@ export function answerRefusal(
   if (refusal === undefined) return false;
   // The caller's controller would show the raw headers of the last attempt (a held 429): the local
   // answer shows its own, which undici 8's fetch reads in place of the headers object.
-  controller = withRawHeaders(controller, refusal.headers);
+  controller = withRawHeaders(controller, refusal.headers, 'none');
   try {
     handler.onResponseStart?.(controller, refusal.status, { ...refusal.headers }, refusal.statusText);
     if (!controller.aborted) handler.onResponseData?.(controller, Buffer.from(refusal.body, 'utf8'));
@@ -95,31 +96,4 @@ export function answerRefusal(
     handler.onResponseError?.(controller, thrown instanceof Error ? thrown : new Error(String(thrown)));
   }
   return true;
-}
-
-/** `controller` as it is, but for its raw headers: those of `headers`, and no trailers. */
-function withRawHeaders(
-  controller: Dispatcher.DispatchController,
-  headers: Readonly<Record<string, string>>,
-): Dispatcher.DispatchController {
-  const rawHeaders = Object.entries(headers).flatMap(([name, value]) => [
-    Buffer.from(name, 'latin1'),
-    Buffer.from(value, 'latin1'),
-  ]);
-  return {
-    get aborted() {
-      return controller.aborted;
-    },
-    get paused() {
-      return controller.paused;
-    },
-    get reason() {
-      return controller.reason;
-    },
-    rawHeaders,
-    rawTrailers: [],
-    abort: (reason: Error) => controller.abort(reason),
-    pause: () => controller.pause(),
-    resume: () => controller.resume(),
-  };
 }
