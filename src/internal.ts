@@ -14,6 +14,7 @@ export const kCanGrant = Symbol('adaptive-rate-limit.canGrant');
 export const kTake = Symbol('adaptive-rate-limit.take');
 export const kReadyAt = Symbol('adaptive-rate-limit.readyAt');
 export const kPredictWait = Symbol('adaptive-rate-limit.predictWait');
+export const kHeldBack = Symbol('adaptive-rate-limit.heldBack');
 
 // What a shared budget asks of its local limiter.
 export const kAlignSlots = Symbol('adaptive-rate-limit.alignSlots');

@@ -47,6 +47,57 @@ describe('a limiter of several budgets', () => {
     expect(snapshot.budgets?.tokens?.budget).toBe('tokens');
   });
 
+  it('tells a wait to the budget that held the head back, whose controller raises it, and not to one that had room', async () => {
+    // Requests (the first budget) have room for 100/s; the tokens (600/min, 10 a second) bind.
+    const { clock, limiter } = setup({
+      controller: 'aimd',
+      aimd: { increaseInterval: 1_000, increaseStep: 60 },
+      budgets: {
+        requests: { initialUnitsPerMinute: 6_000 },
+        tokens: { initialUnitsPerMinute: 600, burst: 'second' },
+      },
+    });
+    // Two calls of 10 tokens a second, each answered at once: bounded, 100 simulated seconds.
+    for (let i = 0; i < 200; i++) {
+      void limiter.acquire(1, { costs: { tokens: 10 } }).then((permit) => permit.success());
+      clock.advance(500);
+      await flush();
+    }
+    const s = limiter.snapshot();
+    expect(s.budgets?.tokens?.rate).toBeGreaterThan(600);
+    expect(s.budgets?.requests?.rate).toBe(6_000);
+    expect(s.budgets?.requests?.waited).toBe(false);
+    limiter.close();
+  });
+
+  it('tells a wait to the second budget when it binds, and none to the first, which has room', async () => {
+    // The tokens (the first budget) have room; the requests (one a second) bind.
+    const { clock, limiter } = setup({
+      controller: 'aimd',
+      aimd: { increaseInterval: 1_000, increaseStep: 60 },
+      budgets: {
+        tokens: { initialUnitsPerMinute: 60_000, burst: 'second' },
+        requests: { initialUnitsPerMinute: 60 },
+      },
+    });
+    const permits: Permit[] = [];
+    for (let i = 0; i < 3; i++)
+      void limiter.acquire(10, { costs: { requests: 1 } }).then((p) => permits.push(p));
+    await flush();
+    expect(permits).toHaveLength(1);
+    expect(limiter.snapshot().budgets?.requests?.waited).toBe(true);
+    expect(limiter.snapshot().budgets?.tokens?.waited).toBe(false);
+    for (let i = 0; i < 4; i++) {
+      clock.advance(1_000);
+      await flush();
+      for (const permit of permits.splice(0)) permit.success();
+    }
+    const s = limiter.snapshot();
+    expect(s.budgets?.requests?.rate).toBeGreaterThan(60);
+    expect(s.budgets?.tokens?.rate).toBe(60_000);
+    expect(s.budgets?.tokens?.waited).toBe(false);
+  });
+
   it('serves waiters first in, first out: a small request waits behind a large one, and nothing is held meanwhile', async () => {
     const { clock, limiter } = setup();
     const { granted } = queue(limiter, clock, [100, 100, 5]);

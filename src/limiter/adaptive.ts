@@ -11,6 +11,7 @@ import {
   kAlignSlots,
   kCanGrant,
   kFailed,
+  kHeldBack,
   kPredictWait,
   kReadyAt,
   kRecentAcceptedRate,
@@ -75,6 +76,11 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   /** The other budgets (see `budgets`), each an `AdaptiveRateLimiter` that never queues. */
   readonly #budgets: BudgetSet | undefined;
   readonly #subs: readonly (readonly [string, AdaptiveRateLimiter])[] | undefined;
+  /**
+   * When this limiter is a budget of several: whether the head of the line waits held back by
+   * this budget (a change of rate keeps `waited` only then).
+   */
+  #holdsHead: (() => boolean) | undefined;
   /** A budget's limiter tells its events to the limiter it belongs to. */
   #forward: ((event: keyof LimiterEventMap, payload: object) => void) | undefined;
   /** The watcher generation this limiter was last handed to (see watch.ts). */
@@ -104,7 +110,9 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
       this.#subs = entries
         .slice(1)
         .map(([name, own]) => [name, this.#budgetLimiter(name, options, own)] as const);
-      this.#budgets = new BudgetSet(this.#subs);
+      const budgets = new BudgetSet(this.#subs);
+      this.#budgets = budgets;
+      this.#holdsHead = () => budgets.headHeld().includes(firstName as string);
     }
   }
 
@@ -120,6 +128,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     const sub = new AdaptiveRateLimiter({ ...shared, ...own, slowStart: false, clock: this.#clock });
     sub.#budgetName = name;
     sub.#forward = (event, payload) => this.#emitTagged(event, payload);
+    sub.#holdsHead = () => this.#budgets?.headHeld().includes(name) ?? false;
     return sub;
   }
 
@@ -203,9 +212,14 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     const budgets = this.#budgets;
     if (budgets !== undefined) {
       const drawn = budgets.check(costs, this.#budgetName as string, 'tryAcquire');
-      if (this.#nobodyWaits() && this.#canGrant(units, now) && budgets.canGrant(drawn, now))
-        return this.#grantAll(units, drawn, now, now, false);
-    } else if (this.#nobodyWaits() && this.#canGrant(units, now)) return this.#grant(units, now, now);
+      // Behind a waiter it is the head's budgets that hold it back: they were told.
+      if (!this.#nobodyWaits()) return undefined;
+      const held = this.#refusing(units, drawn, now);
+      if (held.length === 0) return this.#grantAll(units, drawn, now, now, false);
+      this.#heldBack(held);
+      return undefined;
+    }
+    if (this.#nobodyWaits() && this.#canGrant(units, now)) return this.#grant(units, now, now);
     this.#book.waited = true;
     return undefined;
   }
@@ -219,10 +233,14 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     } catch (error) {
       return Promise.reject(error);
     }
-    if (this.#nobodyWaits() && this.#canGrant(units, now) && budgets.canGrant(costs, now)) {
-      return Promise.resolve(this.#grantAll(units, costs, now, now, false));
+    // It heads the line when nobody waits: the budgets that cannot grant it hold it back. Behind
+    // a waiter, those that hold the head back hold it back too (they were told).
+    let held: readonly string[] = [];
+    if (this.#nobodyWaits()) {
+      held = this.#refusing(units, costs, now);
+      if (held.length === 0) return Promise.resolve(this.#grantAll(units, costs, now, now, false));
+      this.#heldBack(held);
     }
-    this.#book.waited = true;
     const line = this.#waitingLine();
     const predicted = Math.max(
       this.#bucket.predictWait(units, line.queuedUnits, this.#pause.left(now), now),
@@ -234,8 +252,21 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     if (predicted > maxWait) return Promise.reject(this.#tooLong(units, predicted, maxWait));
     const signal = options?.signal;
     // Before the line's own abort listener: the costs leave with their waiter.
-    budgets.push(costs, signal);
+    budgets.push(costs, signal, held);
     return line.enqueue(units, now, now + maxWait, signal);
+  }
+
+  /** The budgets that cannot grant `units` of the first and `costs` of the others at `now`. */
+  #refusing(units: number, costs: Costs, now: number): string[] {
+    const held = (this.#budgets as BudgetSet).refusing(costs, now);
+    if (!this.#canGrant(units, now)) held.unshift(this.#budgetName as string);
+    return held;
+  }
+
+  /** Tells the budgets `names` (the first one's name among them or not) they held a request back. */
+  #heldBack(names: readonly string[]): void {
+    if (names.includes(this.#budgetName as string)) this.#book.waited = true;
+    (this.#budgets as BudgetSet).heldBack(names);
   }
 
   /** Grants `units` of the first budget and `costs` of the others at once. */
@@ -287,6 +318,11 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   /** @internal */
   [kPredictWait](units: number, queuedUnits: number, now: number): number {
     return this.#bucket.predictWait(units, queuedUnits, this.#pause.left(now), now);
+  }
+
+  /** @internal This budget held a request of the limiter it belongs to back. */
+  [kHeldBack](): void {
+    this.#book.waited = true;
   }
 
   /** Changes options at run time; the rate, the bucket, the queue and the cut bookkeeping are kept. */
@@ -581,8 +617,9 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     // A rate takes over from the cold start's cap.
     if (rate !== Number.POSITIVE_INFINITY) this.#slowStart = undefined;
     this.#bucket.setRate(rate, now);
-    // Requests still queued wait under the new rate too.
-    this.#book.waited = !this.#nobodyWaits();
+    // Requests still queued wait under the new rate too (of several budgets: if this one held
+    // the head back).
+    this.#book.waited = this.#holdsHead === undefined ? !this.#nobodyWaits() : this.#holdsHead();
     if (rate < from) this.emit('decreased', { limiter: this.#opts.name, from, to: rate, cause });
     else if (cause !== 'throttle')
       this.emit('increased', { limiter: this.#opts.name, from, to: rate, cause });
@@ -651,13 +688,24 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     const gate = budgets === undefined ? this.#bucket : budgetsGate(this.#bucket, budgets);
     this.#line ??= new WaitingLine(this.#clock, gate, this.#pause, {
       maxWait: () => this.#opts.maxWait,
-      canGrant: (units, now) =>
-        this.#canGrant(units, now) && (budgets === undefined || budgets.canGrant(budgets.head(), now)),
+      canGrant: (units, now) => {
+        if (budgets === undefined) return this.#canGrant(units, now);
+        const held = this.#refusing(units, budgets.head(), now);
+        if (held.length === 0) return true;
+        // The head waits on: the budgets that cannot grant it are told.
+        this.#heldBack(held);
+        budgets.holdHead(held);
+        return false;
+      },
       heldBack: (units) => this.#slowStart !== undefined && !this.#slowStart.allows(units),
       grant: (units, now, since) => {
-        this.#book.waited = true;
-        if (budgets !== undefined) return this.#grantAll(units, budgets.head(), now, since, true);
-        return this.#grant(units, now, since);
+        if (budgets === undefined) {
+          this.#book.waited = true;
+          return this.#grant(units, now, since);
+        }
+        // Served after its wait: the budgets that held it back are told again.
+        this.#heldBack(budgets.headHeld());
+        return this.#grantAll(units, budgets.head(), now, since, true);
       },
       rejection: (reason, units, detail, waitMs) => {
         // The line rejects from its head (an expired waiter) or every waiter in order (closed).

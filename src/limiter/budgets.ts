@@ -1,5 +1,5 @@
 import { InvalidArgumentError } from '../errors.js';
-import { kCanGrant, kPredictWait, kReadyAt, kTake } from '../internal.js';
+import { kCanGrant, kHeldBack, kPredictWait, kReadyAt, kTake } from '../internal.js';
 import type { RateGate } from './bucket.js';
 import type { LimiterPermit } from './permit.js';
 import type { AnnouncedQuota, Permit } from './types.js';
@@ -15,11 +15,15 @@ export interface BudgetBooks {
   [kTake](units: number, now: number, since: number): LimiterPermit;
   [kReadyAt](units: number, start: number): number;
   [kPredictWait](units: number, queuedUnits: number, now: number): number;
+  /** This budget held a request back: it waited (the controllers raise only after a wait). */
+  [kHeldBack](): void;
 }
 
 interface Queued {
   readonly costs: Costs;
   dead: boolean;
+  /** The budgets (the first one's name too) that could not grant it when it had to wait. */
+  held: readonly string[];
 }
 
 /**
@@ -28,7 +32,9 @@ interface Queued {
  * limiter's one waiting line serves its waiters first in, first out, and grants the head only
  * when every budget it draws from can grant it, taking from all at once (no budget is held while
  * another is awaited). This set keeps the costs of the waiters in the line's order (the line
- * serves, expires and closes from the head; an abort is marked here before the line hears of it).
+ * serves, expires and closes from the head; an abort is marked here before the line hears of it),
+ * and which budgets held each back: only those are told a request waited, at the wait and again
+ * when it is served, as a limiter of one budget is (a budget that had room is not).
  */
 export class BudgetSet {
   readonly names: readonly string[];
@@ -72,6 +78,36 @@ export class BudgetSet {
     return true;
   }
 
+  /** The budgets that cannot grant `costs` at `now` (every one is asked). */
+  refusing(costs: Costs, now: number): string[] {
+    const names: string[] = [];
+    for (const [name, books] of this.#books) {
+      const units = costs[name];
+      if (units !== undefined && units > 0 && !books[kCanGrant](units, now)) names.push(name);
+    }
+    return names;
+  }
+
+  /** Tells the budgets `names` (those of this set among them) that they held a request back. */
+  heldBack(names: readonly string[]): void {
+    for (const [name, books] of this.#books) if (names.includes(name)) books[kHeldBack]();
+  }
+
+  /** The budgets `names` held the head back: it keeps them, to tell them again when it is served. */
+  holdHead(names: readonly string[]): void {
+    this.#skipDead();
+    const entry = this.#queue[this.#head];
+    if (entry === undefined) return;
+    const added = names.filter((name) => !entry.held.includes(name));
+    if (added.length > 0) entry.held = [...entry.held, ...added];
+  }
+
+  /** The budgets that held the head back so far (the first one's name too). */
+  headHeld(): readonly string[] {
+    this.#skipDead();
+    return this.#queue[this.#head]?.held ?? NONE;
+  }
+
   /** Takes each budget's units at once; the permits of the budgets drawn from. */
   take(costs: Costs, now: number, since: number): [string, LimiterPermit][] {
     const permits: [string, LimiterPermit][] = [];
@@ -103,9 +139,12 @@ export class BudgetSet {
     return wait;
   }
 
-  /** A waiter joins the end of the line; an abort of `signal` marks it dead before the line hears of it. */
-  push(costs: Costs, signal: AbortSignal | undefined): void {
-    const entry: Queued = { costs, dead: false };
+  /**
+   * A waiter joins the end of the line (`held`: the budgets that held it back, when it heads it);
+   * an abort of `signal` marks it dead before the line hears of it.
+   */
+  push(costs: Costs, signal: AbortSignal | undefined, held: readonly string[]): void {
+    const entry: Queued = { costs, dead: false, held };
     this.#queue.push(entry);
     this.#count(costs, 1);
     signal?.addEventListener('abort', () => this.#kill(entry), { once: true });
@@ -155,6 +194,7 @@ export class BudgetSet {
 }
 
 const EMPTY: Costs = Object.freeze({});
+const NONE: readonly string[] = Object.freeze([]);
 
 /**
  * The line's gate when a limiter has several budgets: the first budget's gate, with the head's
