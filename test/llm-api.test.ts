@@ -130,6 +130,37 @@ describe("api: 'openai' with the openai SDK", () => {
     expect(rates).toEqual([6_000, 600_000]);
   });
 
+  it('keeps a limiter per model with partitionBy: false (one organization, several keys)', async () => {
+    const { clock, mock } = await start({
+      api: 'openai',
+      models: { small: { tokensPerMinute: 6_000 }, large: { tokensPerMinute: 600_000 } },
+    });
+    const fetch = limitedFetch(mock, clock, {
+      limiters: { llm: { origins: [mock.origin], api: 'openai', partitionBy: false } },
+    });
+    const call = (apiKey: string, model: string) =>
+      new OpenAI({
+        apiKey,
+        baseURL: `${mock.origin}/v1`,
+        fetch,
+        maxRetries: 0,
+        logger: quiet,
+      }).chat.completions.create({ model, messages: user(40), max_tokens: 1_000 });
+    for (const [key, model] of [
+      ['k1', 'small'],
+      ['k2', 'small'],
+      ['k1', 'large'],
+      ['k2', 'large'],
+    ] as const) {
+      await drive(clock, [call(key, model)]);
+    }
+    // Two keys of one organization share each model's limiter; the models stay apart.
+    const names = fetch.registry.names();
+    expect(names).toHaveLength(2);
+    const rates = names.map((n) => fetch.registry.get(n)?.snapshot().budgets?.tokens?.announcedRate);
+    expect(rates).toEqual([6_000, 600_000]);
+  });
+
   it('cuts only the token budget on a 429 of type tokens, and serves every call by retrying', async () => {
     const { clock, mock } = await start({
       api: 'openai',

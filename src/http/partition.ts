@@ -221,7 +221,7 @@ export function partitionNameOf(name: unknown, describe: () => string): string |
  * The default partition key of a request: its credential headers' names and values (see
  * {@link PARTITION_HEADERS}; `extra` adds names), or `undefined` when it carries none. For a
  * `partition` function that splits a credential's partition further:
- * `partition: (r) => [...(credentialPartition(r) ?? []), modelOf(r)]`.
+ * `partition: (r) => [...(credentialPartition(r) ?? []), r.body?.model ?? 'any']` (a JSON body's model).
  */
 export function credentialPartition(
   request: { readonly headers: unknown },

@@ -258,8 +258,9 @@ export class HttpRuntime {
 
   /**
    * How the requests of a limiter made from `config` are partitioned: by the limiter's own
-   * `partitionBy` headers when it sets them (`false` or `[]`: not at all), else by the adapter's
-   * `partition` function, else by the credential headers (see `defaultPartitionHeaders`).
+   * `partitionBy` headers when it sets them (`false` or `[]`: not by credential), else by the
+   * adapter's `partition` function, else by the credential headers (see
+   * `defaultPartitionHeaders`); a limiter with `api` also by the request body's `model`.
    */
   #partitioner(config: LimiterConfig): Partitioner | undefined {
     const { partition, partitionName, partitionSecret: secret } = this.options;
@@ -269,19 +270,24 @@ export class HttpRuntime {
         ? () => undefined
         : (source: PartitionSource) => () =>
             partitionNameOf(partitionName(source.request()), () => describe(source));
-    if (by === false || (by !== undefined && by.length === 0)) return undefined;
+    const off = by === false || (by !== undefined && by.length === 0);
+    if (off && config.api === undefined) return undefined;
     if (by === undefined && partition !== undefined) {
       return (source) => {
         const parts = partitionParts(partition(source.request()), () => describe(source));
         return parts === undefined ? undefined : { id: partitionId(parts, secret), name: named(source) };
       };
     }
-    const headers =
-      by === undefined ? defaultPartitionHeaders(config.headers) : by.map((h) => h.toLowerCase());
-    if (by === undefined && config.api !== undefined) {
-      // An LLM API limits each model apart: a limiter per (credential, model).
+    const headers = off
+      ? []
+      : by === undefined
+        ? defaultPartitionHeaders(config.headers)
+        : (by as readonly string[]).map((h) => h.toLowerCase());
+    if (config.api !== undefined) {
+      // An LLM API limits each model apart: a limiter per (credential, model), and per model
+      // alone when partitioning by credential is off.
       return (source) => {
-        const credential = credentialParts(source.headers, headers);
+        const credential = headers.length === 0 ? undefined : credentialParts(source.headers, headers);
         const model = modelOf(source.request().body);
         if (credential === undefined && model === undefined) return undefined;
         const parts = [...(credential ?? []), ...(model === undefined ? [] : ['model', model])];
