@@ -94,6 +94,14 @@ export function runAttempts<T>(plan: AttemptPlan<T>): Promise<T> {
   return granted.then((permit) => attempts(plan, permit));
 }
 
+/**
+ * @internal {@link runAttempts} once attempt 1's units are granted (`permit`): for an adapter that
+ * waited for them itself (the interceptor, see `WaitCancel`).
+ */
+export function runAttemptsFrom<T>(plan: AttemptPlan<T>, permit: Permit): Promise<T> {
+  return attempts(plan, permit);
+}
+
 /** The loop of {@link runAttempts}, from attempt 1's permit (`first`) when it was granted already. */
 async function attempts<T>(plan: AttemptPlan<T>, first: Permit | undefined): Promise<T> {
   let held: { result: T } | undefined =
