@@ -1,5 +1,16 @@
 import { RateLimitRejectedError } from './errors.js';
-import type { Outcome, Permit, RateLimiter } from './limiter/types.js';
+import { kWaitCancel } from './internal.js';
+import type { AcquireOptions, Outcome, Permit, RateLimiter } from './limiter/types.js';
+import type { CancellableAcquireOptions, WaitCancel } from './limiter/waiting-line.js';
+
+/**
+ * @internal What cancels the waits of a plan instead of its `signal` (an `AdaptiveRateLimiter`'s
+ * waits only): see `WaitCancel`. Once `abortReason` is set, an acquire rejects with it at once,
+ * as with an aborted signal.
+ */
+export interface LoopCancel extends WaitCancel {
+  readonly abortReason: unknown;
+}
 
 /** Attempts in all for a throttled request or call, the first included, unless told otherwise. */
 export const DEFAULT_MAX_ATTEMPTS = 4;
@@ -14,6 +25,11 @@ export interface AttemptPlan<T> {
   /** Attempts in all, the first included (>= 1). */
   maxAttempts: number;
   signal?: AbortSignal | undefined;
+  /**
+   * @internal Cancels the limiter's waits instead of `signal`, which is then not given to the
+   * limiter (the interceptor's requests: no `AbortController` per waiting request).
+   */
+  waitCancel?: LoopCancel | undefined;
   /** Sends attempt `attempt` (1-based). A rejection is classified by `classifyError`. */
   send(attempt: number): Promise<T>;
   /** How a result feeds the limiter. */
@@ -78,7 +94,7 @@ export async function runAttempts<T>(plan: AttemptPlan<T>): Promise<T> {
     let release: (() => void) | undefined;
     try {
       if (plan.slot !== undefined) release = await plan.slot(plan.signal);
-      permit = await plan.limiter.acquire(plan.units, { signal: plan.signal, waitedMs, costs: plan.costs });
+      permit = await acquire(plan, waitedMs);
       waitedMs += permit.waitedMs ?? 0;
     } catch (error) {
       release?.();
@@ -118,6 +134,18 @@ export async function runAttempts<T>(plan: AttemptPlan<T>): Promise<T> {
       return result;
     held = { result: plan.hold ? plan.hold(result) : result };
   }
+}
+
+/** The limiter's acquire for one attempt, cancelled by the plan's signal or its `waitCancel`. */
+function acquire<T>(plan: AttemptPlan<T>, waitedMs: number): Promise<Permit> {
+  const cancel = plan.waitCancel;
+  if (cancel === undefined) {
+    return plan.limiter.acquire(plan.units, { signal: plan.signal, waitedMs, costs: plan.costs });
+  }
+  // As an aborted signal: rejected at once.
+  if (cancel.abortReason !== undefined) return Promise.reject(cancel.abortReason);
+  const options: CancellableAcquireOptions = { waitedMs, costs: plan.costs, [kWaitCancel]: cancel };
+  return plan.limiter.acquire(plan.units, options as AcquireOptions);
 }
 
 /**

@@ -1,8 +1,9 @@
 import { type Clock, MAX_TIMER_MS } from '../clock.js';
 import type { RateLimitRejectedError, RejectionReason } from '../errors.js';
+import { kWaitCancel } from '../internal.js';
 import type { RateGate } from './bucket.js';
 import type { Pause } from './pause.js';
-import type { Permit } from './types.js';
+import type { AcquireOptions, Permit } from './types.js';
 import { type Resolve, rejectWith, WaiterQueue } from './waiter-queue.js';
 
 /**
@@ -22,6 +23,42 @@ let captured: Resolve<Permit> | undefined;
 const capture = (resolve: Resolve<Permit>): void => {
   captured = resolve;
 };
+
+/** What cancels a queued waiter of {@link WaitCancel}: its line. */
+export interface CancellableLine {
+  /** Takes waiter `seq` out, if it still waits, as an abort of its signal would. */
+  cancel(seq: number, reason: unknown): void;
+}
+
+/**
+ * @internal How an adapter cancels a queued acquire without an `AbortSignal` (a controller and
+ * its signal per request cost about 0.7 KiB of heap while it waits). Given to
+ * `AdaptiveRateLimiter.acquire` under {@link kWaitCancel} in its options (instead of a signal),
+ * it is told where the waiter stands when the acquire is queued; `waitingIn.cancel(waitSeq,
+ * reason)` then takes it out as an abort of its signal would: its units go back and its promise
+ * rejects with `reason`. Calling it once the waiter has left the line does nothing. An acquire
+ * granted at once leaves it as it was.
+ */
+export interface WaitCancel {
+  waitingIn: CancellableLine | undefined;
+  waitSeq: number;
+}
+
+/** @internal Acquire options that may carry a {@link WaitCancel}. */
+export interface CancellableAcquireOptions extends AcquireOptions {
+  readonly [kWaitCancel]?: WaitCancel | undefined;
+}
+
+/**
+ * For a waiter the limiter's other budgets listen to by its signal: a controller whose signal is
+ * aborted by `cancel`.
+ */
+export function signalFor(cancel: WaitCancel): AbortSignal {
+  const controller = new AbortController();
+  cancel.waitingIn = { cancel: (_seq, reason) => controller.abort(reason) };
+  cancel.waitSeq = 0;
+  return controller.signal;
+}
 
 /** What a {@link WaitingLine} asks of its limiter. Times are ms on the limiter's clock. */
 export interface LineOwner {
@@ -46,7 +83,7 @@ export interface LineOwner {
  * keeps the process alive only while someone waits, and none is armed when there is nothing to
  * wait for.
  */
-export class WaitingLine {
+export class WaitingLine implements CancellableLine {
   readonly #clock: Clock;
   readonly #bucket: RateGate;
   readonly #pause: Pause;
@@ -76,8 +113,17 @@ export class WaitingLine {
     return this.#queuedUnits;
   }
 
-  /** Queues `units` from `now` until `deadline` (ms); an abort of `signal` takes them out again. */
-  enqueue(units: number, now: number, deadline: number, signal: AbortSignal | undefined): Promise<Permit> {
+  /**
+   * Queues `units` from `now` until `deadline` (ms); an abort of `signal`, or `cancel` (see
+   * {@link WaitCancel}), takes them out again.
+   */
+  enqueue(
+    units: number,
+    now: number,
+    deadline: number,
+    signal: AbortSignal | undefined,
+    cancel?: WaitCancel | undefined,
+  ): Promise<Permit> {
     const promise = new Promise<Permit>(capture);
     const resolve = captured!;
     captured = undefined;
@@ -85,7 +131,11 @@ export class WaitingLine {
     // As in an executor: what throws from here on rejects the promise.
     try {
       // An anonymous listener: tsx (the bench, the tests) gives a named one a `name` property of its own.
-      if (signal) this.#queue.watch(seq, signal, () => this.#abort(seq, signal));
+      if (signal) this.#queue.watch(seq, signal, () => this.cancel(seq, signal.reason));
+      if (cancel !== undefined) {
+        cancel.waitingIn = this;
+        cancel.waitSeq = seq;
+      }
       this.#queuedUnits += units;
       this.arm(now);
     } catch (error) {
@@ -207,14 +257,15 @@ export class WaitingLine {
     rejectWith(resolve, this.#owner.rejection('max-wait', units, detail, left));
   }
 
-  #abort(seq: number, signal: AbortSignal): void {
+  /** Takes waiter `seq` out (aborted or cancelled), if it still waits: its units go back, it rejects with `reason`. */
+  cancel(seq: number, reason: unknown): void {
     const queue = this.#queue;
     if (!queue.alive(seq)) return;
     const units = queue.units(seq);
     const resolve = queue.resolver(seq);
     queue.remove(seq);
     this.#queuedUnits -= units;
-    rejectWith(resolve, signal.reason);
+    rejectWith(resolve, reason);
     // The next in line may be served sooner now.
     this.kick(this.#clock.now());
   }
