@@ -9,6 +9,9 @@ export const kSuccess = Symbol('adaptive-rate-limit.success');
 export const kThrottled = Symbol('adaptive-rate-limit.throttled');
 export const kFailed = Symbol('adaptive-rate-limit.failed');
 
+// An acquire an adapter cancels without an AbortSignal (`WaitCancel`, in src/limiter/waiting-line.ts).
+export const kWaitCancel = Symbol('adaptive-rate-limit.waitCancel');
+
 // One budget's books, for the limiter of several budgets it belongs to.
 export const kCanGrant = Symbol('adaptive-rate-limit.canGrant');
 export const kTake = Symbol('adaptive-rate-limit.take');

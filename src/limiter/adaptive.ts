@@ -19,6 +19,7 @@ import {
   kSuccess,
   kTake,
   kThrottled,
+  kWaitCancel,
 } from '../internal.js';
 import { AnnouncedBucket } from './announced-bucket.js';
 import { type RateGate, TokenBucket } from './bucket.js';
@@ -38,7 +39,7 @@ import { LimiterPermit, unitsCounted, waitedBefore } from './permit.js';
 import { drawFrom, RateBook } from './rate-book.js';
 import { SlowStart } from './slow-start.js';
 import type { AcquireOptions, AnnouncedQuota, LimiterSnapshot, Permit, RateLimiter } from './types.js';
-import { WaitingLine } from './waiting-line.js';
+import { type CancellableAcquireOptions, signalFor, WaitingLine } from './waiting-line.js';
 import { handToWatchers, watchGeneration } from './watch.js';
 
 // NODE_DEBUG=adaptive-rate-limit (watches nothing without it).
@@ -209,7 +210,8 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     // One maxWait for the whole request: what its earlier attempts waited counts.
     const maxWait = this.#opts.maxWait - waitedBefore(options);
     if (predicted > maxWait) return Promise.reject(this.#tooLong(units, predicted, maxWait));
-    return line.enqueue(units, now, now + maxWait, signal);
+    const cancel = (options as CancellableAcquireOptions | undefined)?.[kWaitCancel];
+    return line.enqueue(units, now, now + maxWait, signal, cancel);
   }
 
   /** `costs`: units drawn from the other budgets (see `budgets`), as `AcquireOptions.costs`. */
@@ -258,7 +260,9 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
       return Promise.reject(this.#queueFull(units, line.size, predicted));
     const maxWait = this.#opts.maxWait - waitedBefore(options);
     if (predicted > maxWait) return Promise.reject(this.#tooLong(units, predicted, maxWait));
-    const signal = options?.signal;
+    const cancel = (options as CancellableAcquireOptions | undefined)?.[kWaitCancel];
+    // The budgets listen to a signal: a cancel of the adapter's aborts one.
+    const signal = cancel === undefined ? options?.signal : signalFor(cancel);
     // Before the line's own abort listener: the costs leave with their waiter.
     budgets.push(costs, signal, held);
     return line.enqueue(units, now, now + maxWait, signal);
