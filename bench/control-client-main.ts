@@ -59,23 +59,50 @@ async function run(job: ClientJob, sender: Sender, startAt: number): Promise<Cli
   // Every caller listens on it.
   setMaxListeners(0, window.signal);
   const pending = new Map<Promise<void>, number>();
+  // The scaled loads (a tick) give each caller a signal of its own, aborted with the window: one
+  // signal for tens of thousands of waiters costs O(listeners) per added listener in Node.
+  const own = job.load.kind === 'open' && job.load.tickMs !== undefined;
+  const controllers = new Set<AbortController>();
   const launch = (): void => {
-    const p = caller(sender, window.signal, tally, startAt);
+    const controller = own ? new AbortController() : undefined;
+    if (controller !== undefined) controllers.add(controller);
+    const p = caller(sender, controller?.signal ?? window.signal, tally, startAt);
     pending.set(p, Date.now());
-    void p.finally(() => pending.delete(p));
+    void p.finally(() => {
+      pending.delete(p);
+      if (controller !== undefined) controllers.delete(controller);
+    });
   };
   await sleep(Math.max(0, startAt - Date.now()));
   const load = job.load;
   let endAt: number;
+  const cpuAtStart = process.cpuUsage();
+  let scheduled = 0;
   if (load.kind === 'open') {
     endAt = startAt + load.durationMs;
     const interval = 60_000 / load.perMinute;
     const total = Math.floor(load.durationMs / interval);
-    for (let i = 0; i < total; i++) {
-      const due = startAt + i * interval;
-      if (due > Date.now()) await sleep(due - Date.now());
-      if (Date.now() >= endAt) break;
-      launch();
+    scheduled = total;
+    if (load.tickMs === undefined) {
+      for (let i = 0; i < total; i++) {
+        const due = startAt + i * interval;
+        if (due > Date.now()) await sleep(due - Date.now());
+        if (Date.now() >= endAt) break;
+        launch();
+      }
+    } else {
+      // One timer per tick: each tick starts every caller of the schedule due by now (all of
+      // them, late ones too, as an open loop does), at most `total` in all and none after the end.
+      let next = 0;
+      while (next < total) {
+        const now = Date.now();
+        if (now >= endAt) break;
+        while (next < total && startAt + next * interval <= now) {
+          launch();
+          next++;
+        }
+        await sleep(load.tickMs);
+      }
     }
     await sleep(Math.max(0, endAt - Date.now()));
   } else if (load.kind === 'burst') {
@@ -91,12 +118,15 @@ async function run(job: ClientJob, sender: Sender, startAt: number): Promise<Cli
   }
   // The window closes: what is still waiting is unfinished, with its wait so far.
   const attempts = { ...sender.attempts };
+  const cpu = process.cpuUsage(cpuAtStart);
   const closedAt = Date.now();
   for (const started of pending.values()) {
     tally.callers.unfinished++;
     tally.waitsMs.push(closedAt - started);
   }
-  window.abort(new Error('the run is over'));
+  const over = new Error('the run is over');
+  window.abort(over);
+  for (const controller of controllers) controller.abort(over);
   return {
     attempts,
     callers: tally.callers,
@@ -104,6 +134,8 @@ async function run(job: ClientJob, sender: Sender, startAt: number): Promise<Cli
     perSecond: Array.from(tally.perSecond, (n) => n ?? 0),
     lastAnswerMs: tally.lastAnswerMs,
     errors: tally.errors,
+    cpuMicros: cpu.user + cpu.system,
+    scheduled,
   };
 }
 

@@ -14,12 +14,22 @@ export type RowSpec =
   /** No limiter: a 429 is sent again at once (Retry-After ignored), up to the attempts. */
   | { kind: 'none' }
   /** An interceptor that does nothing: the floor of the cold-start comparison. */
-  | { kind: 'pass-through' };
+  | { kind: 'pass-through' }
+  /**
+   * A client no one can build: it knows its share of the quota (`perMinute`) and paces its
+   * callers at it evenly, first in first out (one slot each, several per timer tick when the
+   * slots are closer than the timer fires); a 429 is sent again at its next slot.
+   */
+  | { kind: 'oracle'; perMinute: number };
 
 /** The load one client process makes. Every loop is bounded by a count and a time. */
 export type Load =
-  /** A caller every 60,000 / perMinute ms for `durationMs` (an open loop: callers do not wait for each other). */
-  | { kind: 'open'; perMinute: number; durationMs: number }
+  /**
+   * A caller every 60,000 / perMinute ms for `durationMs` (an open loop: callers do not wait for
+   * each other). Without `tickMs`, one timer per caller; with it, one timer every `tickMs` that
+   * starts every caller of the schedule due by then (the way to generate thousands a second).
+   */
+  | { kind: 'open'; perMinute: number; durationMs: number; tickMs?: number }
   /** `callers` callers at once; the run ends when all have an answer, or after `capMs`. */
   | { kind: 'burst'; callers: number; capMs: number }
   /** `inFlight` callers in a loop for `durationMs`; completions counted per second. */
@@ -34,6 +44,12 @@ export interface ClientJob {
   load: Load;
   /** Attempts in all for a throttled request (ours, AWS and no limiter alike). */
   maxAttempts: number;
+  /**
+   * Connections per origin of the row's Agent (undici's `connections`); unset: no bound (undici's
+   * default). Thousands of requests a second on a loaded machine otherwise open a socket for each
+   * request that finds every connection busy, and the client spends its CPU connecting.
+   */
+  connections?: number;
 }
 
 /** Answers the server gave, one per attempt, within the run's window. */
@@ -69,6 +85,10 @@ export interface ClientReport {
   lastAnswerMs: number;
   /** The first few unexpected errors, for the log. */
   errors: string[];
+  /** CPU time the client process used over the run's window (user + system, µs: `process.cpuUsage`). */
+  cpuMicros: number;
+  /** Callers the load's schedule had due by the window's end (open loop; 0 otherwise). */
+  scheduled: number;
 }
 
 export type ToClient = { type: 'job'; job: ClientJob } | { type: 'start'; startAt: number };

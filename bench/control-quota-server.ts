@@ -17,12 +17,38 @@ export interface QuotaDrop {
   takenFraction: number;
 }
 
+/**
+ * Every answer (200 and 429 alike) is sent after a lognormal delay: `medianMs` · e^(sigma·Z),
+ * Z standard normal, clamped to [minMs, maxMs]. The bucket is read when the request arrives.
+ */
+export interface LatencyOptions {
+  medianMs: number;
+  sigma: number;
+  minMs: number;
+  maxMs: number;
+}
+
+/** One lognormal delay (ms) of `latency`, clamped. */
+export function lognormalMs(latency: LatencyOptions, random: () => number = Math.random): number {
+  // Box-Muller: 1 - random() is in (0, 1], so the log is finite.
+  const z = Math.sqrt(-2 * Math.log(1 - random())) * Math.cos(2 * Math.PI * random());
+  const ms = latency.medianMs * Math.exp(latency.sigma * z);
+  return Math.min(latency.maxMs, Math.max(latency.minMs, ms));
+}
+
 export interface QuotaServerOptions {
   /** Units per minute the bucket refills with (> 0); `Infinity` never throttles. */
   perMinute: number;
   /** The bucket holds this many seconds of the quota (at least one unit) and starts full. */
   burstSeconds: number;
   drop?: QuotaDrop;
+  /**
+   * A 429 carries `Retry-After` (false: a bare 429 with no header at all, as Envoy's
+   * `local_ratelimit` answers). @default true
+   */
+  retryAfter?: boolean;
+  /** Answers after a heavy-tailed delay; none (loopback) when unset. */
+  latency?: LatencyOptions;
   /** The server's clock in ms (monotonic; its zero is the run's start). @default performance.now */
   now?: () => number;
 }
@@ -48,7 +74,12 @@ export function refilledBy(t: number, perMinute: number, drop: QuotaDrop | undef
 
 /** Starts the server on a free port of 127.0.0.1. */
 export async function startQuotaServer(options: QuotaServerOptions): Promise<QuotaServer> {
-  const { perMinute, burstSeconds, drop } = options;
+  const { perMinute, burstSeconds, drop, latency } = options;
+  /** Sends `answer` now, or after a lognormal delay when the server has one. */
+  const later = (answer: () => void): void => {
+    if (latency === undefined) answer();
+    else setTimeout(answer, lognormalMs(latency));
+  };
   const now = options.now ?? (() => performance.now());
   const capacity = Math.max(1, (perMinute * burstSeconds) / 60);
   let tokens = capacity;
@@ -68,14 +99,18 @@ export async function startQuotaServer(options: QuotaServerOptions): Promise<Quo
     if (!Number.isFinite(perMinute) || tokens >= 1) {
       if (Number.isFinite(perMinute)) tokens -= 1;
       accepted++;
-      res.writeHead(200, { 'content-type': 'text/plain', 'content-length': '2' }).end('ok');
+      later(() => res.writeHead(200, { 'content-type': 'text/plain', 'content-length': '2' }).end('ok'));
       return;
     }
     throttled++;
     const inDrop = drop !== undefined && t >= drop.fromMs && t < drop.toMs;
     const perMs = (perMinute * (inDrop ? 1 - drop.takenFraction : 1)) / 60_000;
     const seconds = perMs > 0 ? Math.max(1, Math.ceil((1 - tokens) / perMs / 1000)) : 1;
-    res.writeHead(429, { 'retry-after': String(seconds), 'content-length': '0' }).end();
+    const headers: Record<string, string> =
+      options.retryAfter === false
+        ? { 'content-length': '0' }
+        : { 'retry-after': String(seconds), 'content-length': '0' };
+    later(() => res.writeHead(429, headers).end());
   });
   server.keepAliveTimeout = 60_000;
   server.listen(0, '127.0.0.1');

@@ -26,6 +26,10 @@ export interface RowFigures {
   failed: number;
   p95WaitMs: number;
   lastAnswerMs: number;
+  /** Callers the open loop's schedule had due by the end (0 for another load). */
+  scheduled: number;
+  /** The client processes' CPU (user + system) over the run / attempts answered (µs). */
+  cpuPerRequestMicros: number;
 }
 
 /** The q-quantile (0..1) of `values`, nearest rank; NaN when empty. */
@@ -46,6 +50,8 @@ export function figures(row: RowResult): RowFigures {
   let unfinished = 0;
   let failed = 0;
   let lastAnswerMs = 0;
+  let scheduled = 0;
+  let cpuMicros = 0;
   const waits: number[] = [];
   for (const r of row.reports) {
     accepted += r.attempts.ok;
@@ -57,6 +63,8 @@ export function figures(row: RowResult): RowFigures {
     unfinished += r.callers.unfinished;
     failed += r.callers.failed;
     lastAnswerMs = Math.max(lastAnswerMs, r.lastAnswerMs);
+    scheduled += r.scheduled;
+    cpuMicros += r.cpuMicros;
     for (const w of r.waitsMs) waits.push(w);
   }
   const sent = accepted + throttled + other;
@@ -73,6 +81,8 @@ export function figures(row: RowResult): RowFigures {
     failed,
     p95WaitMs: quantile(waits, 0.95),
     lastAnswerMs,
+    scheduled,
+    cpuPerRequestMicros: sent === 0 ? Number.NaN : cpuMicros / sent,
   };
 }
 
@@ -122,6 +132,59 @@ export function printRows(
   console.log(fmt(header));
   console.log(`|${widths.map((w, i) => (i === 0 ? '-'.repeat(w + 2) : `${'-'.repeat(w + 1)}:`)).join('|')}|`);
   for (const line of lines) console.log(fmt(line));
+  for (const row of rows) {
+    const errors = row.reports.flatMap((r) => r.errors);
+    if (errors.length > 0)
+      console.log(`\n${row.label}: ${errors.length} unexpected errors, the first:\n${errors[0]}`);
+  }
+}
+
+/** Prints a markdown table of `header` and `lines`, the first column left-aligned. */
+function printTable(title: string, header: readonly string[], lines: readonly (readonly string[])[]): void {
+  const widths = header.map((h, i) => Math.max(h.length, ...lines.map((l) => (l[i] ?? '').length)));
+  const fmt = (line: readonly string[]): string =>
+    `| ${line.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join(' | ')} |`;
+  console.log(`\n${title}\n`);
+  console.log(fmt(header));
+  console.log(`|${widths.map((w, i) => (i === 0 ? '-'.repeat(w + 2) : `${'-'.repeat(w + 1)}:`)).join('|')}|`);
+  for (const line of lines) console.log(fmt(line));
+}
+
+/**
+ * The scaled scenarios' table: the share, the 429s, the callers started of those the schedule had
+ * due, and the client's CPU per request. With `durationMs`, also the attempts answered per second.
+ */
+export function printScaleRows(title: string, rows: readonly RowResult[], durationMs?: number): void {
+  const header = [
+    'row',
+    'share of quota',
+    'sent',
+    'answered 429',
+    'callers started / due',
+    'rejected',
+    'unfinished',
+    'p95 wait',
+    'client CPU / request',
+  ];
+  if (durationMs !== undefined) header.push('answered / s');
+  const lines = rows.map((row) => {
+    if (row.skipped !== undefined) return [row.label, row.skipped, ...header.slice(2).map(() => '')];
+    const f = figures(row);
+    const line = [
+      row.label,
+      pct(f.share),
+      int(f.sent),
+      `${int(f.throttled)} (${pct(f.throttledShare)})`,
+      `${int(f.callers)} / ${int(f.scheduled)}`,
+      int(f.rejected),
+      int(f.unfinished),
+      seconds(f.p95WaitMs),
+      `${Number.isFinite(f.cpuPerRequestMicros) ? f.cpuPerRequestMicros.toFixed(0) : 'n/a'} µs`,
+    ];
+    if (durationMs !== undefined) line.push(int((f.sent * 1000) / durationMs));
+    return line;
+  });
+  printTable(title, header, lines);
   for (const row of rows) {
     const errors = row.reports.flatMap((r) => r.errors);
     if (errors.length > 0)

@@ -81,7 +81,10 @@ function isRejection(error: unknown): boolean {
 
 export async function makeSender(job: ClientJob): Promise<Sender> {
   const attempts: AttemptCounts = { ok: 0, throttled: 0, other: 0 };
-  const agent = new Agent({ keepAliveTimeout: 60_000 });
+  const agent = new Agent({
+    keepAliveTimeout: 60_000,
+    ...(job.connections === undefined ? {} : { connections: job.connections }),
+  });
   const row = job.row;
 
   if (row.kind === 'ours' || row.kind === 'shared' || row.kind === 'pass-through') {
@@ -137,6 +140,27 @@ export async function makeSender(job: ClientJob): Promise<Sender> {
   }
 
   const get = getter(job, agent.compose(counting(attempts)));
+
+  if (row.kind === 'oracle') {
+    const pacer = new EvenPacer(row.perMinute);
+    return {
+      attempts,
+      async call(signal) {
+        let status = 0;
+        for (let attempt = 1; attempt <= job.maxAttempts; attempt++) {
+          await pacer.slot();
+          if (signal.aborted) throw signal.reason;
+          status = (await get(signal)).status;
+          if (status !== 429) break;
+        }
+        return statusOutcome(status);
+      },
+      async close() {
+        pacer.close();
+        await agent.close();
+      },
+    };
+  }
 
   if (row.kind === 'none') {
     return {
@@ -258,4 +282,72 @@ function traceLimiter(find: () => AdaptiveRateLimiter | undefined, attempts: Att
     process.stderr.write(`${line.join(' ')}\n`);
   }, 1_000);
   timer.unref();
+}
+
+/** How late a slot of the oracle may go and still keep its place (ms): about one timer tick. */
+const ORACLE_CATCH_UP_MS = 4;
+
+/**
+ * The oracle's pacing: one slot every 60,000 / perMinute ms, first in first out, no credit for
+ * idle time. One timer: when it fires, every waiter whose slot is due goes (several per tick when
+ * the slots are closer than the timer fires) and the slots stay exact; a timer later than
+ * {@link ORACLE_CATCH_UP_MS} loses the slots before that, as a burst would meet the server's.
+ */
+class EvenPacer {
+  readonly #gap: number;
+  #tat = performance.now();
+  #waiters: (() => void)[] = [];
+  #head = 0;
+  #timer: NodeJS.Timeout | undefined;
+
+  constructor(perMinute: number) {
+    if (!(perMinute > 0)) throw new Error(`oracle: perMinute must be > 0, got ${perMinute}`);
+    this.#gap = 60_000 / perMinute;
+  }
+
+  /** Resolves at this caller's slot. */
+  slot(): Promise<void> {
+    const now = performance.now();
+    if (this.#head === this.#waiters.length && this.#tat <= now) {
+      this.#tat = Math.max(this.#tat, now - ORACLE_CATCH_UP_MS) + this.#gap;
+      return Promise.resolve();
+    }
+    return new Promise((resolve) => {
+      this.#waiters.push(resolve);
+      this.#arm(now);
+    });
+  }
+
+  #arm(now: number): void {
+    if (this.#timer === undefined)
+      this.#timer = setTimeout(() => this.#release(), Math.max(0, this.#tat - now));
+  }
+
+  #release(): void {
+    this.#timer = undefined;
+    const now = performance.now();
+    if (this.#tat < now - ORACLE_CATCH_UP_MS) this.#tat = now - ORACLE_CATCH_UP_MS;
+    const waiters = this.#waiters;
+    while (this.#head < waiters.length && this.#tat <= now) {
+      this.#tat += this.#gap;
+      const resolve = waiters[this.#head]!;
+      waiters[this.#head++] = undefined as unknown as () => void;
+      resolve();
+    }
+    if (this.#head === waiters.length) {
+      this.#waiters = [];
+      this.#head = 0;
+    } else {
+      if (this.#head > 4_096) {
+        this.#waiters = waiters.slice(this.#head);
+        this.#head = 0;
+      }
+      this.#arm(now);
+    }
+  }
+
+  close(): void {
+    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    this.#timer = undefined;
+  }
 }

@@ -26,7 +26,27 @@
  *   npm run bench -- control --parallel=2         two rows at a time (defaults beside AWS, ...)
  *   npm run bench -- control --only=quota,nginx   some of: quota, nginx, burst, cold
  *   npm run bench -- control --rows=shared,AWS    only the rows whose label has one of these words
+ *
+ * At N times today's quota (N a number; these run only when named in --only, one row at a time
+ * unless --parallel is given). Rows: the library with no options, the AWS SDK's adaptive mode,
+ * and an oracle that paces each process evenly at its known share (quota / processes). Callers
+ * come from a schedule a timer of 4 ms walks (one timer per caller cannot make thousands a
+ * second); each row also gives its client's CPU per request (`process.cpuUsage` / attempts).
+ *
+ * 5. `nginx<N>x`: nginx `limit_req` at N × 3,000 r/m, `burst=10 nodelay`, 429 + `Retry-After: 1`,
+ *    two processes of N × 2,000/min each for 30 s (`--only=nginx10x,nginx100x`: 30,000 and
+ *    300,000 a minute).
+ * 6. `capacity<N>x`: what this machine can generate and serve: two processes of N × 2,000/min each
+ *    for 30 s against nginx with no limit, plain requests (no limiter) and the library's defaults.
+ * 7. `latency`, `latency<N>x`: the quota server at N × 3,000 units/min (burst 2 s), two processes
+ *    of N × 2,000/min each for 60 s, once on the loopback and once answering every request after
+ *    a lognormal delay (median 50 ms, sigma 1.5, clamped to 5 ms .. 2 s; p99 about 1.6 s).
+ *
+ *   npm run bench -- control --only=capacity100x                 first: can this machine make 100x?
+ *   npm run bench -- control --only=nginx10x,nginx100x           the scale rows, one at a time
+ *   npm run bench -- control --only=latency --rows=defaults,AWS  heavy-tailed latency beside the loopback
  */
+import { loadavg } from 'node:os';
 import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
 import { coldStart } from './control-cold.js';
 import { type StartedRedis, startRedisServer } from './control-net.js';
@@ -38,6 +58,7 @@ import {
   figures,
   pct,
   printRows,
+  printScaleRows,
   printTarget,
   type RowResult,
   targetShareAtLeast,
@@ -62,6 +83,24 @@ export const SETTINGS = {
   },
   nginxShared: { clients: 3, demandPerMinute: 1_500 },
   burst: { perMinute: 600, burst: 10, callers: 200, capMs: 180_000 },
+  /** `nginx<N>x` and `capacity<N>x`: today's nginx settings at N times the rate. */
+  scale: {
+    durationMs: 30_000,
+    tickMs: 4,
+    /** Connections per origin of each client's Agent. */
+    connections: 32,
+    unlimitedPerMinute: 60_000_000,
+    unlimitedBurst: 1_000_000,
+  },
+  /** `latency<N>x`: the quota server without the drop, at N times the rate. */
+  latency: {
+    perMinute: 3_000,
+    burstSeconds: 2,
+    clients: 2,
+    demandPerMinute: 2_000,
+    durationMs: 60_000,
+    lognormal: { medianMs: 50, sigma: 1.5, minMs: 5, maxMs: 2_000 },
+  },
 } as const;
 
 export interface ControlArgs {
@@ -72,16 +111,39 @@ export interface ControlArgs {
   only: ReadonlySet<string>;
   /** Words of the row labels to run (`undefined`: every row). */
   rows: readonly string[] | undefined;
+  /** `--parallel` or `--serial` was given (the scaled scenarios run one row at a time otherwise). */
+  parallelGiven: boolean;
+  /** The scaled scenarios asked for, in order: `nginx10x` is `{ kind: 'nginx', times: 10 }`. */
+  scaled: readonly Scaled[];
 }
 
 const SCENARIOS = ['quota', 'nginx', 'burst', 'cold'] as const;
+
+export interface Scaled {
+  kind: 'nginx' | 'capacity' | 'latency';
+  /** Times today's quota (and demand). */
+  times: number;
+}
+
+/** `nginx<N>x`, `capacity<N>x`, `latency<N>x` (and `latency`, 1x); `undefined` for another word. */
+export function parseScaled(word: string): Scaled | undefined {
+  if (word === 'latency') return { kind: 'latency', times: 1 };
+  const m = /^(nginx|capacity|latency)(\d+(?:\.\d+)?)x$/.exec(word);
+  if (m === null) return undefined;
+  const times = Number(m[2]);
+  if (!(times > 0)) return undefined;
+  return { kind: m[1] as Scaled['kind'], times };
+}
 
 export function parseControlArgs(argv: readonly string[]): ControlArgs {
   let scale = 1;
   let parallel = Number.POSITIVE_INFINITY;
   let only: Set<string> = new Set(SCENARIOS);
   let rows: string[] | undefined;
+  let parallelGiven = false;
+  let scaled: Scaled[] = [];
   for (const arg of argv) {
+    if (arg === '--serial' || arg.startsWith('--parallel=')) parallelGiven = true;
     if (arg === '--serial') parallel = 1;
     else if (arg.startsWith('--parallel=')) {
       parallel = Number(arg.slice('--parallel='.length));
@@ -94,10 +156,14 @@ export function parseControlArgs(argv: readonly string[]): ControlArgs {
         throw new Error(`--duration: expected seconds >= 10, got ${arg}`);
       scale = (seconds * 1000) / SETTINGS.quota.durationMs;
     } else if (arg.startsWith('--only=')) {
-      only = new Set(arg.slice('--only='.length).split(','));
+      const words = arg.slice('--only='.length).split(',');
+      scaled = words.map(parseScaled).filter((x): x is Scaled => x !== undefined);
+      only = new Set(words.filter((w) => parseScaled(w) === undefined));
       const unknown = [...only].filter((s) => !(SCENARIOS as readonly string[]).includes(s));
       if (unknown.length > 0)
-        throw new Error(`--only: unknown ${unknown.join(', ')}; expected some of ${SCENARIOS.join(', ')}`);
+        throw new Error(
+          `--only: unknown ${unknown.join(', ')}; expected some of ${SCENARIOS.join(', ')}, nginx<N>x, capacity<N>x, latency, latency<N>x`,
+        );
     } else if (arg.startsWith('--rows=')) {
       rows = arg
         .slice('--rows='.length)
@@ -109,7 +175,7 @@ export function parseControlArgs(argv: readonly string[]): ControlArgs {
       );
     }
   }
-  return { scale, parallel, only, rows };
+  return { scale, parallel, only, rows, parallelGiven, scaled };
 }
 
 interface Row {
@@ -155,14 +221,21 @@ function plan(
   clients: number,
   load: Load,
   transport: 'request' | 'fetch',
+  connections?: number,
 ): RowRun | undefined {
   if (row.spec === undefined) return undefined;
-  const job = { row: row.spec, transport, load, maxAttempts: MAX_ATTEMPTS };
+  const job = {
+    row: row.spec,
+    transport,
+    load,
+    maxAttempts: MAX_ATTEMPTS,
+    ...(connections === undefined ? {} : { connections }),
+  };
   return { label: row.label, server, jobs: Array.from({ length: clients }, () => job) };
 }
 
 /** The order rows run in when not all at once: the rows a target compares run together. */
-const BATCH_ORDER = ['defaults', 'AWS', 'aimd', 'cubic', 'probe', 'no limiter', 'shared'];
+const BATCH_ORDER = ['defaults', 'AWS', 'oracle', 'aimd', 'cubic', 'probe', 'no limiter', 'shared'];
 
 function batchRank(label: string): number {
   const i = BATCH_ORDER.findIndex((word) => label.includes(word));
@@ -211,7 +284,9 @@ export async function controlSuite(argv: readonly string[] = process.argv.slice(
     toMs: s.quotaDrop.toMs * args.scale,
     takenFraction: s.quotaDrop.takenFraction,
   };
-  const nginxOk = args.only.has('nginx') || args.only.has('burst') ? ensureNginx() : 'not asked for';
+  const needsNginx = args.scaled.some((x) => x.kind !== 'latency');
+  const nginxOk =
+    args.only.has('nginx') || args.only.has('burst') || needsNginx ? ensureNginx() : 'not asked for';
   if (nginxOk !== true && args.only.has('nginx')) console.log(`nginx rows skipped: ${nginxOk}`);
   const redis = args.only.has('quota') || args.only.has('nginx') ? await startRedisServer() : 'not asked for';
   if (typeof redis === 'string') console.log(`shared-budget rows skipped: ${redis}`);
@@ -260,6 +335,17 @@ export async function controlSuite(argv: readonly string[] = process.argv.slice(
     }
     if (args.only.has('burst')) await burst(rows, nginxOk === true, args.parallel);
     if (args.only.has('cold')) await coldStart(args.scale);
+    const scaledParallel = args.parallelGiven ? args.parallel : 1;
+    for (const x of args.scaled) {
+      if (x.kind !== 'latency' && nginxOk !== true) {
+        console.log(`\n${x.kind}${x.times}x skipped: ${nginxOk}`);
+        continue;
+      }
+      const scaledArgs = { scale: args.scale, parallel: scaledParallel, wanted };
+      if (x.kind === 'nginx') await nginxScaled(x.times, scaledArgs);
+      else if (x.kind === 'capacity') await capacity(x.times, scaledArgs);
+      else await latency(x.times, scaledArgs);
+    }
   } finally {
     if (typeof redis !== 'string') await redis.stop();
   }
@@ -371,5 +457,152 @@ async function burst(rows: readonly Row[], withNginx: boolean, parallel: number)
       `${f.throttled}`,
       `${f.throttled - 60} requests`,
     );
+  }
+}
+
+interface ScaledArgs {
+  /** Multiplies the durations (as `--duration` and `--quick` do for the others). */
+  scale: number;
+  parallel: number;
+  wanted: (label: string) => boolean;
+}
+
+const perMin = (n: number): string => Math.round(n).toLocaleString('en-US');
+
+/** The rows at scale: the library with no options, the AWS SDK's adaptive mode, an oracle at `share`/min per process. */
+function scaleRows(share: number, suffix = ''): Row[] {
+  return [
+    { label: `defaults (no options)${suffix}`, spec: { kind: 'ours' } },
+    { label: `AWS SDK adaptive${suffix}`, spec: { kind: 'aws' } },
+    {
+      label: `oracle (each process at ${perMin(share)}/min)${suffix}`,
+      spec: { kind: 'oracle', perMinute: share },
+    },
+  ];
+}
+
+function scaledLoad(perMinute: number, durationMs: number): Load {
+  return { kind: 'open', perMinute, durationMs, tickMs: SETTINGS.scale.tickMs };
+}
+
+/** `uptime`'s load averages, to print beside the figures. */
+function loadAverage(): string {
+  return loadavg()
+    .map((x) => x.toFixed(2))
+    .join(', ');
+}
+
+async function nginxScaled(times: number, args: ScaledArgs): Promise<void> {
+  const s = SETTINGS.nginx;
+  const perMinute = Math.round(s.perMinute * times);
+  const demand = Math.round(s.demandPerMinute * times);
+  const ms = Math.round(SETTINGS.scale.durationMs * args.scale);
+  const server: ServerPlan = {
+    kind: 'nginx',
+    zone: { perMinute, burst: s.burst },
+    retryAfterSeconds: s.retryAfterSeconds,
+  };
+  const available = () => (perMinute * ms) / MINUTE;
+  const planned: Planned[] = scaleRows(perMinute / s.clients)
+    .filter((row) => args.wanted(row.label))
+    .map((row) => {
+      const run = plan(row, server, s.clients, scaledLoad(demand, ms), 'request', SETTINGS.scale.connections);
+      return { row, ...(run === undefined ? {} : { run }), available };
+    });
+  console.log(
+    `\nnginx at ${times}x (${perMin(perMinute)} r/m), ${ms / 1000} s, ${how(args.parallel)}, load ${loadAverage()} ...`,
+  );
+  const results = await execute(planned, args.parallel);
+  printScaleRows(
+    `nginx limit_req at ${times}x: rate=${perMinute}r/m burst=${s.burst} nodelay, 429 + Retry-After: ${s.retryAfterSeconds}; ` +
+      `${s.clients} processes of ${perMin(demand)}/min each (a 4 ms tick), ${ms / 1000} s; load after: ${loadAverage()}`,
+    results,
+  );
+  console.log('');
+  const ours = find(results, 'defaults (no options)');
+  if (ours !== undefined) {
+    const f = figures(ours);
+    targetShareAtLeast(`nginx at ${times}x, no options,`, f, 0.95);
+    targetThrottledAtMost(`nginx at ${times}x, no options,`, f, 0.01);
+  }
+}
+
+async function capacity(times: number, args: ScaledArgs): Promise<void> {
+  const s = SETTINGS.nginx;
+  const demand = Math.round(s.demandPerMinute * times);
+  const ms = Math.round(SETTINGS.scale.durationMs * args.scale);
+  const server: ServerPlan = {
+    kind: 'nginx',
+    zone: { perMinute: SETTINGS.scale.unlimitedPerMinute, burst: SETTINGS.scale.unlimitedBurst },
+    retryAfterSeconds: s.retryAfterSeconds,
+  };
+  const rows: Row[] = [
+    { label: 'no limiter', spec: { kind: 'none' } },
+    { label: 'defaults (no options)', spec: { kind: 'ours' } },
+  ];
+  const planned: Planned[] = rows
+    .filter((row) => args.wanted(row.label))
+    .map((row) => {
+      const run = plan(row, server, s.clients, scaledLoad(demand, ms), 'request', SETTINGS.scale.connections);
+      return {
+        row,
+        ...(run === undefined ? {} : { run }),
+        available: () => (s.clients * demand * ms) / MINUTE,
+      };
+    });
+  console.log(
+    `\ncapacity at ${times}x: ${s.clients} × ${perMin(demand)}/min against nginx with no limit, ${ms / 1000} s, load ${loadAverage()} ...`,
+  );
+  const results = await execute(planned, args.parallel);
+  printScaleRows(
+    `What this machine generates and serves: ${s.clients} processes of ${perMin(demand)}/min each (${perMin((s.clients * demand) / 60)}/s in all), ` +
+      `nginx with no limit, ${ms / 1000} s; share = answers / the schedule; load after: ${loadAverage()}`,
+    results,
+    ms,
+  );
+}
+
+async function latency(times: number, args: ScaledArgs): Promise<void> {
+  const s = SETTINGS.latency;
+  const perMinute = Math.round(s.perMinute * times);
+  const demand = Math.round(s.demandPerMinute * times);
+  const ms = Math.round(s.durationMs * args.scale);
+  const available = () => refilledBy(ms, perMinute, undefined);
+  const planned: Planned[] = [];
+  for (const [suffix, lognormal] of [
+    [', loopback', undefined],
+    [', lognormal', s.lognormal],
+  ] as const) {
+    const server: ServerPlan = {
+      kind: 'quota',
+      options: {
+        perMinute,
+        burstSeconds: s.burstSeconds,
+        ...(lognormal === undefined ? {} : { latency: lognormal }),
+      },
+    };
+    for (const row of scaleRows(perMinute / s.clients, suffix).filter((r) => args.wanted(r.label))) {
+      const run = plan(row, server, s.clients, scaledLoad(demand, ms), 'request', SETTINGS.scale.connections);
+      planned.push({ row, ...(run === undefined ? {} : { run }), available });
+    }
+  }
+  const l = s.lognormal;
+  console.log(
+    `\nheavy-tailed latency at ${times}x (${perMin(perMinute)} units/min), ${ms / 1000} s, ${how(args.parallel)}, load ${loadAverage()} ...`,
+  );
+  const results = await execute(planned, args.parallel);
+  printScaleRows(
+    `Quota server at ${times}x: ${perMin(perMinute)} units/min (burst ${s.burstSeconds} s), 429 + Retry-After; ${s.clients} processes of ` +
+      `${perMin(demand)}/min each, ${ms / 1000} s; on the loopback, and answering after a lognormal delay ` +
+      `(median ${l.medianMs} ms, sigma ${l.sigma}, clamped to ${l.minMs} ms .. ${l.maxMs / 1000} s); load after: ${loadAverage()}`,
+    results,
+  );
+  console.log('');
+  for (const suffix of [', loopback', ', lognormal']) {
+    const ours = find(results, `defaults (no options)${suffix}`);
+    if (ours === undefined) continue;
+    const f = figures(ours);
+    targetShareAtLeast(`quota server at ${times}x${suffix}, no options,`, f, 0.95);
+    targetThrottledAtMost(`quota server at ${times}x${suffix}, no options,`, f, 0.01);
   }
 }

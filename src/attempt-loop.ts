@@ -1,5 +1,16 @@
 import { RateLimitRejectedError } from './errors.js';
-import type { Outcome, Permit, RateLimiter } from './limiter/types.js';
+import { kWaitCancel } from './internal.js';
+import type { AcquireOptions, Outcome, Permit, RateLimiter } from './limiter/types.js';
+import type { CancellableAcquireOptions, WaitCancel } from './limiter/waiting-line.js';
+
+/**
+ * @internal What cancels the waits of a plan instead of its `signal` (an `AdaptiveRateLimiter`'s
+ * waits only): see `WaitCancel`. Once `abortReason` is set, an acquire rejects with it at once,
+ * as with an aborted signal.
+ */
+export interface LoopCancel extends WaitCancel {
+  readonly abortReason: unknown;
+}
 
 /** Attempts in all for a throttled request or call, the first included, unless told otherwise. */
 export const DEFAULT_MAX_ATTEMPTS = 4;
@@ -14,6 +25,11 @@ export interface AttemptPlan<T> {
   /** Attempts in all, the first included (>= 1). */
   maxAttempts: number;
   signal?: AbortSignal | undefined;
+  /**
+   * @internal Cancels the limiter's waits instead of `signal`, which is then not given to the
+   * limiter (the interceptor's requests: no `AbortController` per waiting request).
+   */
+  waitCancel?: LoopCancel | undefined;
   /** Sends attempt `attempt` (1-based). A rejection is classified by `classifyError`. */
   send(attempt: number): Promise<T>;
   /** How a result feeds the limiter. */
@@ -64,7 +80,30 @@ export interface AttemptPlan<T> {
  * waits for every attempt's units share one `maxWait`: each acquire is told how long the request
  * has waited so far (`waitedMs`).
  */
-export async function runAttempts<T>(plan: AttemptPlan<T>): Promise<T> {
+export function runAttempts<T>(plan: AttemptPlan<T>): Promise<T> {
+  if (plan.throttledFirst !== undefined || plan.slot !== undefined) return attempts(plan, undefined);
+  // Attempt 1's units are waited for before the loop starts: a long queue of waiting calls holds
+  // no suspended async function each (its frame, its await's closures), only the waiter's
+  // promise and one reaction.
+  let granted: Promise<Permit>;
+  try {
+    granted = acquire(plan, 0);
+  } catch (error) {
+    return Promise.reject(error);
+  }
+  return granted.then((permit) => attempts(plan, permit));
+}
+
+/**
+ * @internal {@link runAttempts} once attempt 1's units are granted (`permit`): for an adapter that
+ * waited for them itself (the interceptor, see `WaitCancel`).
+ */
+export function runAttemptsFrom<T>(plan: AttemptPlan<T>, permit: Permit): Promise<T> {
+  return attempts(plan, permit);
+}
+
+/** The loop of {@link runAttempts}, from attempt 1's permit (`first`) when it was granted already. */
+async function attempts<T>(plan: AttemptPlan<T>, first: Permit | undefined): Promise<T> {
   let held: { result: T } | undefined =
     plan.throttledFirst === undefined
       ? undefined
@@ -72,24 +111,30 @@ export async function runAttempts<T>(plan: AttemptPlan<T>): Promise<T> {
   /** The last attempt threw a throttled error; a refused retry rethrows it. */
   let heldError: { error: unknown } | undefined;
   /** ms this request waited for its earlier attempts' units: one maxWait for the whole request. */
-  let waitedMs = 0;
+  let waitedMs = first?.waitedMs ?? 0;
+  let granted = first;
   for (let attempt = held === undefined ? 1 : 2; ; attempt++) {
     let permit: Permit;
     let release: (() => void) | undefined;
-    try {
-      if (plan.slot !== undefined) release = await plan.slot(plan.signal);
-      permit = await plan.limiter.acquire(plan.units, { signal: plan.signal, waitedMs, costs: plan.costs });
-      waitedMs += permit.waitedMs ?? 0;
-    } catch (error) {
-      release?.();
-      // A retry the limiter refuses (queue full, wait past maxWait, closed) ends with the
-      // server's last answer, which the caller would otherwise never see.
-      if (error instanceof RateLimitRejectedError) {
-        if (held !== undefined) return held.result;
-        if (heldError !== undefined) throw heldError.error;
+    if (granted !== undefined) {
+      permit = granted;
+      granted = undefined;
+    } else {
+      try {
+        if (plan.slot !== undefined) release = await plan.slot(plan.signal);
+        permit = await acquire(plan, waitedMs);
+        waitedMs += permit.waitedMs ?? 0;
+      } catch (error) {
+        release?.();
+        // A retry the limiter refuses (queue full, wait past maxWait, closed) ends with the
+        // server's last answer, which the caller would otherwise never see.
+        if (error instanceof RateLimitRejectedError) {
+          if (held !== undefined) return held.result;
+          if (heldError !== undefined) throw heldError.error;
+        }
+        if (held !== undefined) plan.discard?.(held.result);
+        throw error;
       }
-      if (held !== undefined) plan.discard?.(held.result);
-      throw error;
     }
     // The body may have become one that cannot be sent again while the retry waited.
     if (held !== undefined && !(plan.canRetry?.(held.result) ?? true)) {
@@ -118,6 +163,18 @@ export async function runAttempts<T>(plan: AttemptPlan<T>): Promise<T> {
       return result;
     held = { result: plan.hold ? plan.hold(result) : result };
   }
+}
+
+/** The limiter's acquire for one attempt, cancelled by the plan's signal or its `waitCancel`. */
+function acquire<T>(plan: AttemptPlan<T>, waitedMs: number): Promise<Permit> {
+  const cancel = plan.waitCancel;
+  if (cancel === undefined) {
+    return plan.limiter.acquire(plan.units, { signal: plan.signal, waitedMs, costs: plan.costs });
+  }
+  // As an aborted signal: rejected at once.
+  if (cancel.abortReason !== undefined) return Promise.reject(cancel.abortReason);
+  const options: CancellableAcquireOptions = { waitedMs, costs: plan.costs, [kWaitCancel]: cancel };
+  return plan.limiter.acquire(plan.units, options as AcquireOptions);
 }
 
 /**

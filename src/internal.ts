@@ -9,6 +9,9 @@ export const kSuccess = Symbol('adaptive-rate-limit.success');
 export const kThrottled = Symbol('adaptive-rate-limit.throttled');
 export const kFailed = Symbol('adaptive-rate-limit.failed');
 
+// An acquire an adapter cancels without an AbortSignal (`WaitCancel`, in src/limiter/waiting-line.ts).
+export const kWaitCancel = Symbol('adaptive-rate-limit.waitCancel');
+
 // One budget's books, for the limiter of several budgets it belongs to.
 export const kCanGrant = Symbol('adaptive-rate-limit.canGrant');
 export const kTake = Symbol('adaptive-rate-limit.take');
@@ -19,6 +22,8 @@ export const kHeldBack = Symbol('adaptive-rate-limit.heldBack');
 // What a shared budget asks of its local limiter.
 export const kAlignSlots = Symbol('adaptive-rate-limit.alignSlots');
 export const kRecentAcceptedRate = Symbol('adaptive-rate-limit.recentAcceptedRate');
+/** A shared budget's local limiter: the budget's books, not a crowd wait, answer a bare 429. */
+export const kNoCrowdWait = Symbol('adaptive-rate-limit.noCrowdWait');
 
 // What the HTTP adapters ask of the registry, by normalized origin.
 export const kLimiterForOrigin = Symbol('adaptive-rate-limit.limiterForOrigin');

@@ -3,8 +3,14 @@
 import { spawnSync } from 'node:child_process';
 import { request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
+import { parseControlArgs, parseScaled } from '../bench/control.js';
 import { nginxConfig, startNginx } from '../bench/control-nginx.js';
-import { type QuotaServer, refilledBy, startQuotaServer } from '../bench/control-quota-server.js';
+import {
+  lognormalMs,
+  type QuotaServer,
+  refilledBy,
+  startQuotaServer,
+} from '../bench/control-quota-server.js';
 
 const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
@@ -25,6 +31,39 @@ describe('refilledBy', () => {
     expect(refilledBy(60_000, 3_000, drop)).toBe(3_000);
     expect(refilledBy(75_000, 3_000, drop)).toBe(3_375);
     expect(refilledBy(150_000, 3_000, drop)).toBe(6_750);
+  });
+});
+
+describe('lognormalMs', () => {
+  const latency = { medianMs: 50, sigma: 1.5, minMs: 5, maxMs: 2_000 };
+  it('is the median where the normal draw is 0, and clamped at both ends', () => {
+    // cos(2π · 0.25) = 0: Z = 0.
+    expect(lognormalMs(latency, sequence([0.5, 0.25]))).toBeCloseTo(50, 9);
+    // Z = sqrt(-2 ln(1e-9)) ≈ 6.4: far past 2 s; Z ≈ -6.4: far below 5 ms.
+    expect(lognormalMs(latency, sequence([1 - 1e-9, 0]))).toBe(2_000);
+    expect(lognormalMs(latency, sequence([1 - 1e-9, 0.5]))).toBe(5);
+  });
+});
+
+function sequence(values: readonly number[]): () => number {
+  let i = 0;
+  return () => values[i++ % values.length]!;
+}
+
+describe('control bench options', () => {
+  it('reads nginx<N>x, capacity<N>x and latency[<N>x] in --only beside the named scenarios', () => {
+    expect(parseScaled('nginx10x')).toEqual({ kind: 'nginx', times: 10 });
+    expect(parseScaled('capacity100x')).toEqual({ kind: 'capacity', times: 100 });
+    expect(parseScaled('latency')).toEqual({ kind: 'latency', times: 1 });
+    expect(parseScaled('latency2.5x')).toEqual({ kind: 'latency', times: 2.5 });
+    expect(parseScaled('nginx0x')).toBeUndefined();
+    expect(parseScaled('nginx')).toBeUndefined();
+    const args = parseControlArgs(['--only=nginx,nginx100x']);
+    expect([...args.only]).toEqual(['nginx']);
+    expect(args.scaled).toEqual([{ kind: 'nginx', times: 100 }]);
+    expect(args.parallelGiven).toBe(false);
+    expect(parseControlArgs(['--serial']).parallelGiven).toBe(true);
+    expect(() => parseControlArgs(['--only=nginx10']).scaled).toThrow(/unknown nginx10/);
   });
 });
 

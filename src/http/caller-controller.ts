@@ -1,4 +1,6 @@
 import type { Dispatcher } from 'undici';
+import type { LoopCancel } from '../attempt-loop.js';
+import type { CancellableLine } from '../limiter/waiting-line.js';
 import type { Attempt } from './attempt.js';
 
 type Controller = Dispatcher.DispatchController;
@@ -11,11 +13,17 @@ type Controller = Dispatcher.DispatchController;
  * aborts the attempt in flight; pause and resume reach the current attempt (see
  * {@link Attempt.pause}).
  */
-export class CallerController implements Controller {
+export class CallerController implements Controller, LoopCancel {
   /** The attempt the caller's calls reach now: the last one dispatched. */
   attempt: Attempt | undefined;
-  /** Cancels a wait for units or for a slot: set only when the request has to wait. */
+  /**
+   * Cancels a wait for units or for a slot through a signal: set only when the request has to
+   * wait and its wait is not cancelled through this controller itself (see `waitingIn`).
+   */
   cancel: AbortController | undefined;
+  /** The line the request's units wait in, and its place there (`WaitCancel`): an abort takes it out. */
+  waitingIn: CancellableLine | undefined;
+  waitSeq = 0;
   #reason: Error | undefined;
   #paused = false;
 
@@ -48,6 +56,7 @@ export class CallerController implements Controller {
     if (this.#reason !== undefined) return;
     this.#reason = reason ?? new DOMException('This operation was aborted', 'AbortError');
     this.cancel?.abort(this.#reason);
+    this.waitingIn?.cancel(this.waitSeq, this.#reason);
     // An attempt not yet bound to its controller is aborted when it is (`RateLimitedDispatch.bind`).
     this.attempt?.controller?.abort(this.#reason);
   }

@@ -1,11 +1,18 @@
 import type { Dispatcher } from 'undici';
-import { runAttempts } from '../attempt-loop.js';
+import { type AttemptPlan, type LoopCancel, runAttempts, runAttemptsFrom } from '../attempt-loop.js';
 import { headerRecord } from '../headers.js';
+import { kWaitCancel } from '../internal.js';
+import { AdaptiveRateLimiter } from '../limiter/adaptive.js';
 import type { Costs } from '../limiter/budgets.js';
-import type { Permit } from '../limiter/types.js';
+import type { AcquireOptions, Outcome, Permit, RateLimiter } from '../limiter/types.js';
+import {
+  type CancellableAcquireOptions,
+  type CancellableLine,
+  QUEUED,
+  type WaitCancel,
+} from '../limiter/waiting-line.js';
 import { Attempt, type AttemptJudge, type AttemptOwner } from './attempt.js';
 import { CallerController } from './caller-controller.js';
-import type { ConcurrencyGate } from './concurrency.js';
 import { FastPathJudge, type FastPathRequest } from './fast-path.js';
 import { refusalJson } from './llm.js';
 import { usageTap } from './llm-tap.js';
@@ -22,8 +29,8 @@ import type { HttpRuntime, Route } from './runtime.js';
  *   `onRequestStart`, before any wait, and the same across every attempt (the attempts' own
  *   `onRequestStart` calls are not passed on);
  * - the owner of the attempts (this class): it sends attempt 1 at once when its units and a slot
- *   are free (the fast path), else runs the attempt loop (`runAttempts`), and gives the caller
- *   the answer the loop returns;
+ *   are free (the fast path), else runs the attempt loop (`runAttempts`), being its plan itself
+ *   (no closure per waiting request), and gives the caller the answer the loop returns;
  * - the judges of the attempts: {@link FastPathJudge} for attempt 1 on the fast path, which
  *   judges its response synchronously and passes it straight through unless it is throttled and
  *   will be sent again (then the loop takes it over, holding the 429 until its retry has units),
@@ -31,7 +38,7 @@ import type { HttpRuntime, Route } from './runtime.js';
  *
  * Both judge an answer by one step (`judge` in src/attempt-loop.ts: feed the permit, then the retry rule).
  */
-export class RateLimitedDispatch implements AttemptOwner, FastPathRequest {
+export class RateLimitedDispatch implements AttemptOwner, FastPathRequest, AttemptPlan<Attempt>, WaitCancel {
   /** The caller's handler (for an LLM API's limiter, behind a tap that reads the answer's `usage`). */
   handler: Dispatcher.DispatchHandler;
   readonly controller = new CallerController();
@@ -50,6 +57,8 @@ export class RateLimitedDispatch implements AttemptOwner, FastPathRequest {
   /** Ends the hold on a per-origin limiter (see `HttpRuntime.hold`): once the last answer is judged. */
   #release: (() => void) | undefined;
   #done = false;
+  /** The plan's throttled attempt 1 (see `AttemptPlan.throttledFirst`), only while the loop starts. */
+  throttledFirst: Attempt | undefined;
 
   constructor(
     dispatch: Dispatcher.Dispatch,
@@ -199,31 +208,123 @@ export class RateLimitedDispatch implements AttemptOwner, FastPathRequest {
 
   /** Waits, sends and retries through `runAttempts`, from attempt 1 or after a throttled one. */
   #loop(throttledFirst: Attempt | undefined): void {
-    const cancel = new AbortController();
-    this.controller.cancel = cancel;
+    // An adaptive limiter's wait is cancelled through the caller's controller (`waitCancel`):
+    // no AbortController per waiting request. A slot's wait, or another limiter's, needs a signal.
+    const waitsHere = this.route.gate === undefined && this.route.limiter instanceof AdaptiveRateLimiter;
+    if (!waitsHere) {
+      const cancel = new AbortController();
+      this.controller.cancel = cancel;
+      const reason = this.controller.abortReason;
+      if (reason !== undefined) cancel.abort(reason);
+    } else if (throttledFirst === undefined) {
+      this.#waitFirst();
+      return;
+    }
+    this.throttledFirst = throttledFirst;
+    const loop = runAttempts<Attempt>(this);
+    // Read once, as the loop starts.
+    this.throttledFirst = undefined;
+    this.#end(loop);
+  }
+
+  /**
+   * Attempt 1 waits in the limiter's line as this request itself (`granted`, `refused`; see
+   * `WaitCancel`): while it waits, the request holds no promise, closure or AbortController.
+   */
+  #waitFirst(): void {
     const reason = this.controller.abortReason;
-    if (reason !== undefined) cancel.abort(reason);
-    const bodies = this.#bodies as AttemptBodies;
-    const gate = this.route.gate;
-    runAttempts<Attempt>({
-      limiter: this.route.limiter,
-      units: this.#units,
-      costs: this.#costs,
-      maxAttempts: this.runtime.options.maxAttempts,
-      signal: cancel.signal,
-      throttledFirst,
-      slot: gate === undefined ? undefined : (signal) => (gate as ConcurrencyGate).enter(signal),
-      send: () => this.#send(),
-      classify: (a) => this.runtime.classify(a, () => a.headers, this.route, this.refusalBody(a)),
-      canRetry: () => this.#canRetry(),
-      discard: (a) => a.discard(bodies.complete),
-    }).then(
+    if (reason !== undefined) {
+      this.refused(reason);
+      return;
+    }
+    let waiting: Promise<Permit>;
+    try {
+      const options: CancellableAcquireOptions = { waitedMs: 0, costs: this.#costs, [kWaitCancel]: this };
+      waiting = this.route.limiter.acquire(this.#units, options as AcquireOptions);
+    } catch (error) {
+      this.refused(error);
+      return;
+    }
+    // Granted or refused at once, or queued behind a signal (a limiter of several budgets).
+    if (waiting !== QUEUED) {
+      waiting.then(
+        (permit) => this.granted(permit),
+        (error: unknown) => this.refused(error),
+      );
+    }
+  }
+
+  /** Attempt 1's units are granted: the attempt loop goes on from its permit. */
+  granted(permit: Permit): void {
+    // From a microtask, as when the grant resolved a promise: not inside the limiter's drain.
+    queueMicrotask(() => this.#end(runAttemptsFrom(this, permit)));
+  }
+
+  /** Attempt 1's wait was refused (queue full, max wait, closed) or cancelled (an abort). */
+  refused(error: unknown): void {
+    queueMicrotask(() => this.fail(error));
+  }
+
+  /** Where a cancel of the wait finds it: kept on the caller's controller, which cancels it on abort. */
+  get waitingIn(): CancellableLine | undefined {
+    return this.controller.waitingIn;
+  }
+
+  set waitingIn(line: CancellableLine | undefined) {
+    this.controller.waitingIn = line;
+  }
+
+  get waitSeq(): number {
+    return this.controller.waitSeq;
+  }
+
+  set waitSeq(seq: number) {
+    this.controller.waitSeq = seq;
+  }
+
+  #end(loop: Promise<Attempt>): void {
+    loop.then(
       (attempt) => this.#deliver(attempt),
       (error: unknown) => this.fail(error),
     );
   }
 
-  #send(): Promise<Attempt> {
+  // ---- AttemptPlan --------------------------------------------------------------------------
+
+  get limiter(): RateLimiter {
+    return this.route.limiter;
+  }
+
+  get units(): number {
+    return this.#units;
+  }
+
+  get costs(): Costs | undefined {
+    return this.#costs;
+  }
+
+  get signal(): AbortSignal | undefined {
+    return this.controller.cancel?.signal;
+  }
+
+  get waitCancel(): LoopCancel | undefined {
+    return this.controller.cancel === undefined ? this.controller : undefined;
+  }
+
+  get slot(): AttemptPlan<Attempt>['slot'] {
+    const gate = this.route.gate;
+    return gate === undefined ? undefined : (signal) => gate.enter(signal);
+  }
+
+  classify(attempt: Attempt): Outcome {
+    return this.runtime.classify(attempt, () => attempt.headers, this.route, this.refusalBody(attempt));
+  }
+
+  discard(attempt: Attempt): void {
+    attempt.discard((this.#bodies as AttemptBodies).complete);
+  }
+
+  send(): Promise<Attempt> {
     return new Promise<Attempt>((resolve, reject) => {
       const judge: AttemptJudge = {
         // Held for the loop to judge (an LLM API's 429 once its body is read).

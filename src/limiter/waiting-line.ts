@@ -1,9 +1,10 @@
 import { type Clock, MAX_TIMER_MS } from '../clock.js';
 import type { RateLimitRejectedError, RejectionReason } from '../errors.js';
+import { kWaitCancel } from '../internal.js';
 import type { RateGate } from './bucket.js';
 import type { Pause } from './pause.js';
-import type { Permit } from './types.js';
-import { type Resolve, rejectWith, WaiterQueue } from './waiter-queue.js';
+import type { AcquireOptions, Permit } from './types.js';
+import { grantTo, type Resolve, refuseTo, type Settle, type Waiter, WaiterQueue } from './waiter-queue.js';
 
 /**
  * Real timers fire up to a millisecond off their float target; a head that became ready by its
@@ -22,6 +23,51 @@ let captured: Resolve<Permit> | undefined;
 const capture = (resolve: Resolve<Permit>): void => {
   captured = resolve;
 };
+
+/** What cancels a queued waiter of {@link WaitCancel}: its line. */
+export interface CancellableLine {
+  /** Takes waiter `seq` out, if it still waits, as an abort of its signal would. */
+  cancel(seq: number, reason: unknown): void;
+}
+
+/**
+ * @internal How an adapter cancels a queued acquire without an `AbortSignal` (a controller and
+ * its signal per request cost about 0.7 KiB of heap while it waits), and may be told by calls
+ * instead of a promise. Given to `AdaptiveRateLimiter.acquire` under {@link kWaitCancel} in its
+ * options (instead of a signal), it is told where the waiter stands when the acquire is queued;
+ * `waitingIn.cancel(waitSeq, reason)` then takes it out as an abort of its signal would: its
+ * units go back and it is refused with `reason`. Calling it once the waiter has left the line
+ * does nothing. An acquire granted at once leaves it as it was.
+ *
+ * With `granted` and `refused`, a queued waiter is told by these calls (made as the line serves,
+ * expires, cancels or closes it out, in its call stack) instead of by its promise: the acquire
+ * then returns {@link QUEUED}, which never settles, and the waiter holds nothing but its place in
+ * the line. An acquire that is not queued (granted or refused at once) returns its promise as
+ * always.
+ */
+export interface WaitCancel extends Partial<Waiter<Permit>> {
+  waitingIn: CancellableLine | undefined;
+  waitSeq: number;
+}
+
+/** @internal What an acquire queued with a {@link WaitCancel} that has `granted` returns: it never settles. */
+export const QUEUED: Promise<Permit> = new Promise<Permit>(() => {});
+
+/** @internal Acquire options that may carry a {@link WaitCancel}. */
+export interface CancellableAcquireOptions extends AcquireOptions {
+  readonly [kWaitCancel]?: WaitCancel | undefined;
+}
+
+/**
+ * For a waiter the limiter's other budgets listen to by its signal: a controller whose signal is
+ * aborted by `cancel`.
+ */
+export function signalFor(cancel: WaitCancel): AbortSignal {
+  const controller = new AbortController();
+  cancel.waitingIn = { cancel: (_seq, reason) => controller.abort(reason) };
+  cancel.waitSeq = 0;
+  return controller.signal;
+}
 
 /** What a {@link WaitingLine} asks of its limiter. Times are ms on the limiter's clock. */
 export interface LineOwner {
@@ -46,7 +92,7 @@ export interface LineOwner {
  * keeps the process alive only while someone waits, and none is armed when there is nothing to
  * wait for.
  */
-export class WaitingLine {
+export class WaitingLine implements CancellableLine {
   readonly #clock: Clock;
   readonly #bucket: RateGate;
   readonly #pause: Pause;
@@ -76,20 +122,39 @@ export class WaitingLine {
     return this.#queuedUnits;
   }
 
-  /** Queues `units` from `now` until `deadline` (ms); an abort of `signal` takes them out again. */
-  enqueue(units: number, now: number, deadline: number, signal: AbortSignal | undefined): Promise<Permit> {
-    const promise = new Promise<Permit>(capture);
-    const resolve = captured!;
-    captured = undefined;
-    const seq = this.#queue.push(units, now, deadline, resolve);
+  /**
+   * Queues `units` from `now` until `deadline` (ms); an abort of `signal`, or `cancel` (see
+   * {@link WaitCancel}), takes them out again.
+   */
+  enqueue(
+    units: number,
+    now: number,
+    deadline: number,
+    signal: AbortSignal | undefined,
+    cancel?: WaitCancel | undefined,
+  ): Promise<Permit> {
+    let promise = QUEUED;
+    let settle: Settle<Permit>;
+    if (cancel?.granted !== undefined) {
+      settle = cancel as Waiter<Permit>;
+    } else {
+      promise = new Promise<Permit>(capture);
+      settle = captured!;
+      captured = undefined;
+    }
+    const seq = this.#queue.push(units, now, deadline, settle);
     // As in an executor: what throws from here on rejects the promise.
     try {
       // An anonymous listener: tsx (the bench, the tests) gives a named one a `name` property of its own.
-      if (signal) this.#queue.watch(seq, signal, () => this.#abort(seq, signal));
+      if (signal) this.#queue.watch(seq, signal, () => this.cancel(seq, signal.reason));
+      if (cancel !== undefined) {
+        cancel.waitingIn = this;
+        cancel.waitSeq = seq;
+      }
       this.#queuedUnits += units;
       this.arm(now);
     } catch (error) {
-      rejectWith(resolve, error);
+      refuseTo(settle, error);
     }
     return promise;
   }
@@ -144,15 +209,15 @@ export class WaitingLine {
     this.#timerAt = Number.POSITIVE_INFINITY;
     // Every waiter out first, then each rejected: a listener of `rejected` sees an empty line.
     const queue = this.#queue;
-    const waiting: [units: number, resolve: Resolve<Permit>][] = [];
+    const waiting: [units: number, settle: Settle<Permit>][] = [];
     for (let seq = queue.first(); seq !== -1; seq = queue.first()) {
       waiting.push([queue.units(seq), queue.resolver(seq)]);
       queue.remove(seq);
     }
-    for (const [units, resolve] of waiting) {
+    for (const [units, settle] of waiting) {
       this.#queuedUnits -= units;
       const detail = `closed with ${units} units waiting`;
-      rejectWith(resolve, this.#owner.rejection('closed', units, detail));
+      refuseTo(settle, this.#owner.rejection('closed', units, detail));
     }
     this.#queuedUnits = 0;
   }
@@ -178,11 +243,11 @@ export class WaitingLine {
           this.#expire(head);
           continue;
         }
-        const resolve = queue.resolver(head);
+        const settle = queue.resolver(head);
         const enqueuedAt = queue.enqueuedAt(head);
         queue.remove(head);
         this.#queuedUnits -= units;
-        resolve(this.#owner.grant(units, now, enqueuedAt));
+        grantTo(settle, this.#owner.grant(units, now, enqueuedAt));
       } else if (now >= deadline) {
         this.#expire(head);
       } else {
@@ -196,7 +261,7 @@ export class WaitingLine {
     const queue = this.#queue;
     const units = queue.units(seq);
     const enqueuedAt = queue.enqueuedAt(seq);
-    const resolve = queue.resolver(seq);
+    const settle = queue.resolver(seq);
     queue.remove(seq);
     this.#queuedUnits -= units;
     const now = this.#clock.now();
@@ -204,17 +269,18 @@ export class WaitingLine {
     const detail = `waited ${Math.round(waited)} ms, maxWait is ${this.#owner.maxWait()} ms`;
     // It was the head: the wait left is its own turn.
     const left = this.#bucket.predictWait(units, 0, this.#pause.left(now), now);
-    rejectWith(resolve, this.#owner.rejection('max-wait', units, detail, left));
+    refuseTo(settle, this.#owner.rejection('max-wait', units, detail, left));
   }
 
-  #abort(seq: number, signal: AbortSignal): void {
+  /** Takes waiter `seq` out (aborted or cancelled), if it still waits: its units go back, it rejects with `reason`. */
+  cancel(seq: number, reason: unknown): void {
     const queue = this.#queue;
     if (!queue.alive(seq)) return;
     const units = queue.units(seq);
-    const resolve = queue.resolver(seq);
+    const settle = queue.resolver(seq);
     queue.remove(seq);
     this.#queuedUnits -= units;
-    rejectWith(resolve, signal.reason);
+    refuseTo(settle, reason);
     // The next in line may be served sooner now.
     this.kick(this.#clock.now());
   }
