@@ -80,7 +80,30 @@ export interface AttemptPlan<T> {
  * waits for every attempt's units share one `maxWait`: each acquire is told how long the request
  * has waited so far (`waitedMs`).
  */
-export async function runAttempts<T>(plan: AttemptPlan<T>): Promise<T> {
+export function runAttempts<T>(plan: AttemptPlan<T>): Promise<T> {
+  if (plan.throttledFirst !== undefined || plan.slot !== undefined) return attempts(plan, undefined);
+  // Attempt 1's units are waited for before the loop starts: a long queue of waiting calls holds
+  // no suspended async function each (its frame, its await's closures), only the waiter's
+  // promise and one reaction.
+  let granted: Promise<Permit>;
+  try {
+    granted = acquire(plan, 0);
+  } catch (error) {
+    return Promise.reject(error);
+  }
+  return granted.then((permit) => attempts(plan, permit));
+}
+
+/**
+ * @internal {@link runAttempts} once attempt 1's units are granted (`permit`): for an adapter that
+ * waited for them itself (the interceptor, see `WaitCancel`).
+ */
+export function runAttemptsFrom<T>(plan: AttemptPlan<T>, permit: Permit): Promise<T> {
+  return attempts(plan, permit);
+}
+
+/** The loop of {@link runAttempts}, from attempt 1's permit (`first`) when it was granted already. */
+async function attempts<T>(plan: AttemptPlan<T>, first: Permit | undefined): Promise<T> {
   let held: { result: T } | undefined =
     plan.throttledFirst === undefined
       ? undefined
@@ -88,24 +111,30 @@ export async function runAttempts<T>(plan: AttemptPlan<T>): Promise<T> {
   /** The last attempt threw a throttled error; a refused retry rethrows it. */
   let heldError: { error: unknown } | undefined;
   /** ms this request waited for its earlier attempts' units: one maxWait for the whole request. */
-  let waitedMs = 0;
+  let waitedMs = first?.waitedMs ?? 0;
+  let granted = first;
   for (let attempt = held === undefined ? 1 : 2; ; attempt++) {
     let permit: Permit;
     let release: (() => void) | undefined;
-    try {
-      if (plan.slot !== undefined) release = await plan.slot(plan.signal);
-      permit = await acquire(plan, waitedMs);
-      waitedMs += permit.waitedMs ?? 0;
-    } catch (error) {
-      release?.();
-      // A retry the limiter refuses (queue full, wait past maxWait, closed) ends with the
-      // server's last answer, which the caller would otherwise never see.
-      if (error instanceof RateLimitRejectedError) {
-        if (held !== undefined) return held.result;
-        if (heldError !== undefined) throw heldError.error;
+    if (granted !== undefined) {
+      permit = granted;
+      granted = undefined;
+    } else {
+      try {
+        if (plan.slot !== undefined) release = await plan.slot(plan.signal);
+        permit = await acquire(plan, waitedMs);
+        waitedMs += permit.waitedMs ?? 0;
+      } catch (error) {
+        release?.();
+        // A retry the limiter refuses (queue full, wait past maxWait, closed) ends with the
+        // server's last answer, which the caller would otherwise never see.
+        if (error instanceof RateLimitRejectedError) {
+          if (held !== undefined) return held.result;
+          if (heldError !== undefined) throw heldError.error;
+        }
+        if (held !== undefined) plan.discard?.(held.result);
+        throw error;
       }
-      if (held !== undefined) plan.discard?.(held.result);
-      throw error;
     }
     // The body may have become one that cannot be sent again while the retry waited.
     if (held !== undefined && !(plan.canRetry?.(held.result) ?? true)) {

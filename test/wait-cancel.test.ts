@@ -3,8 +3,8 @@ import { type AttemptPlan, runAttempts } from '../src/attempt-loop.js';
 import { ManualClock } from '../src/clock.js';
 import { kWaitCancel } from '../src/internal.js';
 import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
-import type { AcquireOptions } from '../src/limiter/types.js';
-import type { WaitCancel } from '../src/limiter/waiting-line.js';
+import type { AcquireOptions, Permit } from '../src/limiter/types.js';
+import { QUEUED, type WaitCancel } from '../src/limiter/waiting-line.js';
 
 /** Lets resolved promises run; no time passes. */
 const flush = () => new Promise<void>((resolve) => setImmediate(resolve));
@@ -137,5 +137,73 @@ describe('an acquire cancelled without a signal (the interceptor’s waits)', ()
     await expect(run).rejects.toBe(reason);
     expect(sent).toBe(0);
     expect(limiter.snapshot()).toMatchObject({ queued: 0, queuedUnits: 0 });
+  });
+
+  describe('told by calls instead of a promise', () => {
+    /** A waiter that records what it is told. */
+    function recorder() {
+      const told: { granted: Permit[]; refused: unknown[] } = { granted: [], refused: [] };
+      const waiter: WaitCancel = {
+        waitingIn: undefined,
+        waitSeq: 0,
+        granted: (permit) => told.granted.push(permit),
+        refused: (error) => told.refused.push(error),
+      };
+      return { told, waiter };
+    }
+
+    it('returns QUEUED for a queued waiter and calls granted when it is served', () => {
+      const { clock, limiter } = setup();
+      expect(limiter.tryAcquire()).toBeDefined();
+      const { told, waiter } = recorder();
+
+      expect(limiter.acquire(1, cancellable(waiter))).toBe(QUEUED);
+      expect(limiter.snapshot().queued).toBe(1);
+      clock.advance(500);
+      expect(told.granted).toHaveLength(0);
+      clock.advance(500);
+
+      expect(told.granted).toHaveLength(1);
+      expect(told.granted[0]?.units).toBe(1);
+      expect(told.granted[0]?.waitedMs).toBeGreaterThan(500);
+      expect(told.refused).toHaveLength(0);
+      expect(limiter.snapshot().queued).toBe(0);
+    });
+
+    it('calls refused with the reason of a cancel, and with the error of an expired wait or a close', () => {
+      const { clock, limiter } = setup();
+      limiter.update({ maxWait: 2_500 });
+      const permit = limiter.tryAcquire();
+      const cancelled = recorder();
+      const expired = recorder();
+      const closed = recorder();
+      limiter.acquire(1, cancellable(cancelled.waiter));
+      const reason = new Error('gone');
+      cancelled.waiter.waitingIn?.cancel(cancelled.waiter.waitSeq, reason);
+      expect(cancelled.told.refused).toEqual([reason]);
+
+      limiter.acquire(1, cancellable(expired.waiter));
+      clock.advance(500);
+      limiter.acquire(1, cancellable(closed.waiter));
+      expect(limiter.snapshot().queued).toBe(2);
+      // A 429 pauses the limiter past the first waiter's deadline (2.5 s).
+      permit?.throttled(10_000);
+      clock.advance(2_000);
+      expect(expired.told.refused[0]).toMatchObject({ reason: 'max-wait' });
+      limiter.close();
+      expect(closed.told.refused[0]).toMatchObject({ reason: 'closed' });
+      expect([cancelled, expired, closed].map(({ told }) => told.granted.length)).toEqual([0, 0, 0]);
+    });
+
+    it('returns the promise of an acquire that is not queued (granted or refused at once)', async () => {
+      const { limiter } = setup();
+      const { told, waiter } = recorder();
+      const granted = limiter.acquire(1, cancellable(waiter));
+      expect(granted).not.toBe(QUEUED);
+      await expect(granted).resolves.toMatchObject({ units: 1 });
+      limiter.close();
+      await expect(limiter.acquire(1, cancellable(waiter))).rejects.toMatchObject({ reason: 'closed' });
+      expect(told).toEqual({ granted: [], refused: [] });
+    });
   });
 });

@@ -1,9 +1,16 @@
 import type { Dispatcher } from 'undici';
-import { type AttemptPlan, type LoopCancel, runAttempts } from '../attempt-loop.js';
+import { type AttemptPlan, type LoopCancel, runAttempts, runAttemptsFrom } from '../attempt-loop.js';
 import { headerRecord } from '../headers.js';
+import { kWaitCancel } from '../internal.js';
 import { AdaptiveRateLimiter } from '../limiter/adaptive.js';
 import type { Costs } from '../limiter/budgets.js';
-import type { Outcome, Permit, RateLimiter } from '../limiter/types.js';
+import type { AcquireOptions, Outcome, Permit, RateLimiter } from '../limiter/types.js';
+import {
+  type CancellableAcquireOptions,
+  type CancellableLine,
+  QUEUED,
+  type WaitCancel,
+} from '../limiter/waiting-line.js';
 import { Attempt, type AttemptJudge, type AttemptOwner } from './attempt.js';
 import { CallerController } from './caller-controller.js';
 import { FastPathJudge, type FastPathRequest } from './fast-path.js';
@@ -31,7 +38,7 @@ import type { HttpRuntime, Route } from './runtime.js';
  *
  * Both judge an answer by one step (`judge` in src/attempt-loop.ts: feed the permit, then the retry rule).
  */
-export class RateLimitedDispatch implements AttemptOwner, FastPathRequest, AttemptPlan<Attempt> {
+export class RateLimitedDispatch implements AttemptOwner, FastPathRequest, AttemptPlan<Attempt>, WaitCancel {
   /** The caller's handler (for an LLM API's limiter, behind a tap that reads the answer's `usage`). */
   handler: Dispatcher.DispatchHandler;
   readonly controller = new CallerController();
@@ -203,16 +210,79 @@ export class RateLimitedDispatch implements AttemptOwner, FastPathRequest, Attem
   #loop(throttledFirst: Attempt | undefined): void {
     // An adaptive limiter's wait is cancelled through the caller's controller (`waitCancel`):
     // no AbortController per waiting request. A slot's wait, or another limiter's, needs a signal.
-    if (this.route.gate !== undefined || !(this.route.limiter instanceof AdaptiveRateLimiter)) {
+    const waitsHere = this.route.gate === undefined && this.route.limiter instanceof AdaptiveRateLimiter;
+    if (!waitsHere) {
       const cancel = new AbortController();
       this.controller.cancel = cancel;
       const reason = this.controller.abortReason;
       if (reason !== undefined) cancel.abort(reason);
+    } else if (throttledFirst === undefined) {
+      this.#waitFirst();
+      return;
     }
     this.throttledFirst = throttledFirst;
     const loop = runAttempts<Attempt>(this);
     // Read once, as the loop starts.
     this.throttledFirst = undefined;
+    this.#end(loop);
+  }
+
+  /**
+   * Attempt 1 waits in the limiter's line as this request itself (`granted`, `refused`; see
+   * `WaitCancel`): while it waits, the request holds no promise, closure or AbortController.
+   */
+  #waitFirst(): void {
+    const reason = this.controller.abortReason;
+    if (reason !== undefined) {
+      this.refused(reason);
+      return;
+    }
+    let waiting: Promise<Permit>;
+    try {
+      const options: CancellableAcquireOptions = { waitedMs: 0, costs: this.#costs, [kWaitCancel]: this };
+      waiting = this.route.limiter.acquire(this.#units, options as AcquireOptions);
+    } catch (error) {
+      this.refused(error);
+      return;
+    }
+    // Granted or refused at once, or queued behind a signal (a limiter of several budgets).
+    if (waiting !== QUEUED) {
+      waiting.then(
+        (permit) => this.granted(permit),
+        (error: unknown) => this.refused(error),
+      );
+    }
+  }
+
+  /** Attempt 1's units are granted: the attempt loop goes on from its permit. */
+  granted(permit: Permit): void {
+    // From a microtask, as when the grant resolved a promise: not inside the limiter's drain.
+    queueMicrotask(() => this.#end(runAttemptsFrom(this, permit)));
+  }
+
+  /** Attempt 1's wait was refused (queue full, max wait, closed) or cancelled (an abort). */
+  refused(error: unknown): void {
+    queueMicrotask(() => this.fail(error));
+  }
+
+  /** Where a cancel of the wait finds it: kept on the caller's controller, which cancels it on abort. */
+  get waitingIn(): CancellableLine | undefined {
+    return this.controller.waitingIn;
+  }
+
+  set waitingIn(line: CancellableLine | undefined) {
+    this.controller.waitingIn = line;
+  }
+
+  get waitSeq(): number {
+    return this.controller.waitSeq;
+  }
+
+  set waitSeq(seq: number) {
+    this.controller.waitSeq = seq;
+  }
+
+  #end(loop: Promise<Attempt>): void {
     loop.then(
       (attempt) => this.#deliver(attempt),
       (error: unknown) => this.fail(error),

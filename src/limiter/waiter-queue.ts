@@ -16,6 +16,30 @@ export function rejectWith(resolve: Resolve<never>, error: unknown): void {
   } as never);
 }
 
+/**
+ * A waiter told by calls instead of a promise (an adapter's request, which then holds nothing
+ * per waiter but its place in the line).
+ */
+export interface Waiter<T> {
+  granted(value: T): void;
+  refused(error: unknown): void;
+}
+
+/** How a queued waiter is settled: its promise's resolve function, or its calls. */
+export type Settle<T> = Resolve<T> | Waiter<T>;
+
+/** Settles `waiter` with `value`. */
+export function grantTo<T>(waiter: Settle<T>, value: T): void {
+  if (typeof waiter === 'function') waiter(value);
+  else waiter.granted(value);
+}
+
+/** Refuses `waiter` with `error`. */
+export function refuseTo<T>(waiter: Settle<T>, error: unknown): void {
+  if (typeof waiter === 'function') rejectWith(waiter, error);
+  else waiter.refused(error);
+}
+
 /** Slots made at the first push. */
 const FIRST_CAPACITY = 16;
 /** An empty queue larger than this gives its arrays back (a burst of waiters is not kept for ever). */
@@ -38,8 +62,8 @@ const NUMS = 3;
  */
 export class WaiterQueue<T> {
   #nums: Float64Array | undefined;
-  /** The resolve function of each slot; `undefined` for a dead or free slot. */
-  #fns: (Resolve<T> | undefined)[] = [];
+  /** How each slot is settled; `undefined` for a dead or free slot. */
+  #fns: (Settle<T> | undefined)[] = [];
   #mask = -1;
   /** Sequence number of the first entry (live or dead), and of the next push. */
   #head = 0;
@@ -53,7 +77,7 @@ export class WaiterQueue<T> {
   size = 0;
 
   /** Queues a waiter; returns its sequence number. */
-  push(units: number, enqueuedAt: number, deadline: number, resolve: Resolve<T>): number {
+  push(units: number, enqueuedAt: number, deadline: number, resolve: Settle<T>): number {
     if (this.#tail - this.#head > this.#mask) this.#grow();
     const seq = this.#tail++;
     const i = seq & this.#mask;
@@ -103,7 +127,7 @@ export class WaiterQueue<T> {
     return this.#nums![(seq & this.#mask) * NUMS + 2]!;
   }
 
-  resolver(seq: number): Resolve<T> {
+  resolver(seq: number): Settle<T> {
     return this.#fns[seq & this.#mask]!;
   }
 
@@ -144,7 +168,7 @@ export class WaiterQueue<T> {
     const capacity = Math.max(FIRST_CAPACITY, (this.#mask + 1) * 2);
     const mask = capacity - 1;
     const nums = new Float64Array(capacity * NUMS);
-    const fns: (Resolve<T> | undefined)[] = new Array(capacity).fill(undefined);
+    const fns: (Settle<T> | undefined)[] = new Array(capacity).fill(undefined);
     const oldNums = this.#nums;
     const oldWatches = this.#watches;
     const watches =

@@ -4,7 +4,7 @@ import { kWaitCancel } from '../internal.js';
 import type { RateGate } from './bucket.js';
 import type { Pause } from './pause.js';
 import type { AcquireOptions, Permit } from './types.js';
-import { type Resolve, rejectWith, WaiterQueue } from './waiter-queue.js';
+import { grantTo, type Resolve, refuseTo, type Settle, type Waiter, WaiterQueue } from './waiter-queue.js';
 
 /**
  * Real timers fire up to a millisecond off their float target; a head that became ready by its
@@ -32,17 +32,26 @@ export interface CancellableLine {
 
 /**
  * @internal How an adapter cancels a queued acquire without an `AbortSignal` (a controller and
- * its signal per request cost about 0.7 KiB of heap while it waits). Given to
- * `AdaptiveRateLimiter.acquire` under {@link kWaitCancel} in its options (instead of a signal),
- * it is told where the waiter stands when the acquire is queued; `waitingIn.cancel(waitSeq,
- * reason)` then takes it out as an abort of its signal would: its units go back and its promise
- * rejects with `reason`. Calling it once the waiter has left the line does nothing. An acquire
- * granted at once leaves it as it was.
+ * its signal per request cost about 0.7 KiB of heap while it waits), and may be told by calls
+ * instead of a promise. Given to `AdaptiveRateLimiter.acquire` under {@link kWaitCancel} in its
+ * options (instead of a signal), it is told where the waiter stands when the acquire is queued;
+ * `waitingIn.cancel(waitSeq, reason)` then takes it out as an abort of its signal would: its
+ * units go back and it is refused with `reason`. Calling it once the waiter has left the line
+ * does nothing. An acquire granted at once leaves it as it was.
+ *
+ * With `granted` and `refused`, a queued waiter is told by these calls (made as the line serves,
+ * expires, cancels or closes it out, in its call stack) instead of by its promise: the acquire
+ * then returns {@link QUEUED}, which never settles, and the waiter holds nothing but its place in
+ * the line. An acquire that is not queued (granted or refused at once) returns its promise as
+ * always.
  */
-export interface WaitCancel {
+export interface WaitCancel extends Partial<Waiter<Permit>> {
   waitingIn: CancellableLine | undefined;
   waitSeq: number;
 }
+
+/** @internal What an acquire queued with a {@link WaitCancel} that has `granted` returns: it never settles. */
+export const QUEUED: Promise<Permit> = new Promise<Permit>(() => {});
 
 /** @internal Acquire options that may carry a {@link WaitCancel}. */
 export interface CancellableAcquireOptions extends AcquireOptions {
@@ -124,10 +133,16 @@ export class WaitingLine implements CancellableLine {
     signal: AbortSignal | undefined,
     cancel?: WaitCancel | undefined,
   ): Promise<Permit> {
-    const promise = new Promise<Permit>(capture);
-    const resolve = captured!;
-    captured = undefined;
-    const seq = this.#queue.push(units, now, deadline, resolve);
+    let promise = QUEUED;
+    let settle: Settle<Permit>;
+    if (cancel?.granted !== undefined) {
+      settle = cancel as Waiter<Permit>;
+    } else {
+      promise = new Promise<Permit>(capture);
+      settle = captured!;
+      captured = undefined;
+    }
+    const seq = this.#queue.push(units, now, deadline, settle);
     // As in an executor: what throws from here on rejects the promise.
     try {
       // An anonymous listener: tsx (the bench, the tests) gives a named one a `name` property of its own.
@@ -139,7 +154,7 @@ export class WaitingLine implements CancellableLine {
       this.#queuedUnits += units;
       this.arm(now);
     } catch (error) {
-      rejectWith(resolve, error);
+      refuseTo(settle, error);
     }
     return promise;
   }
@@ -194,15 +209,15 @@ export class WaitingLine implements CancellableLine {
     this.#timerAt = Number.POSITIVE_INFINITY;
     // Every waiter out first, then each rejected: a listener of `rejected` sees an empty line.
     const queue = this.#queue;
-    const waiting: [units: number, resolve: Resolve<Permit>][] = [];
+    const waiting: [units: number, settle: Settle<Permit>][] = [];
     for (let seq = queue.first(); seq !== -1; seq = queue.first()) {
       waiting.push([queue.units(seq), queue.resolver(seq)]);
       queue.remove(seq);
     }
-    for (const [units, resolve] of waiting) {
+    for (const [units, settle] of waiting) {
       this.#queuedUnits -= units;
       const detail = `closed with ${units} units waiting`;
-      rejectWith(resolve, this.#owner.rejection('closed', units, detail));
+      refuseTo(settle, this.#owner.rejection('closed', units, detail));
     }
     this.#queuedUnits = 0;
   }
@@ -228,11 +243,11 @@ export class WaitingLine implements CancellableLine {
           this.#expire(head);
           continue;
         }
-        const resolve = queue.resolver(head);
+        const settle = queue.resolver(head);
         const enqueuedAt = queue.enqueuedAt(head);
         queue.remove(head);
         this.#queuedUnits -= units;
-        resolve(this.#owner.grant(units, now, enqueuedAt));
+        grantTo(settle, this.#owner.grant(units, now, enqueuedAt));
       } else if (now >= deadline) {
         this.#expire(head);
       } else {
@@ -246,7 +261,7 @@ export class WaitingLine implements CancellableLine {
     const queue = this.#queue;
     const units = queue.units(seq);
     const enqueuedAt = queue.enqueuedAt(seq);
-    const resolve = queue.resolver(seq);
+    const settle = queue.resolver(seq);
     queue.remove(seq);
     this.#queuedUnits -= units;
     const now = this.#clock.now();
@@ -254,7 +269,7 @@ export class WaitingLine implements CancellableLine {
     const detail = `waited ${Math.round(waited)} ms, maxWait is ${this.#owner.maxWait()} ms`;
     // It was the head: the wait left is its own turn.
     const left = this.#bucket.predictWait(units, 0, this.#pause.left(now), now);
-    rejectWith(resolve, this.#owner.rejection('max-wait', units, detail, left));
+    refuseTo(settle, this.#owner.rejection('max-wait', units, detail, left));
   }
 
   /** Takes waiter `seq` out (aborted or cancelled), if it still waits: its units go back, it rejects with `reason`. */
@@ -262,10 +277,10 @@ export class WaitingLine implements CancellableLine {
     const queue = this.#queue;
     if (!queue.alive(seq)) return;
     const units = queue.units(seq);
-    const resolve = queue.resolver(seq);
+    const settle = queue.resolver(seq);
     queue.remove(seq);
     this.#queuedUnits -= units;
-    rejectWith(resolve, reason);
+    refuseTo(settle, reason);
     // The next in line may be served sooner now.
     this.kick(this.#clock.now());
   }
