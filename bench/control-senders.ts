@@ -5,7 +5,9 @@
  * retries without a limiter. Every row's Agent counts each attempt's status with an innermost
  * interceptor, so 429s are counted the same way for every row.
  */
+import diagnosticsChannel from 'node:diagnostics_channel';
 import { Agent, type Dispatcher, request, setGlobalDispatcher } from 'undici';
+import { DIAGNOSTICS_CHANNELS } from '../src/diagnostics.js';
 import { RateLimitRejectedError } from '../src/errors.js';
 import { adaptiveRateLimit } from '../src/http/interceptor.js';
 import type { InterceptorOptions } from '../src/http/options.js';
@@ -109,6 +111,7 @@ export async function makeSender(job: ClientJob): Promise<Sender> {
       } else if (job.maxAttempts !== 4) {
         options = { maxAttempts: job.maxAttempts };
       }
+      if (process.env.ARL_BENCH_TRACE && row.kind === 'ours') traceRates();
       const interceptor = options === undefined ? adaptiveRateLimit() : adaptiveRateLimit(options);
       if (process.env.ARL_BENCH_TRACE && budget === undefined) {
         const origin = new URL(job.url).origin;
@@ -349,5 +352,28 @@ class EvenPacer {
   close(): void {
     if (this.#timer !== undefined) clearTimeout(this.#timer);
     this.#timer = undefined;
+  }
+}
+
+/**
+ * `ARL_BENCH_TRACE=1`: each change of rate and each throttle of the library's rows, one line on
+ * stderr (seconds since the process's first event, pid, the channel's message).
+ */
+let tracing = false;
+
+function traceRates(): void {
+  if (tracing) return;
+  tracing = true;
+  let start: number | undefined;
+  for (const name of [DIAGNOSTICS_CHANNELS.rate, DIAGNOSTICS_CHANNELS.throttle]) {
+    diagnosticsChannel.subscribe(name, (message) => {
+      start ??= Date.now();
+      const m = message as { from?: number; to?: number; cause?: string; cut?: boolean };
+      const what =
+        name === DIAGNOSTICS_CHANNELS.rate
+          ? `rate ${Math.round(m.from ?? -1)} -> ${Math.round(m.to ?? -1)} (${m.cause})`
+          : `429${m.cut ? ', cut' : ''}`;
+      process.stderr.write(`${((Date.now() - start) / 1000).toFixed(2)}s ${process.pid} ${what}\n`);
+    });
   }
 }
