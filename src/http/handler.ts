@@ -1,5 +1,5 @@
 import type { Dispatcher } from 'undici';
-import { type AttemptPlan, type LoopCancel, runAttempts, runAttemptsFrom } from '../attempt-loop.js';
+import { type AttemptPlan, type LoopCancel, runAttempts } from '../attempt-loop.js';
 import { headerRecord } from '../headers.js';
 import { kWaitCancel } from '../internal.js';
 import { AdaptiveRateLimiter } from '../limiter/adaptive.js';
@@ -59,6 +59,8 @@ export class RateLimitedDispatch implements AttemptOwner, FastPathRequest, Attem
   #done = false;
   /** The plan's throttled attempt 1 (see `AttemptPlan.throttledFirst`), only while the loop starts. */
   throttledFirst: Attempt | undefined;
+  /** ms attempt 1 waited for its units in the limiter's line (`AttemptPlan.waitedMs`). */
+  waitedMs = 0;
 
   constructor(
     dispatch: Dispatcher.Dispatch,
@@ -254,10 +256,17 @@ export class RateLimitedDispatch implements AttemptOwner, FastPathRequest, Attem
     }
   }
 
-  /** Attempt 1's units are granted: the attempt loop goes on from its permit. */
+  /**
+   * Attempt 1's units are granted: it is sent as on the fast path (judged at its response start,
+   * passed straight through unless it is throttled and sent again, then by the attempt loop).
+   */
   granted(permit: Permit): void {
     // From a microtask, as when the grant resolved a promise: not inside the limiter's drain.
-    queueMicrotask(() => this.#end(runAttemptsFrom(this, permit)));
+    queueMicrotask(() => {
+      // One maxWait for the whole request: its retries' waits count this one.
+      this.waitedMs = permit.waitedMs ?? 0;
+      this.#dispatchAttempt(new Attempt(this, new FastPathJudge(this, permit, undefined)));
+    });
   }
 
   /** Attempt 1's wait was refused (queue full, max wait, closed) or cancelled (an abort). */
