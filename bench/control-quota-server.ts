@@ -42,6 +42,11 @@ export interface QuotaServerOptions {
   /** The bucket holds this many seconds of the quota (at least one unit) and starts full. */
   burstSeconds: number;
   drop?: QuotaDrop;
+  /**
+   * A 429 carries `Retry-After` (false: a bare 429 with no header at all, as Envoy's
+   * `local_ratelimit` answers). @default true
+   */
+  retryAfter?: boolean;
   /** Answers after a heavy-tailed delay; none (loopback) when unset. */
   latency?: LatencyOptions;
   /** The server's clock in ms (monotonic; its zero is the run's start). @default performance.now */
@@ -101,7 +106,11 @@ export async function startQuotaServer(options: QuotaServerOptions): Promise<Quo
     const inDrop = drop !== undefined && t >= drop.fromMs && t < drop.toMs;
     const perMs = (perMinute * (inDrop ? 1 - drop.takenFraction : 1)) / 60_000;
     const seconds = perMs > 0 ? Math.max(1, Math.ceil((1 - tokens) / perMs / 1000)) : 1;
-    later(() => res.writeHead(429, { 'retry-after': String(seconds), 'content-length': '0' }).end());
+    const headers: Record<string, string> =
+      options.retryAfter === false
+        ? { 'content-length': '0' }
+        : { 'retry-after': String(seconds), 'content-length': '0' };
+    later(() => res.writeHead(429, headers).end());
   });
   server.keepAliveTimeout = 60_000;
   server.listen(0, '127.0.0.1');

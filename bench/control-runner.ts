@@ -34,7 +34,7 @@ export interface RowRun {
 }
 
 /** A promise of the next message of `child` that `pick` accepts; rejects when the child exits first or after `ms`. */
-function nextMessage<M, T>(
+export function nextMessage<M, T>(
   child: ChildProcess,
   what: string,
   ms: number,

@@ -50,6 +50,12 @@ const suites: readonly Suite[] = [
     run: async () => (await import('./control.js')).controlSuite(),
   },
   {
+    name: 'crowd',
+    description:
+      'a crowd of short-lived processes against a 40/min bucket with bare 429s: the library beside backoff, ATB and AWS',
+    run: async () => (await import('./crowd.js')).crowdSuite(),
+  },
+  {
     name: 'quota-headers',
     description:
       'announced state read as what it is: a GitHub-like hour (40 calls at once), token buckets announcing their state',

@@ -22,6 +22,8 @@ export const kHeldBack = Symbol('adaptive-rate-limit.heldBack');
 // What a shared budget asks of its local limiter.
 export const kAlignSlots = Symbol('adaptive-rate-limit.alignSlots');
 export const kRecentAcceptedRate = Symbol('adaptive-rate-limit.recentAcceptedRate');
+/** A shared budget's local limiter: the budget's books, not a crowd wait, answer a bare 429. */
+export const kNoCrowdWait = Symbol('adaptive-rate-limit.noCrowdWait');
 
 // What the HTTP adapters ask of the registry, by normalized origin.
 export const kLimiterForOrigin = Symbol('adaptive-rate-limit.limiterForOrigin');

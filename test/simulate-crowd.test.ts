@@ -25,3 +25,25 @@ describe('simulator: a crowd of short-lived processes', () => {
     expect(fixed.throttled).toBe(0);
   });
 });
+
+describe('simulator: the crowd wait of the library with no options', () => {
+  const params = (name: string) => {
+    const scenario = findScenario(name);
+    if (scenario === undefined) throw new Error(`no ${name} scenario`);
+    return cloneParams(scenario.params);
+  };
+
+  it('spreads a crowd of 50 x 2 out: under a third of the 429s of plain retries, none gives up after 4 attempts', async () => {
+    const defaults = await runMode('crowd', params('crowd'), builtInMode('defaults'));
+    expect(defaults.throttled).toBeLessThan(200 / 3);
+    expect(defaults.gaveUp).toBe(0);
+    // Those the wait could not fit into maxWait (60 s) end with their 429: the quota serves 40 a minute.
+    expect(defaults.details.acceptedUnits).toBeGreaterThanOrEqual(85);
+  });
+
+  it('serves a crowd of 10 x 10 with at most 25 429s, all served', async () => {
+    const defaults = await runMode('crowd-10x10', params('crowd-10x10'), builtInMode('defaults'));
+    expect(defaults.throttled).toBeLessThanOrEqual(25);
+    expect(defaults.details.acceptedUnits).toBeGreaterThanOrEqual(98);
+  });
+});

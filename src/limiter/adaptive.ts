@@ -12,6 +12,7 @@ import {
   kCanGrant,
   kFailed,
   kHeldBack,
+  kNoCrowdWait,
   kPredictWait,
   kReadyAt,
   kRecentAcceptedRate,
@@ -24,6 +25,7 @@ import { AnnouncedBucket } from './announced-bucket.js';
 import { type RateGate, TokenBucket } from './bucket.js';
 import { BudgetedPermit, BudgetSet, budgetsGate, type Costs } from './budgets.js';
 import { Ceilings } from './ceiling.js';
+import { CrowdWait } from './crowd-wait.js';
 import { LazyEmitter, type LimiterEventMap, refusal } from './events.js';
 import {
   type AdaptiveLimiterOptions,
@@ -34,7 +36,7 @@ import {
 import { Pacer } from './pacer.js';
 import { Pause } from './pause.js';
 import { LimiterPermit, unitsCounted, waitedBefore } from './permit.js';
-import { RateBook } from './rate-book.js';
+import { drawFrom, RateBook } from './rate-book.js';
 import { SlowStart } from './slow-start.js';
 import type { AcquireOptions, AnnouncedQuota, LimiterSnapshot, Permit, RateLimiter } from './types.js';
 import { type CancellableAcquireOptions, signalFor, WaitingLine } from './waiting-line.js';
@@ -86,6 +88,11 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   #forward: ((event: keyof LimiterEventMap, payload: object) => void) | undefined;
   /** The watcher generation this limiter was last handed to (see watch.ts). */
   #watched = 0;
+  /**
+   * The wait after a 429 that says nothing, until the limiter has learned a rate (crowd-wait.ts):
+   * a limiter given no initial rate only.
+   */
+  #crowd: CrowdWait | undefined;
 
   constructor(options: AdaptiveLimiterOptions = {}) {
     super();
@@ -107,6 +114,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     this.#book = new RateBook(this.#opts, controller, this.#pause, now, rate);
     if (this.#bucket.unlimited && this.#opts.slowStart !== false)
       this.#slowStart = new SlowStart(this.#opts.slowStart);
+    if (initialUnitsPerMinute === undefined) this.#crowd = new CrowdWait();
     if (entries.length > 1) {
       this.#subs = entries
         .slice(1)
@@ -494,6 +502,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     const book = this.#book;
     book.measured.record(used, now);
     book.accepted.record(used, now);
+    this.#crowd?.success();
     this.#answered(permit.units, true, now);
     if (used !== permit.units) {
       this.#bucket.charge(used - permit.units, now);
@@ -523,6 +532,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     const pauseMs =
       retryAfterMs !== undefined && retryAfterMs > 0 ? Math.min(retryAfterMs, this.#opts.maxPause) : 0;
     if (pauseMs > 0 && retryAfterMs !== undefined) this.#pauseFor(now, pauseMs, retryAfterMs);
+    else if (retryAfterMs === undefined && quota === undefined) this.#crowdWait(now);
     // A throttled request is not counted against the quota: 0 units of this process's part.
     if (quota !== undefined || this.#ceilings !== undefined) this.#announce(quota, 0, now, retryAfterMs);
     try {
@@ -572,6 +582,23 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     if (slow === undefined) return;
     if (!slow.answered(units, success, this.#line?.size ?? 0)) this.#slowStart = undefined;
     this.#line?.kick(now);
+  }
+
+  /**
+   * A 429 with no Retry-After and no quota: a limiter that has not learned a rate, and has never
+   * been told a quota, waits a random crowd wait (see crowd-wait.ts).
+   */
+  #crowdWait(now: number): void {
+    const crowd = this.#crowd;
+    if (crowd === undefined || this.#ceilings !== undefined) return;
+    const wait = crowd.throttled(drawFrom(this.#opts.random), this.#opts.maxWait);
+    const ms = Math.min(wait, this.#opts.maxPause);
+    if (ms > 0) this.#pauseFor(now, ms, wait);
+  }
+
+  /** @internal A shared budget's local limiter: no crowd wait (the budget's books answer). */
+  [kNoCrowdWait](): void {
+    this.#crowd = undefined;
   }
 
   // ---- announced quotas (see ceiling.ts) ----------------------------------------------------

@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
 import { resolveController } from '../controllers/index.js';
 import { AdaptiveRateLimitError } from '../errors.js';
-import { kFailed, kSuccess, kThrottled } from '../internal.js';
+import { kFailed, kNoCrowdWait, kSuccess, kThrottled } from '../internal.js';
 import { AdaptiveRateLimiter, type LimiterSnapshot } from '../limiter/adaptive.js';
 import { resolveLimiterOptions } from '../limiter/options.js';
 import { unitsCounted } from '../limiter/permit.js';
@@ -114,20 +114,22 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
       controller,
       random: resolved.random,
       limiter: (view) =>
-        new AdaptiveRateLimiter({
-          ...limiterOptions,
-          name: this.#opts.name,
-          // The budget's controller decides once for the budget (budget-controller.ts); the local
-          // one applies this member's part of its cuts (member-controller.ts).
-          // Named after the budget's controller (what metrics and NODE_DEBUG show).
-          controller: Object.assign(memberController(controller, view), {
-            name: typeof resolved.controller === 'string' ? resolved.controller : 'custom',
+        noCrowdWait(
+          new AdaptiveRateLimiter({
+            ...limiterOptions,
+            name: this.#opts.name,
+            // The budget's controller decides once for the budget (budget-controller.ts); the local
+            // one applies this member's part of its cuts (member-controller.ts).
+            // Named after the budget's controller (what metrics and NODE_DEBUG show).
+            controller: Object.assign(memberController(controller, view), {
+              name: typeof resolved.controller === 'string' ? resolved.controller : 'custom',
+            }),
+            instanceCount: 1,
+            minUnitsPerMinute: Math.min(min, LOCAL_MIN_RATE),
+            initialUnitsPerMinute:
+              initial === undefined ? undefined : Math.max(initial / guess, LOCAL_MIN_RATE),
           }),
-          instanceCount: 1,
-          minUnitsPerMinute: Math.min(min, LOCAL_MIN_RATE),
-          initialUnitsPerMinute:
-            initial === undefined ? undefined : Math.max(initial / guess, LOCAL_MIN_RATE),
-        }),
+        ),
     });
     this.limiter = this.#member.limiter;
     this.#coordinator = new Coordinator(this.#member, {
@@ -322,4 +324,10 @@ function readyOrAborted(ready: Promise<void>, signal: AbortSignal): Promise<void
  */
 export function createSharedBudget(options: SharedBudgetOptions): SharedBudget {
   return new SharedBudget(options);
+}
+
+/** The member's local limiter: the budget's books, not a crowd wait, answer a 429 that says nothing. */
+function noCrowdWait(limiter: AdaptiveRateLimiter): AdaptiveRateLimiter {
+  limiter[kNoCrowdWait]();
+  return limiter;
 }

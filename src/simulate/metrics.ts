@@ -41,6 +41,11 @@ export interface Metrics {
    * 90 % of the quota; `null` if they never do.
    */
   secondsTo90: number | null;
+  /**
+   * Seconds from the start to the end of the last second in which the API accepted a unit (the
+   * last success of a crowd's work); `null` if none was accepted.
+   */
+  lastSuccessSeconds: number | null;
 }
 
 /** Counts of one mode's run, gathered while it runs. */
@@ -122,6 +127,7 @@ export function computeMetrics(
     callers429: run.gaveUp + run.retriesRefused,
     fairness: fairnessOf(params, perInstance),
     secondsTo90: secondsTo90Of(params, api.acceptedBySecond),
+    lastSuccessSeconds: lastSuccessOf(api.acceptedBySecond),
     throughput,
     share: throughput / meanQuota(params),
     throttled: api.throttled,
@@ -194,5 +200,11 @@ function secondsTo90Of(params: SimParams, acceptedBySecond: readonly number[]): 
   for (let s = 0; s < endS; s++) {
     if ((acceptedBySecond[s] ?? 0) * 60 >= 0.9 * quotaAt(params, s * 1000) - 1e-9) return s + 1;
   }
+  return null;
+}
+
+/** The end of the last second with an accepted unit, s; `null` when none was. */
+function lastSuccessOf(acceptedBySecond: readonly number[]): number | null {
+  for (let s = acceptedBySecond.length - 1; s >= 0; s--) if ((acceptedBySecond[s] ?? 0) > 0) return s + 1;
   return null;
 }

@@ -93,8 +93,11 @@ export interface SimParams {
    * One entry per instance; `undefined`: all active for the whole run.
    */
   active?: { fromMs: number; toMs: number }[];
-  /** Extra columns of the table: Jain's fairness index, seconds to 90 % of the quota. */
-  columns?: ('fairness' | 'secondsTo90')[];
+  /**
+   * Extra columns of the table: Jain's fairness index, seconds to 90 % of the quota, seconds to
+   * the last success (a crowd's completion).
+   */
+  columns?: ('fairness' | 'secondsTo90' | 'lastSuccess')[];
   /** Times when another client takes part of the quota. */
   quotaEvents: TimedFactor[];
   /** Times when the demand of every instance changes. */
@@ -337,25 +340,15 @@ export const SCENARIOS: readonly Scenario[] = [
     description:
       '50 short-lived processes, each sending 2 requests one at a time from t = 0, against one token bucket of 40 ' +
       'requests/min holding 50 that answers 429 with no Retry-After (ideal: the last request at 75 s).',
-    params: (() => {
-      const p: SimParams = {
-        ...baseParams(),
-        instances: 50,
-        quota: 40,
-        demand: [0],
-        minutes: 5,
-        unitsPerRequest: { min: 1, max: 1 },
-        apiBurstSeconds: 75,
-        crowd: { requestsEach: 2 },
-        noRetryAfter: true,
-      };
-      p.limiter.initialUnitsPerMinute = 10;
-      p.limiter.fixedUnitsPerMinute = 40;
-      p.limiter.maxUnitsPerMinute = 80;
-      // A process waits up to 2 min for its turn: a share of the quota (0.8 a minute) takes 75 s.
-      p.limiter.maxWait = 120_000;
-      return p;
-    })(),
+    params: crowdParams(50, 2),
+    modes: ALL_MODES,
+  },
+  {
+    name: 'crowd-10x10',
+    description:
+      '10 short-lived processes, each sending 10 requests one at a time from t = 0, against the same bucket (ideal: ' +
+      'the last request at 75 s).',
+    params: crowdParams(10, 10),
     modes: ALL_MODES,
   },
   {
@@ -406,6 +399,32 @@ export const SCENARIOS: readonly Scenario[] = [
     modes: ['cubic'],
   },
 ];
+
+/**
+ * A crowd of `instances` short-lived processes, each sending `requestsEach` requests one at a time
+ * from t = 0, against one token bucket of 40 requests/min holding 50 that answers 429 with no
+ * Retry-After (Envoy's `local_ratelimit`); 5 min.
+ */
+function crowdParams(instances: number, requestsEach: number): SimParams {
+  const p: SimParams = {
+    ...baseParams(),
+    instances,
+    quota: 40,
+    demand: [0],
+    minutes: 5,
+    unitsPerRequest: { min: 1, max: 1 },
+    apiBurstSeconds: 75,
+    crowd: { requestsEach },
+    noRetryAfter: true,
+    columns: ['lastSuccess'],
+  };
+  p.limiter.initialUnitsPerMinute = 10;
+  p.limiter.fixedUnitsPerMinute = 40;
+  p.limiter.maxUnitsPerMinute = 80;
+  // A process waits up to 2 min for its turn: a share of the quota (0.8 a minute) takes 75 s.
+  p.limiter.maxWait = 120_000;
+  return p;
+}
 
 export function findScenario(name: string): Scenario | undefined {
   return SCENARIOS.find((s) => s.name === name);

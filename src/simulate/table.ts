@@ -30,6 +30,7 @@ export function tableCells(results: readonly ModeResult[]): { header: string[]; 
   ];
   if (extra.has('fairness')) header.push('Fairness');
   if (extra.has('secondsTo90')) header.push('To 90 %');
+  if (extra.has('lastSuccess')) header.push('Done');
   const rows = results.map((r) => {
     const row = [
       r.label,
@@ -44,6 +45,8 @@ export function tableCells(results: readonly ModeResult[]): { header: string[]; 
     ];
     if (extra.has('fairness')) row.push(r.fairness === null ? '-' : r.fairness.toFixed(3));
     if (extra.has('secondsTo90')) row.push(r.secondsTo90 === null ? 'never' : `${r.secondsTo90} s`);
+    if (extra.has('lastSuccess'))
+      row.push(r.lastSuccessSeconds === null ? 'never' : `${r.lastSuccessSeconds} s`);
     return row;
   });
   return { header, rows };
