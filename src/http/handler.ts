@@ -29,9 +29,12 @@ import type { HttpRuntime, Route } from './runtime.js';
  *   `onRequestStart`, before any wait, and the same across every attempt (the attempts' own
  *   `onRequestStart` calls are not passed on);
  * - the owner of the attempts (this class): it sends attempt 1 at once when its units and a slot
- *   are free (the fast path), else runs the attempt loop (`runAttempts`), being its plan itself
- *   (no closure per waiting request), and gives the caller the answer the loop returns;
- * - the judges of the attempts: {@link FastPathJudge} for attempt 1 on the fast path, which
+ *   are free (the fast path), else waits for them in an adaptive limiter's line as itself (see
+ *   `#waitFirst`) and sends attempt 1 as on the fast path once they are granted; behind a gate,
+ *   or for another limiter, and for every retry, it runs the attempt loop (`runAttempts`), being
+ *   its plan itself (no closure per waiting request), and gives the caller the answer the loop
+ *   returns;
+ * - the judges of the attempts: {@link FastPathJudge} for attempt 1 outside the loop, which
  *   judges its response synchronously and passes it straight through unless it is throttled and
  *   will be sent again (then the loop takes it over, holding the 429 until its retry has units),
  *   and the loop's own judge (see `#send`), which hands every response to the loop.
