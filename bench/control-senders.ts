@@ -5,10 +5,14 @@
  * retries without a limiter. Every row's Agent counts each attempt's status with an innermost
  * interceptor, so 429s are counted the same way for every row.
  */
+import diagnosticsChannel from 'node:diagnostics_channel';
 import { Agent, type Dispatcher, request, setGlobalDispatcher } from 'undici';
+import { DIAGNOSTICS_CHANNELS } from '../src/diagnostics.js';
 import { RateLimitRejectedError } from '../src/errors.js';
 import { adaptiveRateLimit } from '../src/http/interceptor.js';
 import type { InterceptorOptions } from '../src/http/options.js';
+import type { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
+import type { LimiterSnapshot } from '../src/limiter/types.js';
 import type { SharedBudget } from '../src/redis/index.js';
 import type { AttemptCounts, ClientJob } from './control-protocol.js';
 
@@ -107,7 +111,12 @@ export async function makeSender(job: ClientJob): Promise<Sender> {
       } else if (job.maxAttempts !== 4) {
         options = { maxAttempts: job.maxAttempts };
       }
+      if (process.env.ARL_BENCH_TRACE && row.kind === 'ours') traceRates();
       const interceptor = options === undefined ? adaptiveRateLimit() : adaptiveRateLimit(options);
+      if (process.env.ARL_BENCH_TRACE && budget === undefined) {
+        const origin = new URL(job.url).origin;
+        traceLimiter(() => interceptor.registry.limiterFor(origin), attempts);
+      }
       outer = interceptor;
       close = async () => {
         interceptor.close();
@@ -235,6 +244,49 @@ function traceBudget(budget: SharedBudget, attempts: AttemptCounts): void {
   timer.unref();
 }
 
+/**
+ * `ARL_BENCH_TRACE=1`: each second, one line on stderr of a single limiter: its rate, accepted
+ * rate, pause, queue and the answers it got that second.
+ */
+function traceLimiter(find: () => AdaptiveRateLimiter | undefined, attempts: AttemptCounts): void {
+  const start = Date.now();
+  let seen: AdaptiveRateLimiter | undefined;
+  const at = () => ((Date.now() - start) / 1000).toFixed(2);
+  const snapshot = (): LimiterSnapshot | undefined => {
+    const limiter = find();
+    if (limiter !== undefined && limiter !== seen) {
+      seen = limiter;
+      const say = (what: string) => (e: object) =>
+        process.stderr.write(`${at()}s ${process.pid} ${what} ${JSON.stringify(e)}\n`);
+      limiter.on('decreased', say('decreased'));
+      limiter.on('increased', say('increased'));
+      limiter.on('paused', say('paused'));
+    }
+    return limiter?.snapshot();
+  };
+  let ok = 0;
+  let throttled = 0;
+  const timer = setInterval(() => {
+    const s = snapshot();
+    const now = Date.now();
+    const line = [
+      `${((now - start) / 1000).toFixed(0)}s`,
+      `${process.pid}`,
+      `rate ${Math.round(s?.rate ?? -1)}`,
+      `accepted ${Math.round(s?.acceptedRate ?? -1)}`,
+      `paused ${s?.pausedUntil === undefined ? 0 : 1}`,
+      `cuts ${s?.cuts ?? 0}`,
+      `ok ${attempts.ok - ok}`,
+      `429 ${attempts.throttled - throttled}`,
+      `q ${s?.queued ?? 0}`,
+    ];
+    ok = attempts.ok;
+    throttled = attempts.throttled;
+    process.stderr.write(`${line.join(' ')}\n`);
+  }, 1_000);
+  timer.unref();
+}
+
 /** How late a slot of the oracle may go and still keep its place (ms): about one timer tick. */
 const ORACLE_CATCH_UP_MS = 4;
 
@@ -300,5 +352,28 @@ class EvenPacer {
   close(): void {
     if (this.#timer !== undefined) clearTimeout(this.#timer);
     this.#timer = undefined;
+  }
+}
+
+/**
+ * `ARL_BENCH_TRACE=1`: each change of rate and each throttle of the library's rows, one line on
+ * stderr (seconds since the process's first event, pid, the channel's message).
+ */
+let tracing = false;
+
+function traceRates(): void {
+  if (tracing) return;
+  tracing = true;
+  let start: number | undefined;
+  for (const name of [DIAGNOSTICS_CHANNELS.rate, DIAGNOSTICS_CHANNELS.throttle]) {
+    diagnosticsChannel.subscribe(name, (message) => {
+      start ??= Date.now();
+      const m = message as { from?: number; to?: number; cause?: string; cut?: boolean };
+      const what =
+        name === DIAGNOSTICS_CHANNELS.rate
+          ? `rate ${Math.round(m.from ?? -1)} -> ${Math.round(m.to ?? -1)} (${m.cause})`
+          : `429${m.cut ? ', cut' : ''}`;
+      process.stderr.write(`${((Date.now() - start) / 1000).toFixed(2)}s ${process.pid} ${what}\n`);
+    });
   }
 }

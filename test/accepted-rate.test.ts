@@ -34,12 +34,39 @@ describe('the accepted rate', () => {
     rate.open(0);
     expect(rate.recent(100)).toBeUndefined();
     successes(rate, 100, 400, 10); // answers from 100 ms on (a latency after the first grant)
-    // 30 units over the 300 ms since the first answer: 6,000/min (the window says 1,800).
+    // 30 units over the 300 ms since the first answer: 6,000/min (the window, from the first
+    // grant: 4,500; 30 answers are enough to read a rate in the first second).
     expect(rate.recent(400)).toBeCloseTo(6_000);
-    expect(rate.value(400)).toBeCloseTo(1_800);
+    expect(rate.value(400)).toBeCloseTo(4_500);
     successes(rate, 400, 3_000, 10);
     expect(rate.recent(3_000)).toBeCloseTo(6_000); // steady: the same as the window
     expect(rate.value(3_000)).toBeCloseTo(6_000, -2);
+  });
+});
+
+describe('the accepted rate at thousands a second', () => {
+  it('reads 16 answers or more in the first second over the time since the first grant, not over a second', () => {
+    const rate = new AcceptedRate();
+    rate.open(0);
+    successes(rate, 1, 16, 1); // 15 answers by 15 ms: too few, over a second as before
+    expect(rate.value(15)).toBeCloseTo(15 * 60);
+    successes(rate, 16, 31, 1); // 30 answers by 30 ms: 1,000 a second
+    expect(rate.value(30)).toBeCloseTo(60_000);
+    // The last second keeps its slot: answers that came together are no rate.
+    expect(rate.recent(30)).toBeCloseTo((30 * 60_000) / 250);
+  });
+
+  it('has a first cut of a fast limiter start from what got through, not a tenth of it', () => {
+    const clock = new ManualClock(0);
+    // 3,000 a second granted and answered at once for 20 ms, then a throttle.
+    const limiter = new AdaptiveRateLimiter({ clock, initialUnitsPerMinute: 180_000, controller: 'probe' });
+    for (let i = 0; i < 60; i++) {
+      limiter.tryAcquire()?.success();
+      clock.advance(1 / 3);
+    }
+    limiter.tryAcquire()!.throttled();
+    // Probe drains at 0.9 of the accepted rate (about 180,000/min); over a slot it read 14,400.
+    expect(limiter.rate).toBeGreaterThan(0.6 * 180_000);
   });
 });
 

@@ -80,19 +80,20 @@ describe('AdaptiveRateLimiter: the bucket and the queue', () => {
   });
 
   it('grants several waiters per timer tick when their slots are closer than a millisecond, and no more', async () => {
-    // 600,000 units/min: a slot every 0.1 ms.
-    const { clock, limiter } = setup({ initialUnitsPerMinute: 600_000 });
+    // 480,000 units/min: a slot every 0.125 ms (exact in binary floating point).
+    const { clock, limiter } = setup({ initialUnitsPerMinute: 480_000 });
     let granted = 0;
     for (let i = 0; i < 200; i++) void limiter.acquire().then(() => granted++);
     await flush();
-    // One at once, plus the 10 ms that idle time may earn (100 slots).
-    expect(granted).toBe(101);
+    // One at once, plus the 4 ms (a timer tick) that idle time may earn at this rate (32 slots,
+    // not the 10 ms of lower rates: 80 at once would pass a strict leaky bucket's burst).
+    expect(granted).toBe(33);
     clock.advance(1);
     await flush();
-    expect(granted).toBe(111);
+    expect(granted).toBe(41);
     clock.advance(2);
     await flush();
-    expect(granted).toBe(131);
+    expect(granted).toBe(57);
   });
 
   it('keeps the rate when its timer fires late (a busy event loop): late slots are caught up, not lost', async () => {
@@ -114,6 +115,43 @@ describe('AdaptiveRateLimiter: the bucket and the queue', () => {
     // that a timer 30 ms late would give if each late fire lost its lateness.
     expect(granted).toBeGreaterThanOrEqual(96);
     expect(granted).toBeLessThanOrEqual(102);
+  });
+
+  it('at 150,000 units/min sends no bunch above a 4 ms tick of the rate, however late its timer fires', async () => {
+    // Slots 0.4 ms apart. A timer 50 ms late caught up in full would send 125 requests at once,
+    // which a strict leaky bucket (nginx, burst=10) answers with 429s and a Retry-After pause.
+    const late = (ms: number) =>
+      class extends ManualClock {
+        override setTimeout(fn: () => void, delay: number): unknown {
+          return super.setTimeout(fn, delay + ms);
+        }
+      };
+    const run = async (lateMs: number, stepMs: number) => {
+      const clock = new (late(lateMs))();
+      const limiter = new AdaptiveRateLimiter({ clock, initialUnitsPerMinute: 150_000, controller: 'aimd' });
+      const at = new Map<number, number>();
+      let granted = 0;
+      for (let i = 0; i < 5_000; i++)
+        void limiter.acquire().then(() => {
+          granted++;
+          at.set(clock.now(), (at.get(clock.now()) ?? 0) + 1);
+        });
+      await flush();
+      for (let t = 0; t < 1_000; t += stepMs) {
+        clock.advance(stepMs);
+        await flush();
+      }
+      limiter.close();
+      return { granted, bunch: Math.max(...at.values()) };
+    };
+    // 50 ms late: at most a 4 ms tick of the rate (10) and the one due now go at once.
+    expect((await run(50, 10)).bunch).toBeLessThanOrEqual(11);
+    // 2 ms late, a timer tick apart: the slots are kept, the rate holds (2,500 in a second,
+    // plus the idle credit).
+    const { granted, bunch } = await run(2, 1);
+    expect(bunch).toBeLessThanOrEqual(11);
+    expect(granted).toBeGreaterThanOrEqual(2_490);
+    expect(granted).toBeLessThanOrEqual(2_515);
   });
 
   it("burst 'second': serves a full bucket at once, then one request per 1/rate, first in first out", async () => {
@@ -381,11 +419,12 @@ describe('AdaptiveRateLimiter: throttles, cuts and pauses', () => {
       clock.advance(150);
       for (const p of permits.slice(0, 20)) p.success();
       permits[20]!.throttled(1_000);
-      // 30 units sent, 20 accepted in the first 150 ms: the 3 s window reads 1,200/min (over a
-      // second at least, in the first second); the last second's, read from the first answer over
-      // one 250 ms slot at least, 4,800/min. The first cut starts from the higher, cut by 30 %.
-      expect(limiter.snapshot().acceptedRate).toBeCloseTo(1_200);
-      expect(limiter.rate).toBeCloseTo(4_800 * 0.7);
+      // 30 units sent, 20 accepted in the first 150 ms: the 3 s window reads 8,000/min (20
+      // answers are enough to read over the 150 ms since the first grant; fewer than 16 read over
+      // a second); the last second's, read from the first answer over one 250 ms slot at least,
+      // 4,800/min. The first cut starts from the higher, cut by 30 %.
+      expect(limiter.snapshot().acceptedRate).toBeCloseTo(8_000);
+      expect(limiter.rate).toBeCloseTo(8_000 * 0.7);
     },
   );
 });

@@ -14,6 +14,17 @@ const RECENT_SLOTS = 4;
  * Retry-After pause took most of is read over what is left of it).
  */
 const MIN_SPAN_MS = 1_000;
+/**
+ * In the first second, this many answers are a rate of their own: the window reads them over the
+ * time since the first grant (at least {@link ENOUGH_SPAN_MS}), not over a second. At thousands
+ * a second the first throttle comes within a few ms of the first grant, and a floor of a second
+ * read a small part of what got through (a first cut to a tenth of the quota at 300,000 a
+ * minute). The last second's rate (`recent`) keeps its floor of a slot: it is read from the first
+ * answer, and answers that come together (a latency after their grants) are no rate.
+ */
+const ENOUGH_ANSWERS = 16;
+/** The shortest span a rate is read over (ms): a timer tick. */
+const ENOUGH_SPAN_MS = 4;
 
 /**
  * The accepted rate: units of the responses classified as success (not sent, not throttled) per
@@ -32,6 +43,8 @@ export class AcceptedRate {
   #any = false;
   /** The first success (ms): answers come a latency after their grants. */
   #firstSuccess: number | undefined;
+  /** Successes recorded, counted up to {@link ENOUGH_ANSWERS}. */
+  #answers = 0;
   /** Units accepted since the last mark (a cut), and when that was (ms). */
   #markUnits = 0;
   #markAt: number | undefined;
@@ -55,6 +68,7 @@ export class AcceptedRate {
     }
     slotUnits[i]! += units;
     this.#markUnits += units;
+    if (this.#answers < ENOUGH_ANSWERS) this.#answers++;
     this.#any = true;
     this.#since ??= now;
     this.#firstSuccess ??= now;
@@ -103,8 +117,10 @@ export class AcceptedRate {
     if (units === undefined) return undefined;
     const since = this.#since ?? now;
     const windowStart = Math.max(first * SLOT_MS, since);
-    // A second at least in the first second (one early answer is no rate), a slot after it.
-    const minSpan = now - since < MIN_SPAN_MS ? MIN_SPAN_MS : SLOT_MS;
+    // A second at least in the first second (one early answer is no rate) unless enough answers
+    // came, a slot after it.
+    let minSpan = SLOT_MS;
+    if (now - since < MIN_SPAN_MS) minSpan = this.#answers >= ENOUGH_ANSWERS ? ENOUGH_SPAN_MS : MIN_SPAN_MS;
     const span = Math.max(minSpan, now - windowStart - pausedIn(windowStart));
     return (units * 60_000) / span;
   }

@@ -3,16 +3,29 @@ import type { RateGate } from './bucket.js';
 /**
  * How much of the rate idle time earns, and how late a timer may fire and still be caught up
  * exactly (ms). After an idle spell one request goes at once, plus as many as fit in these ms
- * of the rate (none below 6,000 units/min; 1 more at 12,000; 10 at 60,000).
+ * of the rate (none below 6,000 units/min; 1 more at 12,000); for requests of one unit from
+ * 24,000 units/min on, at most 4 more, or a 4 ms tick of the rate when that is more (10 at
+ * 150,000).
  */
 export const PACING_SLACK_MS = 10;
 /**
  * A waiter granted late by its timer (a busy event loop) keeps its slot if it is at most this many
  * ms late: the slots after it stay on schedule, so the rate holds under event-loop lag; several
- * late slots may then go at once (at most these ms of the rate). Idle time and pauses earn only
- * {@link PACING_SLACK_MS}.
+ * late slots may then go at once (at most these ms of the rate, and at most 4 requests of the
+ * granted size or a 4 ms tick of the rate). Idle time and pauses earn only {@link PACING_SLACK_MS}.
  */
 const PACING_CATCH_UP_MS = 100;
+/**
+ * At high rates a grant's idle credit and catch-up are bounded by requests, not only by ms:
+ * late slots and idle credit let at most this many requests of the granted size go at once (or
+ * a {@link TICK_MS} of the rate, when that is more). A strict leaky bucket (nginx's `limit_req`
+ * with `burst=10`) refuses a bunch larger than its burst, and 100 ms of 150,000 requests/min is
+ * 250 requests at once: 429s and, with `Retry-After`, a pause. A request of many units (tokens)
+ * is bounded as before: four of its gaps are longer than the bounds in ms.
+ */
+const BUNCH_REQUESTS = 4;
+/** The timer granularity: slots closer than this go several per tick at any rate (ms). */
+const TICK_MS = 4;
 /** Float slots within this many ms of now count as due. */
 const EPSILON_MS = 1e-6;
 
@@ -129,8 +142,11 @@ export class Pacer implements RateGate {
   /** Takes the next slot for `units` at `now`; `waited`: a waiter the timer granted (maybe late). */
   take(units: number, now: number, waited = false): void {
     if (this.#free) return;
-    const late = waited && this.#tat >= now - PACING_CATCH_UP_MS;
-    this.#tat = (late ? this.#tat : Math.max(this.#tat, now - PACING_SLACK_MS)) + this.#ms(units);
+    const gap = this.#ms(units);
+    // The bunch a grant may end: BUNCH_REQUESTS of its size, or a tick, within the bounds in ms.
+    const bunch = Math.max(TICK_MS, BUNCH_REQUESTS * gap);
+    const late = waited && this.#tat >= now - Math.min(PACING_CATCH_UP_MS, bunch);
+    this.#tat = (late ? this.#tat : Math.max(this.#tat, now - Math.min(PACING_SLACK_MS, bunch))) + gap;
   }
 
   /** The next slot one unit after `now`. */
