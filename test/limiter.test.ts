@@ -137,7 +137,7 @@ describe('AdaptiveRateLimiter: the bucket and the queue', () => {
             granted++;
             at.set(clock.now(), (at.get(clock.now()) ?? 0) + 1);
           },
-          // The close below refuses those still waiting.
+          // The waiters left at the end are rejected by close(): expected, not counted.
           () => {},
         );
       await flush();
