@@ -11,6 +11,8 @@ import { DIAGNOSTICS_CHANNELS } from '../src/diagnostics.js';
 import { RateLimitRejectedError } from '../src/errors.js';
 import { adaptiveRateLimit } from '../src/http/interceptor.js';
 import type { InterceptorOptions } from '../src/http/options.js';
+import type { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
+import type { LimiterSnapshot } from '../src/limiter/types.js';
 import type { SharedBudget } from '../src/redis/index.js';
 import type { AttemptCounts, ClientJob } from './control-protocol.js';
 
@@ -111,6 +113,10 @@ export async function makeSender(job: ClientJob): Promise<Sender> {
       }
       if (process.env.ARL_BENCH_TRACE && row.kind === 'ours') traceRates();
       const interceptor = options === undefined ? adaptiveRateLimit() : adaptiveRateLimit(options);
+      if (process.env.ARL_BENCH_TRACE && budget === undefined) {
+        const origin = new URL(job.url).origin;
+        traceLimiter(() => interceptor.registry.limiterFor(origin), attempts);
+      }
       outer = interceptor;
       close = async () => {
         interceptor.close();
@@ -230,6 +236,49 @@ function traceBudget(budget: SharedBudget, attempts: AttemptCounts): void {
       `ok ${attempts.ok - ok}`,
       `429 ${attempts.throttled - throttled}`,
       `q ${budget.limiter.snapshot().queued}`,
+    ];
+    ok = attempts.ok;
+    throttled = attempts.throttled;
+    process.stderr.write(`${line.join(' ')}\n`);
+  }, 1_000);
+  timer.unref();
+}
+
+/**
+ * `ARL_BENCH_TRACE=1`: each second, one line on stderr of a single limiter: its rate, accepted
+ * rate, pause, queue and the answers it got that second.
+ */
+function traceLimiter(find: () => AdaptiveRateLimiter | undefined, attempts: AttemptCounts): void {
+  const start = Date.now();
+  let seen: AdaptiveRateLimiter | undefined;
+  const at = () => ((Date.now() - start) / 1000).toFixed(2);
+  const snapshot = (): LimiterSnapshot | undefined => {
+    const limiter = find();
+    if (limiter !== undefined && limiter !== seen) {
+      seen = limiter;
+      const say = (what: string) => (e: object) =>
+        process.stderr.write(`${at()}s ${process.pid} ${what} ${JSON.stringify(e)}\n`);
+      limiter.on('decreased', say('decreased'));
+      limiter.on('increased', say('increased'));
+      limiter.on('paused', say('paused'));
+    }
+    return limiter?.snapshot();
+  };
+  let ok = 0;
+  let throttled = 0;
+  const timer = setInterval(() => {
+    const s = snapshot();
+    const now = Date.now();
+    const line = [
+      `${((now - start) / 1000).toFixed(0)}s`,
+      `${process.pid}`,
+      `rate ${Math.round(s?.rate ?? -1)}`,
+      `accepted ${Math.round(s?.acceptedRate ?? -1)}`,
+      `paused ${s?.pausedUntil === undefined ? 0 : 1}`,
+      `cuts ${s?.cuts ?? 0}`,
+      `ok ${attempts.ok - ok}`,
+      `429 ${attempts.throttled - throttled}`,
+      `q ${s?.queued ?? 0}`,
     ];
     ok = attempts.ok;
     throttled = attempts.throttled;

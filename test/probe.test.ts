@@ -153,14 +153,91 @@ describe('probe: onSuccess (golden table, default options)', () => {
       2000 * 0.97 + 60,
     ],
     [
-      'after the very first cut: no hold, probes right after the drain',
-      { rate: 2700, decreases: [VERY_FIRST], sinceLastDecrease: 1000 },
-      2910 + 60,
+      'after a throttle while cruising: probe steps, no climb back to the ceiling it took (the competitor has it)',
+      {
+        rate: 2000,
+        decreases: [FIRST, { rateBefore: 2910, acceptedRate: 2000, acceptedRateSincePrevious: 2800 }],
+        sinceLastDecrease: 6000,
+      },
+      2000 * 0.97 + 180,
     ],
     [
-      'after the very first cut: +60, +120 a round later',
-      { rate: 2970, decreases: [VERY_FIRST], sinceLastDecrease: 3000 },
-      2910 + 180,
+      'after a throttle while cruising: still holding, no climb back',
+      {
+        rate: 1940,
+        decreases: [FIRST, { rateBefore: 2910, acceptedRate: 2000, acceptedRateSincePrevious: 2800 }],
+        sinceLastDecrease: 3999,
+      },
+      undefined,
+    ],
+    [
+      'our own overshoot after a throttle while cruising: probe steps from what got through',
+      {
+        rate: 1854,
+        decreases: [
+          FIRST,
+          { rateBefore: 2910, acceptedRate: 2000, acceptedRateSincePrevious: 2800 },
+          { rateBefore: 2600, acceptedRate: 2100, acceptedRateSincePrevious: 2050 },
+        ],
+        sinceLastDecrease: 9000,
+      },
+      2060 * 0.97 + 60,
+    ],
+    [
+      'a Retry-After pause counts toward the drain',
+      { ...afterFirst, sinceLastDecrease: 1000, pauseSinceLastDecrease: 1000 },
+      2910,
+    ],
+    [
+      'a pause counts toward the drain only as long as it lasted',
+      { ...afterFirst, sinceLastDecrease: 999, pauseSinceLastDecrease: 400 },
+      undefined,
+    ],
+    [
+      'a pause and the rest of the drain: cruising',
+      { ...afterFirst, sinceLastDecrease: 1000, pauseSinceLastDecrease: 400 },
+      2910,
+    ],
+    [
+      'in the second after a pause, the send rate measured at the cut: not app-limited',
+      {
+        ...afterFirst,
+        sinceLastDecrease: 1500,
+        pauseSinceLastDecrease: 1000,
+        measuredRate: 1000,
+        measuredRateAtLastDecrease: 3000,
+      },
+      2910,
+    ],
+    [
+      'a second after a pause, the send rate measured now: app-limited',
+      {
+        ...afterFirst,
+        sinceLastDecrease: 2000,
+        pauseSinceLastDecrease: 1000,
+        measuredRate: 1000,
+        measuredRateAtLastDecrease: 3000,
+      },
+      undefined,
+    ],
+    [
+      'after the very first cut: no hold, probes right after the drain, by a tenth of the estimate',
+      { rate: 2700, decreases: [VERY_FIRST], sinceLastDecrease: 1000 },
+      2910 + 300,
+    ],
+    [
+      'after the very first cut: +300, +600 a round later',
+      { rate: 3210, decreases: [VERY_FIRST], sinceLastDecrease: 3000 },
+      2910 + 900,
+    ],
+    [
+      'after the very first cut, a tenth of a small estimate is less than a probe step: the probe step',
+      {
+        rate: 450,
+        decreases: [{ rateBefore: 1000, acceptedRate: 500, acceptedRateSincePrevious: undefined }],
+        sinceLastDecrease: 1000,
+      },
+      485 + 60,
     ],
     [
       'after the very first cut: drains for 1 s first',
@@ -168,13 +245,22 @@ describe('probe: onSuccess (golden table, default options)', () => {
       undefined,
     ],
     [
-      'a second cut found less than the very first: still unsure, no hold',
+      'a second cut found less than the very first: still unsure, no hold, half the way back to the first',
       {
         rate: 1800,
         decreases: [VERY_FIRST, { rateBefore: 2700, acceptedRate: 2000, acceptedRateSincePrevious: 1500 }],
         sinceLastDecrease: 1000,
       },
-      1940 + 60,
+      2500 * 0.97,
+    ],
+    [
+      'a second cut found less than the very first: all the way back a round later',
+      {
+        rate: 2425,
+        decreases: [VERY_FIRST, { rateBefore: 2700, acceptedRate: 2000, acceptedRateSincePrevious: 1500 }],
+        sinceLastDecrease: 3000,
+      },
+      3000 * 0.97,
     ],
     [
       'a second cut found more than the very first: sure, it holds',

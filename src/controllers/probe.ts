@@ -7,7 +7,7 @@ export interface ProbeOptions {
   cruiseMargin?: number;
   /** After its own overshoot the rate drains at the ceiling times this, in (0, 1]. @default 0.9 */
   drainFactor?: number;
-  /** How long the drain lasts (ms, >= 0, finite), not counting a Retry-After pause. @default 1_000 */
+  /** How long the drain lasts after the cut (ms, >= 0, finite); a Retry-After pause since the cut counts toward it. @default 1_000 */
   drainTime?: number;
   /**
    * The shortest hold at the cruise rate before probing (ms, > 0, finite). The hold is
@@ -68,6 +68,8 @@ export const PROBE_DEFAULTS: Readonly<Required<ProbeOptions>> = {
 
 /** A rate within this fraction above the cruise rate still counts as cruising. */
 const CRUISE_SLACK = 1e-3;
+/** While the ceiling is only the start's estimate, the first probe step is at least this fraction of it. */
+const UNSURE_STEP = 0.1;
 /** Probe rounds beyond this add no more (2^40 steps is past any maximum). */
 const MAX_ROUNDS = 40;
 
@@ -97,8 +99,14 @@ export function probe(options: ProbeOptions = {}): RateController {
    */
   const learn = (
     cuts: readonly DecreaseRecord[],
-  ): { E: number; own: boolean; stable: number; unsure: boolean } => {
+  ): { E: number; own: boolean; stable: number; unsure: boolean; recall: number } => {
     let E: number | undefined;
+    /**
+     * While the ceiling is only the start's estimate: the higher estimate an earlier cut of the
+     * start made, when the cut after it found less (on windows a pause emptied, or while another
+     * process was still unlimited). Otherwise the ceiling itself.
+     */
+    let recall = 0;
     let own = true;
     let stable = 0;
     /**
@@ -116,6 +124,7 @@ export function probe(options: ProbeOptions = {}): RateController {
         own = true;
         // Found the same ceiling as the first estimate: as any second find of it, a longer hold.
         stable = same(A, E) ? stable + 1 : 0;
+        recall = unsure ? Math.max(recall, E) : A;
         E = A;
         continue;
       }
@@ -142,9 +151,10 @@ export function probe(options: ProbeOptions = {}): RateController {
         // Cruising, and less got through (the quota dropped, a competitor grew).
         E = Math.min(A, o.externalFactor * E);
       }
+      recall = E;
       stable = before !== undefined && same(E, before) ? stable + 1 : 0;
     }
-    return { E: E ?? 0, own, stable, unsure };
+    return { E: E ?? 0, own, stable, unsure, recall: Math.max(recall, E ?? 0) };
   };
   return {
     onThrottled(s: RateControllerState): number {
@@ -162,7 +172,8 @@ export function probe(options: ProbeOptions = {}): RateController {
     },
     onSuccess(s: RateControllerState): number | undefined {
       if (!s.waited) return undefined;
-      if (s.measuredRate !== undefined && s.measuredRate < o.appLimitedRatio * s.rate) return undefined;
+      const measured = sendRate(s);
+      if (measured !== undefined && measured < o.appLimitedRatio * s.rate) return undefined;
       const announced = s.announcedRate;
       let target: number;
       if (s.decreases.length === 0 && announced !== undefined) {
@@ -175,8 +186,8 @@ export function probe(options: ProbeOptions = {}): RateController {
         if (s.sinceLastIncrease < o.round) return undefined;
         target = s.rate * o.startupGrowth;
       } else {
-        const { E, own, stable, unsure } = learn(s.decreases);
-        const drain = own ? o.drainTime : 0;
+        const { E, own, stable, unsure, recall } = learn(s.decreases);
+        const drain = own ? drainLeft(o.drainTime, s.pauseSinceLastDecrease) : 0;
         // Randomized; doubles for each cut in a row at the same ceiling (a new ceiling resets it).
         // No hold while the ceiling is only the start's estimate: the next cut sets it.
         const hold = unsure ? 0 : Math.min(o.maxHold, o.holdTime * (1 + s.random) * 2 ** stable);
@@ -187,17 +198,59 @@ export function probe(options: ProbeOptions = {}): RateController {
           // Steps of probeStep × probeGrowth^i for the rounds i = 0..k so far: the same for every client.
           const k = Math.min(MAX_ROUNDS, Math.floor((t - drain - hold) / o.round));
           const g = o.probeGrowth;
-          target += (((g ** (k + 1) - 1) / (g - 1)) * o.probeStep) / s.instanceCount;
+          // While the ceiling is only the start's estimate, steps of a tenth of it at least.
+          const base = o.probeStep / s.instanceCount;
+          const step = unsure ? Math.max(base, E * UNSURE_STEP) : base;
+          target += ((g ** (k + 1) - 1) / (g - 1)) * step;
+          target = Math.max(target, climbBack(E, recall, k) * (1 - o.cruiseMargin));
         }
       }
       // Never more than twice what is sent (a stale curve after a quiet spell).
-      if (s.measuredRate !== undefined) target = Math.min(target, 2 * s.measuredRate);
+      if (measured !== undefined) target = Math.min(target, 2 * measured);
       // Never probe past what the API announced.
       if (announced !== undefined) target = Math.min(target, announced);
       target = Math.min(target, s.maxRate);
       return target > s.rate ? target : undefined;
     },
   };
+}
+
+/**
+ * The ceiling to cruise below in probe round `k` (0, 1, ...) when the start made a higher
+ * estimate, `recall`, than the ceiling: half the way back to it in the first round, all of it from
+ * the second. The probe's steps climb a few percent a round; a first estimate that the next cut
+ * read low (its windows emptied by a pause, or another process still unlimited) is found again in
+ * two rounds instead. Not after a throttle while cruising: a ceiling a competitor took is its
+ * share now, and climbing back to it would take it back from the competitor.
+ */
+function climbBack(E: number, recall: number, k: number): number {
+  return recall <= E ? E : E + ((recall - E) * Math.min(2, k + 1)) / 2;
+}
+
+/** How long after a Retry-After pause the measured send rate still holds the pause (ms): two of its half-second buckets. */
+const PAUSE_IN_MEASURE_MS = 1_000;
+
+/**
+ * The measured send rate the probe reads. In the first second after a Retry-After pause since
+ * the cut, the measured rate spreads the last answers before the pause over it, and reads a
+ * sender that waited for the server as one with little to send: there, the higher of it and the
+ * rate measured at the cut.
+ */
+function sendRate(s: RateControllerState): number | undefined {
+  const measured = s.measuredRate;
+  const sincePause = s.sinceLastDecrease - s.pauseSinceLastDecrease;
+  if (measured === undefined || !(s.pauseSinceLastDecrease > 0 && sincePause < PAUSE_IN_MEASURE_MS))
+    return measured;
+  return Math.max(measured, s.measuredRateAtLastDecrease ?? measured);
+}
+
+/**
+ * The drain (ms, not counting pauses) still due after a cut of `drainTime`: a Retry-After pause
+ * since the cut sent nothing, so it drained the server's excess as the drain would have (a leaky
+ * bucket empties while nobody sends): the pause counts toward it.
+ */
+function drainLeft(drainTime: number, pausedSinceCut: number): number {
+  return Math.max(0, drainTime - pausedSinceCut);
 }
 
 const fraction = (v: number) => v > 0 && v <= 1;

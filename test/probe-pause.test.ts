@@ -1,0 +1,148 @@
+import { describe, expect, it } from 'vitest';
+import { ManualClock } from '../src/clock.js';
+import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
+import type { Permit } from '../src/limiter/types.js';
+
+/**
+ * The probe controller (the default) on a manual clock, fed as a saturated sender is: every
+ * 10 ms it takes every slot the pacer gives and each answer comes back at once.
+ */
+function setup() {
+  const clock = new ManualClock(0);
+  const limiter = new AdaptiveRateLimiter({
+    clock,
+    controller: 'probe',
+    initialUnitsPerMinute: 3_000,
+    random: () => 0,
+  });
+  /** Sends for `ms`; each answer is a success, or what `answer` says for the n-th request. */
+  const send = (ms: number, answer: (p: Permit) => void = (p) => p.success()) => {
+    for (let t = 0; t < ms; t += 10) {
+      clock.advance(10);
+      for (let p = limiter.tryAcquire(); p !== undefined; p = limiter.tryAcquire()) answer(p);
+    }
+  };
+  return { clock, limiter, send };
+}
+
+describe('probe on a limiter: the Retry-After pause after its own overshoot', () => {
+  it('counts toward the drain: the rate is back at the cruise rate as the pause ends, not a drain later', () => {
+    const { limiter, send } = setup();
+    send(3_000);
+    // The first cut: its own overshoot at the rate it sends, 1 s of Retry-After.
+    let throttled = false;
+    send(10, (p) => {
+      if (throttled) return p.success();
+      throttled = true;
+      p.throttled(1_000);
+    });
+    const drained = limiter.rate;
+    const cruise = (drained / 0.9) * 0.97; // 0.9 and 0.97 x the ceiling
+    send(990); // the pause: nothing goes, and the rate stays drained
+    expect(limiter.snapshot().pausedUntil).toBeDefined();
+    expect(limiter.rate).toBe(drained);
+    send(100);
+    // At the cruise rate (or probing above it) as soon as the pause is over.
+    expect(limiter.snapshot().pausedUntil).toBeUndefined();
+    expect(limiter.rate).toBeGreaterThanOrEqual(cruise - 1e-6);
+  });
+
+  it('drains for the drain time when there was no pause', () => {
+    const { limiter, send } = setup();
+    send(3_000);
+    let throttled = false;
+    send(10, (p) => {
+      if (throttled) return p.success();
+      throttled = true;
+      p.throttled();
+    });
+    const drained = limiter.rate;
+    send(900);
+    expect(limiter.rate).toBe(drained);
+    send(200);
+    expect(limiter.rate).toBeGreaterThanOrEqual((drained / 0.9) * 0.97 - 1e-6);
+  });
+});
+
+describe('probe on a limiter: a start estimate the next cut read low', () => {
+  it('climbs half the way back to the first estimate in the first probe round and all of it in the next', () => {
+    const clock = new ManualClock(0);
+    const limiter = new AdaptiveRateLimiter({
+      clock,
+      controller: 'probe',
+      initialUnitsPerMinute: 3_000,
+      maxUnitsPerMinute: 3_000,
+      random: () => 0,
+    });
+    /** Sends for `ms`; the n-th request of the run is answered by `answer(n)`. */
+    const send = (ms: number, answer: (n: number) => 'ok' | 'throttled' = () => 'ok') => {
+      let n = 0;
+      for (let t = 0; t < ms; t += 10) {
+        clock.advance(10);
+        for (let p = limiter.tryAcquire(); p !== undefined; p = limiter.tryAcquire()) {
+          if (answer(n++) === 'ok') p.success();
+          else p.throttled();
+        }
+      }
+    };
+    send(3_000);
+    // The first cut: about 3,000 got through, the start's estimate (drain at 0.9 x it).
+    send(20, (n) => (n === 0 ? 'throttled' : 'ok'));
+    const first = limiter.rate / 0.9;
+    expect(first).toBeGreaterThan(2_900);
+    const cruise = first * 0.97;
+    // Another process, still unlimited, takes most of the quota: most answers are 429s, and the
+    // next cut finds less than the first.
+    send(2_000, (n) => (n % 4 === 0 ? 'ok' : 'throttled'));
+    expect(limiter.snapshot().cuts).toBe(2);
+    const drained = limiter.rate;
+    expect(drained).toBeLessThan(0.8 * cruise);
+    // It found its rate: every answer is a success again. The drain over (no hold on the
+    // start's estimate), half the way back to the first estimate, then all of it a round (2 s)
+    // later; the probe steps alone (a tenth of the estimate: +10 %, +30 %) would not be.
+    const rates: number[] = [];
+    for (let t = 0; t < 6_000; t += 10) {
+      send(10);
+      rates.push(limiter.rate);
+    }
+    const up = rates.findIndex((r) => r > drained);
+    expect(up).toBeGreaterThanOrEqual(0);
+    expect(rates[up]).toBeGreaterThan(drained + 0.3 * (cruise - drained));
+    expect(rates[up]).toBeLessThan(cruise);
+    expect(rates[up + 200]).toBeCloseTo(cruise, 6);
+  });
+});
+
+describe('probe on a limiter: the start estimate', () => {
+  it('probes above the very first cut by steps of a tenth of it, not of the probe step', () => {
+    const clock = new ManualClock(0);
+    const limiter = new AdaptiveRateLimiter({ clock, controller: 'probe', random: () => 0 });
+    /** The server lets 2,000 units/min through at most (a strict leaky bucket, burst 5). */
+    let tat = 0;
+    const send = (ms: number) => {
+      for (let t = 0; t < ms; t += 10) {
+        clock.advance(10);
+        for (let p = limiter.tryAcquire(); p !== undefined; p = limiter.tryAcquire()) {
+          const now = clock.now();
+          if (tat - now > 5 * 30) p.throttled();
+          else {
+            tat = Math.max(tat, now) + 30;
+            p.success();
+          }
+        }
+      }
+    };
+    for (let t = 0; t < 10_000 && limiter.snapshot().cuts === 0; t += 10) send(10);
+    expect(limiter.snapshot().cuts).toBe(1);
+    const drained = limiter.rate;
+    const estimate = drained / 0.9;
+    const rates: number[] = [];
+    for (let t = 0; t < 3_000; t += 10) {
+      send(10);
+      rates.push(limiter.rate);
+    }
+    const first = rates.find((r) => r > drained);
+    // The drain over: cruise below the estimate plus a first step of a tenth of it (60 without).
+    expect(first).toBeCloseTo(estimate * 0.97 + estimate * 0.1, 6);
+  });
+});
