@@ -190,7 +190,9 @@ export function probe(options: ProbeOptions = {}): RateController {
         const drain = own ? drainLeft(o.drainTime, s.pauseSinceLastDecrease) : 0;
         // Randomized; doubles for each cut in a row at the same ceiling (a new ceiling resets it).
         // No hold while the ceiling is only the start's estimate: the next cut sets it.
-        const hold = unsure ? 0 : Math.min(o.maxHold, o.holdTime * (1 + s.random) * 2 ** stable);
+        // Longer with more than two instances probing on their own (see holdScale).
+        const base = o.holdTime * holdScale(s.instanceCount);
+        const hold = unsure ? 0 : Math.min(o.maxHold, base * (1 + s.random) * 2 ** stable);
         const t = Math.max(0, s.sinceLastDecrease - s.pauseSinceLastDecrease);
         if (t < drain) return undefined;
         target = E * (1 - o.cruiseMargin);
@@ -251,6 +253,16 @@ function sendRate(s: RateControllerState): number | undefined {
  */
 function drainLeft(drainTime: number, pausedSinceCut: number): number {
   return Math.max(0, drainTime - pausedSinceCut);
+}
+
+/**
+ * How many times `holdTime` a hold lasts with `instanceCount` processes probing one quota each on
+ * its own: n/2 above two. n such processes probe n times as often as one, and a probe's 429s land
+ * mostly on the others (each of which cuts); holding n/2 times longer, the processes together probe
+ * as often as two do. One or two instances: 1 (`maxHold` still caps the hold).
+ */
+function holdScale(instanceCount: number): number {
+  return Math.max(1, instanceCount / 2);
 }
 
 const fraction = (v: number) => v > 0 && v <= 1;
