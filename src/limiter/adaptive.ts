@@ -503,7 +503,6 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     book.measured.record(used, now);
     book.accepted.record(used, now);
     this.#crowd?.success();
-    if (process.env.CROWD_TRACE) console.log(`S ${this.name} ${(now / 1000).toFixed(1)}`);
     this.#answered(permit.units, true, now);
     if (used !== permit.units) {
       this.#bucket.charge(used - permit.units, now);
@@ -592,8 +591,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   #crowdWait(now: number): void {
     const crowd = this.#crowd;
     if (crowd === undefined || this.#ceilings !== undefined) return;
-    const wait = crowd.throttled(drawFrom(this.#opts.random), this.#opts.maxWait, now);
-    if (process.env.CROWD_TRACE) console.log(`T ${this.name} ${(now / 1000).toFixed(1)} wait ${(wait / 1000).toFixed(1)} -> ${((now + wait) / 1000).toFixed(1)}`);
+    const wait = crowd.throttled(drawFrom(this.#opts.random), this.#opts.maxWait);
     const ms = Math.min(wait, this.#opts.maxPause);
     if (ms > 0) this.#pauseFor(now, ms, wait);
   }

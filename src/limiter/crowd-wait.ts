@@ -35,29 +35,15 @@ export class CrowdWait {
    * A 429 that said nothing: the ms to wait (0 once learned), `random` in [0, 1) placing it in the
    * window, whose cap is `cap` ms.
    */
-  throttled(random: number, cap: number, now = 0): number {
+  throttled(random: number, cap: number): number {
     if (this.learned) return 0;
     this.#inARow++;
     const first = CROWD_FIRST_WINDOW * (1 - this.#successes / CROWD_LEARNED);
-    const rule = process.env.CROWD_RULE ?? 'double';
-    const f = Number(process.env.CROWD_F ?? '0.5');
-    if (this.#inARow === 1) { this.#t0 = now; this.#w1 = Math.min(CROWD_MAX_WINDOW, cap, first); }
-    const k = this.#inARow;
-    const limit = Math.min(CROWD_MAX_WINDOW, cap);
-    let window: number;
-    let lo = CROWD_MIN_WAIT;
-    if (rule === 'double' || k === 1) window = Math.min(limit, first * 2 ** (k - 1));
-    else if (rule === 'factor') window = Math.min(limit, this.#w1 * f ** (k - 1));
-    else if (rule === 'rest') window = Math.min(limit, this.#t0 + this.#w1 * (1 + f * (k - 1)) - now);
-    else if (rule === 'after') { lo = Math.max(CROWD_MIN_WAIT, this.#t0 + this.#w1 * (1 + f * (k - 2)) - now); window = Math.min(limit, lo + this.#w1 * f); lo = Math.min(lo, window); }
-    else if (rule === 'shrink') window = Math.min(limit, first * 2 ** (k - 1) - (now - this.#t0));
-    else throw new Error(rule);
-    return window <= lo
+    const window = Math.min(CROWD_MAX_WINDOW, cap, first * 2 ** (this.#inARow - 1));
+    return window <= CROWD_MIN_WAIT
       ? Math.max(window, 0)
-      : lo + random * (window - lo);
+      : CROWD_MIN_WAIT + random * (window - CROWD_MIN_WAIT);
   }
-  #t0 = 0;
-  #w1 = 0;
 }
 
 /** Successes after which a limiter has learned the server's rate. */
