@@ -8,36 +8,71 @@ import type { Permit } from '../src/limiter/types.js';
 describe('CrowdWait: the wait after a 429 that says nothing, before a rate is learned', () => {
   it('draws a fresh limiter wait over a minute: at least 1 s, within the cap', () => {
     const crowd = new CrowdWait();
-    expect(crowd.throttled(0, 60_000)).toBe(1_000);
-    expect(new CrowdWait().throttled(0.5, 60_000)).toBe(30_500);
-    expect(new CrowdWait().throttled(0.999, 60_000)).toBeCloseTo(59_941, 0);
+    expect(crowd.throttled(0, 60_000, 0)).toBe(1_000);
+    expect(new CrowdWait().throttled(0.5, 60_000, 0)).toBe(30_500);
+    expect(new CrowdWait().throttled(0.999, 60_000, 0)).toBeCloseTo(59_941, 0);
     // maxWait caps the window: the wait alone never makes a retry refused.
-    expect(new CrowdWait().throttled(0.5, 10_000)).toBe(5_500);
-    expect(new CrowdWait().throttled(0.5, 400)).toBe(400);
+    expect(new CrowdWait().throttled(0.5, 10_000, 0)).toBe(5_500);
+    expect(new CrowdWait().throttled(0.5, 400, 0)).toBe(400);
   });
 
-  it('shortens the window by the part of the successes it had, and doubles it for each such 429 in a row', () => {
+  it('shortens the first window by the part of the successes it had', () => {
     const crowd = new CrowdWait();
     for (let i = 0; i < CROWD_LEARNED / 2; i++) crowd.success();
     // Half learned: a window of 30 s.
-    expect(crowd.throttled(1 - Number.EPSILON, 60_000)).toBeCloseTo(30_000, 0);
-    // The second in a row: 60 s.
-    expect(crowd.throttled(1 - Number.EPSILON, 60_000)).toBeCloseTo(60_000, 0);
-    // Then no more than the longest window (60 s).
-    expect(crowd.throttled(1 - Number.EPSILON, 600_000)).toBeCloseTo(60_000, 0);
-    // A success starts the windows again.
+    expect(crowd.throttled(1 - Number.EPSILON, 60_000, 0)).toBeCloseTo(30_000, 0);
+  });
+
+  it('sends a second such 429 in a row past the end of the first window, into a fifth of it more', () => {
+    const low = new CrowdWait();
+    const high = new CrowdWait();
+    for (let i = 0; i < CROWD_LEARNED / 2; i++) {
+      low.success();
+      high.success();
+    }
+    // Both meet the bucket at 30 s and draw 10 s of a window of 30 s (ending at 60 s), and meet it
+    // empty again at 40 s: the next wait ends between 60 s and 66 s (the window grown by a fifth),
+    // not among the crowd's first retries (the old doubled window: 41-100 s).
+    const first = 1_000 + (9_000 / 29_000) * 29_000;
+    expect(low.throttled(9_000 / 29_000, 60_000, 30_000)).toBeCloseTo(first, 6);
+    expect(high.throttled(9_000 / 29_000, 60_000, 30_000)).toBeCloseTo(first, 6);
+    expect(low.throttled(0, 60_000, 40_000)).toBe(20_000);
+    expect(high.throttled(1 - Number.EPSILON, 60_000, 40_000)).toBeCloseTo(26_000, 0);
+    // A third: past 66 s, within a slice 1.3 times as long (7.8 s): 66-73.8 s.
+    expect(low.throttled(0, 60_000, 61_000)).toBe(5_000);
+    expect(high.throttled(1 - Number.EPSILON, 60_000, 64_000)).toBeCloseTo(9_800, 0);
+    // A fourth that comes after the window has ended (a pause cut short): a slice from now
+    // (10.14 s), at least 1 s.
+    expect(low.throttled(0, 60_000, 90_000)).toBe(1_000);
+    expect(high.throttled(1 - Number.EPSILON, 60_000, 90_000)).toBeCloseTo(10_140, 0);
+    // A success starts the windows again, from the successes had.
+    low.success();
+    expect(low.throttled(1 - Number.EPSILON, 60_000, 100_000)).toBeLessThan(30_000);
+  });
+
+  it('never waits more than a minute nor the cap', () => {
+    const crowd = new CrowdWait();
     crowd.success();
-    expect(crowd.throttled(1 - Number.EPSILON, 60_000)).toBeLessThan(30_000);
+    // One success: a window of 58 s; the second 429 at 1 s: past 58 s, within 69.6 s, at most 60 s.
+    crowd.throttled(0, 60_000, 0);
+    expect(crowd.throttled(0, 60_000, 1_000)).toBe(57_000);
+    expect(crowd.throttled(1 - Number.EPSILON, 60_000, 2_000)).toBeCloseTo(60_000, 0);
+    const capped = new CrowdWait();
+    capped.throttled(0.5, 10_000, 0);
+    // The window used was the cap's 10 s: the next one ends within 2 s after it.
+    expect(capped.throttled(1 - Number.EPSILON, 10_000, 9_000)).toBeCloseTo(3_000, 0);
+    // The next one (12-14.6 s) at 9 s with a cap of 2 s: the cap.
+    expect(capped.throttled(0.5, 2_000, 9_000)).toBe(2_000);
   });
 
   it('waits no more once the limiter has learned a rate', () => {
     const crowd = new CrowdWait();
     for (let i = 0; i < CROWD_LEARNED - 1; i++) crowd.success();
     expect(crowd.learned).toBe(false);
-    expect(crowd.throttled(0.5, 60_000)).toBeGreaterThan(0);
+    expect(crowd.throttled(0.5, 60_000, 0)).toBeGreaterThan(0);
     crowd.success();
     expect(crowd.learned).toBe(true);
-    expect(crowd.throttled(0.5, 60_000)).toBe(0);
+    expect(crowd.throttled(0.5, 60_000, 0)).toBe(0);
   });
 });
 
@@ -69,6 +104,19 @@ describe('AdaptiveRateLimiter: the crowd wait of a cold start', () => {
     expect(limiter.tryAcquire()).toBeUndefined();
     clock.advance(Math.ceil(wait));
     expect(limiter.tryAcquire()).toBeDefined();
+  });
+
+  it('pauses a second bare 429 in a row until after the first window, within a fifth of it more', () => {
+    const { clock, limiter } = fresh();
+    take(limiter).success();
+    take(limiter).throttled();
+    // One success: a window of 58 s from 0; its middle, 29.5 s.
+    const first = limiter.snapshot().pausedUntil ?? 0;
+    expect(first).toBeCloseTo(29_500, 6);
+    clock.advance(Math.ceil(first));
+    take(limiter).throttled();
+    // Past 58 s, in the middle of the 11.6 s the window grows by (a doubled one: 60 s).
+    expect(limiter.snapshot().pausedUntil).toBeCloseTo(58_000 + 5_800, 6);
   });
 
   it('keeps the wait within maxWait, so a retry is not refused for it alone', () => {

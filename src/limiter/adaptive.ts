@@ -591,7 +591,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   #crowdWait(now: number): void {
     const crowd = this.#crowd;
     if (crowd === undefined || this.#ceilings !== undefined) return;
-    const wait = crowd.throttled(drawFrom(this.#opts.random), this.#opts.maxWait);
+    const wait = crowd.throttled(drawFrom(this.#opts.random), this.#opts.maxWait, now);
     const ms = Math.min(wait, this.#opts.maxPause);
     if (ms > 0) this.#pauseFor(now, ms, wait);
   }

@@ -7,18 +7,28 @@
  * adaptive token bucket of Farkiani, Liu and Crowley): the crowd's retries spread over the time
  * the quota needs to serve them.
  *
- * The window is {@link CROWD_FIRST_WINDOW} for a limiter with no success yet, shorter by the part
- * of {@link CROWD_LEARNED} successes it has had (what got through says the quota is not that
- * scarce), doubled for each such 429 in a row, at least {@link CROWD_MIN_WAIT} and at most the
- * cap (`maxWait`, so the wait alone never makes a retry refused, and at most
- * {@link CROWD_MAX_WINDOW}). Once the limiter has had {@link CROWD_LEARNED} successes it has
- * learned a rate: its cut and pacing recover from a 429 without this wait. Times are ms.
+ * The first window is {@link CROWD_FIRST_WINDOW} for a limiter with no success yet, shorter by
+ * the part of {@link CROWD_LEARNED} successes it has had (what got through says the quota is not
+ * that scarce), and the wait is drawn from {@link CROWD_MIN_WAIT} to its end. A second such 429 in
+ * a row says the crowd did not fit the window: the window grows by a slice of
+ * {@link CROWD_SLICE} of the first window, and the wait ends in that slice, after the first
+ * window's end (drawing over the whole window again, or a doubled one, sends the retry back
+ * among the crowd's first retries, or past what the crowd needs). Each next one in a row adds a
+ * slice {@link CROWD_SLICE_GROWTH} times as long. No wait is more than the cap (`maxWait`, so the
+ * wait alone never makes a retry refused) nor {@link CROWD_MAX_WINDOW}. Once the limiter has had
+ * {@link CROWD_LEARNED} successes it has learned a rate: its cut and pacing recover from a 429
+ * without this wait. Times are ms.
  */
 export class CrowdWait {
   /** Successes since creation. */
   #successes = 0;
   /** Such 429s since the last success. */
   #inARow = 0;
+
+  /** Where the current window ends (clock ms), while 429s come in a row. */
+  #end = 0;
+  /** The length of the next slice the window grows by (ms). */
+  #slice = 0;
 
   /** A success: the next 429 starts the windows again. */
   success(): void {
@@ -32,17 +42,31 @@ export class CrowdWait {
   }
 
   /**
-   * A 429 that said nothing: the ms to wait (0 once learned), `random` in [0, 1) placing it in the
-   * window, whose cap is `cap` ms.
+   * A 429 that said nothing at `now` (clock ms): the ms to wait (0 once learned), `random` in
+   * [0, 1) placing it in the window's newest part, no longer than `cap` ms.
    */
-  throttled(random: number, cap: number): number {
+  throttled(random: number, cap: number, now: number): number {
     if (this.learned) return 0;
-    this.#inARow++;
-    const first = CROWD_FIRST_WINDOW * (1 - this.#successes / CROWD_LEARNED);
-    const window = Math.min(CROWD_MAX_WINDOW, cap, first * 2 ** (this.#inARow - 1));
-    return window <= CROWD_MIN_WAIT
-      ? Math.max(window, 0)
-      : CROWD_MIN_WAIT + random * (window - CROWD_MIN_WAIT);
+    const longest = Math.min(CROWD_MAX_WINDOW, cap);
+    let from: number;
+    let to: number;
+    if (this.#inARow++ === 0) {
+      const first = Math.min(longest, CROWD_FIRST_WINDOW * (1 - this.#successes / CROWD_LEARNED));
+      this.#end = now + first;
+      this.#slice = first * CROWD_SLICE;
+      from = CROWD_MIN_WAIT;
+      to = first;
+    } else {
+      // After the window's end, within the slice it grows by (a slice from now if the window
+      // has ended already).
+      const start = this.#end;
+      this.#end += this.#slice;
+      from = Math.max(CROWD_MIN_WAIT, start - now);
+      to = Math.max(this.#end - now, this.#slice);
+      this.#slice *= CROWD_SLICE_GROWTH;
+    }
+    to = Math.min(to, longest);
+    return to <= from ? Math.max(to, 0) : from + random * (to - from);
   }
 }
 
@@ -50,7 +74,11 @@ export class CrowdWait {
 export const CROWD_LEARNED = 30;
 /** The window of the first crowd wait of a limiter with no success (ms). */
 const CROWD_FIRST_WINDOW = 60_000;
-/** The longest window (ms). */
+/** The part of the first window its first growth is. */
+const CROWD_SLICE = 0.2;
+/** How much longer each next growth of the window is. */
+const CROWD_SLICE_GROWTH = 1.3;
+/** The longest wait (ms). */
 const CROWD_MAX_WINDOW = 60_000;
 /** The shortest crowd wait (ms), unless the cap is shorter. */
 const CROWD_MIN_WAIT = 1_000;
