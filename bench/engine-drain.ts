@@ -272,8 +272,21 @@ const label = (n: number): string => (n >= 1e6 ? `${n / 1e6}M` : `${n / 1000}k`)
 const percent = (share: number): string => (Number.isFinite(share) ? `${(share * 100).toFixed(0)} %` : 'n/a');
 const times = (ratio: number): string => (Number.isFinite(ratio) ? `${ratio.toFixed(2)}×` : 'n/a');
 
+/**
+ * The rows asked for with `--drain=ours,floor,p-throttle` (words of the library names: `ours`,
+ * `floor`, `p-throttle`, `limiter`, `p-queue`, `bottleneck`), every row without it: on a shared
+ * machine, time only the rows you need.
+ */
+function selectedDrains(): typeof drains {
+  const arg = process.argv.find((a) => a.startsWith('--drain='));
+  if (arg === undefined) return drains;
+  const words = arg.slice('--drain='.length).split(',');
+  return drains.filter(({ library }) => words.some((word) => library.split(/[\s()]+/).includes(word)));
+}
+
 export async function drain(): Promise<void> {
   const figures = new Map<string, DrainFigure[]>();
+  const drains = selectedDrains();
   for (const { library, drain } of drains) {
     const row: DrainFigure[] = [];
     for (const [s, n] of SIZES.entries()) {

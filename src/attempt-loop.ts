@@ -30,6 +30,11 @@ export interface AttemptPlan<T> {
    * limiter (the interceptor's requests: no `AbortController` per waiting request).
    */
   waitCancel?: LoopCancel | undefined;
+  /**
+   * @internal ms the request waited for attempt 1's units before the loop (an adapter that waited
+   * for them itself, then sent `throttledFirst`): it counts against `maxWait` for the retries.
+   */
+  waitedMs?: number | undefined;
   /** Sends attempt `attempt` (1-based). A rejection is classified by `classifyError`. */
   send(attempt: number): Promise<T>;
   /** How a result feeds the limiter. */
@@ -94,14 +99,6 @@ export function runAttempts<T>(plan: AttemptPlan<T>): Promise<T> {
   return granted.then((permit) => attempts(plan, permit));
 }
 
-/**
- * @internal {@link runAttempts} once attempt 1's units are granted (`permit`): for an adapter that
- * waited for them itself (the interceptor, see `WaitCancel`).
- */
-export function runAttemptsFrom<T>(plan: AttemptPlan<T>, permit: Permit): Promise<T> {
-  return attempts(plan, permit);
-}
-
 /** The loop of {@link runAttempts}, from attempt 1's permit (`first`) when it was granted already. */
 async function attempts<T>(plan: AttemptPlan<T>, first: Permit | undefined): Promise<T> {
   let held: { result: T } | undefined =
@@ -111,7 +108,7 @@ async function attempts<T>(plan: AttemptPlan<T>, first: Permit | undefined): Pro
   /** The last attempt threw a throttled error; a refused retry rethrows it. */
   let heldError: { error: unknown } | undefined;
   /** ms this request waited for its earlier attempts' units: one maxWait for the whole request. */
-  let waitedMs = first?.waitedMs ?? 0;
+  let waitedMs = first?.waitedMs ?? plan.waitedMs ?? 0;
   let granted = first;
   for (let attempt = held === undefined ? 1 : 2; ; attempt++) {
     let permit: Permit;

@@ -66,7 +66,11 @@ export class FastPathJudge implements AttemptJudge {
     const request = this.#request;
     let again: boolean;
     try {
-      const body = attempt.body === undefined ? undefined : request.refusalBody(attempt);
+      // Only an LLM API's 429 reads its body.
+      const body =
+        attempt.body === undefined || request.route.llm === undefined
+          ? undefined
+          : request.refusalBody(attempt);
       const outcome = request.runtime.classify(attempt, () => attempt.headers, request.route, body);
       // A controller or a listener that throws fails the request, as it does in the loop.
       again = judge(permit, outcome, 1, request.maxAttempts, () => !attempt.delivered && request.canRetry());

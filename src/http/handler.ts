@@ -1,5 +1,5 @@
 import type { Dispatcher } from 'undici';
-import { type AttemptPlan, type LoopCancel, runAttempts, runAttemptsFrom } from '../attempt-loop.js';
+import { type AttemptPlan, type LoopCancel, runAttempts } from '../attempt-loop.js';
 import { headerRecord } from '../headers.js';
 import { kWaitCancel } from '../internal.js';
 import { AdaptiveRateLimiter } from '../limiter/adaptive.js';
@@ -29,9 +29,12 @@ import type { HttpRuntime, Route } from './runtime.js';
  *   `onRequestStart`, before any wait, and the same across every attempt (the attempts' own
  *   `onRequestStart` calls are not passed on);
  * - the owner of the attempts (this class): it sends attempt 1 at once when its units and a slot
- *   are free (the fast path), else runs the attempt loop (`runAttempts`), being its plan itself
- *   (no closure per waiting request), and gives the caller the answer the loop returns;
- * - the judges of the attempts: {@link FastPathJudge} for attempt 1 on the fast path, which
+ *   are free (the fast path), else waits for them in an adaptive limiter's line as itself (see
+ *   `#waitFirst`) and sends attempt 1 as on the fast path once they are granted; behind a gate,
+ *   or for another limiter, and for every retry, it runs the attempt loop (`runAttempts`), being
+ *   its plan itself (no closure per waiting request), and gives the caller the answer the loop
+ *   returns;
+ * - the judges of the attempts: {@link FastPathJudge} for attempt 1 outside the loop, which
  *   judges its response synchronously and passes it straight through unless it is throttled and
  *   will be sent again (then the loop takes it over, holding the 429 until its retry has units),
  *   and the loop's own judge (see `#send`), which hands every response to the loop.
@@ -59,6 +62,8 @@ export class RateLimitedDispatch implements AttemptOwner, FastPathRequest, Attem
   #done = false;
   /** The plan's throttled attempt 1 (see `AttemptPlan.throttledFirst`), only while the loop starts. */
   throttledFirst: Attempt | undefined;
+  /** ms attempt 1 waited for its units in the limiter's line (`AttemptPlan.waitedMs`). */
+  waitedMs = 0;
 
   constructor(
     dispatch: Dispatcher.Dispatch,
@@ -254,10 +259,17 @@ export class RateLimitedDispatch implements AttemptOwner, FastPathRequest, Attem
     }
   }
 
-  /** Attempt 1's units are granted: the attempt loop goes on from its permit. */
+  /**
+   * Attempt 1's units are granted: it is sent as on the fast path (judged at its response start,
+   * passed straight through unless it is throttled and sent again, then by the attempt loop).
+   */
   granted(permit: Permit): void {
     // From a microtask, as when the grant resolved a promise: not inside the limiter's drain.
-    queueMicrotask(() => this.#end(runAttemptsFrom(this, permit)));
+    queueMicrotask(() => {
+      // One maxWait for the whole request: its retries' waits count this one.
+      this.waitedMs = permit.waitedMs ?? 0;
+      this.#dispatchAttempt(new Attempt(this, new FastPathJudge(this, permit, undefined)));
+    });
   }
 
   /** Attempt 1's wait was refused (queue full, max wait, closed) or cancelled (an abort). */
@@ -317,7 +329,9 @@ export class RateLimitedDispatch implements AttemptOwner, FastPathRequest, Attem
   }
 
   classify(attempt: Attempt): Outcome {
-    return this.runtime.classify(attempt, () => attempt.headers, this.route, this.refusalBody(attempt));
+    // Only an LLM API's 429 reads its body (parsing every held body as JSON cost ~3 µs a request).
+    const body = this.route.llm === undefined ? undefined : this.refusalBody(attempt);
+    return this.runtime.classify(attempt, () => attempt.headers, this.route, body);
   }
 
   discard(attempt: Attempt): void {

@@ -120,6 +120,12 @@ export interface InstanceOptions {
   acceptedBySecond: number[];
   /** A short-lived process: this many requests one at a time from `startMs`, no Poisson demand. */
   crowd?: number;
+  /**
+   * A crowd process calls again a request that ended without being served: at once after its
+   * 429 (the attempt loop gave up), a second later after a refusal (as a script that must get its
+   * work done, the crowd bench's).
+   */
+  untilServed?: boolean;
   /** The API's 429s are read without their `Retry-After`. */
   noRetryAfter?: boolean;
 }
@@ -201,20 +207,31 @@ export class SimInstance {
   }
 
   async #request(units: number): Promise<void> {
-    const { work, collector } = this.#o;
+    const { work, collector, clock } = this.#o;
     const request = new SimRequest(this.#o, units);
+    /** How it ended: served, its 429 (given up or a retry refused), or refused before any attempt. */
+    let ended: 'served' | '429' | 'refused' = 'refused';
     try {
       const answer = await runAttempts(request);
-      if (answer.status !== 429) collector.succeeded++;
-      else if (request.attempts >= request.maxAttempts) collector.gaveUp++;
-      // The limiter refused a retry (counted as rejected) and the loop returned the last 429.
-      else collector.retriesRefused++;
+      if (answer.status !== 429) {
+        collector.succeeded++;
+        ended = 'served';
+      } else {
+        ended = '429';
+        if (request.attempts >= request.maxAttempts) collector.gaveUp++;
+        // The limiter refused a retry (counted as rejected) and the loop returned the last 429.
+        else collector.retriesRefused++;
+      }
     } catch (error) {
       // A refused first attempt is counted by the tracked limiter; anything else is a bug.
       if (!(error instanceof RateLimitRejectedError)) this.error ??= error;
     } finally {
-      // A crowd process sends its next request when this one has ended.
-      if (this.#left > 0) {
+      if (ended !== 'served' && this.#o.crowd !== undefined && this.#o.untilServed === true) {
+        // Called again: at once after its 429, a second later after a refusal.
+        if (ended === '429') this.#arrive(false);
+        else clock.setTimeout(() => this.#arrive(false), 1_000);
+      } else if (this.#left > 0) {
+        // A crowd process sends its next request when this one has ended.
         this.#left--;
         this.#arrive(false);
       }

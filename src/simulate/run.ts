@@ -310,6 +310,7 @@ export async function runMode(
       startMs: active?.fromMs ?? 0,
       initialBurst: params.initialBurst ?? 0,
       ...(params.crowd ? { crowd: params.crowd.requestsEach } : {}),
+      ...(params.crowd?.untilServed ? { untilServed: true } : {}),
       ...(params.noRetryAfter ? { noRetryAfter: true } : {}),
       acceptedBySecond: accepted,
     });

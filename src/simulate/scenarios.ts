@@ -83,7 +83,14 @@ export interface SimParams {
    * A crowd of short-lived processes: each instance sends this many requests one at a time (the
    * next when the last has ended, retries included) from its start, then ends; no Poisson demand.
    */
-  crowd?: { requestsEach: number };
+  crowd?: {
+    requestsEach: number;
+    /**
+     * A request that ends unserved (its 429 after the attempt loop gave up, or a refusal) is called
+     * again (at once, a refusal a second later), as a script that must finish its work does.
+     */
+    untilServed?: boolean;
+  };
   /** The API's 429s carry no `Retry-After` (Envoy's `local_ratelimit`). @default false */
   noRetryAfter?: boolean;
   /** Requests each instance sends at t = 0, on top of its demand (a cold burst). @default 0 */
@@ -414,7 +421,7 @@ function crowdParams(instances: number, requestsEach: number): SimParams {
     minutes: 5,
     unitsPerRequest: { min: 1, max: 1 },
     apiBurstSeconds: 75,
-    crowd: { requestsEach },
+    crowd: { requestsEach, untilServed: true },
     noRetryAfter: true,
     columns: ['lastSuccess'],
   };
