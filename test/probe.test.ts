@@ -123,6 +123,16 @@ describe('probe: onSuccess (golden table, default options)', () => {
       2940,
     ],
     [
+      'with 10 instances probing on their own the hold is 5 times as long (20 s)',
+      { ...afterFirst, rate: 2910, sinceLastDecrease: 20_999, instanceCount: 10 },
+      undefined,
+    ],
+    [
+      'then those 10 probe, each by a tenth of the step',
+      { ...afterFirst, rate: 2910, sinceLastDecrease: 21_000, instanceCount: 10 },
+      2916,
+    ],
+    [
       'a random 0.5 holds 6 s',
       { ...afterFirst, rate: 2910, sinceLastDecrease: 6999, random: 0.5 },
       undefined,

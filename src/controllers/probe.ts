@@ -208,9 +208,11 @@ export function probe(options: ProbeOptions = {}): RateController {
         // Randomized; doubles for each cut in a row at the same ceiling (a new ceiling resets it),
         // but not well below the highest ceiling the kept cuts found (the quota dropped, or a
         // competitor came: it may come back). No hold while the ceiling is only the start's
-        // estimate: the next cut sets it.
+        // estimate: the next cut sets it. Longer with more than two instances probing on their
+        // own (see holdScale).
         const doubled = E < peak * (1 - LOW_CEILING_TOLERANCES * o.stableTolerance) ? 0 : stable;
-        const hold = unsure ? 0 : Math.min(o.maxHold, o.holdTime * (1 + s.random) * 2 ** doubled);
+        const base = o.holdTime * holdScale(s.instanceCount);
+        const hold = unsure ? 0 : Math.min(o.maxHold, base * (1 + s.random) * 2 ** doubled);
         const t = Math.max(0, s.sinceLastDecrease - s.pauseSinceLastDecrease);
         if (t < drain) return undefined;
         target = E * (1 - o.cruiseMargin);
@@ -271,6 +273,16 @@ function sendRate(s: RateControllerState): number | undefined {
  */
 function drainLeft(drainTime: number, pausedSinceCut: number): number {
   return Math.max(0, drainTime - pausedSinceCut);
+}
+
+/**
+ * How many times `holdTime` a hold lasts with `instanceCount` processes probing one quota each on
+ * its own: n/2 above two. n such processes probe n times as often as one, and a probe's 429s land
+ * mostly on the others (each of which cuts); holding n/2 times longer, the processes together probe
+ * as often as two do. One or two instances: 1 (`maxHold` still caps the hold).
+ */
+function holdScale(instanceCount: number): number {
+  return Math.max(1, instanceCount / 2);
 }
 
 const fraction = (v: number) => v > 0 && v <= 1;
