@@ -146,3 +146,47 @@ describe('probe on a limiter: the start estimate', () => {
     expect(first).toBeCloseTo(estimate * 0.97 + estimate * 0.1, 6);
   });
 });
+
+describe('probe on a limiter: a quota that dropped and came back', () => {
+  it('does not double its hold at a ceiling well below the highest it found: it probes for the quota within seconds of its return', () => {
+    const clock = new ManualClock(0);
+    const limiter = new AdaptiveRateLimiter({
+      clock,
+      controller: 'probe',
+      initialUnitsPerMinute: 1_000,
+      random: () => 0,
+    });
+    /** A strict leaky bucket letting `quota` units/min through (burst 5), 429 with Retry-After: 1. */
+    let quota = 3_000;
+    let tat = 0;
+    const send = (ms: number) => {
+      for (let t = 0; t < ms; t += 10) {
+        clock.advance(10);
+        for (let p = limiter.tryAcquire(); p !== undefined; p = limiter.tryAcquire()) {
+          const now = clock.now();
+          const gap = 60_000 / quota;
+          if (tat - now > 5 * gap) p.throttled(1_000);
+          else {
+            tat = Math.max(tat, now) + gap;
+            p.success();
+          }
+        }
+      }
+    };
+    send(30_000);
+    expect(limiter.rate).toBeGreaterThan(2_700);
+    // Another client takes half of the quota for a minute: cut after cut at the same low ceiling.
+    quota = 1_500;
+    send(60_000);
+    expect(limiter.rate).toBeLessThan(1_600);
+    quota = 3_000;
+    let back: number | undefined;
+    for (let t = 0; t < 40_000 && back === undefined; t += 100) {
+      send(100);
+      if (limiter.rate > 2_600) back = t;
+    }
+    // Its hold (4 s here) does not double at that ceiling: 12 s to probe back up (18 s when it doubled).
+    expect(back).toBeDefined();
+    expect(back).toBeLessThan(15_000);
+  });
+});

@@ -181,7 +181,7 @@ describe('probe: onSuccess (golden table, default options)', () => {
       undefined,
     ],
     [
-      'our own overshoot after a throttle while cruising: probe steps from what got through',
+      'our own overshoot after a throttle while cruising: probe steps from what got through (no doubled hold that far below 3,000)',
       {
         rate: 1854,
         decreases: [
@@ -191,7 +191,20 @@ describe('probe: onSuccess (golden table, default options)', () => {
         ],
         sinceLastDecrease: 9000,
       },
-      2060 * 0.97 + 60,
+      2060 * 0.97 + 60 + 120 + 240,
+    ],
+    [
+      'the same ceiling twice, but well below the highest the cuts found (a quota that dropped): no doubled hold',
+      {
+        rate: 1800,
+        decreases: [
+          FIRST,
+          { rateBefore: 2910, acceptedRate: 2000, acceptedRateSincePrevious: 2800 },
+          { rateBefore: 2100, acceptedRate: 2000, acceptedRateSincePrevious: 1950 },
+        ],
+        sinceLastDecrease: 5000,
+      },
+      2000 * 0.97 + 60,
     ],
     [
       'a Retry-After pause counts toward the drain',

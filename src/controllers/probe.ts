@@ -12,7 +12,8 @@ export interface ProbeOptions {
   /**
    * The shortest hold at the cruise rate before probing (ms, > 0, finite). The hold is
    * `holdTime × (1 + random)` (random in [0, 1)), doubled for each cut in a row that found
-   * the same ceiling (within `stableTolerance`), up to `maxHold`. @default 4_000
+   * the same ceiling (within `stableTolerance`), up to `maxHold`; not doubled at a ceiling below
+   * 1 − 3 × `stableTolerance` (70 %) of the highest the kept cuts found. @default 4_000
    */
   holdTime?: number;
   /** The longest hold (ms, >= holdTime, finite). @default 30_000 */
@@ -70,6 +71,11 @@ export const PROBE_DEFAULTS: Readonly<Required<ProbeOptions>> = {
 const CRUISE_SLACK = 1e-3;
 /** While the ceiling is only the start's estimate, the first probe step is at least this fraction of it. */
 const UNSURE_STEP = 0.1;
+/**
+ * A ceiling below the highest the kept cuts found by more than this many `stableTolerance`s
+ * (70 % of it by default) is a dropped quota's: the hold does not double there.
+ */
+const LOW_CEILING_TOLERANCES = 3;
 /** Probe rounds beyond this add no more (2^40 steps is past any maximum). */
 const MAX_ROUNDS = 40;
 
@@ -99,7 +105,14 @@ export function probe(options: ProbeOptions = {}): RateController {
    */
   const learn = (
     cuts: readonly DecreaseRecord[],
-  ): { E: number; own: boolean; stable: number; unsure: boolean; recall: number } => {
+  ): {
+    E: number;
+    own: boolean;
+    stable: number;
+    unsure: boolean;
+    recall: number;
+    peak: number;
+  } => {
     let E: number | undefined;
     /**
      * While the ceiling is only the start's estimate: the higher estimate an earlier cut of the
@@ -107,6 +120,8 @@ export function probe(options: ProbeOptions = {}): RateController {
      * process was still unlimited). Otherwise the ceiling itself.
      */
     let recall = 0;
+    /** The highest (sure) ceiling the kept cuts found. */
+    let peak = 0;
     let own = true;
     let stable = 0;
     /**
@@ -126,6 +141,7 @@ export function probe(options: ProbeOptions = {}): RateController {
         stable = same(A, E) ? stable + 1 : 0;
         recall = unsure ? Math.max(recall, E) : A;
         E = A;
+        if (!unsure) peak = Math.max(peak, E);
         continue;
       }
       const before = E;
@@ -153,8 +169,9 @@ export function probe(options: ProbeOptions = {}): RateController {
       }
       recall = E;
       stable = before !== undefined && same(E, before) ? stable + 1 : 0;
+      peak = Math.max(peak, E);
     }
-    return { E: E ?? 0, own, stable, unsure, recall: Math.max(recall, E ?? 0) };
+    return { E: E ?? 0, own, stable, unsure, recall: Math.max(recall, E ?? 0), peak };
   };
   return {
     onThrottled(s: RateControllerState): number {
@@ -186,13 +203,16 @@ export function probe(options: ProbeOptions = {}): RateController {
         if (s.sinceLastIncrease < o.round) return undefined;
         target = s.rate * o.startupGrowth;
       } else {
-        const { E, own, stable, unsure, recall } = learn(s.decreases);
+        const { E, own, stable, unsure, recall, peak } = learn(s.decreases);
         const drain = own ? drainLeft(o.drainTime, s.pauseSinceLastDecrease) : 0;
-        // Randomized; doubles for each cut in a row at the same ceiling (a new ceiling resets it).
-        // No hold while the ceiling is only the start's estimate: the next cut sets it.
-        // Longer with more than two instances probing on their own (see holdScale).
+        // Randomized; doubles for each cut in a row at the same ceiling (a new ceiling resets it),
+        // but not well below the highest ceiling the kept cuts found (the quota dropped, or a
+        // competitor came: it may come back). No hold while the ceiling is only the start's
+        // estimate: the next cut sets it. Longer with more than two instances probing on their
+        // own (see holdScale).
+        const doubled = E < peak * (1 - LOW_CEILING_TOLERANCES * o.stableTolerance) ? 0 : stable;
         const base = o.holdTime * holdScale(s.instanceCount);
-        const hold = unsure ? 0 : Math.min(o.maxHold, base * (1 + s.random) * 2 ** stable);
+        const hold = unsure ? 0 : Math.min(o.maxHold, base * (1 + s.random) * 2 ** doubled);
         const t = Math.max(0, s.sinceLastDecrease - s.pauseSinceLastDecrease);
         if (t < drain) return undefined;
         target = E * (1 - o.cruiseMargin);
