@@ -25,7 +25,7 @@ import { AnnouncedBucket } from './announced-bucket.js';
 import { type RateGate, TokenBucket } from './bucket.js';
 import { BudgetedPermit, BudgetSet, budgetsGate, type Costs } from './budgets.js';
 import { Ceilings } from './ceiling.js';
-import { CrowdWait } from './crowd-wait.js';
+import { CROWD_LEARNED, CrowdWait } from './crowd-wait.js';
 import { LazyEmitter, type LimiterEventMap, refusal } from './events.js';
 import {
   type AdaptiveLimiterOptions,
@@ -90,9 +90,10 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   #watched = 0;
   /**
    * The wait after a 429 that says nothing, until the limiter has learned a rate (crowd-wait.ts):
-   * a limiter given no initial rate only.
+   * a limiter given no initial rate only. Until its first such 429 it is the count of successes
+   * (a number costs an idle limiter nothing); unset when the limiter never waits so.
    */
-  #crowd: CrowdWait | undefined;
+  #crowd: CrowdWait | number | undefined;
 
   constructor(options: AdaptiveLimiterOptions = {}) {
     super();
@@ -114,7 +115,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     this.#book = new RateBook(this.#opts, controller, this.#pause, now, rate);
     if (this.#bucket.unlimited && this.#opts.slowStart !== false)
       this.#slowStart = new SlowStart(this.#opts.slowStart);
-    if (initialUnitsPerMinute === undefined) this.#crowd = new CrowdWait();
+    if (initialUnitsPerMinute === undefined) this.#crowd = 0;
     if (entries.length > 1) {
       this.#subs = entries
         .slice(1)
@@ -502,7 +503,10 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     const book = this.#book;
     book.measured.record(used, now);
     book.accepted.record(used, now);
-    this.#crowd?.success();
+    const crowd = this.#crowd;
+    if (typeof crowd === 'number') {
+      if (crowd < CROWD_LEARNED) this.#crowd = crowd + 1;
+    } else crowd?.success();
     this.#answered(permit.units, true, now);
     if (used !== permit.units) {
       this.#bucket.charge(used - permit.units, now);
@@ -589,8 +593,14 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
    * been told a quota, waits a random crowd wait (see crowd-wait.ts).
    */
   #crowdWait(now: number): void {
-    const crowd = this.#crowd;
+    let crowd = this.#crowd;
     if (crowd === undefined || this.#ceilings !== undefined) return;
+    if (typeof crowd === 'number') {
+      // A limiter that has learned the rate never needs the state.
+      if (crowd >= CROWD_LEARNED) return;
+      crowd = new CrowdWait(crowd);
+      this.#crowd = crowd;
+    }
     const wait = crowd.throttled(drawFrom(this.#opts.random), this.#opts.maxWait, now);
     const ms = Math.min(wait, this.#opts.maxPause);
     if (ms > 0) this.#pauseFor(now, ms, wait);

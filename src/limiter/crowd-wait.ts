@@ -20,8 +20,8 @@
  * without this wait. Times are ms.
  */
 export class CrowdWait {
-  /** Successes since creation. */
-  #successes = 0;
+  /** Successes of the limiter so far. */
+  #successes: number;
   /** Such 429s since the last success. */
   #inARow = 0;
 
@@ -29,6 +29,11 @@ export class CrowdWait {
   #end = 0;
   /** The length of the next slice the window grows by (ms). */
   #slice = 0;
+
+  /** `successes`: the limiter's before its first 429 that said nothing. */
+  constructor(successes = 0) {
+    this.#successes = successes;
+  }
 
   /** A success: the next 429 starts the windows again. */
   success(): void {
