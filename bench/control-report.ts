@@ -125,18 +125,8 @@ export function printRows(
     if (extra !== undefined) line.push(extra(f));
     return line;
   });
-  const widths = header.map((h, i) => Math.max(h.length, ...lines.map((l) => (l[i] ?? '').length)));
-  const fmt = (line: readonly string[]): string =>
-    `| ${line.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join(' | ')} |`;
-  console.log(`\n${title}\n`);
-  console.log(fmt(header));
-  console.log(`|${widths.map((w, i) => (i === 0 ? '-'.repeat(w + 2) : `${'-'.repeat(w + 1)}:`)).join('|')}|`);
-  for (const line of lines) console.log(fmt(line));
-  for (const row of rows) {
-    const errors = row.reports.flatMap((r) => r.errors);
-    if (errors.length > 0)
-      console.log(`\n${row.label}: ${errors.length} unexpected errors, the first:\n${errors[0]}`);
-  }
+  printTable(title, header, lines);
+  printErrors(rows);
 }
 
 /** Prints a markdown table of `header` and `lines`, the first column left-aligned. */
@@ -185,6 +175,11 @@ export function printScaleRows(title: string, rows: readonly RowResult[], durati
     return line;
   });
   printTable(title, header, lines);
+  printErrors(rows);
+}
+
+/** Prints, per row, how many unexpected errors its clients met and the first of them. */
+function printErrors(rows: readonly RowResult[]): void {
   for (const row of rows) {
     const errors = row.reports.flatMap((r) => r.errors);
     if (errors.length > 0)
