@@ -201,7 +201,7 @@ export class RateBook {
 }
 
 /** Cuts whose accepted rate the state keeps. */
-export const CUTS_KEPT = 8;
+export const CUTS_KEPT = 16;
 
 /**
  * `rate` within [`minRate`, `maxRate`] (units/min; no maximum when `maxRate` is `undefined` or
