@@ -152,7 +152,8 @@ export class WaitingLine implements CancellableLine {
         cancel.waitSeq = seq;
       }
       this.#queuedUnits += units;
-      this.arm(now);
+      // Only the head's turn and deadline arm the timer: a waiter behind it changes neither.
+      if (this.#queue.size === 1) this.arm(now);
     } catch (error) {
       refuseTo(settle, error);
     }
