@@ -38,13 +38,17 @@ describe('CrowdWait: the wait after a 429 that says nothing, before a rate is le
     expect(high.throttled(9_000 / 29_000, 60_000, 30_000)).toBeCloseTo(first, 6);
     expect(low.throttled(0, 60_000, 40_000)).toBe(20_000);
     expect(high.throttled(1 - Number.EPSILON, 60_000, 40_000)).toBeCloseTo(26_000, 0);
-    // A third: past 66 s, within a slice 1.3 times as long (7.8 s): 66-73.8 s.
+    // A third: past 66 s, within a slice half as long (3 s): 66-69 s (those left are fewer: a
+    // slice 1.3 times as long, 66-73.8 s, sent the last of them past what the bucket needs).
     expect(low.throttled(0, 60_000, 61_000)).toBe(5_000);
-    expect(high.throttled(1 - Number.EPSILON, 60_000, 64_000)).toBeCloseTo(9_800, 0);
-    // A fourth that comes after the window has ended (a pause cut short): a slice from now
-    // (10.14 s), at least 1 s.
+    expect(high.throttled(1 - Number.EPSILON, 60_000, 64_000)).toBeCloseTo(5_000, 0);
+    // A fourth that comes after the window has ended (a pause cut short): a slice as long from
+    // now (3 s), at least 1 s.
     expect(low.throttled(0, 60_000, 90_000)).toBe(1_000);
-    expect(high.throttled(1 - Number.EPSILON, 60_000, 90_000)).toBeCloseTo(10_140, 0);
+    expect(high.throttled(1 - Number.EPSILON, 60_000, 90_000)).toBeCloseTo(3_000, 0);
+    // From the fifth in a row the slices grow 1.3 times each: 3.9 s, then 5.07 s.
+    expect(high.throttled(1 - Number.EPSILON, 60_000, 100_000)).toBeCloseTo(3_900, 0);
+    expect(high.throttled(1 - Number.EPSILON, 60_000, 110_000)).toBeCloseTo(5_070, 0);
     // A success starts the windows again, from the successes had.
     low.success();
     expect(low.throttled(1 - Number.EPSILON, 60_000, 100_000)).toBeLessThan(30_000);
@@ -61,7 +65,7 @@ describe('CrowdWait: the wait after a 429 that says nothing, before a rate is le
     capped.throttled(0.5, 10_000, 0);
     // The window used was the cap's 10 s: the next one ends within 2 s after it.
     expect(capped.throttled(1 - Number.EPSILON, 10_000, 9_000)).toBeCloseTo(3_000, 0);
-    // The next one (12-14.6 s) at 9 s with a cap of 2 s: the cap.
+    // The next one (12-13 s) at 9 s with a cap of 2 s: the cap.
     expect(capped.throttled(0.5, 2_000, 9_000)).toBe(2_000);
   });
 
@@ -117,6 +121,25 @@ describe('AdaptiveRateLimiter: the crowd wait of a cold start', () => {
     take(limiter).throttled();
     // Past 58 s, in the middle of the 11.6 s the window grows by (a doubled one: 60 s).
     expect(limiter.snapshot().pausedUntil).toBeCloseTo(58_000 + 5_800, 6);
+  });
+
+  it('ends the fourth bare 429 in a row within short slices after the first: 81.2 s for one success', () => {
+    const { clock, limiter } = fresh();
+    take(limiter).success();
+    const ends: number[] = [];
+    for (let i = 0; i < 5; i++) {
+      take(limiter).throttled();
+      const until = limiter.snapshot().pausedUntil ?? 0;
+      ends.push(until);
+      clock.advance(Math.ceil(until - clock.now()));
+    }
+    // The window of 58 s, a slice of 11.6 s, two of 5.8 s, then one of 7.54 s: each wait in the
+    // middle of its slice (growing slices of 15.08 s and 19.6 s ended the fourth at 94.5 s).
+    expect(ends[0]).toBeCloseTo(29_000 + 500, 6);
+    expect(ends[1]).toBeCloseTo(58_000 + 5_800, 6);
+    expect(ends[2]).toBeCloseTo(69_600 + 2_900, 6);
+    expect(ends[3]).toBeCloseTo(75_400 + 2_900, 6);
+    expect(ends[4]).toBeCloseTo(81_200 + 3_770, 6);
   });
 
   it('keeps the wait within maxWait, so a retry is not refused for it alone', () => {

@@ -13,8 +13,12 @@
  * a row says the crowd did not fit the window: the window grows by a slice of
  * {@link CROWD_SLICE} of the first window, and the wait ends in that slice, after the first
  * window's end (drawing over the whole window again, or a doubled one, sends the retry back
- * among the crowd's first retries, or past what the crowd needs). Each next one in a row adds a
- * slice {@link CROWD_SLICE_GROWTH} times as long. No wait is more than the cap (`maxWait`, so the
+ * among the crowd's first retries, or past what the crowd needs). The third and fourth in a row
+ * add slices of {@link CROWD_LATER_SLICE} of the first slice: those left after it are the excess
+ * of the excess, fewer at each slice, and slices that grew would send the last of them far past
+ * the time the bucket needs to serve them (a crowd's completion is its last process's). From the
+ * fifth in a row (a crowd several times the window) each slice is {@link CROWD_SLICE_GROWTH}
+ * times the last, so a crowd of any size spreads out. No wait is more than the cap (`maxWait`, so the
  * wait alone never makes a retry refused) nor {@link CROWD_MAX_WINDOW}. Once the limiter has had
  * {@link CROWD_LEARNED} successes it has learned a rate: its cut and pacing recover from a 429
  * without this wait. Times are ms.
@@ -68,7 +72,9 @@ export class CrowdWait {
       this.#end += this.#slice;
       from = Math.max(CROWD_MIN_WAIT, start - now);
       to = Math.max(this.#end - now, this.#slice);
-      this.#slice *= CROWD_SLICE_GROWTH;
+      const inARow = this.#inARow;
+      if (inARow === 2) this.#slice *= CROWD_LATER_SLICE;
+      else if (inARow > CROWD_SHORT_SLICES + 1) this.#slice *= CROWD_SLICE_GROWTH;
     }
     to = Math.min(to, longest);
     return to <= from ? Math.max(to, 0) : from + random * (to - from);
@@ -81,7 +87,11 @@ export const CROWD_LEARNED = 30;
 const CROWD_FIRST_WINDOW = 60_000;
 /** The part of the first window its first growth is. */
 const CROWD_SLICE = 0.2;
-/** How much longer each next growth of the window is. */
+/** The part of the first slice the next (short) slices are. */
+const CROWD_LATER_SLICE = 0.5;
+/** The short slices after the first, before the slices grow. */
+const CROWD_SHORT_SLICES = 2;
+/** How much longer each slice after the short ones is than the last. */
 const CROWD_SLICE_GROWTH = 1.3;
 /** The longest wait (ms). */
 const CROWD_MAX_WINDOW = 60_000;
