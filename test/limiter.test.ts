@@ -82,18 +82,69 @@ describe('AdaptiveRateLimiter: the bucket and the queue', () => {
   it('grants several waiters per timer tick when their slots are closer than a millisecond, and no more', async () => {
     // 480,000 units/min: a slot every 0.125 ms (exact in binary floating point).
     const { clock, limiter } = setup({ initialUnitsPerMinute: 480_000 });
-    let granted = 0;
-    for (let i = 0; i < 200; i++) void limiter.acquire().then(() => granted++);
+    const at: number[] = [];
+    limiter.on('acquired', () => at.push(clock.now()));
+    for (let i = 0; i < 200; i++) void limiter.acquire();
     await flush();
     // One at once, plus the 4 ms (a timer tick) that idle time may earn at this rate (32 slots,
     // not the 10 ms of lower rates: 80 at once would pass a strict leaky bucket's burst).
-    expect(granted).toBe(33);
+    expect(at.length).toBe(33);
+    // The first waiter queued alone: its timer wakes at its slot.
     clock.advance(1);
-    await flush();
-    expect(granted).toBe(41);
+    expect(at.length).toBe(34);
+    expect(at[33]).toBe(0.125);
+    // With more queued, the timer wakes 2 ms past the head's slot (0.25 ms) and serves every
+    // slot due by then at once: 17 slots, 0.25 to 2.25 ms, none before its slot.
     clock.advance(2);
+    expect(at.length).toBe(51);
+    expect(new Set(at.slice(34))).toEqual(new Set([2.25]));
+    // And so on, 2.125 ms of slots a wake: the rate holds, each slot at most 2 ms late.
+    clock.advance(15);
+    expect(at.length).toBe(33 + 1 + 17 * 8);
+    expect(new Set(at.slice(34))).toEqual(new Set([2.25, 4.375, 6.5, 8.625, 10.75, 12.875, 15, 17.125]));
+    // The last 30 waiters: the wake at 19.25 ms serves 17; the 13 left fill less than 2 ms of the
+    // rate, so each goes at its own slot (19.375 ms on).
+    clock.advance(3);
+    expect(at.slice(170)).toEqual([
+      ...Array(17).fill(19.25),
+      19.375,
+      19.5,
+      19.625,
+      19.75,
+      19.875,
+      20,
+      20.125,
+      20.25,
+      20.375,
+      20.5,
+      20.625,
+      20.75,
+      20.875,
+    ]);
+    limiter.close();
+  });
+
+  it('grants a waiter whose slot came by its deadline when a batched wake serves it after the deadline', async () => {
+    // 480,000 units/min: slots 0.125 ms apart, served 2 ms of them a wake.
+    const { clock, limiter } = setup({ initialUnitsPerMinute: 480_000, maxWait: 60_000 });
+    const refused: unknown[] = [];
+    const grants: { units: number; at: number }[] = [];
+    limiter.on('acquired', (e) => grants.push({ units: e.units, at: clock.now() }));
+    const acquire = (units: number, options?: { waitedMs: number }) =>
+      void limiter.acquire(units, options).catch((e: unknown) => refused.push(e));
+    // 33 at once (idle credit), 20 queued (slots 0.125 to 2.5 ms), then a retry whose maxWait is
+    // nearly spent (its deadline at 3 ms, its slot at 2.625 ms), then 30 more behind it.
+    for (let i = 0; i < 53; i++) acquire(1);
+    acquire(2, { waitedMs: 60_000 - 3 });
+    for (let i = 0; i < 30; i++) acquire(1);
+    // Wakes at 0.125 ms (the first queued, alone), 2.25 ms (slots 0.25 to 2.25) and 4.375 ms
+    // (slots from 2.375): the retry goes in the last, after its deadline and its 1 ms of slack,
+    // but its slot came before its deadline, so it is served, not refused.
+    clock.advance(5);
     await flush();
-    expect(granted).toBe(57);
+    expect(refused).toEqual([]);
+    expect(grants.filter((g) => g.units === 2)).toEqual([{ units: 2, at: 4.375 }]);
+    limiter.close();
   });
 
   it('keeps the rate when its timer fires late (a busy event loop): late slots are caught up, not lost', async () => {

@@ -1,68 +1,66 @@
 import type { Dispatcher } from 'undici';
-import { type AttemptPlan, type LoopCancel, runAttempts } from '../attempt-loop.js';
-import { headerRecord } from '../headers.js';
+import { runAttempts } from '../attempt-loop.js';
 import { kWaitCancel } from '../internal.js';
 import { AdaptiveRateLimiter } from '../limiter/adaptive.js';
 import type { Costs } from '../limiter/budgets.js';
-import type { AcquireOptions, Outcome, Permit, RateLimiter } from '../limiter/types.js';
+import type { AcquireOptions, Permit } from '../limiter/types.js';
 import {
   type CancellableAcquireOptions,
   type CancellableLine,
   QUEUED,
   type WaitCancel,
 } from '../limiter/waiting-line.js';
-import { Attempt, type AttemptJudge, type AttemptOwner } from './attempt.js';
+import { Attempt } from './attempt.js';
 import { CallerController } from './caller-controller.js';
 import { FastPathJudge, type FastPathRequest } from './fast-path.js';
 import { refusalJson } from './llm.js';
-import { usageTap } from './llm-tap.js';
-import type { OutgoingRequest } from './options.js';
-import { withLazyBody } from './outgoing-body.js';
+import { LoopPlan, type LoopRequest } from './loop-plan.js';
 import { answerRefusal } from './refusal.js';
 import { type AttemptBodies, attemptBodies } from './request-body.js';
+import { findDraw } from './request-draw.js';
 import type { HttpRuntime, Route } from './runtime.js';
 
 /**
- * One request through the interceptor, in three roles, each its own object:
+ * One request through the interceptor, in four roles, each its own object:
  *
  * - the caller's controller ({@link CallerController}), handed over at once through
  *   `onRequestStart`, before any wait, and the same across every attempt (the attempts' own
  *   `onRequestStart` calls are not passed on);
- * - the owner of the attempts (this class): it sends attempt 1 at once when its units and a slot
- *   are free (the fast path), else waits for them in an adaptive limiter's line as itself (see
- *   `#waitFirst`) and sends attempt 1 as on the fast path once they are granted; behind a gate,
- *   or for another limiter, and for every retry, it runs the attempt loop (`runAttempts`), being
- *   its plan itself (no closure per waiting request), and gives the caller the answer the loop
- *   returns;
+ * - the owner of the attempts (this class): it finds what the request draws (`findDraw`: its
+ *   partition's route, units, an LLM API's costs), sends attempt 1 at once when its units and a
+ *   slot are free (the fast path), else waits for them in an adaptive limiter's line as itself
+ *   (see `#waitFirst`) and sends attempt 1 as on the fast path once they are granted; behind a
+ *   gate, or for another limiter, and for every retry, it runs the attempt loop (`runAttempts`)
+ *   and gives the caller the answer the loop returns;
+ * - the loop's plan ({@link LoopPlan}), made only when the loop runs: a request waiting in an
+ *   adaptive limiter's line holds no plan, promise or closure;
  * - the judges of the attempts: {@link FastPathJudge} for attempt 1 outside the loop, which
  *   judges its response synchronously and passes it straight through unless it is throttled and
  *   will be sent again (then the loop takes it over, holding the 429 until its retry has units),
- *   and the loop's own judge (see `#send`), which hands every response to the loop.
+ *   and the loop's own judge (see `LoopPlan.send`), which hands every response to the loop.
  *
  * Both judge an answer by one step (`judge` in src/attempt-loop.ts: feed the permit, then the retry rule).
  */
-export class RateLimitedDispatch implements AttemptOwner, FastPathRequest, AttemptPlan<Attempt>, WaitCancel {
+export class RateLimitedDispatch implements LoopRequest, FastPathRequest, WaitCancel {
   /** The caller's handler (for an LLM API's limiter, behind a tap that reads the answer's `usage`). */
   handler: Dispatcher.DispatchHandler;
   readonly controller = new CallerController();
   readonly #dispatch: Dispatcher.Dispatch;
   readonly #opts: Dispatcher.DispatchOptions;
   readonly runtime: HttpRuntime;
-  /** The origin's route, then (in `start`) the route of the request's partition, if it has one. */
+  /** The origin's route, then (in `start`, see `findDraw`) the route of the request's partition, if it has one. */
   route: Route;
-  /** The request as the callbacks see it, made once, on first need. */
-  #outgoing: OutgoingRequest | undefined;
   readonly #origin: string;
-  #units = 1;
-  /** Units drawn from the limiter's other budgets (an LLM API's tokens). */
-  #costs: Costs | undefined;
-  #bodies: AttemptBodies | undefined;
+  /** Units charged for each attempt (see `findDraw`). */
+  units = 1;
+  /** Units drawn from the limiter's other budgets (an LLM API's tokens; see `findDraw`). */
+  costs: Costs | undefined;
+  /** The request body of each attempt (made in `start`). */
+  bodies: AttemptBodies | undefined;
   /** Ends the hold on a per-origin limiter (see `HttpRuntime.hold`): once the last answer is judged. */
   #release: (() => void) | undefined;
   #done = false;
-  /** The plan's throttled attempt 1 (see `AttemptPlan.throttledFirst`), only while the loop starts. */
-  throttledFirst: Attempt | undefined;
-  /** ms attempt 1 waited for its units in the limiter's line (`AttemptPlan.waitedMs`). */
+  /** ms attempt 1 waited for its units in the limiter's line (the loop's `AttemptPlan.waitedMs`). */
   waitedMs = 0;
 
   constructor(
@@ -95,7 +93,7 @@ export class RateLimitedDispatch implements AttemptOwner, FastPathRequest, Attem
   finished(): void {
     this.#done = true;
     this.judged();
-    this.#bodies?.close();
+    this.bodies?.close();
   }
 
   // ---- the request --------------------------------------------------------------------------
@@ -106,30 +104,13 @@ export class RateLimitedDispatch implements AttemptOwner, FastPathRequest, Attem
       this.handler.onRequestStart?.(this.controller, undefined);
       // Aborted already (fetch aborts inside onRequestStart when its signal was): nothing taken.
       if (this.controller.abortReason !== undefined) throw this.controller.abortReason;
-      if (this.route.partitioner !== undefined) {
-        this.route = this.runtime.partitionRoute(this.#origin, this.route, {
-          headers: this.#opts.headers,
-          request: () => this.#request(),
-        });
-      }
-      this.#units = this.#requestUnits();
-      if (this.route.llm !== undefined) this.#meterLlm();
+      findDraw(this, this.#origin, this.#opts);
       this.#release = this.runtime.hold(this.route);
-      this.#bodies = attemptBodies(this.#opts.body, this.runtime.options.maxReplayBodyBytes);
+      this.bodies = attemptBodies(this.#opts.body, this.runtime.options.maxReplayBodyBytes);
       if (!this.#sendFirst()) this.#loop(undefined);
     } catch (error) {
       this.fail(error);
     }
-  }
-
-  /** An LLM API's estimate from the body (when it is in memory), and the tap that corrects it from `usage`. */
-  #meterLlm(): void {
-    const estimate = this.runtime.estimate(this.route, () => this.#request());
-    if (estimate === undefined) return;
-    this.#costs = estimate.costs;
-    this.handler = usageTap(this.handler, this.route, estimate, this.runtime.options.rejection, () =>
-      this.refusalBody(this.controller.attempt),
-    );
   }
 
   /**
@@ -145,34 +126,19 @@ export class RateLimitedDispatch implements AttemptOwner, FastPathRequest, Attem
     return refusalJson(attempt?.body);
   }
 
-  #requestUnits(): number {
-    if (this.runtime.options.units === undefined) return 1;
-    return this.runtime.unitsFor(() => this.#request());
-  }
-
-  /** The request as `units` and `partition` see it, made once, on first need. */
-  #request(): OutgoingRequest {
-    if (this.#outgoing === undefined) {
-      const { method, path, headers, body } = this.#opts;
-      const record = headerRecord(headers);
-      this.#outgoing = withLazyBody({ origin: this.#origin, method, path, headers: record }, body, record);
-    }
-    return this.#outgoing;
-  }
-
   /** The fast path: attempt 1 dispatched now, if its units and a slot are free now. */
   #sendFirst(): boolean {
     const { limiter, gate } = this.route;
     if (gate !== undefined && !gate.tryEnter()) return false;
     let permit: Permit | undefined;
     try {
-      permit = limiter.tryAcquire(this.#units, this.#costs);
+      permit = limiter.tryAcquire(this.units, this.costs);
     } finally {
       // An `acquired` listener that throws must not keep the slot.
       if (permit === undefined) gate?.leave();
     }
     if (permit === undefined) return false;
-    this.#dispatchAttempt(new Attempt(this, new FastPathJudge(this, permit, gate)));
+    this.dispatchAttempt(new Attempt(this, new FastPathJudge(this, permit, gate)));
     return true;
   }
 
@@ -187,7 +153,7 @@ export class RateLimitedDispatch implements AttemptOwner, FastPathRequest, Attem
   }
 
   canRetry(): boolean {
-    return this.#canRetry();
+    return (this.bodies as AttemptBodies).replayable && this.controller.abortReason === undefined;
   }
 
   retry(attempt: Attempt): void {
@@ -225,10 +191,10 @@ export class RateLimitedDispatch implements AttemptOwner, FastPathRequest, Attem
       this.#waitFirst();
       return;
     }
-    this.throttledFirst = throttledFirst;
-    const loop = runAttempts<Attempt>(this);
-    // Read once, as the loop starts.
-    this.throttledFirst = undefined;
+    const plan = new LoopPlan(this, throttledFirst);
+    const loop = runAttempts<Attempt>(plan);
+    // Read once, as the loop starts: the loop holds it from there.
+    plan.throttledFirst = undefined;
     this.#end(loop);
   }
 
@@ -244,8 +210,8 @@ export class RateLimitedDispatch implements AttemptOwner, FastPathRequest, Attem
     }
     let waiting: Promise<Permit>;
     try {
-      const options: CancellableAcquireOptions = { waitedMs: 0, costs: this.#costs, [kWaitCancel]: this };
-      waiting = this.route.limiter.acquire(this.#units, options as AcquireOptions);
+      const options: CancellableAcquireOptions = { waitedMs: 0, costs: this.costs, [kWaitCancel]: this };
+      waiting = this.route.limiter.acquire(this.units, options as AcquireOptions);
     } catch (error) {
       this.refused(error);
       return;
@@ -268,7 +234,7 @@ export class RateLimitedDispatch implements AttemptOwner, FastPathRequest, Attem
     queueMicrotask(() => {
       // One maxWait for the whole request: its retries' waits count this one.
       this.waitedMs = permit.waitedMs ?? 0;
-      this.#dispatchAttempt(new Attempt(this, new FastPathJudge(this, permit, undefined)));
+      this.dispatchAttempt(new Attempt(this, new FastPathJudge(this, permit, undefined)));
     });
   }
 
@@ -301,62 +267,13 @@ export class RateLimitedDispatch implements AttemptOwner, FastPathRequest, Attem
     );
   }
 
-  // ---- AttemptPlan --------------------------------------------------------------------------
+  // ---- LoopRequest -------------------------------------------------------------------------
 
-  get limiter(): RateLimiter {
-    return this.route.limiter;
-  }
-
-  get units(): number {
-    return this.#units;
-  }
-
-  get costs(): Costs | undefined {
-    return this.#costs;
-  }
-
-  get signal(): AbortSignal | undefined {
-    return this.controller.cancel?.signal;
-  }
-
-  get waitCancel(): LoopCancel | undefined {
-    return this.controller.cancel === undefined ? this.controller : undefined;
-  }
-
-  get slot(): AttemptPlan<Attempt>['slot'] {
-    const gate = this.route.gate;
-    return gate === undefined ? undefined : (signal) => gate.enter(signal);
-  }
-
-  classify(attempt: Attempt): Outcome {
-    // Only an LLM API's 429 reads its body (parsing every held body as JSON cost ~3 µs a request).
-    const body = this.route.llm === undefined ? undefined : this.refusalBody(attempt);
-    return this.runtime.classify(attempt, () => attempt.headers, this.route, body);
-  }
-
-  discard(attempt: Attempt): void {
-    attempt.discard((this.#bodies as AttemptBodies).complete);
-  }
-
-  send(): Promise<Attempt> {
-    return new Promise<Attempt>((resolve, reject) => {
-      const judge: AttemptJudge = {
-        // Held for the loop to judge (an LLM API's 429 once its body is read).
-        started: (attempt) => {
-          if (this.readsBody(attempt)) attempt.afterBody(() => resolve(attempt));
-          else resolve(attempt);
-          return false;
-        },
-        failed: (_attempt, error) => reject(error),
-      };
-      this.#dispatchAttempt(new Attempt(this, judge));
-    });
-  }
-
-  #dispatchAttempt(attempt: Attempt): void {
+  /** Sends `attempt` down the dispatcher, with the request body of its turn. */
+  dispatchAttempt(attempt: Attempt): void {
     this.controller.attempt = attempt;
     try {
-      const body = (this.#bodies as AttemptBodies).next();
+      const body = (this.bodies as AttemptBodies).next();
       // An in-memory body is the caller's own: its opts go down as they are.
       const opts =
         body === this.#opts.body
@@ -366,10 +283,6 @@ export class RateLimitedDispatch implements AttemptOwner, FastPathRequest, Attem
     } catch (error) {
       attempt.onResponseError(undefined, asError(error));
     }
-  }
-
-  #canRetry(): boolean {
-    return (this.#bodies as AttemptBodies).replayable && this.controller.abortReason === undefined;
   }
 
   #deliver(attempt: Attempt): void {

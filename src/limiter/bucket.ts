@@ -34,6 +34,12 @@ export interface RateGate {
   charge(delta: number, now: number): void;
   /** The time (ms) at which `units` may be taken, counting from `start`, if nobody takes any before. */
   readyAt(units: number, start: number): number;
+  /**
+   * When the waiting line's timer should wake for a head of `units` ready at `ready`, with
+   * `queuedUnits` waiting in all (the pacer wakes later to serve several slots at once); none:
+   * at `ready`.
+   */
+  wakeAt?(units: number, ready: number, queuedUnits: number): number;
   /** ms until `units` would be served behind `queuedUnits` waiting units and a pause of `pause` ms. */
   predictWait(units: number, queuedUnits: number, pause: number, now: number): number;
 }

@@ -2,6 +2,7 @@ import { type Clock, MAX_TIMER_MS } from '../clock.js';
 import type { RateLimitRejectedError, RejectionReason } from '../errors.js';
 import { kWaitCancel } from '../internal.js';
 import type { RateGate } from './bucket.js';
+import { WAKE_BATCH_MS } from './pacer.js';
 import type { Pause } from './pause.js';
 import type { AcquireOptions, Permit } from './types.js';
 import { grantTo, type Resolve, refuseTo, type Settle, type Waiter, WaiterQueue } from './waiter-queue.js';
@@ -152,7 +153,8 @@ export class WaitingLine implements CancellableLine {
         cancel.waitSeq = seq;
       }
       this.#queuedUnits += units;
-      this.arm(now);
+      // Only the head's turn and deadline arm the timer: a waiter behind it changes neither.
+      if (this.#queue.size === 1) this.arm(now);
     } catch (error) {
       refuseTo(settle, error);
     }
@@ -175,7 +177,12 @@ export class WaitingLine implements CancellableLine {
       at = Math.min(at, queue.deadline(head));
       const units = queue.units(head);
       if (!this.#owner.heldBack(units)) {
-        at = Math.min(at, this.#bucket.readyAt(units, Math.max(now, this.#pause.until)));
+        const bucket = this.#bucket;
+        const ready = bucket.readyAt(units, Math.max(now, this.#pause.until));
+        at = Math.min(
+          at,
+          bucket.wakeAt === undefined ? ready : bucket.wakeAt(units, ready, this.#queuedUnits),
+        );
       }
     }
     if (at === Number.POSITIVE_INFINITY) {
@@ -239,7 +246,7 @@ export class WaitingLine implements CancellableLine {
       const units = queue.units(head);
       const deadline = queue.deadline(head);
       if (this.#owner.canGrant(units, now)) {
-        if (now > deadline + TIMER_SLACK_MS) {
+        if (now > deadline + TIMER_SLACK_MS && !this.#dueByDeadline(units, deadline, now)) {
           this.#expire(head);
           continue;
         }
@@ -254,6 +261,18 @@ export class WaitingLine implements CancellableLine {
         return;
       }
     }
+  }
+
+  /**
+   * Whether a head past its deadline is late only because the pacer's timer woke for several
+   * slots at once (see `Pacer.wakeAt`): its slot came by its deadline, at most
+   * {@link WAKE_BATCH_MS} ago. It is served, as it would have been had the timer woken at its slot.
+   */
+  #dueByDeadline(units: number, deadline: number, now: number): boolean {
+    const bucket = this.#bucket;
+    if (bucket.wakeAt === undefined || now > deadline + TIMER_SLACK_MS + WAKE_BATCH_MS) return false;
+    const slot = bucket.readyAt(units, Number.NEGATIVE_INFINITY);
+    return Number.isFinite(slot) && slot <= deadline + TIMER_SLACK_MS;
   }
 
   /** Rejects the head `seq`: its deadline passed. */

@@ -1,0 +1,115 @@
+import type { AttemptPlan, LoopCancel } from '../attempt-loop.js';
+import type { Costs } from '../limiter/budgets.js';
+import type { Outcome, RateLimiter } from '../limiter/types.js';
+import { Attempt, type AttemptJudge, type AttemptOwner } from './attempt.js';
+import type { CallerController } from './caller-controller.js';
+import type { AttemptBodies } from './request-body.js';
+import type { HttpRuntime, Route } from './runtime.js';
+
+/** What the attempt loop's plan asks of its request; see `RateLimitedDispatch`. */
+export interface LoopRequest extends AttemptOwner {
+  readonly controller: CallerController;
+  readonly runtime: HttpRuntime;
+  /** The request's limiter, concurrency gate and what it reads of a response. */
+  readonly route: Route;
+  /** Units charged for each attempt. */
+  readonly units: number;
+  /** Units drawn from the limiter's other budgets (an LLM API's tokens). */
+  readonly costs: Costs | undefined;
+  /** Attempts per request, the first included. */
+  readonly maxAttempts: number;
+  /** ms attempt 1 waited for its units in the limiter's line before the loop. */
+  readonly waitedMs: number;
+  /** The request body of each attempt; `undefined` only before the request starts. */
+  readonly bodies: AttemptBodies | undefined;
+  /** Whether the request's body can be sent again and the caller has not aborted. */
+  canRetry(): boolean;
+  /** Whether the answer is judged only once its body is read (an LLM API's 429). */
+  readsBody(attempt: Attempt): boolean;
+  /** What `classify` is given of the attempt's held body. */
+  refusalBody(attempt: Attempt): unknown;
+  /** Sends `attempt` down the dispatcher as the request's next attempt. */
+  dispatchAttempt(attempt: Attempt): void;
+}
+
+/**
+ * The attempt loop's plan for one request (`runAttempts`): made when the loop runs, for a retry,
+ * a wait behind a `maxConcurrent` gate or a limiter other than the adaptive one, never for a
+ * request waiting in an adaptive limiter's line (that one waits as itself). Every answer the
+ * loop sends is held for the loop to judge; the loop gives the request its last one.
+ */
+export class LoopPlan implements AttemptPlan<Attempt> {
+  readonly #request: LoopRequest;
+  /** The throttled attempt 1 the loop starts from (`AttemptPlan.throttledFirst`), until it has read it. */
+  throttledFirst: Attempt | undefined;
+
+  constructor(request: LoopRequest, throttledFirst: Attempt | undefined) {
+    this.#request = request;
+    this.throttledFirst = throttledFirst;
+  }
+
+  get limiter(): RateLimiter {
+    return this.#request.route.limiter;
+  }
+
+  get units(): number {
+    return this.#request.units;
+  }
+
+  get costs(): Costs | undefined {
+    return this.#request.costs;
+  }
+
+  get maxAttempts(): number {
+    return this.#request.maxAttempts;
+  }
+
+  get waitedMs(): number {
+    return this.#request.waitedMs;
+  }
+
+  get signal(): AbortSignal | undefined {
+    return this.#request.controller.cancel?.signal;
+  }
+
+  /** The caller's controller cancels an adaptive limiter's wait when no signal was made for it. */
+  get waitCancel(): LoopCancel | undefined {
+    const { controller } = this.#request;
+    return controller.cancel === undefined ? controller : undefined;
+  }
+
+  get slot(): AttemptPlan<Attempt>['slot'] {
+    const gate = this.#request.route.gate;
+    return gate === undefined ? undefined : (signal) => gate.enter(signal);
+  }
+
+  canRetry(): boolean {
+    return this.#request.canRetry();
+  }
+
+  classify(attempt: Attempt): Outcome {
+    const { route, runtime } = this.#request;
+    // Only an LLM API's 429 reads its body (parsing every held body as JSON cost ~3 µs a request).
+    const body = route.llm === undefined ? undefined : this.#request.refusalBody(attempt);
+    return runtime.classify(attempt, () => attempt.headers, route, body);
+  }
+
+  discard(attempt: Attempt): void {
+    attempt.discard((this.#request.bodies as AttemptBodies).complete);
+  }
+
+  send(): Promise<Attempt> {
+    return new Promise<Attempt>((resolve, reject) => {
+      const judge: AttemptJudge = {
+        // Held for the loop to judge (an LLM API's 429 once its body is read).
+        started: (attempt) => {
+          if (this.#request.readsBody(attempt)) attempt.afterBody(() => resolve(attempt));
+          else resolve(attempt);
+          return false;
+        },
+        failed: (_attempt, error) => reject(error),
+      };
+      this.#request.dispatchAttempt(new Attempt(this.#request, judge));
+    });
+  }
+}
