@@ -542,7 +542,8 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     try {
       if (cut) {
         const leavingUnlimited = this.#bucket.unlimited;
-        this.#changeRate(this.#book.cut(now, this.#bucket.rate), now, 'throttle');
+        const capped = this.#slowStart !== undefined;
+        this.#changeRate(this.#book.cut(now, this.#bucket.rate, capped), now, 'throttle');
         // Leaving "unlimited": the server just said no, so the bucket starts empty.
         if (leavingUnlimited) this.#bucket.empty(now);
       }

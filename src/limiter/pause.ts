@@ -11,6 +11,11 @@ export class Pause {
   #start = Number.NEGATIVE_INFINITY;
   /** ms of the earlier pauses since the last cut. */
   #before = 0;
+  /**
+   * The pauses before the current one, [start, end] pairs, newest first, at most
+   * {@link PAUSES_KEPT}: made at the second pause (one pause costs an idle limiter nothing).
+   */
+  #earlier: number[] | undefined;
 
   active(now: number): boolean {
     return now < this.until;
@@ -27,6 +32,7 @@ export class Pause {
     if (this.until <= now) {
       // A new pause: bank the previous one's overlap with the time since the last cut.
       this.#before += Math.max(0, this.until - Math.max(this.#start, lastCutAt));
+      if (this.#start !== Number.NEGATIVE_INFINITY) this.#keep(this.#start, this.until);
       this.#start = now;
     }
     this.until = until;
@@ -44,9 +50,27 @@ export class Pause {
     return this.#before + Math.max(0, Math.min(now, this.until) - Math.max(this.#start, lastCutAt));
   }
 
-  /** ms of the current or last pause between `from` and `to` (earlier pauses are not kept). */
-  within(from: number, to: number): number {
-    return Math.max(0, Math.min(to, this.until) - Math.max(from, this.#start));
+  /**
+   * ms paused between `from` and `to`: the current or last pause and (`all`) the {@link PAUSES_KEPT}
+   * before it. A 429 that pauses again soon after a pause (a second Retry-After) must not make the
+   * accepted-rate window read the first pause as time the server let nothing through.
+   */
+  within(from: number, to: number, all = true): number {
+    let ms = Math.max(0, Math.min(to, this.until) - Math.max(from, this.#start));
+    const earlier = this.#earlier;
+    if (earlier === undefined || !all) return ms;
+    for (let i = 0; i < earlier.length; i += 2) {
+      ms += Math.max(0, Math.min(to, earlier[i + 1]!) - Math.max(from, earlier[i]!));
+    }
+    return ms;
+  }
+
+  /** Keeps the ended pause [start, end] for {@link within}. */
+  #keep(start: number, end: number): void {
+    this.#earlier ??= [];
+    const earlier = this.#earlier;
+    earlier.unshift(start, end);
+    if (earlier.length > 2 * PAUSES_KEPT) earlier.length = 2 * PAUSES_KEPT;
   }
 
   /** The start of the increase clock: `lastIncreaseAt`, or the end of a later pause (now while paused). */
@@ -54,3 +78,6 @@ export class Pause {
     return Math.max(lastIncreaseAt, Math.min(this.until, now));
   }
 }
+
+/** Ended pauses {@link Pause.within} counts besides the current one: the 3 s accepted-rate window holds a few 1 s pauses at most. */
+const PAUSES_KEPT = 3;

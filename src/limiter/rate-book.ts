@@ -120,11 +120,15 @@ export class RateBook {
   /**
    * Cuts at `now` from `rate`: asks the controller, books the cut and returns the new rate
    * (clamped, never above the old). A controller that throws leaves the books as they were.
+   * `capped`: the cold start's cap on units in flight still held the sends back.
    */
-  cut(now: number, rate: number): number {
+  cut(now: number, rate: number, capped = false): number {
     let base = rate;
     let measured = this.measured.value;
-    let accepted = this.acceptedRate(now);
+    // At many requests a second, the window less every pause in it: a 429 soon after a
+    // Retry-After pause starts a pause of its own, and the window must not read the first one as
+    // a second the server let nothing through (a cut to half the rate).
+    let accepted = this.acceptedRate(now, manyRequests(this.measured.requests));
     if (this.cuts === 0 && accepted !== undefined) {
       // The first cut: the 3 s window may still average in the slow start; the last second read
       // at the top of the ramp is the better estimate (a server's burst may inflate it: the
@@ -156,6 +160,7 @@ export class RateBook {
       rateBefore: base,
       acceptedRate: accepted ?? base,
       acceptedRateSincePrevious: state.acceptedRateSinceLastDecrease,
+      ...(capped && this.cuts === 0 ? { startCapped: true } : {}),
     };
     this.#decreases = [...this.#decreases.slice(1 - CUTS_KEPT), record];
     this.#random = drawFrom(this.#opts.random);
@@ -167,9 +172,12 @@ export class RateBook {
     return this.clamp(target);
   }
 
-  /** The accepted rate at `now` (the 3 s window), less the time paused in it. */
-  acceptedRate(now: number): number | undefined {
-    return this.accepted.value(now, (from) => this.#pause.within(from, now));
+  /**
+   * The accepted rate at `now` (the 3 s window), less the time paused in it: the current or last
+   * pause, and with `earlier` the few before it too.
+   */
+  acceptedRate(now: number, earlier = false): number | undefined {
+    return this.accepted.value(now, (from) => this.#pause.within(from, now, earlier));
   }
 
   /** The accepted rate over the last second at `now`, less the time paused in it. */
@@ -190,6 +198,7 @@ export class RateBook {
       waited: this.waited,
       instanceCount: this.#opts.instanceCount,
       measuredRate: this.measured.value,
+      measuredRequestRate: this.measured.requests,
       acceptedRate: accepted,
       acceptedRateSinceLastDecrease:
         this.cuts === 0 ? undefined : this.accepted.sinceMark(now, this.#pause.sinceCut(now, this.lastCutAt)),
@@ -198,6 +207,18 @@ export class RateBook {
       announcedRate: this.announcedRate,
     };
   }
+}
+
+/**
+ * Requests/min from which a limiter counts as fast: 50 a second, where a probe round of 2 s holds
+ * 100 answers and more (see the probe's round). A process at a few requests a second keeps the
+ * rules it had.
+ */
+const MANY_REQUESTS = 3_000;
+
+/** Whether `requestsPerMinute` (measured; `undefined` before the first bucket) is many. */
+function manyRequests(requestsPerMinute: number | undefined): boolean {
+  return requestsPerMinute !== undefined && requestsPerMinute >= MANY_REQUESTS;
 }
 
 /** Cuts whose accepted rate the state keeps. */

@@ -1,0 +1,193 @@
+import { describe, expect, it } from 'vitest';
+import { ManualClock } from '../src/clock.js';
+import { type DecreaseRecord, probe, type RateControllerState } from '../src/controllers/index.js';
+import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
+import type { Permit } from '../src/limiter/types.js';
+
+/** A frozen state at 60,000 units/min after a cut, a request waited, one instance, random 0. */
+function state(overrides: Partial<RateControllerState> = {}): RateControllerState {
+  return Object.freeze({
+    rate: 60_000,
+    minRate: 1,
+    maxRate: Number.POSITIVE_INFINITY,
+    rateBeforeLastDecrease: 60_000,
+    measuredRateAtLastDecrease: undefined,
+    sinceLastDecrease: 0,
+    pauseSinceLastDecrease: 0,
+    sinceLastIncrease: 0,
+    waited: true,
+    instanceCount: 1,
+    measuredRate: undefined,
+    acceptedRate: undefined,
+    acceptedRateSinceLastDecrease: undefined,
+    decreases: [],
+    random: 0,
+    ...overrides,
+  });
+}
+
+/** A cut from 66,000 units/min where 60,000 got through over the cycle too: a sure ceiling of 60,000. */
+const SURE: DecreaseRecord = { rateBefore: 66_000, acceptedRate: 60_000, acceptedRateSincePrevious: 60_000 };
+const cruise = 60_000 * 0.97;
+/** The drain (1 s) and the shortest hold (4 s, random 0) after SURE. */
+const HELD = 5_000;
+
+describe('probe: rounds at many requests a second', () => {
+  const controller = probe();
+
+  it('keeps 2 s rounds at 50 requests a second and below', () => {
+    const at = (ms: number) =>
+      controller.onSuccess(
+        state({
+          rate: cruise,
+          decreases: [SURE],
+          sinceLastDecrease: HELD + ms,
+          measuredRate: cruise,
+          measuredRequestRate: 3_000,
+        }),
+      );
+    expect(at(1_900)).toBeCloseTo(cruise + 60, 6); // round 0: one step
+    expect(at(2_000)).toBeCloseTo(cruise + 180, 6); // round 1: 1 + 2 steps
+  });
+
+  it('shortens a round to the time of 100 answers, at least 0.5 s', () => {
+    const at = (ms: number, requests: number) =>
+      controller.onSuccess(
+        state({
+          rate: cruise,
+          decreases: [SURE],
+          sinceLastDecrease: HELD + ms,
+          measuredRate: cruise,
+          measuredRequestRate: requests,
+        }),
+      );
+    // 100 answers take 1 s at 6,000 a minute: round 1 after 1 s.
+    expect(at(1_000, 6_000)).toBeCloseTo(cruise + 180, 6);
+    // 60,000 a minute: 100 answers in 0.1 s, but rounds of 0.5 s: round 3 after 1.5 s.
+    expect(at(1_500, 60_000)).toBeCloseTo(cruise + 60 * 15, 6);
+    // The rate of units alone (large requests, few of them) does not shorten it.
+    expect(at(1_500, 100)).toBeCloseTo(cruise + 60, 6);
+  });
+});
+
+describe('probe: a first cut while the cold start capped what was in flight', () => {
+  const controller = probe();
+  const capped: DecreaseRecord = {
+    rateBefore: 3_000,
+    acceptedRate: 3_000,
+    acceptedRateSincePrevious: undefined,
+    startCapped: true,
+  };
+
+  it('goes on with the start-up after the drain: the rate doubles each half second while requests wait', () => {
+    const s = (over: Partial<RateControllerState>) =>
+      state({ rate: 2_700, decreases: [capped], measuredRate: 2_700, ...over });
+    // Still draining (1 s, no pause): no change.
+    expect(controller.onSuccess(s({ sinceLastDecrease: 900, sinceLastIncrease: 900 }))).toBeUndefined();
+    // After the drain, a half-second round since the last change: twice the rate.
+    expect(controller.onSuccess(s({ sinceLastDecrease: 1_000, sinceLastIncrease: 1_000 }))).toBe(5_400);
+    expect(controller.onSuccess(s({ sinceLastDecrease: 1_400, sinceLastIncrease: 400 }))).toBeUndefined();
+    // A Retry-After pause counts toward the drain.
+    expect(
+      controller.onSuccess(
+        s({ sinceLastDecrease: 1_000, pauseSinceLastDecrease: 1_000, sinceLastIncrease: 500 }),
+      ),
+    ).toBe(5_400);
+    // Never more than twice what is sent.
+    expect(
+      controller.onSuccess(s({ sinceLastDecrease: 1_000, sinceLastIncrease: 1_000, measuredRate: 2_200 })),
+    ).toBe(4_400);
+  });
+
+  it('climbs as before from a first cut the cap did not hold back, and after a second cut', () => {
+    const free: DecreaseRecord = { ...capped, startCapped: false };
+    const s = (decreases: DecreaseRecord[]) =>
+      state({
+        rate: 2_700,
+        decreases,
+        measuredRate: 2_700,
+        sinceLastDecrease: 1_000,
+        sinceLastIncrease: 1_000,
+      });
+    // Unsure ceiling of 3,000: probe steps of a tenth of it (300), from the cruise rate.
+    expect(controller.onSuccess(s([free]))).toBeCloseTo(3_000 * 0.97 + 300, 6);
+    // After a second cut the first one's cap no longer counts: the ceiling it found (drain first).
+    expect(controller.onSuccess({ ...s([capped, SURE]), sinceLastDecrease: 900 })).toBeUndefined();
+  });
+});
+
+const flush = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+describe('limiter: at thousands a second', () => {
+  /**
+   * An unlimited limiter and a sender that keeps 30 requests waiting in its line; every 1 ms each
+   * permit granted is answered at once, by `answer(now)`: 'ok' or a 429 with that Retry-After (ms).
+   */
+  function setup() {
+    const clock = new ManualClock(0);
+    const limiter = new AdaptiveRateLimiter({ clock, random: () => 0 });
+    const cuts: number[] = [];
+    limiter.on('decreased', (e) => cuts.push(e.to));
+    let granted: Permit[] = [];
+    let waiting = 0;
+    const topUp = () => {
+      for (; waiting < 30; waiting++) {
+        void limiter.acquire().then((p) => {
+          waiting--;
+          granted.push(p);
+        });
+      }
+    };
+    const send = async (ms: number, answer: (now: number) => 'ok' | number = () => 'ok') => {
+      for (let t = 0; t < ms; t++) {
+        topUp();
+        await flush();
+        const now = granted;
+        granted = [];
+        for (const p of now) {
+          const a = answer(clock.now());
+          if (a === 'ok') p.success();
+          else p.throttled(a);
+        }
+        clock.advance(1);
+      }
+    };
+    return { limiter, cuts, send };
+  }
+
+  it('a first 429 while the in-flight cap binds: the start-up goes on from the cut, x2 a half-second round (at most twice what is sent)', async () => {
+    const { limiter, cuts, send } = setup();
+    let throttled = false;
+    // The first round of the cold start (10 in flight) is granted at 0 ms, answered at once; one 429.
+    await send(1, () => {
+      if (throttled) return 'ok';
+      throttled = true;
+      return 1_000;
+    });
+    expect(cuts).toHaveLength(1);
+    const start = limiter.rate;
+    // The pause (1 s, counted toward the drain), then 2 s of rounds of 0.5 s, each at most twice
+    // the measured send rate (half-second buckets, a round behind): 4 times the rate at least.
+    // (The probe's steps of a tenth of the estimate would have added 10 % to it.)
+    await send(3_050);
+    expect(cuts).toHaveLength(1);
+    expect(limiter.rate).toBeGreaterThanOrEqual(start * 4);
+  });
+
+  it('a 429 soon after a Retry-After pause reads the window less both pauses, not half the rate', async () => {
+    const { limiter, cuts, send } = setup();
+    await send(3_000);
+    const before = limiter.rate;
+    const throttleAt = new Set([3_000, 5_000, 6_040]);
+    await send(4_000, (now) => {
+      if (!throttleAt.has(now)) return 'ok';
+      throttleAt.delete(now);
+      return 1_000;
+    });
+    expect(cuts.length).toBeGreaterThanOrEqual(3);
+    // Each cut drains at 0.9 x what got through (the rate it cut from), never to the 0.5 floor.
+    expect(before).toBeGreaterThan(0);
+    for (const [i, to] of cuts.entries())
+      expect(to, `cut ${i}`).toBeGreaterThan(0.8 * (i === 0 ? to : cuts[i - 1]!));
+  });
+});
