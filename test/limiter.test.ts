@@ -79,7 +79,7 @@ describe('AdaptiveRateLimiter: the bucket and the queue', () => {
     expect(order).toEqual([0, 1, 2]);
   });
 
-  it('grants several waiters per timer tick when their slots are closer than a millisecond, and no more', async () => {
+  it('grants several waiters per timer tick when their slots are closer than a millisecond, and no more; 2 ms of slots a wake below a quarter millisecond apart', async () => {
     // 480,000 units/min: a slot every 0.125 ms (exact in binary floating point).
     const { clock, limiter } = setup({ initialUnitsPerMinute: 480_000 });
     const at: number[] = [];
