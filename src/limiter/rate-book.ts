@@ -130,10 +130,12 @@ export class RateBook {
     // through (a cut to half the rate at thousands a second; a staircase of cuts a third too deep
     // on a strict leaky bucket at a few dozen a second).
     let accepted = this.acceptedRate(now);
-    if (this.cuts === 0 && accepted !== undefined) {
+    if ((this.cuts === 0 || this.#afterCappedStart()) && accepted !== undefined) {
       // The first cut: the 3 s window may still average in the slow start; the last second read
       // at the top of the ramp is the better estimate (a server's burst may inflate it: the
-      // next cut corrects an estimate too high at once, while one too low takes cycles).
+      // next cut corrects an estimate too high at once, while one too low takes cycles). So for
+      // the cut that ends a start-up the probe went on with after a first cut the cold start's
+      // cap held back (the rate doubled each half second: the 3 s hold a quarter of it).
       accepted = Math.max(accepted, this.recentAcceptedRate(now) ?? 0);
     }
     if (rate === Number.POSITIVE_INFINITY) {
@@ -173,6 +175,11 @@ export class RateBook {
     return this.clamp(target);
   }
 
+  /** Whether the one cut so far was a first cut the cold start's cap held back (see `startCapped`). */
+  #afterCappedStart(): boolean {
+    return this.#decreases.length === 1 && this.#decreases[0]!.startCapped === true;
+  }
+
   /**
    * The accepted rate at `now` (the 3 s window), less the time paused in it: the current or last
    * pause and the few before it.
@@ -199,7 +206,6 @@ export class RateBook {
       waited: this.waited,
       instanceCount: this.#opts.instanceCount,
       measuredRate: this.measured.value,
-      measuredRequestRate: this.measured.requests,
       acceptedRate: accepted,
       acceptedRateSinceLastDecrease:
         this.cuts === 0 ? undefined : this.accepted.sinceMark(now, this.#pause.sinceCut(now, this.lastCutAt)),
