@@ -54,6 +54,31 @@ describe('CrowdWait: the wait after a 429 that says nothing, before a rate is le
     expect(low.throttled(1 - Number.EPSILON, 60_000, 100_000)).toBeLessThan(30_000);
   });
 
+  it('after a success, draws a bare 429 late in a window that ends where the last one did, or after 0.55 of the first', () => {
+    /** A limiter's wait that had one success, a bare 429 at 0 (a window of 58 s), then 3 successes. */
+    const served = () => {
+      const crowd = new CrowdWait();
+      crowd.success();
+      crowd.throttled(0.5, 60_000, 0);
+      for (let i = 0; i < 3; i++) crowd.success();
+      return crowd;
+    };
+    // 4 successes: a first window of 52 s. At 10 s the last window has 48 s left: the window is
+    // 48 s, the wait drawn from 0.6 of it (a fresh window from now: 1-52 s).
+    expect(served().throttled(0, 60_000, 10_000)).toBeCloseTo(28_800, 6);
+    expect(served().throttled(1 - Number.EPSILON, 60_000, 10_000)).toBeCloseTo(48_000, 0);
+    // At 40 s (18 s left) and long after it: 0.55 of 52 s, 28.6 s, the wait from 17.16 s.
+    expect(served().throttled(0, 60_000, 40_000)).toBeCloseTo(17_160, 6);
+    expect(served().throttled(1 - Number.EPSILON, 60_000, 40_000)).toBeCloseTo(28_600, 0);
+    expect(served().throttled(0, 60_000, 500_000)).toBeCloseTo(17_160, 6);
+    // Never longer than the first window: at 1 s (57 s left), 52 s.
+    expect(served().throttled(1 - Number.EPSILON, 60_000, 1_000)).toBeCloseTo(52_000, 0);
+    // A second in a row after it: a slice of a fifth of that window past its end.
+    const again = served();
+    again.throttled(0, 60_000, 40_000);
+    expect(again.throttled(1 - Number.EPSILON, 60_000, 60_000)).toBeCloseTo(68_600 + 5_720 - 60_000, 0);
+  });
+
   it('never waits more than a minute nor the cap', () => {
     const crowd = new CrowdWait();
     crowd.success();
@@ -140,6 +165,20 @@ describe('AdaptiveRateLimiter: the crowd wait of a cold start', () => {
     expect(ends[2]).toBeCloseTo(69_600 + 2_900, 6);
     expect(ends[3]).toBeCloseTo(75_400 + 2_900, 6);
     expect(ends[4]).toBeCloseTo(81_200 + 3_770, 6);
+  });
+
+  it('pauses a bare 429 after a served wait to late in a shorter window', () => {
+    const { clock, limiter } = fresh();
+    for (let i = 0; i < 4; i++) take(limiter).success();
+    const served = take(limiter);
+    take(limiter).throttled();
+    // 4 successes: a window of 52 s, the wait in its middle (26.5 s); then a fifth is served.
+    clock.advance(26_500);
+    served.success();
+    take(limiter).throttled();
+    // 5 successes: 50 s, at least 0.55 of it (27.5 s; the last window has 25.5 s left), the wait
+    // from 0.6 of it: the middle of 16.5-27.5 s from 26.5 s (a fresh window: 25.5 s, ending at 52 s).
+    expect(limiter.snapshot().pausedUntil).toBeCloseTo(26_500 + 16_500 + 0.5 * (27_500 - 16_500), 6);
   });
 
   it('keeps the wait within maxWait, so a retry is not refused for it alone', () => {

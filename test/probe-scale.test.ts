@@ -28,47 +28,6 @@ function state(overrides: Partial<RateControllerState> = {}): RateControllerStat
 
 /** A cut from 66,000 units/min where 60,000 got through over the cycle too: a sure ceiling of 60,000. */
 const SURE: DecreaseRecord = { rateBefore: 66_000, acceptedRate: 60_000, acceptedRateSincePrevious: 60_000 };
-const cruise = 60_000 * 0.97;
-/** The drain (1 s) and the shortest hold (4 s, random 0) after SURE. */
-const HELD = 5_000;
-
-describe('probe: rounds at many requests a second', () => {
-  const controller = probe();
-
-  it('keeps 2 s rounds at 50 requests a second and below', () => {
-    const at = (ms: number) =>
-      controller.onSuccess(
-        state({
-          rate: cruise,
-          decreases: [SURE],
-          sinceLastDecrease: HELD + ms,
-          measuredRate: cruise,
-          measuredRequestRate: 3_000,
-        }),
-      );
-    expect(at(1_900)).toBeCloseTo(cruise + 60, 6); // round 0: one step
-    expect(at(2_000)).toBeCloseTo(cruise + 180, 6); // round 1: 1 + 2 steps
-  });
-
-  it('shortens a round to the time of 100 answers, at least 0.5 s', () => {
-    const at = (ms: number, requests: number) =>
-      controller.onSuccess(
-        state({
-          rate: cruise,
-          decreases: [SURE],
-          sinceLastDecrease: HELD + ms,
-          measuredRate: cruise,
-          measuredRequestRate: requests,
-        }),
-      );
-    // 100 answers take 1 s at 6,000 a minute: round 1 after 1 s.
-    expect(at(1_000, 6_000)).toBeCloseTo(cruise + 180, 6);
-    // 60,000 a minute: 100 answers in 0.1 s, but rounds of 0.5 s: round 3 after 1.5 s.
-    expect(at(1_500, 60_000)).toBeCloseTo(cruise + 60 * 15, 6);
-    // The rate of units alone (large requests, few of them) does not shorten it.
-    expect(at(1_500, 100)).toBeCloseTo(cruise + 60, 6);
-  });
-});
 
 describe('probe: a first cut while the cold start capped what was in flight', () => {
   const controller = probe();
@@ -172,6 +131,29 @@ describe('limiter: at thousands a second', () => {
     await send(3_050);
     expect(cuts).toHaveLength(1);
     expect(limiter.rate).toBeGreaterThanOrEqual(start * 4);
+  });
+
+  it('the cut that ends that start-up reads the last second, not 3 s that hold a quarter of it', async () => {
+    const { limiter, cuts, send } = setup();
+    let throttled = false;
+    await send(1, () => {
+      if (throttled) return 'ok';
+      throttled = true;
+      return 1_000;
+    });
+    // Doublings at about 1.6, 2.5 and 3.0 s (each at most twice the measured send rate); a 429
+    // 0.4 s after the last: the last second holds both rates, the 3 s window mostly lower ones.
+    await send(3_400);
+    const top = limiter.rate;
+    throttled = false;
+    await send(100, () => {
+      if (throttled) return 'ok';
+      throttled = true;
+      return 1_000;
+    });
+    expect(cuts).toHaveLength(2);
+    // It drains at 0.9 x what got through lately (about the top of the climb), not at the 0.5 floor.
+    expect(cuts[1]).toBeGreaterThan(0.6 * top);
   });
 
   it('a 429 soon after a Retry-After pause reads the window less both pauses, not half the rate', async () => {

@@ -200,14 +200,14 @@ export function probe(options: ProbeOptions = {}): RateController {
       }
       if (s.decreases.length === 0) {
         // Start-up: grow each round until the first throttle.
-        if (s.sinceLastIncrease < roundAt(o.round, s)) return undefined;
+        if (s.sinceLastIncrease < o.round) return undefined;
         target = s.rate * o.startupGrowth;
       } else if (cappedStart(s.decreases)) {
         // The one cut so far read the cold start's cap, not the server: after the drain, the
         // start-up goes on from it, growing each short round until the next throttle.
         const t = Math.max(0, s.sinceLastDecrease - s.pauseSinceLastDecrease);
         if (t < drainLeft(o.drainTime, s.pauseSinceLastDecrease)) return undefined;
-        if (s.sinceLastIncrease < Math.min(o.round, MIN_ROUND)) return undefined;
+        if (s.sinceLastIncrease < Math.min(o.round, CAPPED_ROUND)) return undefined;
         target = s.rate * o.startupGrowth;
       } else {
         const { E, own, stable, unsure, recall, peak } = learn(s.decreases);
@@ -225,7 +225,7 @@ export function probe(options: ProbeOptions = {}): RateController {
         target = E * (1 - o.cruiseMargin);
         if (t >= drain + hold) {
           // Steps of probeStep × probeGrowth^i for the rounds i = 0..k so far: the same for every client.
-          const k = Math.min(MAX_ROUNDS, Math.floor((t - drain - hold) / roundAt(o.round, s)));
+          const k = Math.min(MAX_ROUNDS, Math.floor((t - drain - hold) / o.round));
           const g = o.probeGrowth;
           // While the ceiling is only the start's estimate, steps of a tenth of it at least.
           const base = o.probeStep / s.instanceCount;
@@ -244,22 +244,12 @@ export function probe(options: ProbeOptions = {}): RateController {
   };
 }
 
-/** The shortest probe round (ms): a few round trips of a slow API, and the research's R. */
-const MIN_ROUND = 500;
-/** A probe round holds at least this many answers while it is longer than {@link MIN_ROUND}. */
-const ROUND_ANSWERS = 100;
-
 /**
- * One probe round (ms) at the measured request rate: `round`, or the time of
- * {@link ROUND_ANSWERS} answers when shorter, at least {@link MIN_ROUND}. At 50 requests a second
- * and below the round is `round` (2 s by default) as before; at thousands a second a probe step
- * is seen after half a second, and the climb from a low estimate takes seconds, not minutes.
+ * One round of the start-up the probe goes on with after a first cut the cold start's cap held
+ * back (ms): a few round trips of a slow API. Each is at most twice the measured send rate, whose
+ * half-second buckets make it about twice a second.
  */
-function roundAt(round: number, s: RateControllerState): number {
-  const perMinute = s.measuredRequestRate;
-  if (perMinute === undefined || !(perMinute > 0)) return round;
-  return Math.min(round, Math.max(MIN_ROUND, (ROUND_ANSWERS * 60_000) / perMinute));
-}
+const CAPPED_ROUND = 500;
 
 /**
  * Whether the only cut so far was the first, made while the cold start's cap on requests in

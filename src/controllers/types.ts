@@ -26,12 +26,6 @@ export interface RateControllerState {
   /** Units/min of responses (0.5 s buckets smoothed by 0.8); `undefined` before the first bucket closes. */
   readonly measuredRate: number | undefined;
   /**
-   * Responses/min, counted as `measuredRate` is but one per response whatever its units; `undefined`
-   * before the first bucket closes (or from a caller that does not count them). Tells a high rate of
-   * requests (a round of many answers) from a high rate of large requests.
-   */
-  readonly measuredRequestRate?: number | undefined;
-  /**
    * Units/min of the responses classified as success over the last 3 s (not sent, not throttled),
    * less the time a Retry-After pause took of them; `undefined` before the first success. At the
    * first cut, the last second's when higher (the 3 s may still hold the slow start). While the server throttles, this process's share of the
@@ -45,7 +39,7 @@ export interface RateControllerState {
    * it was drained. `undefined` before the first cut.
    */
   readonly acceptedRateSinceLastDecrease: number | undefined;
-  /** The last cuts, oldest first, at most 8; empty before the first cut. */
+  /** The last cuts, oldest first, at most 16; empty before the first cut. */
   readonly decreases: readonly DecreaseRecord[];
   /**
    * A random number in [0, 1), drawn by the limiter at its creation and at each cut (from its

@@ -21,7 +21,15 @@
  * times the last, so a crowd of any size spreads out. No wait is more than the cap (`maxWait`, so the
  * wait alone never makes a retry refused) nor {@link CROWD_MAX_WINDOW}. Once the limiter has had
  * {@link CROWD_LEARNED} successes it has learned a rate: its cut and pacing recover from a 429
- * without this wait. Times are ms.
+ * without this wait.
+ *
+ * A limiter served after such a wait has seen the bucket refill, and a bare 429 after that says
+ * it has just emptied the bucket itself (a process sending one request at a time, taking what
+ * refilled while it waited): its next window ends where its last one (with its slices) ended, or
+ * after {@link CROWD_AGAIN_WINDOW} of the first window its successes give if that is later (never
+ * later than that first window), and the wait is drawn from {@link CROWD_AGAIN_FROM} of it on
+ * (a retry sooner meets the bucket it emptied). A fresh first window from now sent the process
+ * with the most work left to the end of a crowd's run. Times are ms.
  */
 export class CrowdWait {
   /** Successes of the limiter so far. */
@@ -29,7 +37,7 @@ export class CrowdWait {
   /** Such 429s since the last success. */
   #inARow = 0;
 
-  /** Where the current window ends (clock ms), while 429s come in a row. */
+  /** Where the last window ends (clock ms; 0: none yet), grown while 429s come in a row. */
   #end = 0;
   /** The length of the next slice the window grows by (ms). */
   #slice = 0;
@@ -60,10 +68,15 @@ export class CrowdWait {
     let from: number;
     let to: number;
     if (this.#inARow++ === 0) {
-      const first = Math.min(longest, CROWD_FIRST_WINDOW * (1 - this.#successes / CROWD_LEARNED));
+      let first = Math.min(longest, CROWD_FIRST_WINDOW * (1 - this.#successes / CROWD_LEARNED));
+      from = CROWD_MIN_WAIT;
+      if (this.#end > 0) {
+        // Served since its last window: it has seen the bucket refill, and has just emptied it.
+        first = Math.min(first, Math.max(this.#end - now, first * CROWD_AGAIN_WINDOW));
+        from = Math.max(from, first * CROWD_AGAIN_FROM);
+      }
       this.#end = now + first;
       this.#slice = first * CROWD_SLICE;
-      from = CROWD_MIN_WAIT;
       to = first;
     } else {
       // After the window's end, within the slice it grows by (a slice from now if the window
@@ -93,6 +106,10 @@ const CROWD_LATER_SLICE = 0.5;
 const CROWD_SHORT_SLICES = 2;
 /** How much longer each slice after the short ones is than the last. */
 const CROWD_SLICE_GROWTH = 1.3;
+/** A later row's window, at least: the part of the first window. */
+const CROWD_AGAIN_WINDOW = 0.55;
+/** Where in a later row's window its wait begins: the part of it. */
+const CROWD_AGAIN_FROM = 0.6;
 /** The longest wait (ms). */
 const CROWD_MAX_WINDOW = 60_000;
 /** The shortest crowd wait (ms), unless the cap is shorter. */

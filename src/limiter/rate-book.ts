@@ -125,14 +125,17 @@ export class RateBook {
   cut(now: number, rate: number, capped = false): number {
     let base = rate;
     let measured = this.measured.value;
-    // At many requests a second, the window less every pause in it: a 429 soon after a
-    // Retry-After pause starts a pause of its own, and the window must not read the first one as
-    // a second the server let nothing through (a cut to half the rate).
-    let accepted = this.acceptedRate(now, manyRequests(this.measured.requests));
-    if (this.cuts === 0 && accepted !== undefined) {
+    // The window less every pause in it: a 429 soon after a Retry-After pause starts a pause of
+    // its own, and the window must not read the first one as a second the server let nothing
+    // through (a cut to half the rate at thousands a second; a staircase of cuts a third too deep
+    // on a strict leaky bucket at a few dozen a second).
+    let accepted = this.acceptedRate(now);
+    if ((this.cuts === 0 || this.#afterCappedStart()) && accepted !== undefined) {
       // The first cut: the 3 s window may still average in the slow start; the last second read
       // at the top of the ramp is the better estimate (a server's burst may inflate it: the
-      // next cut corrects an estimate too high at once, while one too low takes cycles).
+      // next cut corrects an estimate too high at once, while one too low takes cycles). So for
+      // the cut that ends a start-up the probe went on with after a first cut the cold start's
+      // cap held back (the rate doubled each half second: the 3 s hold a quarter of it).
       accepted = Math.max(accepted, this.recentAcceptedRate(now) ?? 0);
     }
     if (rate === Number.POSITIVE_INFINITY) {
@@ -172,12 +175,17 @@ export class RateBook {
     return this.clamp(target);
   }
 
+  /** Whether the one cut so far was a first cut the cold start's cap held back (see `startCapped`). */
+  #afterCappedStart(): boolean {
+    return this.#decreases.length === 1 && this.#decreases[0]!.startCapped === true;
+  }
+
   /**
    * The accepted rate at `now` (the 3 s window), less the time paused in it: the current or last
-   * pause, and with `earlier` the few before it too.
+   * pause and the few before it.
    */
-  acceptedRate(now: number, earlier = false): number | undefined {
-    return this.accepted.value(now, (from) => this.#pause.within(from, now, earlier));
+  acceptedRate(now: number): number | undefined {
+    return this.accepted.value(now, (from) => this.#pause.within(from, now));
   }
 
   /** The accepted rate over the last second at `now`, less the time paused in it. */
@@ -198,7 +206,6 @@ export class RateBook {
       waited: this.waited,
       instanceCount: this.#opts.instanceCount,
       measuredRate: this.measured.value,
-      measuredRequestRate: this.measured.requests,
       acceptedRate: accepted,
       acceptedRateSinceLastDecrease:
         this.cuts === 0 ? undefined : this.accepted.sinceMark(now, this.#pause.sinceCut(now, this.lastCutAt)),
@@ -209,20 +216,8 @@ export class RateBook {
   }
 }
 
-/**
- * Requests/min from which a limiter counts as fast: 50 a second, where a probe round of 2 s holds
- * 100 answers and more (see the probe's round). A process at a few requests a second keeps the
- * rules it had.
- */
-const MANY_REQUESTS = 3_000;
-
-/** Whether `requestsPerMinute` (measured; `undefined` before the first bucket) is many. */
-function manyRequests(requestsPerMinute: number | undefined): boolean {
-  return requestsPerMinute !== undefined && requestsPerMinute >= MANY_REQUESTS;
-}
-
 /** Cuts whose accepted rate the state keeps. */
-export const CUTS_KEPT = 8;
+export const CUTS_KEPT = 16;
 
 /**
  * `rate` within [`minRate`, `maxRate`] (units/min; no maximum when `maxRate` is `undefined` or
