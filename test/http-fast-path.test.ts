@@ -67,6 +67,47 @@ async function holdingServer() {
 }
 
 describe('adaptiveRateLimit: the fast path', () => {
+  it('lets go of the attempt once the caller has the end or the error (a long-queued request keeps nothing young)', async () => {
+    const server = await serve({
+      respond: (req, res) => {
+        if (req.url !== '/broken') return false;
+        // The head and part of the body, then the connection cut: an error after the response start.
+        res.writeHead(200, { 'content-length': '10' }).write('part', () => res.destroy());
+        return true;
+      },
+    });
+    const agent = agentWith(limit({ default: NEVER_BINDS }));
+    const send = (path: string) =>
+      new Promise<{ during: unknown; after: unknown; how: string }>((resolve) => {
+        let controller: Dispatcher.DispatchController | undefined;
+        // The controller the caller holds is the interceptor's: it reaches the attempt in flight.
+        const attemptOf = () => (controller as unknown as { attempt: unknown }).attempt;
+        let during: unknown;
+        const settle = (how: string) => setImmediate(() => resolve({ during, after: attemptOf(), how }));
+        agent.dispatch(
+          { origin: server.origin, path, method: 'GET' },
+          {
+            onRequestStart: (c) => {
+              controller = c;
+            },
+            onResponseStart: () => {
+              during = attemptOf();
+            },
+            onResponseEnd: () => settle('end'),
+            onResponseError: () => settle('error'),
+          },
+        );
+      });
+    const ended = await send('/');
+    expect(ended.how).toBe('end');
+    expect(ended.during).toBeDefined();
+    expect(ended.after).toBeUndefined();
+    const failed = await send('/broken');
+    expect(failed.how).toBe('error');
+    expect(failed.during).toBeDefined();
+    expect(failed.after).toBeUndefined();
+  });
+
   it('passes a success straight through without pausing its response', async () => {
     const server = await serve();
     const { counter, interceptor } = pauseCounter();

@@ -147,6 +147,30 @@ describe('AdaptiveRateLimiter: the bucket and the queue', () => {
     limiter.close();
   });
 
+  it('refuses a waiter whose deadline passed during a pause, though its slot in the pacer came before it', async () => {
+    // 480,000 units/min: slots 0.125 ms apart. A pause holds every waiter until 10 ms.
+    const { clock, limiter } = setup({ initialUnitsPerMinute: 480_000, maxWait: 60_000 });
+    const refused: unknown[] = [];
+    const granted: { units: number; at: number }[] = [];
+    limiter.on('acquired', (e) => granted.push({ units: e.units, at: clock.now() }));
+    const acquire = (units: number, options?: { waitedMs: number }) =>
+      void limiter.acquire(units, options).catch((e: unknown) => refused.push(e));
+    // 33 at once (idle credit), one queued (its slot at 0.125 ms), then a retry of 2 units whose
+    // maxWait is nearly spent (its deadline at 8 ms, its slot at 0.25 ms); then a pause to 10 ms.
+    for (let i = 0; i < 34; i++) acquire(1);
+    acquire(2, { waitedMs: 60_000 - 8 });
+    limiter.pauseFor(10);
+    clock.advance(12);
+    await flush();
+    // Paused through its deadline: it could not have gone by then, so it is refused at the
+    // pause's end (10 ms, 2 ms past its deadline), not served.
+    expect(granted.filter((g) => g.units === 2)).toEqual([]);
+    expect(refused).toHaveLength(1);
+    expect(refused[0]).toBeInstanceOf(RateLimitRejectedError);
+    expect((refused[0] as RateLimitRejectedError).reason).toBe('max-wait');
+    limiter.close();
+  });
+
   it('keeps the rate when its timer fires late (a busy event loop): late slots are caught up, not lost', async () => {
     // Every timer fires 30 ms after its due time; slots are 10 ms apart (6,000 units/min).
     class LateClock extends ManualClock {

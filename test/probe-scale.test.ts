@@ -133,6 +133,43 @@ describe('limiter: at thousands a second', () => {
     expect(limiter.rate).toBeGreaterThanOrEqual(start * 4);
   });
 
+  it('a first 429 after fewer than 16 answers in the first second: its estimate is a floor too, the start-up goes on', async () => {
+    const clock = new ManualClock(0);
+    const limiter = new AdaptiveRateLimiter({ clock, random: () => 0 });
+    const cuts: number[] = [];
+    limiter.on('decreased', (e) => cuts.push(e.to));
+    // One request every 4 ms (15,000 a minute), answered at once: the in-flight cap never binds.
+    // The 10th is answered 429 with a Retry-After of 1 s: 9 answers, read over a second.
+    for (let n = 1; n <= 10; n++) {
+      clock.advance(4);
+      const p = limiter.tryAcquire();
+      if (n < 10) p?.success();
+      else p?.throttled(1_000);
+    }
+    expect(cuts).toHaveLength(1);
+    const start = limiter.rate;
+    // 9 answers read over a 250 ms slot at least (the last second's), drained: 1,944 a minute.
+    expect(start).toBeLessThan(3_000);
+    // A sender with a line of 30: after the pause, rounds of half a second, each at most twice
+    // what is sent (the probe's steps of a tenth would have added 10 %).
+    let granted: Permit[] = [];
+    let waiting = 0;
+    for (let t = 0; t < 3_050; t++) {
+      for (; waiting < 30; waiting++) {
+        void limiter.acquire().then((p) => {
+          waiting--;
+          granted.push(p);
+        });
+      }
+      await flush();
+      for (const p of granted) p.success();
+      granted = [];
+      clock.advance(1);
+    }
+    expect(cuts).toHaveLength(1);
+    expect(limiter.rate).toBeGreaterThanOrEqual(start * 4);
+  });
+
   it('the cut that ends that start-up reads the last second, not 3 s that hold a quarter of it', async () => {
     const { limiter, cuts, send } = setup();
     let throttled = false;

@@ -252,10 +252,11 @@ export function probe(options: ProbeOptions = {}): RateController {
 const CAPPED_ROUND = 500;
 
 /**
- * Whether the only cut so far was the first, made while the cold start's cap on requests in
- * flight held the sends back: at thousands a second a round of the cold start passes a strict
- * server's burst before the cap lets the rate show, and what got through is the cap's rate (a
- * fiftieth of the share at 300,000 a minute). That estimate is only a floor.
+ * Whether the only cut so far was the first, and its estimate only a floor (`startCapped`): made
+ * while the cold start's cap on requests in flight held the sends back (at thousands a second a
+ * round of the cold start passes a strict server's burst before the cap lets the rate show, and
+ * what got through is the cap's rate: a fiftieth of the share at 300,000 a minute), or after a
+ * handful of answers in the first second (a tenth of the share at 30,000 a minute).
  */
 function cappedStart(decreases: readonly DecreaseRecord[]): boolean {
   return decreases.length === 1 && decreases[0]!.startCapped === true;

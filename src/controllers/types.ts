@@ -63,8 +63,9 @@ export interface DecreaseRecord {
   /** The accepted rate since the cut before it, less its pauses; `undefined` at the first cut. */
   readonly acceptedRateSincePrevious: number | undefined;
   /**
-   * True when the cut was the first and came while the cold start's cap on requests in flight
-   * still held the sends back: the accepted rate it read is the cap's, not the server's.
+   * True when the cut was the first and its accepted rate is only a floor: it came while the cold
+   * start's cap on requests in flight still held the sends back (the rate read is the cap's, not
+   * the server's), or in the first second after fewer than 16 answers (read over a slot at least).
    */
   readonly startCapped?: boolean;
 }

@@ -25,6 +25,13 @@ export interface AttemptOwner {
   bind(attempt: Attempt): void;
   /** The delivered response ended or failed: the request is over. */
   finished(): void;
+  /**
+   * The caller has been told the end or the failure: the request lets go of the attempt. A
+   * request that waited long is in V8's old generation by then, and its pointer to the young
+   * attempt would keep the attempt, and what it holds, alive through the scavenges until the
+   * next full GC.
+   */
+  released(attempt: Attempt): void;
 }
 
 /** Who judges an attempt: told of its response start, or of its failure before one. */
@@ -271,11 +278,13 @@ export class Attempt implements Dispatcher.DispatchHandler {
     // 'delivered': undici's core turns the throw into onResponseError, which is passed on.
     this.#owner.handler.onResponseEnd?.(this.#owner.controller, trailers);
     this.#state = DONE;
+    this.#owner.released(this);
   }
 
   #fail(error: Error): void {
     this.#state = DONE;
     this.#owner.finished();
     this.#owner.handler.onResponseError?.(this.#owner.controller, error);
+    this.#owner.released(this);
   }
 }

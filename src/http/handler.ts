@@ -96,6 +96,10 @@ export class RateLimitedDispatch implements LoopRequest, FastPathRequest, WaitCa
     this.bodies?.close();
   }
 
+  released(attempt: Attempt): void {
+    if (this.controller.attempt === attempt) this.controller.attempt = undefined;
+  }
+
   // ---- the request --------------------------------------------------------------------------
 
   /** Hands the caller its controller, then sends at once or waits, and retries; never throws. */

@@ -125,6 +125,14 @@ export class AcceptedRate {
     return (units * 60_000) / span;
   }
 
+  /**
+   * Whether a rate read at `now` is read over the first second's floor: less than a second since
+   * the first grant, and fewer than {@link ENOUGH_ANSWERS} answers. Such a rate is a floor only.
+   */
+  floored(now: number): boolean {
+    return now - (this.#since ?? now) < MIN_SPAN_MS && this.#answers < ENOUGH_ANSWERS;
+  }
+
   /** Units recorded in the slots `first` to `last`; `undefined` before the first success. */
   #unitsIn(first: number, last: number): number | undefined {
     const slotOf = this.#slotOf;

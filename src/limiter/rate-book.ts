@@ -120,7 +120,8 @@ export class RateBook {
   /**
    * Cuts at `now` from `rate`: asks the controller, books the cut and returns the new rate
    * (clamped, never above the old). A controller that throws leaves the books as they were.
-   * `capped`: the cold start's cap on units in flight still held the sends back.
+   * `capped`: the cold start's cap on units in flight still held the sends back. Such a first cut,
+   * or one read over the first second's floor (few answers), is booked `startCapped`.
    */
   cut(now: number, rate: number, capped = false): number {
     let base = rate;
@@ -163,7 +164,7 @@ export class RateBook {
       rateBefore: base,
       acceptedRate: accepted ?? base,
       acceptedRateSincePrevious: state.acceptedRateSinceLastDecrease,
-      ...(capped && this.cuts === 0 ? { startCapped: true } : {}),
+      ...((capped || this.accepted.floored(now)) && this.cuts === 0 ? { startCapped: true } : {}),
     };
     this.#decreases = [...this.#decreases.slice(1 - CUTS_KEPT), record];
     this.#random = drawFrom(this.#opts.random);

@@ -266,13 +266,14 @@ export class WaitingLine implements CancellableLine {
   /**
    * Whether a head past its deadline is late only because the pacer's timer woke for several
    * slots at once (see `Pacer.wakeAt`): its slot came by its deadline, at most
-   * {@link WAKE_BATCH_MS} ago. It is served, as it would have been had the timer woken at its slot.
+   * {@link WAKE_BATCH_MS} ago, and no pause held it past its deadline (a slot the pause covered
+   * was never its turn). It is served, as it would have been had the timer woken at its slot.
    */
   #dueByDeadline(units: number, deadline: number, now: number): boolean {
     const bucket = this.#bucket;
     if (bucket.wakeAt === undefined || now > deadline + TIMER_SLACK_MS + WAKE_BATCH_MS) return false;
     const slot = bucket.readyAt(units, Number.NEGATIVE_INFINITY);
-    return Number.isFinite(slot) && slot <= deadline + TIMER_SLACK_MS;
+    return Number.isFinite(slot) && Math.max(slot, this.#pause.until) <= deadline + TIMER_SLACK_MS;
   }
 
   /** Rejects the head `seq`: its deadline passed. */
