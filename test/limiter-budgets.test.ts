@@ -2,7 +2,7 @@ import diagnosticsChannel from 'node:diagnostics_channel';
 import { describe, expect, it, vi } from 'vitest';
 import { ManualClock } from '../src/clock.js';
 import { attachDiagnostics, DIAGNOSTICS_CHANNELS } from '../src/diagnostics.js';
-import { InvalidArgumentError } from '../src/errors.js';
+import { InvalidArgumentError, RateLimitRejectedError } from '../src/errors.js';
 import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
 import type { AdaptiveLimiterOptions } from '../src/limiter/options.js';
 import type { Permit } from '../src/limiter/types.js';
@@ -259,6 +259,42 @@ describe('a limiter of several budgets', () => {
     clock.advance(1);
     await flush();
     expect(granted).toHaveLength(1);
+  });
+
+  it('refuses a waiter whose deadline passed while another budget held the head before it back', async () => {
+    // 24,000 requests/min paced (a slot each 2.5 ms), 6,000 tokens/min in a one-second bucket.
+    const { clock, limiter } = setup({
+      maxWait: 60_000,
+      budgets: {
+        requests: { initialUnitsPerMinute: 24_000 },
+        tokens: { initialUnitsPerMinute: 6_000, burst: 'second' },
+      },
+    });
+    const granted: number[] = [];
+    limiter.on('acquired', () => granted.push(clock.now()));
+    const refused: unknown[] = [];
+    const acquire = (tokens: number | undefined, waitedMs = 0) =>
+      void limiter
+        .acquire(1, { waitedMs, ...(tokens === undefined ? {} : { costs: { tokens } }) })
+        .catch((e: unknown) => refused.push(e));
+    // The tokens are spent; the head needs 10 more (100 ms of them). Behind it, a request that
+    // draws no tokens and has 150 ms of its maxWait left.
+    acquire(100);
+    acquire(10);
+    acquire(undefined, 60_000 - 150);
+    await flush();
+    expect(granted).toEqual([0]);
+    // An answer's usage costs 5.2 tokens more: the head goes at 152 ms, past the other's deadline.
+    limiter.charge({ tokens: 5.2 });
+    clock.advance(200);
+    await flush();
+    expect(granted).toHaveLength(2);
+    expect(granted[1]).toBeCloseTo(152, 6);
+    // The one behind it could not have gone by its deadline: refused, not served 2 ms after it.
+    expect(refused).toHaveLength(1);
+    expect(refused[0]).toBeInstanceOf(RateLimitRejectedError);
+    expect((refused[0] as RateLimitRejectedError).reason).toBe('max-wait');
+    limiter.close();
   });
 });
 

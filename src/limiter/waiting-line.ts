@@ -103,6 +103,12 @@ export class WaitingLine implements CancellableLine {
   #timer: unknown;
   #timerAt = Number.POSITIVE_INFINITY;
   #timerKeepsAlive = false;
+  /**
+   * The head's turn (ms) the armed timer was put off from to serve several slots at once (see
+   * `Pacer.wakeAt`), kept until the next timer is armed, so the drain of that wake knows it;
+   * `-Infinity` when the timer wakes at the head's turn, a deadline or a pause's end.
+   */
+  #batchFrom = Number.NEGATIVE_INFINITY;
   #onTimerBound: (() => void) | undefined;
   #closed = false;
 
@@ -171,6 +177,7 @@ export class WaitingLine implements CancellableLine {
   arm(now: number): void {
     if (this.#closed) return;
     let at = this.#pause.resumePending ? this.#pause.until : Number.POSITIVE_INFINITY;
+    let batchFrom = Number.NEGATIVE_INFINITY;
     const queue = this.#queue;
     const head = queue.first();
     if (head !== -1) {
@@ -179,10 +186,11 @@ export class WaitingLine implements CancellableLine {
       if (!this.#owner.heldBack(units)) {
         const bucket = this.#bucket;
         const ready = bucket.readyAt(units, Math.max(now, this.#pause.until));
-        at = Math.min(
-          at,
-          bucket.wakeAt === undefined ? ready : bucket.wakeAt(units, ready, this.#queuedUnits),
-        );
+        const wake = bucket.wakeAt === undefined ? ready : bucket.wakeAt(units, ready, this.#queuedUnits);
+        if (wake <= at) {
+          at = wake;
+          if (wake > ready) batchFrom = ready;
+        }
       }
     }
     if (at === Number.POSITIVE_INFINITY) {
@@ -190,6 +198,7 @@ export class WaitingLine implements CancellableLine {
       if (this.#timer !== undefined) this.#clock.clearTimeout(this.#timer);
       this.#timer = undefined;
       this.#timerAt = Number.POSITIVE_INFINITY;
+      this.#batchFrom = Number.NEGATIVE_INFINITY;
       return;
     }
     // The head could not go now (drain ran first): float rounding at large clock values may put
@@ -203,6 +212,7 @@ export class WaitingLine implements CancellableLine {
     }
     this.#timerAt = at;
     this.#timerKeepsAlive = keepAlive;
+    this.#batchFrom = batchFrom;
     const delay = Math.min(MAX_TIMER_MS, Math.max(0, at - now));
     this.#onTimerBound ??= () => this.#onTimer();
     this.#timer = this.#clock.setTimeout(this.#onTimerBound, delay, keepAlive);
@@ -264,16 +274,18 @@ export class WaitingLine implements CancellableLine {
   }
 
   /**
-   * Whether a head past its deadline is late only because the pacer's timer woke for several
-   * slots at once (see `Pacer.wakeAt`): its slot came by its deadline, at most
-   * {@link WAKE_BATCH_MS} ago, and no pause held it past its deadline (a slot the pause covered
-   * was never its turn). It is served, as it would have been had the timer woken at its slot.
+   * Whether a head past its deadline is late only because the line's timer woke for several
+   * slots at once (see `Pacer.wakeAt`; this drain is that wake's, or comes while it is put off):
+   * its turn came by its deadline, at most {@link WAKE_BATCH_MS} ago. Its turn is its slot, but
+   * not before the turn the wake was put off from, nor before a pause's end (a slot in the
+   * pacer's catch-up is not a turn while a pause, or another budget, held the line). It is
+   * served, as it would have been had the timer woken at its turn.
    */
   #dueByDeadline(units: number, deadline: number, now: number): boolean {
-    const bucket = this.#bucket;
-    if (bucket.wakeAt === undefined || now > deadline + TIMER_SLACK_MS + WAKE_BATCH_MS) return false;
-    const slot = bucket.readyAt(units, Number.NEGATIVE_INFINITY);
-    return Number.isFinite(slot) && Math.max(slot, this.#pause.until) <= deadline + TIMER_SLACK_MS;
+    const from = this.#batchFrom;
+    if (from === Number.NEGATIVE_INFINITY || now > deadline + TIMER_SLACK_MS + WAKE_BATCH_MS) return false;
+    const turn = this.#bucket.readyAt(units, Math.max(from, this.#pause.until));
+    return turn <= deadline + TIMER_SLACK_MS;
   }
 
   /** Rejects the head `seq`: its deadline passed. */
