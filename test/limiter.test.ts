@@ -147,6 +147,29 @@ describe('AdaptiveRateLimiter: the bucket and the queue', () => {
     limiter.close();
   });
 
+  it('grants a waiter behind the head by its slot when the deadline of the head cut a batched wake short', async () => {
+    // 480,000 units/min: slots 0.125 ms apart, served 2 ms of them a wake.
+    const { clock, limiter } = setup({ initialUnitsPerMinute: 480_000, maxWait: 60_000 });
+    const refused: unknown[] = [];
+    const grants: { units: number; at: number }[] = [];
+    limiter.on('acquired', (e) => grants.push({ units: e.units, at: clock.now() }));
+    const acquire = (units: number, options?: { waitedMs: number }) =>
+      void limiter.acquire(units, options).catch((e: unknown) => refused.push(e));
+    // 33 at once (idle credit), one queued (its slot at 0.125 ms), then one whose deadline is at
+    // 2 ms (its slot at 0.25 ms), then a retry of 2 units whose deadline is at 0.5 ms (its slot at
+    // 0.375 ms), then 20 more: the wake for the second is put off to its deadline (2 ms).
+    for (let i = 0; i < 34; i++) acquire(1);
+    acquire(1, { waitedMs: 60_000 - 2 });
+    acquire(2, { waitedMs: 60_000 - 0.5 });
+    for (let i = 0; i < 20; i++) acquire(1);
+    clock.advance(3);
+    await flush();
+    // The retry's slot came by its deadline: it is served in the put-off wake, not refused.
+    expect(refused).toEqual([]);
+    expect(grants.filter((g) => g.units === 2)).toEqual([{ units: 2, at: 2 }]);
+    limiter.close();
+  });
+
   it('refuses a waiter whose deadline passed during a pause, though its slot in the pacer came before it', async () => {
     // 480,000 units/min: slots 0.125 ms apart. A pause holds every waiter until 10 ms.
     const { clock, limiter } = setup({ initialUnitsPerMinute: 480_000, maxWait: 60_000 });

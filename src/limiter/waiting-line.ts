@@ -105,8 +105,9 @@ export class WaitingLine implements CancellableLine {
   #timerKeepsAlive = false;
   /**
    * The head's turn (ms) the armed timer was put off from to serve several slots at once (see
-   * `Pacer.wakeAt`), kept until the next timer is armed, so the drain of that wake knows it;
-   * `-Infinity` when the timer wakes at the head's turn, a deadline or a pause's end.
+   * `Pacer.wakeAt`; to the head's deadline if that comes sooner), kept until the next timer is
+   * armed, so the drain of that wake knows it; `-Infinity` when the timer wakes by the head's
+   * turn (at it, at a deadline or a pause's end before it) or for nobody.
    */
   #batchFrom = Number.NEGATIVE_INFINITY;
   #onTimerBound: (() => void) | undefined;
@@ -187,10 +188,9 @@ export class WaitingLine implements CancellableLine {
         const bucket = this.#bucket;
         const ready = bucket.readyAt(units, Math.max(now, this.#pause.until));
         const wake = bucket.wakeAt === undefined ? ready : bucket.wakeAt(units, ready, this.#queuedUnits);
-        if (wake <= at) {
-          at = wake;
-          if (wake > ready) batchFrom = ready;
-        }
+        // Put off past the head's turn (to the wake, or to the head's deadline if sooner).
+        if (wake > ready && at > ready) batchFrom = ready;
+        at = Math.min(at, wake);
       }
     }
     if (at === Number.POSITIVE_INFINITY) {
