@@ -126,7 +126,7 @@ describe('MemoryBudgetStore', () => {
     expect(capped).toMatchObject({ rate: 1_000, proposed: true });
   });
 
-  it('keeps the last 16 cuts, the draw, and the units accepted since the last cut', () => {
+  it('keeps the last 8 cuts, the draw, and the units accepted since the last cut', () => {
     const clock = new ManualClock();
     const store = new MemoryBudgetStore({ clock });
     let last = at(store.heartbeat(beat('a', 0, { acceptedUnits: 40 })));
@@ -135,22 +135,20 @@ describe('MemoryBudgetStore', () => {
       random: undefined,
       acceptedSinceLastDecrease: 42,
     });
-    for (let i = 0; i < 18; i++) {
+    for (let i = 0; i < 10; i++) {
       const record = { rateBefore: 600 - i, acceptedRate: 500 + i, acceptedRateSincePrevious: i };
-      const done = store.cut(cut(i, last, { record, random: i / 20 }));
+      const done = store.cut(cut(i, last, { record, random: i / 10 }));
       expect(done.cut).toBe(true);
       last = at(done);
     }
     const reply = store.heartbeat(beat('a', 0, { acceptedUnits: 5 }));
-    expect(reply.books.decreases.map((d) => d.acceptedRateSincePrevious)).toEqual(
-      Array.from({ length: 16 }, (_, i) => i + 2),
-    );
+    expect(reply.books.decreases.map((d) => d.acceptedRateSincePrevious)).toEqual([2, 3, 4, 5, 6, 7, 8, 9]);
     expect(reply.books.decreases.at(-1)).toEqual({
-      rateBefore: 583,
-      acceptedRate: 517,
-      acceptedRateSincePrevious: 17,
+      rateBefore: 591,
+      acceptedRate: 509,
+      acceptedRateSincePrevious: 9,
     });
-    expect(reply.books).toMatchObject({ random: 0.85, acceptedSinceLastDecrease: 5 });
+    expect(reply.books).toMatchObject({ random: 0.9, acceptedSinceLastDecrease: 5 });
   });
 
   it('counts the shared pause since the last cut, and the increase clock from its end', () => {
@@ -602,8 +600,8 @@ describeRedis('the Redis store and the memory store follow the same rules', () =
       ['then shares it', (s) => s.heartbeat(beat('a', 100, { initialRate: undefined }))],
     ]);
 
-    // The probe controller's books: the last 16 cuts, the draw, the units accepted since the cut.
-    const cuts: [string, Step][] = Array.from({ length: 18 }, (_, i) => [
+    // The probe controller's books: the last 8 cuts, the draw, the units accepted since the cut.
+    const cuts: [string, Step][] = Array.from({ length: 10 }, (_, i) => [
       `cut ${i}`,
       (s, _, last) =>
         s.cut(
@@ -615,7 +613,7 @@ describeRedis('the Redis store and the memory store follow the same rules', () =
               acceptedRate: 950.25 + i,
               acceptedRateSincePrevious: i % 3 === 0 ? undefined : 900 + i / 8,
             },
-            random: i / 20 + 0.0123,
+            random: i / 10 + 0.0123,
           }),
         ),
     ]);
@@ -626,7 +624,7 @@ describeRedis('the Redis store and the memory store follow the same rules', () =
       ['after the first cut', (s) => s.heartbeat(beat('a', 100, { acceptedUnits: 7.25 }))],
       ['b again', (s) => s.heartbeat(beat('b', 100, { acceptedUnits: 3 }))],
       ...cuts.slice(1),
-      ['the books keep 16', (s) => s.heartbeat(beat('a', 100, { acceptedUnits: 1 }))],
+      ['the books keep 8', (s) => s.heartbeat(beat('a', 100, { acceptedUnits: 1 }))],
     ]);
   });
 

@@ -39,7 +39,7 @@ export interface RateControllerState {
    * it was drained. `undefined` before the first cut.
    */
   readonly acceptedRateSinceLastDecrease: number | undefined;
-  /** The last cuts, oldest first, at most 16; empty before the first cut. */
+  /** The last cuts, oldest first, at most 8; empty before the first cut. */
   readonly decreases: readonly DecreaseRecord[];
   /**
    * A random number in [0, 1), drawn by the limiter at its creation and at each cut (from its

@@ -15,6 +15,14 @@ export class MeasuredRate {
   #bucket: number | undefined;
   #units = 0;
   #rate: number | undefined;
+  /** Responses in the open bucket, and their smoothed rate (responses/min). */
+  #count = 0;
+  #requests: number | undefined;
+
+  /** The smoothed rate of responses (requests/min, whatever their units), `undefined` until a first bucket closes. */
+  get requests(): number | undefined {
+    return this.#requests;
+  }
 
   /** The smoothed rate in units/min, `undefined` until a first bucket closes. */
   get value(): number | undefined {
@@ -29,9 +37,14 @@ export class MeasuredRate {
       const perMinute = (this.#units * 60_000) / (bucket - this.#bucket);
       this.#rate =
         this.#rate === undefined ? perMinute : perMinute * SMOOTHING + this.#rate * (1 - SMOOTHING);
+      const count = (this.#count * 60_000) / (bucket - this.#bucket);
+      this.#requests =
+        this.#requests === undefined ? count : count * SMOOTHING + this.#requests * (1 - SMOOTHING);
       this.#bucket = bucket;
       this.#units = 0;
+      this.#count = 0;
     }
     this.#units += units;
+    this.#count++;
   }
 }

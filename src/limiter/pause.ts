@@ -51,14 +51,14 @@ export class Pause {
   }
 
   /**
-   * ms paused between `from` and `to`: the current or last pause and the {@link PAUSES_KEPT}
+   * ms paused between `from` and `to`: the current or last pause and (`all`) the {@link PAUSES_KEPT}
    * before it. A 429 that pauses again soon after a pause (a second Retry-After) must not make the
    * accepted-rate window read the first pause as time the server let nothing through.
    */
-  within(from: number, to: number): number {
+  within(from: number, to: number, all = true): number {
     let ms = Math.max(0, Math.min(to, this.until) - Math.max(from, this.#start));
     const earlier = this.#earlier;
-    if (earlier === undefined) return ms;
+    if (earlier === undefined || !all) return ms;
     for (let i = 0; i < earlier.length; i += 2) {
       ms += Math.max(0, Math.min(to, earlier[i + 1]!) - Math.max(from, earlier[i]!));
     }

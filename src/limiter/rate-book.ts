@@ -126,11 +126,10 @@ export class RateBook {
   cut(now: number, rate: number, capped = false): number {
     let base = rate;
     let measured = this.measured.value;
-    // The window less every pause in it: a 429 soon after a Retry-After pause starts a pause of
-    // its own, and the window must not read the first one as a second the server let nothing
-    // through (a cut to half the rate at thousands a second; a staircase of cuts a third too deep
-    // on a strict leaky bucket at a few dozen a second).
-    let accepted = this.acceptedRate(now);
+    // At many requests a second, the window less every pause in it: a 429 soon after a
+    // Retry-After pause starts a pause of its own, and the window must not read the first one as
+    // a second the server let nothing through (a cut to half the rate).
+    let accepted = this.acceptedRate(now, manyRequests(this.measured.requests));
     if ((this.cuts === 0 || this.#afterCappedStart()) && accepted !== undefined) {
       // The first cut: the 3 s window may still average in the slow start; the last second read
       // at the top of the ramp is the better estimate (a server's burst may inflate it: the
@@ -183,10 +182,10 @@ export class RateBook {
 
   /**
    * The accepted rate at `now` (the 3 s window), less the time paused in it: the current or last
-   * pause and the few before it.
+   * pause, and with `earlier` the few before it too.
    */
-  acceptedRate(now: number): number | undefined {
-    return this.accepted.value(now, (from) => this.#pause.within(from, now));
+  acceptedRate(now: number, earlier = false): number | undefined {
+    return this.accepted.value(now, (from) => this.#pause.within(from, now, earlier));
   }
 
   /** The accepted rate over the last second at `now`, less the time paused in it. */
@@ -217,8 +216,20 @@ export class RateBook {
   }
 }
 
+/**
+ * Requests/min from which a limiter counts as fast: 50 a second, where a probe round of 2 s holds
+ * 100 answers and more (see the probe's round). A process at a few requests a second keeps the
+ * rules it had.
+ */
+const MANY_REQUESTS = 3_000;
+
+/** Whether `requestsPerMinute` (measured; `undefined` before the first bucket) is many. */
+function manyRequests(requestsPerMinute: number | undefined): boolean {
+  return requestsPerMinute !== undefined && requestsPerMinute >= MANY_REQUESTS;
+}
+
 /** Cuts whose accepted rate the state keeps. */
-export const CUTS_KEPT = 16;
+export const CUTS_KEPT = 8;
 
 /**
  * `rate` within [`minRate`, `maxRate`] (units/min; no maximum when `maxRate` is `undefined` or
