@@ -126,12 +126,7 @@ describe('AdaptiveRateLimiter: the bucket and the queue', () => {
 
   it('grants a waiter whose slot came by its deadline when a batched wake serves it after the deadline', async () => {
     // 480,000 units/min: slots 0.125 ms apart, served 2 ms of them a wake.
-    const { clock, limiter } = setup({ initialUnitsPerMinute: 480_000, maxWait: 60_000 });
-    const refused: unknown[] = [];
-    const grants: { units: number; at: number }[] = [];
-    limiter.on('acquired', (e) => grants.push({ units: e.units, at: clock.now() }));
-    const acquire = (units: number, options?: { waitedMs: number }) =>
-      void limiter.acquire(units, options).catch((e: unknown) => refused.push(e));
+    const { clock, limiter, refused, grants, acquire } = batchedLine();
     // 33 at once (idle credit), 20 queued (slots 0.125 to 2.5 ms), then a retry whose maxWait is
     // nearly spent (its deadline at 3 ms, its slot at 2.625 ms), then 30 more behind it.
     for (let i = 0; i < 53; i++) acquire(1);
@@ -149,12 +144,7 @@ describe('AdaptiveRateLimiter: the bucket and the queue', () => {
 
   it('grants a waiter behind the head by its slot when the deadline of the head cut a batched wake short', async () => {
     // 480,000 units/min: slots 0.125 ms apart, served 2 ms of them a wake.
-    const { clock, limiter } = setup({ initialUnitsPerMinute: 480_000, maxWait: 60_000 });
-    const refused: unknown[] = [];
-    const grants: { units: number; at: number }[] = [];
-    limiter.on('acquired', (e) => grants.push({ units: e.units, at: clock.now() }));
-    const acquire = (units: number, options?: { waitedMs: number }) =>
-      void limiter.acquire(units, options).catch((e: unknown) => refused.push(e));
+    const { clock, limiter, refused, grants, acquire } = batchedLine();
     // 33 at once (idle credit), one queued (its slot at 0.125 ms), then one whose deadline is at
     // 2 ms (its slot at 0.25 ms), then a retry of 2 units whose deadline is at 0.5 ms (its slot at
     // 0.375 ms), then 20 more: the wake for the second is put off to its deadline (2 ms).
@@ -172,12 +162,7 @@ describe('AdaptiveRateLimiter: the bucket and the queue', () => {
 
   it('refuses a waiter whose deadline passed during a pause, though its slot in the pacer came before it', async () => {
     // 480,000 units/min: slots 0.125 ms apart. A pause holds every waiter until 10 ms.
-    const { clock, limiter } = setup({ initialUnitsPerMinute: 480_000, maxWait: 60_000 });
-    const refused: unknown[] = [];
-    const granted: { units: number; at: number }[] = [];
-    limiter.on('acquired', (e) => granted.push({ units: e.units, at: clock.now() }));
-    const acquire = (units: number, options?: { waitedMs: number }) =>
-      void limiter.acquire(units, options).catch((e: unknown) => refused.push(e));
+    const { clock, limiter, refused, grants: granted, acquire } = batchedLine();
     // 33 at once (idle credit), one queued (its slot at 0.125 ms), then a retry of 2 units whose
     // maxWait is nearly spent (its deadline at 8 ms, its slot at 0.25 ms); then a pause to 10 ms.
     for (let i = 0; i < 34; i++) acquire(1);
@@ -898,3 +883,14 @@ describe('AdaptiveRateLimiter: edge cases (slow start, rounding, pauses, refunds
     expect(limiter.snapshot().pausedUntil).toBeUndefined();
   });
 });
+
+/** A limiter at 480,000 units/min (slots 0.125 ms apart), what it refused and granted, and an acquire that records a refusal. */
+function batchedLine() {
+  const { clock, limiter } = setup({ initialUnitsPerMinute: 480_000, maxWait: 60_000 });
+  const refused: unknown[] = [];
+  const grants: { units: number; at: number }[] = [];
+  limiter.on('acquired', (e) => grants.push({ units: e.units, at: clock.now() }));
+  const acquire = (units: number, options?: { waitedMs: number }) =>
+    void limiter.acquire(units, options).catch((e: unknown) => refused.push(e));
+  return { clock, limiter, refused, grants, acquire };
+}
