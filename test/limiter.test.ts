@@ -1,5 +1,6 @@
 import { describe, expect, it, vi } from 'vitest';
 import { type Clock, MAX_TIMER_MS, ManualClock } from '../src/clock.js';
+import { keepsNoState, mayReuseState, resolveController } from '../src/controllers/index.js';
 import type { RateController, RateControllerState } from '../src/controllers/types.js';
 import { ConfigError, InvalidArgumentError, RateLimitRejectedError } from '../src/errors.js';
 import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
@@ -555,6 +556,100 @@ describe('AdaptiveRateLimiter: increases', () => {
     clock.advance(1_000);
     limiter.tryAcquire()!.success();
     expect(spy.states.at(-1)!.state.sinceLastIncrease).toBe(1_000);
+  });
+
+  /** 0.25, 0.5, 0.75, 0, ...: a `random` that changes at each draw. */
+  function draws() {
+    let next = 0;
+    return () => (next = (next + 0.25) % 1);
+  }
+
+  /** Successes with waits, a cut and a pause between them: the states a controller is asked with. */
+  function askSuccesses(controller: RateController) {
+    const { clock, limiter } = setup({ initialUnitsPerMinute: 600, controller, random: draws() });
+    for (let i = 0; i < 6; i++) {
+      clock.advance(1_300);
+      const permit = limiter.tryAcquire();
+      expect(limiter.tryAcquire()).toBeUndefined(); // turned away: a wait
+      if (i === 2) permit?.throttled(1_500);
+      else permit?.success();
+    }
+  }
+
+  it('hands a custom controller a state of its own at each success: what it keeps shows its own call', () => {
+    const spy = spyController();
+    askSuccesses(spy.controller);
+    const successes = spy.states.filter((s) => s.kind === 'success').map((s) => s.state);
+    expect(new Set(successes).size).toBe(successes.length);
+    // Each kept state still shows its own call (1.3 s apart; a cut at 3.9 s, paused 1.5 s), not the last one's.
+    expect(successes.map((s) => [s.sinceLastDecrease, s.decreases.length])).toEqual([
+      [1_300, 0],
+      [2_600, 0],
+      [2_600, 1],
+      [3_900, 1],
+    ]);
+  });
+
+  it('asks a controller that keeps no state with one object, rewritten with every field of the call', () => {
+    const seen = (mark: (c: RateController) => RateController) => {
+      const copies: RateControllerState[] = [];
+      const objects = new Set<RateControllerState>();
+      const spy = spyController();
+      askSuccesses(
+        mark({
+          onThrottled: spy.controller.onThrottled,
+          onSuccess(state) {
+            objects.add(state);
+            copies.push({ ...state });
+            return undefined;
+          },
+        }),
+      );
+      return { copies, objects };
+    };
+    const common = {
+      minRate: 1,
+      maxRate: Infinity,
+      rateBeforeLastDecrease: 600,
+      waited: true,
+      instanceCount: 1,
+    };
+    const cut = { ...common, rate: 300, measuredRateAtLastDecrease: 56, pauseSinceLastDecrease: 1_500 };
+    const decreases = [
+      { rateBefore: 600, acceptedRate: 46.15384615384615, acceptedRateSincePrevious: undefined },
+    ];
+    // What a new state showed at each call before the limiter could reuse one.
+    const expected = [
+      { ...common, rate: 600, sinceLastDecrease: 1_300, sinceLastIncrease: 1_300 },
+      { ...common, rate: 600, sinceLastDecrease: 2_600, sinceLastIncrease: 2_600, measuredRate: 40 },
+      { ...cut, sinceLastDecrease: 2_600, sinceLastIncrease: 1_100, measuredRate: 27.199999999999996 },
+      { ...cut, sinceLastDecrease: 3_900, sinceLastIncrease: 2_400, measuredRate: 53.44 },
+    ].map((s, i) => ({
+      measuredRateAtLastDecrease: undefined,
+      pauseSinceLastDecrease: 0,
+      measuredRate: undefined,
+      acceptedRate: [60, 92.3076923076923, 48, 50][i],
+      acceptedRateSinceLastDecrease: [undefined, undefined, 54.54545454545455, 50][i],
+      decreases: i < 2 ? [] : decreases,
+      random: i < 2 ? 0.25 : 0.5,
+      announcedRate: undefined,
+      ...s,
+    }));
+    const fields = Object.keys(expected[0]!).sort();
+    const reused = seen(keepsNoState);
+    const fresh = seen((c) => c);
+    expect(reused.objects.size).toBe(1);
+    expect(fresh.objects.size).toBe(4);
+    for (const { copies } of [reused, fresh]) {
+      expect(copies).toEqual(expected);
+      for (const state of copies) expect(Object.keys(state).sort()).toEqual(fields);
+    }
+  });
+
+  it('reuses the state only for the built-in controllers named, never for an object it was given', () => {
+    for (const name of ['aimd', 'cubic', 'probe'] as const)
+      expect(mayReuseState(resolveController(name))).toBe(true);
+    expect(mayReuseState(resolveController(spyController().controller))).toBe(false);
   });
 
   it('keeps the rate within [min, max] whatever the controller says', () => {

@@ -32,9 +32,11 @@ export function resolveController(
   } = {},
 ): RateController {
   // Controllers are pure: limiters with the default options share one.
-  if (spec === 'aimd') return options.aimd === undefined ? defaultAimd : aimd(options.aimd);
-  if (spec === 'cubic') return options.cubic === undefined ? defaultCubic : cubic(options.cubic);
-  if (spec === 'probe') return options.probe === undefined ? defaultProbe : probe(options.probe);
+  if (spec === 'aimd') return keepsNoState(options.aimd === undefined ? defaultAimd : aimd(options.aimd));
+  if (spec === 'cubic')
+    return keepsNoState(options.cubic === undefined ? defaultCubic : cubic(options.cubic));
+  if (spec === 'probe')
+    return keepsNoState(options.probe === undefined ? defaultProbe : probe(options.probe));
   if (isController(spec)) return spec;
   throw new ConfigError([
     {
@@ -49,4 +51,23 @@ function isController(value: unknown): value is RateController {
   if (typeof value !== 'object' || value === null) return false;
   const candidate = value as Partial<Record<keyof RateController, unknown>>;
   return typeof candidate.onThrottled === 'function' && typeof candidate.onSuccess === 'function';
+}
+
+/** The controllers known to keep nothing of a state once they answered (see `keepsNoState`). */
+const stateless = new WeakSet<RateController>();
+
+/**
+ * Marks `controller` as one that reads the state it is given only while it answers and keeps
+ * none of it: the limiter may then hand it one state object, rewritten for each question,
+ * instead of a new one per success. The built-in controllers by name are; a custom controller is
+ * never assumed to be (it may keep the state it was given).
+ */
+export function keepsNoState<C extends RateController>(controller: C): C {
+  stateless.add(controller);
+  return controller;
+}
+
+/** Whether `controller` was marked by `keepsNoState`. */
+export function mayReuseState(controller: RateController): boolean {
+  return stateless.has(controller);
 }

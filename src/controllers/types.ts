@@ -1,6 +1,6 @@
 /**
  * What a controller sees. All rates are this process's share, in units per minute; all times
- * are milliseconds.
+ * are milliseconds. A controller you write gets an object of its own at each call, and may keep it.
  */
 export interface RateControllerState {
   /** The current rate (units/min). */

@@ -1,3 +1,4 @@
+import { mayReuseState } from '../controllers/index.js';
 import type { DecreaseRecord, RateController, RateControllerState } from '../controllers/types.js';
 import { AcceptedRate } from './accepted-rate.js';
 import { MeasuredRate } from './measured-rate.js';
@@ -48,6 +49,30 @@ export class RateBook {
   #decreases: readonly DecreaseRecord[] = [];
   /** The random number of the state: drawn at creation and at each cut. */
   #random: number;
+  /**
+   * The one state object a controller that keeps none (`keepsNoState`: the built-ins) is asked
+   * with after a success, rewritten each time: no new object per success. Any other controller
+   * gets a copy of it, its own to keep.
+   */
+  readonly #scratch: Writable<RateControllerState> = {
+    rate: 0,
+    minRate: 0,
+    maxRate: 0,
+    rateBeforeLastDecrease: 0,
+    measuredRateAtLastDecrease: undefined,
+    sinceLastDecrease: 0,
+    pauseSinceLastDecrease: 0,
+    sinceLastIncrease: 0,
+    waited: false,
+    instanceCount: 1,
+    measuredRate: undefined,
+    acceptedRate: undefined,
+    acceptedRateSinceLastDecrease: undefined,
+    decreases: [],
+    random: 0,
+    announcedRate: undefined,
+  };
+  #reuse = false;
 
   constructor(
     opts: ResolvedLimiterOptions,
@@ -72,6 +97,7 @@ export class RateBook {
     this.#controller = controller;
     // AIMD and CUBIC answer `undefined` to a success without a wait; so does probe.
     this.builtIn = typeof opts.controller === 'string';
+    this.#reuse = mayReuseState(controller);
     this.minRate = opts.minUnitsPerMinute / opts.instanceCount;
     this.maxRate = opts.maxUnitsPerMinute / opts.instanceCount;
     this.#rateBeforeLastDecrease *= share;
@@ -100,7 +126,10 @@ export class RateBook {
    * the increase clock and clears `waited`; it is clamped.
    */
   success(now: number, rate: number): number | undefined {
-    const next = this.#controller.onSuccess(this.#state(now, rate));
+    const accepted = this.acceptedRate(now);
+    const next = this.#controller.onSuccess(
+      this.#reuse ? this.#fill(now, rate, accepted) : this.#state(now, rate, accepted),
+    );
     if (next === undefined || !Number.isFinite(next)) return undefined;
     this.#lastIncreaseAt = now;
     this.waited = false;
@@ -185,36 +214,54 @@ export class RateBook {
    * pause, and with `earlier` the few before it too.
    */
   acceptedRate(now: number, earlier = false): number | undefined {
-    return this.accepted.value(now, (from) => this.#pause.within(from, now, earlier));
+    this.#askedAt = now;
+    return this.accepted.value(now, earlier ? this.#pausedWithEarlier : this.#pausedInLast);
   }
+
+  /**
+   * `acceptedRate`'s questions to the pause, made once (it is asked at each success a controller
+   * hears): the time paused from `from` until `#askedAt`, in the last pause or in the few kept.
+   */
+  #askedAt = 0;
+  readonly #pausedInLast = (from: number): number => this.#pause.within(from, this.#askedAt, false);
+  readonly #pausedWithEarlier = (from: number): number => this.#pause.within(from, this.#askedAt, true);
 
   /** The accepted rate over the last second at `now`, less the time paused in it. */
   recentAcceptedRate(now: number): number | undefined {
     return this.accepted.recent(now, (from) => this.#pause.within(from, now));
   }
 
+  /** A new state at `now`, the controller's to keep (a cut's, or a success's for a custom controller). */
   #state(now: number, rate: number, accepted = this.acceptedRate(now)): RateControllerState {
-    return {
-      rate,
-      minRate: this.minRate,
-      maxRate: this.maxRate,
-      rateBeforeLastDecrease: this.#rateBeforeLastDecrease,
-      measuredRateAtLastDecrease: this.#measuredAtLastDecrease,
-      sinceLastDecrease: now - this.lastCutAt,
-      pauseSinceLastDecrease: this.#pause.sinceCut(now, this.lastCutAt),
-      sinceLastIncrease: now - this.#pause.increaseClockFrom(now, this.#lastIncreaseAt),
-      waited: this.waited,
-      instanceCount: this.#opts.instanceCount,
-      measuredRate: this.measured.value,
-      acceptedRate: accepted,
-      acceptedRateSinceLastDecrease:
-        this.cuts === 0 ? undefined : this.accepted.sinceMark(now, this.#pause.sinceCut(now, this.lastCutAt)),
-      decreases: this.#decreases,
-      random: this.#random,
-      announcedRate: this.announcedRate,
-    };
+    return { ...this.#fill(now, rate, accepted) };
+  }
+
+  /** The state at `now`, written into the book's one state object (every field). */
+  #fill(now: number, rate: number, accepted: number | undefined): RateControllerState {
+    const state = this.#scratch;
+    const paused = this.#pause.sinceCut(now, this.lastCutAt);
+    state.rate = rate;
+    state.minRate = this.minRate;
+    state.maxRate = this.maxRate;
+    state.rateBeforeLastDecrease = this.#rateBeforeLastDecrease;
+    state.measuredRateAtLastDecrease = this.#measuredAtLastDecrease;
+    state.sinceLastDecrease = now - this.lastCutAt;
+    state.pauseSinceLastDecrease = paused;
+    state.sinceLastIncrease = now - this.#pause.increaseClockFrom(now, this.#lastIncreaseAt);
+    state.waited = this.waited;
+    state.instanceCount = this.#opts.instanceCount;
+    state.measuredRate = this.measured.value;
+    state.acceptedRate = accepted;
+    state.acceptedRateSinceLastDecrease = this.cuts === 0 ? undefined : this.accepted.sinceMark(now, paused);
+    state.decreases = this.#decreases;
+    state.random = this.#random;
+    state.announcedRate = this.announcedRate;
+    return state;
   }
 }
+
+/** `T` without `readonly`: the state the book writes into. */
+type Writable<T> = { -readonly [K in keyof T]: T[K] };
 
 /**
  * Requests/min from which a limiter counts as fast: 50 a second, where a probe round of 2 s holds

@@ -1,3 +1,4 @@
+import { keepsNoState } from '../controllers/index.js';
 import type { RateController, RateControllerState } from '../controllers/types.js';
 
 /** What the local limiter's controller asks of its member (member-state.ts). */
@@ -37,12 +38,13 @@ export function memberController(inner: RateController, view: MemberView): RateC
     const part = Math.min(1, Math.max(view.fraction, 1e-6));
     return { ...s, instanceCount: 1 / part, minRate: view.minRate * part, maxRate: view.maxRate * part };
   };
-  return {
+  // It keeps nothing of a state: the inner controller gets a copy, the member reads the rate.
+  return keepsNoState({
     onThrottled(s) {
       return view.degraded ? inner.onThrottled(alone(s)) : view.cutShare(s);
     },
     onSuccess(s) {
       return view.degraded ? inner.onSuccess(alone(s)) : undefined;
     },
-  };
+  });
 }
