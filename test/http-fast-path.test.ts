@@ -66,6 +66,33 @@ async function holdingServer() {
   };
 }
 
+/**
+ * Sends `path` and reports the attempt the caller's controller (the interceptor's) reaches during
+ * the response (`undefined` when none started) and once the caller has the end or the error.
+ */
+function attemptKept(agent: Dispatcher, origin: string, path: string) {
+  return new Promise<{ during: unknown; after: unknown; how: string }>((resolve) => {
+    let controller: Dispatcher.DispatchController | undefined;
+    // The controller the caller holds is the interceptor's: it reaches the attempt in flight.
+    const attemptOf = () => (controller as unknown as { attempt: unknown }).attempt;
+    let during: unknown;
+    const settle = (how: string) => setImmediate(() => resolve({ during, after: attemptOf(), how }));
+    agent.dispatch(
+      { origin, path, method: 'GET' },
+      {
+        onRequestStart: (c) => {
+          controller = c;
+        },
+        onResponseStart: () => {
+          during = attemptOf();
+        },
+        onResponseEnd: () => settle('end'),
+        onResponseError: () => settle('error'),
+      },
+    );
+  });
+}
+
 describe('adaptiveRateLimit: the fast path', () => {
   it('lets go of the attempt once the caller has the end or the error (a long-queued request keeps nothing young)', async () => {
     const server = await serve({
@@ -77,27 +104,7 @@ describe('adaptiveRateLimit: the fast path', () => {
       },
     });
     const agent = agentWith(limit({ default: NEVER_BINDS }));
-    const send = (path: string) =>
-      new Promise<{ during: unknown; after: unknown; how: string }>((resolve) => {
-        let controller: Dispatcher.DispatchController | undefined;
-        // The controller the caller holds is the interceptor's: it reaches the attempt in flight.
-        const attemptOf = () => (controller as unknown as { attempt: unknown }).attempt;
-        let during: unknown;
-        const settle = (how: string) => setImmediate(() => resolve({ during, after: attemptOf(), how }));
-        agent.dispatch(
-          { origin: server.origin, path, method: 'GET' },
-          {
-            onRequestStart: (c) => {
-              controller = c;
-            },
-            onResponseStart: () => {
-              during = attemptOf();
-            },
-            onResponseEnd: () => settle('end'),
-            onResponseError: () => settle('error'),
-          },
-        );
-      });
+    const send = (path: string) => attemptKept(agent, server.origin, path);
     const ended = await send('/');
     expect(ended.how).toBe('end');
     expect(ended.during).toBeDefined();
@@ -106,6 +113,30 @@ describe('adaptiveRateLimit: the fast path', () => {
     expect(failed.how).toBe('error');
     expect(failed.during).toBeDefined();
     expect(failed.after).toBeUndefined();
+  });
+
+  it('lets go of the last attempt when the request fails inside the interceptor, on the fast path and in the loop', async () => {
+    let second = 0;
+    const server = await serve({
+      respond: (req, res) => {
+        // The connection cut before any answer: the request fails in the interceptor.
+        if (req.url === '/cut') req.socket.destroy();
+        // A 429, then its retry cut: the attempt loop fails the request.
+        else if (req.url === '/429-then-cut' && second++ === 0)
+          res.writeHead(429, { 'retry-after': '0' }).end();
+        else if (req.url === '/429-then-cut') req.socket.destroy();
+        else return false;
+        return true;
+      },
+    });
+    const agent = agentWith(limit({ default: NEVER_BINDS }));
+    for (const path of ['/cut', '/429-then-cut']) {
+      const failed = await attemptKept(agent, server.origin, path);
+      expect(failed.how).toBe('error');
+      expect(failed.during).toBeUndefined();
+      expect(failed.after).toBeUndefined();
+    }
+    expect(second).toBe(2);
   });
 
   it('passes a success straight through without pausing its response', async () => {

@@ -173,10 +173,14 @@ export class RateLimitedDispatch implements LoopRequest, FastPathRequest, WaitCa
   fail(error: unknown): void {
     if (this.#done) return;
     // A response held for judging (a classify() that threw) must not be kept.
-    this.controller.attempt?.discard(false);
+    const attempt = this.controller.attempt;
+    attempt?.discard(false);
     this.finished();
-    if (answerRefusal(error, this.runtime.options.rejection, this.handler, this.controller)) return;
-    this.handler.onResponseError?.(this.controller, asError(error));
+    if (!answerRefusal(error, this.runtime.options.rejection, this.handler, this.controller)) {
+      this.handler.onResponseError?.(this.controller, asError(error));
+    }
+    // The caller has the refusal or the error: the request keeps nothing of its last attempt.
+    if (attempt !== undefined) this.released(attempt);
   }
 
   // ---- the attempt loop ---------------------------------------------------------------------
