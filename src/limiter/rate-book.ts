@@ -1,6 +1,6 @@
 import { mayReuseState } from '../controllers/index.js';
 import type { DecreaseRecord, RateController, RateControllerState } from '../controllers/types.js';
-import { AcceptedRate } from './accepted-rate.js';
+import { AcceptedRate, type PausedIn } from './accepted-rate.js';
 import { MeasuredRate } from './measured-rate.js';
 import type { ResolvedLimiterOptions } from './options.js';
 import type { Pause } from './pause.js';
@@ -23,15 +23,8 @@ export class RateBook {
   readonly accepted = new AcceptedRate();
   #opts: ResolvedLimiterOptions;
   #controller: RateController;
-  /** AIMD or CUBIC, which answer `undefined` to a success when nothing waited. */
-  builtIn = true;
   /** A request waited (or was turned away) since the last change of rate. */
   waited = false;
-  /** This process's share of `minUnitsPerMinute` and `maxUnitsPerMinute`. */
-  minRate = 0;
-  maxRate = 0;
-  /** The cut epoch a permit is granted in: a throttle cuts only for a permit of the current one. */
-  epoch = 0;
   /** The lowest fresh ceiling the API announced (units/min), for the controllers. */
   announcedRate: number | undefined;
   /** Cuts and throttled responses so far. */
@@ -42,37 +35,14 @@ export class RateBook {
   #lastIncreaseAt: number;
   #rateBeforeLastDecrease: number;
   #measuredAtLastDecrease: number | undefined;
-  /** Units granted while unlimited, and when the first was: the send rate a first cut starts from. */
-  #unlimitedUnits = 0;
-  #firstGrantAt: number | undefined;
+  /** Units granted while unlimited, and when the first was (made at the first): the send rate a first cut starts from. */
+  #unlimitedSent: { units: number; since: number } | undefined;
   /** The last cuts, oldest first. */
-  #decreases: readonly DecreaseRecord[] = [];
+  #decreases: readonly DecreaseRecord[] = NO_CUTS;
   /** The random number of the state: drawn at creation and at each cut. */
   #random: number;
-  /**
-   * The one state object a controller that keeps none (`keepsNoState`: the built-ins) is asked
-   * with after a success, rewritten each time: no new object per success. Any other controller
-   * gets a copy of it, its own to keep.
-   */
-  readonly #scratch: Writable<RateControllerState> = {
-    rate: 0,
-    minRate: 0,
-    maxRate: 0,
-    rateBeforeLastDecrease: 0,
-    measuredRateAtLastDecrease: undefined,
-    sinceLastDecrease: 0,
-    pauseSinceLastDecrease: 0,
-    sinceLastIncrease: 0,
-    waited: false,
-    instanceCount: 1,
-    measuredRate: undefined,
-    acceptedRate: undefined,
-    acceptedRateSinceLastDecrease: undefined,
-    decreases: [],
-    random: 0,
-    announcedRate: undefined,
-  };
-  #reuse = false;
+  /** What the book asks a controller with, made at the first question (an idle limiter asks none). */
+  #asking: Asking | undefined;
 
   constructor(
     opts: ResolvedLimiterOptions,
@@ -95,11 +65,8 @@ export class RateBook {
   configure(opts: ResolvedLimiterOptions, controller = this.#controller, share = 1): void {
     this.#opts = opts;
     this.#controller = controller;
-    // AIMD and CUBIC answer `undefined` to a success without a wait; so does probe.
-    this.builtIn = typeof opts.controller === 'string';
-    this.#reuse = mayReuseState(controller);
-    this.minRate = opts.minUnitsPerMinute / opts.instanceCount;
-    this.maxRate = opts.maxUnitsPerMinute / opts.instanceCount;
+    // The controller may have changed: the next question makes its state anew.
+    this.#asking = undefined;
     this.#rateBeforeLastDecrease *= share;
     if (share !== 1) {
       this.#decreases = this.#decreases.map((d) => ({
@@ -111,14 +78,35 @@ export class RateBook {
     }
   }
 
+  /** The cut epoch a permit is granted in (the cuts so far): a throttle cuts only for a permit of the current one. */
+  get epoch(): number {
+    return this.cuts;
+  }
+
+  /** AIMD, CUBIC or probe by name, which answer `undefined` to a success when nothing waited. */
+  get builtIn(): boolean {
+    return typeof this.#opts.controller === 'string';
+  }
+
+  /** This process's share of `minUnitsPerMinute` (read from the options: an idle limiter keeps no copy). */
+  get minRate(): number {
+    return this.#opts.minUnitsPerMinute / this.#opts.instanceCount;
+  }
+
+  /** This process's share of `maxUnitsPerMinute`. */
+  get maxRate(): number {
+    return this.#opts.maxUnitsPerMinute / this.#opts.instanceCount;
+  }
+
   clamp(rate: number): number {
     return clampRate(rate, this.minRate, this.maxRate);
   }
 
   /** `units` were granted at `now` while unlimited. */
   grantedUnlimited(units: number, now: number): void {
-    this.#unlimitedUnits += units;
-    this.#firstGrantAt ??= now;
+    const sent = this.#unlimitedSent;
+    if (sent === undefined) this.#unlimitedSent = { units, since: now };
+    else sent.units += units;
   }
 
   /**
@@ -128,7 +116,7 @@ export class RateBook {
   success(now: number, rate: number): number | undefined {
     const accepted = this.acceptedRate(now);
     const next = this.#controller.onSuccess(
-      this.#reuse ? this.#fill(now, rate, accepted) : this.#state(now, rate, accepted),
+      this.#asked().reuse ? this.#fill(now, rate, accepted) : this.#state(now, rate, accepted),
     );
     if (next === undefined || !Number.isFinite(next)) return undefined;
     this.#lastIncreaseAt = now;
@@ -173,8 +161,8 @@ export class RateBook {
       // since the first grant (over at least a second), or the smoothed rate if higher.
       if (accepted !== undefined) base = this.clamp(accepted);
       else {
-        const since = this.#firstGrantAt ?? now;
-        const average = (this.#unlimitedUnits * 60_000) / Math.max(now - since, 1_000);
+        const sent = this.#unlimitedSent;
+        const average = ((sent?.units ?? 0) * 60_000) / Math.max(now - (sent?.since ?? now), 1_000);
         base = this.clamp(Math.max(measured ?? 0, average));
       }
       // That estimate stands as the measured rate too, so CUBIC's W is not cut twice.
@@ -199,8 +187,7 @@ export class RateBook {
     this.#pause.cut();
     this.accepted.mark(now);
     this.lastCutAt = now;
-    this.epoch++;
-    this.cuts++;
+    this.cuts++; // the epoch too
     return this.clamp(target);
   }
 
@@ -214,17 +201,15 @@ export class RateBook {
    * pause, and with `earlier` the few before it too.
    */
   acceptedRate(now: number, earlier = false): number | undefined {
-    this.#askedAt = now;
-    return this.accepted.value(now, earlier ? this.#pausedWithEarlier : this.#pausedInLast);
+    const asking = this.#asked();
+    asking.at = now;
+    return this.accepted.value(now, earlier ? asking.pausedWithEarlier : asking.pausedInLast);
   }
 
-  /**
-   * `acceptedRate`'s questions to the pause, made once (it is asked at each success a controller
-   * hears): the time paused from `from` until `#askedAt`, in the last pause or in the few kept.
-   */
-  #askedAt = 0;
-  readonly #pausedInLast = (from: number): number => this.#pause.within(from, this.#askedAt, false);
-  readonly #pausedWithEarlier = (from: number): number => this.#pause.within(from, this.#askedAt, true);
+  #asked(): Asking {
+    this.#asking ??= new Asking(this.#pause, mayReuseState(this.#controller));
+    return this.#asking;
+  }
 
   /** The accepted rate over the last second at `now`, less the time paused in it. */
   recentAcceptedRate(now: number): number | undefined {
@@ -238,7 +223,7 @@ export class RateBook {
 
   /** The state at `now`, written into the book's one state object (every field). */
   #fill(now: number, rate: number, accepted: number | undefined): RateControllerState {
-    const state = this.#scratch;
+    const state = this.#asked().state;
     const paused = this.#pause.sinceCut(now, this.lastCutAt);
     state.rate = rate;
     state.minRate = this.minRate;
@@ -262,6 +247,53 @@ export class RateBook {
 
 /** `T` without `readonly`: the state the book writes into. */
 type Writable<T> = { -readonly [K in keyof T]: T[K] };
+
+/** The last cuts of a book that has cut none (shared: a cut makes a new array). */
+const NO_CUTS: readonly DecreaseRecord[] = Object.freeze([]);
+
+/**
+ * What a book asks its controller with: one state object, rewritten for each question, and the
+ * accepted rate's questions to the pause (the time paused from a time until `at`, in the last
+ * pause, or in the few kept too), made once. `reuse`: the controller keeps nothing of a state
+ * (`keepsNoState`: the built-ins), so it is asked with the one object itself, not a new one per
+ * success; any other controller gets a copy, its own to keep.
+ */
+class Asking {
+  readonly state = blankState();
+  at = 0;
+  readonly pausedInLast: PausedIn;
+  readonly pausedWithEarlier: PausedIn;
+
+  constructor(
+    pause: Pause,
+    readonly reuse: boolean,
+  ) {
+    this.pausedInLast = (from) => pause.within(from, this.at, false);
+    this.pausedWithEarlier = (from) => pause.within(from, this.at, true);
+  }
+}
+
+/** A state for `RateBook.#fill` to write: every field, in the order a controller has always seen them. */
+function blankState(): Writable<RateControllerState> {
+  return {
+    rate: 0,
+    minRate: 0,
+    maxRate: 0,
+    rateBeforeLastDecrease: 0,
+    measuredRateAtLastDecrease: undefined,
+    sinceLastDecrease: 0,
+    pauseSinceLastDecrease: 0,
+    sinceLastIncrease: 0,
+    waited: false,
+    instanceCount: 1,
+    measuredRate: undefined,
+    acceptedRate: undefined,
+    acceptedRateSinceLastDecrease: undefined,
+    decreases: NO_CUTS,
+    random: 0,
+    announcedRate: undefined,
+  };
+}
 
 /**
  * Requests/min from which a limiter counts as fast: 50 a second, where a probe round of 2 s holds
