@@ -8,9 +8,10 @@ import type { AcquireOptions, Permit } from './types.js';
 import { grantTo, type Resolve, refuseTo, type Settle, type Waiter, WaiterQueue } from './waiter-queue.js';
 
 /**
- * Real timers fire up to a millisecond off their float target; a head that became ready by its
- * deadline is still served when its timer fires within this slack after it. (A manual clock fires
- * timers exactly, so there the deadline is strict.)
+ * How long past its deadline (ms) a head that can be granted is still served, under every clock:
+ * a real timer fires up to a millisecond after its float target, and a head must not be refused
+ * for that. A head that cannot be granted is refused at its deadline itself. In a batched wake, a
+ * head whose turn came within this slack of its deadline is served too (see `#dueByDeadline`).
  */
 const TIMER_SLACK_MS = 1;
 /** The least step of the timer when the head is due now but rounding kept it from going. */
