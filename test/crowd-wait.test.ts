@@ -153,6 +153,19 @@ describe('AdaptiveRateLimiter: the crowd wait of a cold start', () => {
     expect(limiter.snapshot().pausedUntil).toBeCloseTo(58_000 + 5_800, 6);
   });
 
+  it('counts the bare 429s of requests sent together as one: those answered during its wait sent before it', () => {
+    const { clock, limiter } = fresh();
+    const burst = [take(limiter), take(limiter), take(limiter)];
+    for (const permit of burst) permit.throttled();
+    // No success: a window of 60 s, the wait in its middle (30.5 s), not past the window's end
+    // (the second 429 read as another in a row: 60 s, for every process of a crowd alike).
+    expect(limiter.snapshot().pausedUntil).toBeCloseTo(30_500, 6);
+    clock.advance(30_500);
+    // The next request's 429 is the second in a row: past 60 s, in the middle of the next 12 s.
+    take(limiter).throttled();
+    expect(limiter.snapshot().pausedUntil).toBeCloseTo(60_000 + 6_000, 6);
+  });
+
   it('ends the fourth bare 429 in a row within short slices after the first: 81.2 s for one success', () => {
     const { clock, limiter } = fresh();
     take(limiter).success();

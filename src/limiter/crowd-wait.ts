@@ -5,7 +5,8 @@
  * enough to learn the quota alone, and all of them meet the empty bucket at about the same time,
  * so each waits a random time drawn over a window (exponential backoff with full jitter, as in the
  * adaptive token bucket of Farkiani, Liu and Crowley): the crowd's retries spread over the time
- * the quota needs to serve them.
+ * the quota needs to serve them. The limiter asks for no wait while one runs: nothing is sent
+ * during it, so a 429 then answers a request sent with the first, and is not another in a row.
  *
  * The first window is {@link CROWD_FIRST_WINDOW} for a limiter with no success yet, shorter by
  * the part of {@link CROWD_LEARNED} successes it has had (what got through says the quota is not
