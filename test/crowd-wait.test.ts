@@ -54,7 +54,7 @@ describe('CrowdWait: the wait after a 429 that says nothing, before a rate is le
     expect(low.throttled(1 - Number.EPSILON, 60_000, 100_000)).toBeLessThan(30_000);
   });
 
-  it('after a success, draws a bare 429 late in a window that ends where the last one did, or after 0.55 of the first', () => {
+  it('after a success soon after its wait, draws a bare 429 late in a window that ends where the last one did, or after 0.55 of the first', () => {
     /** A limiter's wait that had one success, a bare 429 at 0 (a window of 58 s), then 3 successes. */
     const served = () => {
       const crowd = new CrowdWait();
@@ -67,10 +67,15 @@ describe('CrowdWait: the wait after a 429 that says nothing, before a rate is le
     // 48 s, the wait drawn from 0.6 of it (a fresh window from now: 1-52 s).
     expect(served().throttled(0, 60_000, 10_000)).toBeCloseTo(28_800, 6);
     expect(served().throttled(1 - Number.EPSILON, 60_000, 10_000)).toBeCloseTo(48_000, 0);
-    // At 40 s (18 s left) and long after it: 0.55 of 52 s, 28.6 s, the wait from 17.16 s.
+    // At 40 s (18 s left) and after it: 0.55 of 52 s, 28.6 s, the wait from 17.16 s.
     expect(served().throttled(0, 60_000, 40_000)).toBeCloseTo(17_160, 6);
     expect(served().throttled(1 - Number.EPSILON, 60_000, 40_000)).toBeCloseTo(28_600, 0);
-    expect(served().throttled(0, 60_000, 500_000)).toBeCloseTo(17_160, 6);
+    // So until a fresh window (52 s) after the last wait's end (29.5 s): 81.5 s.
+    expect(served().throttled(0, 60_000, 81_500)).toBeCloseTo(17_160, 6);
+    // Later, the bucket has refilled at the quota's pace since: a fresh window, 1-52 s.
+    expect(served().throttled(0, 60_000, 81_501)).toBe(1_000);
+    expect(served().throttled(1 - Number.EPSILON, 60_000, 81_501)).toBeCloseTo(52_000, 0);
+    expect(served().throttled(0, 60_000, 3_600_000)).toBe(1_000);
     // Never longer than the first window: at 1 s (57 s left), 52 s.
     expect(served().throttled(1 - Number.EPSILON, 60_000, 1_000)).toBeCloseTo(52_000, 0);
     // A second in a row after it: a slice of a fifth of that window past its end.
@@ -148,6 +153,19 @@ describe('AdaptiveRateLimiter: the crowd wait of a cold start', () => {
     expect(limiter.snapshot().pausedUntil).toBeCloseTo(58_000 + 5_800, 6);
   });
 
+  it('counts the bare 429s of requests sent together as one: those answered during its wait sent before it', () => {
+    const { clock, limiter } = fresh();
+    const burst = [take(limiter), take(limiter), take(limiter)];
+    for (const permit of burst) permit.throttled();
+    // No success: a window of 60 s, the wait in its middle (30.5 s), not past the window's end
+    // (the second 429 read as another in a row: 60 s, for every process of a crowd alike).
+    expect(limiter.snapshot().pausedUntil).toBeCloseTo(30_500, 6);
+    clock.advance(30_500);
+    // The next request's 429 is the second in a row: past 60 s, in the middle of the next 12 s.
+    take(limiter).throttled();
+    expect(limiter.snapshot().pausedUntil).toBeCloseTo(60_000 + 6_000, 6);
+  });
+
   it('ends the fourth bare 429 in a row within short slices after the first: 81.2 s for one success', () => {
     const { clock, limiter } = fresh();
     take(limiter).success();
@@ -179,6 +197,21 @@ describe('AdaptiveRateLimiter: the crowd wait of a cold start', () => {
     // 5 successes: 50 s, at least 0.55 of it (27.5 s; the last window has 25.5 s left), the wait
     // from 0.6 of it: the middle of 16.5-27.5 s from 26.5 s (a fresh window: 25.5 s, ending at 52 s).
     expect(limiter.snapshot().pausedUntil).toBeCloseTo(26_500 + 16_500 + 0.5 * (27_500 - 16_500), 6);
+  });
+
+  it('draws a fresh window for a bare 429 long after a served wait (a quiet process, an hour later)', () => {
+    const { clock, limiter } = fresh();
+    for (let i = 0; i < 10; i++) take(limiter).success();
+    const served = take(limiter);
+    take(limiter).throttled();
+    // 10 successes: a window of 40 s, the wait in its middle (20.5 s); then it is served.
+    clock.advance(20_500);
+    served.success();
+    // An hour later, with 11 successes: a fresh window of 38 s from now, the wait in its middle
+    // (not drawn from 0.6 of 0.55 of it: 16.72 s).
+    clock.advance(3_600_000);
+    take(limiter).throttled();
+    expect(limiter.snapshot().pausedUntil).toBeCloseTo(clock.now() + 1_000 + 0.5 * (38_000 - 1_000), 6);
   });
 
   it('keeps the wait within maxWait, so a retry is not refused for it alone', () => {

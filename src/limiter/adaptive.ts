@@ -596,6 +596,9 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   #crowdWait(now: number): void {
     let crowd = this.#crowd;
     if (crowd === undefined || this.#ceilings !== undefined) return;
+    // Nothing is granted while paused: a 429 now answers a request sent before the pause began
+    // (one of a burst that met the empty bucket together), not another 429 in a row.
+    if (this.#pause.active(now)) return;
     if (typeof crowd === 'number') {
       // A limiter that has learned the rate never needs the state.
       if (crowd >= CROWD_LEARNED) return;

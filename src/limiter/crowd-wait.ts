@@ -5,7 +5,8 @@
  * enough to learn the quota alone, and all of them meet the empty bucket at about the same time,
  * so each waits a random time drawn over a window (exponential backoff with full jitter, as in the
  * adaptive token bucket of Farkiani, Liu and Crowley): the crowd's retries spread over the time
- * the quota needs to serve them.
+ * the quota needs to serve them. The limiter asks for no wait while one runs: nothing is sent
+ * during it, so a 429 then answers a request sent with the first, and is not another in a row.
  *
  * The first window is {@link CROWD_FIRST_WINDOW} for a limiter with no success yet, shorter by
  * the part of {@link CROWD_LEARNED} successes it has had (what got through says the quota is not
@@ -23,13 +24,23 @@
  * {@link CROWD_LEARNED} successes it has learned a rate: its cut and pacing recover from a 429
  * without this wait.
  *
- * A limiter served after such a wait has seen the bucket refill, and a bare 429 after that says
- * it has just emptied the bucket itself (a process sending one request at a time, taking what
+ * A limiter served after such a wait has seen the bucket refill, and a bare 429 soon after that
+ * says it has just emptied the bucket itself (a process sending one request at a time, taking what
  * refilled while it waited): its next window ends where its last one (with its slices) ended, or
  * after {@link CROWD_AGAIN_WINDOW} of the first window its successes give if that is later (never
  * later than that first window), and the wait is drawn from {@link CROWD_AGAIN_FROM} of it on
  * (a retry sooner meets the bucket it emptied). A fresh first window from now sent the process
- * with the most work left to the end of a crowd's run. Times are ms.
+ * with the most work left to the end of a crowd's run.
+ *
+ * "Soon" is within that fresh first window of the end of its last wait. Such a process empties
+ * what refilled within a few round trips of its retry (in the simulator's crowds, 0.1-3 s after
+ * its wait, against a window of 42-54 s); a first window is the time a crowd wait gives the quota
+ * to serve a crowd, so a 429 later than that comes from a bucket that has refilled since at the
+ * quota's pace, and what the last window said about it is stale: the wait is a fresh draw, as for
+ * a first 429 (a quiet process that met one bare 429 an hour ago does not wait 0.33-0.55 of a
+ * window on its next). The successes since the wait do not tell the two apart (a process that
+ * emptied the bucket had as many as it held, which may be few; a quiet one a few over an hour):
+ * the time does. Times are ms.
  */
 export class CrowdWait {
   /** Successes of the limiter so far. */
@@ -41,6 +52,8 @@ export class CrowdWait {
   #end = 0;
   /** The length of the next slice the window grows by (ms). */
   #slice = 0;
+  /** Where the last wait ends (clock ms). */
+  #waited = 0;
 
   /** `successes`: the limiter's before its first 429 that said nothing. */
   constructor(successes = 0) {
@@ -70,8 +83,9 @@ export class CrowdWait {
     if (this.#inARow++ === 0) {
       let first = Math.min(longest, CROWD_FIRST_WINDOW * (1 - this.#successes / CROWD_LEARNED));
       from = CROWD_MIN_WAIT;
-      if (this.#end > 0) {
-        // Served since its last window: it has seen the bucket refill, and has just emptied it.
+      if (this.#end > 0 && now - this.#waited <= first) {
+        // Served after its last wait, within a fresh window: it has seen the bucket refill, and
+        // has just emptied it.
         first = Math.min(first, Math.max(this.#end - now, first * CROWD_AGAIN_WINDOW));
         from = Math.max(from, first * CROWD_AGAIN_FROM);
       }
@@ -90,7 +104,9 @@ export class CrowdWait {
       else if (inARow > CROWD_SHORT_SLICES + 1) this.#slice *= CROWD_SLICE_GROWTH;
     }
     to = Math.min(to, longest);
-    return to <= from ? Math.max(to, 0) : from + random * (to - from);
+    const wait = to <= from ? Math.max(to, 0) : from + random * (to - from);
+    this.#waited = now + wait;
+    return wait;
   }
 }
 
