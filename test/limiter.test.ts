@@ -628,6 +628,8 @@ describe('AdaptiveRateLimiter: increases', () => {
       measuredRateAtLastDecrease: undefined,
       pauseSinceLastDecrease: 0,
       measuredRate: undefined,
+      // Requests of one unit: as many requests as units.
+      measuredRequestRate: 'measuredRate' in s ? s.measuredRate : undefined,
       acceptedRate: [60, 92.3076923076923, 48, 50][i],
       acceptedRateSinceLastDecrease: [undefined, undefined, 54.54545454545455, 50][i],
       decreases: i < 2 ? [] : decreases,

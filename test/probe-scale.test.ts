@@ -75,7 +75,44 @@ describe('probe: a first cut while the cold start capped what was in flight', ()
   });
 });
 
+describe('probe: the climb at many requests a second', () => {
+  const controller = probe();
+  // After the sure cut at 60,000: 1 s of drain (its own overshoot), then a hold of 4 s (random 0).
+  const s = (sinceLastDecrease: number, requests: number | undefined) =>
+    state({
+      rate: 58_200,
+      decreases: [SURE],
+      measuredRate: 58_200,
+      measuredRequestRate: requests,
+      sinceLastDecrease,
+      sinceLastIncrease: 2_000,
+    });
+
+  it('steps a twentieth of the ceiling at 6,000 requests/min and more, doubling each round', () => {
+    // The first round after the hold: the cruise rate (97 % of 60,000) plus 5 % of the ceiling.
+    expect(controller.onSuccess(s(5_000, 150_000))).toBeCloseTo(58_200 + 3_000, 6);
+    // The third: 1 + 2 + 4 steps.
+    expect(controller.onSuccess(s(9_000, 6_000))).toBeCloseTo(58_200 + 7 * 3_000, 6);
+  });
+
+  it('keeps the default step (60 a minute for the budget) below that, or where requests are not counted', () => {
+    // Requests of 20 units: 60,000 units/min is 3,000 requests/min.
+    expect(controller.onSuccess(s(5_000, 3_000))).toBeCloseTo(58_200 + 60, 6);
+    expect(controller.onSuccess(s(9_000, undefined))).toBeCloseTo(58_200 + 7 * 60, 6);
+  });
+});
+
 const flush = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+/** An answer for `send`: the first is a 429 with a Retry-After of 1 s, every later one 'ok'. */
+function oneThrottle(): () => 'ok' | number {
+  let throttled = false;
+  return () => {
+    if (throttled) return 'ok';
+    throttled = true;
+    return 1_000;
+  };
+}
 
 describe('limiter: at thousands a second', () => {
   /**
@@ -114,15 +151,30 @@ describe('limiter: at thousands a second', () => {
     return { limiter, cuts, send };
   }
 
+  it("hands the controller the responses' rate in requests, whatever their units", () => {
+    const clock = new ManualClock(0);
+    const seen: (number | undefined)[] = [];
+    const controller = {
+      onThrottled: (st: RateControllerState) => st.rate,
+      onSuccess: (st: RateControllerState) => {
+        seen.push(st.measuredRequestRate);
+        return undefined;
+      },
+    };
+    const limiter = new AdaptiveRateLimiter({ clock, controller, initialUnitsPerMinute: 6_000_000 });
+    // Two requests of 10 units a ms for 1.1 s: 120,000 requests/min, 1,200,000 units/min.
+    for (let t = 0; t < 1_100; t++) {
+      for (let i = 0; i < 2; i++) limiter.tryAcquire(10)?.success();
+      clock.advance(1);
+    }
+    expect(seen[0]).toBeUndefined();
+    expect(seen.at(-1)).toBeCloseTo(120_000, -3);
+  });
+
   it('a first 429 while the in-flight cap binds: the start-up goes on from the cut, x2 a half-second round (at most twice what is sent)', async () => {
     const { limiter, cuts, send } = setup();
-    let throttled = false;
     // The first round of the cold start (10 in flight) is granted at 0 ms, answered at once; one 429.
-    await send(1, () => {
-      if (throttled) return 'ok';
-      throttled = true;
-      return 1_000;
-    });
+    await send(1, oneThrottle());
     expect(cuts).toHaveLength(1);
     const start = limiter.rate;
     // The pause (1 s, counted toward the drain), then 2 s of rounds of 0.5 s, each at most twice
@@ -172,22 +224,12 @@ describe('limiter: at thousands a second', () => {
 
   it('the cut that ends that start-up reads the last second, not 3 s that hold a quarter of it', async () => {
     const { limiter, cuts, send } = setup();
-    let throttled = false;
-    await send(1, () => {
-      if (throttled) return 'ok';
-      throttled = true;
-      return 1_000;
-    });
+    await send(1, oneThrottle());
     // Doublings at about 1.6, 2.5 and 3.0 s (each at most twice the measured send rate); a 429
     // 0.4 s after the last: the last second holds both rates, the 3 s window mostly lower ones.
     await send(3_400);
     const top = limiter.rate;
-    throttled = false;
-    await send(100, () => {
-      if (throttled) return 'ok';
-      throttled = true;
-      return 1_000;
-    });
+    await send(100, oneThrottle());
     expect(cuts).toHaveLength(2);
     // It drains at 0.9 x what got through lately (about the top of the climb), not at the 0.5 floor.
     expect(cuts[1]).toBeGreaterThan(0.6 * top);

@@ -26,6 +26,11 @@ export interface RateControllerState {
   /** Units/min of responses (0.5 s buckets smoothed by 0.8); `undefined` before the first bucket closes. */
   readonly measuredRate: number | undefined;
   /**
+   * Responses/min, whatever their units (the same half-second buckets); `undefined` before the
+   * first bucket closes, or where the state's maker does not count requests.
+   */
+  readonly measuredRequestRate?: number | undefined;
+  /**
    * Units/min of the responses classified as success over the last 3 s (not sent, not throttled),
    * less the time a Retry-After pause took of them; `undefined` before the first success. At the
    * first cut, the last second's when higher (the 3 s may still hold the slow start). While the server throttles, this process's share of the

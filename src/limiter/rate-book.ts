@@ -236,6 +236,7 @@ export class RateBook {
     state.waited = this.waited;
     state.instanceCount = this.#opts.instanceCount;
     state.measuredRate = this.measured.value;
+    state.measuredRequestRate = this.measured.requests;
     state.acceptedRate = accepted;
     state.acceptedRateSinceLastDecrease = this.cuts === 0 ? undefined : this.accepted.sinceMark(now, paused);
     state.decreases = this.#decreases;
@@ -287,6 +288,7 @@ function blankState(): Writable<RateControllerState> {
     waited: false,
     instanceCount: 1,
     measuredRate: undefined,
+    measuredRequestRate: undefined,
     acceptedRate: undefined,
     acceptedRateSinceLastDecrease: undefined,
     decreases: NO_CUTS,
