@@ -25,8 +25,6 @@ export class RateBook {
   #controller: RateController;
   /** A request waited (or was turned away) since the last change of rate. */
   waited = false;
-  /** The lowest fresh ceiling the API announced (units/min), for the controllers. */
-  announcedRate: number | undefined;
   /** Cuts and throttled responses so far. */
   cuts = 0;
   throttles = 0;
@@ -41,7 +39,7 @@ export class RateBook {
   #decreases: readonly DecreaseRecord[] = NO_CUTS;
   /** The random number of the state: drawn at creation and at each cut. */
   #random: number;
-  /** What the book asks a controller with, made at the first question (an idle limiter asks none). */
+  /** What the book asks a controller with, made at the first question or announced rate (an idle limiter has neither). */
   #asking: Asking | undefined;
 
   constructor(
@@ -65,8 +63,8 @@ export class RateBook {
   configure(opts: ResolvedLimiterOptions, controller = this.#controller, share = 1): void {
     this.#opts = opts;
     this.#controller = controller;
-    // The controller may have changed: the next question makes its state anew.
-    this.#asking = undefined;
+    // The controller may have changed.
+    if (this.#asking !== undefined) this.#asking.reuse = mayReuseState(controller);
     this.#rateBeforeLastDecrease *= share;
     if (share !== 1) {
       this.#decreases = this.#decreases.map((d) => ({
@@ -81,6 +79,15 @@ export class RateBook {
   /** The cut epoch a permit is granted in (the cuts so far): a throttle cuts only for a permit of the current one. */
   get epoch(): number {
     return this.cuts;
+  }
+
+  /** The lowest fresh ceiling the API announced (units/min), for the controllers. */
+  get announcedRate(): number | undefined {
+    return this.#asking?.announced;
+  }
+
+  set announcedRate(rate: number | undefined) {
+    if (rate !== undefined || this.#asking !== undefined) this.#asked().announced = rate;
   }
 
   /** AIMD, CUBIC or probe by name, which answer `undefined` to a success when nothing waited. */
@@ -223,7 +230,8 @@ export class RateBook {
 
   /** The state at `now`, written into the book's one state object (every field). */
   #fill(now: number, rate: number, accepted: number | undefined): RateControllerState {
-    const state = this.#asked().state;
+    const asking = this.#asked();
+    const state = asking.state;
     const paused = this.#pause.sinceCut(now, this.lastCutAt);
     state.rate = rate;
     state.minRate = this.minRate;
@@ -241,7 +249,7 @@ export class RateBook {
     state.acceptedRateSinceLastDecrease = this.cuts === 0 ? undefined : this.accepted.sinceMark(now, paused);
     state.decreases = this.#decreases;
     state.random = this.#random;
-    state.announcedRate = this.announcedRate;
+    state.announcedRate = asking.announced;
     return state;
   }
 }
@@ -262,12 +270,14 @@ const NO_CUTS: readonly DecreaseRecord[] = Object.freeze([]);
 class Asking {
   readonly state = blankState();
   at = 0;
+  /** The lowest fresh ceiling the API announced (`RateBook.announcedRate`): kept here, as an idle limiter has none. */
+  announced: number | undefined;
   readonly pausedInLast: PausedIn;
   readonly pausedWithEarlier: PausedIn;
 
   constructor(
     pause: Pause,
-    readonly reuse: boolean,
+    public reuse: boolean,
   ) {
     this.pausedInLast = (from) => pause.within(from, this.at, false);
     this.pausedWithEarlier = (from) => pause.within(from, this.at, true);
