@@ -199,3 +199,52 @@ describe('probe on a limiter: a quota that dropped and came back', () => {
     expect(back).toBeLessThan(15_000);
   });
 });
+
+describe('probe on a limiter: a share found after the start', () => {
+  it('doubles its hold at a share found twice, though the start read more (another process was paused meanwhile)', () => {
+    const clock = new ManualClock(0);
+    const limiter = new AdaptiveRateLimiter({
+      clock,
+      controller: 'probe',
+      initialUnitsPerMinute: 1_000,
+      random: () => 0,
+    });
+    /** A strict leaky bucket letting `quota` units/min through (burst 5), 429 with Retry-After: 1. */
+    let quota = 3_000;
+    let tat = 0;
+    let cuts = 0;
+    limiter.on('decreased', () => cuts++);
+    const send = (ms: number) => {
+      for (let t = 0; t < ms; t += 10) {
+        clock.advance(10);
+        for (let p = limiter.tryAcquire(); p !== undefined; p = limiter.tryAcquire()) {
+          const now = clock.now();
+          const gap = 60_000 / quota;
+          if (tat - now > 5 * gap) p.throttled(1_000);
+          else {
+            tat = Math.max(tat, now) + gap;
+            p.success();
+          }
+        }
+      }
+    };
+    // The start reads the whole quota (the other process is not sending yet) ...
+    send(9_000);
+    expect(cuts).toBe(2);
+    // ... then the other process takes half: cut after cut down to this process's share, where
+    // its own probes find the same ceiling again.
+    quota = 1_500;
+    while (cuts < 7) send(10);
+    send(1_000); // the Retry-After pause, which counts toward the drain
+    const cruise = limiter.rate;
+    expect(cruise).toBeLessThan(1_500);
+    // The hold at that share doubled (8 s), where it was 4 s while the start's 3,000 counted as the
+    // highest ceiling found: no probe yet 7 s after the drain.
+    send(7_000);
+    expect(cuts).toBe(7);
+    expect(limiter.rate).toBe(cruise);
+    // It still probes after the doubled hold.
+    send(2_000);
+    expect(limiter.rate).toBeGreaterThan(cruise);
+  });
+});

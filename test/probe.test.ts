@@ -43,6 +43,18 @@ const VERY_FIRST: DecreaseRecord = {
 /** A second overshoot at 3,300 where 3,050 got through lately and 3,000 over the cycle: ceiling 3,050. */
 const SECOND: DecreaseRecord = { rateBefore: 3300, acceptedRate: 3050, acceptedRateSincePrevious: 3000 };
 
+/**
+ * Two processes start on one quota of 3,000: the very first cut reads 2,000, the next 2,300 (the
+ * other process was paused by a Retry-After meanwhile), then a throttle while cruising finds this
+ * process's share, 1,200, and its own probe finds it again (1,210).
+ */
+const START_THEN_SHARE: DecreaseRecord[] = [
+  { rateBefore: 4000, acceptedRate: 2000, acceptedRateSincePrevious: undefined },
+  { rateBefore: 2600, acceptedRate: 2300, acceptedRateSincePrevious: 2200 },
+  { rateBefore: 2231, acceptedRate: 1200, acceptedRateSincePrevious: 1500 },
+  { rateBefore: 1300, acceptedRate: 1210, acceptedRateSincePrevious: 1190 },
+];
+
 const controller = probe();
 
 describe('probe: onThrottled (golden table, default options)', () => {
@@ -205,6 +217,16 @@ describe('probe: onSuccess (golden table, default options)', () => {
         sinceLastDecrease: 5000,
       },
       2000 * 0.97 + 60,
+    ],
+    [
+      'a ceiling the start found once does not count as the highest: the same ceiling twice doubles the hold (8 s)',
+      { rate: 1210 * 0.97, decreases: START_THEN_SHARE, sinceLastDecrease: 8999 },
+      undefined,
+    ],
+    [
+      'and probes after it',
+      { rate: 1210 * 0.97, decreases: START_THEN_SHARE, sinceLastDecrease: 9000 },
+      1210 * 0.97 + 60,
     ],
     [
       'a Retry-After pause counts toward the drain',

@@ -13,7 +13,8 @@ export interface ProbeOptions {
    * The shortest hold at the cruise rate before probing (ms, > 0, finite). The hold is
    * `holdTime × (1 + random)` (random in [0, 1)), doubled for each cut in a row that found
    * the same ceiling (within `stableTolerance`), up to `maxHold`; not doubled at a ceiling below
-   * 1 − 3 × `stableTolerance` (70 %) of the highest the kept cuts found. @default 4_000
+   * 1 − 3 × `stableTolerance` (70 %) of the highest the kept cuts found past the start (once a
+   * ceiling was found twice in a row). @default 4_000
    */
   holdTime?: number;
   /** The longest hold (ms, >= holdTime, finite). @default 30_000 */
@@ -121,7 +122,7 @@ export function probe(options: ProbeOptions = {}): RateController {
      * process was still unlimited). Otherwise the ceiling itself.
      */
     let recall = 0;
-    /** The highest (sure) ceiling the kept cuts found. */
+    /** The highest (sure) ceiling the kept cuts found once past the start (see `settled`). */
     let peak = 0;
     let own = true;
     let stable = 0;
@@ -130,6 +131,14 @@ export function probe(options: ProbeOptions = {}): RateController {
      * were not full yet (a slow start, a server's burst, the heartbeats of a shared budget).
      */
     let unsure = false;
+    /**
+     * Past the start: a cut found the same ceiling as the one before it, or the kept cuts begin
+     * after the limiter's first. The start's ceilings are not a quota that may come back: each
+     * process reads its share while another is paused by a Retry-After or still unlimited, and
+     * the next cuts find less. Counted in `peak`, such a ceiling kept the hold from doubling for
+     * as long as it was kept, and a process cruising at its real share probed every few seconds.
+     */
+    let settled = false;
     for (const cut of cuts) {
       const A = cut.acceptedRate;
       if (unsure && E !== undefined) {
@@ -142,7 +151,8 @@ export function probe(options: ProbeOptions = {}): RateController {
         stable = same(A, E) ? stable + 1 : 0;
         recall = unsure ? Math.max(recall, E) : A;
         E = A;
-        if (!unsure) peak = Math.max(peak, E);
+        if (stable > 0) settled = true;
+        if (!unsure && settled) peak = Math.max(peak, E);
         continue;
       }
       const before = E;
@@ -170,7 +180,8 @@ export function probe(options: ProbeOptions = {}): RateController {
       }
       recall = E;
       stable = before !== undefined && same(E, before) ? stable + 1 : 0;
-      peak = Math.max(peak, E);
+      if (stable > 0 || (before === undefined && cut.acceptedRateSincePrevious !== undefined)) settled = true;
+      if (settled) peak = Math.max(peak, E);
     }
     return { E: E ?? 0, own, stable, unsure, recall: Math.max(recall, E ?? 0), peak };
   };
@@ -214,7 +225,7 @@ export function probe(options: ProbeOptions = {}): RateController {
         const { E, own, stable, unsure, recall, peak } = learn(s.decreases);
         const drain = own ? drainLeft(o.drainTime, s.pauseSinceLastDecrease) : 0;
         // Randomized; doubles for each cut in a row at the same ceiling (a new ceiling resets it),
-        // but not well below the highest ceiling the kept cuts found (the quota dropped, or a
+        // but not well below the highest ceiling the kept cuts found past the start (the quota dropped, or a
         // competitor came: it may come back). No hold while the ceiling is only the start's
         // estimate: the next cut sets it. Longer with more than two instances probing on their
         // own (see holdScale).
