@@ -951,6 +951,21 @@ describe('AdaptiveRateLimiter: edge cases (slow start, rounding, pauses, refunds
     expect(limiter.rate).toBe(300);
   });
 
+  it('keeps what it booked of its cuts, rescaled, when the instance count changes (a start-capped first cut stays one)', () => {
+    const spy = spyController();
+    const { clock, limiter } = setup({ initialUnitsPerMinute: 1_200, controller: spy.controller });
+    // A 429 within the first second of answers: the first cut is booked start-capped.
+    limiter.tryAcquire()!.success();
+    clock.advance(100);
+    limiter.tryAcquire()!.throttled();
+    limiter.update({ instanceCount: 2 });
+    clock.advance(2_000);
+    limiter.tryAcquire()!.throttled();
+    const { decreases } = spy.states.at(-1)!.state;
+    expect(decreases).toHaveLength(1);
+    expect(decreases[0]).toMatchObject({ rateBefore: 600, startCapped: true });
+  });
+
   it('clears its timer when the last waiter aborts', () => {
     const { clock, limiter } = setup({ initialUnitsPerMinute: 60 });
     limiter.tryAcquire();

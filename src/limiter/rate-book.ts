@@ -67,7 +67,9 @@ export class RateBook {
     if (this.#asking !== undefined) this.#asking.reuse = mayReuseState(controller);
     this.#rateBeforeLastDecrease *= share;
     if (share !== 1) {
+      // Every field a cut was booked with (a start-capped first cut stays one), its rates rescaled.
       this.#decreases = this.#decreases.map((d) => ({
+        ...d,
         rateBefore: d.rateBefore * share,
         acceptedRate: d.acceptedRate * share,
         acceptedRateSincePrevious:
