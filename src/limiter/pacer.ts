@@ -42,20 +42,6 @@ export const WAKE_BATCH_MS = 2;
  * processes at 150,000/min each against nginx's `burst=10`: 3 each, not 6-8).
  */
 export const WAKE_GAP_MS = 0.25;
-/**
- * Where slots are under a millisecond apart but a timer wake is not batched (60,000-240,000
- * units/min for one unit: a {@link TICK_MS} bounds the bunch, not {@link BUNCH_REQUESTS}), a grant
- * lets at most this many ms of the rate go at once (5 requests at 150,000/min): two processes'
- * bunches together stay within nginx's `burst=10`. A waiter's timer later than that keeps its
- * slot all the same: the slots past this bound, up to a {@link TICK_MS} late, are owed and come
- * back over the next grants (see {@link REPAY_SHARE}), not all at once and not dropped.
- */
-const SPREAD_MS = 2;
-/**
- * Owed slots come back as this share of each later grant's gap (2 %: below the probe's 3 % cruise
- * margin, so the repaid slots fit under the ceiling; 2 ms owed at 150,000/min take 100 ms).
- */
-const REPAY_SHARE = 0.02;
 /** Float slots within this many ms of now count as due. */
 const EPSILON_MS = 1e-6;
 
@@ -80,8 +66,6 @@ export class Pacer implements RateGate {
   #tat: number;
   /** The last `now` seen, for `tokens`. */
   #now: number;
-  /** Ms of late slots (at the send rate) a bunch bound put off: later grants take them back. */
-  #owed = 0;
 
   constructor(rate: number, now: number) {
     this.rate = rate;
@@ -134,7 +118,6 @@ export class Pacer implements RateGate {
   /** Spaces the slots from `now` at min(rate, ceiling). */
   #respace(now: number): void {
     this.refill(now);
-    this.#owed = 0;
     const next = Math.min(this.rate, this.ceiling);
     if (!this.#free && Number.isFinite(next) && this.#tat > now) {
       // Slots already reserved are units owed: they take longer at a lower rate.
@@ -179,38 +162,11 @@ export class Pacer implements RateGate {
     // The bunch a grant may end: BUNCH_REQUESTS of its size, or a tick, within the bounds in ms.
     const bunch = Math.max(TICK_MS, BUNCH_REQUESTS * gap);
     const late = waited && this.#tat >= now - Math.min(PACING_CATCH_UP_MS, bunch);
-    if (this.#spread(gap)) {
-      this.#takeSpread(gap, now, late);
-      return;
-    }
     this.#tat = (late ? this.#tat : Math.max(this.#tat, now - Math.min(PACING_SLACK_MS, bunch))) + gap;
-  }
-
-  /**
-   * Whether a grant of `gap` ms is bounded by {@link SPREAD_MS}: slots under a millisecond apart
-   * (4 of them within a {@link TICK_MS}), at least {@link WAKE_GAP_MS} apart (a batched wake keeps
-   * its {@link TICK_MS}).
-   */
-  #spread(gap: number): boolean {
-    return BUNCH_REQUESTS * gap < TICK_MS && gap >= WAKE_GAP_MS;
-  }
-
-  /**
-   * {@link take} for a gap {@link #spread} bounds: at most {@link SPREAD_MS} of the rate goes at
-   * once. A `late` waiter's slots past that are owed (up to a {@link TICK_MS} late, as without the
-   * bound), and each grant after it comes {@link REPAY_SHARE} of a gap early until they are back.
-   */
-  #takeSpread(gap: number, now: number, late: boolean): void {
-    const floor = now - SPREAD_MS;
-    if (late && this.#tat < floor) this.#owed = Math.min(TICK_MS - SPREAD_MS, this.#owed + floor - this.#tat);
-    const repaid = Math.min(this.#owed, gap * REPAY_SHARE);
-    this.#owed -= repaid;
-    this.#tat = Math.max(this.#tat, floor) + gap - repaid;
   }
 
   /** The next slot one unit after `now`. */
   empty(now: number): void {
-    this.#owed = 0;
     if (!this.#free) this.#tat = now + this.#ms(1);
   }
 
