@@ -25,7 +25,9 @@ export interface ProbeOptions {
    * The first probe step for the WHOLE budget (units/min, > 0, finite); each process adds
    * `probeStep / instanceCount`. The step doubles each round: +1, +2, +4 … steps above the
    * cruise rate, the same for every client, so competing clients converge to fair shares. At
-   * 6,000 requests/min and more (measured) the first step is at least 5 % of the ceiling.
+   * 6,000 requests/min and more (measured) the first step is at least 5 % of the ceiling (then
+   * proportional to each client's own ceiling); a shared budget's state does not count requests,
+   * so it keeps this step at every rate.
    * @default 60
    */
   probeStep?: number;
