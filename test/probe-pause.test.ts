@@ -156,6 +156,32 @@ describe('probe on a limiter: the start estimate', () => {
   });
 });
 
+/**
+ * A strict leaky bucket letting `quota` units/min through (burst 5), 429 with Retry-After: 1, fed
+ * by a saturated sender: every 10 ms `send` takes every slot the limiter gives.
+ */
+function strictBucket(limiter: AdaptiveRateLimiter, clock: ManualClock) {
+  let tat = 0;
+  const bucket = {
+    quota: 3_000,
+    send(ms: number) {
+      for (let t = 0; t < ms; t += 10) {
+        clock.advance(10);
+        for (let p = limiter.tryAcquire(); p !== undefined; p = limiter.tryAcquire()) {
+          const now = clock.now();
+          const gap = 60_000 / bucket.quota;
+          if (tat - now > 5 * gap) p.throttled(1_000);
+          else {
+            tat = Math.max(tat, now) + gap;
+            p.success();
+          }
+        }
+      }
+    },
+  };
+  return bucket;
+}
+
 describe('probe on a limiter: a quota that dropped and came back', () => {
   it('does not double its hold at a ceiling well below the highest it found: it probes for the quota within seconds of its return', () => {
     const clock = new ManualClock(0);
@@ -165,30 +191,15 @@ describe('probe on a limiter: a quota that dropped and came back', () => {
       initialUnitsPerMinute: 1_000,
       random: () => 0,
     });
-    /** A strict leaky bucket letting `quota` units/min through (burst 5), 429 with Retry-After: 1. */
-    let quota = 3_000;
-    let tat = 0;
-    const send = (ms: number) => {
-      for (let t = 0; t < ms; t += 10) {
-        clock.advance(10);
-        for (let p = limiter.tryAcquire(); p !== undefined; p = limiter.tryAcquire()) {
-          const now = clock.now();
-          const gap = 60_000 / quota;
-          if (tat - now > 5 * gap) p.throttled(1_000);
-          else {
-            tat = Math.max(tat, now) + gap;
-            p.success();
-          }
-        }
-      }
-    };
+    const bucket = strictBucket(limiter, clock);
+    const send = bucket.send;
     send(30_000);
     expect(limiter.rate).toBeGreaterThan(2_700);
     // Another client takes half of the quota for a minute: cut after cut at the same low ceiling.
-    quota = 1_500;
+    bucket.quota = 1_500;
     send(60_000);
     expect(limiter.rate).toBeLessThan(1_600);
-    quota = 3_000;
+    bucket.quota = 3_000;
     let back: number | undefined;
     for (let t = 0; t < 40_000 && back === undefined; t += 100) {
       send(100);
@@ -209,31 +220,16 @@ describe('probe on a limiter: a share found after the start', () => {
       initialUnitsPerMinute: 1_000,
       random: () => 0,
     });
-    /** A strict leaky bucket letting `quota` units/min through (burst 5), 429 with Retry-After: 1. */
-    let quota = 3_000;
-    let tat = 0;
+    const bucket = strictBucket(limiter, clock);
+    const send = bucket.send;
     let cuts = 0;
     limiter.on('decreased', () => cuts++);
-    const send = (ms: number) => {
-      for (let t = 0; t < ms; t += 10) {
-        clock.advance(10);
-        for (let p = limiter.tryAcquire(); p !== undefined; p = limiter.tryAcquire()) {
-          const now = clock.now();
-          const gap = 60_000 / quota;
-          if (tat - now > 5 * gap) p.throttled(1_000);
-          else {
-            tat = Math.max(tat, now) + gap;
-            p.success();
-          }
-        }
-      }
-    };
     // The start reads the whole quota (the other process is not sending yet) ...
     send(9_000);
     expect(cuts).toBe(2);
     // ... then the other process takes half: cut after cut down to this process's share, where
     // its own probes find the same ceiling again.
-    quota = 1_500;
+    bucket.quota = 1_500;
     while (cuts < 7) send(10);
     send(1_000); // the Retry-After pause, which counts toward the drain
     const cruise = limiter.rate;
