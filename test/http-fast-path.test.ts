@@ -115,6 +115,60 @@ describe('adaptiveRateLimit: the fast path', () => {
     expect(failed.after).toBeUndefined();
   });
 
+  it("lets go of the attempt when the caller's own onResponseError throws (the throw goes on down)", async () => {
+    const server = await serve({
+      respond: (req, res) => {
+        // An error after the response start (the caller has the response), and one before it.
+        if (req.url === '/broken')
+          res.writeHead(200, { 'content-length': '10' }).write('part', () => res.destroy());
+        else if (req.url === '/cut') req.socket.destroy();
+        else return false;
+        return true;
+      },
+    });
+    // Placed inside the limiter (listed before it): catches what the limiter's attempts throw to
+    // undici's core, where the caller's throw would go without the limiter.
+    const thrown: unknown[] = [];
+    const catcher: Dispatcher.DispatcherComposeInterceptor = (dispatch) => (opts, handler) =>
+      dispatch(opts, {
+        onRequestStart: (controller, context) => handler.onRequestStart?.(controller, context),
+        onResponseStart: (controller, status, headers, message) =>
+          handler.onResponseStart?.(controller, status, headers, message),
+        onResponseData: (controller, chunk) => handler.onResponseData?.(controller, chunk),
+        onResponseEnd: (controller, trailers) => handler.onResponseEnd?.(controller, trailers),
+        onResponseError: (controller, error) => {
+          try {
+            handler.onResponseError?.(controller, error);
+          } catch (caught) {
+            thrown.push(caught);
+          }
+        },
+      });
+    const agent = agentWith(catcher, limit({ default: NEVER_BINDS }));
+    for (const path of ['/broken', '/cut']) {
+      const failed = await new Promise<unknown>((resolve) => {
+        let controller: Dispatcher.DispatchController | undefined;
+        agent.dispatch(
+          { origin: server.origin, path, method: 'GET' },
+          {
+            onRequestStart: (c) => {
+              controller = c;
+            },
+            onResponseError: () => {
+              setImmediate(() => resolve((controller as unknown as { attempt: unknown }).attempt));
+              throw new Error(`caller bug on ${path}`);
+            },
+          },
+        );
+      });
+      expect(failed).toBeUndefined();
+    }
+    expect(thrown.map((error) => (error as Error).message)).toEqual([
+      'caller bug on /broken',
+      'caller bug on /cut',
+    ]);
+  });
+
   it('lets go of the last attempt when the request fails inside the interceptor, on the fast path and in the loop', async () => {
     let second = 0;
     const server = await serve({
