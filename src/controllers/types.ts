@@ -73,6 +73,8 @@ export interface DecreaseRecord {
    * the server's), or in the first second after fewer than 16 answers (read over a slot at least).
    */
   readonly startCapped?: boolean;
+  /** Requests/min measured at the cut (`measuredRequestRate`); absent when none was measured (and in a budget shared through Redis). */
+  readonly requestRate?: number;
 }
 
 /**
