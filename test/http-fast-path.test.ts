@@ -318,6 +318,56 @@ describe('adaptiveRateLimit: the fast path', () => {
     await expect(get(agent, `${server.origin}/`)).rejects.toThrow('controller bug');
   });
 
+  it('answers the permit of a request whose classify throws: the cold start does not keep its units in flight', async () => {
+    const server = await serve({
+      respond: (req, res) => {
+        if (req.url !== '/bad') return false;
+        res.writeHead(500).end('bad');
+        return true;
+      },
+    });
+    const classify = (status: number) => {
+      if (status === 500) throw new Error('classify bug');
+      return undefined;
+    };
+    // No initial rate: the cold start lets 10 requests be in flight, and the clock never moves.
+    const rl = limit({ clock: new ManualClock(), classify });
+    const agent = agentWith(rl);
+    const limiter = rl.registry.limiterFor(server.origin);
+    for (let i = 0; i < 10; i++) {
+      await expect(get(agent, `${server.origin}/bad`)).rejects.toThrow('classify bug');
+    }
+    // Ten answers came: none is in flight, so the next request is sent at once, not queued.
+    const next = get(agent, `${server.origin}/ok`);
+    expect(limiter?.snapshot()).toMatchObject({ inFlightCap: 10, queued: 0 });
+    expect((await next).status).toBe(200);
+  });
+
+  it('answers the permit when classify throws on a retry in the attempt loop', async () => {
+    let second = 0;
+    const server = await serve({
+      respond: (req, res) => {
+        if (req.url !== '/429-then-500') return false;
+        if (second++ === 0) res.writeHead(429, { 'retry-after': '0' }).end();
+        else res.writeHead(500).end('bad');
+        return true;
+      },
+    });
+    const classify = (status: number) => {
+      if (status === 500) throw new Error('classify bug');
+      return undefined;
+    };
+    const rl = limit({ default: NEVER_BINDS, classify });
+    const agent = agentWith(rl);
+    const limiter = rl.registry.limiterFor(server.origin);
+    const failed = vi.fn();
+    limiter?.on('failed', failed);
+    await expect(get(agent, `${server.origin}/429-then-500`)).rejects.toThrow('classify bug');
+    expect(second).toBe(2);
+    // The retry's answer came: its permit is answered (failed), as any failed answer is.
+    expect(failed).toHaveBeenCalledTimes(1);
+  });
+
   it('frees the maxConcurrent slot when an acquired listener throws', async () => {
     const server = await serve();
     const rl = limit({ limiters: { api: { origins: [server.origin], ...NEVER_BINDS, maxConcurrent: 1 } } });
