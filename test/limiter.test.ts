@@ -615,8 +615,14 @@ describe('AdaptiveRateLimiter: increases', () => {
       instanceCount: 1,
     };
     const cut = { ...common, rate: 300, measuredRateAtLastDecrease: 56, pauseSinceLastDecrease: 1_500 };
+    // The cut's record keeps the request rate measured at it (56 requests/min of one unit).
     const decreases = [
-      { rateBefore: 600, acceptedRate: 46.15384615384615, acceptedRateSincePrevious: undefined },
+      {
+        rateBefore: 600,
+        acceptedRate: 46.15384615384615,
+        acceptedRateSincePrevious: undefined,
+        requestRate: 56,
+      },
     ];
     // What a new state showed at each call before the limiter could reuse one.
     const expected = [

@@ -142,8 +142,10 @@ export function probe(options: ProbeOptions = {}): RateController {
      * as long as it was kept, and a process cruising at its real share probed every few seconds.
      */
     let settled = false;
+    let previous: DecreaseRecord | undefined;
     for (const cut of cuts) {
-      const A = cut.acceptedRate;
+      const A = fastReading(cut, previous, o.minCutFactor);
+      previous = cut;
       if (unsure && E !== undefined) {
         // What got through sets the ceiling. Found higher, after a climb: it is sure. Found lower
         // (the first estimate was high, and this cut came soon after it, on windows a pause
@@ -197,6 +199,7 @@ export function probe(options: ProbeOptions = {}): RateController {
         rateBefore: s.rate,
         acceptedRate: accepted,
         acceptedRateSincePrevious: s.acceptedRateSinceLastDecrease,
+        ...requestRateOf(s),
       };
       const { E, own } = learn([...s.decreases, cut]);
       // Our own overshoot drains below the ceiling; a throttle while cruising cruises below the new one.
@@ -296,6 +299,30 @@ function climbStep(base: number, E: number, requestsPerMinute: number | undefine
  */
 function readAtFullSpeed(cut: DecreaseRecord): boolean {
   return cut.unlimited === true && cut.startCapped !== true && cut.acceptedRate < FAST_REQUESTS;
+}
+
+/**
+ * What got through at `cut`, as the probe reads it: at {@link FAST_REQUESTS} and more (measured
+ * at the cut or at the one before; a Retry-After pause empties the measured rate's buckets), at
+ * least `minCutFactor` of the rate the cut started from, the rate the cut goes to at the lowest.
+ * A 429 a few ms after a pause ends reads those ms over a slot of 250 ms, a third of the rate:
+ * the rate goes to half, and a ceiling of a third would then hold the process near half its
+ * share for 10-25 s, its probe steps a fraction of that ceiling.
+ */
+function fastReading(
+  cut: DecreaseRecord,
+  previous: DecreaseRecord | undefined,
+  minCutFactor: number,
+): number {
+  const requests = Math.max(cut.requestRate ?? 0, previous?.requestRate ?? 0);
+  return requests >= FAST_REQUESTS
+    ? Math.max(cut.acceptedRate, minCutFactor * cut.rateBefore)
+    : cut.acceptedRate;
+}
+
+/** The requests/min measured at a cut, for its record (`requestRate`), from its controller's state. */
+export function requestRateOf(s: Pick<RateControllerState, 'measuredRequestRate'>): { requestRate?: number } {
+  return s.measuredRequestRate === undefined ? {} : { requestRate: s.measuredRequestRate };
 }
 
 /**

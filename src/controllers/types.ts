@@ -79,6 +79,8 @@ export interface DecreaseRecord {
    * filled, not over a ramp.
    */
   readonly unlimited?: boolean;
+  /** Requests/min measured at the cut (`measuredRequestRate`); absent when none was measured (and in a budget shared through Redis). */
+  readonly requestRate?: number;
 }
 
 /**
