@@ -102,6 +102,23 @@ describe("the budget's controller, once for the budget (ManualClock, MemoryBudge
     expect(a.limiter.rate + b.limiter.rate).toBeCloseTo(store.rate!, -1);
   });
 
+  it('leaving "unlimited", the member that cut takes an equal part of the members heard, not the whole rate', () => {
+    const clock = new ManualClock();
+    const controller = recording();
+    const { store, budgets } = members(3, clock, { controller, initialUnitsPerMinute: undefined });
+    const [a, b, c] = budgets as [SharedBudget, SharedBudget, SharedBudget];
+    send(clock, budgets, 5, 3_000); // 6,000 units/min each, all accepted: no share answered yet
+    expect(a.state.share).toBeUndefined();
+    a.tryAcquire()!.throttled(); // no Retry-After: a keeps sending at what the cut left it
+    const whole = store.rate!;
+    expect(whole).toBeCloseTo(9_000, -2); // the recording controller halves the accepted 18,000
+    // Before: the store's answer gave a the whole rate (its part was the guess, 1 member) until
+    // its next heartbeat, while b and c were still unlimited.
+    expect(a.limiter.rate).toBeCloseTo(whole / 3, 0);
+    clock.advance(250); // every member hears of the cut
+    expect(a.limiter.rate + b.limiter.rate + c.limiter.rate).toBeCloseTo(whole, -1);
+  });
+
   it('runs the probe controller by default, once for the budget: drains at 0.9 × the accepted sum', () => {
     const clock = new ManualClock();
     const { store, budgets } = members(2, clock, { initialUnitsPerMinute: undefined });
