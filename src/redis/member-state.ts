@@ -158,6 +158,22 @@ export class MemberState {
     return this.#era;
   }
 
+  /** True until the budget has a whole rate: no initial rate, and no cut answered yet. */
+  get unlimited(): boolean {
+    return this.#rate === undefined;
+  }
+
+  /**
+   * The budget's first cut (leaving "unlimited") computed from the last heartbeat's answer, whose
+   * reports every member made after the throttle (coordinator.ts): the fresh accepted sum, halved
+   * (see BudgetController.cut).
+   */
+  freshFirstCut(): CutPlan {
+    const now = this.#clock.now();
+    const part = this.#part;
+    return this.#controller.cut(now, this.acceptedRate(), this.limiter.rate, part, true);
+  }
+
   /** True while the store cannot be reached. */
   get degraded(): boolean {
     return this.#degraded;
