@@ -146,20 +146,24 @@ export async function makeSender(job: ClientJob): Promise<Sender> {
 
   if (row.kind === 'oracle') {
     const pacer = new EvenPacer(row.perMinute);
+    const trace = process.env.ARL_BENCH_TRACE ? new Throttles() : undefined;
     return {
       attempts,
       async call(signal) {
         let status = 0;
+        trace?.start();
         for (let attempt = 1; attempt <= job.maxAttempts; attempt++) {
           await pacer.slot();
           if (signal.aborted) throw signal.reason;
           status = (await get(signal)).status;
+          if (status === 429) trace?.record();
           if (status !== 429) break;
         }
         return statusOutcome(status);
       },
       async close() {
         pacer.close();
+        trace?.report(row.perMinute);
         await agent.close();
       },
     };
@@ -303,6 +307,46 @@ function traceLimiter(find: () => AdaptiveRateLimiter | undefined, attempts: Att
     process.stderr.write(`${line.join(' ')}\n`);
   }, 1_000);
   timer.unref();
+}
+
+/** A `Retry-After: 1` the oracle's 429s carry: the pause a client honouring it would take (ms). */
+const RETRY_AFTER_MS = 1_000;
+
+/**
+ * `ARL_BENCH_TRACE=1`, the oracle's rows: when its 429s came, and what they would cost a client
+ * that honours `Retry-After` (the oracle does not). At the end, one line on stderr: the 429s,
+ * the "pauses" (a 429 a second or more after the last pause began: one honouring client would
+ * have paused for, since a paused client draws no 429), those per minute of the run, and the
+ * time such a client would have spent paused, as a part of the run.
+ */
+class Throttles {
+  #first: number | undefined;
+  #count = 0;
+  #pauses = 0;
+  #pauseAt = Number.NEGATIVE_INFINITY;
+
+  start(): void {
+    this.#first ??= performance.now();
+  }
+
+  record(): void {
+    const now = performance.now();
+    this.#count++;
+    if (now - this.#pauseAt >= RETRY_AFTER_MS) {
+      this.#pauses++;
+      this.#pauseAt = now;
+    }
+  }
+
+  report(perMinute: number): void {
+    const span = Math.max(1, performance.now() - (this.#first ?? performance.now()));
+    const minutes = span / 60_000;
+    process.stderr.write(
+      `oracle ${process.pid} at ${perMinute}/min: ${this.#count} 429s, ${this.#pauses} pauses ` +
+        `(${(this.#pauses / minutes).toFixed(1)}/min over ${(span / 1000).toFixed(1)} s), ` +
+        `paused ${((100 * this.#pauses * RETRY_AFTER_MS) / span).toFixed(1)} % of that time under Retry-After\n`,
+    );
+  }
 }
 
 /** How late a slot of the oracle may go and still keep its place (ms): about one timer tick. */

@@ -147,7 +147,14 @@ async function attempts<T>(plan: AttemptPlan<T>, first: Permit | undefined): Pro
       result = await plan.send(attempt);
     } catch (error) {
       release?.();
-      const outcome = plan.classifyError ? plan.classifyError(error) : ({ kind: 'failed' } as const);
+      let outcome: Outcome;
+      try {
+        outcome = plan.classifyError ? plan.classifyError(error) : ({ kind: 'failed' } as const);
+      } catch (thrown) {
+        // The attempt is over: its permit is answered, or the limiter counts it in flight.
+        permit.failed();
+        throw thrown;
+      }
       if (judge(permit, outcome, attempt, plan.maxAttempts, () => plan.canRetryError?.(error) ?? true)) {
         heldError = { error };
         continue;
@@ -155,7 +162,15 @@ async function attempts<T>(plan: AttemptPlan<T>, first: Permit | undefined): Pro
       throw error;
     }
     release?.();
-    const outcome = plan.classify(result);
+    let outcome: Outcome;
+    try {
+      outcome = plan.classify(result);
+    } catch (error) {
+      // A classify that throws fails the request; the answer came, so its permit is answered
+      // (failed, no cut), or the limiter counts it in flight (a cold start's cap stays taken).
+      permit.failed();
+      throw error;
+    }
     if (!judge(permit, outcome, attempt, plan.maxAttempts, () => plan.canRetry?.(result) ?? true))
       return result;
     held = { result: plan.hold ? plan.hold(result) : result };

@@ -84,6 +84,18 @@ describe('CrowdWait: the wait after a 429 that says nothing, before a rate is le
     expect(again.throttled(1 - Number.EPSILON, 60_000, 60_000)).toBeCloseTo(68_600 + 5_720 - 60_000, 0);
   });
 
+  it('keeps the row through a success sent before the wait, and counts it toward learning', () => {
+    const crowd = new CrowdWait();
+    crowd.throttled(0.5, 60_000, 0);
+    crowd.success(true);
+    // Still a second in a row: past the first window's end (60 s), within 12 s more.
+    expect(crowd.throttled(0, 60_000, 30_500)).toBe(29_500);
+    for (let i = 0; i < CROWD_LEARNED - 2; i++) crowd.success(true);
+    expect(crowd.learned).toBe(false);
+    crowd.success(true);
+    expect(crowd.learned).toBe(true);
+  });
+
   it('never waits more than a minute nor the cap', () => {
     const crowd = new CrowdWait();
     crowd.success();
@@ -166,6 +178,23 @@ describe('AdaptiveRateLimiter: the crowd wait of a cold start', () => {
     expect(limiter.snapshot().pausedUntil).toBeCloseTo(60_000 + 6_000, 6);
   });
 
+  it('keeps a success answered during its wait from ending the row: its request was sent before the wait', () => {
+    const { clock, limiter } = fresh();
+    const early = take(limiter);
+    take(limiter).throttled();
+    // No success: a window of 60 s, the wait in its middle (30.5 s).
+    expect(limiter.snapshot().pausedUntil).toBeCloseTo(30_500, 6);
+    // The other request, sent with the first, is served during the wait: it says nothing of the
+    // bucket since, and counts toward learning only.
+    clock.advance(1_000);
+    early.success();
+    clock.advance(29_500);
+    // The next request's 429 is the second in a row: past 60 s, in the middle of the next 12 s
+    // (not read as a 429 after a served wait: late in a window of 0.55 of 58 s, at 56.02 s).
+    take(limiter).throttled();
+    expect(limiter.snapshot().pausedUntil).toBeCloseTo(60_000 + 6_000, 6);
+  });
+
   it('ends the fourth bare 429 in a row within short slices after the first: 81.2 s for one success', () => {
     const { clock, limiter } = fresh();
     take(limiter).success();
@@ -188,25 +217,26 @@ describe('AdaptiveRateLimiter: the crowd wait of a cold start', () => {
   it('pauses a bare 429 after a served wait to late in a shorter window', () => {
     const { clock, limiter } = fresh();
     for (let i = 0; i < 4; i++) take(limiter).success();
-    const served = take(limiter);
     take(limiter).throttled();
-    // 4 successes: a window of 52 s, the wait in its middle (26.5 s); then a fifth is served.
+    // 4 successes: a window of 52 s, the wait in its middle (26.5 s); then a fifth, sent after
+    // it, is served, and the next request (0.1 s later) meets the bucket it emptied.
     clock.advance(26_500);
-    served.success();
+    take(limiter).success();
+    clock.advance(100);
     take(limiter).throttled();
-    // 5 successes: 50 s, at least 0.55 of it (27.5 s; the last window has 25.5 s left), the wait
-    // from 0.6 of it: the middle of 16.5-27.5 s from 26.5 s (a fresh window: 25.5 s, ending at 52 s).
-    expect(limiter.snapshot().pausedUntil).toBeCloseTo(26_500 + 16_500 + 0.5 * (27_500 - 16_500), 6);
+    // 5 successes: 50 s, at least 0.55 of it (27.5 s; the last window has 25.4 s left), the wait
+    // from 0.6 of it: the middle of 16.5-27.5 s from 26.6 s (a fresh window: 25.4 s, ending at 52 s).
+    expect(limiter.snapshot().pausedUntil).toBeCloseTo(26_600 + 16_500 + 0.5 * (27_500 - 16_500), 6);
   });
 
   it('draws a fresh window for a bare 429 long after a served wait (a quiet process, an hour later)', () => {
     const { clock, limiter } = fresh();
     for (let i = 0; i < 10; i++) take(limiter).success();
-    const served = take(limiter);
     take(limiter).throttled();
-    // 10 successes: a window of 40 s, the wait in its middle (20.5 s); then it is served.
-    clock.advance(20_500);
-    served.success();
+    // 10 successes: a window of 40 s, the wait in its middle (20.5 s); then a request sent after
+    // it is served.
+    clock.advance(21_000);
+    take(limiter).success();
     // An hour later, with 11 successes: a fresh window of 38 s from now, the wait in its middle
     // (not drawn from 0.6 of 0.55 of it: 16.72 s).
     clock.advance(3_600_000);

@@ -115,6 +115,60 @@ describe('adaptiveRateLimit: the fast path', () => {
     expect(failed.after).toBeUndefined();
   });
 
+  it("lets go of the attempt when the caller's own onResponseError throws (the throw goes on down)", async () => {
+    const server = await serve({
+      respond: (req, res) => {
+        // An error after the response start (the caller has the response), and one before it.
+        if (req.url === '/broken')
+          res.writeHead(200, { 'content-length': '10' }).write('part', () => res.destroy());
+        else if (req.url === '/cut') req.socket.destroy();
+        else return false;
+        return true;
+      },
+    });
+    // Placed inside the limiter (listed before it): catches what the limiter's attempts throw to
+    // undici's core, where the caller's throw would go without the limiter.
+    const thrown: unknown[] = [];
+    const catcher: Dispatcher.DispatcherComposeInterceptor = (dispatch) => (opts, handler) =>
+      dispatch(opts, {
+        onRequestStart: (controller, context) => handler.onRequestStart?.(controller, context),
+        onResponseStart: (controller, status, headers, message) =>
+          handler.onResponseStart?.(controller, status, headers, message),
+        onResponseData: (controller, chunk) => handler.onResponseData?.(controller, chunk),
+        onResponseEnd: (controller, trailers) => handler.onResponseEnd?.(controller, trailers),
+        onResponseError: (controller, error) => {
+          try {
+            handler.onResponseError?.(controller, error);
+          } catch (caught) {
+            thrown.push(caught);
+          }
+        },
+      });
+    const agent = agentWith(catcher, limit({ default: NEVER_BINDS }));
+    for (const path of ['/broken', '/cut']) {
+      const failed = await new Promise<unknown>((resolve) => {
+        let controller: Dispatcher.DispatchController | undefined;
+        agent.dispatch(
+          { origin: server.origin, path, method: 'GET' },
+          {
+            onRequestStart: (c) => {
+              controller = c;
+            },
+            onResponseError: () => {
+              setImmediate(() => resolve((controller as unknown as { attempt: unknown }).attempt));
+              throw new Error(`caller bug on ${path}`);
+            },
+          },
+        );
+      });
+      expect(failed).toBeUndefined();
+    }
+    expect(thrown.map((error) => (error as Error).message)).toEqual([
+      'caller bug on /broken',
+      'caller bug on /cut',
+    ]);
+  });
+
   it('lets go of the last attempt when the request fails inside the interceptor, on the fast path and in the loop', async () => {
     let second = 0;
     const server = await serve({
@@ -262,6 +316,56 @@ describe('adaptiveRateLimit: the fast path', () => {
     const rl = limit({ default: { ...NEVER_BINDS, controller: broken } });
     const agent = agentWith(rl);
     await expect(get(agent, `${server.origin}/`)).rejects.toThrow('controller bug');
+  });
+
+  it('answers the permit of a request whose classify throws: the cold start does not keep its units in flight', async () => {
+    const server = await serve({
+      respond: (req, res) => {
+        if (req.url !== '/bad') return false;
+        res.writeHead(500).end('bad');
+        return true;
+      },
+    });
+    const classify = (status: number) => {
+      if (status === 500) throw new Error('classify bug');
+      return undefined;
+    };
+    // No initial rate: the cold start lets 10 requests be in flight, and the clock never moves.
+    const rl = limit({ clock: new ManualClock(), classify });
+    const agent = agentWith(rl);
+    const limiter = rl.registry.limiterFor(server.origin);
+    for (let i = 0; i < 10; i++) {
+      await expect(get(agent, `${server.origin}/bad`)).rejects.toThrow('classify bug');
+    }
+    // Ten answers came: none is in flight, so the next request is sent at once, not queued.
+    const next = get(agent, `${server.origin}/ok`);
+    expect(limiter?.snapshot()).toMatchObject({ inFlightCap: 10, queued: 0 });
+    expect((await next).status).toBe(200);
+  });
+
+  it('answers the permit when classify throws on a retry in the attempt loop', async () => {
+    let second = 0;
+    const server = await serve({
+      respond: (req, res) => {
+        if (req.url !== '/429-then-500') return false;
+        if (second++ === 0) res.writeHead(429, { 'retry-after': '0' }).end();
+        else res.writeHead(500).end('bad');
+        return true;
+      },
+    });
+    const classify = (status: number) => {
+      if (status === 500) throw new Error('classify bug');
+      return undefined;
+    };
+    const rl = limit({ default: NEVER_BINDS, classify });
+    const agent = agentWith(rl);
+    const limiter = rl.registry.limiterFor(server.origin);
+    const failed = vi.fn();
+    limiter?.on('failed', failed);
+    await expect(get(agent, `${server.origin}/429-then-500`)).rejects.toThrow('classify bug');
+    expect(second).toBe(2);
+    // The retry's answer came: its permit is answered (failed), as any failed answer is.
+    expect(failed).toHaveBeenCalledTimes(1);
   });
 
   it('frees the maxConcurrent slot when an acquired listener throws', async () => {

@@ -102,6 +102,46 @@ describe('probe: the climb at many requests a second', () => {
   });
 });
 
+describe('probe: a window a pause emptied, at many requests a second', () => {
+  const controller = probe();
+  // A sure ceiling of 20,000 found at 20,000 requests/min, cruising at 97 % of it (19,400); a 429
+  // 30 ms after a Retry-After pause ended: those ms read over a slot of 250 ms, a third of the rate.
+  const cruising = (scale: number, requests: number) => {
+    const first: DecreaseRecord = {
+      rateBefore: 22_000 * scale,
+      acceptedRate: 20_000 * scale,
+      acceptedRateSincePrevious: 20_000 * scale,
+      requestRate: requests,
+    };
+    const cut: DecreaseRecord = {
+      rateBefore: 19_400 * scale,
+      acceptedRate: 6_500 * scale,
+      acceptedRateSincePrevious: 6_500 * scale,
+      // The pause emptied the measured rate's buckets: under 6,000 at the cut itself.
+      requestRate: requests / 4,
+    };
+    // After the cut: to the floor (half of 19,400), then the hold (4 s, random 0) and one round.
+    return state({
+      rate: 9_700 * scale,
+      decreases: [first, cut],
+      measuredRate: 9_700 * scale,
+      measuredRequestRate: requests / 2,
+      sinceLastDecrease: 4_000,
+      sinceLastIncrease: 4_000,
+    });
+  };
+
+  it('reads at least half the rate the cut started from: the climb goes on from the floor, by steps of it', () => {
+    // The ceiling is 9,700 (not 6,500): the cruise rate (9,409) plus the first step (5 % of it).
+    expect(controller.onSuccess(cruising(1, 20_000))).toBeCloseTo(9_700 * 0.97 + 9_700 * 0.05, 6);
+  });
+
+  it('keeps reading what got through below 6,000 requests/min', () => {
+    // A ceiling of 650 with the budget's step of 60: under the 970 the floor left, no change yet.
+    expect(controller.onSuccess(cruising(0.1, 2_000))).toBeUndefined();
+  });
+});
+
 const flush = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 /** An answer for `send`: the first is a 429 with a Retry-After of 1 s, every later one 'ok'. */
@@ -169,6 +209,30 @@ describe('limiter: at thousands a second', () => {
     }
     expect(seen[0]).toBeUndefined();
     expect(seen.at(-1)).toBeCloseTo(120_000, -3);
+  });
+
+  it('books each cut with the requests/min measured at it', () => {
+    const clock = new ManualClock(0);
+    const booked: (readonly DecreaseRecord[])[] = [];
+    const controller = {
+      onThrottled: (st: RateControllerState) => {
+        booked.push(st.decreases);
+        return st.rate / 2;
+      },
+      onSuccess: () => undefined,
+    };
+    const limiter = new AdaptiveRateLimiter({ clock, controller, initialUnitsPerMinute: 6_000_000 });
+    // Two requests of 10 units a ms (120,000 requests/min) for 1.1 s, a 429; again after 1.1 s.
+    for (let round = 0; round < 2; round++) {
+      for (let t = 0; t < 1_100; t++) {
+        for (let i = 0; i < 2; i++) limiter.tryAcquire(10)?.success();
+        clock.advance(1);
+      }
+      limiter.tryAcquire(10)?.throttled();
+    }
+    expect(booked).toHaveLength(2);
+    // The second cut is asked with the first's record: the request rate measured then.
+    expect(booked[1]![0]!.requestRate).toBeCloseTo(120_000, -4);
   });
 
   it('a first 429 while the in-flight cap binds: the start-up goes on from the cut, x2 a half-second round (at most twice what is sent)', async () => {

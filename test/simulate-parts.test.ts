@@ -110,6 +110,34 @@ describe('ModelApi', () => {
     expect(api.decide(1).status).toBe(200);
     expect(api.acceptedBySecond).toEqual([15, 1]);
   });
+
+  it("answers as nginx's limit_req (3,000 r/m, burst=10 nodelay): burst + 1 at the start, a refusal changes nothing", async () => {
+    const clock = new VirtualClock();
+    const api = new ModelApi({
+      clock,
+      quota: 3_000,
+      burstSeconds: 2,
+      latencyMedianMs: 100,
+      latencySigma: 0.5,
+      random: new Prng(1),
+      leakyBurst: 10,
+    });
+    // The first request makes the key's node with no excess; the next 10 fill the burst.
+    for (let i = 0; i < 11; i++) expect(api.decide(1)).toEqual({ status: 200 });
+    expect(api.decide(1)).toEqual({ status: 429, retryAfterMs: 1_000 });
+    // 20 ms drains one request: one more goes, the next does not (the refusal took nothing).
+    await clock.runUntil(20);
+    expect(api.decide(3).status).toBe(200);
+    expect(api.decide(1).status).toBe(429);
+    // Drained past empty (1 s: 50 requests), the next one costs nothing: 11 go again.
+    await clock.runUntil(1_020);
+    for (let i = 0; i < 11; i++) expect(api.decide(1).status).toBe(200);
+    expect(api.decide(1).status).toBe(429);
+    // Requests are counted, not units; a 429 is not.
+    expect(api.acceptedRequests).toBe(23);
+    expect(api.acceptedUnits).toBe(25);
+    expect(api.throttled).toBe(3);
+  });
 });
 
 describe('metrics', () => {

@@ -130,7 +130,8 @@ export function probe(options: ProbeOptions = {}): RateController {
     let stable = 0;
     /**
      * The ceiling so far is only an estimate of the start: the very first cut read windows that
-     * were not full yet (a slow start, a server's burst, the heartbeats of a shared budget).
+     * were not full yet (a slow start, a server's burst, the heartbeats of a shared budget), unless
+     * it read them at full speed (see `readAtFullSpeed`).
      */
     let unsure = false;
     /**
@@ -141,8 +142,10 @@ export function probe(options: ProbeOptions = {}): RateController {
      * as long as it was kept, and a process cruising at its real share probed every few seconds.
      */
     let settled = false;
+    let previous: DecreaseRecord | undefined;
     for (const cut of cuts) {
-      const A = cut.acceptedRate;
+      const A = fastReading(cut, previous, o.minCutFactor);
+      previous = cut;
       if (unsure && E !== undefined) {
         // What got through sets the ceiling. Found higher, after a climb: it is sure. Found lower
         // (the first estimate was high, and this cut came soon after it, on windows a pause
@@ -158,7 +161,7 @@ export function probe(options: ProbeOptions = {}): RateController {
         continue;
       }
       const before = E;
-      unsure = E === undefined && cut.acceptedRateSincePrevious === undefined;
+      unsure = E === undefined && cut.acceptedRateSincePrevious === undefined && !readAtFullSpeed(cut);
       own = E === undefined || cut.rateBefore > E * (1 - o.cruiseMargin) * (1 + CRUISE_SLACK);
       if (E === undefined) E = A;
       else if (own) {
@@ -196,6 +199,7 @@ export function probe(options: ProbeOptions = {}): RateController {
         rateBefore: s.rate,
         acceptedRate: accepted,
         acceptedRateSincePrevious: s.acceptedRateSinceLastDecrease,
+        ...requestRateOf(s),
       };
       const { E, own } = learn([...s.decreases, cut]);
       // Our own overshoot drains below the ceiling; a throttle while cruising cruises below the new one.
@@ -281,6 +285,44 @@ function climbStep(base: number, E: number, requestsPerMinute: number | undefine
   return requestsPerMinute !== undefined && requestsPerMinute >= FAST_REQUESTS
     ? Math.max(base, E * FAST_STEP)
     : base;
+}
+
+/**
+ * Whether a very first cut read the server at full speed: made unlimited (no rate, the cold
+ * start's cap not holding the sends back), below {@link FAST_REQUESTS}. Its windows were filled
+ * by the process's own sends, so what got through is what the server let it have (with other
+ * processes on the quota, its share while they sent too; or its whole demand), not a ramp read
+ * low: a sure ceiling, held and probed by the probe step. Treated as an estimate, two processes
+ * on one strict quota each climbed by tenths of their whole demand with no hold, both above the
+ * quota together for the next 10 s. At thousands of requests a second a first cut still reads
+ * the first windows of a burst (scale's rules), and a shared budget's reads heartbeats: estimates.
+ */
+function readAtFullSpeed(cut: DecreaseRecord): boolean {
+  return cut.unlimited === true && cut.startCapped !== true && cut.acceptedRate < FAST_REQUESTS;
+}
+
+/**
+ * What got through at `cut`, as the probe reads it: at {@link FAST_REQUESTS} and more (measured
+ * at the cut or at the one before; a Retry-After pause empties the measured rate's buckets), at
+ * least `minCutFactor` of the rate the cut started from, the rate the cut goes to at the lowest.
+ * A 429 a few ms after a pause ends reads those ms over a slot of 250 ms, a third of the rate:
+ * the rate goes to half, and a ceiling of a third would then hold the process near half its
+ * share for 10-25 s, its probe steps a fraction of that ceiling.
+ */
+function fastReading(
+  cut: DecreaseRecord,
+  previous: DecreaseRecord | undefined,
+  minCutFactor: number,
+): number {
+  const requests = Math.max(cut.requestRate ?? 0, previous?.requestRate ?? 0);
+  return requests >= FAST_REQUESTS
+    ? Math.max(cut.acceptedRate, minCutFactor * cut.rateBefore)
+    : cut.acceptedRate;
+}
+
+/** The requests/min measured at a cut, for its record (`requestRate`), from its controller's state. */
+export function requestRateOf(s: Pick<RateControllerState, 'measuredRequestRate'>): { requestRate?: number } {
+  return s.measuredRequestRate === undefined ? {} : { requestRate: s.measuredRequestRate };
 }
 
 /**

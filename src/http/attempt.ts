@@ -284,7 +284,11 @@ export class Attempt implements Dispatcher.DispatchHandler {
   #fail(error: Error): void {
     this.#state = DONE;
     this.#owner.finished();
-    this.#owner.handler.onResponseError?.(this.#owner.controller, error);
-    this.#owner.released(this);
+    try {
+      this.#owner.handler.onResponseError?.(this.#owner.controller, error);
+    } finally {
+      // Also when the caller's callback throws (its throw goes on to undici, as without us).
+      this.#owner.released(this);
+    }
   }
 }

@@ -1,5 +1,5 @@
 import { judge } from '../attempt-loop.js';
-import type { Permit } from '../limiter/types.js';
+import type { Outcome, Permit } from '../limiter/types.js';
 import type { Attempt, AttemptJudge } from './attempt.js';
 import type { ConcurrencyGate } from './concurrency.js';
 import type { HttpRuntime, Route } from './runtime.js';
@@ -66,12 +66,20 @@ export class FastPathJudge implements AttemptJudge {
     const request = this.#request;
     let again: boolean;
     try {
-      // Only an LLM API's 429 reads its body.
-      const body =
-        attempt.body === undefined || request.route.llm === undefined
-          ? undefined
-          : request.refusalBody(attempt);
-      const outcome = request.runtime.classify(attempt, () => attempt.headers, request.route, body);
+      let outcome: Outcome;
+      try {
+        // Only an LLM API's 429 reads its body.
+        const body =
+          attempt.body === undefined || request.route.llm === undefined
+            ? undefined
+            : request.refusalBody(attempt);
+        outcome = request.runtime.classify(attempt, () => attempt.headers, request.route, body);
+      } catch (error) {
+        // A classify that throws fails the request; the answer came, so its permit is answered
+        // (failed, no cut), or the limiter counts it in flight (a cold start's cap stays taken).
+        permit?.failed();
+        throw error;
+      }
       // A controller or a listener that throws fails the request, as it does in the loop.
       again = judge(permit, outcome, 1, request.maxAttempts, () => !attempt.delivered && request.canRetry());
     } catch (error) {

@@ -176,11 +176,15 @@ export class RateLimitedDispatch implements LoopRequest, FastPathRequest, WaitCa
     const attempt = this.controller.attempt;
     attempt?.discard(false);
     this.finished();
-    if (!answerRefusal(error, this.runtime.options.rejection, this.handler, this.controller)) {
-      this.handler.onResponseError?.(this.controller, asError(error));
+    try {
+      if (!answerRefusal(error, this.runtime.options.rejection, this.handler, this.controller)) {
+        this.handler.onResponseError?.(this.controller, asError(error));
+      }
+    } finally {
+      // The caller has the refusal or the error (also when its callback throws: the throw goes on
+      // as it would without the interceptor): the request keeps nothing of its last attempt.
+      if (attempt !== undefined) this.released(attempt);
     }
-    // The caller has the refusal or the error: the request keeps nothing of its last attempt.
-    if (attempt !== undefined) this.released(attempt);
   }
 
   // ---- the attempt loop ---------------------------------------------------------------------

@@ -506,7 +506,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     const crowd = this.#crowd;
     if (typeof crowd === 'number') {
       if (crowd < CROWD_LEARNED) this.#crowd = crowd + 1;
-    } else crowd?.success();
+    } else crowd?.success(this.#pause.active(now));
     this.#answered(permit.units, true, now);
     if (used !== permit.units) {
       this.#bucket.charge(used - permit.units, now);

@@ -6,7 +6,9 @@
  * so each waits a random time drawn over a window (exponential backoff with full jitter, as in the
  * adaptive token bucket of Farkiani, Liu and Crowley): the crowd's retries spread over the time
  * the quota needs to serve them. The limiter asks for no wait while one runs: nothing is sent
- * during it, so a 429 then answers a request sent with the first, and is not another in a row.
+ * during it, so a 429 then answers a request sent with the first, and is not another in a row;
+ * likewise a success then answers a request sent before the wait, and does not end the row (the
+ * bucket that 429 emptied has not been seen to refill).
  *
  * The first window is {@link CROWD_FIRST_WINDOW} for a limiter with no success yet, shorter by
  * the part of {@link CROWD_LEARNED} successes it has had (what got through says the quota is not
@@ -60,10 +62,15 @@ export class CrowdWait {
     this.#successes = successes;
   }
 
-  /** A success: the next 429 starts the windows again. */
-  success(): void {
+  /**
+   * A success: the next 429 starts the windows again, unless `sentBefore` (answered during a
+   * wait: its request was sent before the wait began, so it says nothing of whether the bucket
+   * has refilled since, and the next 429 is still one more in a row). Either counts toward
+   * learning the rate.
+   */
+  success(sentBefore = false): void {
     this.#successes++;
-    this.#inARow = 0;
+    if (!sentBefore) this.#inARow = 0;
   }
 
   /** Whether the limiter has learned the server's rate (a 429 then needs no crowd wait). */

@@ -83,6 +83,8 @@ export class ModelApi {
   readonly #leakyBurst: number | undefined;
   /** The leaky bucket's excess, in requests (nginx keeps it in 1/1000 requests). */
   #excess = 0;
+  /** Whether the leaky bucket has accepted a request (nginx has made the key's node). */
+  #leakyUsed = false;
   readonly #announce: boolean;
   readonly #announceNextUnit: boolean;
   #quota: number;
@@ -233,14 +235,16 @@ export class ModelApi {
   /**
    * nginx's `limit_req`: the excess (requests) drains at the quota; a request adds one, and is
    * refused when that would leave more than `burst` (with a full drain, the one that finds it
-   * empty costs nothing: `burst + 1` may go at once). A refusal changes nothing; it answers 429
-   * with `Retry-After: 1`. Requests, not units, are counted.
+   * empty costs nothing: `burst + 1` may go at once). The first request costs nothing either
+   * (nginx makes the key's node with no excess), so `burst + 1` go at the start too. A refusal
+   * changes nothing; it answers 429 with `Retry-After: 1`. Requests, not units, are counted.
    */
   #decideLeaky(units: number, now: number): ApiAnswer {
     const elapsed = now - this.#refilledAt;
-    const excess = Math.max(0, this.#excess - (elapsed * this.#quota) / 60_000 + 1);
+    const excess = this.#leakyUsed ? Math.max(0, this.#excess - (elapsed * this.#quota) / 60_000 + 1) : 0;
     const second = Math.floor(now / 1000);
     if (excess <= this.#leakyBurst! + 1e-9) {
+      this.#leakyUsed = true;
       this.#excess = excess;
       this.#refilledAt = now;
       this.acceptedUnits += units;
