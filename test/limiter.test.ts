@@ -972,6 +972,33 @@ describe('AdaptiveRateLimiter: edge cases (slow start, rounding, pauses, refunds
     expect(decreases[0]).toMatchObject({ rateBefore: 600, startCapped: true });
   });
 
+  it('books a first cut made unlimited as one; not one made at a rate, nor the cuts after it', () => {
+    const booked = (initialUnitsPerMinute?: number) => {
+      const spy = spyController({ throttled: (s) => s.rate * 0.9 });
+      const { clock, limiter } = setup({
+        controller: spy.controller,
+        ...(initialUnitsPerMinute === undefined ? {} : { initialUnitsPerMinute }),
+      });
+      // 40 answers over 2 s, one at a time (the cold start's cap never holds them back), then a 429.
+      for (let i = 0; i < 40; i++) {
+        clock.advance(50);
+        limiter.tryAcquire()?.success();
+      }
+      limiter.tryAcquire()!.throttled();
+      for (let i = 0; i < 2; i++) {
+        clock.advance(3_000);
+        limiter.tryAcquire()!.throttled();
+      }
+      return spy.states.filter((x) => x.kind === 'throttled').at(-1)!.state.decreases;
+    };
+    const unlimited = booked();
+    expect(unlimited).toHaveLength(2);
+    expect(unlimited[0]!.unlimited).toBe(true);
+    expect(unlimited[0]!.startCapped).toBeUndefined();
+    expect(unlimited[1]!.unlimited).toBeUndefined();
+    expect(booked(6_000)[0]!.unlimited).toBeUndefined();
+  });
+
   it('clears its timer when the last waiter aborts', () => {
     const { clock, limiter } = setup({ initialUnitsPerMinute: 60 });
     limiter.tryAcquire();

@@ -40,6 +40,11 @@ const VERY_FIRST: DecreaseRecord = {
   acceptedRate: 3000,
   acceptedRateSincePrevious: undefined,
 };
+/**
+ * The very first cut of a limiter that was unlimited until then (no rate, the cold start's cap not
+ * holding the sends back): read at full speed, over windows its own sends filled.
+ */
+const UNLIMITED_FIRST: DecreaseRecord = { ...VERY_FIRST, rateBefore: 3000, unlimited: true };
 /** A second overshoot at 3,300 where 3,050 got through lately and 3,000 over the cycle: ceiling 3,050. */
 const SECOND: DecreaseRecord = { rateBefore: 3300, acceptedRate: 3050, acceptedRateSincePrevious: 3000 };
 
@@ -283,6 +288,42 @@ describe('probe: onSuccess (golden table, default options)', () => {
         sinceLastDecrease: 1000,
       },
       485 + 60,
+    ],
+    [
+      'after a very first cut made unlimited: a sure ceiling, it holds (not +300)',
+      { rate: 2700, decreases: [UNLIMITED_FIRST], sinceLastDecrease: 1000 },
+      2910,
+    ],
+    [
+      'after a very first cut made unlimited: still holding a second before the hold ends',
+      { rate: 2910, decreases: [UNLIMITED_FIRST], sinceLastDecrease: 4999 },
+      undefined,
+    ],
+    [
+      'after a very first cut made unlimited: then probes by the probe step (60), not a tenth of it',
+      { rate: 2910, decreases: [UNLIMITED_FIRST], sinceLastDecrease: 5000 },
+      2910 + 60,
+    ],
+    [
+      'a very first cut made unlimited at 6,000 units/min and more: only an estimate, a tenth of it',
+      {
+        rate: 13_500,
+        decreases: [
+          { rateBefore: 15_000, acceptedRate: 15_000, acceptedRateSincePrevious: undefined, unlimited: true },
+        ],
+        sinceLastDecrease: 1000,
+      },
+      14_550 + 1500,
+    ],
+    [
+      'a very first cut made unlimited but start-capped: only an estimate (the start-up goes on)',
+      {
+        rate: 2700,
+        decreases: [{ ...UNLIMITED_FIRST, startCapped: true }],
+        sinceLastDecrease: 1000,
+        sinceLastIncrease: 500,
+      },
+      5400,
     ],
     [
       'after the very first cut: drains for 1 s first',

@@ -130,7 +130,8 @@ export function probe(options: ProbeOptions = {}): RateController {
     let stable = 0;
     /**
      * The ceiling so far is only an estimate of the start: the very first cut read windows that
-     * were not full yet (a slow start, a server's burst, the heartbeats of a shared budget).
+     * were not full yet (a slow start, a server's burst, the heartbeats of a shared budget), unless
+     * it read them at full speed (see `readAtFullSpeed`).
      */
     let unsure = false;
     /**
@@ -160,7 +161,7 @@ export function probe(options: ProbeOptions = {}): RateController {
         continue;
       }
       const before = E;
-      unsure = E === undefined && cut.acceptedRateSincePrevious === undefined;
+      unsure = E === undefined && cut.acceptedRateSincePrevious === undefined && !readAtFullSpeed(cut);
       own = E === undefined || cut.rateBefore > E * (1 - o.cruiseMargin) * (1 + CRUISE_SLACK);
       if (E === undefined) E = A;
       else if (own) {
@@ -284,6 +285,20 @@ function climbStep(base: number, E: number, requestsPerMinute: number | undefine
   return requestsPerMinute !== undefined && requestsPerMinute >= FAST_REQUESTS
     ? Math.max(base, E * FAST_STEP)
     : base;
+}
+
+/**
+ * Whether a very first cut read the server at full speed: made unlimited (no rate, the cold
+ * start's cap not holding the sends back), below {@link FAST_REQUESTS}. Its windows were filled
+ * by the process's own sends, so what got through is what the server let it have (with other
+ * processes on the quota, its share while they sent too; or its whole demand), not a ramp read
+ * low: a sure ceiling, held and probed by the probe step. Treated as an estimate, two processes
+ * on one strict quota each climbed by tenths of their whole demand with no hold, both above the
+ * quota together for the next 10 s. At thousands of requests a second a first cut still reads
+ * the first windows of a burst (scale's rules), and a shared budget's reads heartbeats: estimates.
+ */
+function readAtFullSpeed(cut: DecreaseRecord): boolean {
+  return cut.unlimited === true && cut.startCapped !== true && cut.acceptedRate < FAST_REQUESTS;
 }
 
 /**

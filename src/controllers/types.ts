@@ -73,6 +73,12 @@ export interface DecreaseRecord {
    * the server's), or in the first second after fewer than 16 answers (read over a slot at least).
    */
   readonly startCapped?: boolean;
+  /**
+   * True when the cut was the first and the limiter was unlimited until then (no rate, no cap
+   * holding the sends back): its accepted rate was read at full speed, over windows the sends
+   * filled, not over a ramp.
+   */
+  readonly unlimited?: boolean;
   /** Requests/min measured at the cut (`measuredRequestRate`); absent when none was measured (and in a budget shared through Redis). */
   readonly requestRate?: number;
 }

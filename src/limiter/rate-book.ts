@@ -190,6 +190,7 @@ export class RateBook {
       acceptedRate: accepted ?? base,
       acceptedRateSincePrevious: state.acceptedRateSinceLastDecrease,
       ...((capped || this.accepted.floored(now)) && this.cuts === 0 ? { startCapped: true } : {}),
+      ...(rate === Number.POSITIVE_INFINITY && this.cuts === 0 ? { unlimited: true } : {}),
       ...requestRateOf(state),
     };
     this.#decreases = [...this.#decreases.slice(1 - CUTS_KEPT), record];
