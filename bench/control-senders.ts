@@ -221,30 +221,48 @@ export async function makeSender(job: ClientJob): Promise<Sender> {
 }
 
 /**
- * `ARL_BENCH_TRACE=1`: each second, one line on stderr of a shared budget's member: the whole
- * rate, its share, its members and index, and the answers it got that second.
+ * `ARL_BENCH_TRACE=1`: one line on stderr of a shared budget's member each second since its first
+ * answer (the members start together, so their seconds line up within a few ms): the whole rate,
+ * its share, its local rate, its members and index, the members' accepted sum, the cut epoch, and
+ * the answers it got that second; and one line (`... 429`) at each 429 it got, within 50 ms.
  */
 function traceBudget(budget: SharedBudget, attempts: AttemptCounts): void {
-  const start = Date.now();
+  let t0: number | undefined;
+  let second = 0;
   let ok = 0;
   let throttled = 0;
-  const timer = setInterval(() => {
+  let seen429 = 0;
+  const line = (at: string, what: string): void => {
     const s = budget.state;
-    const line = [
-      `${((Date.now() - start) / 1000).toFixed(0)}s`,
+    const parts = [
+      at,
       `${process.pid}`,
       `rate ${Math.round(s.rate ?? -1)}`,
       `share ${Math.round(s.share ?? -1)}`,
       `local ${Math.round(budget.limiter.rate)}`,
       `m ${s.members}#${s.index}`,
-      `ok ${attempts.ok - ok}`,
-      `429 ${attempts.throttled - throttled}`,
-      `q ${budget.limiter.snapshot().queued}`,
+      `accepted ${Math.round(s.accepted ?? -1)}`,
+      `epoch ${s.epoch}`,
+      what,
     ];
+    process.stderr.write(`${parts.join(' ')}\n`);
+  };
+  const timer = setInterval(() => {
+    const now = Date.now();
+    if (t0 === undefined) {
+      if (attempts.ok + attempts.throttled === 0) return;
+      t0 = now;
+    }
+    for (; seen429 < attempts.throttled; seen429++) line(`${((now - t0) / 1000).toFixed(2)}s`, '429');
+    if (now - t0 < (second + 1) * 1_000) return;
+    second = Math.floor((now - t0) / 1_000);
+    line(
+      `${second}s`,
+      `ok ${attempts.ok - ok} 429 ${attempts.throttled - throttled} q ${budget.limiter.snapshot().queued}`,
+    );
     ok = attempts.ok;
     throttled = attempts.throttled;
-    process.stderr.write(`${line.join(' ')}\n`);
-  }, 1_000);
+  }, 50);
   timer.unref();
 }
 

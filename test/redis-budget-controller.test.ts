@@ -102,6 +102,45 @@ describe("the budget's controller, once for the budget (ManualClock, MemoryBudge
     expect(a.limiter.rate + b.limiter.rate).toBeCloseTo(store.rate!, -1);
   });
 
+  it('leaving "unlimited", the member that cut takes an equal part of the members heard, not the whole rate', () => {
+    const clock = new ManualClock();
+    const controller = recording();
+    const { store, budgets } = members(3, clock, { controller, initialUnitsPerMinute: undefined });
+    const [a, b, c] = budgets as [SharedBudget, SharedBudget, SharedBudget];
+    send(clock, budgets, 5, 3_000); // 6,000 units/min each, all accepted: no share answered yet
+    expect(a.state.share).toBeUndefined();
+    a.tryAcquire()!.throttled(); // no Retry-After: a keeps sending at what the cut left it
+    const whole = store.rate!;
+    expect(whole).toBeCloseTo(9_000, -2); // the recording controller halves the accepted 18,000
+    // Before: the store's answer gave a the whole rate (its part was the guess, 1 member) until
+    // its next heartbeat, while b and c were still unlimited.
+    expect(a.limiter.rate).toBeCloseTo(whole / 3, 0);
+    clock.advance(250); // every member hears of the cut
+    expect(a.limiter.rate + b.limiter.rate + c.limiter.rate).toBeCloseTo(whole, -1);
+  });
+
+  it('leaving "unlimited" under a Retry-After pause, the first cut waits for reports made after the throttle and starts from half their sum', () => {
+    const clock = new ManualClock();
+    const { store, budgets } = members(3, clock, { initialUnitsPerMinute: undefined });
+    const [a, b, c] = budgets as [SharedBudget, SharedBudget, SharedBudget];
+    send(clock, [a], 5, 3_000); // a alone: 6,000 units/min, reported at each heartbeat
+    send(clock, budgets, 5, 200); // b and c start between two heartbeats: none reported yet
+    a.tryAcquire()!.throttled(1_000);
+    // Before: cut at once from the reports of the last heartbeat (b and c: nothing), 0.9 × a's
+    // 6,000. Now the cut waits for a heartbeat after every member reported.
+    expect(store.cuts).toBe(0);
+    for (let i = 0; i < 20 && store.cuts === 0; i++) clock.advance(50);
+    expect(store.cuts).toBe(1);
+    const sum = a.state.accepted!; // the answer the cut was computed from
+    expect(sum).toBeGreaterThan(12_000); // b's and c's sends counted
+    // The probe's estimate is half the fresh sum (every request so far got through): it cuts to
+    // 0.9 × that, and to no less than half the rate it cuts from (the sum): half the sum.
+    expect(store.rate! / (sum / 2)).toBeCloseTo(1, 1);
+    // Within the shared pause: nobody sent at the old estimate meanwhile.
+    expect(b.snapshot().pausedUntil).toBeDefined();
+    expect(c.snapshot().pausedUntil).toBeDefined();
+  });
+
   it('runs the probe controller by default, once for the budget: drains at 0.9 × the accepted sum', () => {
     const clock = new ManualClock();
     const { store, budgets } = members(2, clock, { initialUnitsPerMinute: undefined });

@@ -177,14 +177,24 @@ export class BudgetController {
    * a cut should start from. Leaving "unlimited" (no rate yet), the rate it cuts is that accepted
    * sum, as a single limiter's is what the server accepted; without any success yet, the members'
    * measured send rate (else `localBase`, this member's, scaled by its `fraction`). Never above
-   * the rate it starts from.
+   * the rate it starts from. `fresh`: the budget's first cut, computed from reports every member
+   * made after the throttle (coordinator.ts): the controller's estimate is half the accepted sum.
    */
-  cut(now: number, ownAccepted: number, localBase: number, fraction: number): CutPlan {
+  cut(now: number, ownAccepted: number, localBase: number, fraction: number, fresh = false): CutPlan {
     const k = this.#known;
     const state = this.state(now, false, ownAccepted);
     const accepted = state.acceptedRate;
+    /** The accepted rate the controller reads as its estimate of the quota (the probe's ceiling). */
+    let estimate = accepted;
     let base = state.rate;
     if (!Number.isFinite(base)) {
+      // Read fresh (`fresh`: every member reported after the throttle), the accepted sum is what
+      // the members sent: from a start without a rate every request before the first 429 got
+      // through (the server's burst), so it bounds the quota from above and measures nothing below
+      // it. The estimate is half of it, as a first response to loss; the probe climbs from there
+      // and its next cut reads windows no pause took part of. The rate it cuts from and the
+      // measured rate (AIMD's and CUBIC's) stay the sum: their cuts are already multiplicative.
+      if (fresh && accepted !== undefined) estimate = accepted / 2;
       // Leaving "unlimited", as a single limiter does: from what the server accepted of the
       // members; without any success yet, from what they sent (their measured sum, else this
       // member's rate scaled by its part).
@@ -197,7 +207,7 @@ export class BudgetController {
       ...state,
       rate: base,
       measuredRate: measured,
-      acceptedRate: accepted,
+      acceptedRate: estimate,
     });
     const rate = this.#clamp(cutTarget(proposed, base));
     return {
@@ -208,7 +218,7 @@ export class BudgetController {
       // As a single limiter records its cut (rate-book.ts): what was accepted, else the rate cut from.
       record: {
         rateBefore: base,
-        acceptedRate: accepted !== undefined && accepted > 0 ? accepted : base,
+        acceptedRate: estimate !== undefined && estimate > 0 ? estimate : base,
         acceptedRateSincePrevious: state.acceptedRateSinceLastDecrease,
       },
       random: drawFrom(this.#limits.random),

@@ -16,6 +16,16 @@ let membersMade = 0;
 /** Tries of a cut computed from books that another member's change made stale. */
 const CUT_TRIES = 3;
 
+/**
+ * The budget's first cut (leaving "unlimited") waits for a heartbeat sent at least this many
+ * heartbeat intervals after the throttle: every other member has reported since (each beats once
+ * an interval, plus a round trip), so the members' accepted sum is read fresh, not up to a
+ * heartbeat old.
+ */
+const FIRST_CUT_WAIT = 1.25;
+/** ... when the throttle's Retry-After pause lasts at least this many intervals (the cut lands within it). */
+const FIRST_CUT_MIN_PAUSE = 3;
+
 /** A backlog of queued units counts as demand to be served within this many ms. */
 const BACKLOG_MS = 1_000;
 
@@ -74,6 +84,8 @@ export class Coordinator {
   readonly #pending = new Set<Promise<unknown>>();
   #isReady = false;
   #resolveReady: () => void = () => {};
+  /** The budget's first cut, waiting for fresh reports: the throttled permit's era and when (member clock). */
+  #firstCut: { readonly sent: Era; readonly at: number } | undefined;
 
   constructor(member: MemberState, init: CoordinatorInit) {
     this.#member = member;
@@ -182,8 +194,34 @@ export class Coordinator {
     this.#member.takeCut();
     inner.throttled(retryAfterMs, quota);
     const cut = this.#member.takeCut();
-    if (cut !== undefined) this.#track(this.#cut(sent, cut, CUT_TRIES));
+    if (cut !== undefined) {
+      const interval = this.#opts.heartbeatInterval;
+      if (
+        this.#member.unlimited &&
+        !this.#member.degraded &&
+        retryAfterMs !== undefined &&
+        retryAfterMs >= FIRST_CUT_MIN_PAUSE * interval
+      ) {
+        // Leaving "unlimited" while every member pauses: cut from fresh reports (#firstCutNow);
+        // the local limiter took its part of this estimate meanwhile.
+        this.#firstCut ??= { sent, at: this.#clock.now() };
+      } else this.#track(this.#cut(sent, cut, CUT_TRIES));
+    }
     if (retryAfterMs !== undefined && retryAfterMs > 0) this.#track(this.#pause(retryAfterMs));
+  }
+
+  /**
+   * After the heartbeat sent at `sentAt` was applied: the budget's first cut, when it waited for
+   * this heartbeat (sent long enough after the throttle that every member reported since), is
+   * computed again from its answer and asked of the store. Dropped when the budget left
+   * "unlimited" meanwhile (another member's cut landed first).
+   */
+  #firstCutNow(sentAt: number): void {
+    const waiting = this.#firstCut;
+    if (waiting === undefined || sentAt - waiting.at < FIRST_CUT_WAIT * this.#opts.heartbeatInterval) return;
+    this.#firstCut = undefined;
+    if (this.#closed || this.#member.degraded || !this.#member.unlimited) return;
+    this.#track(this.#cut(waiting.sent, this.#member.freshFirstCut(), CUT_TRIES));
   }
 
   /** A permit failed: shares its Retry-After pause. */
@@ -247,7 +285,10 @@ export class Coordinator {
           ttl: o.stateTtl,
           maxPause: this.#maxPause,
         }),
-      (reply) => member.applyHeartbeat(seq, reply, accepted, sentAt),
+      (reply) => {
+        member.applyHeartbeat(seq, reply, accepted, sentAt);
+        this.#firstCutNow(sentAt);
+      },
     );
   }
 

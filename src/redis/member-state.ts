@@ -98,6 +98,8 @@ export class MemberState {
   #era: Era = { epoch: 0, generation: undefined };
   /** The last share divided by the rate: a cut applies it to the new rate at once. */
   #fraction: number;
+  /** Whether `#fraction` was learned from a share (else: none answered yet, see {@link #part}). */
+  #fractionLearned = false;
   /** A request waited since the last heartbeat (reported), and since the last reply (proposals). */
   #waitedSinceBeat = false;
   #waitedSinceReply = false;
@@ -125,7 +127,7 @@ export class MemberState {
         return member.#degraded;
       },
       get fraction() {
-        return member.#rate === undefined ? 1 / member.#members : member.#fraction;
+        return member.#part;
       },
       minRate,
       maxRate,
@@ -154,6 +156,22 @@ export class MemberState {
   /** The shared epoch and generation known now: what a permit granted now is sent in. */
   get era(): Era {
     return this.#era;
+  }
+
+  /** True until the budget has a whole rate: no initial rate, and no cut answered yet. */
+  get unlimited(): boolean {
+    return this.#rate === undefined;
+  }
+
+  /**
+   * The budget's first cut (leaving "unlimited") computed from the last heartbeat's answer, whose
+   * reports every member made after the throttle (coordinator.ts): the fresh accepted sum, halved
+   * (see BudgetController.cut).
+   */
+  freshFirstCut(): CutPlan {
+    const now = this.#clock.now();
+    const part = this.#part;
+    return this.#controller.cut(now, this.acceptedRate(), this.limiter.rate, part, true);
   }
 
   /** True while the store cannot be reached. */
@@ -234,8 +252,9 @@ export class MemberState {
     this.#repaired(reply.repaired);
     const { generation, rate, books } = reply;
     this.#controller.learn({ generation, rate, books, pauseRemaining: this.#localPause(now) }, now);
-    const localBase = this.#rate === undefined ? plan.rateBefore * this.#fraction : this.limiter.rate;
-    return this.#controller.cut(now, this.acceptedRate(), localBase, this.#fraction);
+    const part = this.#part;
+    const localBase = this.#rate === undefined ? plan.rateBefore * part : this.limiter.rate;
+    return this.#controller.cut(now, this.acceptedRate(), localBase, part);
   }
 
   /**
@@ -256,7 +275,10 @@ export class MemberState {
     this.#acceptedSum = reply.accepted;
     this.#rate = reply.rate;
     this.#share = reply.share;
-    if (this.#rate !== undefined && this.#share !== undefined) this.#fraction = this.#share / this.#rate;
+    if (this.#rate !== undefined && this.#share !== undefined) {
+      this.#fraction = this.#share / this.#rate;
+      this.#fractionLearned = true;
+    }
     this.#controller.learn(reply, now);
     this.#controller.learnSums(reply.accepted, reply.measured, accepted);
     this.#waitedSinceReply = false;
@@ -276,7 +298,10 @@ export class MemberState {
     this.#rate = reply.rate;
     const { generation, rate, books } = reply;
     this.#controller.learn({ generation, rate, books, pauseRemaining: this.#localPause(now) }, now);
-    if (this.#rate !== undefined) this.#share = this.#rate * this.#fraction;
+    // Before any share was answered (the budget left "unlimited" with this cut): an equal part
+    // of the members heard, as the cut itself took (not the guess `instanceCount`, 1 by default,
+    // which gave the cutter the whole rate until its next heartbeat).
+    if (this.#rate !== undefined) this.#share = this.#rate * this.#part;
     // A refused cut (another member cut for this burst) restores the share the local cut took.
     this.#applyShare(this.#share);
   }
@@ -315,7 +340,7 @@ export class MemberState {
    */
   #cutShare(state: RateControllerState): number {
     const now = this.#clock.now();
-    const fraction = this.#rate === undefined ? 1 / this.#members : this.#fraction;
+    const fraction = this.#part;
     const plan = this.#controller.cut(now, this.acceptedRate(), state.rate, fraction);
     this.#pendingCut = plan;
     return plan.rate * fraction;
@@ -334,6 +359,14 @@ export class MemberState {
       return share;
     }
     return share === undefined ? undefined : Math.min(share, this.limiter.rate);
+  }
+
+  /**
+   * This member's part of the whole rate: its last share over the rate, or, before any share was
+   * answered (unlimited so far), an equal part of the members heard.
+   */
+  get #part(): number {
+    return this.#fractionLearned ? this.#fraction : 1 / this.#members;
   }
 
   /** What stands in for a number of an answer that fails its check: what was known before it. */
