@@ -244,3 +244,51 @@ describe('probe on a limiter: a share found after the start', () => {
     expect(limiter.rate).toBeGreaterThan(cruise);
   });
 });
+
+describe('probe on a limiter: a first cut made unlimited that read the sender, not the server', () => {
+  it('takes what got through at the next overshoot as the ceiling: back to the quota within a probe cycle, not cycles of averages', () => {
+    const clock = new ManualClock(0);
+    // Unlimited (no initial rate): the cold start's cap no longer binds once the app sends less.
+    const limiter = new AdaptiveRateLimiter({ clock, controller: 'probe', random: () => 0.5 });
+    /** A strict leaky bucket of 5,800 units/min (burst 5), answering 100 ms after the grant. */
+    const quota = 5_800;
+    const gap = 60_000 / quota;
+    let tat = 0;
+    const inFlight: { at: number; permit: Permit; ok: boolean }[] = [];
+    let accepted: number[] = [];
+    /** Runs for `ms` keeping `demand` requests in flight; `forced` answers 429 whatever the bucket. */
+    const run = (ms: number, demand: number, forced = () => false) => {
+      for (let t = 0; t < ms; t += 10) {
+        clock.advance(10);
+        const now = clock.now();
+        for (const f of inFlight.filter((x) => x.at <= now)) {
+          inFlight.splice(inFlight.indexOf(f), 1);
+          if (f.ok) {
+            accepted.push(now);
+            f.permit.success();
+          } else f.permit.throttled(1_000);
+        }
+        while (inFlight.length < demand) {
+          const permit = limiter.tryAcquire();
+          if (permit === undefined) break;
+          const ok = !forced() && tat - now <= 5 * gap;
+          if (ok) tat = Math.max(tat, now) + gap;
+          inFlight.push({ at: now + 100, permit, ok });
+        }
+      }
+    };
+    // Four requests in flight (2,400 a minute), then one 429 the bucket did not cause (another
+    // client's burst): the first cut, made unlimited, reads the sender's 2,400.
+    run(2_500, 4);
+    run(10, 4, () => true);
+    run(490, 4);
+    expect(limiter.snapshot().cuts).toBe(1);
+    expect(limiter.rate).toBeLessThan(2_400);
+    // Then the app has far more to send. Its probe finds the quota's 5,800 (the bucket's 429s);
+    // what got through there is the ceiling, not the average of a cycle that cruised at 2,400.
+    run(20_000, 400);
+    accepted = [];
+    run(10_000, 400);
+    expect((accepted.length * 60_000) / 10_000).toBeGreaterThan(0.8 * quota);
+  });
+});

@@ -142,6 +142,8 @@ export function probe(options: ProbeOptions = {}): RateController {
      * as long as it was kept, and a process cruising at its real share probed every few seconds.
      */
     let settled = false;
+    /** The ceiling is a very first cut's read at full speed (see `readAtFullSpeed`), not yet replaced. */
+    let fullSpeed = false;
     let previous: DecreaseRecord | undefined;
     for (const cut of cuts) {
       const A = fastReading(cut, previous, o.minCutFactor);
@@ -161,7 +163,10 @@ export function probe(options: ProbeOptions = {}): RateController {
         continue;
       }
       const before = E;
-      unsure = E === undefined && cut.acceptedRateSincePrevious === undefined && !readAtFullSpeed(cut);
+      const first = E === undefined && cut.acceptedRateSincePrevious === undefined;
+      const afterFullSpeed = fullSpeed;
+      fullSpeed = first && readAtFullSpeed(cut);
+      unsure = first && !fullSpeed;
       own = E === undefined || cut.rateBefore > E * (1 - o.cruiseMargin) * (1 + CRUISE_SLACK);
       if (E === undefined) E = A;
       else if (own) {
@@ -169,8 +174,11 @@ export function probe(options: ProbeOptions = {}): RateController {
         // Else the ceiling rises to what got through over the whole cycle, or by at most the
         // cruise margin to what got through lately: a server's burst, drained by the probe,
         // inflates the last seconds, while over the cycle it counts once.
+        // After a first cut read at full speed, found well higher: that first cut read what the
+        // process sent (it had less to send then), not the server; what got through is the ceiling.
         const cycle = Math.min(cut.acceptedRateSincePrevious ?? A, A);
-        E = A < E ? A : Math.max(cycle, Math.min(A, E * (1 + o.cruiseMargin)));
+        if (afterFullSpeed && A > E && !same(A, E)) E = A;
+        else E = A < E ? A : Math.max(cycle, Math.min(A, E * (1 + o.cruiseMargin)));
       } else if (same(A, E)) {
         // Cruising, and the same got through (a competitor's probe, a cruise a bit high): a margin lower.
         // What got through over the whole cycle, sent above the ceiling for a while, is the
