@@ -8,6 +8,7 @@ import {
   type SharedBudget,
   type SharedBudgetOptions,
 } from '../src/redis/index.js';
+import type { BudgetStore } from '../src/redis/store.js';
 
 const open: SharedBudget[] = [];
 afterEach(async () => {
@@ -139,6 +140,59 @@ describe("the budget's controller, once for the budget (ManualClock, MemoryBudge
     // Within the shared pause: nobody sent at the old estimate meanwhile.
     expect(b.snapshot().pausedUntil).toBeDefined();
     expect(c.snapshot().pausedUntil).toBeDefined();
+  });
+
+  it('a first cut waiting for fresh reports is not made from a throttle long over when the store comes back', () => {
+    const clock = new ManualClock();
+    const memory = new MemoryBudgetStore({ clock });
+    let down = false;
+    const store: BudgetStore = {
+      heartbeat: (r) => {
+        if (down) throw new Error('store down');
+        return memory.heartbeat(r);
+      },
+      cut: (r) => {
+        if (down) throw new Error('store down');
+        return memory.cut(r);
+      },
+      pause: (r) => memory.pause(r),
+      leave: (id) => memory.leave(id),
+      get roundTrips() {
+        return memory.roundTrips;
+      },
+    };
+    const budgets = [0, 1].map(() =>
+      createSharedBudget({
+        name: 'stale',
+        store,
+        clock,
+        decreaseCooldown: 0,
+        heartbeatInterval: 250,
+        burst: 'second',
+      }),
+    );
+    open.push(...budgets);
+    for (const b of budgets) b.on('degraded', () => {});
+    for (const b of budgets) b.on('recovered', () => {});
+    const [a] = budgets as [SharedBudget, SharedBudget];
+    const send = (ms: number) => {
+      for (let t = 0; t < ms; t += 50) {
+        for (const b of budgets) for (let i = 0; i < 5; i++) b.tryAcquire()?.success();
+        clock.advance(50);
+      }
+    };
+    send(3_000);
+    a.tryAcquire()!.throttled(1_000); // the first cut waits for a heartbeat 312 ms on
+    down = true; // ... which fails: the store is down for a minute
+    send(60_000);
+    expect(memory.cuts).toBe(0);
+    down = false;
+    for (let t = 0; t < 2_000 && memory.cuts === 0; t += 50) send(50);
+    expect(memory.cuts).toBe(1);
+    const sum = a.state.accepted!; // the answer the cut was computed from
+    // The pause ended a minute ago: the sum is what the members send now, not the burst before the
+    // 429. The cut is any cut's (0.9 x the sum), not one to half of it.
+    expect(memory.rate! / sum).toBeGreaterThan(0.8);
   });
 
   it('runs the probe controller by default, once for the budget: drains at 0.9 × the accepted sum', () => {

@@ -84,8 +84,11 @@ export class Coordinator {
   readonly #pending = new Set<Promise<unknown>>();
   #isReady = false;
   #resolveReady: () => void = () => {};
-  /** The budget's first cut, waiting for fresh reports: the throttled permit's era and when (member clock). */
-  #firstCut: { readonly sent: Era; readonly at: number } | undefined;
+  /**
+   * The budget's first cut, waiting for fresh reports: the throttled permit's era, when (member
+   * clock), and when the throttle's Retry-After pause ends.
+   */
+  #firstCut: { readonly sent: Era; readonly at: number; readonly until: number } | undefined;
 
   constructor(member: MemberState, init: CoordinatorInit) {
     this.#member = member;
@@ -204,7 +207,8 @@ export class Coordinator {
       ) {
         // Leaving "unlimited" while every member pauses: cut from fresh reports (#firstCutNow);
         // the local limiter took its part of this estimate meanwhile.
-        this.#firstCut ??= { sent, at: this.#clock.now() };
+        const now = this.#clock.now();
+        this.#firstCut ??= { sent, at: now, until: now + retryAfterMs };
       } else this.#track(this.#cut(sent, cut, CUT_TRIES));
     }
     if (retryAfterMs !== undefined && retryAfterMs > 0) this.#track(this.#pause(retryAfterMs));
@@ -214,14 +218,16 @@ export class Coordinator {
    * After the heartbeat sent at `sentAt` was applied: the budget's first cut, when it waited for
    * this heartbeat (sent long enough after the throttle that every member reported since), is
    * computed again from its answer and asked of the store. Dropped when the budget left
-   * "unlimited" meanwhile (another member's cut landed first).
+   * "unlimited" meanwhile (another member's cut landed first). A heartbeat sent after the pause
+   * ended (the store was slow or down meanwhile) reads sends made since, not the burst before the
+   * throttle: the cut is computed from it as any other, not from half the sum.
    */
   #firstCutNow(sentAt: number): void {
     const waiting = this.#firstCut;
     if (waiting === undefined || sentAt - waiting.at < FIRST_CUT_WAIT * this.#opts.heartbeatInterval) return;
     this.#firstCut = undefined;
     if (this.#closed || this.#member.degraded || !this.#member.unlimited) return;
-    this.#track(this.#cut(waiting.sent, this.#member.freshFirstCut(), CUT_TRIES));
+    this.#track(this.#cut(waiting.sent, this.#member.freshFirstCut(sentAt < waiting.until), CUT_TRIES));
   }
 
   /** A permit failed: shares its Retry-After pause. */

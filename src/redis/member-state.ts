@@ -166,12 +166,12 @@ export class MemberState {
   /**
    * The budget's first cut (leaving "unlimited") computed from the last heartbeat's answer, whose
    * reports every member made after the throttle (coordinator.ts): the fresh accepted sum, halved
-   * (see BudgetController.cut).
+   * (see BudgetController.cut); not `fresh` (read after the pause ended), as any cut.
    */
-  freshFirstCut(): CutPlan {
+  freshFirstCut(fresh = true): CutPlan {
     const now = this.#clock.now();
     const part = this.#part;
-    return this.#controller.cut(now, this.acceptedRate(), this.limiter.rate, part, true);
+    return this.#controller.cut(now, this.acceptedRate(), this.limiter.rate, part, fresh);
   }
 
   /** True while the store cannot be reached. */
