@@ -208,7 +208,7 @@ export class Coordinator {
         // Leaving "unlimited" while every member pauses: cut from fresh reports (#firstCutNow);
         // the local limiter took its part of this estimate meanwhile.
         const now = this.#clock.now();
-        this.#firstCut ??= { sent, at: now, until: now + retryAfterMs };
+        this.#firstCut ??= { sent, at: now, until: now + Math.min(retryAfterMs, this.#maxPause) };
       } else this.#track(this.#cut(sent, cut, CUT_TRIES));
     }
     if (retryAfterMs !== undefined && retryAfterMs > 0) this.#track(this.#pause(retryAfterMs));
