@@ -45,6 +45,17 @@ const VERY_FIRST: DecreaseRecord = {
  * holding the sends back): read at full speed, over windows its own sends filled.
  */
 const UNLIMITED_FIRST: DecreaseRecord = { ...VERY_FIRST, rateBefore: 3000, unlimited: true };
+/**
+ * The very first cut of a process sending 20,000 requests/min (429s included) against a share of
+ * 15,000, made unlimited over a first second of 429s: only 2,000 read as got through.
+ */
+const TEN_X_FIRST: DecreaseRecord = {
+  rateBefore: 2000,
+  acceptedRate: 2000,
+  acceptedRateSincePrevious: undefined,
+  unlimited: true,
+  requestRate: 20_000,
+};
 /** A second overshoot at 3,300 where 3,050 got through lately and 3,000 over the cycle: ceiling 3,050. */
 const SECOND: DecreaseRecord = { rateBefore: 3300, acceptedRate: 3050, acceptedRateSincePrevious: 3000 };
 
@@ -314,6 +325,21 @@ describe('probe: onSuccess (golden table, default options)', () => {
         sinceLastDecrease: 1000,
       },
       14_550 + 1500,
+    ],
+    [
+      'a very first cut made unlimited, sent at the rate it read (2,000 requests/min): a sure ceiling, it holds',
+      { rate: 2700, decreases: [{ ...UNLIMITED_FIRST, requestRate: 2000 }], sinceLastDecrease: 1000 },
+      2910,
+    ],
+    [
+      'a very first cut made unlimited that read 2,000 of 20,000 requests/min sent (429s): an estimate, a tenth of it',
+      { rate: 1800, decreases: [TEN_X_FIRST], sinceLastDecrease: 1000 },
+      1940 + 200,
+    ],
+    [
+      'a very first cut made unlimited that read 2,000 of 20,000 requests/min sent: no hold, steps doubling from a tenth (not +60)',
+      { rate: 1940, decreases: [TEN_X_FIRST], sinceLastDecrease: 5000 },
+      1940 + 200 * (1 + 2 + 4),
     ],
     [
       'a very first cut made unlimited but start-capped: only an estimate (the start-up goes on)',

@@ -297,16 +297,25 @@ function climbStep(base: number, E: number, requestsPerMinute: number | undefine
 
 /**
  * Whether a very first cut read the server at full speed: made unlimited (no rate, the cold
- * start's cap not holding the sends back), below {@link FAST_REQUESTS}. Its windows were filled
+ * start's cap not holding the sends back), below {@link FAST_REQUESTS}, both what got through and
+ * what was sent (the request rate measured at the cut, 429s included). Its windows were filled
  * by the process's own sends, so what got through is what the server let it have (with other
  * processes on the quota, its share while they sent too; or its whole demand), not a ramp read
  * low: a sure ceiling, held and probed by the probe step. Treated as an estimate, two processes
  * on one strict quota each climbed by tenths of their whole demand with no hold, both above the
  * quota together for the next 10 s. At thousands of requests a second a first cut still reads
  * the first windows of a burst (scale's rules), and a shared budget's reads heartbeats: estimates.
+ * So does one that sent far more than it read: two processes each sending 20,000 a minute against
+ * 15,000 read 2,255 and 4,930 at a first cut over a second of 429s; held there as sure ceilings and
+ * climbed 60 a minute at a time, they stayed at a fifth of their share for 15 s.
  */
 function readAtFullSpeed(cut: DecreaseRecord): boolean {
-  return cut.unlimited === true && cut.startCapped !== true && cut.acceptedRate < FAST_REQUESTS;
+  return (
+    cut.unlimited === true &&
+    cut.startCapped !== true &&
+    cut.acceptedRate < FAST_REQUESTS &&
+    (cut.requestRate ?? 0) < FAST_REQUESTS
+  );
 }
 
 /**
