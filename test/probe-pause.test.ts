@@ -182,16 +182,21 @@ function strictBucket(limiter: AdaptiveRateLimiter, clock: ManualClock) {
   return bucket;
 }
 
+/** A probe limiter at 1,000 units/min (random draws 0) saturating a fresh `strictBucket`. */
+function probeOnStrictBucket() {
+  const clock = new ManualClock(0);
+  const limiter = new AdaptiveRateLimiter({
+    clock,
+    controller: 'probe',
+    initialUnitsPerMinute: 1_000,
+    random: () => 0,
+  });
+  return { limiter, bucket: strictBucket(limiter, clock) };
+}
+
 describe('probe on a limiter: a quota that dropped and came back', () => {
   it('does not double its hold at a ceiling well below the highest it found: it probes for the quota within seconds of its return', () => {
-    const clock = new ManualClock(0);
-    const limiter = new AdaptiveRateLimiter({
-      clock,
-      controller: 'probe',
-      initialUnitsPerMinute: 1_000,
-      random: () => 0,
-    });
-    const bucket = strictBucket(limiter, clock);
+    const { limiter, bucket } = probeOnStrictBucket();
     const send = bucket.send;
     send(30_000);
     expect(limiter.rate).toBeGreaterThan(2_700);
@@ -213,14 +218,7 @@ describe('probe on a limiter: a quota that dropped and came back', () => {
 
 describe('probe on a limiter: a share found after the start', () => {
   it('doubles its hold at a share found twice, though the start read more (another process was paused meanwhile)', () => {
-    const clock = new ManualClock(0);
-    const limiter = new AdaptiveRateLimiter({
-      clock,
-      controller: 'probe',
-      initialUnitsPerMinute: 1_000,
-      random: () => 0,
-    });
-    const bucket = strictBucket(limiter, clock);
+    const { limiter, bucket } = probeOnStrictBucket();
     const send = bucket.send;
     let cuts = 0;
     limiter.on('decreased', () => cuts++);
