@@ -142,6 +142,23 @@ describe("the budget's controller, once for the budget (ManualClock, MemoryBudge
     expect(c.snapshot().pausedUntil).toBeDefined();
   });
 
+  it('leaving "unlimited" under a Retry-After longer than maxPause, the first cut waits only if the capped pause is long enough', () => {
+    const clock = new ManualClock();
+    // maxPause 500 ms: the pause every member takes is 500 ms, two heartbeats, too short for a
+    // fresh heartbeat to land within it. The Retry-After asked (1,000 ms) is long enough.
+    const { store, budgets } = members(3, clock, { initialUnitsPerMinute: undefined, maxPause: 500 });
+    const [a, b] = budgets as [SharedBudget, SharedBudget, SharedBudget];
+    send(clock, budgets, 5, 3_000);
+    a.tryAcquire()!.throttled(1_000);
+    // Before: compared the Retry-After asked, so the cut waited for a heartbeat 312 ms on, landing
+    // after the others' 500-ms pause ended (they resumed unlimited meanwhile). Now: cut at once.
+    expect(store.cuts).toBe(1);
+    const pausedAt = clock.now();
+    clock.advance(250); // b's heartbeat: it hears of the pause and of the cut, within the pause
+    expect(b.snapshot().pausedUntil! - pausedAt).toBeLessThanOrEqual(500);
+    expect(b.limiter.rate).toBeLessThan(store.rate!);
+  });
+
   it('a first cut waiting for fresh reports is not made from a throttle long over when the store comes back', () => {
     const clock = new ManualClock();
     const memory = new MemoryBudgetStore({ clock });

@@ -23,7 +23,10 @@ const CUT_TRIES = 3;
  * heartbeat old.
  */
 const FIRST_CUT_WAIT = 1.25;
-/** ... when the throttle's Retry-After pause lasts at least this many intervals (the cut lands within it). */
+/**
+ * ... when the pause taken (the throttle's Retry-After, capped by `maxPause`) lasts at least this many
+ * intervals (the cut lands within it).
+ */
 const FIRST_CUT_MIN_PAUSE = 3;
 
 /** A backlog of queued units counts as demand to be served within this many ms. */
@@ -199,16 +202,13 @@ export class Coordinator {
     const cut = this.#member.takeCut();
     if (cut !== undefined) {
       const interval = this.#opts.heartbeatInterval;
-      if (
-        this.#member.unlimited &&
-        !this.#member.degraded &&
-        retryAfterMs !== undefined &&
-        retryAfterMs >= FIRST_CUT_MIN_PAUSE * interval
-      ) {
+      // The pause every member takes: the server's Retry-After, capped by `maxPause`.
+      const pauseMs = retryAfterMs === undefined ? 0 : Math.min(retryAfterMs, this.#maxPause);
+      if (this.#member.unlimited && !this.#member.degraded && pauseMs >= FIRST_CUT_MIN_PAUSE * interval) {
         // Leaving "unlimited" while every member pauses: cut from fresh reports (#firstCutNow);
         // the local limiter took its part of this estimate meanwhile.
         const now = this.#clock.now();
-        this.#firstCut ??= { sent, at: now, until: now + Math.min(retryAfterMs, this.#maxPause) };
+        this.#firstCut ??= { sent, at: now, until: now + pauseMs };
       } else this.#track(this.#cut(sent, cut, CUT_TRIES));
     }
     if (retryAfterMs !== undefined && retryAfterMs > 0) this.#track(this.#pause(retryAfterMs));
