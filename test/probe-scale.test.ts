@@ -192,7 +192,7 @@ describe('probe: a 429 right after a Retry-After pause, at many requests a secon
       requestRate: 12_000,
       sentAfterPause: 40,
     };
-    const after = (sent: number) =>
+    const sending = (sent: number) =>
       state({
         rate: 9_700,
         decreases: [first, cut],
@@ -203,8 +203,8 @@ describe('probe: a 429 right after a Retry-After pause, at many requests a secon
         sinceLastIncrease: sent,
       });
     // An estimate: no hold (the pause counted as the drain), steps of a tenth of it from its cruise rate.
-    expect(controller.onSuccess(after(0))).toBeCloseTo(9_700 * 0.97 + 970, 6);
-    expect(controller.onSuccess(after(2_000))).toBeCloseTo(9_700 * 0.97 + 3 * 970, 6);
+    expect(controller.onSuccess(sending(0))).toBeCloseTo(9_700 * 0.97 + 970, 6);
+    expect(controller.onSuccess(sending(2_000))).toBeCloseTo(9_700 * 0.97 + 3 * 970, 6);
   });
 
   it("after a start's estimate too: half is the ceiling, not the estimate to climb back to", () => {
@@ -230,7 +230,7 @@ describe('probe: a 429 right after a Retry-After pause, at many requests a secon
         }),
       ),
     ).toBe(10_700);
-    const after = (sent: number) =>
+    const sending = (sent: number) =>
       state({
         rate: 10_700,
         decreases: [start, cut],
@@ -240,8 +240,8 @@ describe('probe: a 429 right after a Retry-After pause, at many requests a secon
         sinceLastIncrease: sent,
       });
     // Steps of a tenth of 10,700 from its cruise rate; not back to the estimate of 20,000 in two rounds.
-    expect(controller.onSuccess(after(0))).toBeCloseTo(10_700 * 0.97 + 1_070, 6);
-    expect(controller.onSuccess(after(2_000))).toBeCloseTo(10_700 * 0.97 + 3 * 1_070, 6);
+    expect(controller.onSuccess(sending(0))).toBeCloseTo(10_700 * 0.97 + 1_070, 6);
+    expect(controller.onSuccess(sending(2_000))).toBeCloseTo(10_700 * 0.97 + 3 * 1_070, 6);
   });
 });
 
