@@ -1,9 +1,11 @@
 import { once } from 'node:events';
 import { createServer, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { type Dispatcher, request, upgrade } from 'undici';
+import { Agent, type Dispatcher, request, upgrade } from 'undici';
 import { describe, expect, it, vi } from 'vitest';
 import { ManualClock } from '../src/clock.js';
+import { RateLimitRejectedError } from '../src/errors.js';
+import { HANDLER_THREW_WARNING } from '../src/http/handler-threw.js';
 import { runtimeOf } from '../src/http/interceptor.js';
 import { RateLimiterRegistry } from '../src/registry/index.js';
 import { agentWith, cleanups, get, limit, NEVER_BINDS, serve } from './helpers/interceptor-fixtures.js';
@@ -167,6 +169,92 @@ describe('adaptiveRateLimit: the fast path', () => {
       'caller bug on /broken',
       'caller bug on /cut',
     ]);
+  });
+
+  it("reports a throw of the caller's onResponseError after a retry or a refused wait as a warning, not an unhandled rejection", async () => {
+    // Every answer a 429 with a 600 s Retry-After; the clock never moves: request 1's retry is
+    // refused (the loop hands over the 429 it holds, from a promise handler), and request 2's
+    // wait is refused (its failure runs in a microtask).
+    const server = await serve({ capacity: 0, retryAfter: '600' });
+    const rl = limit({ clock: new ManualClock(), default: { maxWait: 1_000 } });
+    const agent = agentWith(rl);
+    const escaped: unknown[] = [];
+    const onEscape = (error: unknown) => escaped.push(error);
+    process.on('unhandledRejection', onEscape);
+    process.on('uncaughtException', onEscape);
+    cleanups.push(() => {
+      process.off('unhandledRejection', onEscape);
+      process.off('uncaughtException', onEscape);
+    });
+    const send = (path: string) =>
+      new Promise<{ told: unknown; warning: Error; attempt: unknown }>((resolve, reject) => {
+        let controller: Dispatcher.DispatchController | undefined;
+        let told: unknown;
+        const thrown = new Error(`caller bug in onResponseError on ${path}`);
+        const onWarning = (warning: Error) => {
+          if ((warning as { code?: string }).code !== HANDLER_THREW_WARNING || warning.cause !== thrown)
+            return;
+          process.off('warning', onWarning);
+          resolve({ told, warning, attempt: (controller as unknown as { attempt: unknown }).attempt });
+        };
+        process.on('warning', onWarning);
+        // On the old code the throw escapes: fail at once rather than at the test's timeout.
+        const onEscaped = (error: unknown) => {
+          if (error !== thrown) return;
+          process.off('warning', onWarning);
+          reject(new Error(`escaped: ${thrown.message}`));
+        };
+        process.once('unhandledRejection', onEscaped);
+        process.once('uncaughtException', onEscaped);
+        agent.dispatch(
+          { origin: server.origin, path, method: 'GET' },
+          {
+            onRequestStart: (c) => {
+              controller = c;
+            },
+            onResponseStart: () => {
+              throw new Error(`caller bug in onResponseStart on ${path}`);
+            },
+            onResponseError: (_c, error) => {
+              told = error;
+              throw thrown;
+            },
+          },
+        );
+      });
+
+    const retried = await send('/retried');
+    // undici's contract: a throw of onResponseStart goes to onResponseError.
+    expect((retried.told as Error).message).toBe('caller bug in onResponseStart on /retried');
+    expect(retried.warning.message).toContain(server.origin);
+    expect(retried.attempt).toBeUndefined();
+    const refused = await send('/refused');
+    expect(refused.told).toBeInstanceOf(RateLimitRejectedError);
+    expect(refused.attempt).toBeUndefined();
+    expect(server.requests).toBe(1);
+    expect(rl.registry.limiterFor(server.origin)?.snapshot()).toMatchObject({ queued: 0, throttles: 1 });
+    expect(escaped).toEqual([]);
+  });
+
+  it("lets a throw of the caller's onResponseError go on to its dispatch call when undici's dispatch fails at once", async () => {
+    const agent = new Agent();
+    const composed = agent.compose(limit({ default: NEVER_BINDS }));
+    await agent.close();
+    let told: unknown;
+    // Without the limiter undici's dispatch tells the handler, then its throw goes to the caller.
+    expect(() =>
+      composed.dispatch(
+        { origin: 'http://127.0.0.1:9', path: '/', method: 'GET' },
+        {
+          onRequestStart: () => {},
+          onResponseError: (_c, error) => {
+            told = error;
+            throw new Error('caller bug');
+          },
+        },
+      ),
+    ).toThrow('caller bug');
+    expect((told as { code?: string }).code).toMatch(/^UND_ERR_(CLOSED|DESTROYED)$/);
   });
 
   it('lets go of the last attempt when the request fails inside the interceptor, on the fast path and in the loop', async () => {

@@ -131,14 +131,117 @@ describe('probe: a window a pause emptied, at many requests a second', () => {
     });
   };
 
-  it('reads at least half the rate the cut started from: the climb goes on from the floor, by steps of it', () => {
-    // The ceiling is 9,700 (not 6,500): the cruise rate (9,409) plus the first step (5 % of it).
-    expect(controller.onSuccess(cruising(1, 20_000))).toBeCloseTo(9_700 * 0.97 + 9_700 * 0.05, 6);
+  it('reads at least half the rate the cut started from: an estimate the climb goes on from at once, by tenths of it', () => {
+    // The ceiling is 9,700 (not 6,500), only an estimate: no hold; 4 s after the cut (a throttle
+    // while cruising: no drain) the third round, steps of 970 x (1 + 2 + 4) above the cruise rate.
+    expect(controller.onSuccess(cruising(1, 20_000))).toBeCloseTo(9_700 * 0.97 + 7 * 970, 6);
   });
 
   it('keeps reading what got through below 6,000 requests/min', () => {
     // A ceiling of 650 with the budget's step of 60: under the 970 the floor left, no change yet.
     expect(controller.onSuccess(cruising(0.1, 2_000))).toBeUndefined();
+  });
+});
+
+describe('probe: a 429 right after a Retry-After pause, at many requests a second', () => {
+  const controller = probe();
+  // A sure ceiling of 20,000 found at 20,000 requests/min; cruising at 97 % of it (19,400).
+  const first: DecreaseRecord = {
+    rateBefore: 22_000,
+    acceptedRate: 20_000,
+    acceptedRateSincePrevious: 20_000,
+    requestRate: 20_000,
+  };
+  // A 429 40 ms after the 1 s pause of that cut ended; the window, less the pause, reads 18,000.
+  const quick = (over: Partial<RateControllerState> = {}, scale = 1) =>
+    state({
+      rate: 19_400 * scale,
+      decreases: [
+        {
+          ...first,
+          rateBefore: 22_000 * scale,
+          acceptedRate: 20_000 * scale,
+          acceptedRateSincePrevious: 20_000 * scale,
+          requestRate: 20_000 * scale,
+        },
+      ],
+      acceptedRate: 18_000 * scale,
+      acceptedRateSinceLastDecrease: 18_000 * scale,
+      measuredRate: 12_000 * scale,
+      measuredRequestRate: 12_000 * scale,
+      sinceLastDecrease: 1_040,
+      pauseSinceLastDecrease: 1_000,
+      ...over,
+    });
+
+  it('goes to half the rate it started from', () => {
+    expect(controller.onThrottled(quick())).toBe(9_700);
+  });
+
+  it('keeps the usual cut when the 429 came later after the pause, or below 6,000 requests/min', () => {
+    // Read as a cruise's throttle at the same ceiling: a margin lower (18,800), cruising at 97 % of it.
+    expect(controller.onThrottled(quick({ sinceLastDecrease: 1_300 }))).toBeCloseTo(18_800 * 0.97, 6);
+    expect(controller.onThrottled(quick({}, 0.1))).toBeCloseTo(1_880 * 0.97, 6);
+  });
+
+  it('then climbs from that half at once, by tenths of it', () => {
+    const cut: DecreaseRecord = {
+      rateBefore: 19_400,
+      acceptedRate: 18_000,
+      acceptedRateSincePrevious: 18_000,
+      requestRate: 12_000,
+      sentAfterPause: 40,
+    };
+    const sending = (sent: number) =>
+      state({
+        rate: 9_700,
+        decreases: [first, cut],
+        measuredRate: 9_700,
+        measuredRequestRate: 9_700,
+        sinceLastDecrease: 1_000 + sent,
+        pauseSinceLastDecrease: 1_000,
+        sinceLastIncrease: sent,
+      });
+    // An estimate: no hold (the pause counted as the drain), steps of a tenth of it from its cruise rate.
+    expect(controller.onSuccess(sending(0))).toBeCloseTo(9_700 * 0.97 + 970, 6);
+    expect(controller.onSuccess(sending(2_000))).toBeCloseTo(9_700 * 0.97 + 3 * 970, 6);
+  });
+
+  it("after a start's estimate too: half is the ceiling, not the estimate to climb back to", () => {
+    // The first cut, unlimited, read the process's own demand (20,000) while the other was paused.
+    const start: DecreaseRecord = { ...first, acceptedRateSincePrevious: undefined, unlimited: true };
+    const cut: DecreaseRecord = {
+      rateBefore: 21_400,
+      acceptedRate: 19_000,
+      acceptedRateSincePrevious: 19_000,
+      requestRate: 12_000,
+      sentAfterPause: 40,
+    };
+    expect(
+      controller.onThrottled(
+        state({
+          rate: 21_400,
+          decreases: [start],
+          acceptedRate: 19_000,
+          acceptedRateSinceLastDecrease: 19_000,
+          measuredRequestRate: 12_000,
+          sinceLastDecrease: 1_040,
+          pauseSinceLastDecrease: 1_000,
+        }),
+      ),
+    ).toBe(10_700);
+    const sending = (sent: number) =>
+      state({
+        rate: 10_700,
+        decreases: [start, cut],
+        measuredRate: 10_700,
+        sinceLastDecrease: 1_000 + sent,
+        pauseSinceLastDecrease: 1_000,
+        sinceLastIncrease: sent,
+      });
+    // Steps of a tenth of 10,700 from its cruise rate; not back to the estimate of 20,000 in two rounds.
+    expect(controller.onSuccess(sending(0))).toBeCloseTo(10_700 * 0.97 + 1_070, 6);
+    expect(controller.onSuccess(sending(2_000))).toBeCloseTo(10_700 * 0.97 + 3 * 1_070, 6);
   });
 });
 
@@ -235,6 +338,38 @@ describe('limiter: at thousands a second', () => {
     expect(booked[1]![0]!.requestRate).toBeCloseTo(120_000, -4);
   });
 
+  it('books each cut with the ms sent between the pause since the cut before and it', () => {
+    const clock = new ManualClock(0);
+    const booked: (readonly DecreaseRecord[])[] = [];
+    const controller = {
+      onThrottled: (st: RateControllerState) => {
+        booked.push(st.decreases);
+        return st.rate / 2;
+      },
+      onSuccess: () => undefined,
+    };
+    const limiter = new AdaptiveRateLimiter({ clock, controller, initialUnitsPerMinute: 6_000_000 });
+    const sendFor = (ms: number) => {
+      for (let t = 0; t < ms; t++) {
+        for (let i = 0; i < 2; i++) limiter.tryAcquire(10)?.success();
+        clock.advance(1);
+      }
+    };
+    // 1.1 s of sends, a 429 with Retry-After: 1 (a pause of 1 s), 40 ms of sends, a second 429;
+    // after its pause 1.1 s of sends and a third.
+    sendFor(1_100);
+    limiter.tryAcquire(10)?.throttled(1_000);
+    clock.advance(1_000);
+    sendFor(40);
+    limiter.tryAcquire(10)?.throttled(1_000);
+    clock.advance(1_000);
+    sendFor(1_100);
+    limiter.tryAcquire(10)?.throttled(1_000);
+    expect(booked).toHaveLength(3);
+    expect(booked[2]![0]!.sentAfterPause).toBeUndefined();
+    expect(booked[2]![1]!.sentAfterPause).toBe(40);
+  });
+
   it('a first 429 while the in-flight cap binds: the start-up goes on from the cut, x2 a half-second round (at most twice what is sent)', async () => {
     const { limiter, cuts, send } = setup();
     // The first round of the cold start (10 in flight) is granted at 0 ms, answered at once; one 429.
@@ -303,7 +438,8 @@ describe('limiter: at thousands a second', () => {
     const { limiter, cuts, send } = setup();
     await send(3_000);
     const before = limiter.rate;
-    const throttleAt = new Set([3_000, 5_000, 6_040]);
+    // The third 300 ms after the second's pause ended (sooner than 250 ms it goes to half: see "a 429 right after a Retry-After pause").
+    const throttleAt = new Set([3_000, 5_000, 6_300]);
     await send(4_000, (now) => {
       if (!throttleAt.has(now)) return 'ok';
       throttleAt.delete(now);

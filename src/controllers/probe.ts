@@ -135,6 +135,7 @@ function probeController(options: ProbeOptions, peakHoldFactor: number): RateCon
     own: boolean;
     stable: number;
     unsure: boolean;
+    floored: boolean;
     recall: number;
     peak: number;
   } => {
@@ -166,8 +167,12 @@ function probeController(options: ProbeOptions, peakHoldFactor: number): RateCon
     /** The ceiling is a very first cut's read at full speed (see `readAtFullSpeed`), not yet replaced. */
     let fullSpeed = false;
     let previous: DecreaseRecord | undefined;
+    /** The last cut's reading was its floor, at many requests a second (see `fastReading`, `quickAfterPause`). */
+    let floored = false;
     for (const cut of cuts) {
-      const A = fastReading(cut, previous, o.minCutFactor);
+      const quick = quickAfterPause(cut, previous);
+      const A = quick ? o.minCutFactor * cut.rateBefore : fastReading(cut, previous, o.minCutFactor);
+      floored = quick || A > cut.acceptedRate;
       previous = cut;
       if (unsure && E !== undefined) {
         // What got through sets the ceiling. Found higher, after a climb: it is sure. Found lower
@@ -217,7 +222,9 @@ function probeController(options: ProbeOptions, peakHoldFactor: number): RateCon
       if (stable > 0 || (before === undefined && cut.acceptedRateSincePrevious !== undefined)) settled = true;
       if (settled) peak = Math.max(peak, E);
     }
-    return { E: E ?? 0, own, stable, unsure, recall: Math.max(recall, E ?? 0), peak };
+    // A ceiling that is the last cut's floor is an estimate, not a reading to climb back from.
+    const back = floored ? (E ?? 0) : Math.max(recall, E ?? 0);
+    return { E: E ?? 0, own, stable, unsure, floored, recall: back, peak };
   };
   return {
     onThrottled(s: RateControllerState): number {
@@ -229,6 +236,7 @@ function probeController(options: ProbeOptions, peakHoldFactor: number): RateCon
         acceptedRate: accepted,
         acceptedRateSincePrevious: s.acceptedRateSinceLastDecrease,
         ...requestRateOf(s),
+        ...sentAfterPauseOf(s),
       };
       const { E, own } = learn([...s.decreases, cut]);
       // Our own overshoot drains below the ceiling; a throttle while cruising cruises below the new one.
@@ -257,7 +265,10 @@ function probeController(options: ProbeOptions, peakHoldFactor: number): RateCon
         if (s.sinceLastIncrease < Math.min(o.round, CAPPED_ROUND)) return undefined;
         target = s.rate * o.startupGrowth;
       } else {
-        const { E, own, stable, unsure, recall, peak } = learn(s.decreases);
+        const { E, own, stable, unsure, floored, recall, peak } = learn(s.decreases);
+        // A ceiling that is only an estimate (the start's, or a cut's floor at many requests a
+        // second): no hold, steps of a tenth of it at least; the next cut sets it.
+        const estimate = unsure || floored;
         const drain = own ? drainLeft(o.drainTime, s.pauseSinceLastDecrease) : 0;
         // Randomized; doubles for each cut in a row at the same ceiling (a new ceiling resets it),
         // but not well below the highest ceiling the kept cuts found past the start (the quota dropped, or a
@@ -267,7 +278,7 @@ function probeController(options: ProbeOptions, peakHoldFactor: number): RateCon
         const doubled = E < peak * (1 - LOW_CEILING_TOLERANCES * o.stableTolerance) ? 0 : stable;
         const atPeak = E >= peak * (1 - o.stableTolerance);
         const base = o.holdTime * holdScale(s.instanceCount) * (atPeak ? peakHoldFactor : 1);
-        const hold = unsure ? 0 : Math.min(o.maxHold, base * (1 + s.random) * 2 ** doubled);
+        const hold = estimate ? 0 : Math.min(o.maxHold, base * (1 + s.random) * 2 ** doubled);
         const t = Math.max(0, s.sinceLastDecrease - s.pauseSinceLastDecrease);
         if (t < drain) return undefined;
         target = E * (1 - o.cruiseMargin);
@@ -277,7 +288,7 @@ function probeController(options: ProbeOptions, peakHoldFactor: number): RateCon
           const g = o.probeGrowth;
           // While the ceiling is only the start's estimate, steps of a tenth of it at least.
           const base = climbStep(o.probeStep / s.instanceCount, E, s.measuredRequestRate);
-          const step = unsure ? Math.max(base, E * UNSURE_STEP) : base;
+          const step = estimate ? Math.max(base, E * UNSURE_STEP) : base;
           target += ((g ** (k + 1) - 1) / (g - 1)) * step;
           target = Math.max(target, climbBack(E, recall, k) * (1 - o.cruiseMargin));
         }
@@ -346,7 +357,10 @@ function readAtFullSpeed(cut: DecreaseRecord): boolean {
  * least `minCutFactor` of the rate the cut started from, the rate the cut goes to at the lowest.
  * A 429 a few ms after a pause ends reads those ms over a slot of 250 ms, a third of the rate:
  * the rate goes to half, and a ceiling of a third would then hold the process near half its
- * share for 10-25 s, its probe steps a fraction of that ceiling.
+ * share for 10-25 s, its probe steps a fraction of that ceiling. Such a floor is no reading of the
+ * server, only an estimate, as the start's is: no hold, steps of a tenth of it, and the next cut
+ * sets the ceiling. Held as sure (4-8 s, then steps of 5 %), a process halved twice stayed at a
+ * quarter of its demand for 10-15 s while the other could not send more than its own.
  */
 function fastReading(
   cut: DecreaseRecord,
@@ -362,6 +376,36 @@ function fastReading(
 /** The requests/min measured at a cut, for its record (`requestRate`), from its controller's state. */
 export function requestRateOf(s: Pick<RateControllerState, 'measuredRequestRate'>): { requestRate?: number } {
   return s.measuredRequestRate === undefined ? {} : { requestRate: s.measuredRequestRate };
+}
+
+/**
+ * A cut this soon after a Retry-After pause since the cut before it ends (ms of sending), at
+ * {@link FAST_REQUESTS} and more (measured at the cut or at the one before), takes the rate to
+ * `minCutFactor` of the rate it started from, and that is the ceiling. At thousands of requests a
+ * second a strict server's burst lasts tens of ms: a 429 that soon after the pause says the others
+ * took the room this process left, and the rate is far above what is left for it. Read as usual
+ * (a few percent lower, or 0.9 of the ceiling each time), such a process was throttled again
+ * right after each of its pauses, four or five times in a row, sending some 50 ms a second.
+ */
+const QUICK_AFTER_PAUSE = 250;
+
+function quickAfterPause(cut: DecreaseRecord, previous: DecreaseRecord | undefined): boolean {
+  const requests = Math.max(cut.requestRate ?? 0, previous?.requestRate ?? 0);
+  return (
+    requests >= FAST_REQUESTS && cut.sentAfterPause !== undefined && cut.sentAfterPause < QUICK_AFTER_PAUSE
+  );
+}
+
+/**
+ * The ms a process sent between the end of its Retry-After pauses since the cut before and a cut,
+ * for its record (`sentAfterPause`); none at the first cut or without a pause since the cut before.
+ */
+export function sentAfterPauseOf(
+  s: Pick<RateControllerState, 'decreases' | 'sinceLastDecrease' | 'pauseSinceLastDecrease'>,
+): { sentAfterPause?: number } {
+  return s.decreases.length > 0 && s.pauseSinceLastDecrease > 0
+    ? { sentAfterPause: Math.max(0, s.sinceLastDecrease - s.pauseSinceLastDecrease) }
+    : {};
 }
 
 /**

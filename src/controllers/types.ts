@@ -81,6 +81,12 @@ export interface DecreaseRecord {
   readonly unlimited?: boolean;
   /** Requests/min measured at the cut (`measuredRequestRate`); absent when none was measured (and in a budget shared through Redis). */
   readonly requestRate?: number;
+  /**
+   * ms sent between the end of the Retry-After pauses since the cut before and this cut (pauses
+   * not counted); absent at the first cut, without a pause since the cut before, and in a budget
+   * shared through Redis.
+   */
+  readonly sentAfterPause?: number;
 }
 
 /**

@@ -91,6 +91,11 @@ export class Attempt implements Dispatcher.DispatchHandler {
     this.#judge = judge;
   }
 
+  /** Whether the attempt is sent and has not been answered (no response start, no failure). */
+  get sending(): boolean {
+    return this.#state.kind === 'sending';
+  }
+
   /** Whether the caller has this response. */
   get delivered(): boolean {
     return this.#state.kind === 'delivered';

@@ -13,6 +13,7 @@ import {
 import { Attempt } from './attempt.js';
 import { CallerController } from './caller-controller.js';
 import { FastPathJudge, type FastPathRequest } from './fast-path.js';
+import { warnHandlerThrew } from './handler-threw.js';
 import { refusalJson } from './llm.js';
 import { LoopPlan, type LoopRequest } from './loop-plan.js';
 import { answerRefusal } from './refusal.js';
@@ -113,6 +114,9 @@ export class RateLimitedDispatch implements LoopRequest, FastPathRequest, WaitCa
       this.bodies = attemptBodies(this.#opts.body, this.runtime.options.maxReplayBodyBytes);
       if (!this.#sendFirst()) this.#loop(undefined);
     } catch (error) {
+      // Ended already: the caller's own callback threw while it was told (dispatch threw after
+      // calling it). The throw goes to the caller's dispatch call, as undici's dispatch does.
+      if (this.#done) throw error;
       this.fail(error);
     }
   }
@@ -243,16 +247,18 @@ export class RateLimitedDispatch implements LoopRequest, FastPathRequest, WaitCa
    */
   granted(permit: Permit): void {
     // From a microtask, as when the grant resolved a promise: not inside the limiter's drain.
-    queueMicrotask(() => {
-      // One maxWait for the whole request: its retries' waits count this one.
-      this.waitedMs = permit.waitedMs ?? 0;
-      this.dispatchAttempt(new Attempt(this, new FastPathJudge(this, permit, undefined)));
-    });
+    queueMicrotask(() =>
+      this.#detached(() => {
+        // One maxWait for the whole request: its retries' waits count this one.
+        this.waitedMs = permit.waitedMs ?? 0;
+        this.dispatchAttempt(new Attempt(this, new FastPathJudge(this, permit, undefined)));
+      }),
+    );
   }
 
   /** Attempt 1's wait was refused (queue full, max wait, closed) or cancelled (an abort). */
   refused(error: unknown): void {
-    queueMicrotask(() => this.fail(error));
+    queueMicrotask(() => this.#detached(() => this.fail(error)));
   }
 
   /** Where a cancel of the wait finds it: kept on the caller's controller, which cancels it on abort. */
@@ -274,9 +280,26 @@ export class RateLimitedDispatch implements LoopRequest, FastPathRequest, WaitCa
 
   #end(loop: Promise<Attempt>): void {
     loop.then(
-      (attempt) => this.#deliver(attempt),
-      (error: unknown) => this.fail(error),
+      (attempt) => this.#detached(() => this.#deliver(attempt)),
+      (error: unknown) => this.#detached(() => this.fail(error)),
     );
+  }
+
+  /**
+   * Runs a step from a promise handler or a microtask, where no undici call is on the stack to
+   * take a throw. The request is told its end before the caller's callbacks run (its permit,
+   * slot and hold settled), so what can still throw here is the caller's own `onResponseError`
+   * (undici hands a throw of `onResponseStart`, `onResponseData` or `onResponseEnd` to
+   * `onResponseError`, and so does `Attempt.deliver`). It is reported as a process warning
+   * (`ARL_HANDLER_THREW`): not an unhandled rejection or an uncaught exception, which would end
+   * the process, and not lost.
+   */
+  #detached(step: () => void): void {
+    try {
+      step();
+    } catch (error) {
+      warnHandlerThrew(error, this.#origin);
+    }
   }
 
   // ---- LoopRequest -------------------------------------------------------------------------
@@ -293,6 +316,9 @@ export class RateLimitedDispatch implements LoopRequest, FastPathRequest, WaitCa
           : { ...this.#opts, body: body as Dispatcher.DispatchOptions['body'] };
       this.#dispatch(opts, attempt);
     } catch (error) {
+      // Told already (undici's dispatch calls the handler's onError, then lets its throw go on):
+      // the caller's own callback threw, and the throw goes on up.
+      if (!attempt.sending) throw error;
       attempt.onResponseError(undefined, asError(error));
     }
   }
