@@ -71,7 +71,9 @@ describe('control bench options', () => {
     const args = parseControlArgs(['--only=nginx,nginx-noburst']);
     expect([...args.only]).toEqual(['nginx', 'nginx-noburst']);
     expect(args.scaled).toEqual([]);
-    expect(() => parseControlArgs(['--only=nginx-nobursts'])).toThrow(/unknown nginx-nobursts.*nginx-noburst/);
+    expect(() => parseControlArgs(['--only=nginx-nobursts'])).toThrow(
+      /unknown nginx-nobursts.*nginx-noburst/,
+    );
   });
 });
 
