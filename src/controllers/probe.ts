@@ -101,6 +101,27 @@ const MAX_ROUNDS = 40;
  * accepted rates at the last cuts, the time since the last cut, `random`).
  */
 export function probe(options: ProbeOptions = {}): RateController {
+  return probeController(options, 1);
+}
+
+/**
+ * A shared budget's hold (the budget's probe, src/redis) at a ceiling within `stableTolerance` of
+ * the highest its kept cuts found is this many times a single limiter's: a probe's 429 pauses
+ * every member for its Retry-After, the whole budget's rate for that time. The hold after a
+ * ceiling found again still doubles, up to `maxHold`. Below that highest ceiling (a ceiling read
+ * low, or a quota that dropped and may come back) the hold is a single limiter's.
+ */
+const SHARED_HOLD_FACTOR = 4;
+
+/**
+ * The probe controller as a shared budget runs it, once for the budget: as {@link probe}, with
+ * holds {@link SHARED_HOLD_FACTOR} times longer at about the highest ceiling found.
+ */
+export function sharedBudgetProbe(options: ProbeOptions = {}): RateController {
+  return probeController(options, SHARED_HOLD_FACTOR);
+}
+
+function probeController(options: ProbeOptions, peakHoldFactor: number): RateController {
   const o = validate(options);
   const same = (a: number, b: number) => Math.abs(a - b) <= o.stableTolerance * b;
   /**
@@ -255,7 +276,8 @@ export function probe(options: ProbeOptions = {}): RateController {
         // estimate: the next cut sets it. Longer with more than two instances probing on their
         // own (see holdScale).
         const doubled = E < peak * (1 - LOW_CEILING_TOLERANCES * o.stableTolerance) ? 0 : stable;
-        const base = o.holdTime * holdScale(s.instanceCount);
+        const atPeak = E >= peak * (1 - o.stableTolerance);
+        const base = o.holdTime * holdScale(s.instanceCount) * (atPeak ? peakHoldFactor : 1);
         const hold = estimate ? 0 : Math.min(o.maxHold, base * (1 + s.random) * 2 ** doubled);
         const t = Math.max(0, s.sinceLastDecrease - s.pauseSinceLastDecrease);
         if (t < drain) return undefined;

@@ -1,5 +1,6 @@
 import { EventEmitter } from 'node:events';
-import { resolveController } from '../controllers/index.js';
+import { keepsNoState, resolveController } from '../controllers/index.js';
+import { sharedBudgetProbe } from '../controllers/probe.js';
 import { AdaptiveRateLimitError } from '../errors.js';
 import { kFailed, kNoCrowdWait, kSuccess, kThrottled } from '../internal.js';
 import { AdaptiveRateLimiter, type LimiterSnapshot } from '../limiter/adaptive.js';
@@ -102,7 +103,11 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
     const min = resolved.minUnitsPerMinute;
     const max = resolved.maxUnitsPerMinute;
     const initial = resolved.initialUnitsPerMinute;
-    const controller = resolveController(resolved.controller, resolved);
+    // The probe controller by name runs with a shared budget's holds (probe.ts, sharedBudgetProbe).
+    const controller =
+      resolved.controller === 'probe'
+        ? keepsNoState(sharedBudgetProbe(resolved.probe))
+        : resolveController(resolved.controller, resolved);
     this.#member = new MemberState(this, {
       name: this.#opts.name,
       initialRate: initial,

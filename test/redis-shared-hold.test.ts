@@ -1,0 +1,133 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { ManualClock } from '../src/clock.js';
+import { type DecreaseRecord, probe, type RateControllerState } from '../src/controllers/index.js';
+import { sharedBudgetProbe } from '../src/controllers/probe.js';
+import { createSharedBudget, MemoryBudgetStore, type SharedBudget } from '../src/redis/index.js';
+
+/** A frozen state of the whole budget: one instance, a request waited, random 0. */
+function state(overrides: Partial<RateControllerState> = {}): RateControllerState {
+  return Object.freeze({
+    rate: 2910,
+    minRate: 1,
+    maxRate: Number.POSITIVE_INFINITY,
+    rateBeforeLastDecrease: 4000,
+    measuredRateAtLastDecrease: undefined,
+    sinceLastDecrease: 0,
+    pauseSinceLastDecrease: 0,
+    sinceLastIncrease: 0,
+    waited: true,
+    instanceCount: 1,
+    measuredRate: undefined,
+    acceptedRate: undefined,
+    acceptedRateSinceLastDecrease: undefined,
+    decreases: [],
+    random: 0,
+    ...overrides,
+  });
+}
+
+/** An overshoot from 4,000 at which 3,000 got through (2,900 over the cycle): ceiling 3,000, cruise 2,910. */
+const FIRST: DecreaseRecord = { rateBefore: 4000, acceptedRate: 3000, acceptedRateSincePrevious: 2900 };
+/** The same ceiling found again. */
+const SECOND: DecreaseRecord = { rateBefore: 3300, acceptedRate: 3050, acceptedRateSincePrevious: 3000 };
+/** Then a throttle while cruising at 2,000 (the quota dropped) and an overshoot there. */
+const DROPPED: DecreaseRecord[] = [
+  FIRST,
+  { rateBefore: 2910, acceptedRate: 2000, acceptedRateSincePrevious: 2800 },
+  { rateBefore: 2100, acceptedRate: 2000, acceptedRateSincePrevious: 1950 },
+];
+
+describe("a shared budget's probe holds longer at its ceiling (its 429 pauses every member)", () => {
+  const single = probe();
+  const shared = sharedBudgetProbe();
+  it.each([
+    [
+      'one find of the ceiling: a single limiter probes after 1 + 4 s',
+      { decreases: [FIRST], sinceLastDecrease: 5000 },
+      2970,
+      undefined,
+    ],
+    ['the budget after 1 + 16 s', { decreases: [FIRST], sinceLastDecrease: 17_000 }, 2910 + 127 * 60, 2970],
+    [
+      'found twice: 8 s; the budget 30 s (maxHold)',
+      { rate: 2958.5, decreases: [FIRST, SECOND], sinceLastDecrease: 9000 },
+      3050 * 0.97 + 60,
+      undefined,
+    ],
+    [
+      'the budget probes after 30 s',
+      { rate: 2958.5, decreases: [FIRST, SECOND], sinceLastDecrease: 31_000 },
+      3050 * 0.97 + 4095 * 60,
+      3050 * 0.97 + 60,
+    ],
+    // Below the highest ceiling found (read low, or a quota that dropped and may come back): the
+    // budget's hold there is a single limiter's.
+    [
+      'found below the highest ceiling by more than stableTolerance: the same hold',
+      {
+        rate: 2522,
+        decreases: [FIRST, SECOND, { rateBefore: 3100, acceptedRate: 2600, acceptedRateSincePrevious: 2550 }],
+        sinceLastDecrease: 5000,
+      },
+      2600 * 0.97 + 60,
+      2600 * 0.97 + 60,
+    ],
+    [
+      'well below the highest ceiling: the same hold',
+      { rate: 1800, decreases: DROPPED, sinceLastDecrease: 5000 },
+      2000 * 0.97 + 60,
+      2000 * 0.97 + 60,
+    ],
+  ] as const)('%s', (_name, overrides, singleRate, sharedRate) => {
+    const s = state(overrides);
+    const a = single.onSuccess(s);
+    const b = shared.onSuccess(s);
+    if (singleRate === undefined) expect(a).toBeUndefined();
+    else expect(a).toBeCloseTo(singleRate, 6);
+    if (sharedRate === undefined) expect(b).toBeUndefined();
+    else expect(b).toBeCloseTo(sharedRate, 6);
+  });
+});
+
+const open: SharedBudget[] = [];
+afterEach(async () => {
+  await Promise.all(open.splice(0).map((b) => b.close()));
+});
+
+describe('three members of a shared budget (ManualClock, MemoryBudgetStore, the default probe)', () => {
+  it('hold at the ceiling a second overshoot found 16 s before probing, not 4 s', () => {
+    const clock = new ManualClock();
+    const store = new MemoryBudgetStore({ clock });
+    const budgets = [0, 1, 2].map(() =>
+      createSharedBudget({
+        name: 'hold',
+        store,
+        clock,
+        initialUnitsPerMinute: 3_000,
+        heartbeatInterval: 250,
+        random: () => 0,
+        burst: 'second',
+      }),
+    );
+    open.push(...budgets);
+    /** Every 50 ms for `ms`: each member asks for 2 units (2,400/min each, more than its share: it waits). */
+    const send = (ms: number) => {
+      for (let t = 0; t < ms; t += 50) {
+        for (const b of budgets) for (let i = 0; i < 2; i++) b.tryAcquire()?.success();
+        clock.advance(50);
+      }
+    };
+    send(3_000);
+    budgets[0]!.tryAcquire()!.throttled(); // the first cut: an estimate, climbed without a hold
+    send(6_000);
+    const before = store.cuts;
+    budgets[1]!.tryAcquire()!.throttled(); // an overshoot of that climb: a ceiling
+    expect(store.cuts).toBe(before + 1);
+    const cut = store.rate!;
+    const cruise = (cut / 0.9) * 0.97; // drained at 0.9 x the ceiling, then cruising 3 % below it
+    send(12_000); // drain 1 s, then 11 s: a single limiter's hold (4 s) is long over
+    expect(store.rate!).toBeCloseTo(cruise, 0);
+    send(6_000); // 18 s: past the budget's hold (16 s), into the probe's first round
+    expect(store.rate!).toBeGreaterThan(cruise + 1);
+  });
+});
