@@ -45,6 +45,16 @@
  *   npm run bench -- control --only=capacity100x                 first: can this machine make 100x?
  *   npm run bench -- control --only=nginx10x,nginx100x           the scale rows, one at a time
  *   npm run bench -- control --only=latency --rows=defaults,AWS  heavy-tailed latency beside the loopback
+ *
+ * Named in --only only (a plain `control` run does not include it: it would add some 70 s):
+ *
+ * 8. `nginx-noburst`: nginx `limit_req` 3,000 r/m with no `burst` (nginx's default), 429 +
+ *    `Retry-After: 1`, two processes of 2,000/min each for 60 s (as 2); the library with no
+ *    options, the AWS SDK's adaptive mode and the oracle (each process evenly at 1,500/min), side
+ *    by side. With no burst nginx refuses any request less than 20 ms after the one before it,
+ *    so two even pacers whose sum is the rate collide too: the oracle's row measures that.
+ *
+ *   npm run bench -- control --only=nginx-noburst                nginx with no burst
  */
 import { loadavg } from 'node:os';
 import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
@@ -82,6 +92,8 @@ export const SETTINGS = {
     durationMs: 60_000,
   },
   nginxShared: { clients: 3, demandPerMinute: 1_500 },
+  /** `nginx-noburst`: the nginx settings with `burst` 0 (nginx's default: no `burst`). */
+  nginxNoBurst: { burst: 0 },
   burst: { perMinute: 600, burst: 10, callers: 200, capMs: 180_000 },
   /** `nginx<N>x` and `capacity<N>x`: today's nginx settings at N times the rate. */
   scale: {
@@ -123,6 +135,8 @@ export interface ControlArgs {
 }
 
 const SCENARIOS = ['quota', 'nginx', 'burst', 'cold'] as const;
+/** Scenarios run only when named in `--only` (not part of a plain `control` run). */
+const OPT_IN = ['nginx-noburst'] as const;
 
 export interface Scaled {
   kind: 'nginx' | 'capacity' | 'latency';
@@ -164,10 +178,11 @@ export function parseControlArgs(argv: readonly string[]): ControlArgs {
       const words = arg.slice('--only='.length).split(',');
       scaled = words.map(parseScaled).filter((x): x is Scaled => x !== undefined);
       only = new Set(words.filter((w) => parseScaled(w) === undefined));
-      const unknown = [...only].filter((s) => !(SCENARIOS as readonly string[]).includes(s));
+      const known: readonly string[] = [...SCENARIOS, ...OPT_IN];
+      const unknown = [...only].filter((s) => !known.includes(s));
       if (unknown.length > 0)
         throw new Error(
-          `--only: unknown ${unknown.join(', ')}; expected some of ${SCENARIOS.join(', ')}, nginx<N>x, capacity<N>x, latency, latency<N>x`,
+          `--only: unknown ${unknown.join(', ')}; expected some of ${[...SCENARIOS, ...OPT_IN].join(', ')}, nginx<N>x, capacity<N>x, latency, latency<N>x`,
         );
     } else if (arg.startsWith('--rows=')) {
       rows = arg
@@ -289,7 +304,7 @@ export async function controlSuite(argv: readonly string[] = process.argv.slice(
     toMs: s.quotaDrop.toMs * args.scale,
     takenFraction: s.quotaDrop.takenFraction,
   };
-  const needsNginx = args.scaled.some((x) => x.kind !== 'latency');
+  const needsNginx = args.scaled.some((x) => x.kind !== 'latency') || args.only.has('nginx-noburst');
   const nginxOk =
     args.only.has('nginx') || args.only.has('burst') || needsNginx ? ensureNginx() : 'not asked for';
   if (nginxOk !== true && args.only.has('nginx')) console.log(`nginx rows skipped: ${nginxOk}`);
@@ -337,6 +352,10 @@ export async function controlSuite(argv: readonly string[] = process.argv.slice(
     if (nginx.length > 0) {
       console.log(`\nnginx, ${nginxMs / 1000} s, ${how(args.parallel)} ...`);
       reportNginx(await execute(nginx, args.parallel), nginxMs);
+    }
+    if (args.only.has('nginx-noburst')) {
+      if (nginxOk === true) await nginxNoBurst(nginxMs, args.parallel, wanted);
+      else console.log(`\nnginx-noburst skipped: ${nginxOk}`);
     }
     if (args.only.has('burst')) await burst(rows, nginxOk === true, args.parallel);
     if (args.only.has('cold')) await coldStart(args.scale);
@@ -529,6 +548,49 @@ async function nginxScaled(times: number, args: ScaledArgs): Promise<void> {
     const f = figures(ours);
     targetShareAtLeast(`nginx at ${times}x, no options,`, f, 0.95);
     targetThrottledAtMost(`nginx at ${times}x, no options,`, f, 0.01);
+  }
+}
+
+/**
+ * nginx with no `burst`: the 1x nginx settings (two processes of 2,000/min, open loop, 60 s at
+ * scale 1) with `burst` 0; the library with no options beside the AWS SDK's adaptive mode and the
+ * oracle at its known share, every row side by side unless `--parallel`/`--serial`.
+ */
+async function nginxNoBurst(ms: number, parallel: number, wanted: (label: string) => boolean): Promise<void> {
+  const s = SETTINGS.nginx;
+  const burst = SETTINGS.nginxNoBurst.burst;
+  const server: ServerPlan = {
+    kind: 'nginx',
+    zone: { perMinute: s.perMinute, burst },
+    retryAfterSeconds: s.retryAfterSeconds,
+  };
+  const available = () => (s.perMinute * ms) / MINUTE;
+  const load: Load = { kind: 'open', perMinute: s.demandPerMinute, durationMs: ms };
+  const planned: Planned[] = scaleRows(s.perMinute / s.clients)
+    .filter((row) => wanted(row.label))
+    .map((row) => {
+      const run = plan(row, server, s.clients, load, 'request');
+      return { row, ...(run === undefined ? {} : { run }), available };
+    });
+  console.log(`\nnginx with no burst, ${ms / 1000} s, ${how(parallel)}, load ${loadAverage()} ...`);
+  const results = await execute(planned, parallel);
+  printRows(
+    `nginx limit_req with no burst: rate=${s.perMinute}r/m (burst ${burst}), 429 + Retry-After: ${s.retryAfterSeconds}; ` +
+      `${s.clients} processes of ${s.demandPerMinute.toLocaleString('en-US')}/min each, ${ms / 1000} s; load after: ${loadAverage()}`,
+    results,
+  );
+  const ours = find(results, 'defaults (no options)');
+  const aws = find(results, 'AWS SDK adaptive');
+  if (ours !== undefined && aws !== undefined) {
+    const o = figures(ours);
+    const a = figures(aws);
+    console.log('');
+    printTarget(
+      "nginx with no burst: no options, share >= the AWS limiter's",
+      o.share >= a.share,
+      `${pct(o.share)} vs ${pct(a.share)}`,
+      `${((a.share - o.share) * 100).toFixed(1)} points`,
+    );
   }
 }
 

@@ -65,6 +65,16 @@ describe('control bench options', () => {
     expect(parseControlArgs(['--serial']).parallelGiven).toBe(true);
     expect(() => parseControlArgs(['--only=nginx10']).scaled).toThrow(/unknown nginx10/);
   });
+
+  it('runs nginx-noburst only when --only names it', () => {
+    expect(parseControlArgs([]).only.has('nginx-noburst')).toBe(false);
+    const args = parseControlArgs(['--only=nginx,nginx-noburst']);
+    expect([...args.only]).toEqual(['nginx', 'nginx-noburst']);
+    expect(args.scaled).toEqual([]);
+    expect(() => parseControlArgs(['--only=nginx-nobursts'])).toThrow(
+      /unknown nginx-nobursts.*nginx-noburst/,
+    );
+  });
 });
 
 describe('quota server', () => {

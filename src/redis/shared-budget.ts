@@ -104,10 +104,9 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
     const max = resolved.maxUnitsPerMinute;
     const initial = resolved.initialUnitsPerMinute;
     // The probe controller by name runs with a shared budget's holds (probe.ts, sharedBudgetProbe).
+    const alone = resolveController(resolved.controller, resolved);
     const controller =
-      resolved.controller === 'probe'
-        ? keepsNoState(sharedBudgetProbe(resolved.probe))
-        : resolveController(resolved.controller, resolved);
+      resolved.controller === 'probe' ? keepsNoState(sharedBudgetProbe(resolved.probe)) : alone;
     this.#member = new MemberState(this, {
       name: this.#opts.name,
       initialRate: initial,
@@ -126,7 +125,9 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
             // The budget's controller decides once for the budget (budget-controller.ts); the local
             // one applies this member's part of its cuts (member-controller.ts).
             // Named after the budget's controller (what metrics and NODE_DEBUG show).
-            controller: Object.assign(memberController(controller, view), {
+            // Degraded, the member runs on its own (its pauses pause only itself): a single
+            // limiter's controller, without the budget's longer holds.
+            controller: Object.assign(memberController(alone, view), {
               name: typeof resolved.controller === 'string' ? resolved.controller : 'custom',
             }),
             instanceCount: 1,

@@ -1,0 +1,79 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { ManualClock } from '../src/clock.js';
+import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
+import { createSharedBudget, MemoryBudgetStore, type SharedBudget } from '../src/redis/index.js';
+import type { BudgetStore } from '../src/redis/store.js';
+
+const open: SharedBudget[] = [];
+afterEach(async () => {
+  await Promise.all(open.splice(0).map((b) => b.close()));
+});
+
+/** A store that answers no heartbeat and no cut once `down.now` is set: its members are degraded. */
+function downStore(clock: ManualClock, down: { now: boolean }): BudgetStore {
+  const memory = new MemoryBudgetStore({ clock });
+  return {
+    heartbeat: (r) => {
+      if (down.now) throw new Error('store down');
+      return memory.heartbeat(r);
+    },
+    cut: (r) => {
+      if (down.now) throw new Error('store down');
+      return memory.cut(r);
+    },
+    pause: (r) => memory.pause(r),
+    leave: (id) => memory.leave(id),
+    get roundTrips() {
+      return memory.roundTrips;
+    },
+  };
+}
+
+describe('a shared budget member while the store is down (ManualClock, the default probe)', () => {
+  it("holds at its ceiling as a single limiter does, not the budget's 4 times longer: its 429s pause only itself", () => {
+    const clock = new ManualClock();
+    const options = {
+      clock,
+      initialUnitsPerMinute: 6_000,
+      decreaseCooldown: 0,
+      burst: 'second' as const,
+      random: () => 0,
+    };
+    const down = { now: false };
+    const member = createSharedBudget({
+      ...options,
+      name: 'degraded',
+      store: downStore(clock, down),
+      heartbeatInterval: 250,
+    });
+    open.push(member);
+    let degraded = 0;
+    member.on('degraded', () => degraded++);
+    down.now = true; // from the next heartbeat on
+    const single = new AdaptiveRateLimiter(options);
+    const limiters = [member, single];
+    /** Every 50 ms for `ms`: 10 units asked of each (12,000/min, more than either lets through: both wait). */
+    const send = (ms: number) => {
+      for (let t = 0; t < ms; t += 50) {
+        for (const l of limiters) for (let i = 0; i < 10; i++) l.tryAcquire()?.success();
+        clock.advance(50);
+      }
+    };
+    send(3_000);
+    expect(degraded).toBe(1);
+    expect(member.state.degraded).toBe(true);
+    for (const l of limiters) l.tryAcquire()!.throttled(); // the first cut: an estimate, climbed at once
+    send(4_000);
+    for (const l of limiters) l.tryAcquire()!.throttled(); // an overshoot of that climb: a ceiling
+    expect(member.limiter.rate).toBe(single.rate);
+    send(5_000);
+    const cruise = single.rate; // drained, then cruising 3 % below the ceiling
+    expect(member.limiter.rate).toBe(cruise);
+    // The single limiter's hold (4 s, doubled: the ceiling found again) is over: it probes. Before,
+    // the member held 4 times as long (30 s, maxHold), as the budget does, for whom each probe's 429
+    // pauses every member.
+    send(7_000);
+    expect(single.rate).toBeGreaterThan(cruise);
+    expect(member.limiter.rate).toBe(single.rate);
+  });
+});
