@@ -267,7 +267,7 @@ function probeController(options: ProbeOptions, peakHoldFactor: number): RateCon
       } else {
         const { E, own, stable, unsure, floored, recall, peak } = learn(s.decreases);
         // A ceiling that is only an estimate (the start's, or a cut's floor at many requests a
-        // second): no hold, steps of a tenth of it at least; the next cut sets it.
+        // second): no hold, steps of a tenth of it at least, until the next cut reads it again.
         const estimate = unsure || floored;
         const drain = own ? drainLeft(o.drainTime, s.pauseSinceLastDecrease) : 0;
         // Randomized; doubles for each cut in a row at the same ceiling (a new ceiling resets it),
@@ -358,9 +358,11 @@ function readAtFullSpeed(cut: DecreaseRecord): boolean {
  * A 429 a few ms after a pause ends reads those ms over a slot of 250 ms, a third of the rate:
  * the rate goes to half, and a ceiling of a third would then hold the process near half its
  * share for 10-25 s, its probe steps a fraction of that ceiling. Such a floor is no reading of the
- * server, only an estimate, as the start's is: no hold, steps of a tenth of it, and the next cut
- * sets the ceiling. Held as sure (4-8 s, then steps of 5 %), a process halved twice stayed at a
- * quarter of its demand for 10-15 s while the other could not send more than its own.
+ * server, only an estimate, as the start's is: no hold and steps of a tenth of it until the next
+ * cut, which reads the ceiling as any cut does (past the start: at most a margin above the floor,
+ * or what got through over the climb from it). Held as sure (4-8 s, then steps of 5 %), a process
+ * halved twice stayed at a quarter of its demand for 10-15 s while the other could not send more
+ * than its own.
  */
 function fastReading(
   cut: DecreaseRecord,
