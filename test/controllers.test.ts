@@ -10,28 +10,10 @@ import {
   resolveController,
 } from '../src/controllers/index.js';
 import { ConfigError } from '../src/errors.js';
+import { controllerStateOf } from './helpers/controller-state.js';
 
 /** A frozen controller state: 1,000 units/min, no cut yet, nothing waited, one instance. */
-function state(overrides: Partial<RateControllerState> = {}): RateControllerState {
-  return Object.freeze({
-    rate: 1000,
-    minRate: 1,
-    maxRate: Number.POSITIVE_INFINITY,
-    rateBeforeLastDecrease: 1000,
-    measuredRateAtLastDecrease: undefined,
-    sinceLastDecrease: 0,
-    pauseSinceLastDecrease: 0,
-    sinceLastIncrease: 0,
-    waited: false,
-    instanceCount: 1,
-    measuredRate: undefined,
-    acceptedRate: undefined,
-    acceptedRateSinceLastDecrease: undefined,
-    decreases: [],
-    random: 0.5,
-    ...overrides,
-  });
-}
+const state = controllerStateOf({ waited: false, random: 0.5 });
 
 /** The seed's example custom controller: halve on a throttle, a step every 30 s of waiting. */
 class StepController implements RateController {

@@ -3,28 +3,10 @@ import { ManualClock } from '../src/clock.js';
 import { type DecreaseRecord, probe, type RateControllerState } from '../src/controllers/index.js';
 import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
 import type { Permit } from '../src/limiter/types.js';
+import { controllerStateOf } from './helpers/controller-state.js';
 
 /** A frozen state at 60,000 units/min after a cut, a request waited, one instance, random 0. */
-function state(overrides: Partial<RateControllerState> = {}): RateControllerState {
-  return Object.freeze({
-    rate: 60_000,
-    minRate: 1,
-    maxRate: Number.POSITIVE_INFINITY,
-    rateBeforeLastDecrease: 60_000,
-    measuredRateAtLastDecrease: undefined,
-    sinceLastDecrease: 0,
-    pauseSinceLastDecrease: 0,
-    sinceLastIncrease: 0,
-    waited: true,
-    instanceCount: 1,
-    measuredRate: undefined,
-    acceptedRate: undefined,
-    acceptedRateSinceLastDecrease: undefined,
-    decreases: [],
-    random: 0,
-    ...overrides,
-  });
-}
+const state = controllerStateOf({ rate: 60_000, rateBeforeLastDecrease: 60_000 });
 
 /** A cut from 66,000 units/min where 60,000 got through over the cycle too: a sure ceiling of 60,000. */
 const SURE: DecreaseRecord = { rateBefore: 66_000, acceptedRate: 60_000, acceptedRateSincePrevious: 60_000 };

@@ -1,33 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import {
-  type DecreaseRecord,
-  probe,
-  type RateControllerState,
-  resolveController,
-} from '../src/controllers/index.js';
+import { type DecreaseRecord, probe, resolveController } from '../src/controllers/index.js';
 import { ConfigError } from '../src/errors.js';
+import { controllerStateOf } from './helpers/controller-state.js';
 
 /** A frozen state: 1,000 units/min, no cut yet, a request waited, one instance, random 0. */
-function state(overrides: Partial<RateControllerState> = {}): RateControllerState {
-  return Object.freeze({
-    rate: 1000,
-    minRate: 1,
-    maxRate: Number.POSITIVE_INFINITY,
-    rateBeforeLastDecrease: 1000,
-    measuredRateAtLastDecrease: undefined,
-    sinceLastDecrease: 0,
-    pauseSinceLastDecrease: 0,
-    sinceLastIncrease: 0,
-    waited: true,
-    instanceCount: 1,
-    measuredRate: undefined,
-    acceptedRate: undefined,
-    acceptedRateSinceLastDecrease: undefined,
-    decreases: [],
-    random: 0,
-    ...overrides,
-  });
-}
+const state = controllerStateOf();
 
 /**
  * A cut from 4,000 units/min at which 3,000 got through (2,900 since the cut before it, which the

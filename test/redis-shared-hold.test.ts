@@ -1,30 +1,12 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
-import { type DecreaseRecord, probe, type RateControllerState } from '../src/controllers/index.js';
+import { type DecreaseRecord, probe } from '../src/controllers/index.js';
 import { sharedBudgetProbe } from '../src/controllers/probe.js';
 import { createSharedBudget, MemoryBudgetStore, type SharedBudget } from '../src/redis/index.js';
+import { controllerStateOf } from './helpers/controller-state.js';
 
 /** A frozen state of the whole budget: one instance, a request waited, random 0. */
-function state(overrides: Partial<RateControllerState> = {}): RateControllerState {
-  return Object.freeze({
-    rate: 2910,
-    minRate: 1,
-    maxRate: Number.POSITIVE_INFINITY,
-    rateBeforeLastDecrease: 4000,
-    measuredRateAtLastDecrease: undefined,
-    sinceLastDecrease: 0,
-    pauseSinceLastDecrease: 0,
-    sinceLastIncrease: 0,
-    waited: true,
-    instanceCount: 1,
-    measuredRate: undefined,
-    acceptedRate: undefined,
-    acceptedRateSinceLastDecrease: undefined,
-    decreases: [],
-    random: 0,
-    ...overrides,
-  });
-}
+const state = controllerStateOf({ rate: 2910, rateBeforeLastDecrease: 4000 });
 
 /** An overshoot from 4,000 at which 3,000 got through (2,900 over the cycle): ceiling 3,000, cruise 2,910. */
 const FIRST: DecreaseRecord = { rateBefore: 4000, acceptedRate: 3000, acceptedRateSincePrevious: 2900 };
