@@ -174,16 +174,7 @@ describe('probe: a 429 right after a Retry-After pause, at many requests a secon
       requestRate: 12_000,
       sentAfterPause: 40,
     };
-    const sending = (sent: number) =>
-      state({
-        rate: 9_700,
-        decreases: [first, cut],
-        measuredRate: 9_700,
-        measuredRequestRate: 9_700,
-        sinceLastDecrease: 1_000 + sent,
-        pauseSinceLastDecrease: 1_000,
-        sinceLastIncrease: sent,
-      });
+    const sending = (sent: number) => afterPause(9_700, [first, cut], sent, { measuredRequestRate: 9_700 });
     // An estimate: no hold (the pause counted as the drain), steps of a tenth of it from its cruise rate.
     expect(controller.onSuccess(sending(0))).toBeCloseTo(9_700 * 0.97 + 970, 6);
     expect(controller.onSuccess(sending(2_000))).toBeCloseTo(9_700 * 0.97 + 3 * 970, 6);
@@ -212,15 +203,7 @@ describe('probe: a 429 right after a Retry-After pause, at many requests a secon
         }),
       ),
     ).toBe(10_700);
-    const sending = (sent: number) =>
-      state({
-        rate: 10_700,
-        decreases: [start, cut],
-        measuredRate: 10_700,
-        sinceLastDecrease: 1_000 + sent,
-        pauseSinceLastDecrease: 1_000,
-        sinceLastIncrease: sent,
-      });
+    const sending = (sent: number) => afterPause(10_700, [start, cut], sent);
     // Steps of a tenth of 10,700 from its cruise rate; not back to the estimate of 20,000 in two rounds.
     expect(controller.onSuccess(sending(0))).toBeCloseTo(10_700 * 0.97 + 1_070, 6);
     expect(controller.onSuccess(sending(2_000))).toBeCloseTo(10_700 * 0.97 + 3 * 1_070, 6);
@@ -297,16 +280,7 @@ describe('limiter: at thousands a second', () => {
   });
 
   it('books each cut with the requests/min measured at it', () => {
-    const clock = new ManualClock(0);
-    const booked: (readonly DecreaseRecord[])[] = [];
-    const controller = {
-      onThrottled: (st: RateControllerState) => {
-        booked.push(st.decreases);
-        return st.rate / 2;
-      },
-      onSuccess: () => undefined,
-    };
-    const limiter = new AdaptiveRateLimiter({ clock, controller, initialUnitsPerMinute: 6_000_000 });
+    const { clock, booked, limiter } = bookingLimiter();
     // Two requests of 10 units a ms (120,000 requests/min) for 1.1 s, a 429; again after 1.1 s.
     for (let round = 0; round < 2; round++) {
       for (let t = 0; t < 1_100; t++) {
@@ -321,16 +295,7 @@ describe('limiter: at thousands a second', () => {
   });
 
   it('books each cut with the ms sent between the pause since the cut before and it', () => {
-    const clock = new ManualClock(0);
-    const booked: (readonly DecreaseRecord[])[] = [];
-    const controller = {
-      onThrottled: (st: RateControllerState) => {
-        booked.push(st.decreases);
-        return st.rate / 2;
-      },
-      onSuccess: () => undefined,
-    };
-    const limiter = new AdaptiveRateLimiter({ clock, controller, initialUnitsPerMinute: 6_000_000 });
+    const { clock, booked, limiter } = bookingLimiter();
     const sendFor = (ms: number) => {
       for (let t = 0; t < ms; t++) {
         for (let i = 0; i < 2; i++) limiter.tryAcquire(10)?.success();
@@ -434,3 +399,46 @@ describe('limiter: at thousands a second', () => {
       expect(to, `cut ${i}`).toBeGreaterThan(0.8 * (i === 0 ? to : cuts[i - 1]!));
   });
 });
+
+/**
+ * A limiter at 6,000,000 units/min on a ManualClock whose controller halves the rate on each 429
+ * and books the cuts it was asked with (`booked`: the state's `decreases` at each 429).
+ */
+function bookingLimiter(): {
+  clock: ManualClock;
+  booked: (readonly DecreaseRecord[])[];
+  limiter: AdaptiveRateLimiter;
+} {
+  const clock = new ManualClock(0);
+  const booked: (readonly DecreaseRecord[])[] = [];
+  const controller = {
+    onThrottled: (st: RateControllerState) => {
+      booked.push(st.decreases);
+      return st.rate / 2;
+    },
+    onSuccess: () => undefined,
+  };
+  return {
+    clock,
+    booked,
+    limiter: new AdaptiveRateLimiter({ clock, controller, initialUnitsPerMinute: 6_000_000 }),
+  };
+}
+
+/** The state `sent` ms after the 1 s pause of the last of `decreases`, sending at `rate`. */
+function afterPause(
+  rate: number,
+  decreases: readonly DecreaseRecord[],
+  sent: number,
+  more: Partial<RateControllerState> = {},
+): RateControllerState {
+  return state({
+    rate,
+    decreases,
+    measuredRate: rate,
+    sinceLastDecrease: 1_000 + sent,
+    pauseSinceLastDecrease: 1_000,
+    sinceLastIncrease: sent,
+    ...more,
+  });
+}
