@@ -84,6 +84,38 @@ describe('CrowdWait: the wait after a 429 that says nothing, before a rate is le
     expect(again.throttled(1 - Number.EPSILON, 60_000, 60_000)).toBeCloseTo(68_600 + 5_720 - 60_000, 0);
   });
 
+  it("keeps a limiter whose only success came after its wait in the crowd's window on its next bare 429", () => {
+    // A process of a crowd that started late: its first request met the empty bucket at 0 (a
+    // window of 60 s), again at 10 s (past 60 s, within a slice of 12 s: until 65 s; the next
+    // slice 6 s), served at 66 s, and meets the bucket at 67 s: the crowd's window ends at 72 s.
+    const late = () => {
+      const crowd = new CrowdWait();
+      crowd.throttled(0, 60_000, 0);
+      expect(crowd.throttled(0.5, 60_000, 10_000)).toBe(55_000);
+      crowd.success();
+      return crowd;
+    };
+    // Within it (5 s left, a slice of 6 s: the longer), from 0.6 of it: 3.6-6 s, not 19.1-31.9 s
+    // (0.55 of a fresh window of 58 s, which sent it 20 s past the rest of the crowd).
+    expect(late().throttled(0, 60_000, 67_000)).toBeCloseTo(3_600, 6);
+    expect(late().throttled(1 - Number.EPSILON, 60_000, 67_000)).toBeCloseTo(6_000, 0);
+    // After the window's end: a slice from now.
+    expect(late().throttled(1 - Number.EPSILON, 60_000, 80_000)).toBeCloseTo(6_000, 0);
+    // Its slices go on: a second in a row after it, past that window (73 s) within the slice it
+    // had left (6 s; not a fifth of a fresh window, 11.6 s).
+    const again = () => {
+      const crowd = late();
+      crowd.throttled(0, 60_000, 67_000);
+      return crowd;
+    };
+    expect(again().throttled(0, 60_000, 71_000)).toBe(2_000);
+    expect(again().throttled(1 - Number.EPSILON, 60_000, 71_000)).toBeCloseTo(8_000, 0);
+    // A limiter with a success before its wait as well keeps the later window (0.55 of 56 s).
+    const twice = late();
+    twice.success();
+    expect(twice.throttled(1 - Number.EPSILON, 60_000, 67_000)).toBeCloseTo(30_800, 0);
+  });
+
   it('keeps the row through a success sent before the wait, and counts it toward learning', () => {
     const crowd = new CrowdWait();
     crowd.throttled(0.5, 60_000, 0);

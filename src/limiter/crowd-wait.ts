@@ -32,7 +32,13 @@
  * after {@link CROWD_AGAIN_WINDOW} of the first window its successes give if that is later (never
  * later than that first window), and the wait is drawn from {@link CROWD_AGAIN_FROM} of it on
  * (a retry sooner meets the bucket it emptied). A fresh first window from now sent the process
- * with the most work left to the end of a crowd's run.
+ * with the most work left to the end of a crowd's run. A limiter whose only success came after
+ * such a wait has not emptied the bucket itself: it took the one request's worth that had
+ * refilled, as each of the crowd still waiting does (a process that started late, met the empty
+ * bucket with its first request, and was served after the crowd's window). It stays in that
+ * window: the next ends where its last one did, or a slice from now if that is later, the wait is
+ * drawn from {@link CROWD_AGAIN_FROM} of it on, and its slices go on as they were. A later window
+ * sent it 19-32 s past the rest of the crowd, which set the crowd's completion.
  *
  * "Soon" is within that fresh first window of the end of its last wait. Such a process empties
  * what refilled within a few round trips of its retry (in the simulator's crowds, 0.1-3 s after
@@ -90,14 +96,23 @@ export class CrowdWait {
     if (this.#inARow++ === 0) {
       let first = Math.min(longest, CROWD_FIRST_WINDOW * (1 - this.#successes / CROWD_LEARNED));
       from = CROWD_MIN_WAIT;
+      let slice: number | undefined;
       if (this.#end > 0 && now - this.#waited <= first) {
-        // Served after its last wait, within a fresh window: it has seen the bucket refill, and
-        // has just emptied it.
-        first = Math.min(first, Math.max(this.#end - now, first * CROWD_AGAIN_WINDOW));
+        if (this.#successes <= 1) {
+          // Its only success came after its wait: it took the one request's worth that had
+          // refilled, as the crowd still waiting does, one at a time: it stays in the crowd's
+          // window (where the last one ends, or a slice from now), its slices going on.
+          first = Math.min(first, Math.max(this.#end - now, this.#slice));
+          slice = this.#slice;
+        } else {
+          // Served after its last wait, within a fresh window: it has seen the bucket refill,
+          // and has just emptied it.
+          first = Math.min(first, Math.max(this.#end - now, first * CROWD_AGAIN_WINDOW));
+        }
         from = Math.max(from, first * CROWD_AGAIN_FROM);
       }
       this.#end = now + first;
-      this.#slice = first * CROWD_SLICE;
+      this.#slice = slice ?? first * CROWD_SLICE;
       to = first;
     } else {
       // After the window's end, within the slice it grows by (a slice from now if the window
