@@ -1,4 +1,4 @@
-import { mayReuseState, requestRateOf, sentAfterPauseOf } from '../controllers/index.js';
+import { cutReadingsOf, mayReuseState } from '../controllers/index.js';
 import type { DecreaseRecord, RateController, RateControllerState } from '../controllers/types.js';
 import { AcceptedRate, type PausedIn } from './accepted-rate.js';
 import { MeasuredRate } from './measured-rate.js';
@@ -197,8 +197,7 @@ export class RateBook {
       acceptedRateSincePrevious: state.acceptedRateSinceLastDecrease,
       ...((capped || this.accepted.floored(now)) && this.cuts === 0 ? { startCapped: true } : {}),
       ...(rate === Number.POSITIVE_INFINITY && this.cuts === 0 ? { unlimited: true } : {}),
-      ...requestRateOf(state),
-      ...sentAfterPauseOf(state),
+      ...cutReadingsOf(state),
     };
     this.#decreases = [...this.#decreases.slice(1 - CUTS_KEPT), record];
     this.#random = drawFrom(this.#opts.random);
