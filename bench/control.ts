@@ -137,6 +137,8 @@ export interface ControlArgs {
 const SCENARIOS = ['quota', 'nginx', 'burst', 'cold'] as const;
 /** Scenarios run only when named in `--only` (not part of a plain `control` run). */
 const OPT_IN = ['nginx-noburst'] as const;
+/** Every row name `--only=` takes (besides the scaled ones). */
+const KNOWN_ROWS: readonly string[] = [...SCENARIOS, ...OPT_IN];
 
 export interface Scaled {
   kind: 'nginx' | 'capacity' | 'latency';
@@ -178,11 +180,11 @@ export function parseControlArgs(argv: readonly string[]): ControlArgs {
       const words = arg.slice('--only='.length).split(',');
       scaled = words.map(parseScaled).filter((x): x is Scaled => x !== undefined);
       only = new Set(words.filter((w) => parseScaled(w) === undefined));
-      const known: readonly string[] = [...SCENARIOS, ...OPT_IN];
+      const known = KNOWN_ROWS;
       const unknown = [...only].filter((s) => !known.includes(s));
       if (unknown.length > 0)
         throw new Error(
-          `--only: unknown ${unknown.join(', ')}; expected some of ${[...SCENARIOS, ...OPT_IN].join(', ')}, nginx<N>x, capacity<N>x, latency, latency<N>x`,
+          `--only: unknown ${unknown.join(', ')}; expected some of ${KNOWN_ROWS.join(', ')}, nginx<N>x, capacity<N>x, latency, latency<N>x`,
         );
     } else if (arg.startsWith('--rows=')) {
       rows = arg

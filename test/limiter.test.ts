@@ -843,6 +843,30 @@ describe('AdaptiveRateLimiter.wrap', () => {
     await expect(wrapped()).rejects.toBe(boom);
   });
 
+  it('rejects, never throws, when its units or costs function throws, and never calls the function', async () => {
+    const { limiter } = setup({ initialUnitsPerMinute: 60_000 });
+    const boom = new Error('no size');
+    const fn = vi.fn(async () => 'ok');
+    const byUnits = wrap(limiter, fn, {
+      units: () => {
+        throw boom;
+      },
+    });
+    const byCosts = wrap(limiter, fn, {
+      costs: () => {
+        throw boom;
+      },
+    });
+    for (const call of [byUnits, byCosts]) {
+      let result: Promise<string> | undefined;
+      expect(() => {
+        result = call();
+      }).not.toThrow();
+      await expect(result).rejects.toBe(boom);
+    }
+    expect(fn).not.toHaveBeenCalled();
+  });
+
   it('reads a thrown 429 as a throttle and other errors as failures', async () => {
     const { limiter } = setup({ initialUnitsPerMinute: 60_000 });
     const boom = Object.assign(new Error('slow down'), { status: 429 });

@@ -237,8 +237,7 @@ function probeController(options: ProbeOptions, peakHoldFactor: number): RateCon
         rateBefore: s.rate,
         acceptedRate: accepted,
         acceptedRateSincePrevious: s.acceptedRateSinceLastDecrease,
-        ...requestRateOf(s),
-        ...sentAfterPauseOf(s),
+        ...cutReadingsOf(s),
       };
       const { E, own } = learn([...s.decreases, cut]);
       // Our own overshoot drains below the ceiling; a throttle while cruising cruises below the new one.
@@ -401,8 +400,22 @@ function fastReading(
     : cut.acceptedRate;
 }
 
+/**
+ * What a cut's record reads from its controller's state besides the rates: the requests/min
+ * measured (`requestRate`) and the ms sent after a Retry-After pause (`sentAfterPause`). One
+ * function for the probe's own view of the cut and the rate book's record, so the two agree.
+ */
+export function cutReadingsOf(
+  s: Pick<
+    RateControllerState,
+    'measuredRequestRate' | 'decreases' | 'sinceLastDecrease' | 'pauseSinceLastDecrease'
+  >,
+): Pick<DecreaseRecord, 'requestRate' | 'sentAfterPause'> {
+  return { ...requestRateOf(s), ...sentAfterPauseOf(s) };
+}
+
 /** The requests/min measured at a cut, for its record (`requestRate`), from its controller's state. */
-export function requestRateOf(s: Pick<RateControllerState, 'measuredRequestRate'>): { requestRate?: number } {
+function requestRateOf(s: Pick<RateControllerState, 'measuredRequestRate'>): { requestRate?: number } {
   return s.measuredRequestRate === undefined ? {} : { requestRate: s.measuredRequestRate };
 }
 
@@ -428,7 +441,7 @@ function quickAfterPause(cut: DecreaseRecord, previous: DecreaseRecord | undefin
  * The ms a process sent between the end of its Retry-After pauses since the cut before and a cut,
  * for its record (`sentAfterPause`); none at the first cut or without a pause since the cut before.
  */
-export function sentAfterPauseOf(
+function sentAfterPauseOf(
   s: Pick<RateControllerState, 'decreases' | 'sinceLastDecrease' | 'pauseSinceLastDecrease'>,
 ): { sentAfterPause?: number } {
   return s.decreases.length > 0 && s.pauseSinceLastDecrease > 0

@@ -1,5 +1,6 @@
-import { QuotaExhaustedError } from '../errors.js';
+import { QuotaExhaustedError, ThrottledBodyTooLongError } from '../errors.js';
 import type { Costs } from '../limiter/budgets.js';
+import { MAX_HELD_BODY_BYTES } from './attempt.js';
 import type { LlmEstimate, LlmMeter, Usage } from './llm.js';
 import { refusalJson, UsageScanner } from './llm.js';
 import type { RejectionMode } from './refusal.js';
@@ -10,16 +11,56 @@ const refusalBodies = new WeakMap<Response, unknown>();
 
 /**
  * Reads a 429's body (up to 64 KiB) so that its error `type` / `code` can be told (the budget
- * that ran out, a spend cap), and gives a response with the same status, headers and bytes.
+ * that ran out, a spend cap), and gives a response with the same status, headers and bytes. A
+ * longer body is cut there and the rest cancelled (its connection closed), as the interceptor
+ * holds a 429: the response's body then ends with a {@link ThrottledBodyTooLongError} after the
+ * bytes kept, and the body is not read for a reason.
  */
 export async function readRefusal(response: Response): Promise<Response> {
-  const bytes = new Uint8Array(await response.arrayBuffer());
-  const copy = new Response(bytes.byteLength === 0 ? null : bytes, {
+  const chunks: Uint8Array[] = [];
+  let bytes = 0;
+  let cut: ThrottledBodyTooLongError | undefined;
+  const reader = response.body?.getReader();
+  while (reader !== undefined) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    const room = MAX_HELD_BODY_BYTES - bytes;
+    if (value.byteLength > room) {
+      if (room > 0) chunks.push(value.subarray(0, room));
+      bytes = MAX_HELD_BODY_BYTES;
+      cut = new ThrottledBodyTooLongError(response.status, MAX_HELD_BODY_BYTES);
+      reader.cancel(cut).catch(() => {});
+      break;
+    }
+    chunks.push(value);
+    bytes += value.byteLength;
+  }
+  const kept = new Uint8Array(bytes);
+  let at = 0;
+  for (const chunk of chunks) {
+    kept.set(chunk, at);
+    at += chunk.byteLength;
+  }
+  const error = cut;
+  const body =
+    error === undefined
+      ? bytes === 0
+        ? null
+        : kept
+      : new ReadableStream<Uint8Array>({
+          start(controller) {
+            if (bytes > 0) controller.enqueue(kept);
+          },
+          pull(controller) {
+            controller.error(error);
+          },
+        });
+  const copy = new Response(body, {
     status: response.status,
     statusText: response.statusText,
     headers: response.headers,
   });
-  refusalBodies.set(copy, refusalJson(bytes));
+  refusalBodies.set(copy, error === undefined ? refusalJson(kept) : undefined);
   return copy;
 }
 

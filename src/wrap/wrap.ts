@@ -68,17 +68,28 @@ export function wrap<A extends unknown[], R>(
       },
     ]);
   }
-  return (...args: A) =>
-    runAttempts({
-      limiter,
-      units: typeof units === 'function' ? (units as unknown as (...a: A) => number)(...args) : units,
-      costs:
+  return (...args: A) => {
+    let callUnits: number;
+    let callCosts: Readonly<Record<string, number>> | undefined;
+    try {
+      callUnits = typeof units === 'function' ? (units as unknown as (...a: A) => number)(...args) : units;
+      callCosts =
         typeof costs === 'function'
           ? (costs as unknown as (...a: A) => Readonly<Record<string, number>>)(...args)
-          : costs,
+          : costs;
+    } catch (error) {
+      // The decorated function returns a promise: a throw of `units` or `costs` rejects it, as a
+      // throw of `fn` does, never escapes the call (a `.catch()` or `Promise.allSettled` sees it).
+      return Promise.reject(error);
+    }
+    return runAttempts({
+      limiter,
+      units: callUnits,
+      costs: callCosts,
       maxAttempts,
       send: () => fn(...args),
       classify,
       classifyError,
     });
+  };
 }
