@@ -290,8 +290,7 @@ function probeController(options: ProbeOptions, peakHoldFactor: number): RateCon
           // While the ceiling is only the start's estimate, steps of a tenth of it at least.
           const base = climbStep(o.probeStep / s.instanceCount, E, s.measuredRequestRate);
           const step = estimate ? Math.max(base, E * UNSURE_STEP) : base;
-          if (peakHoldFactor > 1 && !estimate && atPeak)
-            target += creepAbove(E, o.cruiseMargin, k, step, g);
+          if (peakHoldFactor > 1 && !estimate && atPeak) target += creepAbove(E, o.cruiseMargin, k, step, g);
           else target += ((g ** (k + 1) - 1) / (g - 1)) * step;
           target = Math.max(target, climbBack(E, recall, k) * (1 - o.cruiseMargin));
         }
