@@ -52,8 +52,9 @@ export function partitionId(parts: readonly string[], secret?: string | Uint8Arr
 /**
  * The names and values of those of `names` present in `headers` (any header shape undici or
  * fetch takes: a plain object, a flat `[name, value, ...]` array (undici's), `Headers`, an
- * array or iterable of `[name, value]` pairs (fetch's)), in the order of `names`: `[name, value, name, value, ...]`; `undefined` when none is
- * present. `names` in lower case. Reads only what it needs: no header record is built.
+ * array or iterable of `[name, value]` pairs (fetch's)), in the order of `names`:
+ * `[name, value, name, value, ...]`; `undefined` when none is present. `names` in lower case.
+ * Reads only what it needs: no header record is built.
  */
 export function credentialParts(headers: unknown, names: readonly string[]): string[] | undefined {
   if (headers == null || typeof headers !== 'object' || names.length === 0) return undefined;
