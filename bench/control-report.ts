@@ -30,6 +30,13 @@ export interface RowFigures {
   scheduled: number;
   /** The client processes' CPU (user + system) over the run / attempts answered (µs). */
   cpuPerRequestMicros: number;
+  /**
+   * The smallest and the largest part of the accepted requests one client process had (0..1; NaN
+   * with none accepted): the share counts only the total, so one process starving beside another
+   * that takes the quota scores high.
+   */
+  processPartMin: number;
+  processPartMax: number;
 }
 
 /** The q-quantile (0..1) of `values`, nearest rank; NaN when empty. */
@@ -68,6 +75,7 @@ export function figures(row: RowResult): RowFigures {
     for (const w of r.waitsMs) waits.push(w);
   }
   const sent = accepted + throttled + other;
+  const parts = row.reports.map((r) => (accepted === 0 ? Number.NaN : r.attempts.ok / accepted));
   return {
     accepted,
     sent,
@@ -83,14 +91,28 @@ export function figures(row: RowResult): RowFigures {
     lastAnswerMs,
     scheduled,
     cpuPerRequestMicros: sent === 0 ? Number.NaN : cpuMicros / sent,
+    processPartMin: parts.length === 0 ? Number.NaN : Math.min(...parts),
+    processPartMax: parts.length === 0 ? Number.NaN : Math.max(...parts),
   };
 }
 
 const int = (n: number): string => Math.round(n).toLocaleString('en-US');
 export const pct = (x: number): string => `${(x * 100).toFixed(1)} %`;
+
+/**
+ * Each process's part of the accepted requests, the smallest and the largest ("49.1-50.9 %"), or
+ * "n/a" with none accepted.
+ */
+export function processParts(f: RowFigures): string {
+  if (Number.isNaN(f.processPartMin)) return 'n/a';
+  return `${(f.processPartMin * 100).toFixed(1)}-${(f.processPartMax * 100).toFixed(1)} %`;
+}
 const seconds = (ms: number): string => (Number.isFinite(ms) ? `${(ms / 1000).toFixed(1)} s` : 'n/a');
 
-/** Prints a markdown table: one line per row, the same columns for every server. */
+/**
+ * Prints a markdown table: one line per row, the same columns for every server (the share, and
+ * each process's part of what was accepted beside it).
+ */
 export function printRows(
   title: string,
   rows: readonly RowResult[],
@@ -99,6 +121,7 @@ export function printRows(
   const header = [
     'row',
     'share of quota',
+    'per process (min-max of accepted)',
     'sent',
     'answered 429',
     'callers',
@@ -114,6 +137,7 @@ export function printRows(
     const line = [
       row.label,
       pct(f.share),
+      processParts(f),
       int(f.sent),
       `${int(f.throttled)} (${pct(f.throttledShare)})`,
       int(f.callers),
@@ -141,13 +165,14 @@ function printTable(title: string, header: readonly string[], lines: readonly (r
 }
 
 /**
- * The scaled scenarios' table: the share, the 429s, the callers started of those the schedule had
+ * The scaled scenarios' table: the share (and each process's part of it), the 429s, the callers started of those the schedule had
  * due, and the client's CPU per request. With `durationMs`, also the attempts answered per second.
  */
 export function printScaleRows(title: string, rows: readonly RowResult[], durationMs?: number): void {
   const header = [
     'row',
     'share of quota',
+    'per process (min-max of accepted)',
     'sent',
     'answered 429',
     'callers started / due',
@@ -163,6 +188,7 @@ export function printScaleRows(title: string, rows: readonly RowResult[], durati
     const line = [
       row.label,
       pct(f.share),
+      processParts(f),
       int(f.sent),
       `${int(f.throttled)} (${pct(f.throttledShare)})`,
       `${int(f.callers)} / ${int(f.scheduled)}`,
