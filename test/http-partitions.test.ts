@@ -259,4 +259,28 @@ describe('partition options', () => {
     expect(wrapped.registry.names().filter((n) => n.startsWith(`${server.origin}#`))).toHaveLength(1);
     expect(wrapped.registry.get(server.origin)?.snapshot().throttles).toBe(1);
   });
+
+  it("reads the credential of fetch's headers given as [name, value] pairs", async () => {
+    const server = await perTokenApi();
+    // maxWait 1 s: a request that landed in A's limiter (paused 20 s) is refused at once.
+    const wrapped = rateLimitedFetch({ default: { maxWait: 1_000 } });
+    cleanups.push(() => wrapped.close());
+    const abort = new AbortController();
+    const a = wrapped(`${server.origin}/a`, {
+      headers: [['authorization', TOKEN_A]],
+      signal: abort.signal,
+    }).catch((e: unknown) => e);
+    cleanups.push(async () => {
+      abort.abort();
+      await a;
+    });
+    // A's 429 judged: the limiter it was sent through is paused for 20 s.
+    await until(() => wrapped.registry.get(server.origin)?.snapshot().throttles === 1, "A's 429 judged");
+
+    const b = await wrapped(`${server.origin}/b`, { headers: [['Authorization', TOKEN_B]] });
+
+    expect(b.status).toBe(200);
+    expect(wrapped.registry.names().filter((n) => n.startsWith(`${server.origin}#`))).toHaveLength(1);
+    expect(wrapped.registry.get(server.origin)?.snapshot().throttles).toBe(1);
+  });
 });

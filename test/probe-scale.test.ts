@@ -317,6 +317,15 @@ describe('limiter: at thousands a second', () => {
     expect(booked[2]![1]!.sentAfterPause).toBe(40);
   });
 
+  it('at 6,000 requests/min and more, a cut whose window holds a rise of the rate 1 s ago or more reads from the rise on', () => {
+    // The 3 s window: 1.5 s at 10,000 a minute and 1.5 s at 20,000, about 15,000; from the rise on, 20,000.
+    expect(acceptedAfterRise(10_000, 20_000, 1_500)).toBeCloseTo(20_000, -3);
+    // Less than 1 s after the rise: the 3 s window (2.5 s at 10,000, 0.5 s at 20,000: 11,667).
+    expect(acceptedAfterRise(10_000, 20_000, 500)).toBeCloseTo(11_667, -3);
+    // Below 6,000 requests/min: the 3 s window (1.5 s at 2,000 and 1.5 s at 4,000: 3,000).
+    expect(acceptedAfterRise(2_000, 4_000, 1_500)).toBeCloseTo(3_000, -3);
+  });
+
   it('a first 429 while the in-flight cap binds: the start-up goes on from the cut, x2 a half-second round (at most twice what is sent)', async () => {
     const { limiter, cuts, send } = setup();
     // The first round of the cold start (10 in flight) is granted at 0 ms, answered at once; one 429.
@@ -399,6 +408,40 @@ describe('limiter: at thousands a second', () => {
       expect(to, `cut ${i}`).toBeGreaterThan(0.8 * (i === 0 ? to : cuts[i - 1]!));
   });
 });
+
+/**
+ * The accepted rate a cut reads (on a ManualClock, one success every 60,000 / rate ms): `low`
+ * units/min for 3 s, a first cut (the rate kept), `low` for 1.5 s more, then the controller raises
+ * the rate to `high`, sent for `after` ms, and a 429.
+ */
+function acceptedAfterRise(low: number, high: number, after: number): number | undefined {
+  const clock = new ManualClock(0);
+  const seen: (number | undefined)[] = [];
+  let raise = false;
+  const controller = {
+    onThrottled: (st: RateControllerState) => {
+      seen.push(st.acceptedRate);
+      return st.rate;
+    },
+    onSuccess: (st: RateControllerState) => (raise && st.rate < high ? high : undefined),
+  };
+  const limiter = new AdaptiveRateLimiter({ clock, controller, initialUnitsPerMinute: low });
+  const sendFor = (ms: number, rate: number) => {
+    const every = 60_000 / rate;
+    for (let t = 0; t < ms; t++) {
+      if (t % every === 0) limiter.tryAcquire()?.success();
+      clock.advance(1);
+    }
+  };
+  sendFor(3_000, low);
+  limiter.tryAcquire()?.throttled();
+  sendFor(1_500, low);
+  raise = true;
+  sendFor(after, high);
+  limiter.tryAcquire()?.throttled();
+  expect(seen).toHaveLength(2);
+  return seen[1];
+}
 
 /**
  * A limiter at 6,000,000 units/min on a ManualClock whose controller halves the rate on each 429

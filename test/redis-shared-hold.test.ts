@@ -29,7 +29,8 @@ describe("a shared budget's probe holds longer at its ceiling (its 429 pauses ev
       2970,
       undefined,
     ],
-    ['the budget after 1 + 16 s', { decreases: [FIRST], sinceLastDecrease: 17_000 }, 2910 + 127 * 60, 2970],
+    // The budget's probe at its highest ceiling creeps by half a margin of it (45) a round.
+    ['the budget after 1 + 16 s', { decreases: [FIRST], sinceLastDecrease: 17_000 }, 2910 + 127 * 60, 2955],
     [
       'found twice: 8 s; the budget 30 s (maxHold)',
       { rate: 2958.5, decreases: [FIRST, SECOND], sinceLastDecrease: 9000 },
@@ -40,7 +41,7 @@ describe("a shared budget's probe holds longer at its ceiling (its 429 pauses ev
       'the budget probes after 30 s',
       { rate: 2958.5, decreases: [FIRST, SECOND], sinceLastDecrease: 31_000 },
       3050 * 0.97 + 4095 * 60,
-      3050 * 0.97 + 60,
+      3050 * 0.985,
     ],
     // Below the highest ceiling found (read low, or a quota that dropped and may come back): the
     // budget's hold there is a single limiter's.
@@ -68,6 +69,35 @@ describe("a shared budget's probe holds longer at its ceiling (its 429 pauses ev
     else expect(a).toBeCloseTo(singleRate, 6);
     if (sharedRate === undefined) expect(b).toBeUndefined();
     else expect(b).toBeCloseTo(sharedRate, 6);
+  });
+});
+
+describe("a shared budget's probe at its highest ceiling creeps half a margin a round, then doubles", () => {
+  const single = probe();
+  const shared = sharedBudgetProbe();
+  /** FIRST's ceiling (3,000): drain 1 s, a hold of `hold` (random 0), then round k of 2 s. */
+  const round = (k: number, hold: number) =>
+    state({ decreases: [FIRST], sinceLastDecrease: 1_000 + hold + k * 2_000 + 1 });
+  it.each([
+    // Round k: a single limiter adds 60 x (2^(k+1) - 1); the budget 45 x (k + 1) for 4 rounds
+    // (to 3 % above the ceiling), then 180 + 60 x (2^(k-3) - 1).
+    [0, 2910 + 60, 2910 + 45],
+    [1, 2910 + 180, 2910 + 90],
+    [2, 2910 + 420, 2910 + 135],
+    [3, 2910 + 900, 2910 + 180],
+    [4, 2910 + 1860, 2910 + 180 + 60],
+    [5, 2910 + 3780, 2910 + 180 + 180],
+    [6, 2910 + 7620, 2910 + 180 + 420],
+  ] as const)('round %i', (k, singleRate, sharedRate) => {
+    expect(single.onSuccess(round(k, 4_000))).toBeCloseTo(singleRate, 6);
+    expect(shared.onSuccess(round(k, 16_000))).toBeCloseTo(sharedRate, 6);
+  });
+
+  it('below its highest ceiling (a quota that dropped) the budget probes as a single limiter does', () => {
+    // The hold there is a single limiter's too (4 s): round k starts at 1 + 4 + 2k s.
+    const s = state({ rate: 1800, decreases: DROPPED, sinceLastDecrease: 5_000 + 2 * 2_000 + 1 });
+    expect(shared.onSuccess(s)).toBeCloseTo(2000 * 0.97 + 420, 6);
+    expect(single.onSuccess(s)).toBeCloseTo(2000 * 0.97 + 420, 6);
   });
 });
 
@@ -111,5 +141,39 @@ describe('three members of a shared budget (ManualClock, MemoryBudgetStore, the 
     expect(store.rate!).toBeCloseTo(cruise, 0);
     send(6_000); // 18 s: past the budget's hold (16 s), into the probe's first round
     expect(store.rate!).toBeGreaterThan(cruise + 1);
+  });
+
+  it("creep from the ceiling before the probe's steps double: 3 % above it after four rounds", () => {
+    const clock = new ManualClock();
+    const store = new MemoryBudgetStore({ clock });
+    const budgets = [0, 1, 2].map(() =>
+      createSharedBudget({
+        name: 'creep',
+        store,
+        clock,
+        initialUnitsPerMinute: 3_000,
+        heartbeatInterval: 250,
+        random: () => 0,
+        burst: 'second',
+      }),
+    );
+    open.push(...budgets);
+    const send = (ms: number) => {
+      for (let t = 0; t < ms; t += 50) {
+        for (const b of budgets) for (let i = 0; i < 2; i++) b.tryAcquire()?.success();
+        clock.advance(50);
+      }
+    };
+    send(3_000);
+    budgets[0]!.tryAcquire()!.throttled(); // the first cut: an estimate
+    send(6_000);
+    budgets[1]!.tryAcquire()!.throttled(); // an overshoot of its climb: the ceiling
+    const ceiling = store.rate! / 0.9; // drained at 0.9 x the ceiling
+    send(17_000 + 2 * 2_000 + 500); // drain 1 s, the hold 16 s, then the probe's rounds 0-2
+    // Three rounds of half a margin: 1.5 % above the ceiling (doubled steps of 60: 3,000 x 0.97 + 420).
+    expect(store.rate!).toBeGreaterThan(ceiling * 1.01);
+    expect(store.rate!).toBeLessThanOrEqual(ceiling * 1.015 + 1);
+    send(2 * 2_000); // round 4: a margin above it, then the usual step
+    expect(store.rate!).toBeCloseTo(ceiling * 1.03 + 60, -1);
   });
 });

@@ -195,6 +195,8 @@ describe('partition keys', () => {
     expect(credentialParts(['authorization', 't', 'accept', '*/*'], names)).toEqual(expected);
     expect(credentialParts(new Headers({ authorization: 't' }), names)).toEqual(expected);
     expect(credentialParts(new Map([['AUTHORIZATION', 't']]), names)).toEqual(expected);
+    // fetch's HeadersInit as an array of pairs.
+    expect(credentialParts([['Authorization', 't']], names)).toEqual(expected);
     expect(credentialParts({ 'X-Api-Key': 'k', authorization: 't' }, names)).toEqual([
       'authorization',
       't',

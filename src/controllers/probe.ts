@@ -27,7 +27,8 @@ export interface ProbeOptions {
    * cruise rate, the same for every client, so competing clients converge to fair shares. At
    * 6,000 requests/min and more (measured) the first step is at least 5 % of the ceiling (then
    * proportional to each client's own ceiling); a shared budget's state does not count requests,
-   * so it keeps this step at every rate.
+   * so it keeps this step at every rate. A shared budget at about its highest ceiling creeps half a
+   * `cruiseMargin` of it a round for 4 rounds first (see `sharedBudgetProbe`).
    * @default 60
    */
   probeStep?: number;
@@ -115,7 +116,8 @@ const SHARED_HOLD_FACTOR = 4;
 
 /**
  * The probe controller as a shared budget runs it, once for the budget: as {@link probe}, with
- * holds {@link SHARED_HOLD_FACTOR} times longer at about the highest ceiling found.
+ * holds {@link SHARED_HOLD_FACTOR} times longer at about the highest ceiling found, and a probe
+ * there that creeps before its steps double ({@link creepAbove}).
  */
 export function sharedBudgetProbe(options: ProbeOptions = {}): RateController {
   return probeController(options, SHARED_HOLD_FACTOR);
@@ -288,7 +290,8 @@ function probeController(options: ProbeOptions, peakHoldFactor: number): RateCon
           // While the ceiling is only the start's estimate, steps of a tenth of it at least.
           const base = climbStep(o.probeStep / s.instanceCount, E, s.measuredRequestRate);
           const step = estimate ? Math.max(base, E * UNSURE_STEP) : base;
-          target += ((g ** (k + 1) - 1) / (g - 1)) * step;
+          if (peakHoldFactor > 1 && !estimate && atPeak) target += creepAbove(E, o.cruiseMargin, k, step, g);
+          else target += ((g ** (k + 1) - 1) / (g - 1)) * step;
           target = Math.max(target, climbBack(E, recall, k) * (1 - o.cruiseMargin));
         }
       }
@@ -300,6 +303,28 @@ function probeController(options: ProbeOptions, peakHoldFactor: number): RateCon
       return target > s.rate ? target : undefined;
     },
   };
+}
+
+/**
+ * Rounds of a shared budget's probe at about its highest ceiling that creep by half a cruise
+ * margin each (from the cruise rate to one margin above the ceiling) before its steps double.
+ */
+const CREEP_ROUNDS = 4;
+
+/**
+ * What a shared budget's probe adds to its cruise rate in round `k` at about the highest ceiling
+ * `E` its kept cuts found (units/min): half a cruise margin of `E` a round for
+ * {@link CREEP_ROUNDS} rounds (to the ceiling, then a margin above it), then the usual steps
+ * doubling from `step`. Every member pauses on the probe's 429; a ceiling held 16-32 s is most
+ * often the same quota, and a strict server (nginx's limit_req) answers 429 once its small burst
+ * is spent: creeping, the budget sends at about the quota for several rounds before that 429,
+ * and the overshoot its cut reads is a margin, not the 6-14 % of doubled steps. A raised quota
+ * is still found by the doubling after those rounds.
+ */
+function creepAbove(E: number, margin: number, k: number, step: number, g: number): number {
+  const creep = Math.min(k + 1, CREEP_ROUNDS) * (margin / 2) * E;
+  const past = k - CREEP_ROUNDS;
+  return past < 0 ? creep : creep + ((g ** (past + 1) - 1) / (g - 1)) * step;
 }
 
 /**

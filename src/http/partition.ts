@@ -51,9 +51,10 @@ export function partitionId(parts: readonly string[], secret?: string | Uint8Arr
 
 /**
  * The names and values of those of `names` present in `headers` (any header shape undici or
- * fetch takes: a plain object, a flat `[name, value, ...]` array, `Headers`, an iterable of
- * pairs), in the order of `names`: `[name, value, name, value, ...]`; `undefined` when none is
- * present. `names` in lower case. Reads only what it needs: no header record is built.
+ * fetch takes: a plain object, a flat `[name, value, ...]` array (undici's), `Headers`, an
+ * array or iterable of `[name, value]` pairs (fetch's)), in the order of `names`:
+ * `[name, value, name, value, ...]`; `undefined` when none is present. `names` in lower case.
+ * Reads only what it needs: no header record is built.
  */
 export function credentialParts(headers: unknown, names: readonly string[]): string[] | undefined {
   if (headers == null || typeof headers !== 'object' || names.length === 0) return undefined;
@@ -64,7 +65,8 @@ export function credentialParts(headers: unknown, names: readonly string[]): str
       const value: unknown = (headers as Headers).get(names[i] as string);
       if (typeof value === 'string') found = note(found, names.length, i, value);
     }
-  } else if (Array.isArray(headers)) {
+  } else if (Array.isArray(headers) && !Array.isArray(headers[0])) {
+    // A flat `[name, value, ...]` list (undici's); fetch's `[[name, value], ...]` is read below.
     for (let i = 0; i + 1 < headers.length; i += 2) {
       const at = nameIndex(headers[i], names);
       if (at >= 0) found = noteValue(found, names.length, at, headers[i + 1]);

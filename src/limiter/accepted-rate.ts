@@ -106,6 +106,22 @@ export class AcceptedRate {
   }
 
   /**
+   * Units/min accepted in the window's slots that begin at or after `from`, until `now`, less the
+   * time `pausedIn` says the limiter was paused from that slot; `undefined` before the first
+   * success or when less than a slot of them is in the window.
+   */
+  since(from: number, now: number, pausedIn: PausedIn = NO_PAUSE): number | undefined {
+    const current = Math.floor(now / SLOT_MS);
+    const first = Math.max(Math.ceil(from / SLOT_MS), current - SLOTS + 1);
+    if (first > current) return undefined;
+    const units = this.#unitsIn(first, current);
+    if (units === undefined) return undefined;
+    const start = first * SLOT_MS;
+    const span = now - start - pausedIn(start);
+    return span < SLOT_MS ? undefined : (units * 60_000) / span;
+  }
+
+  /**
    * Units/min accepted over the window ending at `now`, less the time `pausedIn` says the limiter
    * was paused in it (a Retry-After pause sends nothing: it is no measure of the server);
    * `undefined` before the first success.

@@ -103,7 +103,7 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
     const min = resolved.minUnitsPerMinute;
     const max = resolved.maxUnitsPerMinute;
     const initial = resolved.initialUnitsPerMinute;
-    // The probe controller by name runs with a shared budget's holds (probe.ts, sharedBudgetProbe).
+    // The probe controller by name runs with a shared budget's holds and probe (probe.ts, sharedBudgetProbe).
     const alone = resolveController(resolved.controller, resolved);
     const controller =
       resolved.controller === 'probe' ? keepsNoState(sharedBudgetProbe(resolved.probe)) : alone;
