@@ -326,6 +326,13 @@ describe('limiter: at thousands a second', () => {
     expect(acceptedAfterRise(2_000, 4_000, 1_500)).toBeCloseTo(3_000, -3);
   });
 
+  it('a rise before the last cut is not read again: the next cut reads its 3 s window', () => {
+    // 1.2 s at 20,000 after the rise, a cut, then 1 s at 10,000 (a quota that dropped): the 3 s
+    // window holds 0.8 s at 10,000, 1.2 s at 20,000 and 1 s at 10,000 (14,000); read from the rise
+    // on it would be 1.2 s at 20,000 and 1 s at 10,000 (15,455), the seconds before the cut again.
+    expect(acceptedAfterRise(10_000, 20_000, 1_200, 1_000)).toBeCloseTo(14_000, -3);
+  });
+
   it('a first 429 while the in-flight cap binds: the start-up goes on from the cut, x2 a half-second round (at most twice what is sent)', async () => {
     const { limiter, cuts, send } = setup();
     // The first round of the cold start (10 in flight) is granted at 0 ms, answered at once; one 429.
@@ -412,9 +419,10 @@ describe('limiter: at thousands a second', () => {
 /**
  * The accepted rate a cut reads (on a ManualClock, one success every 60,000 / rate ms): `low`
  * units/min for 3 s, a first cut (the rate kept), `low` for 1.5 s more, then the controller raises
- * the rate to `high`, sent for `after` ms, and a 429.
+ * the rate to `high`, sent for `after` ms, and a 429. With `lowAfter`, `low` is sent for that long
+ * after that cut (the rate kept at `high`), and the accepted rate a third 429 reads is returned.
  */
-function acceptedAfterRise(low: number, high: number, after: number): number | undefined {
+function acceptedAfterRise(low: number, high: number, after: number, lowAfter?: number): number | undefined {
   const clock = new ManualClock(0);
   const seen: (number | undefined)[] = [];
   let raise = false;
@@ -439,8 +447,12 @@ function acceptedAfterRise(low: number, high: number, after: number): number | u
   raise = true;
   sendFor(after, high);
   limiter.tryAcquire()?.throttled();
-  expect(seen).toHaveLength(2);
-  return seen[1];
+  if (lowAfter !== undefined) {
+    sendFor(lowAfter, low);
+    limiter.tryAcquire()?.throttled();
+  }
+  expect(seen).toHaveLength(lowAfter === undefined ? 2 : 3);
+  return seen.at(-1);
 }
 
 /**
