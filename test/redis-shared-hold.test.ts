@@ -108,27 +108,7 @@ afterEach(async () => {
 
 describe('three members of a shared budget (ManualClock, MemoryBudgetStore, the default probe)', () => {
   it('hold at the ceiling a second overshoot found 16 s before probing, not 4 s', () => {
-    const clock = new ManualClock();
-    const store = new MemoryBudgetStore({ clock });
-    const budgets = [0, 1, 2].map(() =>
-      createSharedBudget({
-        name: 'hold',
-        store,
-        clock,
-        initialUnitsPerMinute: 3_000,
-        heartbeatInterval: 250,
-        random: () => 0,
-        burst: 'second',
-      }),
-    );
-    open.push(...budgets);
-    /** Every 50 ms for `ms`: each member asks for 2 units (2,400/min each, more than its share: it waits). */
-    const send = (ms: number) => {
-      for (let t = 0; t < ms; t += 50) {
-        for (const b of budgets) for (let i = 0; i < 2; i++) b.tryAcquire()?.success();
-        clock.advance(50);
-      }
-    };
+    const { store, budgets, send } = threeMembers('hold');
     send(3_000);
     budgets[0]!.tryAcquire()!.throttled(); // the first cut: an estimate, climbed without a hold
     send(6_000);
@@ -144,26 +124,7 @@ describe('three members of a shared budget (ManualClock, MemoryBudgetStore, the 
   });
 
   it("creep from the ceiling before the probe's steps double: 3 % above it after four rounds", () => {
-    const clock = new ManualClock();
-    const store = new MemoryBudgetStore({ clock });
-    const budgets = [0, 1, 2].map(() =>
-      createSharedBudget({
-        name: 'creep',
-        store,
-        clock,
-        initialUnitsPerMinute: 3_000,
-        heartbeatInterval: 250,
-        random: () => 0,
-        burst: 'second',
-      }),
-    );
-    open.push(...budgets);
-    const send = (ms: number) => {
-      for (let t = 0; t < ms; t += 50) {
-        for (const b of budgets) for (let i = 0; i < 2; i++) b.tryAcquire()?.success();
-        clock.advance(50);
-      }
-    };
+    const { store, budgets, send } = threeMembers('creep');
     send(3_000);
     budgets[0]!.tryAcquire()!.throttled(); // the first cut: an estimate
     send(6_000);
@@ -177,3 +138,35 @@ describe('three members of a shared budget (ManualClock, MemoryBudgetStore, the 
     expect(store.rate!).toBeCloseTo(ceiling * 1.03 + 60, -1);
   });
 });
+
+/**
+ * Three members of one shared budget `name` on a ManualClock and a MemoryBudgetStore, and `send`:
+ * every 50 ms for `ms`, each member asks for 2 units (2,400/min each, more than its share: it waits).
+ */
+function threeMembers(name: string): {
+  store: MemoryBudgetStore;
+  budgets: SharedBudget[];
+  send: (ms: number) => void;
+} {
+  const clock = new ManualClock();
+  const store = new MemoryBudgetStore({ clock });
+  const budgets = [0, 1, 2].map(() =>
+    createSharedBudget({
+      name,
+      store,
+      clock,
+      initialUnitsPerMinute: 3_000,
+      heartbeatInterval: 250,
+      random: () => 0,
+      burst: 'second',
+    }),
+  );
+  open.push(...budgets);
+  const send = (ms: number) => {
+    for (let t = 0; t < ms; t += 50) {
+      for (const b of budgets) for (let i = 0; i < 2; i++) b.tryAcquire()?.success();
+      clock.advance(50);
+    }
+  };
+  return { store, budgets, send };
+}
