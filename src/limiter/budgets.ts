@@ -1,7 +1,7 @@
 import { InvalidArgumentError } from '../errors.js';
 import { kCanGrant, kHeldBack, kPredictWait, kReadyAt, kTake } from '../internal.js';
 import type { RateGate } from './bucket.js';
-import type { LimiterPermit } from './permit.js';
+import { checkQuota, type LimiterPermit } from './permit.js';
 import type { AnnouncedQuota, Permit } from './types.js';
 
 /** Units a request draws from each named budget (a budget left out: 0). */
@@ -254,12 +254,14 @@ export class BudgetedPermit implements Permit {
   }
 
   success(unitsUsed?: number, quota?: Quota): void {
+    checkQuota('success', quota);
     this.#first.success(unitsUsed, this.#quotaOf(this.#firstName, quota));
     for (const [name, permit] of this.#others) permit.success(undefined, this.#quotaOf(name, quota));
     this.#settled();
   }
 
   throttled(retryAfterMs?: number, quota?: Quota, budgets?: readonly string[]): void {
+    checkQuota('throttled', quota);
     const all = [[this.#firstName, this.#first] as const, ...this.#others];
     let out = all.filter(([name]) => budgets?.includes(name));
     if (out.length === 0) {
@@ -274,6 +276,7 @@ export class BudgetedPermit implements Permit {
   }
 
   failed(retryAfterMs?: number, quota?: Quota): void {
+    checkQuota('failed', quota);
     this.#first.failed(retryAfterMs, this.#quotaOf(this.#firstName, quota));
     for (const [name, permit] of this.#others) permit.failed(retryAfterMs, this.#quotaOf(name, quota));
     this.#settled();

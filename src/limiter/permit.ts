@@ -1,3 +1,4 @@
+import { InvalidArgumentError } from '../errors.js';
 import { kFailed, kSuccess, kThrottled } from '../internal.js';
 import type { AcquireOptions, AnnouncedQuota, Permit } from './types.js';
 
@@ -27,22 +28,41 @@ export class LimiterPermit implements Permit {
   }
 
   success(unitsUsed?: number, quota?: Quota): void {
+    checkQuota('success', quota);
     const sink = this.#sink;
     this.#sink = undefined;
     sink?.[kSuccess](this, unitsUsed, quota);
   }
 
   throttled(retryAfterMs?: number, quota?: Quota): void {
+    checkQuota('throttled', quota);
     const sink = this.#sink;
     this.#sink = undefined;
     sink?.[kThrottled](this, retryAfterMs, quota);
   }
 
   failed(retryAfterMs?: number, quota?: Quota): void {
+    checkQuota('failed', quota);
     const sink = this.#sink;
     this.#sink = undefined;
     sink?.[kFailed](this, retryAfterMs, quota);
   }
+}
+
+/**
+ * Throws when a permit's `quota` argument is given but is not an array of announced quotas (one
+ * object passed where the list belongs), before the permit settles, so a corrected call still
+ * settles it.
+ * @internal
+ */
+export function checkQuota(method: string, quota: unknown): void {
+  if (quota !== undefined && !Array.isArray(quota))
+    throw new InvalidArgumentError(
+      method,
+      'quota',
+      'expected an array of announced quotas, or undefined',
+      quota,
+    );
 }
 
 /** `waitedMs` of acquire options when valid (a finite number >= 0), else 0. */

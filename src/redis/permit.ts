@@ -1,4 +1,5 @@
 import { kFailed, kSuccess, kThrottled } from '../internal.js';
+import { checkQuota } from '../limiter/permit.js';
 import type { AnnouncedQuota, Permit } from '../limiter/types.js';
 
 type Quota = readonly AnnouncedQuota[] | undefined;
@@ -46,14 +47,17 @@ export class SharedPermit implements Permit {
   }
 
   success(unitsUsed?: number, quota?: Quota): void {
+    checkQuota('success', quota);
     this.#settle()?.[kSuccess](this.inner, unitsUsed, quota);
   }
 
   throttled(retryAfterMs?: number, quota?: Quota): void {
+    checkQuota('throttled', quota);
     this.#settle()?.[kThrottled](this.inner, this.era, retryAfterMs, quota);
   }
 
   failed(retryAfterMs?: number, quota?: Quota): void {
+    checkQuota('failed', quota);
     this.#settle()?.[kFailed](this.inner, retryAfterMs, quota);
   }
 

@@ -1,0 +1,74 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { ManualClock } from '../src/clock.js';
+import { InvalidArgumentError } from '../src/errors.js';
+import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
+import type { AnnouncedQuota, Permit } from '../src/limiter/types.js';
+import { createSharedBudget, MemoryBudgetStore, type SharedBudget } from '../src/redis/index.js';
+
+/** One announced quota passed where the list belongs (a plain JavaScript caller can). */
+const ONE = { limit: 100, remaining: 0, resetMs: 1_000 } as unknown as readonly AnnouncedQuota[];
+
+const open: SharedBudget[] = [];
+afterEach(async () => {
+  await Promise.all(open.splice(0).map((b) => b.close()));
+});
+
+/** Each kind of permit, and the rate its limiter reports now. */
+const kinds: [string, () => { permit: Permit; rate: () => number }][] = [
+  [
+    'a limiter',
+    () => {
+      const limiter = new AdaptiveRateLimiter({
+        clock: new ManualClock(),
+        initialUnitsPerMinute: 600,
+        slowStart: false,
+      });
+      return { permit: limiter.tryAcquire()!, rate: () => limiter.rate };
+    },
+  ],
+  [
+    'a limiter of two budgets',
+    () => {
+      const limiter = new AdaptiveRateLimiter({
+        clock: new ManualClock(),
+        slowStart: false,
+        budgets: { requests: { initialUnitsPerMinute: 600 }, tokens: { initialUnitsPerMinute: 6_000 } },
+      });
+      return { permit: limiter.tryAcquire(1, { tokens: 10 })!, rate: () => limiter.rate };
+    },
+  ],
+  [
+    'a shared budget',
+    () => {
+      const clock = new ManualClock();
+      const budget = createSharedBudget({
+        name: 'quota-argument',
+        store: new MemoryBudgetStore({ clock }),
+        clock,
+        initialUnitsPerMinute: 600,
+      });
+      open.push(budget);
+      return { permit: budget.tryAcquire()!, rate: () => budget.state.rate ?? Number.NaN };
+    },
+  ],
+];
+
+describe('a permit given one quota object where the list of quotas belongs', () => {
+  for (const [kind, make] of kinds) {
+    it(`${kind}: throws InvalidArgumentError naming the argument, and the permit is still open`, () => {
+      const { permit, rate } = make();
+      const before = rate();
+      for (const call of [
+        () => permit.success(1, ONE),
+        () => permit.throttled(1_000, ONE),
+        () => permit.failed(undefined, ONE),
+      ]) {
+        expect(call).toThrow(InvalidArgumentError);
+        expect(call).toThrow(/quota: expected an array of announced quotas/);
+      }
+      // Not settled by the calls refused: the 429 reported properly still cuts the rate.
+      permit.throttled();
+      expect(rate()).toBeLessThan(before);
+    });
+  }
+});
