@@ -30,7 +30,8 @@ export interface AdaptiveLimiterOptions {
   /**
    * Longest wait for units (ms); a request predicted to wait longer is rejected at once. One budget
    * per request: the attempt loop's retries wait only what the earlier attempts left of it
-   * (`AcquireOptions.waitedMs`). @default 60_000
+   * (`AcquireOptions.waitedMs`), and the HTTP adapters' wait for a `maxConcurrent` slot counts in
+   * it and is bounded by it (refused with `'max-wait'` when the time is up). @default 60_000
    */
   maxWait?: number;
   /** Requests that may wait at once; one more is rejected. @default 10_000 */
