@@ -296,8 +296,12 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     const first = this.#grant(units, now, since);
     const others = budgets.take(costs, now, since);
     if (queued) budgets.shift();
-    return new BudgetedPermit(first, this.#budgetName as string, others, () =>
-      this.#line?.kick(this.#clock.now()),
+    return new BudgetedPermit(
+      first,
+      this.#budgetName as string,
+      others,
+      () => this.#line?.kick(this.#clock.now()),
+      (name, units) => budgets.refund(name, units),
     );
   }
 
