@@ -148,14 +148,27 @@ export function fromCache(headers: HeaderLookup): boolean {
 }
 
 /**
- * The server's wall-clock time when it answered: its `Date` header, or `nowMs` without a valid
- * one. Epoch resets are counted from it, so a skewed local clock does not move them. `Date` has
- * whole seconds: the answer was made during that second, so its middle is taken (the second's
- * start would read every reset up to a second long, 1.7 % of a one-minute window).
+ * The instant the response's `Date` header names (RFC 9110 §6.6.1: when the server made the
+ * answer, on its own clock), in ms since the epoch, or `undefined` without a valid one. The one
+ * reading of the server's clock: every absolute time an answer carries (an HTTP-date
+ * `Retry-After`, an epoch or RFC 3339 reset) is counted from it, so a skewed local clock moves
+ * no wait.
+ *
+ * @param nowMs wall-clock time, to place an RFC 850 two-digit year.
+ */
+export function responseDate(headers: HeaderLookup, nowMs: number): number | undefined {
+  const date = singleText(headers, 'date');
+  return date === undefined ? undefined : parseHttpDate(date.replace(/^[ \t]+|[ \t]+$/g, ''), nowMs);
+}
+
+/**
+ * The server's wall-clock time when it answered, for quota resets: {@link responseDate}, or
+ * `nowMs` without a valid one. `Date` has whole seconds: the answer was made during that second,
+ * so its middle is taken (the second's start would read every reset up to a second long, 1.7 % of
+ * a one-minute window).
  */
 export function serverNow(headers: HeaderLookup, nowMs: number): number {
-  const date = singleText(headers, 'date');
-  const instant = date === undefined ? undefined : parseHttpDate(date, nowMs);
+  const instant = responseDate(headers, nowMs);
   return instant === undefined ? nowMs : instant + 500;
 }
 

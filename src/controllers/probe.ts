@@ -335,8 +335,9 @@ function creepAbove(E: number, margin: number, k: number, step: number, g: numbe
 /**
  * Requests/min from which the probe's steps scale with the ceiling: 100 a second, twice a whole
  * quota of 3,000 a minute, which the default step was sized for. A slower process keeps its steps.
+ * The band of every rule for many requests a second (the rate book's reading since a rise too).
  */
-const FAST_REQUESTS = 6_000;
+export const FAST_REQUESTS = 6_000;
 /**
  * At {@link FAST_REQUESTS} and more, the first probe step is at least this fraction of the
  * ceiling. The default step (60 a minute) is 2 % of a quota of 3,000 a minute; at 150,000 a

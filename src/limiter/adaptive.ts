@@ -19,6 +19,7 @@ import {
   kSuccess,
   kTake,
   kThrottled,
+  kWaitBound,
   kWaitCancel,
 } from '../internal.js';
 import { AnnouncedBucket } from './announced-bucket.js';
@@ -38,7 +39,14 @@ import { Pause } from './pause.js';
 import { LimiterPermit, unitsCounted, waitedBefore } from './permit.js';
 import { drawFrom, RateBook } from './rate-book.js';
 import { SlowStart } from './slow-start.js';
-import type { AcquireOptions, AnnouncedQuota, LimiterSnapshot, Permit, RateLimiter } from './types.js';
+import type {
+  AcquireOptions,
+  AnnouncedQuota,
+  LimiterSnapshot,
+  Permit,
+  RateLimiter,
+  WaitBound,
+} from './types.js';
 import { type CancellableAcquireOptions, signalFor, WaitingLine } from './waiting-line.js';
 import { handToWatchers, watchGeneration } from './watch.js';
 
@@ -288,8 +296,12 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     const first = this.#grant(units, now, since);
     const others = budgets.take(costs, now, since);
     if (queued) budgets.shift();
-    return new BudgetedPermit(first, this.#budgetName as string, others, () =>
-      this.#line?.kick(this.#clock.now()),
+    return new BudgetedPermit(
+      first,
+      this.#budgetName as string,
+      others,
+      () => this.#line?.kick(this.#clock.now()),
+      (name, units) => budgets.refund(name, units),
     );
   }
 
@@ -690,6 +702,19 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
       this.emit('acquired', { limiter: this.#opts.name, units, waited: now - since });
     }
     return new LimiterPermit(this, units, this.#book.epoch, now - since);
+  }
+
+  /** @internal See {@link WaitBound}: this limiter's `maxWait`, refused as its rate wait is (`max-wait`). */
+  [kWaitBound](): WaitBound {
+    return {
+      clock: this.#clock,
+      maxWait: this.#opts.maxWait,
+      refuse: (units, what, waitedMs) => {
+        const max = this.#opts.maxWait;
+        const left = waitedMs > 0 ? `the ${Math.max(0, Math.floor(max - waitedMs))} ms left of ` : '';
+        return this.#rejection('max-wait', units, `no ${what} within ${left}maxWait ${max} ms`);
+      },
+    };
   }
 
   #queueFull(units: number, size: number, predicted: number): RateLimitRejectedError {

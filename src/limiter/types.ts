@@ -1,3 +1,6 @@
+import type { Clock } from '../clock.js';
+import type { RateLimitRejectedError } from '../errors.js';
+
 /**
  * One quota an answer announced (the IETF `RateLimit` fields, a vendor's `x-ratelimit-*`, your
  * `quotaFromHeaders`), in the limiter's units, for this process's whole budget. It gives the
@@ -89,6 +92,23 @@ export type Outcome =
       budgets?: readonly string[];
     }
   | { kind: 'failed'; retryAfterMs?: number; quota?: readonly AnnouncedQuota[] };
+
+/**
+ * @internal What bounds a wait an adapter makes for a limiter outside the limiter's own line (a
+ * `maxConcurrent` slot), so that no request waits longer than the limiter's `maxWait`
+ * (`timeoutDuration`) in all: asked under `kWaitBound`. A limiter without it bounds no such wait.
+ */
+export interface WaitBound {
+  /** The limiter's clock: the wait's deadline is on it. */
+  readonly clock: Clock;
+  /** The longest wait of a request (ms), earlier attempts' waits included. */
+  readonly maxWait: number;
+  /**
+   * The error that refuses `units` whose wait for `what` reached what `waitedMs` (the earlier
+   * waits) left of `maxWait`: the rate wait's own (its reason and code); tells the listeners.
+   */
+  refuse(units: number, what: string, waitedMs: number): RateLimitRejectedError;
+}
 
 /** The interface both limiter kinds share. */
 export interface RateLimiter {
