@@ -26,11 +26,23 @@ export interface SlotBound {
  * The bound of a request's wait for a slot of `limiter`'s gate: what is left of the limiter's
  * `maxWait` (`timeoutDuration`) after `waitedMs` of earlier waits, and its `queueLimit` (the
  * request counts among its waiting requests); `undefined` for a limiter that states none (one of
- * your own).
+ * your own). A promise of it while the limiter cannot tell it yet (a shared budget whose code
+ * still loads): see {@link ConcurrencyGate.enter}.
  */
-export function slotBound(limiter: RateLimiter, units: number, waitedMs: number): SlotBound | undefined {
-  const bound = (limiter as { [kWaitBound]?: () => WaitBound | undefined })[kWaitBound]?.();
+export function slotBound(
+  limiter: RateLimiter,
+  units: number,
+  waitedMs: number,
+): SlotBound | Promise<SlotBound | undefined> | undefined {
+  const bound = (limiter as { [kWaitBound]?: () => WaitBound | Promise<WaitBound | undefined> | undefined })[
+    kWaitBound
+  ]?.();
   if (bound === undefined) return undefined;
+  if (bound instanceof Promise) return bound.then((known) => known && slotOf(known, units, waitedMs));
+  return slotOf(bound, units, waitedMs);
+}
+
+function slotOf(bound: WaitBound, units: number, waitedMs: number): SlotBound {
   const slot: SlotBound = {
     clock: bound.clock,
     leftMs: bound.maxWait - waitedMs,
@@ -117,7 +129,11 @@ export class ConcurrencyGate {
   }
 
   /** Runs `send` in a slot, held until the promise it returns settles (see {@link enter}). */
-  async run<T>(send: () => Promise<T>, signal?: AbortSignal, bound?: SlotBound): Promise<T> {
+  async run<T>(
+    send: () => Promise<T>,
+    signal?: AbortSignal,
+    bound?: SlotBound | Promise<SlotBound | undefined>,
+  ): Promise<T> {
     const { release } = await this.enter(signal, bound);
     try {
       return await send();
@@ -131,10 +147,19 @@ export class ConcurrencyGate {
    * before it (FIFO). Resolves with the function that gives it back (once) and the time waited.
    * An abort while it waits rejects with the signal's reason and takes no slot; so does a wait
    * that reaches `bound.leftMs`, with `bound.refuse()` (at once when no time is left).
+   *
+   * A bound still to come (a promise: a shared budget's, while its code loads) holds the request
+   * back until it is known, then it waits as any other: so its wait is bounded and counted by the
+   * limiter's own rule from the first request on, and is refused with the limiter's own error and
+   * event. The load itself (once, a module import) is not counted in `maxWait`, as the units'
+   * acquire does not count it either. Such a promise never rejects (it is dropped when a slot is
+   * free); a bound that turns out to be none (a budget that failed to load) bounds nothing. Those
+   * held back keep their order (each resumes in the order it asked).
    */
-  enter(signal?: AbortSignal, bound?: SlotBound): Promise<HeldSlot> {
+  enter(signal?: AbortSignal, bound?: SlotBound | Promise<SlotBound | undefined>): Promise<HeldSlot> {
     if (signal?.aborted) return Promise.reject(signal.reason);
     if (this.tryEnter()) return Promise.resolve({ release: once(() => this.leave()), waitedMs: 0 });
+    if (bound instanceof Promise) return bound.then((known) => this.enter(signal, known));
     // It waits: one of its limiter's waiting requests (queue-full first, as the limiter's order is).
     const counted = bound?.wait?.();
     if (counted instanceof Error) return Promise.reject(counted);

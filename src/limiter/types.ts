@@ -97,6 +97,8 @@ export type Outcome =
  * @internal What bounds a wait an adapter makes for a limiter outside the limiter's own line (a
  * `maxConcurrent` slot), so that no request waits longer than the limiter's `maxWait`
  * (`timeoutDuration`) in all: asked under `kWaitBound`. A limiter without it bounds no such wait.
+ * A limiter that cannot tell it yet (a shared budget whose code still loads) answers a promise of
+ * it (never rejected: `undefined` when it will have none); the wait starts once it is known.
  */
 export interface WaitBound {
   /** The limiter's clock: the wait's deadline is on it. */

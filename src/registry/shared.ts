@@ -88,9 +88,22 @@ export class LazySharedBudget implements RateLimiter {
     return this.#budget?.tryAcquire(units);
   }
 
-  /** @internal See {@link WaitBound}: the budget's local limiter's, once its code has loaded. */
-  [kWaitBound](): WaitBound | undefined {
-    return this.#budget?.limiter[kWaitBound]();
+  /**
+   * @internal See {@link WaitBound}: the budget's local limiter's; while the budget's code loads,
+   * the promise of it, so that a request waiting for a `maxConcurrent` slot then is bounded by the
+   * budget's `maxWait`, counted in its `queueLimit` and refused with its errors as any other (the
+   * gate holds it back until the bound is known: `ConcurrencyGate.enter`). Never a rejection
+   * (a gate that finds a slot free drops the promise): a budget that failed to load has no bound,
+   * and its acquire rejects every request with the load's error.
+   */
+  [kWaitBound](): WaitBound | Promise<WaitBound | undefined> {
+    return (
+      this.#budget?.limiter[kWaitBound]() ??
+      this.#made.then(
+        (budget) => budget.limiter[kWaitBound](),
+        () => undefined,
+      )
+    );
   }
 
   close(): Promise<void> {
