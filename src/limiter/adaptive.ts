@@ -352,6 +352,8 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
 
   /** Changes options at run time; the rate, the bucket, the queue and the cut bookkeeping are kept. */
   update(options: Partial<AdaptiveLimiterOptions>): void {
+    // Not an object (`null`): the constructor's ConfigError, before a field of it is read.
+    if (typeof options !== 'object' || options === null) resolveLimiterOptions(options, this.#opts);
     if (options.clock !== undefined && options.clock !== this.#clock) {
       throw new ConfigError([
         { path: 'clock', message: 'cannot change at run time', received: options.clock },
