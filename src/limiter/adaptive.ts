@@ -36,7 +36,7 @@ import {
 } from './options.js';
 import { Pacer } from './pacer.js';
 import { Pause } from './pause.js';
-import { LimiterPermit, unitsCounted, waitedBefore } from './permit.js';
+import { badSignal, LimiterPermit, unitsCounted, waitedBefore } from './permit.js';
 import { drawFrom, RateBook } from './rate-book.js';
 import { SlowStart } from './slow-start.js';
 import type {
@@ -202,6 +202,8 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   acquire(units = 1, options?: AcquireOptions): Promise<Permit> {
     if (!validUnits(units)) return Promise.reject(badUnits('acquire', units));
     const signal = options?.signal;
+    if (signal != null && typeof signal.addEventListener !== 'function')
+      return Promise.reject(badSignal('acquire', options));
     if (signal?.aborted) return Promise.reject(signal.reason);
     if (this.#closed) return Promise.reject(this.#rejection('closed', units, 'closed'));
     const now = this.#clock.now();
