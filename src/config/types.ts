@@ -47,7 +47,9 @@ export interface LimiterConfig extends Omit<AdaptiveLimiterOptions, 'clock' | 'n
    * Requests in flight at once (an integer >= 1). A request waits for its slot (FIFO, abortable)
    * before its units, and that wait counts in `maxWait`: one still waiting for a slot when
    * `maxWait` is up is refused with the rate wait's `RateLimitRejectedError` (`'max-wait'`; a
-   * fixed-window `limiter`: `'timeout'`, at `timeoutDuration`). @default unset: no cap
+   * fixed-window `limiter`: `'timeout'`, at `timeoutDuration`). A request waiting for a slot
+   * counts in `queueLimit` as one waiting for units does (refused with `'queue-full'`).
+   * @default unset: no cap
    */
   maxConcurrent?: number;
   /**

@@ -1,5 +1,6 @@
 import PQueue from 'p-queue';
 import type { Clock } from '../clock.js';
+import type { RateLimitRejectedError } from '../errors.js';
 import { kWaitBound } from '../internal.js';
 import type { RateLimiter, WaitBound } from '../limiter/types.js';
 
@@ -13,21 +14,29 @@ export interface SlotBound {
   readonly leftMs: number;
   /** The error a request still waiting after `leftMs` is refused with. */
   refuse(): unknown;
+  /**
+   * Counts the request among the limiter's waiting requests while it waits for its slot: the
+   * function that stops counting it, or the limiter's refusal (`queue-full`) when those already
+   * waiting reach its `queueLimit`. Absent: the limiter bounds no line.
+   */
+  wait?(): (() => void) | RateLimitRejectedError;
 }
 
 /**
  * The bound of a request's wait for a slot of `limiter`'s gate: what is left of the limiter's
- * `maxWait` (`timeoutDuration`) after `waitedMs` of earlier waits; `undefined` for a limiter that
- * states none (one of your own).
+ * `maxWait` (`timeoutDuration`) after `waitedMs` of earlier waits, and its `queueLimit` (the
+ * request counts among its waiting requests); `undefined` for a limiter that states none (one of
+ * your own).
  */
 export function slotBound(limiter: RateLimiter, units: number, waitedMs: number): SlotBound | undefined {
   const bound = (limiter as { [kWaitBound]?: () => WaitBound | undefined })[kWaitBound]?.();
   if (bound === undefined) return undefined;
-  return {
+  const slot: SlotBound = {
     clock: bound.clock,
     leftMs: bound.maxWait - waitedMs,
     refuse: () => bound.refuse(units, 'maxConcurrent slot', waitedMs),
   };
+  return bound.wait === undefined ? slot : { ...slot, wait: () => bound.wait?.(units) ?? noop };
 }
 
 /** A slot taken: its release (once), and the ms waited for it on the bound's clock (0 without one). */
@@ -46,10 +55,21 @@ export interface HeldSlot {
  * request when one of its own requests ends (p-queue's concurrency), or when a slot taken outside
  * it comes back: its concurrency is kept at the slots those leave free (paused at none).
  *
- * A waiter given a {@link SlotBound} that is still waiting when its time is up (the limiter's
- * `maxWait`) is refused with the bound's error and leaves the queue, as the limiter refuses a
- * waiter at its deadline; the others keep their order. One timer per gate at most, for the
- * earliest deadline of those waiting; none when nobody waits.
+ * A waiter given a {@link SlotBound} waits as one of its limiter's waiting requests: it is
+ * refused at once (the limiter's `queue-full`) when those already waiting, for a slot or in the
+ * limiter's line, reach its `queueLimit` (the rule is the limiter's: {@link SlotBound.wait}). One
+ * still waiting when its time is up (the limiter's `maxWait`) is refused with the bound's error
+ * and leaves the queue, as the limiter refuses a waiter at its deadline; the others keep their
+ * order. One timer per gate at most, for the earliest deadline of those waiting; none when nobody
+ * waits.
+ *
+ * A caller's abort after its request got its slot ends p-queue's task at once: the slot counts
+ * free before the request's release. That lets no more than `max` requests be in flight: the
+ * request's send is aborted by the same abort, synchronously (the interceptor's controller aborts
+ * the wait's signal and then the attempt; fetch's signal tells p-queue and fetch in one dispatch
+ * of its event), while p-queue starts the next waiter a microtask later at the earliest; an
+ * attempt undici has not started yet is aborted when it starts, before a byte is written
+ * (test/slot-queue-limit.test.ts tries it, through the interceptor and the fetch wrapper).
  */
 export class ConcurrencyGate {
   /** Requests in flight at most. */
@@ -115,7 +135,14 @@ export class ConcurrencyGate {
   enter(signal?: AbortSignal, bound?: SlotBound): Promise<HeldSlot> {
     if (signal?.aborted) return Promise.reject(signal.reason);
     if (this.tryEnter()) return Promise.resolve({ release: once(() => this.leave()), waitedMs: 0 });
-    if (bound !== undefined && !(bound.leftMs > 0)) return Promise.reject(bound.refuse());
+    // It waits: one of its limiter's waiting requests (queue-full first, as the limiter's order is).
+    const counted = bound?.wait?.();
+    if (counted instanceof Error) return Promise.reject(counted);
+    const stopWaiting = counted ?? noop;
+    if (bound !== undefined && !(bound.leftMs > 0)) {
+      stopWaiting();
+      return Promise.reject(bound.refuse());
+    }
     this.#fit();
     const since = bound?.clock.now() ?? 0;
     return new Promise((resolve, reject) => {
@@ -133,6 +160,7 @@ export class ConcurrencyGate {
         .add(
           () =>
             new Promise<void>((release) => {
+              stopWaiting();
               if (deadline !== undefined) this.#deadlines.remove(deadline);
               const waitedMs = bound === undefined ? 0 : bound.clock.now() - since;
               resolve({ release: once(release), waitedMs });
@@ -140,6 +168,8 @@ export class ConcurrencyGate {
           { signal: queued },
         )
         .catch((error: unknown) => {
+          // Once: an abort after the slot was given lands here too.
+          stopWaiting();
           if (deadline !== undefined) this.#deadlines.remove(deadline);
           reject(error);
         });
@@ -238,6 +268,8 @@ class Deadlines {
     if (next !== undefined) this.#arm(clock, next.at);
   }
 }
+
+function noop(): void {}
 
 function once(fn: () => void): () => void {
   let done = false;

@@ -34,7 +34,10 @@ export interface AdaptiveLimiterOptions {
    * it and is bounded by it (refused with `'max-wait'` when the time is up). @default 60_000
    */
   maxWait?: number;
-  /** Requests that may wait at once; one more is rejected. @default 10_000 */
+  /**
+   * Requests that may wait at once; one more is rejected (`'queue-full'`). Those waiting for an
+   * HTTP adapter's `maxConcurrent` slot count too. @default 10_000
+   */
   queueLimit?: number;
   /** Least time between two cuts (ms). @default 1_000 */
   decreaseCooldown?: number;

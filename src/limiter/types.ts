@@ -111,6 +111,14 @@ export interface WaitBound {
    * waits) left of `maxWait`: the rate wait's own (its reason and code); tells the listeners.
    */
   refuse(units: number, what: string, waitedMs: number): RateLimitRejectedError;
+  /**
+   * Counts a request that waits outside the line (for a slot) among the limiter's waiting
+   * requests, which its `queueLimit` bounds: returns the function that stops counting it (call it
+   * when it stops waiting), or, when the requests already waiting (in the line and outside it)
+   * reach `queueLimit`, the limiter's own refusal (`queue-full`; tells the listeners) and counts
+   * nothing. Absent: a limiter with no such limit.
+   */
+  wait?(units: number): (() => void) | RateLimitRejectedError;
 }
 
 /** The interface both limiter kinds share. */
