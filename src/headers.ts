@@ -148,17 +148,26 @@ export function fromCache(headers: HeaderLookup): boolean {
 }
 
 /**
- * The instant the response's `Date` header names (RFC 9110 §6.6.1: when the server made the
- * answer, on its own clock), in ms since the epoch, or `undefined` without a valid one. The one
- * reading of the server's clock: every absolute time an answer carries (an HTTP-date
- * `Retry-After`, an epoch or RFC 3339 reset) is counted from it, so a skewed local clock moves
- * no wait.
+ * The server's clock when the answer arrived, in ms since the epoch, or `undefined` without a
+ * valid `Date`: the instant its `Date` names (RFC 9110 §6.6.1: when the origin made the answer, on
+ * its own clock) plus its `Age` (RFC 9111 §5.1: the seconds a cache held it since). The one reading
+ * of the server's clock: every absolute time an answer carries (an HTTP-date `Retry-After`, an
+ * epoch or RFC 3339 reset) is counted from it, so a skewed local clock moves no wait, and a 429
+ * a cache kept 50 s does not make its sender wait those 50 s again.
+ *
+ * `Date` is a singleton field: an answer with more than one `Date` line has none we can trust (the
+ * interceptor sees the lines as an array, `fetch` joins them with a comma, which is no date
+ * either), so both read it alike: no `Date`, the local clock.
  *
  * @param nowMs wall-clock time, to place an RFC 850 two-digit year.
  */
 export function responseDate(headers: HeaderLookup, nowMs: number): number | undefined {
-  const date = singleText(headers, 'date');
-  return date === undefined ? undefined : parseHttpDate(date.replace(/^[ \t]+|[ \t]+$/g, ''), nowMs);
+  const date = headers('date');
+  if (date === undefined || (typeof date !== 'string' && date.length !== 1)) return undefined;
+  const text = typeof date === 'string' ? date : (date[0] as string);
+  const instant = parseHttpDate(text.replace(/^[ \t]+|[ \t]+$/g, ''), nowMs);
+  if (instant === undefined) return undefined;
+  return instant + (nonNegativeInteger(singleText(headers, 'age')) ?? 0) * 1000;
 }
 
 /**
