@@ -64,10 +64,16 @@ export interface AttemptPlan<T> {
   canRetryError?(error: unknown): boolean;
   /**
    * Waits for a slot of a concurrency cap before each attempt's units, and resolves with its
-   * release, called when the attempt's `send` settles. Taking the slot first keeps the units
-   * taken close to the send: units taken while waiting for a slot would go out in a burst.
+   * release, called when the attempt's `send` settles, and the ms it waited. Taking the slot first
+   * keeps the units taken close to the send: units taken while waiting for a slot would go out in
+   * a burst. `waitedMs`: what the request waited so far; the slot's wait is bounded by what it
+   * leaves of `maxWait` (refused with the limiter's `RateLimitRejectedError`), and counts against
+   * `maxWait` for the units after it.
    */
-  slot?(signal: AbortSignal | undefined): Promise<() => void>;
+  slot?(
+    signal: AbortSignal | undefined,
+    waitedMs: number,
+  ): Promise<{ readonly release: () => void; readonly waitedMs: number }>;
   /**
    * The result of attempt 1 when the adapter made that attempt itself (a synchronous fast path:
    * units taken with `tryAcquire`), fed its permit, found it throttled and decided, by the rule
@@ -82,8 +88,8 @@ export interface AttemptPlan<T> {
  * When the attempts run out, or the limiter refuses a retry, the caller gets the last answer
  * itself (the 429 response, or the last error), never a new error of ours. A first attempt the
  * limiter refuses (queue full, max wait, closed), or an abort, rejects with that error. The
- * waits for every attempt's units share one `maxWait`: each acquire is told how long the request
- * has waited so far (`waitedMs`).
+ * waits for every attempt's slot and units share one `maxWait`: each wait is told how long the
+ * request has waited so far (`waitedMs`).
  */
 export function runAttempts<T>(plan: AttemptPlan<T>): Promise<T> {
   if (plan.throttledFirst !== undefined || plan.slot !== undefined) return attempts(plan, undefined);
@@ -107,7 +113,7 @@ async function attempts<T>(plan: AttemptPlan<T>, first: Permit | undefined): Pro
       : { result: plan.hold ? plan.hold(plan.throttledFirst) : plan.throttledFirst };
   /** The last attempt threw a throttled error; a refused retry rethrows it. */
   let heldError: { error: unknown } | undefined;
-  /** ms this request waited for its earlier attempts' units: one maxWait for the whole request. */
+  /** ms this request waited for slots and units so far: one maxWait for the whole request. */
   let waitedMs = first?.waitedMs ?? plan.waitedMs ?? 0;
   let granted = first;
   for (let attempt = held === undefined ? 1 : 2; ; attempt++) {
@@ -118,7 +124,11 @@ async function attempts<T>(plan: AttemptPlan<T>, first: Permit | undefined): Pro
       granted = undefined;
     } else {
       try {
-        if (plan.slot !== undefined) release = await plan.slot(plan.signal);
+        if (plan.slot !== undefined) {
+          const held = await plan.slot(plan.signal, waitedMs);
+          release = held.release;
+          waitedMs += held.waitedMs;
+        }
         permit = await acquire(plan, waitedMs);
         waitedMs += permit.waitedMs ?? 0;
       } catch (error) {

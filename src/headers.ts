@@ -148,14 +148,36 @@ export function fromCache(headers: HeaderLookup): boolean {
 }
 
 /**
- * The server's wall-clock time when it answered: its `Date` header, or `nowMs` without a valid
- * one. Epoch resets are counted from it, so a skewed local clock does not move them. `Date` has
- * whole seconds: the answer was made during that second, so its middle is taken (the second's
- * start would read every reset up to a second long, 1.7 % of a one-minute window).
+ * The server's clock when the answer arrived, in ms since the epoch, or `undefined` without a
+ * valid `Date`: the instant its `Date` names (RFC 9110 §6.6.1: when the origin made the answer, on
+ * its own clock) plus its `Age` (RFC 9111 §5.1: the seconds a cache held it since). The one reading
+ * of the server's clock: every absolute time an answer carries (an HTTP-date `Retry-After`, an
+ * epoch or RFC 3339 reset) is counted from it, so a skewed local clock moves no wait, and a 429
+ * a cache kept 50 s does not make its sender wait those 50 s again.
+ *
+ * `Date` is a singleton field: an answer with more than one `Date` line has none we can trust (the
+ * interceptor sees the lines as an array, `fetch` joins them with a comma, which is no date
+ * either), so both read it alike: no `Date`, the local clock.
+ *
+ * @param nowMs wall-clock time, to place an RFC 850 two-digit year.
+ */
+export function responseDate(headers: HeaderLookup, nowMs: number): number | undefined {
+  const date = headers('date');
+  if (date === undefined || (typeof date !== 'string' && date.length !== 1)) return undefined;
+  const text = typeof date === 'string' ? date : (date[0] as string);
+  const instant = parseHttpDate(text.replace(/^[ \t]+|[ \t]+$/g, ''), nowMs);
+  if (instant === undefined) return undefined;
+  return instant + (nonNegativeInteger(singleText(headers, 'age')) ?? 0) * 1000;
+}
+
+/**
+ * The server's wall-clock time when it answered, for quota resets: {@link responseDate}, or
+ * `nowMs` without a valid one. `Date` has whole seconds: the answer was made during that second,
+ * so its middle is taken (the second's start would read every reset up to a second long, 1.7 % of
+ * a one-minute window).
  */
 export function serverNow(headers: HeaderLookup, nowMs: number): number {
-  const date = singleText(headers, 'date');
-  const instant = date === undefined ? undefined : parseHttpDate(date, nowMs);
+  const instant = responseDate(headers, nowMs);
   return instant === undefined ? nowMs : instant + 500;
 }
 

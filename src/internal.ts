@@ -12,6 +12,9 @@ export const kFailed = Symbol('adaptive-rate-limit.failed');
 // An acquire an adapter cancels without an AbortSignal (`WaitCancel`, in src/limiter/waiting-line.ts).
 export const kWaitCancel = Symbol('adaptive-rate-limit.waitCancel');
 
+// The bound of a wait an adapter makes outside a limiter's line (a maxConcurrent slot).
+export const kWaitBound = Symbol('adaptive-rate-limit.waitBound');
+
 // One budget's books, for the limiter of several budgets it belongs to.
 export const kCanGrant = Symbol('adaptive-rate-limit.canGrant');
 export const kTake = Symbol('adaptive-rate-limit.take');

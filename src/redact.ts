@@ -62,7 +62,8 @@ export function isCredentialName(name: string): boolean {
 /**
  * `value` with its secrets masked (see the module comment): a string is masked in place; arrays
  * and plain objects are copied where something changed (the same object is returned when
- * nothing did); other objects (class instances, functions) are returned as they are.
+ * nothing did); a `URL` or `URLSearchParams` becomes its masked text, a `Headers` a masked plain
+ * object; other objects (class instances, functions) are returned as they are.
  */
 export function redact<T>(value: T): T {
   return redactValue(value, 0, new WeakMap()) as T;
@@ -203,9 +204,27 @@ function redactValue(value: unknown, depth: number, seen: WeakMap<object, unknow
   else {
     const proto = Object.getPrototypeOf(value);
     if (proto === Object.prototype || proto === null) out = redactObject(value as object, depth, seen);
+    else out = redactInstance(value, depth, seen);
   }
   seen.set(value, out);
   return out;
+}
+
+/**
+ * The WHATWG objects a user hands over where a string or a header list belongs (`origin: new
+ * URL(...)`, `headers: new Headers(...)`), which `util.inspect` and `JSON.stringify` print whole:
+ * a `URL` as its text, `URLSearchParams` as its text, `Headers` as a plain object, each masked.
+ * Other instances are returned as they are.
+ */
+function redactInstance(value: object, depth: number, seen: WeakMap<object, unknown>): unknown {
+  if (typeof URL === 'function' && value instanceof URL) return redactText(value.href);
+  if (typeof URLSearchParams === 'function' && value instanceof URLSearchParams) {
+    return redactText(`?${value.toString()}`).slice(1);
+  }
+  if (typeof Headers === 'function' && value instanceof Headers) {
+    return redactObject(Object.fromEntries(value.entries()), depth, seen);
+  }
+  return value;
 }
 
 function redactArray(value: readonly unknown[], depth: number, seen: WeakMap<object, unknown>): unknown[] {

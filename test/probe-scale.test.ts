@@ -210,6 +210,107 @@ describe('probe: a 429 right after a Retry-After pause, at many requests a secon
   });
 });
 
+describe('probe: a second 429 right after a Retry-After pause, at many requests a second', () => {
+  const controller = probe();
+  // A sure ceiling of 20,000 found at 20,000 requests/min; a 429 40 ms after its pause took the
+  // rate from 19,400 to half (9,700): the other process had taken the room.
+  const first: DecreaseRecord = {
+    rateBefore: 22_000,
+    acceptedRate: 20_000,
+    acceptedRateSincePrevious: 20_000,
+    requestRate: 20_000,
+  };
+  const halved: DecreaseRecord = {
+    rateBefore: 19_400,
+    acceptedRate: 18_000,
+    acceptedRateSincePrevious: 18_000,
+    requestRate: 12_000,
+    sentAfterPause: 40,
+  };
+  // Another 429 40 ms after the pause of that cut, at the half (9,700).
+  const again = (sentAfterPause: number, decreases: DecreaseRecord[] = [first, halved], scale = 1) =>
+    state({
+      rate: 9_700 * scale,
+      decreases,
+      acceptedRate: 9_000 * scale,
+      acceptedRateSinceLastDecrease: 9_000 * scale,
+      measuredRate: 6_000 * scale,
+      measuredRequestRate: 6_000 * scale,
+      sinceLastDecrease: 1_000 + sentAfterPause,
+      pauseSinceLastDecrease: 1_000,
+    });
+
+  it('reads the half the cut before found, not a quarter: its own overshoot, drained at 0.9 of it', () => {
+    expect(controller.onThrottled(again(40))).toBeCloseTo(9_700 * 0.9, 6);
+  });
+
+  it('a third one in a row goes to the half of the one before', () => {
+    const second: DecreaseRecord = {
+      rateBefore: 9_700,
+      acceptedRate: 9_000,
+      acceptedRateSincePrevious: 9_000,
+      requestRate: 6_000,
+      sentAfterPause: 40,
+    };
+    // At 8,730 after the second: the ceiling is half of 9,700 (not of 8,730), cruised 3 % below.
+    const s = { ...again(40, [first, halved, second]), rate: 8_730 };
+    expect(controller.onThrottled(s)).toBeCloseTo(4_850 * 0.97, 6);
+  });
+
+  it('reads as before later after the pause, and below 6,000 requests/min', () => {
+    // What got through (9,000): its own overshoot, drained at 0.9 of it.
+    expect(controller.onThrottled(again(300))).toBeCloseTo(9_000 * 0.9, 6);
+    const slow = (d: DecreaseRecord): DecreaseRecord => ({
+      ...d,
+      rateBefore: d.rateBefore / 10,
+      acceptedRate: d.acceptedRate / 10,
+      acceptedRateSincePrevious: (d.acceptedRateSincePrevious ?? 0) / 10,
+      requestRate: (d.requestRate ?? 0) / 10,
+    });
+    // What got through (900), below the ceiling of 1,880: a throttle while cruising, 3 % below it.
+    expect(controller.onThrottled(again(40, [slow(first), slow(halved)], 0.1))).toBeCloseTo(900 * 0.97, 6);
+  });
+});
+
+describe('probe: the climb of a process that fell below 6,000 requests/min', () => {
+  const controller = probe();
+  // A sure ceiling of 20,000 found at 20,000 requests/min, then a throttle while cruising that
+  // found 5,000 (the other process took the rest): a sure ceiling of 5,000, sent at 5,600 a minute.
+  const fast: DecreaseRecord = {
+    rateBefore: 22_000,
+    acceptedRate: 20_000,
+    acceptedRateSincePrevious: 20_000,
+    requestRate: 20_000,
+  };
+  const low: DecreaseRecord = {
+    rateBefore: 5_600,
+    acceptedRate: 5_000,
+    acceptedRateSincePrevious: 5_000,
+    requestRate: 5_600,
+  };
+  // The first round after the hold (4 s, random 0; a throttle while cruising: no drain).
+  const cruising = (decreases: DecreaseRecord[]) =>
+    state({
+      rate: 4_850,
+      decreases,
+      measuredRate: 4_850,
+      measuredRequestRate: 4_850,
+      sinceLastDecrease: 4_000,
+      sinceLastIncrease: 4_000,
+    });
+
+  it('keeps the step of a twentieth of the ceiling while a kept cut measured 6,000 requests/min and more', () => {
+    expect(controller.onSuccess(cruising([fast, low]))).toBeCloseTo(4_850 + 250, 6);
+  });
+
+  it('keeps the default step when no kept cut did (or requests were not counted)', () => {
+    const slow: DecreaseRecord = { ...fast, requestRate: 5_900 };
+    expect(controller.onSuccess(cruising([slow, low]))).toBeCloseTo(4_850 + 60, 6);
+    const { requestRate: _a, ...uncounted } = fast;
+    expect(controller.onSuccess(cruising([uncounted, low]))).toBeCloseTo(4_850 + 60, 6);
+  });
+});
+
 const flush = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 /** An answer for `send`: the first is a 429 with a Retry-After of 1 s, every later one 'ok'. */

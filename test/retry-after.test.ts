@@ -271,8 +271,10 @@ describe('headerLookup', () => {
 describe('with real undici responses', () => {
   // Two Retry-After field lines, the first a date: the comma inside it and the ", " of
   // Headers.get meet here.
+  // The server's clock says NOW (its Date), so the date asks for 30 s.
   const date = 'Thu, 15 Jan 2026 12:00:30 GMT';
   const server = createServer((_req, res) => {
+    res.setHeader('Date', new Date(NOW).toUTCString());
     res.setHeader('Retry-After', [date, '60']);
     res.setHeader('RateLimit', '"default";r=0;t=90');
     res.writeHead(429).end('slow down');

@@ -43,7 +43,14 @@ export interface LimiterConfig extends Omit<AdaptiveLimiterOptions, 'clock' | 'n
    * wildcards the limiter declared first wins. An exact origin may belong to one limiter only.
    */
   origins?: string[];
-  /** Requests in flight at once (an integer >= 1). @default unset: no cap */
+  /**
+   * Requests in flight at once (an integer >= 1). A request waits for its slot (FIFO, abortable)
+   * before its units, and that wait counts in `maxWait`: one still waiting for a slot when
+   * `maxWait` is up is refused with the rate wait's `RateLimitRejectedError` (`'max-wait'`; a
+   * fixed-window `limiter`: `'timeout'`, at `timeoutDuration`). A request waiting for a slot
+   * counts in `queueLimit` as one waiting for units does (refused with `'queue-full'`).
+   * @default unset: no cap
+   */
   maxConcurrent?: number;
   /**
    * What `maxConcurrent` caps when the requests are partitioned (see `partitionBy`):

@@ -9,7 +9,7 @@ export { aimd } from './aimd.js';
 export type { CubicOptions } from './cubic.js';
 export { cubic, cubicCurve, cubicK } from './cubic.js';
 export type { ProbeOptions } from './probe.js';
-export { cutReadingsOf, probe } from './probe.js';
+export { cutReadingsOf, FAST_REQUESTS, probe } from './probe.js';
 export type { DecreaseRecord, RateController, RateControllerState } from './types.js';
 
 const defaultAimd = aimd();

@@ -25,9 +25,9 @@ export interface ProbeOptions {
    * The first probe step for the WHOLE budget (units/min, > 0, finite); each process adds
    * `probeStep / instanceCount`. The step doubles each round: +1, +2, +4 … steps above the
    * cruise rate, the same for every client, so competing clients converge to fair shares. At
-   * 6,000 requests/min and more (measured) the first step is at least 5 % of the ceiling (then
-   * proportional to each client's own ceiling); a shared budget's state does not count requests,
-   * so it keeps this step at every rate. A shared budget at about its highest ceiling creeps half a
+   * 6,000 requests/min and more (measured now, or at a kept cut) the first step is at least 5 % of
+   * the ceiling (then proportional to each client's own ceiling); a shared budget's state does not
+   * count requests, so it keeps this step at every rate. A shared budget at about its highest ceiling creeps half a
    * `cruiseMargin` of it a round for 4 rounds first (see `sharedBudgetProbe`).
    * @default 60
    */
@@ -171,9 +171,14 @@ function probeController(options: ProbeOptions, peakHoldFactor: number): RateCon
     let previous: DecreaseRecord | undefined;
     /** The last cut's reading was its floor, at many requests a second (see `fastReading`, `quickAfterPause`). */
     let floored = false;
+    /** The cut before was a 429 right after a Retry-After pause (see `quickAfterPause`). */
+    let afterQuick = false;
     for (const cut of cuts) {
       const quick = quickAfterPause(cut, previous);
-      const A = quick ? o.minCutFactor * cut.rateBefore : fastReading(cut, previous, o.minCutFactor);
+      const A = quick
+        ? quickReading(cut, afterQuick ? previous : undefined, o.minCutFactor)
+        : fastReading(cut, previous, o.minCutFactor);
+      afterQuick = quick;
       floored = quick || A > cut.acceptedRate;
       previous = cut;
       if (unsure && E !== undefined) {
@@ -288,7 +293,7 @@ function probeController(options: ProbeOptions, peakHoldFactor: number): RateCon
           const k = Math.min(MAX_ROUNDS, Math.floor((t - drain - hold) / o.round));
           const g = o.probeGrowth;
           // While the ceiling is only the start's estimate, steps of a tenth of it at least.
-          const base = climbStep(o.probeStep / s.instanceCount, E, s.measuredRequestRate);
+          const base = climbStep(o.probeStep / s.instanceCount, E, fastRequestRate(s));
           const step = estimate ? Math.max(base, E * UNSURE_STEP) : base;
           if (peakHoldFactor > 1 && !estimate && atPeak) target += creepAbove(E, o.cruiseMargin, k, step, g);
           else target += ((g ** (k + 1) - 1) / (g - 1)) * step;
@@ -330,8 +335,9 @@ function creepAbove(E: number, margin: number, k: number, step: number, g: numbe
 /**
  * Requests/min from which the probe's steps scale with the ceiling: 100 a second, twice a whole
  * quota of 3,000 a minute, which the default step was sized for. A slower process keeps its steps.
+ * The band of every rule for many requests a second (the rate book's reading since a rise too).
  */
-const FAST_REQUESTS = 6_000;
+export const FAST_REQUESTS = 6_000;
 /**
  * At {@link FAST_REQUESTS} and more, the first probe step is at least this fraction of the
  * ceiling. The default step (60 a minute) is 2 % of a quota of 3,000 a minute; at 150,000 a
@@ -434,6 +440,42 @@ function quickAfterPause(cut: DecreaseRecord, previous: DecreaseRecord | undefin
   return (
     requests >= FAST_REQUESTS && cut.sentAfterPause !== undefined && cut.sentAfterPause < QUICK_AFTER_PAUSE
   );
+}
+
+/**
+ * What a cut {@link quickAfterPause} reads (units/min): `minCutFactor` (half) of the rate it
+ * started from; right after another such cut (`quickBefore`), no less than what that one read,
+ * half the rate it started from. A process halved because the other, above its share, had taken
+ * the room was throttled again right after its next pause while the other still held it, and
+ * halved again, two to four times in a row (20,000 to 10,000, 5,000, 2,500 a minute) where its
+ * share was 15,000; it then stayed below half its share for 10-25 s. Cut by the drain instead
+ * (0.9 of that half, its own overshoot), it gives the other the time to come down. A third such
+ * cut in a row halves again, from the second: a quota that fell far is still followed.
+ */
+function quickReading(
+  cut: DecreaseRecord,
+  quickBefore: DecreaseRecord | undefined,
+  minCutFactor: number,
+): number {
+  return minCutFactor * Math.max(cut.rateBefore, quickBefore?.rateBefore ?? 0);
+}
+
+/**
+ * The requests/min that set the probe's step ({@link climbStep}): the rate measured now, or the
+ * highest measured at a kept cut when more. A process that sent 6,000 a minute and more, then was
+ * cut below it (halved after its pause, or squeezed by another process above its share), climbed
+ * by the default step, 60 a minute, for the 10-25 s its kept cuts still said it sends thousands
+ * a second: about 1 % of 5,000 a round, where the other, above 6,000, stepped 5 % of 20,000. The kept
+ * cuts age out (8 of them), and a budget shared through Redis counts no requests (unchanged).
+ */
+function fastRequestRate(
+  s: Pick<RateControllerState, 'measuredRequestRate' | 'decreases'>,
+): number | undefined {
+  let rate = s.measuredRequestRate;
+  for (const d of s.decreases) {
+    if (d.requestRate !== undefined && d.requestRate > (rate ?? 0)) rate = d.requestRate;
+  }
+  return rate;
 }
 
 /**

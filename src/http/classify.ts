@@ -44,7 +44,8 @@ function defaultVerdict(status: number, throttleStatuses: ReadonlySet<number>): 
  * Turns a response into the outcome that feeds its permit.
  *
  * - throttled: with the wait the response asks for (`retry-after-ms`, `Retry-After` in seconds or
- *   as an HTTP-date read against the wall clock `Date.now()`, or an exhausted `ratelimit` policy);
+ *   as an HTTP-date counted from the response's `Date` (else from the wall clock `Date.now()`), or
+ *   an exhausted `ratelimit` policy);
  *   the limiter caps it by `maxPause`.
  * - failed: a 5xx (or the caller's `'failed'`) neither raises nor cuts the rate; when it carries
  *   such a wait (a 503 with `Retry-After` that is not a throttle status, S3's or nginx's "come back

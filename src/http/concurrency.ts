@@ -1,4 +1,49 @@
 import PQueue from 'p-queue';
+import type { Clock } from '../clock.js';
+import type { RateLimitRejectedError } from '../errors.js';
+import { kWaitBound } from '../internal.js';
+import type { RateLimiter, WaitBound } from '../limiter/types.js';
+
+/**
+ * How long a request may still wait for a slot, and how it is refused past that: the limiter's
+ * `maxWait` less what the request waited already, on the limiter's clock (see `slotBound`).
+ */
+export interface SlotBound {
+  readonly clock: Clock;
+  /** ms the request may wait for the slot (equal is allowed). */
+  readonly leftMs: number;
+  /** The error a request still waiting after `leftMs` is refused with. */
+  refuse(): unknown;
+  /**
+   * Counts the request among the limiter's waiting requests while it waits for its slot: the
+   * function that stops counting it, or the limiter's refusal (`queue-full`) when those already
+   * waiting reach its `queueLimit`. Absent: the limiter bounds no line.
+   */
+  wait?(): (() => void) | RateLimitRejectedError;
+}
+
+/**
+ * The bound of a request's wait for a slot of `limiter`'s gate: what is left of the limiter's
+ * `maxWait` (`timeoutDuration`) after `waitedMs` of earlier waits, and its `queueLimit` (the
+ * request counts among its waiting requests); `undefined` for a limiter that states none (one of
+ * your own).
+ */
+export function slotBound(limiter: RateLimiter, units: number, waitedMs: number): SlotBound | undefined {
+  const bound = (limiter as { [kWaitBound]?: () => WaitBound | undefined })[kWaitBound]?.();
+  if (bound === undefined) return undefined;
+  const slot: SlotBound = {
+    clock: bound.clock,
+    leftMs: bound.maxWait - waitedMs,
+    refuse: () => bound.refuse(units, 'maxConcurrent slot', waitedMs),
+  };
+  return bound.wait === undefined ? slot : { ...slot, wait: () => bound.wait?.(units) ?? noop };
+}
+
+/** A slot taken: its release (once), and the ms waited for it on the bound's clock (0 without one). */
+export interface HeldSlot {
+  readonly release: () => void;
+  readonly waitedMs: number;
+}
 
 /**
  * The cap on a limiter's requests in flight (`maxConcurrent`). A request takes a slot before it
@@ -9,11 +54,28 @@ import PQueue from 'p-queue';
  * that finds the cap reached waits, FIFO and abortable, in a p-queue. The queue starts a waiting
  * request when one of its own requests ends (p-queue's concurrency), or when a slot taken outside
  * it comes back: its concurrency is kept at the slots those leave free (paused at none).
+ *
+ * A waiter given a {@link SlotBound} waits as one of its limiter's waiting requests: it is
+ * refused at once (the limiter's `queue-full`) when those already waiting, for a slot or in the
+ * limiter's line, reach its `queueLimit` (the rule is the limiter's: {@link SlotBound.wait}). One
+ * still waiting when its time is up (the limiter's `maxWait`) is refused with the bound's error
+ * and leaves the queue, as the limiter refuses a waiter at its deadline; the others keep their
+ * order. One timer per gate at most, for the earliest deadline of those waiting; none when nobody
+ * waits.
+ *
+ * A caller's abort after its request got its slot ends p-queue's task at once: the slot counts
+ * free before the request's release. That lets no more than `max` requests be in flight: the
+ * request's send is aborted by the same abort, synchronously (the interceptor's controller aborts
+ * the wait's signal and then the attempt; fetch's signal tells p-queue and fetch in one dispatch
+ * of its event), while p-queue starts the next waiter a microtask later at the earliest; an
+ * attempt undici has not started yet is aborted when it starts, before a byte is written
+ * (test/slot-queue-limit.test.ts tries it, through the interceptor and the fetch wrapper).
  */
 export class ConcurrencyGate {
   /** Requests in flight at most. */
   readonly max: number;
   readonly #queue: PQueue;
+  readonly #deadlines = new Deadlines();
   /** Slots taken outside the queue. */
   #direct = 0;
   #fitting = false;
@@ -55,8 +117,8 @@ export class ConcurrencyGate {
   }
 
   /** Runs `send` in a slot, held until the promise it returns settles (see {@link enter}). */
-  async run<T>(send: () => Promise<T>, signal?: AbortSignal): Promise<T> {
-    const release = await this.enter(signal);
+  async run<T>(send: () => Promise<T>, signal?: AbortSignal, bound?: SlotBound): Promise<T> {
+    const { release } = await this.enter(signal, bound);
     try {
       return await send();
     } finally {
@@ -66,16 +128,51 @@ export class ConcurrencyGate {
 
   /**
    * Waits for a slot: at once when one is free and nobody waits, else after the requests waiting
-   * before it (FIFO). Resolves with the function that gives it back (once). An abort while it
-   * waits rejects with the signal's reason and takes no slot.
+   * before it (FIFO). Resolves with the function that gives it back (once) and the time waited.
+   * An abort while it waits rejects with the signal's reason and takes no slot; so does a wait
+   * that reaches `bound.leftMs`, with `bound.refuse()` (at once when no time is left).
    */
-  enter(signal?: AbortSignal): Promise<() => void> {
+  enter(signal?: AbortSignal, bound?: SlotBound): Promise<HeldSlot> {
     if (signal?.aborted) return Promise.reject(signal.reason);
-    if (this.tryEnter()) return Promise.resolve(once(() => this.leave()));
+    if (this.tryEnter()) return Promise.resolve({ release: once(() => this.leave()), waitedMs: 0 });
+    // It waits: one of its limiter's waiting requests (queue-full first, as the limiter's order is).
+    const counted = bound?.wait?.();
+    if (counted instanceof Error) return Promise.reject(counted);
+    const stopWaiting = counted ?? noop;
+    if (bound !== undefined && !(bound.leftMs > 0)) {
+      stopWaiting();
+      return Promise.reject(bound.refuse());
+    }
     this.#fit();
+    const since = bound?.clock.now() ?? 0;
     return new Promise((resolve, reject) => {
+      let deadline: Deadline | undefined;
+      let queued = signal;
+      if (bound !== undefined) {
+        const controller = new AbortController();
+        deadline = this.#deadlines.add(since + bound.leftMs, bound.clock, () =>
+          controller.abort(bound.refuse()),
+        );
+        queued = signal === undefined ? controller.signal : AbortSignal.any([signal, controller.signal]);
+      }
       // The queued task holds its p-queue slot until the release is called.
-      this.#queue.add(() => new Promise<void>((release) => resolve(once(release))), { signal }).catch(reject);
+      this.#queue
+        .add(
+          () =>
+            new Promise<void>((release) => {
+              stopWaiting();
+              if (deadline !== undefined) this.#deadlines.remove(deadline);
+              const waitedMs = bound === undefined ? 0 : bound.clock.now() - since;
+              resolve({ release: once(release), waitedMs });
+            }),
+          { signal: queued },
+        )
+        .catch((error: unknown) => {
+          // Once: an abort after the slot was given lands here too.
+          stopWaiting();
+          if (deadline !== undefined) this.#deadlines.remove(deadline);
+          reject(error);
+        });
     });
   }
 
@@ -91,6 +188,88 @@ export class ConcurrencyGate {
     this.#queue.start();
   }
 }
+
+interface Deadline {
+  /** ms on the clock it was given with. */
+  readonly at: number;
+  readonly expire: () => void;
+  done: boolean;
+}
+
+/**
+ * The deadlines of a gate's waiters, earliest first, and the one timer for the earliest. A waiter
+ * that gets its slot or leaves is marked done and dropped when it comes first; first attempts
+ * queue in deadline order (the same maxWait from the moment they queue), so an insert is at the
+ * end and a removal at the front but for a retry, which has less of maxWait left.
+ */
+class Deadlines {
+  readonly #items: Deadline[] = [];
+  #clock: Clock | undefined;
+  #timer: unknown;
+  #timerAt = Number.POSITIVE_INFINITY;
+
+  add(at: number, clock: Clock, expire: () => void): Deadline {
+    const deadline: Deadline = { at, expire, done: false };
+    const items = this.#items;
+    let i = items.length;
+    if (i > 0 && (items[i - 1] as Deadline).at > at) {
+      let lo = 0;
+      while (lo < i) {
+        const mid = (lo + i) >>> 1;
+        if ((items[mid] as Deadline).at <= at) lo = mid + 1;
+        else i = mid;
+      }
+      items.splice(i, 0, deadline);
+    } else items.push(deadline);
+    if (at < this.#timerAt) this.#arm(clock, at);
+    return deadline;
+  }
+
+  remove(deadline: Deadline): void {
+    deadline.done = true;
+    this.#dropDone();
+    if (this.#items.length === 0) this.#disarm();
+  }
+
+  #dropDone(): void {
+    const items = this.#items;
+    while (items.length > 0 && (items[0] as Deadline).done) items.shift();
+  }
+
+  #arm(clock: Clock, at: number): void {
+    this.#disarm();
+    this.#clock = clock;
+    this.#timerAt = at;
+    // A request waits on it: it keeps the process alive.
+    this.#timer = clock.setTimeout(() => this.#fire(), at - clock.now(), true);
+  }
+
+  #disarm(): void {
+    if (this.#timer !== undefined) this.#clock?.clearTimeout(this.#timer);
+    this.#timer = undefined;
+    this.#timerAt = Number.POSITIVE_INFINITY;
+  }
+
+  /** Expires every waiter whose deadline has come, then arms for the next one. */
+  #fire(): void {
+    const clock = this.#clock as Clock;
+    this.#timer = undefined;
+    this.#timerAt = Number.POSITIVE_INFINITY;
+    const now = clock.now();
+    const items = this.#items;
+    while (items.length > 0 && (items[0] as Deadline).at <= now) {
+      const deadline = items.shift() as Deadline;
+      if (deadline.done) continue;
+      deadline.done = true;
+      deadline.expire();
+    }
+    this.#dropDone();
+    const next = items[0];
+    if (next !== undefined) this.#arm(clock, next.at);
+  }
+}
+
+function noop(): void {}
 
 function once(fn: () => void): () => void {
   let done = false;

@@ -3,6 +3,7 @@ import { ConfigError } from '../errors.js';
 import { headerRecord } from '../headers.js';
 import { normalizeOrigin } from '../origin.js';
 import type { RateLimiterRegistry } from '../registry/index.js';
+import { slotBound } from './concurrency.js';
 import { holdResponse } from './held-response.js';
 import { llmAnswer, readRefusal, refusalBody } from './llm-answers.js';
 import { type InterceptorOptions, type OutgoingRequest, resolveInterceptorOptions } from './options.js';
@@ -108,7 +109,10 @@ export function rateLimitedFetch(options: RateLimitedFetchOptions = {}): RateLim
         costs: estimate?.costs,
         maxAttempts: resolved.maxAttempts,
         signal,
-        slot: gate === undefined ? undefined : (slotSignal) => gate.enter(slotSignal),
+        slot:
+          gate === undefined
+            ? undefined
+            : (slotSignal, waitedMs) => gate.enter(slotSignal, slotBound(limiter, units, waitedMs)),
         send: attempt,
         classify: (r) => runtime.classify(r, () => headerRecord(r.headers), route, refusalBody(r)),
         canRetry: () => bodies.replayable,

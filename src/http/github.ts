@@ -1,4 +1,4 @@
-import { type HeaderRecord, parseHttpDate } from '../headers.js';
+import { type HeaderRecord, headerLookup, responseDate } from '../headers.js';
 import type { ClassifyResult } from './classify.js';
 
 /** The least pause on an exhausted primary limit (ms): GitHub's reset and `Date` are whole seconds. */
@@ -35,7 +35,7 @@ export function githubClassify(status: number, headers: HeaderRecord): ClassifyR
   if (status !== 403 && status !== 429) return undefined;
   const remaining = first(headers['x-ratelimit-remaining'])?.trim();
   if (remaining === '0') {
-    const wait = resetWait(first(headers['x-ratelimit-reset']), first(headers.date));
+    const wait = resetWait(first(headers['x-ratelimit-reset']), headers);
     return wait === undefined ? 'throttled' : { verdict: 'throttled', retryAfterMs: wait };
   }
   if (status === 403 && headers['retry-after'] !== undefined) return 'throttled';
@@ -43,9 +43,9 @@ export function githubClassify(status: number, headers: HeaderRecord): ClassifyR
 }
 
 /** ms from the response's `Date` (else now) until `reset` (epoch seconds), at least 1 s; `undefined` if `reset` is not one. */
-function resetWait(reset: string | undefined, date: string | undefined): number | undefined {
+function resetWait(reset: string | undefined, headers: HeaderRecord): number | undefined {
   if (reset === undefined || !/^\d{1,12}$/.test(reset.trim())) return undefined;
   const now = Date.now();
-  const sentAt = date === undefined ? undefined : parseHttpDate(date.trim(), now);
+  const sentAt = responseDate(headerLookup(headers), now);
   return Math.max(MIN_RESET_WAIT_MS, Number(reset.trim()) * 1000 - (sentAt ?? now));
 }

@@ -3,6 +3,7 @@ import type { Costs } from '../limiter/budgets.js';
 import type { Outcome, RateLimiter } from '../limiter/types.js';
 import { Attempt, type AttemptJudge, type AttemptOwner } from './attempt.js';
 import type { CallerController } from './caller-controller.js';
+import { slotBound } from './concurrency.js';
 import type { AttemptBodies } from './request-body.js';
 import type { HttpRuntime, Route } from './runtime.js';
 
@@ -79,8 +80,11 @@ export class LoopPlan implements AttemptPlan<Attempt> {
   }
 
   get slot(): AttemptPlan<Attempt>['slot'] {
-    const gate = this.#request.route.gate;
-    return gate === undefined ? undefined : (signal) => gate.enter(signal);
+    const { route, units } = this.#request;
+    const gate = route.gate;
+    return gate === undefined
+      ? undefined
+      : (signal, waitedMs) => gate.enter(signal, slotBound(route.limiter, units, waitedMs));
   }
 
   canRetry(): boolean {

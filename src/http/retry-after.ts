@@ -1,10 +1,18 @@
-import { fieldText, fromCache, type HeaderLookup, isDayName, parseHttpDate } from '../headers.js';
+import {
+  fieldText,
+  fromCache,
+  type HeaderLookup,
+  isDayName,
+  parseHttpDate,
+  responseDate,
+} from '../headers.js';
 import { parseRateLimit } from './quota-headers/ietf.js';
 
 /**
  * How long a server asks us to wait: `Retry-After` (RFC 9110 §10.2.3) and its companions.
  *
- * Every result is milliseconds from the moment the response arrived, finite and >= 0. Nothing
+ * Every result is milliseconds from the moment the response arrived, finite and >= 0 (an HTTP-date
+ * is counted from the response's `Date`, the server's clock, not from the local one). Nothing
  * here caps a value (`Retry-After: 999999999` is 31 years): capping is the limiter's `maxPause`.
  */
 
@@ -14,7 +22,10 @@ import { parseRateLimit } from './quota-headers/ietf.js';
  *
  * 1. `retry-after-ms`, then `x-ms-retry-after-ms`: milliseconds as a non-negative decimal (OpenAI,
  *    Azure). Finer than `retry-after`, which the same servers send rounded up.
- * 2. `retry-after`: see {@link parseRetryAfter}.
+ * 2. `retry-after`: see {@link parseRetryAfter}. An HTTP-date names an instant on the server's
+ *    clock (RFC 9110 §10.2.3): the wait is that date minus the response's own `Date`
+ *    ({@link responseDate}), so a local clock that is off by an hour neither waits an hour too long
+ *    (up to `maxPause`) nor retries at once. Without a valid `Date`, the date minus `nowMs`.
  * 3. The IETF RateLimit draft's `ratelimit` field (-08 and later, the List form Cloudflare and
  *    express-rate-limit send: `"default";r=0;t=30`): when a policy has no quota left (`r=0`), its
  *    `t` seconds; with several exhausted policies, the longest. The draft lets a client use it
@@ -38,15 +49,22 @@ import { parseRateLimit } from './quota-headers/ietf.js';
  * On a response that is not throttled, a `ratelimit` with `r=0` still yields its `t`: the next
  * request would be throttled. The caller decides whether to act on it.
  *
- * @param nowMs wall-clock time (`Date.now()`) when the response arrived, for HTTP-dates.
+ * @param nowMs wall-clock time (`Date.now()`) when the response arrived, for an HTTP-date on a
+ * response without a valid `Date`.
  */
 export function retryAfterFromHeaders(headers: HeaderLookup, nowMs: number): number | undefined {
   return (
     parseRetryAfterMs(headers('retry-after-ms')) ??
     parseRetryAfterMs(headers('x-ms-retry-after-ms')) ??
-    parseRetryAfter(headers('retry-after'), nowMs) ??
+    retryAfterField(headers, nowMs) ??
     rateLimitWait(headers)
   );
+}
+
+/** `Retry-After`, an HTTP-date counted from the response's `Date` (read only when the field is there). */
+function retryAfterField(headers: HeaderLookup, nowMs: number): number | undefined {
+  const value = headers('retry-after');
+  return value === undefined ? undefined : parseRetryAfter(value, responseDate(headers, nowMs) ?? nowMs);
 }
 
 /** OWS (RFC 9110 §5.6.3): spaces and tabs only, unlike `String.prototype.trim`. */
@@ -100,14 +118,16 @@ function parseOne(value: string, nowMs: number): number | undefined {
  * - delay-seconds: `120` → 120000. Fractions are accepted although the RFC has none (Shopify
  *   sends `2.0`, Microsoft Graph `2.542`): `1.5` → 1500, rounded up to whole milliseconds.
  * - HTTP-date in the three forms a recipient must accept (IMF-fixdate, RFC 850 with a two-digit
- *   year, asctime), read as UTC; a date in the past → 0. Validated by strict patterns first, never
+ *   year, asctime), read as UTC, minus `nowMs`; a date before `nowMs` → 0. Validated by strict patterns first, never
  *   `Date.parse`, which reads `-5` as 2001 and asctime in local time.
  * - Ignored: a sign (`-1`, `+5`), exponent (`1e3`), hex (`0x10`), `Infinity`, an empty value.
  *   Spaces and tabs around a value are not part of it.
  * - Repeated values (an array of field lines, or one line joined with commas as `Headers.get`
  *   does): the first valid one. A comma after a day name is taken as part of an HTTP-date.
  *
- * @param nowMs wall-clock time (`Date.now()`) when the response arrived, for HTTP-dates.
+ * @param nowMs the instant an HTTP-date is counted from: the server's clock when it answered, that
+ * is the response's `Date` when it has a valid one (RFC 9110 §10.2.3; `retryAfterFromHeaders` reads
+ * it so), else the local wall clock (`Date.now()`) when the response arrived.
  */
 export function parseRetryAfter(
   value: string | readonly string[] | undefined,

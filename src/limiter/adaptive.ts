@@ -19,6 +19,7 @@ import {
   kSuccess,
   kTake,
   kThrottled,
+  kWaitBound,
   kWaitCancel,
 } from '../internal.js';
 import { AnnouncedBucket } from './announced-bucket.js';
@@ -38,7 +39,14 @@ import { Pause } from './pause.js';
 import { LimiterPermit, unitsCounted, waitedBefore } from './permit.js';
 import { drawFrom, RateBook } from './rate-book.js';
 import { SlowStart } from './slow-start.js';
-import type { AcquireOptions, AnnouncedQuota, LimiterSnapshot, Permit, RateLimiter } from './types.js';
+import type {
+  AcquireOptions,
+  AnnouncedQuota,
+  LimiterSnapshot,
+  Permit,
+  RateLimiter,
+  WaitBound,
+} from './types.js';
 import { type CancellableAcquireOptions, signalFor, WaitingLine } from './waiting-line.js';
 import { handToWatchers, watchGeneration } from './watch.js';
 
@@ -66,6 +74,8 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   readonly #pause = new Pause();
   readonly #book: RateBook;
   #line: WaitingLine | undefined;
+  /** Requests waiting outside the line, for an adapter's `maxConcurrent` slot (`queueLimit` counts them). */
+  #waitingOutside = 0;
   /** The cap on units in flight of an unlimited limiter's cold start; unset once dropped. */
   #slowStart: SlowStart | undefined;
   /** The ceilings the API announced, made at the first announcement. */
@@ -206,8 +216,8 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     // into a caller's loop in place of `[kSuccess]`, which cost ~7% of the engine bench's async rate.
     const line = this.#waitingLine();
     const predicted = this.#bucket.predictWait(units, line.queuedUnits, this.#pause.left(now), now);
-    if (line.size >= this.#opts.queueLimit)
-      return Promise.reject(this.#queueFull(units, line.size, predicted));
+    const full = this.#full(units, predicted);
+    if (full !== undefined) return Promise.reject(full);
     // One maxWait for the whole request: what its earlier attempts waited counts.
     const maxWait = this.#opts.maxWait - waitedBefore(options);
     if (predicted > maxWait) return Promise.reject(this.#tooLong(units, predicted, maxWait));
@@ -257,8 +267,8 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
       this.#bucket.predictWait(units, line.queuedUnits, this.#pause.left(now), now),
       budgets.predictWait(costs, now, true),
     );
-    if (line.size >= this.#opts.queueLimit)
-      return Promise.reject(this.#queueFull(units, line.size, predicted));
+    const full = this.#full(units, predicted);
+    if (full !== undefined) return Promise.reject(full);
     const maxWait = this.#opts.maxWait - waitedBefore(options);
     if (predicted > maxWait) return Promise.reject(this.#tooLong(units, predicted, maxWait));
     const cancel = (options as CancellableAcquireOptions | undefined)?.[kWaitCancel];
@@ -288,8 +298,12 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     const first = this.#grant(units, now, since);
     const others = budgets.take(costs, now, since);
     if (queued) budgets.shift();
-    return new BudgetedPermit(first, this.#budgetName as string, others, () =>
-      this.#line?.kick(this.#clock.now()),
+    return new BudgetedPermit(
+      first,
+      this.#budgetName as string,
+      others,
+      () => this.#line?.kick(this.#clock.now()),
+      (name, units) => budgets.refund(name, units),
     );
   }
 
@@ -692,8 +706,41 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     return new LimiterPermit(this, units, this.#book.epoch, now - since);
   }
 
-  #queueFull(units: number, size: number, predicted: number): RateLimitRejectedError {
-    const detail = `queue full: ${size} of ${this.#opts.queueLimit} waiting`;
+  /** @internal See {@link WaitBound}: this limiter's `maxWait`, refused as its rate wait is (`max-wait`). */
+  [kWaitBound](): WaitBound {
+    return {
+      clock: this.#clock,
+      maxWait: this.#opts.maxWait,
+      refuse: (units, what, waitedMs) => {
+        const max = this.#opts.maxWait;
+        const left = waitedMs > 0 ? `the ${Math.max(0, Math.floor(max - waitedMs))} ms left of ` : '';
+        return this.#rejection('max-wait', units, `no ${what} within ${left}maxWait ${max} ms`);
+      },
+      wait: (units) => {
+        const full = this.#full(units);
+        if (full !== undefined) return full;
+        this.#waitingOutside++;
+        let waiting = true;
+        return () => {
+          if (!waiting) return;
+          waiting = false;
+          this.#waitingOutside--;
+        };
+      },
+    };
+  }
+
+  /**
+   * The one `queueLimit` rule, for every wait of this limiter's requests: the refusal of `units`
+   * (`queue-full`) when the requests waiting already, in its line or for an adapter's
+   * `maxConcurrent` slot, reach `queueLimit`; `undefined` while there is room.
+   */
+  #full(units: number, predicted?: number): RateLimitRejectedError | undefined {
+    const outside = this.#waitingOutside;
+    const waiting = (this.#line?.size ?? 0) + outside;
+    if (waiting < this.#opts.queueLimit) return undefined;
+    const slots = outside > 0 ? ` (${outside} of them for a maxConcurrent slot)` : '';
+    const detail = `queue full: ${waiting} of ${this.#opts.queueLimit} waiting${slots}`;
     return this.#rejection('queue-full', units, detail, predicted);
   }
 

@@ -17,6 +17,8 @@ export interface BudgetBooks {
   [kPredictWait](units: number, queuedUnits: number, now: number): number;
   /** This budget held a request back: it waited (the controllers raise only after a wait). */
   [kHeldBack](): void;
+  /** Charges (refunds, when negative) units after the permit was settled. */
+  charge(units: number): void;
 }
 
 interface Queued {
@@ -116,6 +118,11 @@ export class BudgetSet {
       if (units !== undefined && units > 0) permits.push([name, books[kTake](units, now, since)]);
     }
     return permits;
+  }
+
+  /** Gives `units` back to budget `name`: what a refused request drew from it (see {@link BudgetedPermit}). */
+  refund(name: string, units: number): void {
+    for (const [n, books] of this.#books) if (n === name) books.charge(-units);
   }
 
   readyAt(costs: Costs, start: number): number {
@@ -226,23 +233,39 @@ export function budgetsGate(first: RateGate, set: BudgetSet): RateGate {
  * names, else those whose announced quota has nothing left, else every budget drawn from; the
  * others are told the request failed (neither cut nor raised). Each quota goes to the budget it
  * names (`AnnouncedQuota.budget`; none: the first).
+ *
+ * A throttled request gives back what it drew from the other budgets that did not run out (the
+ * tokens of an LLM call refused for its requests per minute), before the answer's quotas are
+ * read, so that a quota the answer announces wins: the API refused it before doing the work, and
+ * its retry draws them again. A budget that ran out keeps the draw, as a 429 keeps its units in a
+ * limiter of one budget: the refusal shows the budget's level was at least that much above the
+ * API's, and keeping the draw is the correction (given back, the next request in line goes at
+ * once into the next 429: the simulator's `llm` scenario drew 28 429s instead of 5). The first
+ * budget, the request itself, always keeps it: APIs count the requests they refuse ("unsuccessful
+ * requests contribute to your per-minute limit", OpenAI). A success keeps its draws (corrected
+ * by `charge` from what the answer reports it used), and so does a failure (the API may have
+ * done the work).
  */
 export class BudgetedPermit implements Permit {
   readonly #first: LimiterPermit;
   readonly #firstName: string;
   readonly #others: readonly [string, LimiterPermit][];
   readonly #settled: () => void;
+  readonly #refund: (name: string, units: number) => void;
+  #refunded = false;
 
   constructor(
     first: LimiterPermit,
     firstName: string,
     others: readonly [string, LimiterPermit][],
     settled: () => void,
+    refund: (name: string, units: number) => void,
   ) {
     this.#first = first;
     this.#firstName = firstName;
     this.#others = others;
     this.#settled = settled;
+    this.#refund = refund;
   }
 
   get units(): number {
@@ -268,6 +291,13 @@ export class BudgetedPermit implements Permit {
       out = all.filter(([name, permit]) => exhausted(this.#quotaOf(name, quota), permit.units));
     }
     if (out.length === 0) out = all;
+    // Once, and only for a permit not settled yet (a permit settles once).
+    if (!this.#refunded && this.#first.unsettled) {
+      this.#refunded = true;
+      for (const [name, permit] of this.#others) {
+        if (!out.some(([n]) => n === name)) this.#refund(name, permit.units);
+      }
+    }
     for (const [name, permit] of all) {
       if (out.some(([n]) => n === name)) permit.throttled(retryAfterMs, this.#quotaOf(name, quota));
       else permit.failed(undefined, this.#quotaOf(name, quota));

@@ -1,11 +1,12 @@
 import { z } from 'zod';
 import { type Clock, MAX_TIMER_MS, systemClock } from '../clock.js';
 import { configErrorFrom, InvalidArgumentError, type RateLimitRejectedError } from '../errors.js';
+import { kWaitBound } from '../internal.js';
 import { LazyEmitter, type LimiterEventMap, refusal } from './events.js';
 import { Fifo } from './fifo.js';
 import { LIMITER_DEFAULTS, limiterFieldsSchema } from './options.js';
 import { waitedBefore } from './permit.js';
-import type { AcquireOptions, Permit, RateLimiter } from './types.js';
+import type { AcquireOptions, Permit, RateLimiter, WaitBound } from './types.js';
 
 /** Permits are counted in floats when units are; a shortfall below this is no shortfall. */
 const EPSILON = 1e-9;
@@ -203,6 +204,20 @@ export class FixedWindowRateLimiter extends LazyEmitter<FixedWindowEventMap> imp
       activeCycle: this.#cycle,
       queued: this.#queue.size,
       closed: this.#closed,
+    };
+  }
+
+  /** @internal See {@link WaitBound}: `timeoutDuration`, refused as a permit's wait is (`timeout`). */
+  [kWaitBound](): WaitBound {
+    return {
+      clock: this.#clock,
+      maxWait: this.#timeout,
+      refuse: (units, what, waitedMs) => {
+        const max = this.#timeout;
+        const left = waitedMs > 0 ? `the ${Math.max(0, Math.floor(max - waitedMs))} ms left of ` : '';
+        const detail = `no ${what} within ${left}timeoutDuration ${max} ms`;
+        return refusal((e) => this.emit('rejected', e), this.name, 'timeout', units, detail);
+      },
     };
   }
 

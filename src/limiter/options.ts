@@ -30,10 +30,14 @@ export interface AdaptiveLimiterOptions {
   /**
    * Longest wait for units (ms); a request predicted to wait longer is rejected at once. One budget
    * per request: the attempt loop's retries wait only what the earlier attempts left of it
-   * (`AcquireOptions.waitedMs`). @default 60_000
+   * (`AcquireOptions.waitedMs`), and the HTTP adapters' wait for a `maxConcurrent` slot counts in
+   * it and is bounded by it (refused with `'max-wait'` when the time is up). @default 60_000
    */
   maxWait?: number;
-  /** Requests that may wait at once; one more is rejected. @default 10_000 */
+  /**
+   * Requests that may wait at once; one more is rejected (`'queue-full'`). Those waiting for an
+   * HTTP adapter's `maxConcurrent` slot count too. @default 10_000
+   */
   queueLimit?: number;
   /** Least time between two cuts (ms). @default 1_000 */
   decreaseCooldown?: number;
@@ -71,7 +75,8 @@ export interface AdaptiveLimiterOptions {
    * waiting line stays first in, first out, and no budget is held while another is awaited. A
    * request larger than a whole budget is served when that budget is full and leaves it in debt.
    * A throttled answer cuts only the budgets that ran out (`Permit.throttled`'s `budgets`, or a
-   * quota announcing less left than the request drew), every one when that cannot be told.
+   * quota announcing less left than the request drew), every one when that cannot be told; the
+   * other budgets get back what it drew from them (the first keeps it: a refused request counts).
    * Fixed at creation. @default one budget
    */
   budgets?: Readonly<Record<string, BudgetOptions>>;

@@ -27,6 +27,11 @@ export class LimiterPermit implements Permit {
     this.#sink = sink;
   }
 
+  /** @internal Whether no answer settled it yet. */
+  get unsettled(): boolean {
+    return this.#sink !== undefined;
+  }
+
   success(unitsUsed?: number, quota?: Quota): void {
     checkQuota('success', quota);
     const sink = this.#sink;

@@ -1,4 +1,4 @@
-import { cutReadingsOf, mayReuseState } from '../controllers/index.js';
+import { cutReadingsOf, FAST_REQUESTS, mayReuseState } from '../controllers/index.js';
 import type { DecreaseRecord, RateController, RateControllerState } from '../controllers/types.js';
 import { AcceptedRate, type PausedIn } from './accepted-rate.js';
 import { MeasuredRate } from './measured-rate.js';
@@ -210,7 +210,7 @@ export class RateBook {
 
   /**
    * The accepted rate a cut at `now` reads: `accepted` (the 3 s window), or, at
-   * {@link RISE_REQUESTS} and more, what got through since the last rise of the rate when that is
+   * {@link FAST_REQUESTS} (measured) and more, what got through since the last rise of the rate when that is
    * higher, the rise at least {@link RISE_SPAN_MS} ago and since the last cut. After a probe's
    * climb (steps of a tenth, or a climb back to an earlier estimate) the window holds the lower
    * rates before it: at 30,000 a minute a cut read 12,200 with some 15,500 of room, then held there
@@ -219,7 +219,7 @@ export class RateBook {
   #sinceRise(now: number, accepted: number | undefined): number | undefined {
     const from = this.#raisedAt;
     if (accepted === undefined || from === undefined || from <= this.lastCutAt) return accepted;
-    if ((this.measured.requests ?? 0) < RISE_REQUESTS || now - from < RISE_SPAN_MS) return accepted;
+    if ((this.measured.requests ?? 0) < FAST_REQUESTS || now - from < RISE_SPAN_MS) return accepted;
     const since = this.accepted.since(from, now, (start) => this.#pause.within(start, now));
     return since === undefined ? accepted : Math.max(accepted, since);
   }
@@ -340,12 +340,6 @@ function blankState(): Writable<RateControllerState> {
  */
 const MANY_REQUESTS = 3_000;
 
-/**
- * Requests/min (measured) from which a cut reads what got through since the last rise of the rate
- * (see `RateBook.#sinceRise`): the probe's rates for many requests a second. Below it (every
- * quota of a few thousand a minute) a cut reads the 3 s window as before.
- */
-const RISE_REQUESTS = 6_000;
 /** The shortest span since a rise a cut reads on its own (ms): 250 answers and more at 15,000 a minute. */
 const RISE_SPAN_MS = 1_000;
 

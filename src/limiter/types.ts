@@ -1,3 +1,6 @@
+import type { Clock } from '../clock.js';
+import type { RateLimitRejectedError } from '../errors.js';
+
 /**
  * One quota an answer announced (the IETF `RateLimit` fields, a vendor's `x-ratelimit-*`, your
  * `quotaFromHeaders`), in the limiter's units, for this process's whole budget. It gives the
@@ -89,6 +92,31 @@ export type Outcome =
       budgets?: readonly string[];
     }
   | { kind: 'failed'; retryAfterMs?: number; quota?: readonly AnnouncedQuota[] };
+
+/**
+ * @internal What bounds a wait an adapter makes for a limiter outside the limiter's own line (a
+ * `maxConcurrent` slot), so that no request waits longer than the limiter's `maxWait`
+ * (`timeoutDuration`) in all: asked under `kWaitBound`. A limiter without it bounds no such wait.
+ */
+export interface WaitBound {
+  /** The limiter's clock: the wait's deadline is on it. */
+  readonly clock: Clock;
+  /** The longest wait of a request (ms), earlier attempts' waits included. */
+  readonly maxWait: number;
+  /**
+   * The error that refuses `units` whose wait for `what` reached what `waitedMs` (the earlier
+   * waits) left of `maxWait`: the rate wait's own (its reason and code); tells the listeners.
+   */
+  refuse(units: number, what: string, waitedMs: number): RateLimitRejectedError;
+  /**
+   * Counts a request that waits outside the line (for a slot) among the limiter's waiting
+   * requests, which its `queueLimit` bounds: returns the function that stops counting it (call it
+   * when it stops waiting), or, when the requests already waiting (in the line and outside it)
+   * reach `queueLimit`, the limiter's own refusal (`queue-full`; tells the listeners) and counts
+   * nothing. Absent: a limiter with no such limit.
+   */
+  wait?(units: number): (() => void) | RateLimitRejectedError;
+}
 
 /** The interface both limiter kinds share. */
 export interface RateLimiter {

@@ -2,11 +2,11 @@ import { EventEmitter } from 'node:events';
 import { keepsNoState, resolveController } from '../controllers/index.js';
 import { sharedBudgetProbe } from '../controllers/probe.js';
 import { AdaptiveRateLimitError } from '../errors.js';
-import { kFailed, kNoCrowdWait, kSuccess, kThrottled } from '../internal.js';
+import { kFailed, kNoCrowdWait, kSuccess, kThrottled, kWaitBound } from '../internal.js';
 import { AdaptiveRateLimiter, type LimiterSnapshot } from '../limiter/adaptive.js';
 import { resolveLimiterOptions } from '../limiter/options.js';
 import { unitsCounted } from '../limiter/permit.js';
-import type { AcquireOptions, AnnouncedQuota, Permit, RateLimiter } from '../limiter/types.js';
+import type { AcquireOptions, AnnouncedQuota, Permit, RateLimiter, WaitBound } from '../limiter/types.js';
 import { Coordinator } from './coordinator.js';
 import { memberController } from './member-controller.js';
 import { MemberState, type SharedBudgetEventMap, type SharedState } from './member-state.js';
@@ -205,6 +205,11 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
       return undefined;
     }
     return new SharedPermit(this, permit, this.#member.era);
+  }
+
+  /** @internal See {@link WaitBound}: the local limiter's, whose errors the rate wait gives. */
+  [kWaitBound](): WaitBound {
+    return this.limiter[kWaitBound]();
   }
 
   /** Runs a heartbeat now (after the one in flight) and returns the state it learned. */

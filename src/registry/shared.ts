@@ -3,9 +3,10 @@ import { issuesOf } from '../config/rules.js';
 import type { LimiterConfig } from '../config/schema.js';
 import { sharedConfigSchema } from '../config/shared.js';
 import { ConfigError, configErrorFrom } from '../errors.js';
+import { kWaitBound } from '../internal.js';
 import type { AdaptiveRateLimiter } from '../limiter/adaptive.js';
 import { resolveLimiterOptions } from '../limiter/options.js';
-import type { AcquireOptions, Permit, RateLimiter } from '../limiter/types.js';
+import type { AcquireOptions, Permit, RateLimiter, WaitBound } from '../limiter/types.js';
 
 /** What the registry uses of a `SharedBudget` (`src/redis/shared-budget.ts`). */
 interface Budget extends RateLimiter {
@@ -85,6 +86,11 @@ export class LazySharedBudget implements RateLimiter {
 
   tryAcquire(units?: number): Permit | undefined {
     return this.#budget?.tryAcquire(units);
+  }
+
+  /** @internal See {@link WaitBound}: the budget's local limiter's, once its code has loaded. */
+  [kWaitBound](): WaitBound | undefined {
+    return this.#budget?.limiter[kWaitBound]();
   }
 
   close(): Promise<void> {

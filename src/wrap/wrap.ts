@@ -1,6 +1,7 @@
 import { DEFAULT_MAX_ATTEMPTS, runAttempts } from '../attempt-loop.js';
-import { ConfigError } from '../errors.js';
+import { ConfigError, type ConfigIssue, InvalidCallbackValueError } from '../errors.js';
 import type { Outcome, RateLimiter } from '../limiter/types.js';
+import { redact } from '../redact.js';
 import { classifyThrown } from './sdk-errors.js';
 
 const success: Outcome = { kind: 'success' };
@@ -40,34 +41,15 @@ export function wrap<A extends unknown[], R>(
   fn: (...args: A) => Promise<R>,
   options: WrapOptions<R> = {},
 ): (...args: A) => Promise<R> {
-  if (typeof fn !== 'function') {
-    throw new ConfigError([{ path: 'fn', message: 'expected a function', received: fn }], 'wrap arguments');
-  }
-  const maxAttempts = options.maxAttempts ?? DEFAULT_MAX_ATTEMPTS;
-  if (!Number.isInteger(maxAttempts) || maxAttempts < 1) {
-    throw new ConfigError([
-      { path: 'maxAttempts', message: 'expected an integer >= 1', received: maxAttempts },
-    ]);
-  }
-  const { units = 1, costs, classify = () => success, classifyError = classifyThrown } = options;
-  if (costs !== undefined && (typeof costs !== 'object' || costs === null) && typeof costs !== 'function') {
-    throw new ConfigError([
-      {
-        path: 'costs',
-        message: 'expected an object of units per budget, or a function of the arguments',
-        received: costs,
-      },
-    ]);
-  }
-  if (typeof units !== 'function' && !(typeof units === 'number' && units > 0 && Number.isFinite(units))) {
-    throw new ConfigError([
-      {
-        path: 'units',
-        message: 'expected a positive finite number, or a function of the arguments',
-        received: units,
-      },
-    ]);
-  }
+  const issues = wrapIssues(limiter, fn, options);
+  if (issues.length > 0) throw new ConfigError(issues, 'wrap arguments');
+  const {
+    units = 1,
+    costs,
+    maxAttempts = DEFAULT_MAX_ATTEMPTS,
+    classify = () => success,
+    classifyError = classifyThrown,
+  } = options;
   return (...args: A) => {
     let callUnits: number;
     let callCosts: Readonly<Record<string, number>> | undefined;
@@ -88,8 +70,91 @@ export function wrap<A extends unknown[], R>(
       costs: callCosts,
       maxAttempts,
       send: () => fn(...args),
-      classify,
-      classifyError,
+      classify: (result) => checkedOutcome('classify', classify(result)),
+      classifyError: (error) => checkedOutcome('classifyError', classifyError(error)),
     });
   };
+}
+
+/** Every bad argument of {@link wrap}, checked when it is called, before the first call. */
+function wrapIssues(limiter: unknown, fn: unknown, options: unknown): ConfigIssue[] {
+  const issues: ConfigIssue[] = [];
+  const acquire = (limiter as { acquire?: unknown } | null | undefined)?.acquire;
+  if (typeof limiter !== 'object' || limiter === null || typeof acquire !== 'function') {
+    issues.push({ path: 'limiter', message: 'expected a rate limiter (with acquire())', received: limiter });
+  }
+  if (typeof fn !== 'function') issues.push({ path: 'fn', message: 'expected a function', received: fn });
+  if (typeof options !== 'object' || options === null || Array.isArray(options)) {
+    issues.push({ path: 'options', message: 'expected an object of wrap options', received: options });
+    return issues;
+  }
+  const { units, costs, maxAttempts, classify, classifyError } = options as WrapOptions<unknown>;
+  if (
+    units !== undefined &&
+    typeof units !== 'function' &&
+    !(typeof units === 'number' && units > 0 && Number.isFinite(units))
+  ) {
+    issues.push({
+      path: 'units',
+      message: 'expected a positive finite number, or a function of the arguments',
+      received: units,
+    });
+  }
+  if (costs !== undefined && (typeof costs !== 'object' || costs === null) && typeof costs !== 'function') {
+    issues.push({
+      path: 'costs',
+      message: 'expected an object of units per budget, or a function of the arguments',
+      received: costs,
+    });
+  }
+  if (maxAttempts !== undefined && !(Number.isInteger(maxAttempts) && maxAttempts >= 1)) {
+    issues.push({ path: 'maxAttempts', message: 'expected an integer >= 1', received: maxAttempts });
+  }
+  for (const [path, value] of [
+    ['classify', classify],
+    ['classifyError', classifyError],
+  ] as const) {
+    if (value !== undefined && typeof value !== 'function') {
+      issues.push({ path, message: 'expected a function returning an outcome', received: value });
+    }
+  }
+  return issues;
+}
+
+const KINDS = new Set(['success', 'throttled', 'failed']);
+
+const isWait = (ms: unknown) =>
+  ms === undefined || (typeof ms === 'number' && ms >= 0 && Number.isFinite(ms));
+
+/**
+ * `outcome` when it keeps the {@link Outcome} contract; else an `InvalidCallbackValueError` naming
+ * the callback, which the attempt loop answers by failing the permit (a value it cannot read,
+ * such as the `undefined` of a forgotten `return`, would leave the permit unanswered: a cold
+ * start's slot taken for good).
+ */
+function checkedOutcome(callback: 'classify' | 'classifyError', outcome: unknown): Outcome {
+  const o = outcome as Partial<Record<'kind' | 'units' | 'retryAfterMs' | 'quota' | 'budgets', unknown>>;
+  const valid =
+    typeof outcome === 'object' &&
+    outcome !== null &&
+    KINDS.has(o.kind as string) &&
+    (o.kind === 'success' ? isWait(o.units) : isWait(o.retryAfterMs)) &&
+    (o.quota === undefined || Array.isArray(o.quota)) &&
+    (o.budgets === undefined ||
+      (Array.isArray(o.budgets) && o.budgets.every((b: unknown) => typeof b === 'string')));
+  if (valid) return outcome as Outcome;
+  throw new InvalidCallbackValueError(
+    callback,
+    `${callback} returned ${describeOutcome(outcome)}; expected { kind: 'success' | 'throttled' | 'failed' } (units or retryAfterMs a finite number >= 0, quota an array)`,
+    outcome,
+  );
+}
+
+function describeOutcome(value: unknown): string {
+  if (value === undefined) return 'undefined';
+  try {
+    return JSON.stringify(redact(value)) ?? String(value);
+  } catch {
+    return String(value);
+  }
 }
