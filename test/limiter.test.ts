@@ -762,6 +762,16 @@ describe('AdaptiveRateLimiter: options, update, close and events', () => {
     expect(limiter.rate).toBe(3_000);
   });
 
+  it('refuses update(null) with the ConfigError update(5) gives, and keeps its options', () => {
+    const { limiter } = setup({ initialUnitsPerMinute: 600, maxWait: 5_000 });
+    for (const options of [null, 5]) {
+      const update = () => limiter.update(options as never);
+      expect(update).toThrow(ConfigError);
+      expect(update).toThrow(new RegExp(`\\(root\\): .*received ${options}`));
+    }
+    expect(limiter.rate).toBe(600);
+  });
+
   it('sets the rate and pauses on request, within the limits', () => {
     const { limiter } = setup({ initialUnitsPerMinute: 600, maxUnitsPerMinute: 1_200, maxPause: 5_000 });
     limiter.setRate(900);

@@ -36,7 +36,7 @@ import {
 } from './options.js';
 import { Pacer } from './pacer.js';
 import { Pause } from './pause.js';
-import { LimiterPermit, unitsCounted, waitedBefore } from './permit.js';
+import { badSignal, LimiterPermit, unitsCounted, waitedBefore } from './permit.js';
 import { drawFrom, RateBook } from './rate-book.js';
 import { SlowStart } from './slow-start.js';
 import type {
@@ -204,6 +204,8 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   acquire(units = 1, options?: AcquireOptions): Promise<Permit> {
     if (!validUnits(units)) return Promise.reject(badUnits('acquire', units));
     const signal = options?.signal;
+    if (signal != null && typeof signal.addEventListener !== 'function')
+      return Promise.reject(badSignal('acquire', options));
     if (signal?.aborted) return Promise.reject(signal.reason);
     if (this.#closed) return Promise.reject(this.#rejection('closed', units, 'closed'));
     const now = this.#clock.now();
@@ -354,6 +356,8 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
 
   /** Changes options at run time; the rate, the bucket, the queue and the cut bookkeeping are kept. */
   update(options: Partial<AdaptiveLimiterOptions>): void {
+    // Not an object (`null`): the constructor's ConfigError, before a field of it is read.
+    if (typeof options !== 'object' || options === null) resolveLimiterOptions(options, this.#opts);
     if (options.clock !== undefined && options.clock !== this.#clock) {
       throw new ConfigError([
         { path: 'clock', message: 'cannot change at run time', received: options.clock },

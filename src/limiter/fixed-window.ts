@@ -5,7 +5,7 @@ import { kWaitBound } from '../internal.js';
 import { LazyEmitter, type LimiterEventMap, refusal } from './events.js';
 import { Fifo } from './fifo.js';
 import { LIMITER_DEFAULTS, limiterFieldsSchema } from './options.js';
-import { waitedBefore } from './permit.js';
+import { badSignal, waitedBefore } from './permit.js';
 import type { AcquireOptions, Permit, RateLimiter, WaitBound } from './types.js';
 
 /** Permits are counted in floats when units are; a shortfall below this is no shortfall. */
@@ -124,6 +124,8 @@ export class FixedWindowRateLimiter extends LazyEmitter<FixedWindowEventMap> imp
   acquire(units = 1, options?: AcquireOptions): Promise<Permit> {
     const invalid = checkUnits('acquire', units);
     if (invalid) return Promise.reject(invalid);
+    const notSignal = badSignal('acquire', options);
+    if (notSignal) return Promise.reject(notSignal);
     const signal = options?.signal;
     if (signal?.aborted) return Promise.reject(signal.reason);
     if (this.#closed)

@@ -70,6 +70,28 @@ export function checkQuota(method: string, quota: unknown): void {
     );
 }
 
+/**
+ * The refusal of an acquire whose `signal` is not an `AbortSignal` (the controller itself, a
+ * string), or `undefined` when it is one or absent (`null` too, as fetch takes it). Checked before
+ * anything is queued: such a waiter would sit in the line for good, ahead of every later one.
+ * @internal
+ */
+export function badSignal(
+  method: string,
+  options: AcquireOptions | undefined,
+): InvalidArgumentError | undefined {
+  const signal: unknown = options?.signal;
+  if (signal == null) return undefined;
+  if (typeof signal === 'object' && typeof (signal as AbortSignal).addEventListener === 'function')
+    return undefined;
+  return new InvalidArgumentError(
+    method,
+    'signal',
+    "expected an AbortSignal (an AbortController's .signal)",
+    signal,
+  );
+}
+
 /** `waitedMs` of acquire options when valid (a finite number >= 0), else 0. */
 export function waitedBefore(options: AcquireOptions | undefined): number {
   const waited = options?.waitedMs;

@@ -62,7 +62,10 @@ export interface Permit {
 }
 
 export interface AcquireOptions {
-  /** Aborting removes the waiter from the queue, returns its units and rejects with the signal's reason. */
+  /**
+   * Aborting removes the waiter from the queue, returns its units and rejects with the signal's
+   * reason. Anything but an `AbortSignal` (or `null`) is refused with `InvalidArgumentError`.
+   */
   signal?: AbortSignal | undefined;
   /**
    * How long this request already waited for earlier attempts (ms, >= 0): it counts against
