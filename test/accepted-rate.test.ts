@@ -44,6 +44,44 @@ describe('the accepted rate', () => {
   });
 });
 
+describe('the accepted rate since a time', () => {
+  it('reads the same slots as the window and the last second, with the same pauses left out', () => {
+    const rate = new AcceptedRate();
+    rate.open(0);
+    // Uneven answers (1 to 3 units every 13 ms) with a pause from 3,500 to 4,200 ms.
+    for (let t = 0, i = 0; t < 6_000; t += 13, i++) if (t < 3_500 || t >= 4_200) rate.record(1 + (i % 3), t);
+    let checked = 0;
+    for (let now = 3_000; now < 6_000; now += 37) {
+      // The time paused from `from` until now.
+      const paused = (from: number) => Math.max(0, Math.min(4_200, now) - Math.max(from, 3_500));
+      const slot = Math.floor(now / 250);
+      // From the window's first slot (12 slots, the open one included) or earlier: the window.
+      const window = rate.value(now, paused)!;
+      expect(rate.since(0, now, paused)).toBeCloseTo(window, 9);
+      expect(rate.since((slot - 11) * 250, now, paused)).toBeCloseTo(window, 9);
+      expect(rate.since((slot - 11) * 250 - 249, now, paused)).toBeCloseTo(window, 9);
+      // From the first of the last four slots: the last second, or none when less than a slot
+      // of it was sending (the last second reads its floor of a slot then).
+      const start = (slot - 3) * 250;
+      const lastSecond = now - start - paused(start) < 250 ? undefined : rate.recent(now, paused);
+      expect(rate.since(start, now, paused)).toBe(lastSecond);
+      expect(rate.since(start - 249, now, paused)).toBe(lastSecond);
+      checked += lastSecond === undefined ? 0 : 1;
+    }
+    expect(checked).toBeGreaterThan(60); // of 82 times
+  });
+
+  it('gives no rate from a time in the open slot, or when less than a slot of sending is left', () => {
+    const rate = new AcceptedRate();
+    rate.open(0);
+    successes(rate, 0, 2_000, 10);
+    expect(rate.since(1_760, 2_000)).toBeUndefined(); // the open slot begins at 2,000: none after it
+    expect(rate.since(1_750, 1_990)).toBeUndefined(); // 240 ms of the slot: less than a slot
+    expect(rate.since(1_500, 2_000)).toBeCloseTo((50 * 60_000) / 500);
+    expect(rate.since(1_500, 2_000, () => 300)).toBeUndefined(); // 200 ms sending
+  });
+});
+
 describe('the accepted rate at thousands a second', () => {
   it('reads 16 answers or more in the first second over the time since the first grant, not over a second', () => {
     const rate = new AcceptedRate();

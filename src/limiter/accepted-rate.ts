@@ -26,6 +26,9 @@ const ENOUGH_ANSWERS = 16;
 /** The shortest span a rate is read over (ms): a timer tick. */
 const ENOUGH_SPAN_MS = 4;
 
+/** The slot (its number since time 0) that holds the time `now` (ms). */
+const slotAt = (now: number): number => Math.floor(now / SLOT_MS);
+
 /**
  * The accepted rate: units of the responses classified as success (not sent, not throttled) per
  * minute, over the last 3 s (twelve slots of 250 ms), read at `now`. While the server throttles,
@@ -56,7 +59,7 @@ export class AcceptedRate {
 
   /** Counts the units of one successful response received at `now`. */
   record(units: number, now: number): void {
-    const slot = Math.floor(now / SLOT_MS);
+    const slot = slotAt(now);
     const i = slot % SLOTS;
     this.#slotOf ??= new Float64Array(SLOTS).fill(Number.NEGATIVE_INFINITY);
     this.#units ??= new Float64Array(SLOTS);
@@ -97,12 +100,8 @@ export class AcceptedRate {
    * start.
    */
   recent(now: number, pausedIn: PausedIn = NO_PAUSE): number | undefined {
-    const current = Math.floor(now / SLOT_MS);
-    const first = current - RECENT_SLOTS + 1;
-    const units = this.#unitsIn(first, current);
-    if (units === undefined) return undefined;
-    const windowStart = Math.max(first * SLOT_MS, this.#firstSuccess ?? now);
-    return (units * 60_000) / Math.max(SLOT_MS, now - windowStart - pausedIn(windowStart));
+    const first = slotAt(now) - RECENT_SLOTS + 1;
+    return this.#perMinute(first, now, this.#firstSuccess ?? now, pausedIn, SLOT_MS);
   }
 
   /**
@@ -111,14 +110,8 @@ export class AcceptedRate {
    * success or when less than a slot of them is in the window.
    */
   since(from: number, now: number, pausedIn: PausedIn = NO_PAUSE): number | undefined {
-    const current = Math.floor(now / SLOT_MS);
-    const first = Math.max(Math.ceil(from / SLOT_MS), current - SLOTS + 1);
-    if (first > current) return undefined;
-    const units = this.#unitsIn(first, current);
-    if (units === undefined) return undefined;
-    const start = first * SLOT_MS;
-    const span = now - start - pausedIn(start);
-    return span < SLOT_MS ? undefined : (units * 60_000) / span;
+    const first = Math.max(Math.ceil(from / SLOT_MS), slotAt(now) - SLOTS + 1);
+    return this.#perMinute(first, now, Number.NEGATIVE_INFINITY, pausedIn, SLOT_MS, true);
   }
 
   /**
@@ -127,18 +120,12 @@ export class AcceptedRate {
    * `undefined` before the first success.
    */
   value(now: number, pausedIn: PausedIn = NO_PAUSE): number | undefined {
-    const current = Math.floor(now / SLOT_MS);
-    const first = current - SLOTS + 1;
-    const units = this.#unitsIn(first, current);
-    if (units === undefined) return undefined;
     const since = this.#since ?? now;
-    const windowStart = Math.max(first * SLOT_MS, since);
     // A second at least in the first second (one early answer is no rate) unless enough answers
     // came, a slot after it.
     let minSpan = SLOT_MS;
     if (now - since < MIN_SPAN_MS) minSpan = this.#answers >= ENOUGH_ANSWERS ? ENOUGH_SPAN_MS : MIN_SPAN_MS;
-    const span = Math.max(minSpan, now - windowStart - pausedIn(windowStart));
-    return (units * 60_000) / span;
+    return this.#perMinute(slotAt(now) - SLOTS + 1, now, since, pausedIn, minSpan);
   }
 
   /**
@@ -147,6 +134,31 @@ export class AcceptedRate {
    */
   floored(now: number): boolean {
     return now - (this.#since ?? now) < MIN_SPAN_MS && this.#answers < ENOUGH_ANSWERS;
+  }
+
+  /**
+   * Units/min accepted in the slots from `first` to the open one at `now`, over the time from the
+   * start of slot `first` (or `notBefore` when later) to `now`, less what `pausedIn` says was
+   * paused from that start. A span shorter than `minSpan` (ms) is read as `minSpan`, or with
+   * `shortIsNone` gives `undefined`. `undefined` before the first success, or when `first` is
+   * after the open slot. The one reading of the window that `value`, `recent` and `since` share.
+   */
+  #perMinute(
+    first: number,
+    now: number,
+    notBefore: number,
+    pausedIn: PausedIn,
+    minSpan: number,
+    shortIsNone = false,
+  ): number | undefined {
+    const current = slotAt(now);
+    if (first > current) return undefined;
+    const units = this.#unitsIn(first, current);
+    if (units === undefined) return undefined;
+    const start = Math.max(first * SLOT_MS, notBefore);
+    const span = now - start - pausedIn(start);
+    if (span < minSpan) return shortIsNone ? undefined : (units * 60_000) / minSpan;
+    return (units * 60_000) / span;
   }
 
   /** Units recorded in the slots `first` to `last`; `undefined` before the first success. */
