@@ -143,6 +143,52 @@ describeRedis('shared budget on a real Redis', () => {
     expect(c.tryAcquire()).toBeUndefined();
   });
 
+  it.each([
+    ['a Retry-After of a second pauses only the member it answered', 1_000, false],
+    ['a longer Retry-After pauses every member', 2_000, true],
+  ] as const)('once the budget has a rate, %s', async (_name, retryAfter, othersPaused) => {
+    const opts = { redis: server.url, initialUnitsPerMinute: 6_000, heartbeatInterval: 5_000 };
+    const [a, b, c] = [budget(opts), budget(opts), budget(opts)];
+    for (const m of [a, b, c]) await m.refresh();
+    for (const m of [a, b, c]) await m.refresh();
+    const key = `arl:{${a.name}}:state`;
+
+    (await a.acquire()).throttled(retryAfter);
+    await a.flush();
+    expect(a.snapshot().pausedUntil).toBeDefined(); // the member answered waits what it was asked
+    await b.refresh();
+    await c.refresh();
+    // Every member has the cut (aimd: 0.7 of 6,000) and sends its part of it.
+    for (const m of [a, b, c]) expect(m.state.rate).toBeCloseTo(4_200);
+    expect(b.limiter.rate).toBeCloseTo(1_400);
+    expect(Number(await redis.hget(key, 'pausedUntil')) > 0).toBe(othersPaused);
+    for (const m of [b, c]) expect(m.snapshot().pausedUntil !== undefined).toBe(othersPaused);
+    expect(c.tryAcquire() === undefined).toBe(othersPaused);
+  });
+
+  it('a Retry-After of a second still pauses every member while the budget has no rate, and on a failure', async () => {
+    const unlimited = [budget({ redis: server.url, heartbeatInterval: 5_000 })];
+    unlimited.push(budget({ redis: server.url, heartbeatInterval: 5_000 }));
+    for (const m of unlimited) await m.refresh();
+    (await unlimited[0]!.acquire()).throttled(1_000);
+    await unlimited[0]!.flush();
+    await unlimited[1]!.refresh();
+    expect(unlimited[1]!.snapshot().pausedUntil).toBeDefined();
+
+    const opts = {
+      redis: server.url,
+      name: `${unlimited[0]!.name}-failed`,
+      initialUnitsPerMinute: 6_000,
+      heartbeatInterval: 5_000,
+    };
+    const [a, b] = [budget(opts), budget(opts)];
+    for (const m of [a, b]) await m.refresh();
+    (await a.acquire()).failed(1_000); // a 503 with Retry-After: no cut, every member waits
+    await a.flush();
+    await b.refresh();
+    expect(b.snapshot().pausedUntil).toBeDefined();
+  });
+
   it('gives a busy member a larger share than an idle one', async () => {
     const opts = { redis: server.url, initialUnitsPerMinute: 600, heartbeatInterval: 5_000 };
     const idle = budget(opts);

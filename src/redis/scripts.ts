@@ -332,8 +332,8 @@ return reply
 `;
 
 /**
- * A Retry-After seen by one member pauses all: the shared pause ends at the later of its current
- * end and now + ms.
+ * A Retry-After a member shares (coordinator.ts: all but a second's once the budget has a rate)
+ * pauses all: the shared pause ends at the later of its current end and now + ms.
  *
  * ARGV: ms, ttlMs, candidateGeneration, maxPauseMs
  * Returns: { the remaining pause in ms, repaired }.

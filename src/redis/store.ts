@@ -37,7 +37,8 @@ export interface BudgetStore {
    */
   cut(request: CutRequest): Answer<CutReply>;
   /**
-   * A Retry-After pauses all: the pause ends at the later of its current end and now + `ms`.
+   * A Retry-After a member shares pauses all: the pause ends at the later of its current end and
+   * now + `ms`.
    * (Creates the state, with a new generation, when there is none.)
    */
   pause(request: PauseRequest): Answer<number>;
