@@ -1,5 +1,5 @@
 import { RateLimitRejectedError } from './errors.js';
-import { kWaitCancel } from './internal.js';
+import { kRefused, kWaitCancel } from './internal.js';
 import type { AcquireOptions, Outcome, Permit, RateLimiter } from './limiter/types.js';
 import type { CancellableAcquireOptions, WaitCancel } from './limiter/waiting-line.js';
 
@@ -231,8 +231,11 @@ export function retries(
 
 /** Settles a permit with an outcome. */
 export function feed(permit: Permit, outcome: Outcome): void {
-  if (outcome.kind === 'success') permit.success(outcome.units, outcome.quota);
-  else if (outcome.kind === 'throttled')
+  if (outcome.kind === 'success') {
+    if (outcome.refused === true && kRefused in permit) {
+      (permit as { [kRefused](quota: Outcome['quota']): void })[kRefused](outcome.quota);
+    } else permit.success(outcome.units, outcome.quota);
+  } else if (outcome.kind === 'throttled')
     permit.throttled(outcome.retryAfterMs, outcome.quota, outcome.budgets);
   else permit.failed(outcome.retryAfterMs, outcome.quota);
 }

@@ -8,6 +8,8 @@
 export const kSuccess = Symbol('adaptive-rate-limit.success');
 export const kThrottled = Symbol('adaptive-rate-limit.throttled');
 export const kFailed = Symbol('adaptive-rate-limit.failed');
+/** A permit of several budgets whose request the API refused without doing it (see `BudgetedPermit`). */
+export const kRefused = Symbol('adaptive-rate-limit.refused');
 
 // An acquire an adapter cancels without an AbortSignal (`WaitCancel`, in src/limiter/waiting-line.ts).
 export const kWaitCancel = Symbol('adaptive-rate-limit.waitCancel');

@@ -44,6 +44,20 @@ describe('UsageScanner', () => {
 });
 
 describe('LlmMeter', () => {
+  it('counts the text of contents nested 200,000 deep (no stack overflow)', () => {
+    let content: unknown = [{ type: 'text', text: 'x'.repeat(4_000) }];
+    for (let i = 0; i < 200_000; i++) content = [{ type: 'tool_result', content }];
+    const body = { model: 'm', messages: [{ role: 'user', content }], max_tokens: 10 };
+    expect(new LlmMeter('openai').estimate(body).costs).toEqual({ tokens: 1_000 });
+  });
+
+  it("a refused call's usage is what it used, not max_tokens (it was not admitted)", () => {
+    const meter = new LlmMeter('openai');
+    const estimate = meter.estimate({ model: 'm', messages: [], max_tokens: 1_000_000 });
+    expect(meter.used({ prompt_tokens: 30, completion_tokens: 0 }, estimate, true)).toEqual({ tokens: 30 });
+    expect(meter.used({ prompt_tokens: 30, completion_tokens: 0 }, estimate)).toEqual({ tokens: 1_000_000 });
+  });
+
   it('OpenAI: charges the larger of max_tokens times n and characters/4, as OpenAI does, and corrects from usage', () => {
     const meter = new LlmMeter('openai');
     const body = {

@@ -2,7 +2,7 @@ import { QuotaExhaustedError, ThrottledBodyTooLongError } from '../errors.js';
 import type { Costs } from '../limiter/budgets.js';
 import { MAX_HELD_BODY_BYTES } from './attempt.js';
 import type { LlmEstimate, LlmMeter, Usage } from './llm.js';
-import { refusalJson, UsageScanner } from './llm.js';
+import { refusalJson, refusedCall, UsageScanner } from './llm.js';
 import type { RejectionMode } from './refusal.js';
 import type { Route } from './runtime.js';
 
@@ -91,7 +91,9 @@ export function llmAnswer(
     headers.set('x-should-retry', 'false');
     return new Response(response.body, { status: response.status, statusText: response.statusText, headers });
   }
-  if (response.status < 200 || response.status >= 300 || response.body === null) return response;
+  const refused = refusedCall(response.status);
+  if (!refused && (response.status < 200 || response.status >= 300)) return response;
+  if (response.body === null) return response;
   const type = response.headers.get('content-type') ?? undefined;
   if (!UsageScanner.reads(type)) return response;
   const scanner = new UsageScanner(type as string);
@@ -102,7 +104,7 @@ export function llmAnswer(
         scanner.push(chunk);
       },
       flush() {
-        correct(route, estimate, scanner.end());
+        correct(route, estimate, scanner.end(), refused);
       },
     }),
   );
@@ -117,13 +119,21 @@ export function llmAnswer(
   return answer;
 }
 
-/** Charges the difference between what the answer's `usage` says and the estimate. */
-export function correct(route: Route, estimate: LlmEstimate, usage: Usage | undefined): void {
-  const used = (route.llm as LlmMeter).used(usage, estimate);
+/**
+ * Charges the difference between what the answer's `usage` says and the estimate; for a refused
+ * call (`refusedCall`), whose estimate was given back when its answer came, what `usage` says.
+ */
+export function correct(
+  route: Route,
+  estimate: LlmEstimate,
+  usage: Usage | undefined,
+  refused = false,
+): void {
+  const used = (route.llm as LlmMeter).used(usage, estimate, refused);
   if (used === undefined || route.adaptive === undefined) return;
   const delta: Record<string, number> = {};
   for (const [budget, units] of Object.entries(used)) {
-    const charged = (estimate.costs as Costs)[budget] ?? 0;
+    const charged = refused ? 0 : ((estimate.costs as Costs)[budget] ?? 0);
     if (units !== charged) delta[budget] = units - charged;
   }
   if (Object.keys(delta).length > 0) route.adaptive.charge(delta);

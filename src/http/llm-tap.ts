@@ -1,7 +1,7 @@
 import type { Dispatcher } from 'undici';
 import { QuotaExhaustedError } from '../errors.js';
 import { headerLookup } from '../headers.js';
-import { type LlmEstimate, type LlmMeter, UsageScanner } from './llm.js';
+import { type LlmEstimate, type LlmMeter, refusedCall, UsageScanner } from './llm.js';
 import { correct } from './llm-answers.js';
 import { withRawHeaders } from './raw-headers.js';
 import type { RejectionMode } from './refusal.js';
@@ -24,6 +24,8 @@ export function usageTap(
   refusalBody: () => unknown,
 ): Handler {
   let scanner: UsageScanner | undefined;
+  /** A 4xx by which the API refused the call: its estimate was given back (see `refusedCall`). */
+  let refusedCallAnswer = false;
   /** The quota error the caller gets in place of the 429 (`rejection: 'error'`), until it has it. */
   let refused: Error | undefined;
   const fail = (controller: Parameters<NonNullable<Handler['onResponseError']>>[0], error: Error) => {
@@ -50,7 +52,8 @@ export function usageTap(
           const told = { ...headers, 'x-should-retry': 'false' };
           return handler.onResponseStart?.(withRawHeaders(controller, told), status, told, message);
         }
-      } else if (status >= 200 && status < 300) {
+      } else if ((status >= 200 && status < 300) || refusedCall(status)) {
+        refusedCallAnswer = refusedCall(status);
         const type = headers['content-type'];
         const text = Array.isArray(type) ? type[0] : type;
         if (UsageScanner.reads(text)) scanner = new UsageScanner(text as string);
@@ -67,7 +70,7 @@ export function usageTap(
       if (scanner !== undefined) {
         const usage = scanner.end();
         scanner = undefined;
-        correct(route, estimate, usage);
+        correct(route, estimate, usage, refusedCallAnswer);
       }
       return handler.onResponseEnd?.(controller, trailers);
     },

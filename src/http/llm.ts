@@ -22,6 +22,15 @@ export interface LlmEstimate {
   readonly seen: boolean;
 }
 
+/**
+ * An answer by which the API refused a call without doing it, and not for a budget: a 4xx other
+ * than 429 (400 `invalid_request_error`, 401, 404...). A refused call used no tokens: it gives
+ * back its token estimate, and `usage`, if its body has one, is charged in its place.
+ */
+export function refusedCall(status: number): boolean {
+  return status >= 400 && status < 500 && status !== 429;
+}
+
 /** How a 429 reads: a spend cap or quota used up (no retry can help), or the budgets that ran out. */
 export type LlmRefusal =
   | { readonly kind: 'quota'; readonly reason: string }
@@ -67,16 +76,18 @@ export class LlmMeter {
    * What the call really cost per budget by its answer's `usage` (`undefined` when it has none),
    * and the running averages learn from it. OpenAI: the larger of `max_tokens` and the prompt
    * tokens (what it charged at admission); without the body, the prompt and completion tokens.
-   * Anthropic: input (and cache creation) tokens, output tokens.
+   * Anthropic: input (and cache creation) tokens, output tokens. A `refused` call (see
+   * {@link refusedCall}) was not admitted: OpenAI, the prompt and completion tokens.
    */
-  used(usage: Usage | undefined, estimate: LlmEstimate): Costs | undefined {
+  used(usage: Usage | undefined, estimate: LlmEstimate, refused = false): Costs | undefined {
     if (usage === undefined) return undefined;
     if (this.api === 'openai') {
       // Chat completions name them prompt and completion tokens; the Responses API input and output.
       const prompt = count(usage.prompt_tokens) ?? count(usage.input_tokens);
       const completion = count(usage.completion_tokens) ?? count(usage.output_tokens);
       if (prompt === undefined) return undefined;
-      const tokens = estimate.seen ? Math.max(estimate.maxTokens ?? 0, prompt) : prompt + (completion ?? 0);
+      const tokens =
+        estimate.seen && !refused ? Math.max(estimate.maxTokens ?? 0, prompt) : prompt + (completion ?? 0);
       this.#learn('tokens', tokens);
       return { tokens };
     }
@@ -248,16 +259,25 @@ function count(value: unknown): number | undefined {
   return typeof value === 'number' && Number.isFinite(value) && value >= 0 ? value : undefined;
 }
 
-/** Characters of text in a content value: a string, or parts with `text` (or `input_text`). */
+/**
+ * Characters of text in a content value: a string, or parts with `text` (or `input_text`), or
+ * parts with a `content` of their own (a tool result's). Read with a list of the arrays still to
+ * read, not by recursion: a body nested thousands deep is counted, not a stack overflow.
+ */
 function textLength(content: unknown): number {
-  if (typeof content === 'string') return content.length;
-  if (!Array.isArray(content)) return 0;
   let n = 0;
-  for (const part of content) {
-    if (typeof part === 'string') n += part.length;
-    else if (isObject(part)) {
-      if (typeof part.text === 'string') n += part.text.length;
-      else if (part.content !== undefined) n += textLength(part.content);
+  const pending: unknown[] = [content];
+  while (pending.length > 0) {
+    const value = pending.pop();
+    if (typeof value === 'string') n += value.length;
+    else if (Array.isArray(value)) {
+      for (const part of value) {
+        if (typeof part === 'string') n += part.length;
+        else if (isObject(part)) {
+          if (typeof part.text === 'string') n += part.text.length;
+          else if (part.content !== undefined) pending.push(part.content);
+        }
+      }
     }
   }
   return n;

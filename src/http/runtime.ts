@@ -16,7 +16,7 @@ import type { Outcome, RateLimiter } from '../limiter/types.js';
 import { RateLimiterRegistry } from '../registry/index.js';
 import { classifyResponse, type ResponseRules } from './classify.js';
 import { ConcurrencyGate } from './concurrency.js';
-import { type LlmEstimate, LlmMeter, type LlmRefusal } from './llm.js';
+import { type LlmEstimate, LlmMeter, type LlmRefusal, refusedCall } from './llm.js';
 import type { OutgoingRequest, ResolvedInterceptorOptions } from './options.js';
 import {
   credentialParts,
@@ -362,6 +362,8 @@ export class HttpRuntime {
    * The outcome of a response, with the quotas `route` reads from it; see {@link classifyResponse}.
    * For an LLM API's limiter, a throttled answer names the budgets that ran out, and one refused
    * for a spend cap or a used-up quota (`refusal` of its body, when read) fails: no cut, no retry.
+   * A 4xx it judges a success (400 `invalid_request_error`: the API refused the call without
+   * doing it) is `refused`: the call gives back its token budgets' draws (see `BudgetedPermit`).
    */
   classify(
     { status, headers }: { readonly status: number; readonly headers: ResponseHeaders },
@@ -371,7 +373,9 @@ export class HttpRuntime {
   ): Outcome {
     const outcome = classifyResponse(status, headers, this.#rules, record, route?.quotas);
     const llm = route?.llm;
-    if (llm === undefined || outcome.kind !== 'throttled') return outcome;
+    if (llm === undefined) return outcome;
+    if (outcome.kind === 'success') return refusedCall(status) ? { ...outcome, refused: true } : outcome;
+    if (outcome.kind !== 'throttled') return outcome;
     const refusal = llm.refusal(body, headerLookup(headers));
     if (refusal.kind === 'quota') return { kind: 'failed', quota: outcome.quota };
     return refusal.budgets === undefined ? outcome : { ...outcome, budgets: refusal.budgets };

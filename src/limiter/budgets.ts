@@ -1,5 +1,5 @@
 import { InvalidArgumentError } from '../errors.js';
-import { kCanGrant, kHeldBack, kPredictWait, kReadyAt, kTake } from '../internal.js';
+import { kCanGrant, kHeldBack, kPredictWait, kReadyAt, kRefused, kTake } from '../internal.js';
 import type { RateGate } from './bucket.js';
 import { checkQuota, type LimiterPermit } from './permit.js';
 import type { AnnouncedQuota, Permit } from './types.js';
@@ -245,6 +245,11 @@ export function budgetsGate(first: RateGate, set: BudgetSet): RateGate {
  * requests contribute to your per-minute limit", OpenAI). A success keeps its draws (corrected
  * by `charge` from what the answer reports it used), and so does a failure (the API may have
  * done the work).
+ *
+ * A request the API refused without doing it for another reason (an LLM API's 400
+ * `invalid_request_error`: `max_tokens` too large; told by `kRefused`) gives back what it drew from
+ * every budget but the first, by the same rule: none of them ran out. The first is told a
+ * success (the server answered), the others neither cut nor raised.
  */
 export class BudgetedPermit implements Permit {
   readonly #first: LimiterPermit;
@@ -291,18 +296,31 @@ export class BudgetedPermit implements Permit {
       out = all.filter(([name, permit]) => exhausted(this.#quotaOf(name, quota), permit.units));
     }
     if (out.length === 0) out = all;
-    // Once, and only for a permit not settled yet (a permit settles once).
-    if (!this.#refunded && this.#first.unsettled) {
-      this.#refunded = true;
-      for (const [name, permit] of this.#others) {
-        if (!out.some(([n]) => n === name)) this.#refund(name, permit.units);
-      }
-    }
+    this.#giveBack((name) => !out.some(([n]) => n === name));
     for (const [name, permit] of all) {
       if (out.some(([n]) => n === name)) permit.throttled(retryAfterMs, this.#quotaOf(name, quota));
       else permit.failed(undefined, this.#quotaOf(name, quota));
     }
     this.#settled();
+  }
+
+  /** The API refused the request without doing it, and not for a budget: see the class. */
+  [kRefused](quota?: Quota): void {
+    checkQuota('success', quota);
+    this.#giveBack(() => true);
+    this.#first.success(undefined, this.#quotaOf(this.#firstName, quota));
+    for (const [name, permit] of this.#others) permit.failed(undefined, this.#quotaOf(name, quota));
+    this.#settled();
+  }
+
+  /**
+   * Gives back the draws of the budgets after the first that `back` names: once, and only for a
+   * permit not settled yet (a permit settles once), before the answer's quotas are applied.
+   */
+  #giveBack(back: (name: string) => boolean): void {
+    if (this.#refunded || !this.#first.unsettled) return;
+    this.#refunded = true;
+    for (const [name, permit] of this.#others) if (back(name)) this.#refund(name, permit.units);
   }
 
   failed(retryAfterMs?: number, quota?: Quota): void {

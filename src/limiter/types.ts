@@ -86,7 +86,16 @@ export interface AcquireOptions {
  * passed to the permit (see {@link AnnouncedQuota}).
  */
 export type Outcome =
-  | { kind: 'success'; units?: number; quota?: readonly AnnouncedQuota[] }
+  | {
+      kind: 'success';
+      units?: number;
+      quota?: readonly AnnouncedQuota[];
+      /**
+       * @internal The API refused the request without doing it (an LLM API's 4xx other than a
+       * throttle): a permit of several budgets gives back the other budgets' draws.
+       */
+      refused?: true;
+    }
   | {
       kind: 'throttled';
       retryAfterMs?: number;
