@@ -20,6 +20,10 @@ export interface SlotBound {
    * waiting reach its `queueLimit`. Absent: the limiter bounds no line.
    */
   wait?(): (() => void) | RateLimitRejectedError;
+  /** The limiter's refusal once it is closed (reason `closed`), else `undefined` (see `WaitBound.closed`). */
+  closed?(): RateLimitRejectedError | undefined;
+  /** Calls `listener` when the limiter closes (see `WaitBound.onClose`). */
+  onClose?(listener: () => void): void;
 }
 
 /**
@@ -43,12 +47,17 @@ export function slotBound(
 }
 
 function slotOf(bound: WaitBound, units: number, waitedMs: number): SlotBound {
-  const slot: SlotBound = {
+  const slot: {
+    -readonly [K in keyof SlotBound]: SlotBound[K];
+  } = {
     clock: bound.clock,
     leftMs: bound.maxWait - waitedMs,
     refuse: () => bound.refuse(units, 'maxConcurrent slot', waitedMs),
   };
-  return bound.wait === undefined ? slot : { ...slot, wait: () => bound.wait?.(units) ?? noop };
+  if (bound.wait !== undefined) slot.wait = () => bound.wait?.(units) ?? noop;
+  if (bound.closed !== undefined) slot.closed = () => bound.closed?.(units);
+  if (bound.onClose !== undefined) slot.onClose = (listener) => bound.onClose?.(listener);
+  return slot;
 }
 
 /** A slot taken: its release (once), and the ms waited for it on the bound's clock (0 without one). */
@@ -73,7 +82,9 @@ export interface HeldSlot {
  * still waiting when its time is up (the limiter's `maxWait`) is refused with the bound's error
  * and leaves the queue, as the limiter refuses a waiter at its deadline; the others keep their
  * order. One timer per gate at most, for the earliest deadline of those waiting; none when nobody
- * waits.
+ * waits. When its limiter closes, each request waiting with its bound is refused at once with the
+ * limiter's `closed` refusal, as the limiter's line rejects its waiters; a request that comes to
+ * a closed limiter's gate is refused at once (neither takes a slot nor is sent).
  *
  * A caller's abort after its request got its slot ends p-queue's task at once: the slot counts
  * free before the request's release. That lets no more than `max` requests be in flight: the
@@ -91,6 +102,15 @@ export class ConcurrencyGate {
   /** Slots taken outside the queue. */
   #direct = 0;
   #fitting = false;
+  /** The requests waiting with a bound: refused when their limiter closes. */
+  readonly #bounded = new Set<{ readonly bound: SlotBound; readonly abort: (reason: unknown) => void }>();
+  /** Told by a waiter's limiter when it closes (one function: a limiter keeps it once). */
+  readonly #closed = () => {
+    for (const waiter of [...this.#bounded]) {
+      const refusal = waiter.bound.closed?.();
+      if (refusal !== undefined) waiter.abort(refusal);
+    }
+  };
 
   constructor(max: number) {
     this.max = max;
@@ -158,6 +178,8 @@ export class ConcurrencyGate {
    */
   enter(signal?: AbortSignal, bound?: SlotBound | Promise<SlotBound | undefined>): Promise<HeldSlot> {
     if (signal?.aborted) return Promise.reject(signal.reason);
+    const closed = bound instanceof Promise ? undefined : bound?.closed?.();
+    if (closed !== undefined) return Promise.reject(closed);
     if (this.tryEnter()) return Promise.resolve({ release: once(() => this.leave()), waitedMs: 0 });
     if (bound instanceof Promise) return bound.then((known) => this.enter(signal, known));
     // It waits: one of its limiter's waiting requests (queue-full first, as the limiter's order is).
@@ -173,12 +195,16 @@ export class ConcurrencyGate {
     return new Promise((resolve, reject) => {
       let deadline: Deadline | undefined;
       let queued = signal;
+      let waiter: { readonly bound: SlotBound; readonly abort: (reason: unknown) => void } | undefined;
       if (bound !== undefined) {
         const controller = new AbortController();
         deadline = this.#deadlines.add(since + bound.leftMs, bound.clock, () =>
           controller.abort(bound.refuse()),
         );
         queued = signal === undefined ? controller.signal : AbortSignal.any([signal, controller.signal]);
+        waiter = { bound, abort: (reason) => controller.abort(reason) };
+        this.#bounded.add(waiter);
+        bound.onClose?.(this.#closed);
       }
       // The queued task holds its p-queue slot until the release is called.
       this.#queue
@@ -187,6 +213,7 @@ export class ConcurrencyGate {
             new Promise<void>((release) => {
               stopWaiting();
               if (deadline !== undefined) this.#deadlines.remove(deadline);
+              if (waiter !== undefined) this.#bounded.delete(waiter);
               const waitedMs = bound === undefined ? 0 : bound.clock.now() - since;
               resolve({ release: once(release), waitedMs });
             }),
@@ -196,6 +223,7 @@ export class ConcurrencyGate {
           // Once: an abort after the slot was given lands here too.
           stopWaiting();
           if (deadline !== undefined) this.#deadlines.remove(deadline);
+          if (waiter !== undefined) this.#bounded.delete(waiter);
           reject(error);
         });
     });

@@ -76,6 +76,8 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   #line: WaitingLine | undefined;
   /** Requests waiting outside the line, for an adapter's `maxConcurrent` slot (`queueLimit` counts them). */
   #waitingOutside = 0;
+  /** Told when it closes: the gates whose slot waits it bounds (`WaitBound.onClose`). */
+  #closeListeners: Set<() => void> | undefined;
   /** The cap on units in flight of an unlimited limiter's cold start; unset once dropped. */
   #slowStart: SlowStart | undefined;
   /** The ceilings the API announced, made at the first announcement. */
@@ -465,6 +467,9 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     this.#closed = true;
     this.#line?.close();
     for (const [, sub] of this.#subs ?? []) sub.close();
+    const listeners = this.#closeListeners;
+    this.#closeListeners = undefined;
+    for (const listener of listeners ?? []) listener();
   }
 
   snapshot(): LimiterSnapshot {
@@ -719,6 +724,12 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
         const max = this.#opts.maxWait;
         const left = waitedMs > 0 ? `the ${Math.max(0, Math.floor(max - waitedMs))} ms left of ` : '';
         return this.#rejection('max-wait', units, `no ${what} within ${left}maxWait ${max} ms`);
+      },
+      closed: (units) => (this.#closed ? this.#rejection('closed', units, 'closed') : undefined),
+      onClose: (listener) => {
+        if (this.#closed) return;
+        this.#closeListeners ??= new Set();
+        this.#closeListeners.add(listener);
       },
       wait: (units) => {
         const full = this.#full(units);

@@ -130,6 +130,16 @@ export interface WaitBound {
    * nothing. Absent: a limiter with no such limit.
    */
   wait?(units: number): (() => void) | RateLimitRejectedError;
+  /**
+   * The limiter's refusal of `units` once it is closed (reason `closed`, as its line's; tells the
+   * listeners), or `undefined` while it is open. Absent: a limiter that does not say.
+   */
+  closed?(units: number): RateLimitRejectedError | undefined;
+  /**
+   * Calls `listener` when the limiter closes (a function given again is kept once; none once it
+   * is closed): a wait outside the line is then refused with {@link closed}.
+   */
+  onClose?(listener: () => void): void;
 }
 
 /** The interface both limiter kinds share. */

@@ -1,0 +1,103 @@
+import type { ServerResponse } from 'node:http';
+import { describe, expect, it, vi } from 'vitest';
+import { ManualClock } from '../src/clock.js';
+import { RateLimitRejectedError } from '../src/errors.js';
+import { rateLimitedFetch } from '../src/http/fetch.js';
+import { agentWith, get, limit, NEVER_BINDS, serve } from './helpers/interceptor-fixtures.js';
+
+// Closing an adapter closes its limiters, and a closed limiter rejects every request waiting for
+// it (reason 'closed'): those waiting for a maxConcurrent slot too, at once, not when a slot
+// frees or at maxWait. A real node:http server holds the one slot (a response not started); the
+// limiters run on a manual clock that never moves, so nothing but the close can end the wait.
+
+const settled = <T>(promise: Promise<T>) => {
+  const state: { value?: T; error?: unknown; done: boolean } = { done: false };
+  promise.then(
+    (value) => Object.assign(state, { value, done: true }),
+    (error: unknown) => Object.assign(state, { error, done: true }),
+  );
+  return state;
+};
+
+type Kind = 'interceptor' | 'fetch wrapper';
+
+async function setup(kind: Kind) {
+  const held: ServerResponse[] = [];
+  const server = await serve({
+    respond: (req, res) => {
+      if (req.url !== '/slow') return false;
+      held.push(res);
+      return true;
+    },
+  });
+  const clock = new ManualClock();
+  const options = { clock, default: { ...NEVER_BINDS, maxConcurrent: 1 } };
+  const rejected: unknown[] = [];
+  if (kind === 'interceptor') {
+    const rl = limit(options);
+    const agent = agentWith(rl);
+    return {
+      server,
+      held,
+      rejected,
+      send: (path: string): Promise<unknown> => get(agent, `${server.origin}${path}`),
+      close: () => rl.close(),
+      watch: () => rl.registry.get(server.origin)?.on('rejected', (e) => rejected.push(e)),
+    };
+  }
+  const limitedFetch = rateLimitedFetch(options);
+  return {
+    server,
+    held,
+    rejected,
+    send: (path: string) => limitedFetch(`${server.origin}${path}`),
+    close: () => limitedFetch.close(),
+    watch: () => limitedFetch.registry.get(server.origin)?.on('rejected', (e) => rejected.push(e)),
+  };
+}
+
+describe('close() and the requests waiting for a maxConcurrent slot', () => {
+  it.each<Kind>(['interceptor', 'fetch wrapper'])(
+    'rejects a request waiting for a slot at close (closed), not when the slot frees: %s',
+    async (kind) => {
+      const { server, held, rejected, send, close, watch } = await setup(kind);
+      const slow = settled(send('/slow'));
+      await server.waitForRequests(1);
+      watch();
+      const a = settled(send('/a'));
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(a.done).toBe(false);
+      close();
+      try {
+        await vi.waitFor(() => expect(a.done).toBe(true));
+        expect(a.error).toBeInstanceOf(RateLimitRejectedError);
+        expect(a.error).toMatchObject({ reason: 'closed', code: 'ERR_RATE_LIMIT_CLOSED' });
+        expect(rejected).toMatchObject([{ reason: 'closed' }]);
+      } finally {
+        held.shift()?.writeHead(200).end('slow');
+        await vi.waitFor(() => expect(slow.done).toBe(true));
+      }
+      // Never sent: the server saw /slow only.
+      expect(server.requests).toBe(1);
+    },
+  );
+
+  it.each<Kind>(['interceptor', 'fetch wrapper'])(
+    'refuses at once a request sent after close, the slot still held: %s',
+    async (kind) => {
+      const { server, held, send, close } = await setup(kind);
+      const slow = settled(send('/slow'));
+      await server.waitForRequests(1);
+      close();
+      const b = settled(send('/b'));
+      try {
+        await vi.waitFor(() => expect(b.done).toBe(true));
+        expect(b.error).toMatchObject({ reason: 'closed' });
+      } finally {
+        held.shift()?.writeHead(200).end('slow');
+        await vi.waitFor(() => expect(slow.done).toBe(true));
+      }
+      expect(server.requests).toBe(1);
+    },
+  );
+});
