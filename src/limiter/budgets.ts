@@ -1,7 +1,7 @@
 import { InvalidArgumentError } from '../errors.js';
 import { kCanGrant, kHeldBack, kPredictWait, kReadyAt, kRefused, kTake } from '../internal.js';
 import type { RateGate } from './bucket.js';
-import { checkQuota, type LimiterPermit } from './permit.js';
+import { checkQuota, checkWait, type LimiterPermit } from './permit.js';
 import type { AnnouncedQuota, Permit } from './types.js';
 
 /** Units a request draws from each named budget (a budget left out: 0). */
@@ -289,6 +289,7 @@ export class BudgetedPermit implements Permit {
   }
 
   throttled(retryAfterMs?: number, quota?: Quota, budgets?: readonly string[]): void {
+    checkWait('throttled', retryAfterMs);
     checkQuota('throttled', quota);
     const all = [[this.#firstName, this.#first] as const, ...this.#others];
     let out = all.filter(([name]) => budgets?.includes(name));
@@ -324,6 +325,7 @@ export class BudgetedPermit implements Permit {
   }
 
   failed(retryAfterMs?: number, quota?: Quota): void {
+    checkWait('failed', retryAfterMs);
     checkQuota('failed', quota);
     this.#first.failed(retryAfterMs, this.#quotaOf(this.#firstName, quota));
     for (const [name, permit] of this.#others) permit.failed(retryAfterMs, this.#quotaOf(name, quota));

@@ -40,6 +40,7 @@ export class LimiterPermit implements Permit {
   }
 
   throttled(retryAfterMs?: number, quota?: Quota): void {
+    checkWait('throttled', retryAfterMs);
     checkQuota('throttled', quota);
     const sink = this.#sink;
     this.#sink = undefined;
@@ -47,6 +48,7 @@ export class LimiterPermit implements Permit {
   }
 
   failed(retryAfterMs?: number, quota?: Quota): void {
+    checkWait('failed', retryAfterMs);
     checkQuota('failed', quota);
     const sink = this.#sink;
     this.#sink = undefined;
@@ -67,6 +69,23 @@ export function checkQuota(method: string, quota: unknown): void {
       'quota',
       'expected an array of announced quotas, or undefined',
       quota,
+    );
+}
+
+/**
+ * Throws when a permit's `retryAfterMs` is given but is not a number >= 0 (`NaN` from
+ * `Number()` of an HTTP-date `Retry-After`, a negative, a string), before the permit settles: such
+ * a wait was ignored, so its caller got no pause and never knew. `Infinity` is taken (capped by
+ * `maxPause`, as `pauseFor` takes it).
+ * @internal
+ */
+export function checkWait(method: string, retryAfterMs: unknown): void {
+  if (retryAfterMs !== undefined && !(typeof retryAfterMs === 'number' && retryAfterMs >= 0))
+    throw new InvalidArgumentError(
+      method,
+      'retryAfterMs',
+      'expected a number of ms >= 0, or undefined (parseRetryAfter reads a Retry-After header)',
+      retryAfterMs,
     );
 }
 

@@ -34,8 +34,9 @@ export interface AnnouncedQuota {
  * Each call takes, last, the quotas the answer announced (`quota`): adapters that read response
  * headers pass them (see the README, "Quota headers"); a custom adapter or a `wrap` classifier
  * may pass its own. A limiter that does not adapt ignores them. A `quota` that is not an array
- * (one quota object where the list belongs) throws `InvalidArgumentError` and leaves the permit
- * open, so a corrected call still settles it.
+ * (one quota object where the list belongs), or a `retryAfterMs` that is not a number >= 0 (`NaN`
+ * from `Number()` of an HTTP-date: read it with `parseRetryAfter`), throws `InvalidArgumentError`
+ * and leaves the permit open, so a corrected call still settles it.
  */
 export interface Permit {
   /** The units this permit was granted. */

@@ -1,5 +1,5 @@
 import { kFailed, kSuccess, kThrottled } from '../internal.js';
-import { checkQuota } from '../limiter/permit.js';
+import { checkQuota, checkWait } from '../limiter/permit.js';
 import type { AnnouncedQuota, Permit } from '../limiter/types.js';
 
 type Quota = readonly AnnouncedQuota[] | undefined;
@@ -52,11 +52,13 @@ export class SharedPermit implements Permit {
   }
 
   throttled(retryAfterMs?: number, quota?: Quota): void {
+    checkWait('throttled', retryAfterMs);
     checkQuota('throttled', quota);
     this.#settle()?.[kThrottled](this.inner, this.era, retryAfterMs, quota);
   }
 
   failed(retryAfterMs?: number, quota?: Quota): void {
+    checkWait('failed', retryAfterMs);
     checkQuota('failed', quota);
     this.#settle()?.[kFailed](this.inner, retryAfterMs, quota);
   }

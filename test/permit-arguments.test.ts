@@ -53,6 +53,23 @@ const kinds: [string, () => { permit: Permit; rate: () => number }][] = [
   ],
 ];
 
+describe('a permit given a wait that is not a number of ms >= 0', () => {
+  for (const [kind, make] of kinds) {
+    it(`${kind}: throttled and failed throw InvalidArgumentError naming retryAfterMs, and the permit is still open`, () => {
+      const { permit, rate } = make();
+      const before = rate();
+      for (const wait of [Number.NaN, -1, '30', Number('Wed, 21 Oct 2015 07:28:00 GMT')]) {
+        for (const call of [() => permit.throttled(wait as number), () => permit.failed(wait as number)]) {
+          expect(call).toThrow(InvalidArgumentError);
+          expect(call).toThrow(/retryAfterMs: expected a number of ms >= 0/);
+        }
+      }
+      permit.throttled(1_000);
+      expect(rate()).toBeLessThan(before);
+    });
+  }
+});
+
 describe('a permit given one quota object where the list of quotas belongs', () => {
   for (const [kind, make] of kinds) {
     it(`${kind}: throws InvalidArgumentError naming the argument, and the permit is still open`, () => {
