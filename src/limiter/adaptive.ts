@@ -74,10 +74,12 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   readonly #pause = new Pause();
   readonly #book: RateBook;
   #line: WaitingLine | undefined;
-  /** Requests waiting outside the line, for an adapter's `maxConcurrent` slot (`queueLimit` counts them). */
-  #waitingOutside = 0;
-  /** Told when it closes: the gates whose slot waits it bounds (`WaitBound.onClose`). */
-  #closeListeners: Set<() => void> | undefined;
+  /**
+   * Made on an adapter's first `maxConcurrent` slot wait ({@link kWaitBound}): the requests waiting
+   * outside the line for a slot (`queueLimit` counts them), and the gates told when it closes. One
+   * field, unset on an idle limiter, which stays within 1 KiB.
+   */
+  #outside: { waiting: number; onClose: Set<() => void> | undefined } | undefined;
   /** The cap on units in flight of an unlimited limiter's cold start; unset once dropped. */
   #slowStart: SlowStart | undefined;
   /** The ceilings the API announced, made at the first announcement. */
@@ -87,17 +89,22 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   readonly #announced: AnnouncedBucket | undefined;
   #inFlight = 0;
   /** This budget's name when the limiter has several budgets (or is one of them). */
-  #budgetName: string | undefined;
+  /**
+   * Of a limiter of several budgets (its first budget, or one of the others'): the budget's name,
+   * whether the head of the line waits held back by this budget (a change of rate keeps `waited`
+   * only then), and, for another budget's limiter, the owner its events go to. One field, unset on
+   * a plain limiter.
+   */
+  #member:
+    | {
+        readonly name: string;
+        holdsHead?: () => boolean;
+        forward?: (event: keyof LimiterEventMap, payload: object) => void;
+      }
+    | undefined;
   /** The other budgets (see `budgets`), each an `AdaptiveRateLimiter` that never queues. */
   readonly #budgets: BudgetSet | undefined;
   readonly #subs: readonly (readonly [string, AdaptiveRateLimiter])[] | undefined;
-  /**
-   * When this limiter is a budget of several: whether the head of the line waits held back by
-   * this budget (a change of rate keeps `waited` only then).
-   */
-  #holdsHead: (() => boolean) | undefined;
-  /** A budget's limiter tells its events to the limiter it belongs to. */
-  #forward: ((event: keyof LimiterEventMap, payload: object) => void) | undefined;
   /** The watcher generation this limiter was last handed to (see watch.ts). */
   #watched = 0;
   /**
@@ -114,7 +121,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     const [firstName, firstOwn] = entries[0] ?? [undefined, undefined];
     // The first budget is this limiter's own: its entry's fields override the limiter's.
     if (firstOwn !== undefined) this.#opts = resolveLimiterOptions(firstOwn, this.#opts);
-    this.#budgetName = firstName;
+    if (firstName !== undefined) this.#member = { name: firstName };
     const controller = resolveController(this.#opts.controller, this.#opts);
     this.#clock = options.clock ?? systemClock;
     const now = this.#clock.now();
@@ -134,7 +141,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
         .map(([name, own]) => [name, this.#budgetLimiter(name, options, own)] as const);
       const budgets = new BudgetSet(this.#subs);
       this.#budgets = budgets;
-      this.#holdsHead = () => budgets.headHeld().includes(firstName as string);
+      if (this.#member) this.#member.holdsHead = () => budgets.headHeld().includes(firstName as string);
     }
   }
 
@@ -148,10 +155,17 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
       ...shared
     } = options;
     const sub = new AdaptiveRateLimiter({ ...shared, ...own, slowStart: false, clock: this.#clock });
-    sub.#budgetName = name;
-    sub.#forward = (event, payload) => this.#emitTagged(event, payload);
-    sub.#holdsHead = () => this.#budgets?.headHeld().includes(name) ?? false;
+    sub.#member = {
+      name,
+      forward: (event, payload) => this.#emitTagged(event, payload),
+      holdsHead: () => this.#budgets?.headHeld().includes(name) ?? false,
+    };
     return sub;
+  }
+
+  /** This limiter's budget's name when it is one of several, else `undefined`. */
+  get #budgetName(): string | undefined {
+    return this.#member?.name;
   }
 
   /** The name of this limiter's first budget when it has several (see `budgets`), else `undefined`. */
@@ -167,7 +181,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     const label = this.#budgetName;
     if (label === undefined) return super.emit(event, ...args);
     const payload = { ...args[0], budget: label };
-    const forward = this.#forward;
+    const forward = this.#member?.forward;
     if (forward === undefined) return this.#emitTagged(event, payload);
     // A budget's grants are the request's: its owner tells them once.
     if (event !== 'acquired') forward(event, payload);
@@ -467,8 +481,8 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     this.#closed = true;
     this.#line?.close();
     for (const [, sub] of this.#subs ?? []) sub.close();
-    const listeners = this.#closeListeners;
-    this.#closeListeners = undefined;
+    const listeners = this.#outside?.onClose;
+    if (this.#outside) this.#outside.onClose = undefined;
     for (const listener of listeners ?? []) listener();
   }
 
@@ -687,7 +701,8 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     this.#bucket.setRate(rate, now);
     // Requests still queued wait under the new rate too (of several budgets: if this one held
     // the head back).
-    this.#book.waited = this.#holdsHead === undefined ? !this.#nobodyWaits() : this.#holdsHead();
+    const holdsHead = this.#member?.holdsHead;
+    this.#book.waited = holdsHead === undefined ? !this.#nobodyWaits() : holdsHead();
     if (rate < from) this.emit('decreased', { limiter: this.#opts.name, from, to: rate, cause });
     else if (cause !== 'throttle')
       this.emit('increased', { limiter: this.#opts.name, from, to: rate, cause });
@@ -728,18 +743,21 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
       closed: (units) => (this.#closed ? this.#rejection('closed', units, 'closed') : undefined),
       onClose: (listener) => {
         if (this.#closed) return;
-        this.#closeListeners ??= new Set();
-        this.#closeListeners.add(listener);
+        this.#outside ??= { waiting: 0, onClose: undefined };
+        this.#outside.onClose ??= new Set();
+        this.#outside.onClose.add(listener);
       },
       wait: (units) => {
         const full = this.#full(units);
         if (full !== undefined) return full;
-        this.#waitingOutside++;
+        this.#outside ??= { waiting: 0, onClose: undefined };
+        const outside = this.#outside;
+        outside.waiting++;
         let waiting = true;
         return () => {
           if (!waiting) return;
           waiting = false;
-          this.#waitingOutside--;
+          outside.waiting--;
         };
       },
     };
@@ -751,7 +769,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
    * `maxConcurrent` slot, reach `queueLimit`; `undefined` while there is room.
    */
   #full(units: number, predicted?: number): RateLimitRejectedError | undefined {
-    const outside = this.#waitingOutside;
+    const outside = this.#outside?.waiting ?? 0;
     const waiting = (this.#line?.size ?? 0) + outside;
     if (waiting < this.#opts.queueLimit) return undefined;
     const slots = outside > 0 ? ` (${outside} of them for a maxConcurrent slot)` : '';
