@@ -4,20 +4,12 @@ import { ManualClock } from '../src/clock.js';
 import { RateLimitRejectedError } from '../src/errors.js';
 import { rateLimitedFetch } from '../src/http/fetch.js';
 import { agentWith, get, limit, NEVER_BINDS, serve } from './helpers/interceptor-fixtures.js';
+import { settled } from './helpers/settled.js';
 
 // Closing an adapter closes its limiters, and a closed limiter rejects every request waiting for
 // it (reason 'closed'): those waiting for a maxConcurrent slot too, at once, not when a slot
 // frees or at maxWait. A real node:http server holds the one slot (a response not started); the
 // limiters run on a manual clock that never moves, so nothing but the close can end the wait.
-
-const settled = <T>(promise: Promise<T>) => {
-  const state: { value?: T; error?: unknown; done: boolean } = { done: false };
-  promise.then(
-    (value) => Object.assign(state, { value, done: true }),
-    (error: unknown) => Object.assign(state, { error, done: true }),
-  );
-  return state;
-};
 
 type Kind = 'interceptor' | 'fetch wrapper';
 

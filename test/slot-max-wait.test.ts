@@ -7,6 +7,7 @@ import { rateLimitedFetch } from '../src/http/fetch.js';
 import { runtimeOf } from '../src/http/interceptor.js';
 import { FixedWindowRateLimiter } from '../src/limiter/fixed-window.js';
 import { agentWith, get, limit, NEVER_BINDS, serve } from './helpers/interceptor-fixtures.js';
+import { settled } from './helpers/settled.js';
 
 // maxWait bounds a request's whole wait in the limiter: the wait for a maxConcurrent slot as much
 // as the wait for units. Real node:http servers hold the slot (a response not started); the
@@ -38,15 +39,6 @@ function setup(options: { maxWait: number; rate?: number }) {
   const rl = limit({ clock, default: { ...rates, maxConcurrent: 1, maxWait: options.maxWait } });
   return { clock, rl, agent: agentWith(rl) };
 }
-
-const settled = <T>(promise: Promise<T>) => {
-  const state: { value?: T; error?: unknown; done: boolean } = { done: false };
-  promise.then(
-    (value) => Object.assign(state, { value, done: true }),
-    (error: unknown) => Object.assign(state, { error, done: true }),
-  );
-  return state;
-};
 
 describe('maxWait bounds the wait for a maxConcurrent slot', () => {
   it('refuses a request still waiting for a slot when maxWait is up (max-wait), not before', async () => {

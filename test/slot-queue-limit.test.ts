@@ -11,6 +11,7 @@ import type { LimiterEventMap } from '../src/limiter/events.js';
 type RejectedEvent = LimiterEventMap['rejected'][0];
 
 import { agentWith, get, limit, NEVER_BINDS, serve } from './helpers/interceptor-fixtures.js';
+import { settled } from './helpers/settled.js';
 
 // queueLimit bounds every request waiting for a limiter: one waiting for a maxConcurrent slot
 // counts as much as one waiting for units. Real node:http servers hold `/slow` (a response not
@@ -33,15 +34,6 @@ async function slowServer() {
     },
   };
 }
-
-const settled = <T>(promise: Promise<T>) => {
-  const state: { value?: T; error?: unknown; done: boolean } = { done: false };
-  promise.then(
-    (value) => Object.assign(state, { value, done: true }),
-    (error: unknown) => Object.assign(state, { error, done: true }),
-  );
-  return state;
-};
 
 const turn = () => new Promise((resolve) => setImmediate(resolve));
 

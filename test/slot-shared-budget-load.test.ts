@@ -9,6 +9,7 @@ import type { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
 import type { LimiterEventMap } from '../src/limiter/events.js';
 import { agentWith, cleanups, get, limit, NEVER_BINDS, serve } from './helpers/interceptor-fixtures.js';
 import { describeRedis, type RedisServer, withRedisServer } from './helpers/redis-server.js';
+import { settled } from './helpers/settled.js';
 
 // A limiter declared `shared` is a Redis budget whose code loads in the background (a dynamic
 // import) when the limiters are made. The requests sent before it is there are the start-up
@@ -33,15 +34,6 @@ async function holdingServer() {
   });
   return { server, answer: (body: string) => held.shift()?.writeHead(200).end(body) };
 }
-
-const settled = <T>(promise: Promise<T>) => {
-  const state: { value?: T; error?: unknown; done: boolean } = { done: false };
-  promise.then(
-    (value) => Object.assign(state, { value, done: true }),
-    (error: unknown) => Object.assign(state, { error, done: true }),
-  );
-  return state;
-};
 
 const turn = () => new Promise((resolve) => setImmediate(resolve));
 
