@@ -50,6 +50,6 @@ describe('rateLimitedFetch with a Request of another class (undici package, poly
       [429, 'POST', 'hello'],
       [200, 'POST', 'hello'],
     ]);
-    expect(fetch.registry.limiterFor(server.origin).snapshot().throttles).toBe(1);
+    expect(fetch.registry.limiterFor(server.origin)?.snapshot().throttles).toBe(1);
   });
 });
