@@ -2,6 +2,7 @@ import { runAttempts } from '../attempt-loop.js';
 import { ConfigError } from '../errors.js';
 import { headerRecord } from '../headers.js';
 import { normalizeOrigin } from '../origin.js';
+import { redactError } from '../redact.js';
 import type { RateLimiterRegistry } from '../registry/index.js';
 import { slotBound } from './concurrency.js';
 import { holdResponse } from './held-response.js';
@@ -45,7 +46,9 @@ export type RateLimitedFetch = typeof fetch & {
  *
  * Not http(s) URLs (`data:`, `blob:`) and origins without a limiter (`default: false`) are passed
  * through. A request the limiter refuses rejects with `RateLimitRejectedError`; an aborted one
- * with the signal's reason, at once, even while it waits.
+ * with the signal's reason, at once, even while it waits. The fetch's own errors reject as they
+ * are, but for one whose message names a URL's secrets (a password: "Request cannot be
+ * constructed from a URL that includes credentials"): a copy of the same class, masked.
  *
  * @throws {ConfigError} when an option is invalid, naming each bad field and the value received.
  */
@@ -64,7 +67,8 @@ export function rateLimitedFetch(options: RateLimitedFetchOptions = {}): RateLim
     const url = requestUrl(input);
     const origin = url === undefined ? undefined : tryNormalize(url);
     const originRoute = origin === undefined ? undefined : runtime.route(origin);
-    if (origin === undefined || originRoute === undefined || url === undefined) return send(input, init);
+    if (origin === undefined || originRoute === undefined || url === undefined)
+      return send(input, init).catch(rethrowRedacted);
 
     let outgoing: OutgoingRequest | undefined;
     const described = (): OutgoingRequest => {
@@ -127,7 +131,8 @@ export function rateLimitedFetch(options: RateLimitedFetchOptions = {}): RateLim
       bodies.close();
       const refused = refusalResponse(error, resolved.rejection);
       if (refused !== undefined) return refused;
-      throw error;
+      // The fetch's own error (a URL with credentials, one it cannot parse) prints its URL.
+      throw redactError(error);
     } finally {
       release();
     }
@@ -181,6 +186,11 @@ function toStream(iterable: unknown): ReadableStream<Uint8Array> {
       await iterator.return?.(reason);
     },
   });
+}
+
+/** Rethrows a fetch's error with its URL's secrets masked (see `redactError`). */
+function rethrowRedacted(error: unknown): never {
+  throw redactError(error);
 }
 
 function requestUrl(input: RequestInfo | URL): URL | undefined {
