@@ -1,5 +1,6 @@
 import { RateLimitRejectedError } from './errors.js';
 import { kRefused, kWaitCancel } from './internal.js';
+import { usedOrUndefined } from './limiter/permit.js';
 import type { AcquireOptions, Outcome, Permit, RateLimiter } from './limiter/types.js';
 import type { CancellableAcquireOptions, WaitCancel } from './limiter/waiting-line.js';
 
@@ -231,11 +232,12 @@ export function retries(
 
 /** Settles a permit with an outcome. */
 export function feed(permit: Permit, outcome: Outcome): void {
-  if (outcome.kind === 'success') {
-    if (outcome.refused === true && kRefused in permit) {
-      (permit as { [kRefused](quota: Outcome['quota']): void })[kRefused](outcome.quota);
-    } else permit.success(outcome.units, outcome.quota);
-  } else if (outcome.kind === 'throttled')
-    permit.throttled(outcome.retryAfterMs, outcome.quota, outcome.budgets);
-  else permit.failed(outcome.retryAfterMs, outcome.quota);
+  if (outcome.kind === 'throttled') permit.throttled(outcome.retryAfterMs, outcome.quota, outcome.budgets);
+  else if (outcome.kind === 'failed') permit.failed(outcome.retryAfterMs, outcome.quota);
+  else if (outcome.refused === true && kRefused in permit) {
+    (permit as { [kRefused](quota: Outcome['quota']): void })[kRefused](outcome.quota);
+  }
+  // A count that is not one (only a bug upstream could pass it) counts the permit's units: the
+  // server answered, and a throw here would end its request (`permit.success` refuses it).
+  else permit.success(usedOrUndefined(outcome.units), outcome.quota);
 }

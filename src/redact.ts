@@ -86,6 +86,42 @@ export function redactText(text: string): string {
   return out.replace(TOKEN, redactToken);
 }
 
+/**
+ * An error a transport threw, with the secrets of its message and stack masked (and of its
+ * `cause`'s, a few deep): Node's fetch puts the whole URL in its message ("Request cannot be
+ * constructed from a URL that includes credentials: https://user:pw@host/", "Failed to parse URL
+ * from ..."), which `console.error` prints. An error with nothing to mask is returned as it is;
+ * else a copy of the same class (`instanceof`, `name`, `code`, every own field kept), so its kind
+ * stays readable. The transport's own error object is never changed.
+ */
+export function redactError<T>(error: T, depth = 0): T {
+  if (!(error instanceof Error) || depth > 3) return error;
+  const fields = error as unknown as Record<PropertyKey, unknown>;
+  // The message, the stack and each text field (`input`: the URL a URL error names), and `cause`.
+  const masked = new Map<PropertyKey, unknown>();
+  for (const key of ['message', 'stack', ...Reflect.ownKeys(error)]) {
+    const value = fields[key];
+    const out =
+      key === 'cause' ? redactError(value, depth + 1) : typeof value === 'string' ? redactText(value) : value;
+    if (out !== value) masked.set(key, out);
+  }
+  if (masked.size === 0) return error;
+  const copy = Object.create(Object.getPrototypeOf(error)) as object;
+  for (const key of Reflect.ownKeys(error)) {
+    Object.defineProperty(copy, key, Object.getOwnPropertyDescriptor(error, key) as PropertyDescriptor);
+  }
+  for (const [key, value] of masked) {
+    const own = Object.getOwnPropertyDescriptor(error, key);
+    Object.defineProperty(copy, key, {
+      value,
+      enumerable: own?.enumerable ?? false,
+      writable: true,
+      configurable: true,
+    });
+  }
+  return copy as T;
+}
+
 const MAX_DEPTH = 8;
 
 // Anything to mask has one of these; the common message (no URL, no header) is returned at once.

@@ -191,8 +191,9 @@ describe('a SharedBudget behind origins of the HTTP adapters', () => {
     rl.close();
     expect(budget.limiter.snapshot().closed).toBe(false);
     (await budget.acquire()).success();
-    // A closed interceptor's registry still routes the origin to the budget, which still serves.
-    expect((await get(agent, `${server.origin}/after-close`)).status).toBe(200);
+    // The budget still serves its other users; the closed interceptor sends nothing more.
+    await expect(get(agent, `${server.origin}/after-close`)).rejects.toMatchObject({ reason: 'closed' });
+    expect(server.requests).toBe(0);
 
     const registry = new RateLimiterRegistry({
       clock,

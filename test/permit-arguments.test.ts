@@ -1,4 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
+import { feed } from '../src/attempt-loop.js';
 import { ManualClock } from '../src/clock.js';
 import { InvalidArgumentError } from '../src/errors.js';
 import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
@@ -68,6 +69,34 @@ describe('a permit given a wait that is not a number of ms >= 0', () => {
       expect(rate()).toBeLessThan(before);
     });
   }
+});
+
+describe('a permit given units used that are not a finite number >= 0', () => {
+  for (const [kind, make] of kinds) {
+    it(`${kind}: success throws InvalidArgumentError naming unitsUsed and the value, and the permit is still open`, () => {
+      const { permit, rate } = make();
+      const before = rate();
+      for (const used of [Number.NaN, -1, Number.POSITIVE_INFINITY, '3', Number(undefined)]) {
+        const call = () => permit.success(used as number);
+        expect(call).toThrow(InvalidArgumentError);
+        expect(call).toThrow(/unitsUsed: expected a finite number of units >= 0/);
+        expect(call).toThrow(`(received ${typeof used === 'string' ? JSON.stringify(used) : String(used)})`);
+      }
+      // Not settled by the calls refused: the 429 reported properly still cuts the rate.
+      permit.throttled(1_000);
+      expect(rate()).toBeLessThan(before);
+    });
+  }
+
+  it("the adapters' path (feed) never throws after the server answered: the permit's units count", () => {
+    const clock = new ManualClock();
+    const limiter = new AdaptiveRateLimiter({ clock, initialUnitsPerMinute: 600, slowStart: false });
+    const permit = limiter.tryAcquire(2)!;
+    expect(() => feed(permit, { kind: 'success', units: Number.NaN })).not.toThrow();
+    // Settled: a later call does nothing.
+    permit.throttled();
+    expect(limiter.snapshot().throttles).toBe(0);
+  });
 });
 
 describe('a permit given one quota object where the list of quotas belongs', () => {

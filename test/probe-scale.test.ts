@@ -11,6 +11,14 @@ const state = controllerStateOf({ rate: 60_000, rateBeforeLastDecrease: 60_000 }
 /** A cut from 66,000 units/min where 60,000 got through over the cycle too: a sure ceiling of 60,000. */
 const SURE: DecreaseRecord = { rateBefore: 66_000, acceptedRate: 60_000, acceptedRateSincePrevious: 60_000 };
 
+/** A cut from 22,000 where 20,000 got through, at 20,000 requests/min: a sure ceiling of 20,000. */
+const SURE_20K: DecreaseRecord = {
+  rateBefore: 22_000,
+  acceptedRate: 20_000,
+  acceptedRateSincePrevious: 20_000,
+  requestRate: 20_000,
+};
+
 describe('probe: a first cut while the cold start capped what was in flight', () => {
   const controller = probe();
   const capped: DecreaseRecord = {
@@ -128,12 +136,7 @@ describe('probe: a window a pause emptied, at many requests a second', () => {
 describe('probe: a 429 right after a Retry-After pause, at many requests a second', () => {
   const controller = probe();
   // A sure ceiling of 20,000 found at 20,000 requests/min; cruising at 97 % of it (19,400).
-  const first: DecreaseRecord = {
-    rateBefore: 22_000,
-    acceptedRate: 20_000,
-    acceptedRateSincePrevious: 20_000,
-    requestRate: 20_000,
-  };
+  const first = SURE_20K;
   // A 429 40 ms after the 1 s pause of that cut ended; the window, less the pause, reads 18,000.
   const quick = (over: Partial<RateControllerState> = {}, scale = 1) =>
     state({
@@ -214,12 +217,7 @@ describe('probe: a second 429 right after a Retry-After pause, at many requests 
   const controller = probe();
   // A sure ceiling of 20,000 found at 20,000 requests/min; a 429 40 ms after its pause took the
   // rate from 19,400 to half (9,700): the other process had taken the room.
-  const first: DecreaseRecord = {
-    rateBefore: 22_000,
-    acceptedRate: 20_000,
-    acceptedRateSincePrevious: 20_000,
-    requestRate: 20_000,
-  };
+  const first = SURE_20K;
   const halved: DecreaseRecord = {
     rateBefore: 19_400,
     acceptedRate: 18_000,
@@ -276,12 +274,7 @@ describe('probe: the climb of a process that fell below 6,000 requests/min', () 
   const controller = probe();
   // A sure ceiling of 20,000 found at 20,000 requests/min, then a throttle while cruising that
   // found 5,000 (the other process took the rest): a sure ceiling of 5,000, sent at 5,600 a minute.
-  const fast: DecreaseRecord = {
-    rateBefore: 22_000,
-    acceptedRate: 20_000,
-    acceptedRateSincePrevious: 20_000,
-    requestRate: 20_000,
-  };
+  const fast = SURE_20K;
   const low: DecreaseRecord = {
     rateBefore: 5_600,
     acceptedRate: 5_000,

@@ -1,11 +1,8 @@
-import type { ServerResponse } from 'node:http';
 import { describe, expect, it } from 'vitest';
-import { ManualClock } from '../src/clock.js';
 import { headerLookup } from '../src/headers.js';
-import { rateLimitedFetch } from '../src/http/fetch.js';
 import { retryAfterFromHeaders } from '../src/http/retry-after.js';
 import { classifyThrown } from '../src/wrap/sdk-errors.js';
-import { agentWith, get, limit, serve } from './helpers/interceptor-fixtures.js';
+import { answerAt, pauseFrom } from './helpers/server-clock.js';
 
 // An HTTP-date Retry-After names an instant on the server's clock (RFC 9110 §10.2.3, §6.6.1):
 // the wait is that date minus the answer's own Date, whatever the local clock says. The servers
@@ -15,40 +12,26 @@ import { agentWith, get, limit, serve } from './helpers/interceptor-fixtures.js'
 const HOUR = 3_600_000;
 
 /** A 429 whose Date is `skewMs` off the real clock, asking for a wait of 30 s as an HTTP-date. */
-function skewedRetryAfter(skewMs: number) {
-  return (_req: unknown, res: ServerResponse) => {
-    const serverNow = Math.floor((Date.now() + skewMs) / 1000) * 1000;
-    res
-      .writeHead(429, {
-        date: new Date(serverNow).toUTCString(),
-        'retry-after': new Date(serverNow + 30_000).toUTCString(),
-      })
-      .end('slow down');
-    return true;
-  };
-}
+const skewedRetryAfter = (skewMs: number) =>
+  answerAt(
+    429,
+    (now) => ({ date: new Date(now).toUTCString(), 'retry-after': new Date(now + 30_000).toUTCString() }),
+    skewMs,
+  );
 
 describe('an HTTP-date Retry-After is counted from the answer’s Date', () => {
   it.each([
     ['an hour ahead of ours (it waited maxPause)', HOUR],
     ['an hour behind ours (it retried at once)', -HOUR],
   ])('pauses 30 s through the interceptor when the server clock is %s', async (_, skew) => {
-    const server = await serve({ respond: skewedRetryAfter(skew) });
-    const clock = new ManualClock();
-    const rl = limit({ clock, maxAttempts: 1, default: { maxPause: 600_000 } });
-    expect((await get(agentWith(rl), `${server.origin}/`)).status).toBe(429);
-    expect(rl.registry.get(server.origin)?.snapshot().pausedUntil).toBe(30_000);
+    expect(await pauseFrom(skewedRetryAfter(skew))).toEqual({ status: 429, pausedUntil: 30_000 });
   });
 
   it("pauses 30 s through the fetch wrapper over Node's fetch when the server clock is ahead", async () => {
-    const server = await serve({ respond: skewedRetryAfter(HOUR) });
-    const clock = new ManualClock();
-    const limitedFetch = rateLimitedFetch({ clock, maxAttempts: 1 });
-    const response = await limitedFetch(`${server.origin}/`);
-    await response.text();
-    expect(response.status).toBe(429);
-    expect(limitedFetch.registry.get(server.origin)?.snapshot().pausedUntil).toBe(30_000);
-    limitedFetch.close();
+    expect(await pauseFrom(skewedRetryAfter(HOUR), 'fetch wrapper')).toEqual({
+      status: 429,
+      pausedUntil: 30_000,
+    });
   });
 
   it("reads an SDK error's headers the same way (wrap's classifyThrown)", () => {

@@ -3,6 +3,9 @@ import { describe, expect, it, vi } from 'vitest';
 import { ManualClock } from '../src/clock.js';
 import { RateLimitRejectedError } from '../src/errors.js';
 import { rateLimitedFetch } from '../src/http/fetch.js';
+import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
+import { FixedWindowRateLimiter } from '../src/limiter/fixed-window.js';
+import type { RateLimiter } from '../src/limiter/types.js';
 import { agentWith, get, limit, NEVER_BINDS, serve } from './helpers/interceptor-fixtures.js';
 import { settled } from './helpers/settled.js';
 
@@ -92,4 +95,54 @@ describe('close() and the requests waiting for a maxConcurrent slot', () => {
       expect(server.requests).toBe(1);
     },
   );
+});
+
+describe('a limiter of your own closed (a `limiter` instance) and the requests waiting for its slot', () => {
+  const made: [string, (clock: ManualClock) => RateLimiter & { close(): void }][] = [
+    [
+      'a fixed-window limiter',
+      (clock) =>
+        new FixedWindowRateLimiter({
+          name: 'mine',
+          limitForPeriod: 1_000,
+          limitRefreshPeriod: 1_000,
+          timeoutDuration: 60_000,
+          clock,
+        }),
+    ],
+    ['an adaptive limiter', (clock) => new AdaptiveRateLimiter({ name: 'mine', clock, ...NEVER_BINDS })],
+  ];
+  it.each(made)('refuses them at its close (closed, its rejected event), never sent: %s', async (_, make) => {
+    const held: ServerResponse[] = [];
+    const server = await serve({
+      respond: (req, res) => {
+        if (req.url !== '/slow') return false;
+        held.push(res);
+        return true;
+      },
+    });
+    const clock = new ManualClock();
+    const mine = make(clock);
+    const rejected: unknown[] = [];
+    (mine as FixedWindowRateLimiter).on('rejected', (e) => rejected.push(e));
+    const agent = agentWith(
+      limit({ limiters: { api: { origins: [server.origin], limiter: mine, maxConcurrent: 1 } } }),
+    );
+    const slow = settled(get(agent, `${server.origin}/slow`));
+    await server.waitForRequests(1);
+    const a = settled(get(agent, `${server.origin}/a`));
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(a.done).toBe(false);
+    mine.close();
+    try {
+      await vi.waitFor(() => expect(a.done).toBe(true));
+      expect(a.error).toBeInstanceOf(RateLimitRejectedError);
+      expect(a.error).toMatchObject({ reason: 'closed', limiter: 'mine' });
+      expect(rejected).toMatchObject([{ reason: 'closed', limiter: 'mine' }]);
+    } finally {
+      held.shift()?.writeHead(200).end('slow');
+      await vi.waitFor(() => expect(slow.done).toBe(true));
+    }
+    expect(server.requests).toBe(1);
+  });
 });

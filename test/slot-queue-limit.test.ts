@@ -202,29 +202,19 @@ function inFlightCounter() {
         state.now++;
         state.most = Math.max(state.most, state.now);
         // The layer above aborts through the controller it was given: the attempt ends there.
-        const wrapped: Dispatcher.DispatchController = {
-          get aborted() {
-            return controller.aborted;
+        // Every other member is undici's controller's own, read on it (its private fields).
+        const wrapped = new Proxy(controller, {
+          get(target, key) {
+            if (key === 'abort') {
+              return (reason: Error) => {
+                end();
+                target.abort(reason);
+              };
+            }
+            const value: unknown = Reflect.get(target, key, target);
+            return typeof value === 'function' ? value.bind(target) : value;
           },
-          get paused() {
-            return controller.paused;
-          },
-          get reason() {
-            return controller.reason;
-          },
-          get rawHeaders() {
-            return controller.rawHeaders;
-          },
-          get rawTrailers() {
-            return controller.rawTrailers;
-          },
-          abort(reason: Error) {
-            end();
-            controller.abort(reason);
-          },
-          pause: () => controller.pause(),
-          resume: () => controller.resume(),
-        };
+        });
         handler.onRequestStart?.(wrapped, context);
       },
       onResponseStart(controller, status, headers, message) {

@@ -2,6 +2,7 @@ import { runAttempts } from '../attempt-loop.js';
 import { ConfigError } from '../errors.js';
 import { headerRecord } from '../headers.js';
 import { normalizeOrigin } from '../origin.js';
+import { redactError } from '../redact.js';
 import type { RateLimiterRegistry } from '../registry/index.js';
 import { slotBound } from './concurrency.js';
 import { holdResponse } from './held-response.js';
@@ -10,7 +11,7 @@ import { type InterceptorOptions, type OutgoingRequest, resolveInterceptorOption
 import { withLazyBody } from './outgoing-body.js';
 import { refusalResponse } from './refusal.js';
 import { type AttemptBodies, attemptBodies, isReplayableBody } from './request-body.js';
-import { HttpRuntime } from './runtime.js';
+import { type AdapterWait, HttpRuntime, type Route } from './runtime.js';
 
 /** Options of {@link rateLimitedFetch}. */
 export interface RateLimitedFetchOptions extends InterceptorOptions {
@@ -26,8 +27,11 @@ export type RateLimitedFetch = typeof fetch & {
   /** The registry the wrapper takes its limiters from. */
   readonly registry: RateLimiterRegistry;
   /**
-   * Closes the registry the wrapper made (not one passed in as `registry`, nor a `limiter`
-   * instance given in `limiters`). Idempotent.
+   * Closes the registry the wrapper made. A registry passed in as `registry`, and a `limiter`
+   * instance given in `limiters`, stay open for their other users: the wrapper's own requests
+   * waiting for them (for a `maxConcurrent` slot or for units), and those it is given after, are
+   * refused with `RateLimitRejectedError` `'closed'`; a request in flight gets its answer (a retry
+   * it would need is not sent). Idempotent.
    */
   close(): void;
 };
@@ -45,7 +49,9 @@ export type RateLimitedFetch = typeof fetch & {
  *
  * Not http(s) URLs (`data:`, `blob:`) and origins without a limiter (`default: false`) are passed
  * through. A request the limiter refuses rejects with `RateLimitRejectedError`; an aborted one
- * with the signal's reason, at once, even while it waits.
+ * with the signal's reason, at once, even while it waits. The fetch's own errors reject as they
+ * are, but for one whose message names a URL's secrets (a password: "Request cannot be
+ * constructed from a URL that includes credentials"): a copy of the same class, masked.
  *
  * @throws {ConfigError} when an option is invalid, naming each bad field and the value received.
  */
@@ -64,7 +70,8 @@ export function rateLimitedFetch(options: RateLimitedFetchOptions = {}): RateLim
     const url = requestUrl(input, request);
     const origin = url === undefined ? undefined : tryNormalize(url);
     const originRoute = origin === undefined ? undefined : runtime.route(origin);
-    if (origin === undefined || originRoute === undefined || url === undefined) return send(input, init);
+    if (origin === undefined || originRoute === undefined || url === undefined)
+      return send(input, init).catch(rethrowRedacted);
 
     let outgoing: OutgoingRequest | undefined;
     const described = (): OutgoingRequest => {
@@ -90,7 +97,15 @@ export function rateLimitedFetch(options: RateLimitedFetchOptions = {}): RateLim
           });
     const units = runtime.unitsFor(described);
     const estimate = runtime.estimate(route, described);
-    const signal = init?.signal ?? request?.signal ?? undefined;
+    const callerSignal = init?.signal ?? request?.signal ?? undefined;
+    // Behind a limiter the adapter's close leaves open, its waits are also refused at the close.
+    // (A signal that is not one is left to the limiter, which refuses it by name.)
+    const closing =
+      route.closesWithAdapter ||
+      (callerSignal !== undefined && typeof callerSignal.addEventListener !== 'function')
+        ? undefined
+        : closingWait(route, callerSignal);
+    const signal = closing?.signal ?? callerSignal;
     const bodies = fetchBodies(input, request, init, resolved.maxReplayBodyBytes);
     const llm = route.llm;
     const attempt =
@@ -102,6 +117,7 @@ export function rateLimitedFetch(options: RateLimitedFetchOptions = {}): RateLim
           };
     const { limiter, gate } = route;
     const release = runtime.hold(route);
+    if (closing !== undefined) runtime.track(closing);
     try {
       const response = await runAttempts<Response>({
         limiter,
@@ -127,9 +143,14 @@ export function rateLimitedFetch(options: RateLimitedFetchOptions = {}): RateLim
       bodies.close();
       const refused = refusalResponse(error, resolved.rejection);
       if (refused !== undefined) return refused;
-      throw error;
+      // The fetch's own error (a URL with credentials, one it cannot parse) prints its URL.
+      throw redactError(error);
     } finally {
       release();
+      if (closing !== undefined) {
+        runtime.untrack(closing);
+        closing.done();
+      }
     }
   }
 
@@ -137,6 +158,30 @@ export function rateLimitedFetch(options: RateLimitedFetchOptions = {}): RateLim
     registry: runtime.registry,
     close: () => runtime.close(),
   }) as RateLimitedFetch;
+}
+
+/**
+ * A request's waits behind a limiter the adapter's close leaves open (see `HttpRuntime.close`):
+ * one signal for its waits (not its sends), aborted by the caller's signal or by the close
+ * (`adapterClosed`, with the adapter's refusal). The caller's signal is listened to until `done`.
+ */
+function closingWait(
+  route: Route,
+  caller: AbortSignal | undefined,
+): AdapterWait & {
+  readonly signal: AbortSignal;
+  done(): void;
+} {
+  const controller = new AbortController();
+  const onAbort = () => controller.abort(caller?.reason);
+  if (caller?.aborted) onAbort();
+  else caller?.addEventListener('abort', onAbort, { once: true });
+  return {
+    route,
+    signal: controller.signal,
+    adapterClosed: (refusal) => controller.abort(refusal),
+    done: () => caller?.removeEventListener('abort', onAbort),
+  };
 }
 
 type FetchArgs = [input: RequestInfo | URL, init?: RequestInit];
@@ -186,6 +231,11 @@ function toStream(iterable: unknown): ReadableStream<Uint8Array> {
       await iterator.return?.(reason);
     },
   });
+}
+
+/** Rethrows a fetch's error with its URL's secrets masked (see `redactError`). */
+function rethrowRedacted(error: unknown): never {
+  throw redactError(error);
 }
 
 /**

@@ -1,5 +1,6 @@
 import type { Dispatcher } from 'undici';
 import { runAttempts } from '../attempt-loop.js';
+import type { RateLimitRejectedError } from '../errors.js';
 import { kWaitCancel } from '../internal.js';
 import { AdaptiveRateLimiter } from '../limiter/adaptive.js';
 import type { Costs } from '../limiter/budgets.js';
@@ -19,7 +20,7 @@ import { LoopPlan, type LoopRequest } from './loop-plan.js';
 import { answerRefusal } from './refusal.js';
 import { type AttemptBodies, attemptBodies } from './request-body.js';
 import { findDraw } from './request-draw.js';
-import type { HttpRuntime, Route } from './runtime.js';
+import type { AdapterWait, HttpRuntime, Route } from './runtime.js';
 
 /**
  * One request through the interceptor, in four roles, each its own object:
@@ -42,7 +43,7 @@ import type { HttpRuntime, Route } from './runtime.js';
  *
  * Both judge an answer by one step (`judge` in src/attempt-loop.ts: feed the permit, then the retry rule).
  */
-export class RateLimitedDispatch implements LoopRequest, FastPathRequest, WaitCancel {
+export class RateLimitedDispatch implements LoopRequest, FastPathRequest, WaitCancel, AdapterWait {
   /** The caller's handler (for an LLM API's limiter, behind a tap that reads the answer's `usage`). */
   handler: Dispatcher.DispatchHandler;
   readonly controller = new CallerController();
@@ -63,6 +64,8 @@ export class RateLimitedDispatch implements LoopRequest, FastPathRequest, WaitCa
   #done = false;
   /** ms attempt 1 waited for its units in the limiter's line (the loop's `AttemptPlan.waitedMs`). */
   waitedMs = 0;
+  /** The adapter closed with the request in progress: its waits are refused with this. */
+  #closedBy: RateLimitRejectedError | undefined;
 
   constructor(
     dispatch: Dispatcher.Dispatch,
@@ -93,6 +96,7 @@ export class RateLimitedDispatch implements LoopRequest, FastPathRequest, WaitCa
 
   finished(): void {
     this.#done = true;
+    this.runtime.untrack(this);
     this.judged();
     this.bodies?.close();
   }
@@ -136,6 +140,8 @@ export class RateLimitedDispatch implements LoopRequest, FastPathRequest, WaitCa
 
   /** The fast path: attempt 1 dispatched now, if its units and a slot are free now. */
   #sendFirst(): boolean {
+    // A closed adapter sends nothing new: the loop refuses it (see `HttpRuntime.track`).
+    if (this.runtime.closed) return false;
     const { limiter, gate } = this.route;
     if (gate !== undefined && !gate.tryEnter()) return false;
     let permit: Permit | undefined;
@@ -195,13 +201,18 @@ export class RateLimitedDispatch implements LoopRequest, FastPathRequest, WaitCa
 
   /** Waits, sends and retries through `runAttempts`, from attempt 1 or after a throttled one. */
   #loop(throttledFirst: Attempt | undefined): void {
+    // It may wait from here on: refused if the adapter closes meanwhile (or is closed).
+    this.runtime.track(this);
     // An adaptive limiter's wait is cancelled through the caller's controller (`waitCancel`):
     // no AbortController per waiting request. A slot's wait, or another limiter's, needs a signal.
-    const waitsHere = this.route.gate === undefined && this.route.limiter instanceof AdaptiveRateLimiter;
+    const waitsHere =
+      this.#closedBy === undefined &&
+      this.route.gate === undefined &&
+      this.route.limiter instanceof AdaptiveRateLimiter;
     if (!waitsHere) {
       const cancel = new AbortController();
       this.controller.cancel = cancel;
-      const reason = this.controller.abortReason;
+      const reason = this.controller.abortReason ?? this.#closedBy;
       if (reason !== undefined) cancel.abort(reason);
     } else if (throttledFirst === undefined) {
       this.#waitFirst();
@@ -259,6 +270,20 @@ export class RateLimitedDispatch implements LoopRequest, FastPathRequest, WaitCa
   /** Attempt 1's wait was refused (queue full, max wait, closed) or cancelled (an abort). */
   refused(error: unknown): void {
     queueMicrotask(() => this.#detached(() => this.fail(error)));
+  }
+
+  /**
+   * The adapter closed, its limiter left open (see `HttpRuntime.close`): the wait in progress
+   * (for a slot or units) is refused with `refusal`, and so is every later one, through a signal
+   * aborted with it (a retry's: the loop then gives the caller the answer it holds).
+   */
+  adapterClosed(refusal: RateLimitRejectedError): void {
+    if (this.#done || this.#closedBy !== undefined) return;
+    this.#closedBy = refusal;
+    const controller = this.controller;
+    controller.cancel ??= new AbortController();
+    controller.cancel.abort(refusal);
+    controller.waitingIn?.cancel(controller.waitSeq, refusal);
   }
 
   /** Where a cancel of the wait finds it: kept on the caller's controller, which cancels it on abort. */

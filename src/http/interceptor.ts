@@ -18,8 +18,11 @@ export interface AdaptiveRateLimitInterceptor extends Dispatcher.DispatcherCompo
   readonly registry: RateLimiterRegistry;
   /**
    * Closes the registry the interceptor made (rejecting the requests still waiting); a registry
-   * passed in as `registry`, and a `limiter` instance given in `limiters`, are left to their
-   * owners. Close the dispatcher too. Idempotent.
+   * passed in as `registry`, and a `limiter` instance given in `limiters`, stay open for their
+   * other users: the interceptor's own requests waiting for them (for a `maxConcurrent` slot or for
+   * units), and those it is given after, are refused with `RateLimitRejectedError` `'closed'`; a
+   * request in flight gets its answer (a retry it would need is not sent). Close the dispatcher
+   * too. Idempotent.
    */
   close(): void;
 }

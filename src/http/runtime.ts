@@ -1,7 +1,12 @@
 import type { LlmApi } from '../config/api.js';
 import type { LimiterConfig } from '../config/schema.js';
 import { attachDiagnostics } from '../diagnostics.js';
-import { ConfigError, type ConfigIssue, InvalidCallbackValueError } from '../errors.js';
+import {
+  ConfigError,
+  type ConfigIssue,
+  InvalidCallbackValueError,
+  RateLimitRejectedError,
+} from '../errors.js';
 import { type HeaderRecord, headerLookup, type ResponseHeaders } from '../headers.js';
 import {
   kAddBusyCheck,
@@ -57,6 +62,21 @@ export interface Route {
   readonly partitioner: Partitioner | undefined;
   /** Whether `maxConcurrent` caps each partition (`'partition'`) or the origin's requests together. */
   readonly gatePer: 'partition' | 'origin';
+  /**
+   * Whether the adapter's `close()` closes its limiter (a limiter its own registry made): that
+   * limiter then refuses the adapter's waiting requests itself. `false` for a registry passed in
+   * or a `limiter` instance, which stay open: the adapter refuses its own requests (see
+   * `HttpRuntime.close`).
+   */
+  readonly closesWithAdapter: boolean;
+}
+
+/** A request of the adapter that may wait (for a slot or units): told when the adapter closes. */
+export interface AdapterWait {
+  /** Its route: the limiter it waits for. */
+  readonly route: Route;
+  /** Refuses its waits from now on, the one in progress too, with `refusal` (reason `closed`). */
+  adapterClosed(refusal: RateLimitRejectedError): void;
 }
 
 /**
@@ -94,6 +114,9 @@ export class HttpRuntime {
   readonly #routes = new Map<string, Route | null>();
   /** Partitions' routes, by the registry's key of the partition. Valid for `registry[kChanges]`. */
   readonly #partitionRoutes = new Map<string, Route>();
+  /** Its requests that may wait now, behind a limiter its close leaves open (see {@link close}). */
+  readonly #waits = new Set<AdapterWait>();
+  #closed = false;
   #seenChanges: number;
 
   constructor(options: ResolvedInterceptorOptions) {
@@ -203,6 +226,7 @@ export class HttpRuntime {
       quotas: route.quotas,
       partitioner: undefined,
       gatePer: route.gatePer,
+      closesWithAdapter: route.closesWithAdapter,
       name: key,
       adaptive: found.limiter,
       llm: route.llm === undefined ? undefined : this.#meterOf(instance, route.llm.api),
@@ -248,6 +272,7 @@ export class HttpRuntime {
       quotas: quotaReader(config?.headers ?? api, config?.quotaFromHeaders),
       partitioner: partitionable ? this.#partitioner(config) : undefined,
       gatePer: config?.maxConcurrentPer ?? 'partition',
+      closesWithAdapter: this.#ownsRegistry && config?.limiter === undefined,
       name: found.name,
       adaptive,
       llm: api === undefined ? undefined : this.#meterOf(limiter, api),
@@ -391,14 +416,55 @@ export class HttpRuntime {
     return route.llm?.refusal(body, headerLookup(headers));
   }
 
-  /** Closes the registry if this runtime made it. */
+  /** Whether {@link close} was called. */
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  /**
+   * Counts `wait` among the adapter's requests that may wait, until {@link untrack}: when the
+   * adapter closes, or at once when it is closed, one behind a limiter the close leaves open is
+   * refused (`adapterClosed`). One behind a limiter the close closes is left to that limiter.
+   */
+  track(wait: AdapterWait): void {
+    if (wait.route.closesWithAdapter) return;
+    if (this.#closed) wait.adapterClosed(closedRefusal(wait.route));
+    else this.#waits.add(wait);
+  }
+
+  untrack(wait: AdapterWait): void {
+    this.#waits.delete(wait);
+  }
+
+  /**
+   * Closes the registry if this runtime made it (its limiters refuse their waiting requests,
+   * reason `closed`). A registry passed in and a `limiter` instance stay open for their other
+   * users: the adapter's own requests that wait for them (for a slot of its gates or for units)
+   * are refused at once with `RateLimitRejectedError` `'closed'`, and so are the later ones and
+   * the retries of those in flight (whose callers get the answer held for the retry); a request
+   * in flight runs to its answer. Idempotent.
+   */
   close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
     this.#removeBusyCheck();
     if (this.#ownsRegistry) this.registry.close();
+    const waits = [...this.#waits];
+    this.#waits.clear();
+    for (const wait of waits) wait.adapterClosed(closedRefusal(wait.route));
   }
 }
 
 function noop(): void {}
+
+/** The refusal of a request of `route` by its closed adapter (the limiter itself is open). */
+function closedRefusal(route: Route): RateLimitRejectedError {
+  return new RateLimitRejectedError(
+    'closed',
+    route.name,
+    'closed: the adapter (interceptor or fetch wrapper) was closed; not sent',
+  );
+}
 
 /** A request as a callback's error names it: method, origin and path, never a header. */
 function describe(source: PartitionSource): string {

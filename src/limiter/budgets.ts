@@ -1,7 +1,7 @@
 import { InvalidArgumentError } from '../errors.js';
 import { kCanGrant, kHeldBack, kPredictWait, kReadyAt, kRefused, kTake } from '../internal.js';
 import type { RateGate } from './bucket.js';
-import { checkQuota, checkWait, type LimiterPermit } from './permit.js';
+import { checkQuota, checkUnitsUsed, checkWait, type LimiterPermit } from './permit.js';
 import type { AnnouncedQuota, Permit } from './types.js';
 
 /** Units a request draws from each named budget (a budget left out: 0). */
@@ -282,6 +282,7 @@ export class BudgetedPermit implements Permit {
   }
 
   success(unitsUsed?: number, quota?: Quota): void {
+    checkUnitsUsed(unitsUsed);
     checkQuota('success', quota);
     this.#first.success(unitsUsed, this.#quotaOf(this.#firstName, quota));
     for (const [name, permit] of this.#others) permit.success(undefined, this.#quotaOf(name, quota));

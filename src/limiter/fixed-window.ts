@@ -106,6 +106,8 @@ export class FixedWindowRateLimiter extends LazyEmitter<FixedWindowEventMap> imp
   #timer: unknown;
   #timerAt = Number.POSITIVE_INFINITY;
   #closed = false;
+  /** Told when it closes: the gates whose requests wait for a slot outside the queue. */
+  #onClose: Set<() => void> | undefined;
 
   constructor(options: FixedWindowLimiterOptions) {
     super();
@@ -209,7 +211,10 @@ export class FixedWindowRateLimiter extends LazyEmitter<FixedWindowEventMap> imp
     };
   }
 
-  /** @internal See {@link WaitBound}: `timeoutDuration`, refused as a permit's wait is (`timeout`). */
+  /**
+   * @internal See {@link WaitBound}: `timeoutDuration`, refused as a permit's wait is (`timeout`);
+   * its close, told to the gates (`closed`), as its queue's waiters are refused.
+   */
   [kWaitBound](): WaitBound {
     return {
       clock: this.#clock,
@@ -219,6 +224,15 @@ export class FixedWindowRateLimiter extends LazyEmitter<FixedWindowEventMap> imp
         const left = waitedMs > 0 ? `the ${Math.max(0, Math.floor(max - waitedMs))} ms left of ` : '';
         const detail = `no ${what} within ${left}timeoutDuration ${max} ms`;
         return refusal((e) => this.emit('rejected', e), this.name, 'timeout', units, detail);
+      },
+      closed: (units) =>
+        this.#closed
+          ? refusal((e) => this.emit('rejected', e), this.name, 'closed', units, 'closed')
+          : undefined,
+      onClose: (listener) => {
+        if (this.#closed) return;
+        this.#onClose ??= new Set();
+        this.#onClose.add(listener);
       },
     };
   }
@@ -241,6 +255,9 @@ export class FixedWindowRateLimiter extends LazyEmitter<FixedWindowEventMap> imp
       );
     }
     this.#stale = false;
+    const listeners = this.#onClose;
+    this.#onClose = undefined;
+    for (const listener of listeners ?? []) listener();
   }
 
   #startOf(cycle: number): number {

@@ -33,6 +33,7 @@ export class LimiterPermit implements Permit {
   }
 
   success(unitsUsed?: number, quota?: Quota): void {
+    checkUnitsUsed(unitsUsed);
     checkQuota('success', quota);
     const sink = this.#sink;
     this.#sink = undefined;
@@ -70,6 +71,39 @@ export function checkQuota(method: string, quota: unknown): void {
       'expected an array of announced quotas, or undefined',
       quota,
     );
+}
+
+/**
+ * Throws when a permit's `unitsUsed` is given but is not a finite number >= 0 (`NaN` from
+ * `Number()` of a missing usage field, a negative, a string), before the permit settles: such a
+ * count fell back to the permit's units, so its caller's correction was lost and it never knew.
+ * The adapters' own paths pass only checked counts (`responseUnits` and `classify` are checked
+ * where they answer; {@link usedOrUndefined} in the attempt loop), so a throw here never ends a
+ * request the server answered.
+ * @internal
+ */
+export function checkUnitsUsed(unitsUsed: unknown): void {
+  if (unitsUsed !== undefined && !isUnitsUsed(unitsUsed))
+    throw new InvalidArgumentError(
+      'success',
+      'unitsUsed',
+      'expected a finite number of units >= 0, or undefined (the units granted)',
+      unitsUsed,
+    );
+}
+
+/** Whether `unitsUsed` is a count a success takes: a finite number >= 0. */
+function isUnitsUsed(unitsUsed: unknown): unitsUsed is number {
+  return typeof unitsUsed === 'number' && unitsUsed >= 0 && Number.isFinite(unitsUsed);
+}
+
+/**
+ * `unitsUsed` when a success may take it, else `undefined` (the permit's units): for the internal
+ * paths, which must not throw after the server answered.
+ * @internal
+ */
+export function usedOrUndefined(unitsUsed: number | undefined): number | undefined {
+  return isUnitsUsed(unitsUsed) ? unitsUsed : undefined;
 }
 
 /**
@@ -122,5 +156,5 @@ export function waitedBefore(options: AcquireOptions | undefined): number {
  * number >= 0), else the permit's.
  */
 export function unitsCounted(permit: Permit, unitsUsed: number | undefined): number {
-  return unitsUsed !== undefined && unitsUsed >= 0 && Number.isFinite(unitsUsed) ? unitsUsed : permit.units;
+  return isUnitsUsed(unitsUsed) ? unitsUsed : permit.units;
 }

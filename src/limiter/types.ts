@@ -34,9 +34,12 @@ export interface AnnouncedQuota {
  * Each call takes, last, the quotas the answer announced (`quota`): adapters that read response
  * headers pass them (see the README, "Quota headers"); a custom adapter or a `wrap` classifier
  * may pass its own. A limiter that does not adapt ignores them. A `quota` that is not an array
- * (one quota object where the list belongs), or a `retryAfterMs` that is not a number >= 0 (`NaN`
- * from `Number()` of an HTTP-date: read it with `parseRetryAfter`), throws `InvalidArgumentError`
- * and leaves the permit open, so a corrected call still settles it.
+ * (one quota object where the list belongs), a `retryAfterMs` that is not a number >= 0 (`NaN`
+ * from `Number()` of an HTTP-date: read it with `parseRetryAfter`), or a `unitsUsed` that is not a
+ * finite number >= 0 (`NaN` from `Number()` of a missing usage field), throws
+ * `InvalidArgumentError` naming the argument and the value, and leaves the permit open, so a
+ * corrected call still settles it. The adapters' own calls never throw here: they pass only
+ * checked values, after the server answered.
  */
 export interface Permit {
   /** The units this permit was granted. */
@@ -46,7 +49,10 @@ export interface Permit {
    * the limiter does not tell. The attempt loop sums it across attempts (`AcquireOptions.waitedMs`).
    */
   readonly waitedMs?: number;
-  /** The request succeeded; `unitsUsed` corrects its cost when the answer reports it. */
+  /**
+   * The request succeeded; `unitsUsed` (a finite number >= 0) corrects its cost when the answer
+   * reports it, else the units granted count.
+   */
   success(unitsUsed?: number, quota?: readonly AnnouncedQuota[]): void;
   /**
    * The request was throttled; `retryAfterMs` pauses the limiter (capped by `maxPause`). `budgets`

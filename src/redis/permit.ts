@@ -1,5 +1,5 @@
 import { kFailed, kSuccess, kThrottled } from '../internal.js';
-import { checkQuota, checkWait } from '../limiter/permit.js';
+import { checkQuota, checkUnitsUsed, checkWait } from '../limiter/permit.js';
 import type { AnnouncedQuota, Permit } from '../limiter/types.js';
 
 type Quota = readonly AnnouncedQuota[] | undefined;
@@ -47,6 +47,7 @@ export class SharedPermit implements Permit {
   }
 
   success(unitsUsed?: number, quota?: Quota): void {
+    checkUnitsUsed(unitsUsed);
     checkQuota('success', quota);
     this.#settle()?.[kSuccess](this.inner, unitsUsed, quota);
   }

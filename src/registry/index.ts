@@ -96,7 +96,8 @@ export interface RegistryEventMap {
  *
  * A named limiter may be an instance you own (`limiter` in its config, such as a `SharedBudget`):
  * the registry routes its origins to it like any named limiter, never drops it, and never closes
- * it (not in `remove`, not in `close`): close it yourself, after the adapters that use it.
+ * it (not in `remove`, not in `close`): close it yourself, after the adapters that use it (their
+ * `close()` refuses their own requests waiting for it, and leaves it open).
  */
 export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
   readonly #busyChecks = new Set<(limiter: AdaptiveRateLimiter) => boolean>();
