@@ -147,7 +147,11 @@ describeRedis('shared budget in JSON config, on a real Redis', () => {
     expect(response.status).toBe(200);
     await waitFor('two members', async () => (await redis.zcard(members)) === 2);
     // The registry answers the budget's local limiter: this process's share of the whole rate.
-    await waitFor('shares', async () => one.registry.get('api')!.rate < 60_000);
+    // Each process applies its share at its own next heartbeat: wait for both, then add them.
+    await waitFor(
+      'shares',
+      async () => one.registry.get('api')!.rate < 60_000 && two.registry.get('api')!.rate < 60_000,
+    );
     expect(one.registry.get('api')!.rate + two.registry.get('api')!.rate).toBeCloseTo(60_000, -2);
 
     one.close();
