@@ -69,6 +69,36 @@ describe('shared budget in JSON config: checks', () => {
     }
   });
 
+  it('refuses a database path that is not a number and a user or password that does not decode', () => {
+    // Regression: `/abc` passed, then ioredis's SELECT NaN was refused by Redis as an unhandled
+    // rejection that ended the process at the first request; `%ZZ` passed, then every request
+    // failed with a bare `URIError: URI malformed`.
+    for (const bad of [
+      'redis://127.0.0.1:6379/abc',
+      'redis://127.0.0.1:6379/-1',
+      'redis://127.0.0.1:6379/0/1',
+      'redis://u:p%ZZ@127.0.0.1:6379/0',
+      'redis://%ZZ@127.0.0.1:6379',
+    ]) {
+      const inConfig = configError(() =>
+        parseConfig({ limiters: { a: { origins: ['https://a.test'], shared: { redis: bad } } } }),
+      );
+      expect(inConfig.issues.map((i) => i.path)).toEqual(['limiters.a.shared.redis']);
+      expect(
+        configError(() => createSharedBudget({ redis: bad, name: 'x' })).issues.map((i) => i.path),
+      ).toEqual(['redis']);
+    }
+    for (const good of [
+      'redis://127.0.0.1:6379',
+      'redis://127.0.0.1:6379/',
+      'redis://:p%40ss@127.0.0.1:6379/15',
+    ]) {
+      expect(() =>
+        parseConfig({ limiters: { a: { origins: ['https://a.test'], shared: { redis: good } } } }),
+      ).not.toThrow();
+    }
+  });
+
   it('names a bad Redis URL, an unknown key and a shared default', () => {
     const error = configError(() =>
       parseConfig({
