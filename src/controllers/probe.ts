@@ -17,7 +17,10 @@ export interface ProbeOptions {
    * ceiling was found twice in a row). @default 4_000
    */
   holdTime?: number;
-  /** The longest hold (ms, >= holdTime, finite). @default 30_000 */
+  /**
+   * The longest hold (ms, >= holdTime, finite); with `instanceCount` n above 2, n/2 times this at
+   * about the highest ceiling found (as the hold itself). @default 30_000
+   */
   maxHold?: number;
   /** Two ceilings within this fraction of each other are "the same" (>= 0, < 1). @default 0.1 */
   stableTolerance?: number;
@@ -284,7 +287,11 @@ function probeController(options: ProbeOptions, peakHoldFactor: number): RateCon
         const doubled = E < peak * (1 - LOW_CEILING_TOLERANCES * o.stableTolerance) ? 0 : stable;
         const atPeak = E >= peak * (1 - o.stableTolerance);
         const base = o.holdTime * holdScale(s.instanceCount) * (atPeak ? peakHoldFactor : 1);
-        const hold = estimate ? 0 : Math.min(o.maxHold, base * (1 + s.random) * 2 ** doubled);
+        // At about the highest ceiling found, maxHold grows with the hold (holdScale): capped at
+        // 30 s, 10 processes each held 20-30 s whatever the ceiling's history. Below it (a newcomer
+        // took part of the share) the cap stays, so the share is probed for again sooner.
+        const cap = o.maxHold * (atPeak ? holdScale(s.instanceCount) : 1);
+        const hold = estimate ? 0 : Math.min(cap, base * (1 + s.random) * 2 ** doubled);
         const t = Math.max(0, s.sinceLastDecrease - s.pauseSinceLastDecrease);
         if (t < drain) return undefined;
         target = E * (1 - o.cruiseMargin);
@@ -558,7 +565,9 @@ function drainLeft(drainTime: number, pausedSinceCut: number): number {
  * How many times `holdTime` a hold lasts with `instanceCount` processes probing one quota each on
  * its own: n/2 above two. n such processes probe n times as often as one, and a probe's 429s land
  * mostly on the others (each of which cuts); holding n/2 times longer, the processes together probe
- * as often as two do. One or two instances: 1 (`maxHold` still caps the hold).
+ * as often as two do. One or two instances: 1. At about the highest ceiling found `maxHold` is
+ * scaled too: capped at `maxHold` alone, n processes holding `holdTime` × n/2 × (1 + random) reach
+ * the cap at once and probe together n/2 times as often as two.
  */
 function holdScale(instanceCount: number): number {
   return Math.max(1, instanceCount / 2);
