@@ -7,6 +7,7 @@ import { parseConfig } from '../src/config/schema.js';
 import { ConfigError } from '../src/errors.js';
 import { rateLimitedFetch } from '../src/http/fetch.js';
 import { adaptiveRateLimit } from '../src/http/interceptor.js';
+import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
 import { RateLimiterRegistry } from '../src/registry/index.js';
 import { configError } from './helpers/config-error.js';
 
@@ -134,6 +135,41 @@ describe('a plain-object config in code is checked as JSON is', () => {
     expect(error.issues.find((i) => i.path === 'limiters.x.maxWiat')?.message).toContain(
       'did you mean "maxWait"',
     );
+  });
+
+  it('rejects an unknown key of probe in code as in JSON, named once, with its near miss', () => {
+    const config = { limiters: { x: { origins: ['https://a.test'], probe: { holdTme: 5_000 } } } } as never;
+    for (const make of [
+      () => new RateLimiterRegistry(config),
+      () => adaptiveRateLimit(config),
+      () => rateLimitedFetch(config),
+      () => parseConfig(config),
+    ]) {
+      const error = configError(make);
+      expect(paths(error)).toEqual(['limiters.x.probe.holdTme']);
+      expect(error.issues[0]?.message).toContain('did you mean "holdTime"');
+    }
+  });
+
+  it('rejects an unknown key of AdaptiveRateLimiter and of its update(), at any level', () => {
+    expect(paths(configError(() => new AdaptiveRateLimiter({ maxWiat: 5 } as never)))).toEqual(['maxWiat']);
+    for (const options of [
+      { probe: { holdTme: 1 } },
+      { aimd: { step: 1 } },
+      { cubic: { bta: 0.5 } },
+      { budgets: { requests: { probe: { holdTme: 1 } } } },
+    ]) {
+      const [path] = Object.keys(options);
+      expect(paths(configError(() => new AdaptiveRateLimiter(options as never)))[0]).toMatch(
+        new RegExp(`^${path}\\.`),
+      );
+    }
+    const limiter = new AdaptiveRateLimiter();
+    expect(paths(configError(() => limiter.update({ maxWiat: 5 } as never)))).toEqual(['maxWiat']);
+    expect(paths(configError(() => limiter.update({ probe: { holdTme: 1 } } as never)))).toEqual([
+      'probe.holdTme',
+    ]);
+    limiter.close();
   });
 
   it('still lets the registry hold a named limiter without origins (reached by get(name), e.g. for wrap)', () => {

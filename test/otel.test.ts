@@ -9,7 +9,7 @@ import {
 } from '@opentelemetry/sdk-metrics';
 import { Agent, request } from 'undici';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { ManualClock } from '../src/clock.js';
+import { ManualClock, systemClock } from '../src/clock.js';
 import { InvalidArgumentError } from '../src/errors.js';
 import { rateLimitedFetch } from '../src/http/fetch.js';
 import { adaptiveRateLimit } from '../src/http/interceptor.js';
@@ -91,7 +91,11 @@ describe('enableMetrics', () => {
     const api = await server({ capacity: 8, retryAfter: '1' });
     handle = enableMetrics({ meterProvider: provider });
     // A short maxPause: the Retry-After pauses for 20 ms, not a second.
-    const limited = rateLimitedFetch({ default: { initialUnitsPerMinute: 600_000, maxPause: 20 } });
+    // The real clock, stopped once the traffic is over: the accepted rate moves with time, and the
+    // snapshot and the collection read it at two instants (a loaded machine put 2 % between them).
+    const stopped: { at?: number } = {};
+    const clock = { ...systemClock, now: () => stopped.at ?? systemClock.now() };
+    const limited = rateLimitedFetch({ clock, default: { initialUnitsPerMinute: 600_000, maxPause: 20 } });
     cleanups.push(() => limited.close());
 
     const statuses: number[] = [];
@@ -103,6 +107,7 @@ describe('enableMetrics', () => {
     }
     expect(statuses.filter((s) => s === 200)).toHaveLength(8);
 
+    stopped.at = systemClock.now();
     const limiter = limited.registry.limiterFor(api.origin);
     const snapshot = limiter?.snapshot();
     if (limiter === undefined || snapshot === undefined) throw new Error('no limiter');

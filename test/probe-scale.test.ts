@@ -302,6 +302,19 @@ describe('probe: the climb of a process that fell below 6,000 requests/min', () 
     const { requestRate: _a, ...uncounted } = fast;
     expect(controller.onSuccess(cruising([uncounted, low]))).toBeCloseTo(4_850 + 60, 6);
   });
+
+  it('keeps the default step once two cuts in a row found the same ceiling below it: the quota dropped', () => {
+    // The quota fell from 20,000 a minute to 5,000, found again by the probe's next overshoot
+    // (5,100 got through): a ceiling of 5,100. After the drain (1 s) and the hold (4 s, random 0;
+    // not doubled this far below the 20,000 found before) the first round steps 60 a minute, not
+    // 5 % of the ceiling (255) for the 8 cuts it takes the fast one to age out.
+    const again: DecreaseRecord = { ...low, acceptedRate: 5_100 };
+    const round = (decreases: DecreaseRecord[]) => ({ ...cruising(decreases), sinceLastDecrease: 5_000 });
+    expect(controller.onSuccess(round([fast, low, again]))).toBeCloseTo(5_100 * 0.97 + 60, 6);
+    // A run at that ceiling that itself measured 6,000 requests/min and more keeps the larger step.
+    const busy: DecreaseRecord = { ...again, requestRate: 6_500 };
+    expect(controller.onSuccess(round([fast, low, busy]))).toBeCloseTo(5_100 * 0.97 + 255, 6);
+  });
 });
 
 const flush = () => new Promise<void>((resolve) => setImmediate(resolve));

@@ -159,6 +159,30 @@ describe('probe: onSuccess (golden table, default options)', () => {
       3050 * 0.97 + 60,
     ],
     [
+      'with 10 instances at the highest ceiling found, the doubled hold passes maxHold, up to 5 times it (40 s, not 30 s)',
+      { rate: 2958.5, decreases: [FIRST, SECOND], sinceLastDecrease: 40_999, instanceCount: 10 },
+      undefined,
+    ],
+    [
+      'and those 10 probe after it',
+      { rate: 2958.5, decreases: [FIRST, SECOND], sinceLastDecrease: 41_000, instanceCount: 10 },
+      3050 * 0.97 + 6,
+    ],
+    [
+      'with 10 instances below the highest ceiling found, the hold stays within maxHold (30 s)',
+      {
+        rate: 2473.5,
+        decreases: [
+          FIRST,
+          { rateBefore: 2910, acceptedRate: 2500, acceptedRateSincePrevious: 2800 },
+          { rateBefore: 2600, acceptedRate: 2550, acceptedRateSincePrevious: 2450 },
+        ],
+        sinceLastDecrease: 31_000,
+        instanceCount: 10,
+      },
+      2550 * 0.97 + 6,
+    ],
+    [
       'after a throttle while cruising: no drain, a short hold',
       {
         rate: 1900,

@@ -69,6 +69,36 @@ describe('shared budget in JSON config: checks', () => {
     }
   });
 
+  it('refuses a database path that is not a number and a user or password that does not decode', () => {
+    // Regression: `/abc` passed, then ioredis's SELECT NaN was refused by Redis as an unhandled
+    // rejection that ended the process at the first request; `%ZZ` passed, then every request
+    // failed with a bare `URIError: URI malformed`.
+    for (const bad of [
+      'redis://127.0.0.1:6379/abc',
+      'redis://127.0.0.1:6379/-1',
+      'redis://127.0.0.1:6379/0/1',
+      'redis://u:p%ZZ@127.0.0.1:6379/0',
+      'redis://%ZZ@127.0.0.1:6379',
+    ]) {
+      const inConfig = configError(() =>
+        parseConfig({ limiters: { a: { origins: ['https://a.test'], shared: { redis: bad } } } }),
+      );
+      expect(inConfig.issues.map((i) => i.path)).toEqual(['limiters.a.shared.redis']);
+      expect(
+        configError(() => createSharedBudget({ redis: bad, name: 'x' })).issues.map((i) => i.path),
+      ).toEqual(['redis']);
+    }
+    for (const good of [
+      'redis://127.0.0.1:6379',
+      'redis://127.0.0.1:6379/',
+      'redis://:p%40ss@127.0.0.1:6379/15',
+    ]) {
+      expect(() =>
+        parseConfig({ limiters: { a: { origins: ['https://a.test'], shared: { redis: good } } } }),
+      ).not.toThrow();
+    }
+  });
+
   it('names a bad Redis URL, an unknown key and a shared default', () => {
     const error = configError(() =>
       parseConfig({
@@ -147,7 +177,11 @@ describeRedis('shared budget in JSON config, on a real Redis', () => {
     expect(response.status).toBe(200);
     await waitFor('two members', async () => (await redis.zcard(members)) === 2);
     // The registry answers the budget's local limiter: this process's share of the whole rate.
-    await waitFor('shares', async () => one.registry.get('api')!.rate < 60_000);
+    // Each process applies its share at its own next heartbeat: wait for both, then add them.
+    await waitFor(
+      'shares',
+      async () => one.registry.get('api')!.rate < 60_000 && two.registry.get('api')!.rate < 60_000,
+    );
     expect(one.registry.get('api')!.rate + two.registry.get('api')!.rate).toBeCloseTo(60_000, -2);
 
     one.close();

@@ -49,7 +49,8 @@ describe('npm run simulate', () => {
 
     const other = await runMode('quota-drop', { ...params, seed: 43 }, builtInMode('aimd'));
     expect(other.details.requests).not.toBe(first[2]!.details.requests);
-  });
+    // Nine 7-minute runs with their series: 24.6 s on the 2-core machine at load 24.
+  }, 60_000);
 
   it('prints the same --json twice, and only wallMs differs', async () => {
     const args = ['--scenario', 'steady', '--minutes', '2', '--json'];

@@ -146,9 +146,10 @@ const LIMITER_KEYS: readonly string[] = [
 ];
 
 /** The keys of the controllers' option objects. */
-const CONTROLLER_KEYS: Readonly<Record<'aimd' | 'cubic', readonly string[]>> = {
+const CONTROLLER_KEYS: Readonly<Record<'aimd' | 'cubic' | 'probe', readonly string[]>> = {
   aimd: Object.keys(limiterFieldsSchema.shape.aimd.unwrap().shape),
   cubic: Object.keys(limiterFieldsSchema.shape.cubic.unwrap().shape),
+  probe: Object.keys(limiterFieldsSchema.shape.probe.unwrap().shape),
 };
 
 /**
@@ -197,14 +198,14 @@ const WITH_INSTANCE: ReadonlySet<string> = new Set([
 ]);
 
 /**
- * Unknown keys (of the config, and of its `aimd` and `cubic` objects), and what a
+ * Unknown keys (of the config, and of its `aimd`, `cubic` and `probe` objects), and what a
  * {@link LimiterConfig} adds to the limiter's options (`origins`, `maxConcurrent`, `limiter`,
  * `headers`, `quotaFromHeaders`), checked; the limiter checks the rest when it is made. Issues
  * name `${path}.origins.0` and so on.
  */
 export function limiterConfigIssues(config: LimiterConfig, path: string): ConfigIssue[] {
   const issues: ConfigIssue[] = unknownKeyIssues(config, LIMITER_KEYS, path);
-  for (const name of ['aimd', 'cubic'] as const) {
+  for (const name of ['aimd', 'cubic', 'probe'] as const) {
     const options = config[name];
     if (isRecord(options))
       issues.push(...unknownKeyIssues(options, CONTROLLER_KEYS[name], `${path}.${name}`));

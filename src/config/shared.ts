@@ -3,17 +3,26 @@ import { durationSchema } from './duration.js';
 
 /** What a `redis` URL must look like: `redis://` or `rediss://` (TLS), or a cluster's. */
 export const REDIS_URL_MESSAGE =
-  'expected a redis:// or rediss:// URL, such as redis://127.0.0.1:6379/0, or a cluster as redis+cluster://host:port,host:port';
+  'expected a redis:// or rediss:// URL, such as redis://127.0.0.1:6379/0 (its path a database number, its user and password percent-encoded), or a cluster as redis+cluster://host:port,host:port';
 
 /**
  * Whether `url` is a Redis URL the budget can connect to: a `redis:` or `rediss:` URL with a
- * host (ioredis reads it), or a cluster's ({@link parseClusterUrl}).
+ * host (ioredis reads it), or a cluster's ({@link parseClusterUrl}). Its path, when it has one,
+ * is a database number (`/0`): ioredis sends the path as it is to `SELECT`, and Redis's refusal
+ * of `/abc` was an unhandled rejection that ended the process at the first request. Its user and
+ * password decode (`%ZZ` made ioredis throw `URIError: URI malformed` at every request).
  */
 export function isRedisUrl(url: string): boolean {
   if (CLUSTER_URL.test(url)) return parseClusterUrl(url) !== undefined;
   try {
     const parsed = new URL(url);
-    return (parsed.protocol === 'redis:' || parsed.protocol === 'rediss:') && parsed.hostname !== '';
+    decodeURIComponent(parsed.username);
+    decodeURIComponent(parsed.password);
+    return (
+      (parsed.protocol === 'redis:' || parsed.protocol === 'rediss:') &&
+      parsed.hostname !== '' &&
+      /^(?:\/\d*)?$/.test(parsed.pathname)
+    );
   } catch {
     return false;
   }

@@ -17,7 +17,10 @@ export interface ProbeOptions {
    * ceiling was found twice in a row). @default 4_000
    */
   holdTime?: number;
-  /** The longest hold (ms, >= holdTime, finite). @default 30_000 */
+  /**
+   * The longest hold (ms, >= holdTime, finite); with `instanceCount` n above 2, n/2 times this at
+   * about the highest ceiling found (as the hold itself). @default 30_000
+   */
   maxHold?: number;
   /** Two ceilings within this fraction of each other are "the same" (>= 0, < 1). @default 0.1 */
   stableTolerance?: number;
@@ -284,7 +287,11 @@ function probeController(options: ProbeOptions, peakHoldFactor: number): RateCon
         const doubled = E < peak * (1 - LOW_CEILING_TOLERANCES * o.stableTolerance) ? 0 : stable;
         const atPeak = E >= peak * (1 - o.stableTolerance);
         const base = o.holdTime * holdScale(s.instanceCount) * (atPeak ? peakHoldFactor : 1);
-        const hold = estimate ? 0 : Math.min(o.maxHold, base * (1 + s.random) * 2 ** doubled);
+        // At about the highest ceiling found, maxHold grows with the hold (holdScale): capped at
+        // 30 s, 10 processes each held 20-30 s whatever the ceiling's history. Below it (a newcomer
+        // took part of the share) the cap stays, so the share is probed for again sooner.
+        const cap = o.maxHold * (atPeak ? holdScale(s.instanceCount) : 1);
+        const hold = estimate ? 0 : Math.min(cap, base * (1 + s.random) * 2 ** doubled);
         const t = Math.max(0, s.sinceLastDecrease - s.pauseSinceLastDecrease);
         if (t < drain) return undefined;
         target = E * (1 - o.cruiseMargin);
@@ -292,8 +299,11 @@ function probeController(options: ProbeOptions, peakHoldFactor: number): RateCon
           // Steps of probeStep × probeGrowth^i for the rounds i = 0..k so far: the same for every client.
           const k = Math.min(MAX_ROUNDS, Math.floor((t - drain - hold) / o.round));
           const g = o.probeGrowth;
+          // The kept cuts' requests count from the first of the last run at one ceiling on.
+          const kept = stable > 0 ? s.decreases.slice(-(stable + 1)) : s.decreases;
+          const requests = fastRequestRate(s.measuredRequestRate, kept);
+          const base = climbStep(o.probeStep / s.instanceCount, E, requests);
           // While the ceiling is only the start's estimate, steps of a tenth of it at least.
-          const base = climbStep(o.probeStep / s.instanceCount, E, fastRequestRate(s));
           const step = estimate ? Math.max(base, E * UNSURE_STEP) : base;
           if (peakHoldFactor > 1 && !estimate && atPeak) target += creepAbove(E, o.cruiseMargin, k, step, g);
           else target += ((g ** (k + 1) - 1) / (g - 1)) * step;
@@ -462,17 +472,22 @@ function quickReading(
 
 /**
  * The requests/min that set the probe's step ({@link climbStep}): the rate measured now, or the
- * highest measured at a kept cut when more. A process that sent 6,000 a minute and more, then was
- * cut below it (halved after its pause, or squeezed by another process above its share), climbed
- * by the default step, 60 a minute, for the 10-25 s its kept cuts still said it sends thousands
- * a second: about 1 % of 5,000 a round, where the other, above 6,000, stepped 5 % of 20,000. The kept
- * cuts age out (8 of them), and a budget shared through Redis counts no requests (unchanged).
+ * highest measured at one of the cuts `kept` when more. A process that sent 6,000 a minute and
+ * more, then was cut below it (halved after its pause, or squeezed by another process above its
+ * share), climbed by the default step, 60 a minute, for the 10-25 s its kept cuts still said it
+ * sends thousands a second: about 1 % of 5,000 a round, where the other, above 6,000, stepped 5 %
+ * of 20,000. The cuts read are the kept ones (8), but once two cuts in a row found the same
+ * ceiling only that run of cuts: a ceiling found again is this process's quota now, and a process
+ * whose quota dropped from thousands a second kept the larger step until the cuts from before the
+ * drop aged out, 8 cuts, minutes at the doubled holds of a stable ceiling. A budget shared through
+ * Redis counts no requests (unchanged).
  */
 function fastRequestRate(
-  s: Pick<RateControllerState, 'measuredRequestRate' | 'decreases'>,
+  measuredRequestRate: number | undefined,
+  kept: readonly DecreaseRecord[],
 ): number | undefined {
-  let rate = s.measuredRequestRate;
-  for (const d of s.decreases) {
+  let rate = measuredRequestRate;
+  for (const d of kept) {
     if (d.requestRate !== undefined && d.requestRate > (rate ?? 0)) rate = d.requestRate;
   }
   return rate;
@@ -550,7 +565,9 @@ function drainLeft(drainTime: number, pausedSinceCut: number): number {
  * How many times `holdTime` a hold lasts with `instanceCount` processes probing one quota each on
  * its own: n/2 above two. n such processes probe n times as often as one, and a probe's 429s land
  * mostly on the others (each of which cuts); holding n/2 times longer, the processes together probe
- * as often as two do. One or two instances: 1 (`maxHold` still caps the hold).
+ * as often as two do. One or two instances: 1. At about the highest ceiling found `maxHold` is
+ * scaled too: capped at `maxHold` alone, n processes holding `holdTime` × n/2 × (1 + random) reach
+ * the cap at once and probe together n/2 times as often as two.
  */
 function holdScale(instanceCount: number): number {
   return Math.max(1, instanceCount / 2);

@@ -66,8 +66,8 @@ export function rateLimitedFetch(options: RateLimitedFetchOptions = {}): RateLim
   const runtime = new HttpRuntime(resolved);
 
   async function fetchWithRateLimit(input: RequestInfo | URL, init?: RequestInit): Promise<Response> {
-    const request = input instanceof Request ? input : undefined;
-    const url = requestUrl(input);
+    const request = asRequest(input);
+    const url = requestUrl(input, request);
     const origin = url === undefined ? undefined : tryNormalize(url);
     const originRoute = origin === undefined ? undefined : runtime.route(origin);
     if (origin === undefined || originRoute === undefined || url === undefined)
@@ -106,7 +106,7 @@ export function rateLimitedFetch(options: RateLimitedFetchOptions = {}): RateLim
         ? undefined
         : closingWait(route, callerSignal);
     const signal = closing?.signal ?? callerSignal;
-    const bodies = fetchBodies(input, init, resolved.maxReplayBodyBytes);
+    const bodies = fetchBodies(input, request, init, resolved.maxReplayBodyBytes);
     const llm = route.llm;
     const attempt =
       llm === undefined
@@ -187,7 +187,12 @@ function closingWait(
 type FetchArgs = [input: RequestInfo | URL, init?: RequestInit];
 
 /** The arguments of each attempt, with a body that can be sent again; see {@link AttemptBodies}. */
-function fetchBodies(input: RequestInfo | URL, init: RequestInit | undefined, maxBytes: number) {
+function fetchBodies(
+  input: RequestInfo | URL,
+  request: Request | undefined,
+  init: RequestInit | undefined,
+  maxBytes: number,
+) {
   const body = init?.body;
   const replay = (next: () => FetchArgs, bodies?: AttemptBodies) => ({
     next,
@@ -207,8 +212,8 @@ function fetchBodies(input: RequestInfo | URL, init: RequestInit | undefined, ma
       ];
     }, bodies);
   }
-  if (body == null && input instanceof Request && input.body !== null) {
-    return replay(() => [input.clone(), init]);
+  if (body == null && request !== undefined && request.body !== null) {
+    return replay(() => [request.clone(), init]);
   }
   return replay(() => [input, init]);
 }
@@ -233,10 +238,25 @@ function rethrowRedacted(error: unknown): never {
   throw redactError(error);
 }
 
-function requestUrl(input: RequestInfo | URL): URL | undefined {
+/**
+ * `input` when it is a `Request` of any implementation: the global class, undici's own (the
+ * `undici` package's `fetch` and `Request` are not the global ones), a polyfill's, another
+ * realm's. `instanceof Request` sees the global class only: a request of another class would
+ * be read as a URL, fail to parse and pass through unmetered, with no retry and no pause.
+ */
+function asRequest(input: RequestInfo | URL): Request | undefined {
+  if (input instanceof Request) return input;
+  if (typeof input !== 'object' || input === null || input instanceof URL) return undefined;
+  const { url, method, clone } = input as Partial<Request>;
+  return typeof url === 'string' && typeof method === 'string' && typeof clone === 'function'
+    ? (input as Request)
+    : undefined;
+}
+
+function requestUrl(input: RequestInfo | URL, request: Request | undefined): URL | undefined {
   try {
     if (input instanceof URL) return input;
-    const href = input instanceof Request ? input.url : String(input);
+    const href = request !== undefined ? request.url : String(input);
     // A relative URL resolves against the page, as fetch resolves it (browsers).
     return URL.canParse(href) ? new URL(href) : new URL(new Request(href).url);
   } catch {

@@ -185,31 +185,37 @@ const limiterFieldsObject = z.object({
   queueLimit: z.number().int().nonnegative(),
   decreaseCooldown: ms,
   maxPause: ms,
-  aimd: z.object({
-    decreaseFactor: z.number().gt(0).lt(1).optional(),
-    increaseInterval: z.number().positive().finite().optional(),
-    increaseStep: rate.optional(),
-  }),
-  cubic: z.object({
-    beta: z.number().gt(0).lt(1).optional(),
-    scaleConstant: rate.optional(),
-  }),
+  aimd: z
+    .object({
+      decreaseFactor: z.number().gt(0).lt(1).optional(),
+      increaseInterval: z.number().positive().finite().optional(),
+      increaseStep: rate.optional(),
+    })
+    .strict(),
+  cubic: z
+    .object({
+      beta: z.number().gt(0).lt(1).optional(),
+      scaleConstant: rate.optional(),
+    })
+    .strict(),
   // The probe controller checks its own options (and their cross-field rule) when it is built.
-  probe: z.object({
-    cruiseMargin: z.number().min(0).lt(0.5).optional(),
-    drainFactor: z.number().gt(0).max(1).optional(),
-    drainTime: ms.optional(),
-    holdTime: z.number().positive().finite().optional(),
-    maxHold: z.number().positive().finite().optional(),
-    stableTolerance: z.number().min(0).lt(1).optional(),
-    probeStep: rate.optional(),
-    probeGrowth: z.number().gt(1).finite().optional(),
-    round: z.number().positive().finite().optional(),
-    startupGrowth: z.number().gt(1).finite().optional(),
-    externalFactor: z.number().gt(0).max(1).optional(),
-    appLimitedRatio: z.number().gt(0).max(1).optional(),
-    minCutFactor: z.number().gt(0).max(1).optional(),
-  }),
+  probe: z
+    .object({
+      cruiseMargin: z.number().min(0).lt(0.5).optional(),
+      drainFactor: z.number().gt(0).max(1).optional(),
+      drainTime: ms.optional(),
+      holdTime: z.number().positive().finite().optional(),
+      maxHold: z.number().positive().finite().optional(),
+      stableTolerance: z.number().min(0).lt(1).optional(),
+      probeStep: rate.optional(),
+      probeGrowth: z.number().gt(1).finite().optional(),
+      round: z.number().positive().finite().optional(),
+      startupGrowth: z.number().gt(1).finite().optional(),
+      externalFactor: z.number().gt(0).max(1).optional(),
+      appLimitedRatio: z.number().gt(0).max(1).optional(),
+      minCutFactor: z.number().gt(0).max(1).optional(),
+    })
+    .strict(),
   clock: z.custom<Clock>(
     (v) => typeof v === 'object' && v !== null && typeof (v as Clock).now === 'function',
     { message: 'expected a Clock with now(), setTimeout() and clearTimeout()' },
@@ -247,7 +253,9 @@ export const limiterFieldsSchema = limiterFieldsObject
       .record(z.string().min(1), budgetSchema)
       .refine((b) => Object.keys(b).length > 0, { message: 'expected at least one budget' }),
   })
-  .partial();
+  .partial()
+  // A misspelled option (`maxWiat`) is a ConfigError at its own path, never ignored.
+  .strict();
 
 /**
  * Validates limiter options and fills in the defaults; throws {@link ConfigError} listing every bad

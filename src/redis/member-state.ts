@@ -7,6 +7,7 @@ import { redactText } from '../redact.js';
 import { BudgetController, type CutPlan } from './budget-controller.js';
 import type { MemberView } from './member-controller.js';
 import type { Era } from './permit.js';
+import { withoutCredentials } from './redis-error.js';
 import type { SharedBudgetEventMap, SharedState } from './shared-state.js';
 import {
   type CutReply,
@@ -310,7 +311,9 @@ export class MemberState {
    * A call to the store failed: the first failure marks the member degraded. It keeps its last
    * share (the shares added up to the whole rate; a busy member keeps the larger part).
    */
-  fail(error: unknown): void {
+  fail(failure: unknown): void {
+    // Printed by users (the event, the failClosed error's cause): never the login's password.
+    const error = withoutCredentials(failure);
     this.#lastError = error;
     if (this.#degraded || this.#closed) return;
     this.#degraded = true;

@@ -194,8 +194,12 @@ function collect<T>(issues: ConfigIssue[], path: string, fn: () => T): T | undef
     return fn();
   } catch (error) {
     if (!(error instanceof ConfigError)) throw error;
-    for (const issue of error.issues)
-      issues.push({ ...issue, path: issue.path ? `${path}.${issue.path}` : path });
+    for (const issue of error.issues) {
+      const at = issue.path ? `${path}.${issue.path}` : path;
+      // One issue per field: an unknown key the config's check named (with its near miss) is
+      // not named again by the limiter's own check.
+      if (!issues.some((known) => known.path === at)) issues.push({ ...issue, path: at });
+    }
     return undefined;
   }
 }

@@ -39,6 +39,9 @@ Model
   --api-burst-seconds N  the API's bucket holds N seconds of the quota (default 2)
   --leaky-burst N        the API is a strict leaky bucket (nginx's limit_req) letting N requests
                          go early (leaky-bucket: 5), 429 with Retry-After: 1
+  --arrivals MODEL       poisson (default): each instance's requests arrive at random gaps;
+                         interval: one every mean gap, from a random phase per instance, as
+                         the control bench sends
   --max-attempts N       attempts per request, the first included (default 4)
   --drop-at DURATION     another client takes part of the quota from then (quota-drop: 5m)
   --drop-for DURATION    ... for this long (60s)
@@ -91,6 +94,7 @@ const OPTIONS = {
   'latency-sigma': { type: 'string' },
   'api-burst-seconds': { type: 'string' },
   'leaky-burst': { type: 'string' },
+  arrivals: { type: 'string' },
   'max-attempts': { type: 'string' },
   'drop-at': { type: 'string' },
   'drop-for': { type: 'string' },

@@ -7,7 +7,7 @@ import type { AcquireOptions, Outcome, Permit, RateLimiter } from '../limiter/ty
 import type { RunCollector } from './metrics.js';
 import type { ApiAnswer, ModelApi } from './model-api.js';
 import type { Prng } from './prng.js';
-import { factorAt, meanUnits, type SimParams, type TimedFactor } from './scenarios.js';
+import { type ArrivalModel, factorAt, meanUnits, type SimParams, type TimedFactor } from './scenarios.js';
 import type { VirtualClock } from './virtual-clock.js';
 
 /**
@@ -110,6 +110,14 @@ export interface InstanceOptions {
   llm?: { first: 'tokens' | 'requests' };
   /** Arrival times and request sizes; the same stream in every mode, so modes see the same demand. */
   arrivals: Prng;
+  /**
+   * `'interval'`: one request every mean gap from `phase` (a fraction of a gap in [0, 1), drawn
+   * once per instance) after `startMs`, instead of Poisson gaps drawn from `arrivals` (which then
+   * draws only the sizes). @default 'poisson'
+   */
+  arrivalModel?: ArrivalModel;
+  /** With `'interval'` arrivals, the part of a gap before the first arrival, in [0, 1). @default 0 */
+  phase?: number;
   /** No request arrives at or after this time, ms. */
   endMs: number;
   /** No request arrives before this time, ms. @default 0 */
@@ -131,8 +139,8 @@ export interface InstanceOptions {
 }
 
 /**
- * One process: Poisson arrivals of requests (their rate in units/min follows the demand and its
- * events), each sent through the library's attempt loop (`runAttempts`) with its own limiter,
+ * One process: Poisson arrivals of requests, or one every mean gap (`arrivalModel`; their rate in
+ * units/min follows the demand and its events), each sent through the library's attempt loop (`runAttempts`) with its own limiter,
  * against the shared model API.
  */
 export class SimInstance {
@@ -140,6 +148,8 @@ export class SimInstance {
   readonly #meanUnits: number;
   /** The exact (unrounded) time of the last arrival, ms: the Poisson process runs on it. */
   #lastArrival = 0;
+  /** Interval arrivals: the part of a gap (at the demand then) left before the next arrival. */
+  #gapLeft = 1;
   /** The first unexpected error of a request, rethrown by the run. */
   error: unknown;
   /** A crowd process's requests still to send after the current one. */
@@ -152,8 +162,9 @@ export class SimInstance {
 
   /** Schedules the first arrival (and the cold burst). */
   start(): void {
-    const { startMs = 0, initialBurst = 0, clock, crowd } = this.#o;
+    const { startMs = 0, initialBurst = 0, clock, crowd, phase = 0 } = this.#o;
     this.#lastArrival = startMs;
+    this.#gapLeft = phase;
     if (crowd !== undefined) {
       if (crowd <= 0) return;
       this.#left = crowd - 1;
@@ -176,9 +187,13 @@ export class SimInstance {
     clock.setTimeout(() => this.#arrive(), at - clock.now());
   }
 
-  /** The next arrival after `t` (ms) of a Poisson process whose rate changes at event bounds. */
+  /**
+   * The next arrival after `t` (ms) of a Poisson process whose rate changes at event bounds, or
+   * with interval arrivals, where the part of a gap left runs out at the rates of the way there.
+   */
   #nextArrival(t: number): number {
-    const { demand, demandEvents, arrivals, endMs } = this.#o;
+    const { demand, demandEvents, arrivals, endMs, arrivalModel } = this.#o;
+    if (arrivalModel === 'interval') return this.#nextInterval(t);
     let from = t;
     while (from < endMs) {
       const until = nextBoundary(demandEvents, from);
@@ -186,6 +201,27 @@ export class SimInstance {
       if (perMinute > 0) {
         const at = from + arrivals.exponential(60_000 / perMinute);
         if (at < until) return at;
+      }
+      from = until;
+    }
+    return Number.POSITIVE_INFINITY;
+  }
+
+  /** The next interval arrival after `t` (ms): the gap left runs out at each span's demand. */
+  #nextInterval(t: number): number {
+    const { demand, demandEvents, endMs } = this.#o;
+    let from = t;
+    let left = this.#gapLeft;
+    while (from < endMs) {
+      const until = nextBoundary(demandEvents, from);
+      const perMinute = (demand * factorAt(demandEvents, from)) / this.#meanUnits;
+      if (perMinute > 0) {
+        const at = from + (left * 60_000) / perMinute;
+        if (at < until) {
+          this.#gapLeft = 1;
+          return at;
+        }
+        left -= ((until - from) * perMinute) / 60_000;
       }
       from = until;
     }

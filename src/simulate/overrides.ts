@@ -1,6 +1,6 @@
 import { tryParseDuration } from '../config/duration.js';
 import { UsageError, type Values } from './args.js';
-import type { SimParams, TimedFactor } from './scenarios.js';
+import { ARRIVAL_MODELS, type SimParams, type TimedFactor } from './scenarios.js';
 
 /** Applies the flags to a copy of a scenario's parameters. */
 export function applyOverrides(params: SimParams, v: Partial<Values>): SimParams {
@@ -73,6 +73,15 @@ export function applyOverrides(params: SimParams, v: Partial<Values>): SimParams
   set(whole('leaky-burst', 0), (x) => {
     p.leakyBucket = { burst: x };
   });
+  if (typeof v.arrivals === 'string') {
+    const model = ARRIVAL_MODELS.find((m) => m === v.arrivals);
+    if (model === undefined) {
+      throw new UsageError(
+        `--arrivals: expected one of ${ARRIVAL_MODELS.join(', ')}, received "${v.arrivals}"`,
+      );
+    }
+    p.arrivals = model;
+  }
   set(whole('max-attempts', 1), (x) => {
     p.maxAttempts = x;
   });

@@ -306,6 +306,9 @@ export async function runMode(
         : {}),
       // The same streams in every mode: the same arrivals and sizes for each instance.
       arrivals: new Prng(params.seed, `arrivals-${i}`),
+      ...(params.arrivals === 'interval'
+        ? { arrivalModel: 'interval' as const, phase: new Prng(params.seed, `phase-${i}`).next() }
+        : {}),
       endMs: active === undefined ? endMs : Math.min(endMs, active.toMs),
       startMs: active?.fromMs ?? 0,
       initialBurst: params.initialBurst ?? 0,

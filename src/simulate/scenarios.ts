@@ -2,6 +2,10 @@ import { PROBE_DEFAULTS, type ProbeOptions } from '../controllers/probe.js';
 import { LIMITER_DEFAULTS } from '../limiter/options.js';
 import { SHARED_DEFAULTS } from '../redis/options.js';
 
+/** How requests arrive at an instance's demand (see `SimParams.arrivals`). */
+export type ArrivalModel = 'poisson' | 'interval';
+export const ARRIVAL_MODELS = ['poisson', 'interval'] as const satisfies readonly ArrivalModel[];
+
 /** A change of the quota or of the demand for a while: the value is multiplied by `factor`. */
 export interface TimedFactor {
   /** Start, ms from the start of the run. */
@@ -93,6 +97,15 @@ export interface SimParams {
   };
   /** The API's 429s carry no `Retry-After` (Envoy's `local_ratelimit`). @default false */
   noRetryAfter?: boolean;
+  /**
+   * How each instance's requests arrive at its demand: `'poisson'`, a Poisson process (gaps drawn
+   * at random, some close together); `'interval'`, one request every mean gap exactly (60,000 ms
+   * times the mean units over the demand), from a phase drawn at random for each instance in
+   * [0, one gap), as the control bench's open load sends (bench/control-client-main.ts). A change
+   * of the demand changes the gap from then on. The request sizes are the same in both.
+   * @default 'poisson'
+   */
+  arrivals?: ArrivalModel;
   /** Requests each instance sends at t = 0, on top of its demand (a cold burst). @default 0 */
   initialBurst?: number;
   /**

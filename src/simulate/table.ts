@@ -74,6 +74,7 @@ export function describeParams(r: ModeResult): string {
   for (const e of p.demandEvents) {
     parts.push(`the demand at ${percent(e.factor)} from ${clock(e.atMs)} for ${seconds(e.durationMs)}`);
   }
+  if (p.arrivals === 'interval') parts.push('arrivals at a fixed interval');
   parts.push(`${p.minutes} min`, `seed ${p.seed}`);
   return parts.join(', ');
 }
