@@ -49,9 +49,10 @@ export type RateLimitedFetch = typeof fetch & {
  *
  * Not http(s) URLs (`data:`, `blob:`) and origins without a limiter (`default: false`) are passed
  * through. A request the limiter refuses rejects with `RateLimitRejectedError`; an aborted one
- * with the signal's reason, at once, even while it waits. The fetch's own errors reject as they
- * are, but for one whose message names a URL's secrets (a password: "Request cannot be
- * constructed from a URL that includes credentials"): a copy of the same class, masked.
+ * with the signal's reason (the same object), at once, even while it waits. The fetch's own
+ * errors reject as they are, but for the one it builds from a URL with secrets (a password:
+ * "Request cannot be constructed from a URL that includes credentials: <url>"): a copy of the
+ * same class, masked.
  *
  * @throws {ConfigError} when an option is invalid, naming each bad field and the value received.
  */
@@ -71,7 +72,9 @@ export function rateLimitedFetch(options: RateLimitedFetchOptions = {}): RateLim
     const origin = url === undefined ? undefined : tryNormalize(url);
     const originRoute = origin === undefined ? undefined : runtime.route(origin);
     if (origin === undefined || originRoute === undefined || url === undefined)
-      return send(input, init).catch(rethrowRedacted);
+      return send(input, init).catch((error: unknown) => {
+        throw fetchError(error, input, request, init);
+      });
 
     let outgoing: OutgoingRequest | undefined;
     const described = (): OutgoingRequest => {
@@ -143,8 +146,7 @@ export function rateLimitedFetch(options: RateLimitedFetchOptions = {}): RateLim
       bodies.close();
       const refused = refusalResponse(error, resolved.rejection);
       if (refused !== undefined) return refused;
-      // The fetch's own error (a URL with credentials, one it cannot parse) prints its URL.
-      throw redactError(error);
+      throw fetchError(error, input, request, init);
     } finally {
       release();
       if (closing !== undefined) {
@@ -233,9 +235,49 @@ function toStream(iterable: unknown): ReadableStream<Uint8Array> {
   });
 }
 
-/** Rethrows a fetch's error with its URL's secrets masked (see `redactError`). */
-function rethrowRedacted(error: unknown): never {
-  throw redactError(error);
+/**
+ * What the wrapper rethrows for a fetch's rejection: the error fetch builds from the URL it was
+ * given, which names that URL ("Request cannot be constructed from a URL that includes
+ * credentials: <url>", "Failed to parse URL from <url>" and its cause's `input`), as a copy with
+ * the URL's secrets masked (see `redactError`). Anything else is rethrown as the same object: the
+ * caller's abort reason (whatever it is) and every other error, whatever its text.
+ */
+function fetchError(
+  error: unknown,
+  input: RequestInfo | URL,
+  request: Request | undefined,
+  init: RequestInit | undefined,
+): unknown {
+  if (error === abortReason(init?.signal ?? request?.signal)) return error;
+  const url = urlText(input, request);
+  return url !== undefined && namesUrl(error, url) ? redactError(error) : error;
+}
+
+/** The signal's `reason`; `undefined` for no signal or an object that is not one. */
+function abortReason(signal: AbortSignal | null | undefined): unknown {
+  try {
+    return signal?.reason;
+  } catch {
+    return undefined;
+  }
+}
+
+/** A TypeError (what fetch rejects with) whose message, or whose cause's `input`, holds `url`. */
+function namesUrl(error: unknown, url: string): boolean {
+  if (!(error instanceof TypeError)) return false;
+  if (error.message.includes(url)) return true;
+  const cause: unknown = error.cause;
+  return typeof cause === 'object' && cause !== null && (cause as { input?: unknown }).input === url;
+}
+
+/** The URL as fetch reads it (a string, `URL.href`, a `Request`'s `url`); `undefined` if none. */
+function urlText(input: RequestInfo | URL, request: Request | undefined): string | undefined {
+  try {
+    const text = request !== undefined ? request.url : String(input);
+    return text === '' ? undefined : text;
+  } catch {
+    return undefined;
+  }
 }
 
 /**
