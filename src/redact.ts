@@ -105,21 +105,32 @@ export function redactError<T>(error: T, depth = 0): T {
       key === 'cause' ? redactError(value, depth + 1) : typeof value === 'string' ? redactText(value) : value;
     if (out !== value) masked.set(key, out);
   }
-  if (masked.size === 0) return error;
+  return masked.size === 0 ? error : (copyWith(error, masked) as T);
+}
+
+/**
+ * A copy of `error` (same prototype, so `instanceof` and `name` hold; every own field with its
+ * descriptor) with the fields of `replaced` set to their new values, for the errors the library
+ * masks: `redactError` here, and the Redis client's errors (`withoutCredentials`). A replaced
+ * field keeps its own enumerability; one the error did not have as its own is enumerable, but
+ * `message` and `stack` (which an `Error` keeps out of `JSON.stringify`). Private fields (`#x`)
+ * cannot be copied: a class that reads them from its methods should not be passed here.
+ */
+export function copyWith(error: object, replaced: ReadonlyMap<PropertyKey, unknown>): object {
   const copy = Object.create(Object.getPrototypeOf(error)) as object;
   for (const key of Reflect.ownKeys(error)) {
     Object.defineProperty(copy, key, Object.getOwnPropertyDescriptor(error, key) as PropertyDescriptor);
   }
-  for (const [key, value] of masked) {
+  for (const [key, value] of replaced) {
     const own = Object.getOwnPropertyDescriptor(error, key);
     Object.defineProperty(copy, key, {
       value,
-      enumerable: own?.enumerable ?? false,
+      enumerable: own?.enumerable ?? !(key === 'message' || key === 'stack'),
       writable: true,
       configurable: true,
     });
   }
-  return copy as T;
+  return copy;
 }
 
 const MAX_DEPTH = 8;

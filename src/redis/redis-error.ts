@@ -1,4 +1,4 @@
-import { MASK } from '../redact.js';
+import { copyWith, MASK } from '../redact.js';
 
 /** Nested errors read too: a cluster's `lastNodeError`, a wrapped error's `cause`. */
 const NESTED = ['lastNodeError', 'cause'] as const;
@@ -20,22 +20,9 @@ export function withoutCredentials(error: unknown, depth = 0): unknown {
     ([key, value]) => value !== source[key],
   );
   if (command === undefined && nested.length === 0) return error;
-  const copy = Object.create(Object.getPrototypeOf(error)) as Record<string, unknown>;
-  for (const key of Reflect.ownKeys(error)) {
-    Object.defineProperty(copy, key, Object.getOwnPropertyDescriptor(error, key) as PropertyDescriptor);
-  }
-  const replace = (key: string, value: unknown) => {
-    const own = Object.getOwnPropertyDescriptor(error, key);
-    Object.defineProperty(copy, key, {
-      value,
-      enumerable: own?.enumerable ?? true,
-      writable: true,
-      configurable: true,
-    });
-  };
-  if (command !== undefined) replace('command', command);
-  for (const [key, value] of nested) replace(key, value);
-  return copy;
+  const replaced = new Map<PropertyKey, unknown>(command === undefined ? [] : [['command', command]]);
+  for (const [key, value] of nested) replaced.set(key, value);
+  return copyWith(error, replaced);
 }
 
 /** `command` with its credentials masked, or `undefined` when it holds none. */
