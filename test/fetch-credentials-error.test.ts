@@ -55,7 +55,10 @@ describe("the fetch wrapper and Node's fetch errors that name the URL", () => {
   // A reason whose text reads as a URL with a query, and a TypeError naming the request's own
   // URL (what fetch's URL errors look like): the caller's object either way.
   const reasons: [string, (url: string) => unknown][] = [
-    ['an Error with a URL and a query', () => new Error('gave up: https://api.example.com/v1?page=2&key=abc')],
+    [
+      'an Error with a URL and a query',
+      () => new Error('gave up: https://api.example.com/v1?page=2&key=abc'),
+    ],
     ['a TypeError naming the URL', (url) => new TypeError(`timed out: ${url}`)],
   ];
   describe.each([
