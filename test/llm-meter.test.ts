@@ -107,6 +107,22 @@ describe('LlmMeter', () => {
       reason: 'insufficient_quota',
     });
     expect(openai.refusal(undefined, noHeaders)).toEqual({ kind: 'rate', budgets: undefined });
+    // A call alone above the whole limit: no retry can pass it (OpenAI's own wording).
+    const tooLarge = (message: string) => ({
+      error: { message, type: 'tokens', code: 'rate_limit_exceeded' },
+    });
+    const big =
+      'Request too large for gpt-4o in organization org-x on tokens per min (TPM): Limit 30000, Requested 36153.';
+    expect(openai.refusal(tooLarge(big), noHeaders)).toEqual({ kind: 'call', reason: 'request_too_large' });
+    expect(
+      openai.refusal(tooLarge('on tokens per min (TPM): Limit 10000, Requested 50000.'), noHeaders),
+    ).toEqual({
+      kind: 'call',
+      reason: 'request_too_large',
+    });
+    const rate =
+      'Rate limit reached for gpt-4o on tokens per min (TPM): Limit 10000, Used 9000, Requested 2000.';
+    expect(openai.refusal(tooLarge(rate), noHeaders)).toEqual({ kind: 'rate', budgets: ['tokens'] });
     const anthropic = new LlmMeter('anthropic');
     const spend = {
       type: 'error',

@@ -72,8 +72,9 @@ export function refusalBody(response: Response): unknown {
 /**
  * The answer the caller gets from an LLM API's limiter: a spend cap or used-up quota ends with
  * `QuotaExhaustedError` (`rejection: 'error'`) or the API's 429 with `x-should-retry: false`
- * (`'response'`: the SDKs do not retry it); a success's `usage` corrects the estimate as its body
- * passes.
+ * (`'response'`: the SDKs do not retry it); a 429 for a call larger than a whole budget (OpenAI's
+ * "Request too large") is the API's 429 with `x-should-retry: false` in both modes, as a refused
+ * call's 4xx is the API's answer; a success's `usage` corrects the estimate as its body passes.
  */
 export function llmAnswer(
   response: Response,
@@ -84,8 +85,8 @@ export function llmAnswer(
   const llm = route.llm as LlmMeter;
   if (response.status === 429) {
     const refusal = llm.refusal(refusalBody(response), (name) => response.headers.get(name) ?? undefined);
-    if (refusal.kind !== 'quota') return response;
-    if (rejection === 'error')
+    if (refusal.kind === 'rate') return response;
+    if (refusal.kind === 'quota' && rejection === 'error')
       throw new QuotaExhaustedError(route.name, refusal.reason, response.status, response);
     const headers = new Headers(response.headers);
     headers.set('x-should-retry', 'false');

@@ -14,7 +14,8 @@ type Handler = Dispatcher.DispatchHandler;
  * is read from its bytes as they pass to the caller (never held) and corrects the estimate at its
  * end; a 429 for a spend cap or a used-up quota (told by its headers and its body, which the
  * interceptor holds before a 429 reaches the caller: `refusalBody`) reaches the caller with
- * `x-should-retry: false`, or as `QuotaExhaustedError` with `rejection: 'error'`.
+ * `x-should-retry: false`, or as `QuotaExhaustedError` with `rejection: 'error'`; a 429 for a call
+ * larger than a whole budget (OpenAI's "Request too large") with `x-should-retry: false` in both.
  */
 export function usageTap(
   handler: Handler,
@@ -39,8 +40,8 @@ export function usageTap(
     onResponseStart: (controller, status, headers, message) => {
       if (status === 429) {
         const refusal = (route.llm as LlmMeter).refusal(refusalBody(), headerLookup(headers));
-        if (refusal.kind === 'quota') {
-          if (rejection === 'error') {
+        if (refusal.kind !== 'rate') {
+          if (refusal.kind === 'quota' && rejection === 'error') {
             // A held 429 has been read whole (aborting it ends nothing): its end is the error.
             refused = new QuotaExhaustedError(route.name, refusal.reason, status);
             controller.abort(refused);

@@ -31,10 +31,26 @@ export function refusedCall(status: number): boolean {
   return status >= 400 && status < 500 && status !== 429;
 }
 
-/** How a 429 reads: a spend cap or quota used up (no retry can help), or the budgets that ran out. */
+/**
+ * How a 429 reads: a spend cap or quota used up (no retry can help), a call larger than a whole
+ * budget (`call`: OpenAI's "Request too large": no retry can pass it, and it used nothing), or the
+ * budgets that ran out.
+ */
 export type LlmRefusal =
   | { readonly kind: 'quota'; readonly reason: string }
+  | { readonly kind: 'call'; readonly reason: string }
   | { readonly kind: 'rate'; readonly budgets: readonly string[] | undefined };
+
+/**
+ * Whether an OpenAI 429's message says the call alone asks more than the whole limit ("Request too
+ * large for gpt-4o in organization org-... on tokens per min (TPM): Limit 30000, Requested
+ * 36153."), where a rate limit's says "Limit 30000, Used 29000, Requested 2000".
+ */
+function tooLarge(message: string): boolean {
+  if (/\brequest too large\b/i.test(message)) return true;
+  const numbers = /\bLimit (\d+), Requested (\d+)\b/.exec(message);
+  return numbers !== null && Number(numbers[2]) > Number(numbers[1]);
+}
 
 /**
  * One limiter's meter of an LLM API (`api: 'openai' | 'anthropic'`): the costs of a call before
@@ -105,16 +121,21 @@ export class LlmMeter {
     return Object.keys(out).length === 0 ? undefined : out;
   }
 
-  /** How a 429 reads, from its JSON body (`undefined` when not read) and its headers. */
+  /**
+   * How a 429 reads, from its JSON body (`undefined` when not read) and its headers. OpenAI's
+   * "Request too large" (`error.type` `tokens`, `code` `rate_limit_exceeded`) is a `call`: the
+   * call is refused as a 4xx that is not a throttle is (see {@link refusedCall}).
+   */
   refusal(body: unknown, headers: HeaderLookup): LlmRefusal {
     const error = isObject(body) && isObject(body.error) ? body.error : undefined;
     if (this.api === 'openai') {
       if (error?.code === 'insufficient_quota' || error?.type === 'insufficient_quota') {
         return { kind: 'quota', reason: 'insufficient_quota' };
       }
+      const message = typeof error?.message === 'string' ? error.message : '';
+      if (tooLarge(message)) return { kind: 'call', reason: 'request_too_large' };
       const type = error?.type;
       if (type === 'requests' || type === 'tokens') return { kind: 'rate', budgets: [type] };
-      const message = typeof error?.message === 'string' ? error.message : '';
       if (/\(TPM\)|tokens per min/i.test(message)) return { kind: 'rate', budgets: ['tokens'] };
       if (/\(RPM\)|requests per min/i.test(message)) return { kind: 'rate', budgets: ['requests'] };
       return { kind: 'rate', budgets: undefined };

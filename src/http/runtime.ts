@@ -388,7 +388,9 @@ export class HttpRuntime {
    * For an LLM API's limiter, a throttled answer names the budgets that ran out, and one refused
    * for a spend cap or a used-up quota (`refusal` of its body, when read) fails: no cut, no retry.
    * A 4xx it judges a success (400 `invalid_request_error`: the API refused the call without
-   * doing it) is `refused`: the call gives back its token budgets' draws (see `BudgetedPermit`).
+   * doing it) is `refused`: the call gives back its token budgets' draws (see `BudgetedPermit`),
+   * and so is a 429 that says the call alone is larger than a whole budget (OpenAI's "Request too
+   * large"): no cut, no pause, no retry.
    */
   classify(
     { status, headers }: { readonly status: number; readonly headers: ResponseHeaders },
@@ -403,6 +405,7 @@ export class HttpRuntime {
     if (outcome.kind !== 'throttled') return outcome;
     const refusal = llm.refusal(body, headerLookup(headers));
     if (refusal.kind === 'quota') return { kind: 'failed', quota: outcome.quota };
+    if (refusal.kind === 'call') return { kind: 'success', quota: outcome.quota, refused: true };
     return refusal.budgets === undefined ? outcome : { ...outcome, budgets: refusal.budgets };
   }
 
