@@ -63,13 +63,12 @@ describe('IETF RateLimit fields (structured-headers)', () => {
   it.each([
     ['a negative r', { ratelimit: '"a";r=-1;t=30' }],
     ['a decimal t', { ratelimit: '"a";r=1;t=1.5' }],
-    // A Decimal is not an Integer even when whole (structured-headers reads 5.0 as 5).
-    ['a whole decimal r', { ratelimit: '"a";r=5.0;t=30' }],
-    ['a whole decimal t', { ratelimit: '"a";r=5; t=30.0' }],
-    ['a whole decimal q', { 'ratelimit-policy': '"a";q=100.0;w=60' }],
-    ['a whole decimal w', { 'ratelimit-policy': '"a";q=100;w=60.0' }],
-    ['a whole decimal in a later item', { ratelimit: '"a";r=5;t=30, "b";r=2.0' }],
-    ['a draft-07 whole decimal remaining', { ratelimit: 'limit=100, remaining=50.0, reset=5' }],
+    // Regression: the parser gives a Decimal as a number, and 5.0 passed as the Integer 5.
+    ['a decimal r that is whole', { ratelimit: '"a";r=5.0;t=30' }],
+    ['a decimal t that is whole', { ratelimit: '"a";r=5;t=1.0' }],
+    ['a decimal q that is whole', { 'ratelimit-policy': '"a";q=100.0;w=60' }],
+    ['a decimal w that is whole', { 'ratelimit-policy': '"a";q=100;w=60.0' }],
+    ['a draft-07 decimal that is whole', { ratelimit: 'limit=100, remaining=50.0, reset=5' }],
     ['a string r', { ratelimit: '"a";r="5";t=30' }],
     ['a token name', { ratelimit: 'a;r=5;t=30' }],
     ['no r', { ratelimit: '"a";t=30' }],
@@ -85,18 +84,13 @@ describe('IETF RateLimit fields (structured-headers)', () => {
     expect(readIetf(h(headers))).toBeUndefined();
   });
 
-  it('reads a field whose Decimals are in comment parameters or Strings, not in its numbers', () => {
-    expect(
-      readIetf(
-        h({
-          'ratelimit-policy': '"a";q=100;w=60;x-load=0.5',
-          ratelimit: '"a";r=5;t=30;x-note=";r=5.0"',
-        }),
-      ),
-    ).toEqual([{ policy: 'a', limit: 100, windowMs: 60_000, remaining: 5, resetMs: 30_000 }]);
+  it('reads a field whose Strings, or a parameter the draft does not define, hold a Decimal', () => {
+    expect(readIetf(h({ ratelimit: '"v1.5";r=5;t=30;x=0.5' }))).toEqual([
+      { policy: 'v1.5', remaining: 5, resetMs: 30_000 },
+    ]);
   });
 
-  it('reads a draft-07 field without the window of a policy list that holds a Decimal', () => {
+  it('takes no draft-07 window from a policy whose quota is a Decimal', () => {
     expect(
       readIetf(h({ ratelimit: 'limit=100, remaining=50, reset=5', 'ratelimit-policy': '100.0;w=60' })),
     ).toEqual([{ policy: 'default', remaining: 50, resetMs: 5_000, limit: 100, windowMs: undefined }]);

@@ -77,7 +77,7 @@ export const parseRateLimit: (field: string) => readonly RateLimitItem[] | undef
   lastOf(parseRateLimitList);
 
 function parseRateLimitList(field: string): RateLimitItem[] | undefined {
-  if (holdsDecimal(field, RATE_LIMIT_DECIMAL)) return undefined;
+  if (holdsDecimal(field)) return undefined;
   const list = tryParse(() => parseList(field));
   if (list === undefined) return undefined;
   const out: RateLimitItem[] = [];
@@ -103,7 +103,7 @@ interface PolicyItem {
 const parsePolicies = lastOf(parsePolicyList);
 
 function parsePolicyList(field: string): PolicyItem[] | undefined {
-  if (holdsDecimal(field, POLICY_DECIMAL)) return undefined;
+  if (holdsDecimal(field)) return undefined;
   const list = tryParse(() => parseList(field));
   if (list === undefined) return undefined;
   const out: PolicyItem[] = [];
@@ -128,7 +128,7 @@ interface Draft07 {
 
 /** A draft-07 `RateLimit` Dictionary (`limit`, `remaining`, `reset`), or `undefined`. */
 function parseDraft07(field: string): Draft07 | undefined {
-  if (holdsDecimal(field, DRAFT07_DECIMAL)) return undefined;
+  if (holdsDecimal(field)) return undefined;
   const dict = tryParse(() => parseDictionary(field));
   const value = (key: string) => {
     const member = dict?.get(key);
@@ -145,9 +145,7 @@ function parseDraft07(field: string): Draft07 | undefined {
 function joinDraft07(current: Draft07, policies: string | undefined): AnnouncedQuota[] {
   let windowMs: number | undefined;
   const list =
-    policies === undefined || holdsDecimal(policies, DRAFT07_POLICY_DECIMAL)
-      ? undefined
-      : tryParse(() => parseList(policies));
+    policies === undefined || holdsDecimal(policies) ? undefined : tryParse(() => parseList(policies));
   for (const member of list ?? []) {
     const [q, params] = member as Item;
     const w = params.get('w');
@@ -167,32 +165,25 @@ function joinDraft07(current: Draft07, policies: string | undefined): AnnouncedQ
   ];
 }
 
-/**
- * A Decimal where the draft wants an Integer: `r`, `t` (draft-08+ `RateLimit`), `q`, `w`
- * (`RateLimit-Policy`), draft-07's `limit`, `remaining`, `reset` and its policies' quota items.
- * structured-headers parses a Decimal to a JS number as it does an Integer (`5.0` and `5` read the
- * same), so the text tells them apart; other parameters are comments, where a Decimal is allowed.
- */
-const RATE_LIMIT_DECIMAL = /;[ \t]*[rt]=-?\d+\./;
-const POLICY_DECIMAL = /;[ \t]*[qw]=-?\d+\./;
-const DRAFT07_DECIMAL = /(?:^|,)[ \t]*(?:limit|remaining|reset)=-?\d+\./;
-const DRAFT07_POLICY_DECIMAL = /(?:^|,)[ \t]*-?\d+\.|;[ \t]*w=-?\d+\./;
-
-/**
- * Whether `field` holds a Decimal where `pattern` finds one, Strings and Display Strings blanked
- * first (their text may hold anything). Such a field is malformed and ignored whole (RFC 9651: a
- * value of the wrong type; the draft: "Malformed RateLimit header fields MUST be ignored").
- */
-function holdsDecimal(field: string, pattern: RegExp): boolean {
-  return field.includes('.') && pattern.test(field.replace(/"(?:[^"\\]|\\.)*"/g, '""'));
-}
-
 function tryParse<T>(parse: () => T): T | undefined {
   try {
     return parse();
   } catch {
     return undefined;
   }
+}
+
+/**
+ * Whether a field gives a number it is read for as a Decimal (`r=5.0`, `q=1.5`, a draft-07 policy
+ * `100.0;w=60`): the parser returns a Decimal as a number, so `r=5.0` would read as the Integer 5.
+ * Strings and Byte Sequences are skipped; a parameter the draft does not define may be a Decimal.
+ */
+function holdsDecimal(field: string): boolean {
+  const bare = field.replace(/"(?:[^"\\]|\\.)*"|:[^:]*:/g, '""');
+  return (
+    /(?:^|[;,])[ \t]*(?:q|w|r|t|limit|remaining|reset)=-?\d+\.\d/.test(bare) ||
+    /(?:^|,)[ \t]*-?\d+\.\d/.test(bare)
+  );
 }
 
 /** A List member that is an Item whose value is a String (a policy name), not an Inner List or a Token. */
