@@ -122,11 +122,14 @@ export class LlmMeter {
   }
 
   /**
-   * How a 429 reads, from its JSON body (`undefined` when not read) and its headers. OpenAI's
+   * How a 429 reads, from its JSON body (`undefined` when not read); its headers are passed for
+   * rules that read them (none today: `retry-after` tells no spend cap). Anthropic's
+   * spend cap is its body's `enforced_spend_limit_reached`; any other 429 is a rate 429, with or
+   * without `retry-after` (a proxy's page too). OpenAI's
    * "Request too large" (`error.type` `tokens`, `code` `rate_limit_exceeded`) is a `call`: the
    * call is refused as a 4xx that is not a throttle is (see {@link refusedCall}).
    */
-  refusal(body: unknown, headers: HeaderLookup): LlmRefusal {
+  refusal(body: unknown, _headers: HeaderLookup): LlmRefusal {
     const error = isObject(body) && isObject(body.error) ? body.error : undefined;
     if (this.api === 'openai') {
       if (error?.code === 'insufficient_quota' || error?.type === 'insufficient_quota') {
@@ -144,9 +147,8 @@ export class LlmMeter {
     if (details?.error_code === 'enforced_spend_limit_reached') {
       return { kind: 'quota', reason: 'enforced_spend_limit_reached' };
     }
-    // A spend cap is the one 429 without retry-after: what the headers alone tell.
-    if (error === undefined && headers('retry-after') === undefined)
-      return { kind: 'quota', reason: 'spend_cap' };
+    // Only Anthropic's body tells a spend cap. A 429 without retry-after is no sign of one: a
+    // proxy's or a gateway's page (not Anthropic's body) is a plain rate 429, cut and retried.
     const message = typeof error?.message === 'string' ? error.message : '';
     const named = API_BUDGETS.anthropic.filter((b) => message.includes(b.replace('_', ' ')));
     return { kind: 'rate', budgets: named.length === 1 ? named : undefined };
