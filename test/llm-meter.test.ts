@@ -129,20 +129,9 @@ describe('LlmMeter', () => {
       error: { type: 'rate_limit_error', details: { error_code: 'enforced_spend_limit_reached' } },
     };
     expect(anthropic.refusal(spend, noHeaders)).toMatchObject({ kind: 'quota' });
-    // Anthropic's own rate_limit_error without retry-after nor the spend cap's code: a rate 429.
-    const bare = { type: 'error', error: { type: 'rate_limit_error', message: 'Rate limited' } };
-    expect(anthropic.refusal(bare, noHeaders)).toEqual({ kind: 'rate', budgets: undefined });
-    // A 429 that is not Anthropic's (a proxy's HTML page, an empty body, a gateway's JSON), with no
-    // retry-after: a rate 429, not a spend cap (it was read as one: no retry, QuotaExhaustedError).
+    // Regression: a 429 without Anthropic's JSON (a proxy's HTML page) and without retry-after was
+    // read as a spend cap (QuotaExhaustedError 'spend_cap', no retry). Only the body tells a cap.
     expect(anthropic.refusal(undefined, noHeaders)).toEqual({ kind: 'rate', budgets: undefined });
-    expect(anthropic.refusal({ error: 'Too Many Requests' }, noHeaders)).toEqual({
-      kind: 'rate',
-      budgets: undefined,
-    });
-    expect(anthropic.refusal({ message: 'rate limited' }, noHeaders)).toEqual({
-      kind: 'rate',
-      budgets: undefined,
-    });
     expect(anthropic.refusal(undefined, (name) => (name === 'retry-after' ? '3' : undefined))).toEqual({
       kind: 'rate',
       budgets: undefined,
