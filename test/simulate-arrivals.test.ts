@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { main } from '../src/simulate/cli.js';
 import { builtInMode, runMode } from '../src/simulate/run.js';
 import { cloneParams, findScenario, type SimParams } from '../src/simulate/scenarios.js';
+import { cli } from './helpers/simulate-cli.js';
 
 function leakyParams(): SimParams {
   const scenario = findScenario('leaky-bucket');
@@ -14,17 +14,6 @@ function leakyParams(): SimParams {
   params.minutes = 2;
   params.leakyBucket = { burst: 0 };
   return params;
-}
-
-async function cli(args: string[]) {
-  let stdout = '';
-  let stderr = '';
-  const code = await main(args, {
-    stdout: { write: (t: string) => (stdout += t) },
-    stderr: { write: (t: string) => (stderr += t), isTTY: false },
-    cwd: process.cwd(),
-  });
-  return { code, stdout, stderr };
 }
 
 describe("the simulator's arrival models", () => {

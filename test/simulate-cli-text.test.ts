@@ -3,20 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { helpText } from '../src/simulate/args.js';
-import { main } from '../src/simulate/cli.js';
 import { SCENARIOS } from '../src/simulate/scenarios.js';
-
-/** Runs the CLI and captures what it writes. */
-async function cli(args: string[]) {
-  let stdout = '';
-  let stderr = '';
-  const code = await main(args, {
-    stdout: { write: (t: string) => (stdout += t) },
-    stderr: { write: (t: string) => (stderr += t), isTTY: false },
-    cwd: process.cwd(),
-  });
-  return { code, stdout, stderr };
-}
+import { cli } from './helpers/simulate-cli.js';
 
 describe('npm run simulate, read by a stranger', () => {
   const dir = mkdtempSync(join(tmpdir(), 'simulate-text-'));

@@ -2,10 +2,10 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { main } from '../src/simulate/cli.js';
 import { builtInMode, type ModeResult, runMode, runScenario, sharedMode } from '../src/simulate/run.js';
 import { cloneParams, findScenario, type SimParams } from '../src/simulate/scenarios.js';
 import { calls } from './fixtures/step-controller.js';
+import { cli } from './helpers/simulate-cli.js';
 
 function paramsOf(name: string, minutes?: number): SimParams {
   const scenario = findScenario(name);
@@ -19,19 +19,6 @@ const modes = [builtInMode('none'), builtInMode('fixed'), builtInMode('aimd'), b
 
 function byMode(results: readonly ModeResult[]): Record<string, ModeResult> {
   return Object.fromEntries(results.map((r) => [r.mode, r]));
-}
-
-/** Runs the CLI and captures what it writes. */
-async function cli(args: string[], command?: string) {
-  let stdout = '';
-  let stderr = '';
-  const code = await main(args, {
-    stdout: { write: (t: string) => (stdout += t) },
-    stderr: { write: (t: string) => (stderr += t), isTTY: false },
-    cwd: process.cwd(),
-    ...(command === undefined ? {} : { command }),
-  });
-  return { code, stdout, stderr };
 }
 
 const withoutWallTime = (results: readonly ModeResult[]) =>
