@@ -8,6 +8,7 @@ import { type RateLimitedFetch, rateLimitedFetch } from '../src/http/fetch.js';
 import { adaptiveRateLimit } from '../src/http/interceptor.js';
 import type { InterceptorOptions } from '../src/http/options.js';
 import type { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
+import { llmAgent } from './helpers/llm-agent.js';
 import { type LlmMock, type LlmMockOptions, startLlmMock } from './helpers/llm-mock.js';
 import { until } from './helpers/rate-limited-server.js';
 
@@ -408,16 +409,9 @@ describe("api: 'anthropic' with @anthropic-ai/sdk", () => {
   it('through the global dispatcher: a spend cap ends the call at once, no retry', async () => {
     const { clock, mock } = await start({ api: 'anthropic' });
     mock.spendCapReached = true;
-    const interceptor = adaptiveRateLimit({
-      limiters: { llm: { origins: [mock.origin], api: 'anthropic' } },
-      default: false,
-      rejection: 'response',
-      clock,
-    });
-    const agent = new Agent().compose(interceptor);
-    cleanups.push(
-      () => agent.close(),
-      () => interceptor.close(),
+    const { interceptor, agent } = llmAgent(
+      { origin: mock.origin, api: 'anthropic', rejection: 'response', clock },
+      cleanups,
     );
     const viaAgent = ((input: string, init?: RequestInit) =>
       undiciFetch(input, { ...(init as object), dispatcher: agent })) as unknown as typeof fetch;

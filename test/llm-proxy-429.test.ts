@@ -1,11 +1,10 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { Agent } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
 import { rateLimitedFetch } from '../src/http/fetch.js';
-import { adaptiveRateLimit } from '../src/http/interceptor.js';
 import { drive } from './helpers/drive.js';
+import { llmAgent } from './helpers/llm-agent.js';
 
 // `api: 'anthropic'`: a 429 that is not Anthropic's own (a proxy's HTML page, no retry-after) is a
 // plain rate 429: cut and retried per the contract. Regression: any 429 without Anthropic's JSON
@@ -66,16 +65,9 @@ describe("api: 'anthropic': a proxy's 429 (an HTML page, no retry-after)", () =>
   it("is a rate 429 through the interceptor, rejection: 'error': cut, retried, the 200 handed over", async () => {
     const { origin, calls } = await proxyServer();
     const clock = new ManualClock();
-    const interceptor = adaptiveRateLimit({
-      limiters: { llm: { origins: [origin], api: 'anthropic' } },
-      default: false,
-      rejection: 'error',
-      clock,
-    });
-    const agent = new Agent().compose(interceptor);
-    cleanups.push(
-      () => agent.close(),
-      () => interceptor.close(),
+    const { interceptor, agent } = llmAgent(
+      { origin: origin, api: 'anthropic', rejection: 'error', clock },
+      cleanups,
     );
     const answer = await drive(
       clock,

@@ -1,11 +1,10 @@
 import OpenAI from 'openai';
-import { Agent } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
 import { rateLimitedFetch } from '../src/http/fetch.js';
-import { adaptiveRateLimit } from '../src/http/interceptor.js';
 import type { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
 import { drive } from './helpers/drive.js';
+import { llmAgent } from './helpers/llm-agent.js';
 import { type LlmMock, startLlmMock } from './helpers/llm-mock.js';
 
 // `api: 'openai'`: OpenAI's 429 "Request too large for <model> on tokens per min (TPM): Limit
@@ -40,16 +39,9 @@ function client(kind: Kind, mock: LlmMock, clock: ManualClock) {
     JSON.stringify({ model: 'gpt-4o', messages: [{ role: 'user', content: 'hi' }], max_tokens: maxTokens });
   const headers = { 'content-type': 'application/json', authorization: 'Bearer k' };
   if (kind.startsWith('the interceptor')) {
-    const interceptor = adaptiveRateLimit({
-      limiters: { llm: { origins: [mock.origin], api: 'openai' } },
-      default: false,
-      rejection: 'error',
-      clock,
-    });
-    const agent = new Agent().compose(interceptor);
-    cleanups.push(
-      () => agent.close(),
-      () => interceptor.close(),
+    const { interceptor, agent } = llmAgent(
+      { origin: mock.origin, api: 'openai', rejection: 'error', clock },
+      cleanups,
     );
     const limiter = () => interceptor.registry.get('llm') as AdaptiveRateLimiter;
     const call = async (maxTokens: number): Promise<Refusal> => {
