@@ -217,6 +217,29 @@ describe('a limiter of several budgets', () => {
     expect(limiter.snapshot().budgets?.tokens?.tokens).toBeCloseTo(60);
   });
 
+  // Regression: a misspelled budget, NaN or a string was dropped in silence (a refund lost).
+  it('refuses a charge of a budget it does not have, or of no finite number, naming it, and charges nothing', () => {
+    const { limiter } = setup();
+    limiter.tryAcquire(1, { tokens: 90 })?.success();
+    const before = limiter.snapshot().budgets?.tokens?.tokens;
+    for (const [units, message] of [
+      [
+        { tokens: -50, tokns: -50 },
+        /charge\(\): units\.tokns: no such budget \(budgets: requests, tokens\) \(received -50\)/,
+      ],
+      [{ tokens: Number.NaN }, /charge\(\): units\.tokens: expected a finite number .*\(received NaN\)/],
+      [{ tokens: '5' }, /units\.tokens: expected a finite number .*\(received "5"\)/],
+      [Number.POSITIVE_INFINITY, /charge\(\): units: expected a finite number .*\(received Infinity\)/],
+    ] as const) {
+      expect(() => limiter.charge(units as never)).toThrow(InvalidArgumentError);
+      expect(() => limiter.charge(units as never)).toThrow(message);
+    }
+    expect(limiter.snapshot().budgets?.tokens?.tokens).toBe(before);
+    expect(() => new AdaptiveRateLimiter().charge({ tokens: 5 })).toThrow(
+      /units\.tokens: no such budget \(the limiter has no budgets: charge a number\)/,
+    );
+  });
+
   it('updates every budget with the options they share, and the first budget with its rates', () => {
     const { limiter } = setup();
     limiter.update({ maxPause: 1_000, instanceCount: 2, minUnitsPerMinute: 60, budgets: TWO.budgets });

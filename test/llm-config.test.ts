@@ -46,6 +46,36 @@ describe('api and budgets in config', () => {
     );
   });
 
+  // Regression: `budgets` replaced the API's budgets whole. Naming only `requests` dropped the
+  // token budgets (calls went unmetered); naming `tokens` for Anthropic made every call fail
+  // with acquire()'s "costs.input_tokens: no such budget".
+  it("sets fields of the API's budgets with budgets, by name, and names a budget the API has not", () => {
+    const f = rateLimitedFetch({
+      limiters: {
+        anthropic: {
+          origins: ['https://api.anthropic.com'],
+          api: 'anthropic',
+          budgets: { output_tokens: { maxUnitsPerMinute: 8_000 }, requests: { initialUnitsPerMinute: 50 } },
+        },
+      },
+    });
+    const snapshot = f.registry.get('anthropic')?.snapshot();
+    expect(snapshot?.budget).toBe('requests');
+    expect(snapshot?.rate).toBe(50);
+    expect(Object.keys(snapshot?.budgets ?? {})).toEqual(['requests', 'input_tokens', 'output_tokens']);
+    expect(snapshot?.budgets?.output_tokens?.maxRate).toBe(8_000);
+    f.close();
+    const json = { origins: ['https://api.anthropic.com'], api: 'anthropic', budgets: { tokens: {} } };
+    for (const make of [
+      () => rateLimitedFetch({ limiters: { anthropic: json as never } }),
+      () => rateLimitedFetch(parseConfig({ limiters: { anthropic: json } })),
+    ]) {
+      expect(make).toThrow(
+        /limiters\.anthropic\.budgets\.tokens: not a budget of api 'anthropic' \(its budgets: requests, input_tokens, output_tokens\)/,
+      );
+    }
+  });
+
   it('builds the api preset in code, and names a bad api', () => {
     const f = rateLimitedFetch({
       limiters: { openai: { origins: ['https://api.openai.com'], api: 'openai' } },

@@ -63,6 +63,12 @@ describe('IETF RateLimit fields (structured-headers)', () => {
   it.each([
     ['a negative r', { ratelimit: '"a";r=-1;t=30' }],
     ['a decimal t', { ratelimit: '"a";r=1;t=1.5' }],
+    // Regression: the parser gives a Decimal as a number, and 5.0 passed as the Integer 5.
+    ['a decimal r that is whole', { ratelimit: '"a";r=5.0;t=30' }],
+    ['a decimal t that is whole', { ratelimit: '"a";r=5;t=1.0' }],
+    ['a decimal q that is whole', { 'ratelimit-policy': '"a";q=100.0;w=60' }],
+    ['a decimal w that is whole', { 'ratelimit-policy': '"a";q=100;w=60.0' }],
+    ['a draft-07 decimal that is whole', { ratelimit: 'limit=100, remaining=50.0, reset=5' }],
     ['a string r', { ratelimit: '"a";r="5";t=30' }],
     ['a token name', { ratelimit: 'a;r=5;t=30' }],
     ['no r', { ratelimit: '"a";t=30' }],
@@ -76,6 +82,18 @@ describe('IETF RateLimit fields (structured-headers)', () => {
     ['the draft-06 fields', { 'ratelimit-remaining': '5', 'ratelimit-reset': '30', 'ratelimit-limit': '10' }],
   ])('ignores a field with %s', (_name, headers) => {
     expect(readIetf(h(headers))).toBeUndefined();
+  });
+
+  it('reads a field whose Strings, or a parameter the draft does not define, hold a Decimal', () => {
+    expect(readIetf(h({ ratelimit: '"v1.5";r=5;t=30;x=0.5' }))).toEqual([
+      { policy: 'v1.5', remaining: 5, resetMs: 30_000 },
+    ]);
+  });
+
+  it('takes no draft-07 window from a policy whose quota is a Decimal', () => {
+    expect(
+      readIetf(h({ ratelimit: 'limit=100, remaining=50, reset=5', 'ratelimit-policy': '100.0;w=60' })),
+    ).toEqual([{ policy: 'default', remaining: 50, resetMs: 5_000, limit: 100, windowMs: undefined }]);
   });
 
   it('keeps the well-formed field when the other one is malformed', () => {

@@ -118,6 +118,32 @@ describe('shared budget in JSON config: checks', () => {
     );
   });
 
+  // Regression: since unknown keys became errors, `headers` next to `shared` was "unknown key".
+  it('takes headers and quotaFromHeaders next to shared, and refuses api there, naming it', () => {
+    const shared = { redis: 'redis://127.0.0.1:1' };
+    const quotaFromHeaders = () => undefined;
+    const registry = new RateLimiterRegistry({
+      limiters: {
+        github: { origins: ['https://api.github.com'], headers: 'github', shared },
+        own: { origins: ['https://own.test'], quotaFromHeaders, shared: { ...shared, name: 'own' } },
+      },
+    });
+    expect(registry.names()).toEqual(expect.arrayContaining(['github', 'own']));
+    registry.close();
+    const error = configError(
+      () =>
+        new RateLimiterRegistry({
+          limiters: { openai: { origins: ['https://api.openai.com'], api: 'openai', shared } },
+        }),
+    );
+    expect(error.issues).toEqual([
+      expect.objectContaining({
+        path: 'limiters.openai.api',
+        message: expect.stringMatching(/not with `shared`/),
+      }),
+    ]);
+  });
+
   it('refuses a bad URL in code too: createSharedBudget, and the registry naming the limiter', () => {
     const bad = configError(() => createSharedBudget({ redis: 'http://127.0.0.1:6379', name: 'x' }));
     expect(bad.issues.map((i) => i.path)).toEqual(['redis']);

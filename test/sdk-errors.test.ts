@@ -5,6 +5,7 @@ import { HTTPError as KyHTTPError } from 'ky';
 import OpenAI from 'openai';
 import { describe, expect, it } from 'vitest';
 import { AdaptiveRateLimiter, classifyThrown, ManualClock, wrap } from '../src/index.js';
+import { startLlmMock } from './helpers/llm-mock.js';
 
 /** A thrown 429 of each SDK, as the SDK builds it (or, for got and Octokit, in the shape they give it). */
 const throttledErrors: [string, () => unknown, number | undefined][] = [
@@ -111,12 +112,113 @@ describe('classifyThrown: the SDKs’ errors', () => {
       { kind: 'failed', retryAfterMs: 9000 },
     ],
     ['a status out of range', { status: 4290 }, { kind: 'failed' }],
+    [
+      "openai's insufficient_quota (no retry can pass it)",
+      new OpenAI.RateLimitError(
+        429,
+        {
+          type: 'insufficient_quota',
+          code: 'insufficient_quota',
+          message: 'You exceeded your current quota',
+        },
+        undefined,
+        new Headers(),
+      ),
+      { kind: 'failed' },
+    ],
+    [
+      'openai\'s "Request too large" (Limit below Requested)',
+      new OpenAI.RateLimitError(
+        429,
+        {
+          type: 'tokens',
+          code: 'rate_limit_exceeded',
+          message: 'Request too large for gpt-4o on tokens per min (TPM): Limit 10000, Requested 50000.',
+        },
+        undefined,
+        new Headers(),
+      ),
+      { kind: 'failed' },
+    ],
+    [
+      "Anthropic's enforced_spend_limit_reached",
+      new Anthropic.RateLimitError(
+        429,
+        {
+          type: 'error',
+          error: {
+            type: 'rate_limit_error',
+            message: 'spend limit reached',
+            details: { error_code: 'enforced_spend_limit_reached' },
+          },
+        },
+        undefined,
+        new Headers(),
+      ),
+      { kind: 'failed' },
+    ],
   ])('%s is a failure', (_name, error, outcome) => {
     expect(classifyThrown(error)).toEqual(outcome);
+  });
+
+  it("keeps openai's rate-limit 429 on tokens a throttle (Used and Requested within the Limit)", () => {
+    const error = new OpenAI.RateLimitError(
+      429,
+      {
+        type: 'tokens',
+        code: 'rate_limit_exceeded',
+        message:
+          'Rate limit reached for gpt-4o on tokens per min (TPM): Limit 30000, Used 29000, Requested 2000.',
+      },
+      undefined,
+      new Headers({ 'retry-after-ms': '2000' }),
+    );
+    expect(classifyThrown(error)).toEqual({ kind: 'throttled', retryAfterMs: 2000 });
   });
 });
 
 describe('wrap reads the SDKs’ errors', () => {
+  // Regression: wrap read a spend cap as a throttle: it retried the call (2 more sends spread over
+  // up to a minute), cut every budget and paused the limiter for its other callers.
+  it.each(['openai', 'anthropic'] as const)(
+    '%s: a spend cap ends the wrapped SDK call at once with its error: sent once, no cut, no pause',
+    async (api) => {
+      const clock = new ManualClock();
+      const mock = await startLlmMock({ api, clock });
+      mock.spendCapReached = true;
+      const limiter = new AdaptiveRateLimiter({ clock, budgets: { requests: {}, tokens: {} } });
+      const options = {
+        apiKey: 'k',
+        maxRetries: 0,
+        logger: { debug() {}, info() {}, warn() {}, error() {} },
+      };
+      const request = { model: 'm', messages: [{ role: 'user' as const, content: 'hi' }], max_tokens: 10 };
+      const call: () => Promise<unknown> =
+        api === 'openai'
+          ? (() => {
+              const openai = new OpenAI({ ...options, baseURL: `${mock.origin}/v1` });
+              return () => openai.chat.completions.create(request);
+            })()
+          : (() => {
+              const anthropic = new Anthropic({ ...options, baseURL: mock.origin });
+              return () => anthropic.messages.create(request);
+            })();
+      try {
+        // On a manual clock nothing moves: a retry would wait here until the test times out.
+        await expect(wrap(limiter, call, { costs: { tokens: 10 } })()).rejects.toMatchObject({ status: 429 });
+        expect(mock.hits.map((h) => h.refusedBy)).toEqual(['spend_cap']);
+        const { budgets } = limiter.snapshot();
+        expect([budgets?.requests, budgets?.tokens].map((b) => [b?.cuts, b?.pausedUntil])).toEqual([
+          [0, undefined],
+          [0, undefined],
+        ]);
+      } finally {
+        limiter.close();
+        await mock.close();
+      }
+    },
+  );
+
   it('pauses for the Retry-After of a ky HTTPError it was given (not within a second)', async () => {
     const clock = new ManualClock();
     const limiter = new AdaptiveRateLimiter({ clock, initialUnitsPerMinute: 60_000, maxWait: 60_000 });

@@ -16,10 +16,36 @@ export const API_BUDGETS: Readonly<Record<LlmApi, readonly string[]>> = {
  * API meters, each the bucket the API announces (`burst: 'announced'`: the full bucket spent at
  * the start, then paced by its refill) less a reserve of 1.5 s of its rate.
  */
-export function apiLimiterOptions(api: LlmApi): AdaptiveLimiterOptions {
+export function apiLimiterOptions(
+  api: LlmApi,
+  own?: AdaptiveLimiterOptions['budgets'],
+): AdaptiveLimiterOptions {
   const names = API_BUDGETS[api] as readonly string[] | undefined;
   // An unknown name is the config check's to report.
   if (names === undefined) return {};
-  const budgets = Object.fromEntries(names.map((name) => [name, {}]));
+  // The config's `budgets` set fields of the API's budgets, by name, in the API's order.
+  const fields = typeof own === 'object' && own !== null ? own : {};
+  // A value that is no object is passed on as it is, for the limiter's check to name.
+  const budgets = Object.fromEntries(names.map((name) => [name, fields[name] ?? {}]));
   return { budgets, burst: 'announced', reserve: 1_500 };
+}
+
+/**
+ * The issues of a config's `budgets` next to `api`: each must name one of the API's budgets (the
+ * adapters charge a call to those names). Issues name `${path}.budgets.<name>`.
+ */
+export function apiBudgetIssues(
+  api: unknown,
+  budgets: unknown,
+  path: string,
+): { path: string; message: string; received: unknown }[] {
+  const names = API_BUDGETS[api as LlmApi] as readonly string[] | undefined;
+  if (names === undefined || typeof budgets !== 'object' || budgets === null) return [];
+  return Object.entries(budgets)
+    .filter(([name]) => !names.includes(name))
+    .map(([name, value]) => ({
+      path: `${path}.budgets.${name}`,
+      message: `not a budget of api '${String(api)}' (its budgets: ${names.join(', ')}); \`budgets\` sets their fields`,
+      received: value,
+    }));
 }

@@ -3,7 +3,7 @@ import { ConfigError, type ConfigIssue, configErrorFrom } from '../errors.js';
 import { limiterFieldsSchema, RATE_FIELDS, resolveLimiterOptions } from '../limiter/options.js';
 import type { RateLimiter } from '../limiter/types.js';
 import { normalizeOrigin, originMatcher } from '../origin.js';
-import { LLM_APIS } from './api.js';
+import { apiBudgetIssues, LLM_APIS } from './api.js';
 import { HEADER_PROFILES, type HeaderProfile, type LimiterConfig } from './types.js';
 
 /** The source a config error names. */
@@ -261,6 +261,7 @@ export function limiterConfigIssues(config: LimiterConfig, path: string): Config
   if (config.api !== undefined && !(LLM_APIS as readonly unknown[]).includes(config.api)) {
     issues.push({ path: `${path}.api`, message: "expected 'openai' or 'anthropic'", received: config.api });
   }
+  issues.push(...apiBudgetIssues(config.api, config.budgets, path));
   if (config.quotaFromHeaders !== undefined && typeof config.quotaFromHeaders !== 'function') {
     issues.push({
       path: `${path}.quotaFromHeaders`,

@@ -46,7 +46,7 @@ export type LlmRefusal =
  * large for gpt-4o in organization org-... on tokens per min (TPM): Limit 30000, Requested
  * 36153."), where a rate limit's says "Limit 30000, Used 29000, Requested 2000".
  */
-function tooLarge(message: string): boolean {
+export function tooLarge(message: string): boolean {
   if (/\brequest too large\b/i.test(message)) return true;
   const numbers = /\bLimit (\d+), Requested (\d+)\b/.exec(message);
   return numbers !== null && Number(numbers[2]) > Number(numbers[1]);

@@ -129,6 +129,14 @@ export class AcceptedRate {
   }
 
   /**
+   * Whether fewer than {@link ENOUGH_ANSWERS} successes were ever counted: whatever rate they make
+   * is no reading of the server.
+   */
+  get fewAnswers(): boolean {
+    return this.#answers < ENOUGH_ANSWERS;
+  }
+
+  /**
    * Whether a rate read at `now` is read over the first second's floor: less than a second since
    * the first grant, and fewer than {@link ENOUGH_ANSWERS} answers. Such a rate is a floor only.
    */

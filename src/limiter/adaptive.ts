@@ -24,7 +24,7 @@ import {
 } from '../internal.js';
 import { AnnouncedBucket } from './announced-bucket.js';
 import { type RateGate, TokenBucket } from './bucket.js';
-import { BudgetedPermit, BudgetSet, budgetsGate, type Costs } from './budgets.js';
+import { BudgetedPermit, BudgetSet, budgetsGate, type Costs, checkCharge } from './budgets.js';
 import { Ceilings } from './ceiling.js';
 import { CROWD_LEARNED, CrowdWait } from './crowd-wait.js';
 import { LazyEmitter, type LimiterEventMap, refusal } from './events.js';
@@ -329,8 +329,11 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
    * Charges (or refunds, when negative) units after the request's permit was settled: what an
    * answer really cost, known only at its end (the `usage` at the end of a stream). A number is the
    * first budget's; an object names the budgets (see `budgets`). Waiters may go sooner or later.
+   * @throws {InvalidArgumentError} for a value that is no finite number or a budget it does not
+   * have (`units.tokns`), before anything is charged.
    */
   charge(units: number | Costs): void {
+    checkCharge(units, this.#budgetName, this.#budgets?.names ?? []);
     const now = this.#clock.now();
     const own = typeof units === 'number' ? units : units[this.#budgetName ?? ''];
     if (own !== undefined && Number.isFinite(own) && own !== 0) this.#bucket.charge(own, now);

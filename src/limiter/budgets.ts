@@ -28,6 +28,38 @@ interface Queued {
   held: readonly string[];
 }
 
+const CHARGE_EXPECTED = 'expected a finite number of units (a refund: below 0)';
+
+/**
+ * Checks a `charge()`: a finite number, or finite numbers by budget (`first`, the limiter's own,
+ * and the others'); throws `InvalidArgumentError` naming the budget, before anything is charged.
+ */
+export function checkCharge(units: unknown, first: string | undefined, names: readonly string[]): void {
+  if (typeof units === 'number') {
+    if (!Number.isFinite(units)) throw new InvalidArgumentError('charge', 'units', CHARGE_EXPECTED, units);
+    return;
+  }
+  if (typeof units !== 'object' || units === null || Array.isArray(units)) {
+    throw new InvalidArgumentError(
+      'charge',
+      'units',
+      `${CHARGE_EXPECTED}, or an object of them by budget`,
+      units,
+    );
+  }
+  const all = first === undefined ? [] : [first, ...names];
+  for (const [name, delta] of Object.entries(units)) {
+    if (!all.includes(name)) {
+      const known =
+        all.length === 0 ? 'the limiter has no budgets: charge a number' : `budgets: ${all.join(', ')}`;
+      throw new InvalidArgumentError('charge', `units.${name}`, `no such budget (${known})`, delta);
+    }
+    if (typeof delta !== 'number' || !Number.isFinite(delta)) {
+      throw new InvalidArgumentError('charge', `units.${name}`, CHARGE_EXPECTED, delta);
+    }
+  }
+}
+
 /**
  * The budgets of a limiter after its first (its own rate): each one's books (rate, controller,
  * pause, ceiling, pacing) are an `AdaptiveRateLimiter` of that budget, which never queues: the

@@ -180,6 +180,17 @@ export class RateBook {
         const average = ((sent?.units ?? 0) * 60_000) / Math.max(now - (sent?.since ?? now), 1_000);
         base = this.clamp(Math.max(measured ?? 0, average));
       }
+      // Nothing measured (fewer than 16 successes) and the API announced a higher rate (its
+      // headers, the 429's own included): a few small calls on a token budget that others drained
+      // are no reading of the quota, so the cut starts from the announced rate, as the probe goes
+      // to it before any cut. A fresh token budget cut from one small call went to 100-1,000 of
+      // 10,000/min. After more answers the reading stands: two processes that each sent their
+      // demand read their part, where the announced rate is the whole quota.
+      const announced = this.announcedRate;
+      if (announced !== undefined && announced > base && this.accepted.fewAnswers) {
+        base = this.clamp(announced);
+        if (accepted !== undefined) accepted = base;
+      }
       // That estimate stands as the measured rate too, so CUBIC's W is not cut twice.
       measured = base;
     }

@@ -1,7 +1,7 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { createRequire } from 'node:module';
 import { parseClusterUrl } from '../config/shared.js';
-import { AdaptiveRateLimitError } from '../errors.js';
+import { AdaptiveRateLimitError, ConfigError } from '../errors.js';
 import type { RedisClient } from './client.js';
 import { CUT, HEARTBEAT, LEAVE, PAUSE } from './scripts.js';
 import {
@@ -55,6 +55,8 @@ export class RedisBudgetStore implements BudgetStore {
   #roundTrips = 0;
   /** Repairs answered by a call that cannot carry them (a pause), for the next heartbeat's answer. */
   readonly #pendingRepairs: string[] = [];
+  /** Redis refused the URL's database (`SELECT`): every call fails with this, none is sent. */
+  #refused: ConfigError | undefined;
 
   constructor(options: RedisBudgetStoreOptions) {
     const tag = `${options.keyPrefix}{${options.name}}`;
@@ -64,8 +66,14 @@ export class RedisBudgetStore implements BudgetStore {
     if (typeof redis === 'string') {
       const client = openClient(redis, options.redisTimeout);
       // Errors reach the budget through its failed calls ('degraded', once); ioredis would print
-      // every reconnect attempt.
-      client.on('error', () => {});
+      // every reconnect attempt. A refused SELECT (`/99` beyond the server's databases) is no
+      // passing failure: ioredis reports it here and goes on in database 0, where this budget's
+      // keys would mix with another's. The client is closed and every call fails with it.
+      client.on('error', (error: unknown) => {
+        if (this.#refused !== undefined || !refusedSelect(error)) return;
+        this.#refused = databaseRefused(redis, error);
+        client.disconnect();
+      });
       this.#client = client;
       this.#ownsClient = true;
     } else {
@@ -187,8 +195,14 @@ export class RedisBudgetStore implements BudgetStore {
     await withTimeout(this.#client.quit(), this.#timeout).catch(() => this.#client.disconnect());
   }
 
-  #call(s: Script, args: readonly (string | number)[]): Promise<unknown> {
-    return withTimeout(this.#run(s, args), this.#timeout);
+  async #call(s: Script, args: readonly (string | number)[]): Promise<unknown> {
+    if (this.#refused !== undefined) throw this.#refused;
+    try {
+      return await withTimeout(this.#run(s, args), this.#timeout);
+    } catch (error) {
+      // A call queued before the refusal ends with the closed connection: the refusal is why.
+      throw this.#refused ?? error;
+    }
   }
 
   async #run(s: Script, args: readonly (string | number)[]): Promise<unknown> {
@@ -211,7 +225,7 @@ export class RedisBudgetStore implements BudgetStore {
 function openClient(
   url: string,
   timeout: number,
-): RedisClient & { on(event: 'error', f: () => void): unknown } {
+): RedisClient & { on(event: 'error', f: (error: unknown) => void): unknown } {
   const ioredis = loadIoredis();
   const retryStrategy = (times: number) => Math.min(50 * times, 500);
   const cluster = parseClusterUrl(url);
@@ -313,6 +327,27 @@ export function assertIoredis(): void {
   } catch (cause) {
     throw ioredisMissing(cause);
   }
+}
+
+/** Whether `error` is Redis's refusal of ioredis's `SELECT` (`ERR DB index is out of range`). */
+function refusedSelect(error: unknown): error is Error {
+  const command = (error as { command?: { name?: unknown } } | null)?.command;
+  return error instanceof Error && error.name === 'ReplyError' && command?.name === 'select';
+}
+
+/** The error of a URL whose database Redis refused, naming `redis`, the database and the reply. */
+function databaseRefused(url: string, error: Error): ConfigError {
+  const database = /\/(\d+)$/.exec(new URL(url).pathname)?.[1] ?? '?';
+  return new ConfigError(
+    [
+      {
+        path: 'redis',
+        message: `Redis refused database ${database} (SELECT ${database}: ${error.message}); a server has databases 0 to its \`databases\` setting less 1 (16 by default: 0-15)`,
+        received: url,
+      },
+    ],
+    'shared budget',
+  );
 }
 
 function ioredisMissing(cause: unknown): AdaptiveRateLimitError {

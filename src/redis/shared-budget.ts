@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
 import { keepsNoState, resolveController } from '../controllers/index.js';
 import { sharedBudgetProbe } from '../controllers/probe.js';
-import { AdaptiveRateLimitError } from '../errors.js';
+import { AdaptiveRateLimitError, ConfigError } from '../errors.js';
 import { kFailed, kNoCrowdWait, kSuccess, kThrottled, kWaitBound } from '../internal.js';
 import { AdaptiveRateLimiter, type LimiterSnapshot } from '../limiter/adaptive.js';
 import { resolveLimiterOptions } from '../limiter/options.js';
@@ -192,12 +192,16 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
 
   acquire(units = 1, options?: AcquireOptions): Promise<Permit> {
     if (!this.#coordinator.started) this.#coordinator.start();
+    const refused = this.#refused();
+    if (refused !== undefined) return Promise.reject(refused);
     if (this.#opts.failClosed) return this.#acquireClosed(units, options);
     return this.#acquire(units, options);
   }
 
   tryAcquire(units = 1): Permit | undefined {
     if (!this.#coordinator.started) this.#coordinator.start();
+    const refused = this.#refused();
+    if (refused !== undefined) throw refused;
     if (this.#opts.failClosed && this.#member.degraded) return undefined;
     const permit = this.#takeNow(units);
     if (permit === undefined) {
@@ -264,8 +268,17 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
     if (this.#coordinator.isReady || signal === undefined) await ready;
     else await readyOrAborted(ready, signal);
     if (this.#member.degraded)
-      throw new SharedBudgetUnavailableError(this.#opts.name, this.#member.lastError);
+      throw this.#refused() ?? new SharedBudgetUnavailableError(this.#opts.name, this.#member.lastError);
     return this.#acquire(units, options);
+  }
+
+  /**
+   * The `ConfigError` of a store that cannot work as configured (Redis refused the URL's
+   * database): no waiting helps, so every acquire ends with it, fail-open or not.
+   */
+  #refused(): ConfigError | undefined {
+    const error = this.#member.lastError;
+    return this.#member.degraded && error instanceof ConfigError ? error : undefined;
   }
 
   /**

@@ -54,9 +54,11 @@ export function makeLimiter(name: string, config: LimiterConfig, clock: Clock): 
     api,
     ...options
   } = config;
-  // `api` sets the budgets and their buckets; the config's own fields override them.
-  const preset = api === undefined ? {} : apiLimiterOptions(api);
-  return new AdaptiveRateLimiter({ ...preset, ...options, name, clock });
+  // `api` sets the budgets and their buckets; the config's own fields override them (`budgets`:
+  // the fields of the API's budgets).
+  if (api === undefined) return new AdaptiveRateLimiter({ ...options, name, clock });
+  const { budgets, ...rest } = options;
+  return new AdaptiveRateLimiter({ ...apiLimiterOptions(api, budgets), ...rest, name, clock });
 }
 
 /** A limiter and its origin index for `config`, or every issue of the config. */

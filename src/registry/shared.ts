@@ -29,6 +29,10 @@ export function makeSharedBudget(name: string, config: LimiterConfig, clock: Clo
     maxConcurrentPer: _mp,
     partitionBy: _pb,
     limiter: _l,
+    // The adapters read the answers' quota headers; the budget's local limiter is capped by them.
+    headers: _h,
+    quotaFromHeaders: _q,
+    api,
     shared,
     ...options
   } = config;
@@ -38,6 +42,14 @@ export function makeSharedBudget(name: string, config: LimiterConfig, clock: Clo
     ...(parsed.success ? [] : configErrorFrom(parsed.error, shared, 'shared budget', 'shared').issues),
     ...issuesOf(() => resolveLimiterOptions(options)),
   ];
+  if (api !== undefined) {
+    // A shared budget meters one budget of units: `api`'s token budgets would not be metered.
+    issues.unshift({
+      path: 'api',
+      message: "not with `shared`: a shared budget meters requests only, not an LLM API's token budgets",
+      received: api,
+    });
+  }
   if (!parsed.success || issues.length > 0) throw new ConfigError(issues, 'shared budget');
   const budgetOptions = { ...options, ...parsed.data, name: parsed.data.name ?? name, clock, lazy: true };
   return new LazySharedBudget(budgetOptions.name, async () => {

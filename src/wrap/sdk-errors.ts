@@ -1,4 +1,5 @@
 import { headerLookup, type ResponseHeaders } from '../headers.js';
+import { tooLarge } from '../http/llm.js';
 import { REFUSAL_HEADER } from '../http/refusal.js';
 import { retryAfterFromHeaders } from '../http/retry-after.js';
 import type { Outcome } from '../limiter/types.js';
@@ -76,6 +77,26 @@ function isAwsThrottling(error: Bag): boolean {
   return isBag(error.$retryable) && error.$retryable.throttling === true;
 }
 
+/** The codes by which an LLM API's 429 says a spend cap or quota is used up (no retry can pass it). */
+const SPEND_CAP_CODES: ReadonlySet<unknown> = new Set(['insufficient_quota', 'enforced_spend_limit_reached']);
+
+/**
+ * Whether an LLM SDK's 429 is one no retry can pass, which the HTTP adapters with `api` end at
+ * once (src/http/llm.ts): a spend cap or a quota used up (openai's `code` or `type`
+ * `insufficient_quota`; Anthropic's `errorCode`, its body's `error.details.error_code`,
+ * `enforced_spend_limit_reached`), or a call larger than a whole budget (openai's "Request too
+ * large ... Limit 10000, Requested 50000").
+ */
+function unpassable(error: Bag): boolean {
+  const body = isBag(error.error) ? error.error : undefined;
+  const inner = isBag(body?.error) ? body.error : undefined;
+  const details = isBag(inner?.details) ? inner.details : undefined;
+  const codes = [error.code, error.type, error.errorCode, body?.code, body?.type, details?.error_code];
+  if (codes.some((code) => SPEND_CAP_CODES.has(code))) return true;
+  const message = typeof body?.message === 'string' ? body.message : error.message;
+  return typeof message === 'string' && tooLarge(message);
+}
+
 /**
  * The default `classifyError` of `wrap`: how the errors of the SDKs people call rate-limited APIs
  * with (openai, Anthropic, Octokit, the AWS SDK v3, axios, got, ky, and any error with a
@@ -88,7 +109,9 @@ function isAwsThrottling(error: Bag): boolean {
  *   number >= 0.
  * - failed: anything else; a 5xx with such a wait pauses the limiter without a cut, as the HTTP
  *   adapters do. So is a 429 the library made itself (`x-adaptive-rate-limit: rejected`, the
- *   adapters' `rejection: 'response'`): no server said it.
+ *   adapters' `rejection: 'response'`): no server said it. So is an LLM API's 429 that no retry
+ *   can pass (a spend cap, openai's `insufficient_quota` and "Request too large", Anthropic's
+ *   `enforced_spend_limit_reached`): the call ends at once with the SDK's error, as with `api`.
  *
  * For anything else (an SDK's own error class, GitHub's 403), give `wrap` a `classifyError` of your
  * own, falling back to this one.
@@ -99,6 +122,7 @@ export function classifyThrown(error: unknown): Outcome {
   // The library's own refusal (`rejection: 'response'`) was never sent: not the server's word.
   if (headers !== undefined && headerLookup(headers)(REFUSAL_HEADER) !== undefined) return { kind: 'failed' };
   const status = statusOfError(error);
+  if (status === 429 && unpassable(error)) return { kind: 'failed' };
   const throttled = status === 429 || isAwsThrottling(error);
   // A wait on a failure is kept only for a server error (a 503 "come back later").
   const retryAfterMs = throttled || (status ?? 0) >= 500 ? retryAfterOfError(error) : undefined;

@@ -77,6 +77,7 @@ export const parseRateLimit: (field: string) => readonly RateLimitItem[] | undef
   lastOf(parseRateLimitList);
 
 function parseRateLimitList(field: string): RateLimitItem[] | undefined {
+  if (holdsDecimal(field)) return undefined;
   const list = tryParse(() => parseList(field));
   if (list === undefined) return undefined;
   const out: RateLimitItem[] = [];
@@ -102,6 +103,7 @@ interface PolicyItem {
 const parsePolicies = lastOf(parsePolicyList);
 
 function parsePolicyList(field: string): PolicyItem[] | undefined {
+  if (holdsDecimal(field)) return undefined;
   const list = tryParse(() => parseList(field));
   if (list === undefined) return undefined;
   const out: PolicyItem[] = [];
@@ -126,6 +128,7 @@ interface Draft07 {
 
 /** A draft-07 `RateLimit` Dictionary (`limit`, `remaining`, `reset`), or `undefined`. */
 function parseDraft07(field: string): Draft07 | undefined {
+  if (holdsDecimal(field)) return undefined;
   const dict = tryParse(() => parseDictionary(field));
   const value = (key: string) => {
     const member = dict?.get(key);
@@ -141,7 +144,8 @@ function parseDraft07(field: string): Draft07 | undefined {
 /** The draft-07 reading: its window from the policy whose quota is the current limit. */
 function joinDraft07(current: Draft07, policies: string | undefined): AnnouncedQuota[] {
   let windowMs: number | undefined;
-  const list = policies === undefined ? undefined : tryParse(() => parseList(policies));
+  const list =
+    policies === undefined || holdsDecimal(policies) ? undefined : tryParse(() => parseList(policies));
   for (const member of list ?? []) {
     const [q, params] = member as Item;
     const w = params.get('w');
@@ -167,6 +171,19 @@ function tryParse<T>(parse: () => T): T | undefined {
   } catch {
     return undefined;
   }
+}
+
+/**
+ * Whether a field gives a number it is read for as a Decimal (`r=5.0`, `q=1.5`, a draft-07 policy
+ * `100.0;w=60`): the parser returns a Decimal as a number, so `r=5.0` would read as the Integer 5.
+ * Strings and Byte Sequences are skipped; a parameter the draft does not define may be a Decimal.
+ */
+function holdsDecimal(field: string): boolean {
+  const bare = field.replace(/"(?:[^"\\]|\\.)*"|:[^:]*:/g, '""');
+  return (
+    /(?:^|[;,])[ \t]*(?:q|w|r|t|limit|remaining|reset)=-?\d+\.\d/.test(bare) ||
+    /(?:^|,)[ \t]*-?\d+\.\d/.test(bare)
+  );
 }
 
 /** A List member that is an Item whose value is a String (a policy name), not an Inner List or a Token. */
