@@ -267,7 +267,8 @@ export class Coordinator {
     }
     if (!givesAway(cut)) return;
     this.#ownPauseUntil = Math.max(this.#ownPauseUntil, this.#clock.now() + retryAfterMs);
-    if (this.#away(this.#clock.now()) && this.#store !== undefined && !this.#closed) this.#track(this.#heartbeat());
+    if (this.#away(this.#clock.now()) && this.#store !== undefined && !this.#closed)
+      this.#track(this.#heartbeat());
   }
 
   /**
