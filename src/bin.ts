@@ -6,8 +6,8 @@ import { main } from './simulate/cli.js';
 const USAGE = `Usage: adaptive-rate-limit <command> [flags]
 
 Commands
-  simulate [flags]   compare no limiter, a fixed rate, AIMD and CUBIC against a model API
-                     (adaptive-rate-limit simulate --help for the flags)
+  simulate [flags]   compare no limiter, a fixed rate, AIMD, CUBIC and probe (the default)
+                     against a model API (adaptive-rate-limit simulate --help for the flags)
 `;
 
 const [command, ...rest] = process.argv.slice(2);

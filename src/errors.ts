@@ -50,7 +50,7 @@ export class RateLimitRejectedError extends AdaptiveRateLimitError {
 export class QuotaExhaustedError extends AdaptiveRateLimitError {
   /** The name of the limiter the call went through. */
   readonly limiter: string;
-  /** The API's error code: `insufficient_quota`, `enforced_spend_limit_reached`, or `spend_cap` when only the headers told. */
+  /** The API's error code: `insufficient_quota` or `enforced_spend_limit_reached`. */
   readonly reason: string;
   readonly status: number;
   readonly response: Response | undefined;

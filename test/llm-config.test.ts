@@ -76,6 +76,32 @@ describe('api and budgets in config', () => {
     }
   });
 
+  // Regression: appsettings.json's Budgets were unknown keys ("expected one of: ", nothing listed).
+  it("reads appsettings.json's Budgets, their fields and names in any case, and lists a budget's keys", () => {
+    const config = parseConfig({
+      AdaptiveRateLimiting: {
+        Limiters: {
+          OpenAI: {
+            Origins: ['https://api.openai.com'],
+            Api: 'OpenAI',
+            Budgets: { Tokens: { MaxUnitsPerMinute: 30_000, Probe: { ProbeStep: 50 } } },
+          },
+        },
+      },
+    });
+    expect(config.limiters.OpenAI?.budgets).toEqual({
+      Tokens: { maxUnitsPerMinute: 30_000, probe: { probeStep: 50 } },
+    });
+    const f = rateLimitedFetch(config);
+    expect(f.registry.get('OpenAI')?.snapshot().budgets?.tokens?.maxRate).toBe(30_000);
+    f.close();
+    expect(() =>
+      parseConfig({
+        AdaptiveRateLimiting: { Limiters: { a: { Budgets: { Tokens: { MaxUnitsPerMin: 1 } } } } },
+      }),
+    ).toThrow(/Budgets\.Tokens\.MaxUnitsPerMin: unknown key \(.*maxUnitsPerMinute/);
+  });
+
   it('builds the api preset in code, and names a bad api', () => {
     const f = rateLimitedFetch({
       limiters: { openai: { origins: ['https://api.openai.com'], api: 'openai' } },

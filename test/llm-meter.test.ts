@@ -129,7 +129,9 @@ describe('LlmMeter', () => {
       error: { type: 'rate_limit_error', details: { error_code: 'enforced_spend_limit_reached' } },
     };
     expect(anthropic.refusal(spend, noHeaders)).toMatchObject({ kind: 'quota' });
-    expect(anthropic.refusal(undefined, noHeaders)).toEqual({ kind: 'quota', reason: 'spend_cap' });
+    // Regression: a 429 without Anthropic's JSON (a proxy's HTML page) and without retry-after was
+    // read as a spend cap (QuotaExhaustedError 'spend_cap', no retry). Only the body tells a cap.
+    expect(anthropic.refusal(undefined, noHeaders)).toEqual({ kind: 'rate', budgets: undefined });
     expect(anthropic.refusal(undefined, (name) => (name === 'retry-after' ? '3' : undefined))).toEqual({
       kind: 'rate',
       budgets: undefined,

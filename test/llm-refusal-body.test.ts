@@ -1,8 +1,10 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
+import { ManualClock } from '../src/clock.js';
 import { ThrottledBodyTooLongError } from '../src/errors.js';
 import { rateLimitedFetch } from '../src/http/fetch.js';
+import { until } from './helpers/rate-limited-server.js';
 
 // The fetch wrapper with `api` reads a 429's body to tell why it came: up to 64 KiB, as the
 // interceptor holds a 429. A 429 whose body goes on (a proxy's page streamed, a body that never
@@ -80,5 +82,41 @@ describe("the fetch wrapper with api: a 429's body longer than 64 KiB", () => {
     }
     expect(bytes).toBe(64 * 1024);
     expect(error).toBeInstanceOf(ThrottledBodyTooLongError);
+  });
+});
+
+// Regression: with `api: 'anthropic'`, a 429 without Anthropic's JSON body and without
+// retry-after (a proxy's or a gateway's HTML page) was read as a spend cap: QuotaExhaustedError
+// (`spend_cap`), sent once, no retry. A spend cap says so in its body; such a 429 is a rate limit.
+describe("api: 'anthropic': a 429 that is not Anthropic's JSON", () => {
+  it("is a rate limit, retried after the bare 429's wait, not a spend cap", async () => {
+    let attempts = 0;
+    const server: Server = createServer((req, res) => {
+      req.resume();
+      attempts++;
+      if (attempts === 1)
+        res.writeHead(429, { 'content-type': 'text/html' }).end('<html>429 Too Many Requests</html>');
+      else
+        res
+          .writeHead(200, { 'content-type': 'application/json' })
+          .end('{"usage":{"input_tokens":3,"output_tokens":5}}');
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    cleanups.push(() => new Promise((resolve) => server.close(resolve)));
+    const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const clock = new ManualClock();
+    const fetch = rateLimitedFetch({ clock, limiters: { llm: { origins: [origin], api: 'anthropic' } } });
+    cleanups.push(() => fetch.close());
+    const body = JSON.stringify({ model: 'c', max_tokens: 10, messages: [{ role: 'user', content: 'hi' }] });
+    const call = fetch(`${origin}/v1/messages`, { method: 'POST', body });
+    await until(() => fetch.registry.get('llm')?.snapshot().throttles === 1, 'the 429');
+    // A bare 429 before 30 successes waits a random time of up to a minute, on the clock.
+    await until(() => {
+      clock.advance(1_000);
+      return attempts === 2;
+    }, 'the retry');
+    const res = await call;
+    expect(res.status).toBe(200);
+    expect(attempts).toBe(2);
   });
 });

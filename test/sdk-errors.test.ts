@@ -161,7 +161,7 @@ describe('classifyThrown: the SDKs’ errors', () => {
     expect(classifyThrown(error)).toEqual(outcome);
   });
 
-  it("keeps openai's rate-limit 429 on tokens a throttle (Used and Requested within the Limit)", () => {
+  it("keeps openai's rate-limit 429 on tokens a throttle of the tokens budget (Used and Requested within the Limit)", () => {
     const error = new OpenAI.RateLimitError(
       429,
       {
@@ -173,11 +173,50 @@ describe('classifyThrown: the SDKs’ errors', () => {
       undefined,
       new Headers({ 'retry-after-ms': '2000' }),
     );
-    expect(classifyThrown(error)).toEqual({ kind: 'throttled', retryAfterMs: 2000 });
+    expect(classifyThrown(error)).toEqual({ kind: 'throttled', retryAfterMs: 2000, budgets: ['tokens'] });
   });
 });
 
 describe('wrap reads the SDKs’ errors', () => {
+  // Regression: wrap cut every budget for a 429 of one (the requests budget cut for a tokens 429).
+  it("cuts only the budget an openai 429 names (error.type 'tokens'), as the adapters with api do", async () => {
+    const clock = new ManualClock();
+    const limiter = new AdaptiveRateLimiter({
+      clock,
+      budgets: { requests: { initialUnitsPerMinute: 600 }, tokens: { initialUnitsPerMinute: 60_000 } },
+    });
+    let calls = 0;
+    const wrapped = wrap(
+      limiter,
+      async () => {
+        calls++;
+        if (calls === 1) {
+          throw new OpenAI.RateLimitError(
+            429,
+            {
+              type: 'tokens',
+              code: 'rate_limit_exceeded',
+              message: 'Rate limit reached on tokens per min (TPM)',
+            },
+            undefined,
+            new Headers({ 'retry-after-ms': '0' }),
+          );
+        }
+        return 'ok';
+      },
+      { costs: { tokens: 100 } },
+    );
+    const result = wrapped();
+    for (let i = 0; i < 50 && calls < 2; i++) {
+      await flush();
+      clock.advance(100);
+    }
+    await expect(result).resolves.toBe('ok');
+    const { budgets } = limiter.snapshot();
+    expect([budgets?.requests?.cuts, budgets?.tokens?.cuts]).toEqual([0, 1]);
+    limiter.close();
+  });
+
   // Regression: wrap read a spend cap as a throttle: it retried the call (2 more sends spread over
   // up to a minute), cut every budget and paused the limiter for its other callers.
   it.each(['openai', 'anthropic'] as const)(

@@ -23,16 +23,19 @@ export function apiLimiterOptions(
   const names = API_BUDGETS[api] as readonly string[] | undefined;
   // An unknown name is the config check's to report.
   if (names === undefined) return {};
-  // The config's `budgets` set fields of the API's budgets, by name, in the API's order.
-  const fields = typeof own === 'object' && own !== null ? own : {};
-  // A value that is no object is passed on as it is, for the limiter's check to name.
-  const budgets = Object.fromEntries(names.map((name) => [name, fields[name] ?? {}]));
+  // The config's `budgets` set fields of the API's budgets, by name in any case (appsettings.json
+  // writes `Tokens`), in the API's order. A value that is no object is passed on as it is, for the
+  // limiter's check to name.
+  const fields = new Map(
+    Object.entries(typeof own === 'object' && own !== null ? own : {}).map(([k, v]) => [k.toLowerCase(), v]),
+  );
+  const budgets = Object.fromEntries(names.map((name) => [name, fields.get(name) ?? {}]));
   return { budgets, burst: 'announced', reserve: 1_500 };
 }
 
 /**
- * The issues of a config's `budgets` next to `api`: each must name one of the API's budgets (the
- * adapters charge a call to those names). Issues name `${path}.budgets.<name>`.
+ * The issues of a config's `budgets` next to `api`: each must name one of the API's budgets, in
+ * any case (the adapters charge a call to those names). Issues name `${path}.budgets.<name>`.
  */
 export function apiBudgetIssues(
   api: unknown,
@@ -42,7 +45,7 @@ export function apiBudgetIssues(
   const names = API_BUDGETS[api as LlmApi] as readonly string[] | undefined;
   if (names === undefined || typeof budgets !== 'object' || budgets === null) return [];
   return Object.entries(budgets)
-    .filter(([name]) => !names.includes(name))
+    .filter(([name]) => !names.includes(name.toLowerCase()))
     .map(([name, value]) => ({
       path: `${path}.budgets.${name}`,
       message: `not a budget of api '${String(api)}' (its budgets: ${names.join(', ')}); \`budgets\` sets their fields`,

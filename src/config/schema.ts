@@ -107,10 +107,13 @@ const configSchema = withRule(configObject, [], originRules);
 // ---- the keys of each level, for the appsettings mapping --------------------------------
 
 const CONTROLLERS = { aimd: level(aimdSchema), cubic: level(cubicSchema), probe: level(probeSchema) };
+/** One budget of `budgets` (its name kept as written), its controller options below it. */
+const BUDGET: Level = level(fields.budgets.unwrap().valueType, { objects: CONTROLLERS });
 const LIMITER: Level = level(limiterConfigObject, {
   objects: { ...CONTROLLERS, shared: level(sharedConfigSchema) },
+  records: { budgets: BUDGET },
 });
-const DEFAULT: Level = level(defaultConfigObject, { objects: CONTROLLERS });
+const DEFAULT: Level = level(defaultConfigObject, { objects: CONTROLLERS, records: { budgets: BUDGET } });
 const ROOT: Level = level(configObject, { objects: { default: DEFAULT }, records: { limiters: LIMITER } });
 
 // ---- parseConfig -------------------------------------------------------------------------

@@ -46,7 +46,7 @@ export type LlmRefusal =
  * large for gpt-4o in organization org-... on tokens per min (TPM): Limit 30000, Requested
  * 36153."), where a rate limit's says "Limit 30000, Used 29000, Requested 2000".
  */
-export function tooLarge(message: string): boolean {
+function tooLarge(message: string): boolean {
   if (/\brequest too large\b/i.test(message)) return true;
   const numbers = /\bLimit (\d+), Requested (\d+)\b/.exec(message);
   return numbers !== null && Number(numbers[2]) > Number(numbers[1]);
@@ -122,11 +122,12 @@ export class LlmMeter {
   }
 
   /**
-   * How a 429 reads, from its JSON body (`undefined` when not read) and its headers. OpenAI's
-   * "Request too large" (`error.type` `tokens`, `code` `rate_limit_exceeded`) is a `call`: the
-   * call is refused as a 4xx that is not a throttle is (see {@link refusedCall}).
+   * How a 429 reads, from its JSON body (`undefined` when not read). OpenAI's "Request too large"
+   * (`error.type` `tokens`, `code` `rate_limit_exceeded`) is a `call`: the call is refused as a
+   * 4xx that is not a throttle is (see {@link refusedCall}). The headers are not read: neither
+   * vendor's headers tell a spend cap from a rate limit (a spend cap's body says it).
    */
-  refusal(body: unknown, headers: HeaderLookup): LlmRefusal {
+  refusal(body: unknown, _headers: HeaderLookup): LlmRefusal {
     const error = isObject(body) && isObject(body.error) ? body.error : undefined;
     if (this.api === 'openai') {
       if (error?.code === 'insufficient_quota' || error?.type === 'insufficient_quota') {
@@ -144,9 +145,8 @@ export class LlmMeter {
     if (details?.error_code === 'enforced_spend_limit_reached') {
       return { kind: 'quota', reason: 'enforced_spend_limit_reached' };
     }
-    // A spend cap is the one 429 without retry-after: what the headers alone tell.
-    if (error === undefined && headers('retry-after') === undefined)
-      return { kind: 'quota', reason: 'spend_cap' };
+    // A spend cap says so in its body (`details.error_code`, above). A 429 without Anthropic's JSON
+    // (a proxy's or a gateway's page) is a rate limit, retried, as OpenAI's is: no body tells a cap.
     const message = typeof error?.message === 'string' ? error.message : '';
     const named = API_BUDGETS.anthropic.filter((b) => message.includes(b.replace('_', ' ')));
     return { kind: 'rate', budgets: named.length === 1 ? named : undefined };

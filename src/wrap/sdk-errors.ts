@@ -1,5 +1,5 @@
 import { headerLookup, type ResponseHeaders } from '../headers.js';
-import { tooLarge } from '../http/llm.js';
+import { LlmMeter, type LlmRefusal } from '../http/llm.js';
 import { REFUSAL_HEADER } from '../http/refusal.js';
 import { retryAfterFromHeaders } from '../http/retry-after.js';
 import type { Outcome } from '../limiter/types.js';
@@ -77,24 +77,20 @@ function isAwsThrottling(error: Bag): boolean {
   return isBag(error.$retryable) && error.$retryable.throttling === true;
 }
 
-/** The codes by which an LLM API's 429 says a spend cap or quota is used up (no retry can pass it). */
-const SPEND_CAP_CODES: ReadonlySet<unknown> = new Set(['insufficient_quota', 'enforced_spend_limit_reached']);
+const openaiMeter = new LlmMeter('openai');
+const anthropicMeter = new LlmMeter('anthropic');
+const noHeaders = () => undefined;
 
 /**
- * Whether an LLM SDK's 429 is one no retry can pass, which the HTTP adapters with `api` end at
- * once (src/http/llm.ts): a spend cap or a quota used up (openai's `code` or `type`
- * `insufficient_quota`; Anthropic's `errorCode`, its body's `error.details.error_code`,
- * `enforced_spend_limit_reached`), or a call larger than a whole budget (openai's "Request too
- * large ... Limit 10000, Requested 50000").
+ * An LLM SDK's 429 read as the HTTP adapters read it with `api` (src/http/llm.ts), from the body
+ * the SDK keeps as `error` (Anthropic's: the whole body, `{ type: 'error', error }`; openai's: the
+ * body's `error`), or `undefined` when the error has none.
  */
-function unpassable(error: Bag): boolean {
+function llmRefusal(error: Bag): LlmRefusal | undefined {
   const body = isBag(error.error) ? error.error : undefined;
-  const inner = isBag(body?.error) ? body.error : undefined;
-  const details = isBag(inner?.details) ? inner.details : undefined;
-  const codes = [error.code, error.type, error.errorCode, body?.code, body?.type, details?.error_code];
-  if (codes.some((code) => SPEND_CAP_CODES.has(code))) return true;
-  const message = typeof body?.message === 'string' ? body.message : error.message;
-  return typeof message === 'string' && tooLarge(message);
+  if (body === undefined) return undefined;
+  if (body.type === 'error' && isBag(body.error)) return anthropicMeter.refusal(body, noHeaders);
+  return openaiMeter.refusal({ error: body }, noHeaders);
 }
 
 /**
@@ -112,6 +108,9 @@ function unpassable(error: Bag): boolean {
  *   adapters' `rejection: 'response'`): no server said it. So is an LLM API's 429 that no retry
  *   can pass (a spend cap, openai's `insufficient_quota` and "Request too large", Anthropic's
  *   `enforced_spend_limit_reached`): the call ends at once with the SDK's error, as with `api`.
+ *   An LLM SDK's rate-limit 429 names the budget it is about (`budgets`: openai's `error.type`
+ *   `requests` or `tokens`, the budget Anthropic's message names), so a limiter with those
+ *   `budgets` cuts only that one (a limiter without them ignores it).
  *
  * For anything else (an SDK's own error class, GitHub's 403), give `wrap` a `classifyError` of your
  * own, falling back to this one.
@@ -122,12 +121,17 @@ export function classifyThrown(error: unknown): Outcome {
   // The library's own refusal (`rejection: 'response'`) was never sent: not the server's word.
   if (headers !== undefined && headerLookup(headers)(REFUSAL_HEADER) !== undefined) return { kind: 'failed' };
   const status = statusOfError(error);
-  if (status === 429 && unpassable(error)) return { kind: 'failed' };
+  const llm = status === 429 ? llmRefusal(error) : undefined;
+  // No retry can pass a spend cap, a used-up quota or a call above a whole budget.
+  if (llm !== undefined && llm.kind !== 'rate') return { kind: 'failed' };
   const throttled = status === 429 || isAwsThrottling(error);
   // A wait on a failure is kept only for a server error (a 503 "come back later").
   const retryAfterMs = throttled || (status ?? 0) >= 500 ? retryAfterOfError(error) : undefined;
   const kind = throttled ? 'throttled' : 'failed';
-  return retryAfterMs === undefined ? { kind } : { kind, retryAfterMs };
+  // The budget the 429 names (openai's `error.type` `tokens`): only that one is cut.
+  const budgets = llm?.kind === 'rate' ? llm.budgets : undefined;
+  const outcome: Outcome = retryAfterMs === undefined ? { kind } : { kind, retryAfterMs };
+  return budgets === undefined || outcome.kind !== 'throttled' ? outcome : { ...outcome, budgets };
 }
 
 /** The wait an error's headers ask for, or its own `retryAfterMs`; `undefined` when neither. */
