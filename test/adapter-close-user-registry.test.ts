@@ -1,11 +1,10 @@
-import type { ServerResponse } from 'node:http';
 import { describe, expect, it, vi } from 'vitest';
 import { ManualClock } from '../src/clock.js';
 import { RateLimitRejectedError } from '../src/errors.js';
 import { rateLimitedFetch } from '../src/http/fetch.js';
 import type { InterceptorOptions } from '../src/http/options.js';
 import { RateLimiterRegistry } from '../src/registry/index.js';
-import { agentWith, get, limit, NEVER_BINDS, serve } from './helpers/interceptor-fixtures.js';
+import { agentWith, get, holdingServer, limit, NEVER_BINDS } from './helpers/interceptor-fixtures.js';
 import { settled } from './helpers/settled.js';
 
 // An adapter given a registry of yours (or a `limiter` instance) does not close it at its close():
@@ -17,14 +16,7 @@ import { settled } from './helpers/settled.js';
 type Kind = 'interceptor' | 'fetch wrapper';
 
 async function setup(kind: Kind, config: Record<string, unknown>) {
-  const held: ServerResponse[] = [];
-  const server = await serve({
-    respond: (req, res) => {
-      if (req.url !== '/slow') return false;
-      held.push(res);
-      return true;
-    },
-  });
+  const { server, held } = await holdingServer();
   const clock = new ManualClock();
   const registry = new RateLimiterRegistry({ clock, default: config });
   const adapter = (options: InterceptorOptions) => {

@@ -2,8 +2,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
 import { rateLimitedFetch } from '../src/http/fetch.js';
 import type { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
+import { drive } from './helpers/drive.js';
 import { startLlmMock } from './helpers/llm-mock.js';
-import { until } from './helpers/rate-limited-server.js';
 
 // A token budget with no rate yet (unlimited until its first 429) whose first 429 comes after a
 // few small calls: another process drained the quota. The vendors' 429 announce the limit
@@ -16,24 +16,6 @@ const cleanups: (() => unknown)[] = [];
 afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
-
-/** Moves the clock in steps until `promise` settles (the round trips run in real time). */
-async function drive<T>(clock: ManualClock, promise: Promise<T>, stepMs = 100): Promise<T> {
-  let done = false;
-  const settled = promise.finally(() => {
-    done = true;
-  });
-  settled.catch(() => {});
-  await until(
-    () => {
-      if (!done) clock.advance(stepMs);
-      return done;
-    },
-    'the call to settle',
-    60_000,
-  );
-  return settled;
-}
 
 describe.each(['openai', 'anthropic'] as const)("api: '%s': a fresh token budget's first 429", (api) => {
   it('cuts from the limit the 429 announces, and the call passes on its retry', async () => {

@@ -59,7 +59,7 @@ async function perKeyApi(api: Api, refusal: Refusal) {
       return true;
     },
   });
-  return { server, url: `${server.origin}${spec.path}`, spec };
+  return { server, url: `${server.origin}${spec.path}` };
 }
 
 /** Whether a limiter of the registry has seen a throttle, in any of its budgets. */
@@ -72,81 +72,52 @@ function throttled(registry: RateLimiterRegistry): boolean {
 
 const body = JSON.stringify({ model: 'm', max_tokens: 10, messages: [{ role: 'user', content: 'hi' }] });
 
+type Adapter = 'fetch wrapper' | 'interceptor';
+
+/** The adapter under test, its registry, and a POST of `body` with a key's credential. */
+function client(adapter: Adapter, api: Api, origin: string, url: string) {
+  const options = { limiters: { llm: { origins: [origin], api } }, clock: new ManualClock() };
+  const headers = (key: string) => ({ 'content-type': 'application/json', ...API[api].credential(key) });
+  if (adapter === 'fetch wrapper') {
+    const fetch = rateLimitedFetch(options);
+    cleanups.push(() => fetch.close());
+    const send = (key: string, signal?: AbortSignal) =>
+      fetch(url, { method: 'POST', headers: headers(key), body, signal }).then((r) => r.status);
+    return { registry: fetch.registry, send };
+  }
+  const interceptor = limit(options);
+  const agent = agentWith(interceptor);
+  const send = (key: string, signal?: AbortSignal) =>
+    get(agent, url, { method: 'POST', headers: headers(key), body, signal }).then((r) => r.status);
+  return { registry: interceptor.registry, send };
+}
+
 describe.each(['openai', 'anthropic'] as const)("api: '%s', partitioned by key", (api) => {
-  it.each(['rate', 'cap'] as const)(
-    "the fetch wrapper answers B while A's key is refused (%s)",
-    async (refusal) => {
-      const { server, url, spec } = await perKeyApi(api, refusal);
-      const fetch = rateLimitedFetch({
-        limiters: { llm: { origins: [server.origin], api } },
-        clock: new ManualClock(),
-      });
-      cleanups.push(() => fetch.close());
-      const registry = fetch.registry;
-      const send = (key: string, signal?: AbortSignal) =>
-        fetch(url, {
-          method: 'POST',
-          headers: { 'content-type': 'application/json', ...spec.credential(key) },
-          body,
-          signal,
-        });
-      const abort = new AbortController();
-      let settledA: unknown;
-      const a = send('key-a', abort.signal).then(
-        (r) => (settledA = r.status),
-        (e: unknown) => (settledA = e),
-      );
-      cleanups.push(async () => {
-        abort.abort();
-        await a;
-      });
-      // A's 429 read by its limiter: a rate limit paused it, a cap ended the call.
-      await until(() => (refusal === 'rate' ? throttled(registry) : settledA !== undefined), "A's 429");
+  it.each([
+    ['fetch wrapper', 'rate'],
+    ['fetch wrapper', 'cap'],
+    ['interceptor', 'rate'],
+    ['interceptor', 'cap'],
+  ] as const)("the %s answers B while A's key is refused (%s)", async (adapter, refusal) => {
+    const { server, url } = await perKeyApi(api, refusal);
+    const { registry, send } = client(adapter, api, server.origin, url);
+    const abort = new AbortController();
+    let settledA: unknown;
+    const a = send('key-a', abort.signal).then(
+      (status) => (settledA = status),
+      (e: unknown) => (settledA = e),
+    );
+    cleanups.push(async () => {
+      abort.abort();
+      await a;
+    });
+    // A's 429 read by its limiter: a rate limit paused it, a cap ended the call.
+    await until(() => (refusal === 'rate' ? throttled(registry) : settledA !== undefined), "A's 429");
 
-      const b = await Promise.all([1, 2, 3].map(() => send('key-b')));
-      expect(b.map((r) => r.status)).toEqual([200, 200, 200]);
-      // A was sent once: a rate limit waits for its Retry-After on the clock, a cap ended at once.
-      expect(server.received.map((r) => r.status)).toEqual([429, 200, 200, 200]);
-      if (refusal === 'rate') expect(settledA).toBeUndefined();
-      else expect(settledA).toBeInstanceOf(QuotaExhaustedError);
-    },
-  );
-
-  it.each(['rate', 'cap'] as const)(
-    "the interceptor answers B while A's key is refused (%s)",
-    async (refusal) => {
-      const { server, url, spec } = await perKeyApi(api, refusal);
-      const interceptor = limit({
-        limiters: { llm: { origins: [server.origin], api } },
-        clock: new ManualClock(),
-      });
-      const agent = agentWith(interceptor);
-      const registry = interceptor.registry;
-      const send = (key: string, signal?: AbortSignal) =>
-        get(agent, url, {
-          method: 'POST',
-          headers: { 'content-type': 'application/json', ...spec.credential(key) },
-          body,
-          signal,
-        });
-      const abort = new AbortController();
-      let settledA: unknown;
-      const a = send('key-a', abort.signal).then(
-        (r) => (settledA = r.status),
-        (e: unknown) => (settledA = e),
-      );
-      cleanups.push(async () => {
-        abort.abort();
-        await a;
-      });
-      // A's 429 read by its limiter: a rate limit paused it, a cap ended the call.
-      await until(() => (refusal === 'rate' ? throttled(registry) : settledA !== undefined), "A's 429");
-
-      const b = await Promise.all([1, 2, 3].map(() => send('key-b')));
-      expect(b.map((r) => r.status)).toEqual([200, 200, 200]);
-      expect(server.received.map((r) => r.status)).toEqual([429, 200, 200, 200]);
-      if (refusal === 'rate') expect(settledA).toBeUndefined();
-      else expect(settledA).toBeInstanceOf(QuotaExhaustedError);
-    },
-  );
+    expect(await Promise.all([1, 2, 3].map(() => send('key-b')))).toEqual([200, 200, 200]);
+    // A was sent once: a rate limit waits for its Retry-After on the clock, a cap ended at once.
+    expect(server.received.map((r) => r.status)).toEqual([429, 200, 200, 200]);
+    if (refusal === 'rate') expect(settledA).toBeUndefined();
+    else expect(settledA).toBeInstanceOf(QuotaExhaustedError);
+  });
 });

@@ -5,7 +5,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
 import { rateLimitedFetch } from '../src/http/fetch.js';
 import { adaptiveRateLimit } from '../src/http/interceptor.js';
-import { until } from './helpers/rate-limited-server.js';
+import { drive } from './helpers/drive.js';
 
 // `api: 'anthropic'`: a 429 that is not Anthropic's own (a proxy's HTML page, no retry-after) is a
 // plain rate 429: cut and retried per the contract. Regression: any 429 without Anthropic's JSON
@@ -41,24 +41,6 @@ async function proxyServer() {
     return new Promise((resolve) => server.close(resolve));
   });
   return { origin: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, calls: () => calls };
-}
-
-/** Moves the clock in steps until `promise` settles (the round trips run in real time). */
-async function drive<T>(clock: ManualClock, promise: Promise<T>): Promise<T> {
-  let done = false;
-  const settled = promise.finally(() => {
-    done = true;
-  });
-  settled.catch(() => {});
-  await until(
-    () => {
-      if (!done) clock.advance(100);
-      return done;
-    },
-    'the call to settle',
-    60_000,
-  );
-  return settled;
 }
 
 const body = JSON.stringify({ model: 'm', max_tokens: 10, messages: [{ role: 'user', content: 'hi' }] });

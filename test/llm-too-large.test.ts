@@ -5,8 +5,8 @@ import { ManualClock } from '../src/clock.js';
 import { rateLimitedFetch } from '../src/http/fetch.js';
 import { adaptiveRateLimit } from '../src/http/interceptor.js';
 import type { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
+import { drive } from './helpers/drive.js';
 import { type LlmMock, startLlmMock } from './helpers/llm-mock.js';
-import { until } from './helpers/rate-limited-server.js';
 
 // `api: 'openai'`: OpenAI's 429 "Request too large for <model> on tokens per min (TPM): Limit
 // 10000, Requested 50000" (error.type `tokens`, code `rate_limit_exceeded`) refuses a call that
@@ -22,24 +22,6 @@ afterEach(async () => {
 });
 
 const quiet = { debug() {}, info() {}, warn() {}, error() {} };
-
-/** Moves the clock in steps until `promise` settles (the round trips run in real time). */
-async function drive<T>(clock: ManualClock, promise: Promise<T>, stepMs = 100): Promise<T> {
-  let done = false;
-  const settled = promise.finally(() => {
-    done = true;
-  });
-  settled.catch(() => {});
-  await until(
-    () => {
-      if (!done) clock.advance(stepMs);
-      return done;
-    },
-    'the call to settle',
-    60_000,
-  );
-  return settled;
-}
 
 /** What the too-large call ended with. */
 interface Refusal {

@@ -1,4 +1,3 @@
-import type { ServerResponse } from 'node:http';
 import { describe, expect, it, vi } from 'vitest';
 import { ManualClock } from '../src/clock.js';
 import { RateLimitRejectedError } from '../src/errors.js';
@@ -6,7 +5,7 @@ import { rateLimitedFetch } from '../src/http/fetch.js';
 import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
 import { FixedWindowRateLimiter } from '../src/limiter/fixed-window.js';
 import type { RateLimiter } from '../src/limiter/types.js';
-import { agentWith, get, limit, NEVER_BINDS, serve } from './helpers/interceptor-fixtures.js';
+import { agentWith, get, holdingServer, limit, NEVER_BINDS } from './helpers/interceptor-fixtures.js';
 import { settled } from './helpers/settled.js';
 
 // Closing an adapter closes its limiters, and a closed limiter rejects every request waiting for
@@ -17,14 +16,7 @@ import { settled } from './helpers/settled.js';
 type Kind = 'interceptor' | 'fetch wrapper';
 
 async function setup(kind: Kind) {
-  const held: ServerResponse[] = [];
-  const server = await serve({
-    respond: (req, res) => {
-      if (req.url !== '/slow') return false;
-      held.push(res);
-      return true;
-    },
-  });
+  const { server, held } = await holdingServer();
   const clock = new ManualClock();
   const options = { clock, default: { ...NEVER_BINDS, maxConcurrent: 1 } };
   const rejected: unknown[] = [];
@@ -113,14 +105,7 @@ describe('a limiter of your own closed (a `limiter` instance) and the requests w
     ['an adaptive limiter', (clock) => new AdaptiveRateLimiter({ name: 'mine', clock, ...NEVER_BINDS })],
   ];
   it.each(made)('refuses them at its close (closed, its rejected event), never sent: %s', async (_, make) => {
-    const held: ServerResponse[] = [];
-    const server = await serve({
-      respond: (req, res) => {
-        if (req.url !== '/slow') return false;
-        held.push(res);
-        return true;
-      },
-    });
+    const { server, held } = await holdingServer();
     const clock = new ManualClock();
     const mine = make(clock);
     const rejected: unknown[] = [];

@@ -4,6 +4,7 @@ import { headerRecord } from '../headers.js';
 import { normalizeOrigin } from '../origin.js';
 import { redactError } from '../redact.js';
 import type { RateLimiterRegistry } from '../registry/index.js';
+import type { AdapterWait } from './adapter-close.js';
 import { slotBound } from './concurrency.js';
 import { holdResponse } from './held-response.js';
 import { llmAnswer, readRefusal, refusalBody } from './llm-answers.js';
@@ -11,7 +12,7 @@ import { type InterceptorOptions, type OutgoingRequest, resolveInterceptorOption
 import { withLazyBody } from './outgoing-body.js';
 import { refusalResponse } from './refusal.js';
 import { type AttemptBodies, attemptBodies, isReplayableBody } from './request-body.js';
-import { type AdapterWait, HttpRuntime, type Route } from './runtime.js';
+import { HttpRuntime, type Route } from './runtime.js';
 
 /** Options of {@link rateLimitedFetch}. */
 export interface RateLimitedFetchOptions extends InterceptorOptions {

@@ -11,6 +11,7 @@ import {
   QUEUED,
   type WaitCancel,
 } from '../limiter/waiting-line.js';
+import type { AdapterWait } from './adapter-close.js';
 import { Attempt } from './attempt.js';
 import { CallerController } from './caller-controller.js';
 import { FastPathJudge, type FastPathRequest } from './fast-path.js';
@@ -20,7 +21,7 @@ import { LoopPlan, type LoopRequest } from './loop-plan.js';
 import { answerRefusal } from './refusal.js';
 import { type AttemptBodies, attemptBodies } from './request-body.js';
 import { findDraw } from './request-draw.js';
-import type { AdapterWait, HttpRuntime, Route } from './runtime.js';
+import type { HttpRuntime, Route } from './runtime.js';
 
 /**
  * One request through the interceptor, in four roles, each its own object:

@@ -1,12 +1,7 @@
 import type { LlmApi } from '../config/api.js';
 import type { LimiterConfig } from '../config/schema.js';
 import { attachDiagnostics } from '../diagnostics.js';
-import {
-  ConfigError,
-  type ConfigIssue,
-  InvalidCallbackValueError,
-  RateLimitRejectedError,
-} from '../errors.js';
+import { ConfigError, type ConfigIssue, InvalidCallbackValueError } from '../errors.js';
 import { type HeaderRecord, headerLookup, type ResponseHeaders } from '../headers.js';
 import {
   kAddBusyCheck,
@@ -19,6 +14,7 @@ import {
 import type { AdaptiveRateLimiter } from '../limiter/adaptive.js';
 import type { Outcome, RateLimiter } from '../limiter/types.js';
 import { RateLimiterRegistry } from '../registry/index.js';
+import { type AdapterWait, AdapterWaits } from './adapter-close.js';
 import { classifyResponse, type ResponseRules } from './classify.js';
 import { ConcurrencyGate } from './concurrency.js';
 import { type LlmEstimate, LlmMeter, type LlmRefusal, refusedCall } from './llm.js';
@@ -71,14 +67,6 @@ export interface Route {
   readonly closesWithAdapter: boolean;
 }
 
-/** A request of the adapter that may wait (for a slot or units): told when the adapter closes. */
-export interface AdapterWait {
-  /** Its route: the limiter it waits for. */
-  readonly route: Route;
-  /** Refuses its waits from now on, the one in progress too, with `refusal` (reason `closed`). */
-  adapterClosed(refusal: RateLimitRejectedError): void;
-}
-
 /**
  * A request as partitioning reads it: its headers as the caller gave them (read for the
  * credential headers only), and the {@link OutgoingRequest} a `partition` function sees, made on
@@ -115,8 +103,7 @@ export class HttpRuntime {
   /** Partitions' routes, by the registry's key of the partition. Valid for `registry[kChanges]`. */
   readonly #partitionRoutes = new Map<string, Route>();
   /** Its requests that may wait now, behind a limiter its close leaves open (see {@link close}). */
-  readonly #waits = new Set<AdapterWait>();
-  #closed = false;
+  readonly #waits = new AdapterWaits();
   #seenChanges: number;
 
   constructor(options: ResolvedInterceptorOptions) {
@@ -421,7 +408,7 @@ export class HttpRuntime {
 
   /** Whether {@link close} was called. */
   get closed(): boolean {
-    return this.#closed;
+    return this.#waits.closed;
   }
 
   /**
@@ -430,13 +417,11 @@ export class HttpRuntime {
    * refused (`adapterClosed`). One behind a limiter the close closes is left to that limiter.
    */
   track(wait: AdapterWait): void {
-    if (wait.route.closesWithAdapter) return;
-    if (this.#closed) wait.adapterClosed(closedRefusal(wait.route));
-    else this.#waits.add(wait);
+    this.#waits.track(wait);
   }
 
   untrack(wait: AdapterWait): void {
-    this.#waits.delete(wait);
+    this.#waits.untrack(wait);
   }
 
   /**
@@ -448,26 +433,15 @@ export class HttpRuntime {
    * in flight runs to its answer. Idempotent.
    */
   close(): void {
-    if (this.#closed) return;
-    this.#closed = true;
+    if (this.#waits.closed) return;
+    const refuseWaits = this.#waits.close();
     this.#removeBusyCheck();
     if (this.#ownsRegistry) this.registry.close();
-    const waits = [...this.#waits];
-    this.#waits.clear();
-    for (const wait of waits) wait.adapterClosed(closedRefusal(wait.route));
+    refuseWaits();
   }
 }
 
 function noop(): void {}
-
-/** The refusal of a request of `route` by its closed adapter (the limiter itself is open). */
-function closedRefusal(route: Route): RateLimitRejectedError {
-  return new RateLimitRejectedError(
-    'closed',
-    route.name,
-    'closed: the adapter (interceptor or fetch wrapper) was closed; not sent',
-  );
-}
 
 /** A request as a callback's error names it: method, origin and path, never a header. */
 function describe(source: PartitionSource): string {

@@ -45,6 +45,22 @@ export async function serve(options: RateLimitedServerOptions = {}): Promise<Rat
   return server;
 }
 
+/**
+ * A server that holds every request to `/slow` (its response not started, kept in `held`) and
+ * answers the rest as {@link serve} does: a request in flight for as long as a test wants.
+ */
+export async function holdingServer(): Promise<{ server: RateLimitedServer; held: ServerResponse[] }> {
+  const held: ServerResponse[] = [];
+  const server = await serve({
+    respond: (req, res) => {
+      if (req.url !== '/slow') return false;
+      held.push(res);
+      return true;
+    },
+  });
+  return { server, held };
+}
+
 export function limit(options: InterceptorOptions = {}): AdaptiveRateLimitInterceptor {
   const interceptor = adaptiveRateLimit(options);
   cleanups.push(() => interceptor.close());
