@@ -42,6 +42,33 @@ const FIRST_CUT_MIN_PAUSE = 3;
  */
 const OWN_PAUSE_MS = 1_000;
 
+/**
+ * While a pause of its own ({@link OWN_PAUSE_MS}) has at least this many heartbeat intervals left,
+ * a member reports no demand: the others' shares, computed from the members' demands, take its
+ * part of the rate for that second at their next heartbeat. The last such report is replaced by
+ * a real one at the member's next heartbeat, and every other member reads that within one more
+ * interval: so the others are back at their part before the paused member sends again, and the
+ * members' rates never add up above the whole rate.
+ */
+const AWAY_MIN_INTERVALS = 2;
+
+/**
+ * Whether a member paused for a second of its own ({@link OWN_PAUSE_MS}) by the 429 that made the
+ * cut `plan` gives its part of the rate to the others for that second ({@link AWAY_MIN_INTERVALS}):
+ * only when that 429 cut the whole rate (the local cut rules allowed it) and the cut's rate is at
+ * most the members' accepted rate over the cycle before it (the units accepted since the cut
+ * before, over that time less its pauses). Over a cycle of many seconds a server's burst counts
+ * once, so that reading is about the rate the server refills; the 3 s window a cut starts from
+ * counts the burst in full. The others then send the whole rate, within the refill. Given after
+ * every such 429, the simulator's model of the quota server (a token bucket holding 2 s, whose
+ * cuts read its burst) drew 45 % more 429s: the others sent above its refill into an empty bucket.
+ * A first cut (no cycle before it) gives nothing away.
+ */
+function givesAway(plan: CutPlan | undefined): boolean {
+  const cycle = plan?.record.acceptedRateSincePrevious;
+  return plan !== undefined && cycle !== undefined && plan.rate <= cycle;
+}
+
 /** A backlog of queued units counts as demand to be served within this many ms. */
 const BACKLOG_MS = 1_000;
 
@@ -105,6 +132,8 @@ export class Coordinator {
    * clock), and when the throttle's Retry-After pause ends.
    */
   #firstCut: { readonly sent: Era; readonly at: number; readonly until: number } | undefined;
+  /** When (member clock) this member's own pause ({@link OWN_PAUSE_MS}) ends; 0: none taken. */
+  #ownPauseUntil = 0;
 
   constructor(member: MemberState, init: CoordinatorInit) {
     this.#member = member;
@@ -228,9 +257,28 @@ export class Coordinator {
       } else this.#track(this.#cut(sent, cut, CUT_TRIES));
     }
     // The member answered waits (its local limiter paused above); the others too, unless the budget
-    // has a rate and the pause is short (OWN_PAUSE_MS).
-    if (retryAfterMs !== undefined && retryAfterMs > 0 && !(hadRate && retryAfterMs <= OWN_PAUSE_MS))
+    // has a rate and the pause is short (OWN_PAUSE_MS). Then, when this 429's cut keeps the whole
+    // rate within what the server refills (givesAway), they take its part for the pause (#away),
+    // told by a heartbeat sent now.
+    if (retryAfterMs === undefined || !(retryAfterMs > 0)) return;
+    if (!(hadRate && retryAfterMs <= OWN_PAUSE_MS)) {
       this.#track(this.#pause(retryAfterMs));
+      return;
+    }
+    if (!givesAway(cut)) return;
+    this.#ownPauseUntil = Math.max(this.#ownPauseUntil, this.#clock.now() + retryAfterMs);
+    if (this.#away(this.#clock.now()) && this.#store !== undefined && !this.#closed)
+      this.#track(this.#heartbeat());
+  }
+
+  /**
+   * Whether a heartbeat sent at `now` reports no demand: this member's own pause has at least
+   * {@link AWAY_MIN_INTERVALS} heartbeat intervals left, and its local limiter is still paused.
+   */
+  #away(now: number): boolean {
+    if (this.#ownPauseUntil - now < AWAY_MIN_INTERVALS * this.#opts.heartbeatInterval) return false;
+    const paused = this.#limiter.snapshot().pausedUntil;
+    return paused !== undefined && paused > now;
   }
 
   /**
@@ -287,11 +335,13 @@ export class Coordinator {
   #sendHeartbeat(): Promise<void> | undefined {
     const member = this.#member;
     const snap = this.#limiter.snapshot();
-    const demand = (snap.measuredRate ?? 0) + (snap.queuedUnits * 60_000) / BACKLOG_MS;
+    const sentAt = this.#clock.now();
+    // Away (paused for a second of its own): no demand, so the others take its part meanwhile.
+    const away = this.#away(sentAt);
+    const demand = away ? 0 : (snap.measuredRate ?? 0) + (snap.queuedUnits * 60_000) / BACKLOG_MS;
     const accepted = member.acceptedRate();
     const o = this.#opts;
     const seq = ++this.#seq;
-    const sentAt = this.#clock.now();
     return this.#ask(
       () =>
         this.store.heartbeat({
@@ -311,7 +361,7 @@ export class Coordinator {
           maxPause: this.#maxPause,
         }),
       (reply) => {
-        member.applyHeartbeat(seq, reply, accepted, sentAt);
+        member.applyHeartbeat(seq, reply, accepted, sentAt, away);
         this.#firstCutNow(sentAt);
       },
     );

@@ -260,9 +260,10 @@ export class MemberState {
 
   /**
    * Applies the reply to heartbeat `seq`, sent at `sentAt` (ms on this member's clock) with a
-   * report of `accepted` (units/min).
+   * report of `accepted` (units/min). `away`: it reported no demand while paused for a second of
+   * its own (coordinator.ts): the share answered, the floor, is not taken; its part stays as it was.
    */
-  applyHeartbeat(seq: number, answer: HeartbeatReply, accepted: number, sentAt: number): void {
+  applyHeartbeat(seq: number, answer: HeartbeatReply, accepted: number, sentAt: number, away = false): void {
     const reply = checkHeartbeat(answer, this.#before, this.#bounds);
     this.#repaired(reply.repaired);
     this.#recover(reply.members);
@@ -275,7 +276,8 @@ export class MemberState {
     if (Number.isFinite(reply.now)) this.#serverOffset = reply.now - (sentAt + now) / 2;
     this.#acceptedSum = reply.accepted;
     this.#rate = reply.rate;
-    this.#share = reply.share;
+    if (away && this.#rate !== undefined && this.#fractionLearned) this.#share = this.#rate * this.#fraction;
+    else this.#share = reply.share;
     if (this.#rate !== undefined && this.#share !== undefined) {
       this.#fraction = this.#share / this.#rate;
       this.#fractionLearned = true;
