@@ -266,6 +266,11 @@ describe('npm run simulate', () => {
     const bad = await cli(['--instances', 'two']);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toContain('--instances: expected a whole number >= 1, received "two"');
+    const endless = await cli(['--minutes', '1e9']);
+    expect(endless.code).toBe(2);
+    expect(endless.stderr).toContain(
+      '--minutes: expected a number > 0 and <= 1440 (a virtual day), received "1e9"',
+    );
     const unknown = await cli(['--scenario', 'nope']);
     expect(unknown.stderr).toContain('unknown scenario "nope"');
     const limiter = await cli(['--max-units-per-minute', '1000', '--minutes', '1']);

@@ -31,7 +31,7 @@ Model
   --instances N          processes sharing the quota, each with its own limiter
   --quota N              the API's hidden quota for all instances, units/min
   --demand N[,N...]      demand of each instance, units/min (a list is used in turn)
-  --minutes N            virtual minutes to run
+  --minutes N            virtual minutes to run (at most 1440)
   --seed N               seeds every random draw (same number, same run)
   --units MIN-MAX        units of one request, a uniform whole number (default 1-3)
   --latency DURATION     median latency of an answer (log-normal; default 100ms)

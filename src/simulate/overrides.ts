@@ -2,6 +2,9 @@ import { tryParseDuration } from '../config/duration.js';
 import { UsageError, type Values } from './args.js';
 import { ARRIVAL_MODELS, type SimParams, type TimedFactor } from './scenarios.js';
 
+/** The longest run `--minutes` takes: one virtual day. */
+const MAX_MINUTES = 1440;
+
 /** Applies the flags to a copy of a scenario's parameters. */
 export function applyOverrides(params: SimParams, v: Partial<Values>): SimParams {
   const p = params;
@@ -44,9 +47,13 @@ export function applyOverrides(params: SimParams, v: Partial<Values>): SimParams
     }
     p.demand = list;
   }
-  set(positive('minutes'), (x) => {
-    p.minutes = x;
-  });
+  // A virtual day at most: 15 virtual minutes take about 0.3 s, so 1e9 would run for years in silence.
+  set(
+    num('minutes', (x) => x > 0 && x <= MAX_MINUTES, `a number > 0 and <= ${MAX_MINUTES} (a virtual day)`),
+    (x) => {
+      p.minutes = x;
+    },
+  );
   set(whole('seed', 0), (x) => {
     p.seed = x;
   });
