@@ -194,7 +194,15 @@ export function configErrorFrom(error: ZodError, input: unknown, source: string,
             message: 'unknown key',
             received: valueAt(input, [...issue.path, key]),
           }))
-        : [{ path: join(issue.path), message: issue.message, received: valueAt(input, issue.path) }],
+        : [
+            {
+              path: join(issue.path),
+              message:
+                issue.code === 'invalid_key' ? (issue.issues[0]?.message ?? issue.message) : issue.message,
+              // A record's refused key is what was received, not the value under it.
+              received: issue.code === 'invalid_key' ? issue.path.at(-1) : valueAt(input, issue.path),
+            },
+          ],
     ),
     source,
   );

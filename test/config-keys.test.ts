@@ -63,6 +63,17 @@ describe('config keys named after built-in object members', () => {
     expect(paths(configError(() => new RateLimiterRegistry({ limiters })))).toEqual(['limiters.__proto__']);
   });
 
+  it('rejects a limiter named "" once, with the same words, through parseConfig, the registry and the adapters', () => {
+    const limiters = { '': { origins: ['https://a.test'] } };
+    const said = (error: ConfigError) => error.issues.map((i) => [i.message, i.received]);
+    const once = [['a limiter name must be a non-empty string', '']];
+    expect(said(configError(() => parseConfig({ limiters })))).toEqual(once);
+    expect(said(configError(() => new RateLimiterRegistry({ limiters })))).toEqual(once);
+    expect(said(configError(() => new RateLimiterRegistry().add('', {})))).toEqual(once);
+    expect(said(configError(() => adaptiveRateLimit({ limiters })))).toEqual(once);
+    expect(said(configError(() => rateLimitedFetch({ limiters })))).toEqual(once);
+  });
+
   it.each(['constructor', 'toString', 'hasOwnProperty'])(
     'takes a limiter named %s as an ordinary name',
     (name) => {

@@ -12,6 +12,9 @@ export const SOURCE = 'rate limit config';
 /** The rule of `maxConcurrent`, in the schema and next to a `limiter` instance. */
 export const maxConcurrent = z.number().int().min(1);
 
+/** A limiter's name, as a key of `limiters`: the registry's own message when it is empty. */
+export const limiterName = z.string().min(1, { error: 'a limiter name must be a non-empty string' });
+
 /** The rule of `maxConcurrentPer`. */
 export const maxConcurrentPer = z.enum(['partition', 'origin']);
 

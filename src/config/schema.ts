@@ -8,6 +8,7 @@ import { durationSchema } from './duration.js';
 import {
   headerProfile,
   issuesOf,
+  limiterName,
   maxConcurrent,
   maxConcurrentPer,
   originRules,
@@ -90,7 +91,7 @@ const defaultConfigSchema = withRule(defaultConfigObject, RATE_FIELDS, rateRules
 
 const configObject = z
   .object({
-    limiters: z.record(z.string().min(1), limiterConfigSchema).default(() => ({})),
+    limiters: z.record(limiterName, limiterConfigSchema).default(() => ({})),
     default: z.union([z.literal(false), defaultConfigSchema]).default(() => ({})),
     // The HTTP adapters' fields: checked here, their defaults filled by the adapters (HTTP_DEFAULTS).
     maxAttempts: z.number().int().min(1).optional(),

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { DEFAULT_MAX_ATTEMPTS } from '../attempt-loop.js';
 import type { Clock } from '../clock.js';
 import { systemClock } from '../clock.js';
-import { unknownKeyMessage } from '../config/rules.js';
+import { limiterName, unknownKeyMessage } from '../config/rules.js';
 import type { LimiterConfig } from '../config/schema.js';
 import { ConfigError, configErrorFrom } from '../errors.js';
 import type { HeaderRecord } from '../headers.js';
@@ -168,10 +168,7 @@ const isObject = (v: unknown) => typeof v === 'object' && v !== null && !Array.i
 /** The shape checked here; the limiters' own fields are checked by the registry that makes them. */
 const interceptorOptionsSchema = z
   .object({
-    limiters: z.record(
-      z.string().min(1),
-      z.custom<LimiterConfig>(isObject, { message: 'expected an object' }),
-    ),
+    limiters: z.record(limiterName, z.custom<LimiterConfig>(isObject, { message: 'expected an object' })),
     default: z.union([
       z.literal(false),
       z.custom<Omit<LimiterConfig, 'origins'>>(isObject, { message: 'expected false or an object' }),

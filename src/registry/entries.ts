@@ -77,7 +77,10 @@ export function buildEntry(
   if (typeof config !== 'object' || config === null) {
     return { issues: [...issues, { path, message: 'expected a limiter config object', received: config }] };
   }
+  // A bad name is told once: the limiter is not made, so its options do not repeat it.
+  const badName = issues.length > 0;
   issues.push(...limiterConfigIssues(config, path));
+  if (badName) return { issues };
   const given = config.limiter;
   // A limiter instance carries its own options: nothing to make (limiterConfigIssues checked it).
   const shared =
