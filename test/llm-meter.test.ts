@@ -2,7 +2,6 @@ import { describe, expect, it } from 'vitest';
 import { LlmMeter, UsageScanner } from '../src/http/llm.js';
 
 const bytes = (text: string) => new TextEncoder().encode(text);
-const noHeaders = () => undefined;
 
 /** Feeds `text` to a scanner in chunks of `size` bytes (events split anywhere). */
 function scan(type: string, text: string, size = 7) {
@@ -96,50 +95,42 @@ describe('LlmMeter', () => {
 
   it('reads what a 429 means: the budget it names, a spend cap, or nothing said', () => {
     const openai = new LlmMeter('openai');
-    expect(openai.refusal({ error: { type: 'tokens', code: 'rate_limit_exceeded' } }, noHeaders)).toEqual({
+    expect(openai.refusal({ error: { type: 'tokens', code: 'rate_limit_exceeded' } })).toEqual({
       kind: 'rate',
       budgets: ['tokens'],
     });
-    expect(
-      openai.refusal({ error: { type: 'insufficient_quota', code: 'insufficient_quota' } }, noHeaders),
-    ).toEqual({
+    expect(openai.refusal({ error: { type: 'insufficient_quota', code: 'insufficient_quota' } })).toEqual({
       kind: 'quota',
       reason: 'insufficient_quota',
     });
-    expect(openai.refusal(undefined, noHeaders)).toEqual({ kind: 'rate', budgets: undefined });
+    expect(openai.refusal(undefined)).toEqual({ kind: 'rate', budgets: undefined });
     // A call alone above the whole limit: no retry can pass it (OpenAI's own wording).
     const tooLarge = (message: string) => ({
       error: { message, type: 'tokens', code: 'rate_limit_exceeded' },
     });
     const big =
       'Request too large for gpt-4o in organization org-x on tokens per min (TPM): Limit 30000, Requested 36153.';
-    expect(openai.refusal(tooLarge(big), noHeaders)).toEqual({ kind: 'call', reason: 'request_too_large' });
-    expect(
-      openai.refusal(tooLarge('on tokens per min (TPM): Limit 10000, Requested 50000.'), noHeaders),
-    ).toEqual({
+    expect(openai.refusal(tooLarge(big))).toEqual({ kind: 'call', reason: 'request_too_large' });
+    expect(openai.refusal(tooLarge('on tokens per min (TPM): Limit 10000, Requested 50000.'))).toEqual({
       kind: 'call',
       reason: 'request_too_large',
     });
     const rate =
       'Rate limit reached for gpt-4o on tokens per min (TPM): Limit 10000, Used 9000, Requested 2000.';
-    expect(openai.refusal(tooLarge(rate), noHeaders)).toEqual({ kind: 'rate', budgets: ['tokens'] });
+    expect(openai.refusal(tooLarge(rate))).toEqual({ kind: 'rate', budgets: ['tokens'] });
     const anthropic = new LlmMeter('anthropic');
     const spend = {
       type: 'error',
       error: { type: 'rate_limit_error', details: { error_code: 'enforced_spend_limit_reached' } },
     };
-    expect(anthropic.refusal(spend, noHeaders)).toMatchObject({ kind: 'quota' });
+    expect(anthropic.refusal(spend)).toMatchObject({ kind: 'quota' });
     // Regression: a 429 without Anthropic's JSON (a proxy's HTML page) and without retry-after was
     // read as a spend cap (QuotaExhaustedError 'spend_cap', no retry). Only the body tells a cap.
-    expect(anthropic.refusal(undefined, noHeaders)).toEqual({ kind: 'rate', budgets: undefined });
-    expect(anthropic.refusal(undefined, (name) => (name === 'retry-after' ? '3' : undefined))).toEqual({
-      kind: 'rate',
-      budgets: undefined,
-    });
+    expect(anthropic.refusal(undefined)).toEqual({ kind: 'rate', budgets: undefined });
     const input = {
       type: 'error',
       error: { type: 'rate_limit_error', message: 'exceeds 40000 input tokens per minute' },
     };
-    expect(anthropic.refusal(input, () => '3')).toEqual({ kind: 'rate', budgets: ['input_tokens'] });
+    expect(anthropic.refusal(input)).toEqual({ kind: 'rate', budgets: ['input_tokens'] });
   });
 });

@@ -84,7 +84,7 @@ export function llmAnswer(
 ): Response {
   const llm = route.llm as LlmMeter;
   if (response.status === 429) {
-    const refusal = llm.refusal(refusalBody(response), (name) => response.headers.get(name) ?? undefined);
+    const refusal = llm.refusal(refusalBody(response));
     if (refusal.kind === 'rate') return response;
     if (refusal.kind === 'quota' && rejection === 'error')
       throw new QuotaExhaustedError(route.name, refusal.reason, response.status, response);

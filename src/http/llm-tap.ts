@@ -1,6 +1,5 @@
 import type { Dispatcher } from 'undici';
 import { QuotaExhaustedError } from '../errors.js';
-import { headerLookup } from '../headers.js';
 import { type LlmEstimate, type LlmMeter, refusedCall, UsageScanner } from './llm.js';
 import { correct } from './llm-answers.js';
 import { withRawHeaders } from './raw-headers.js';
@@ -12,7 +11,7 @@ type Handler = Dispatcher.DispatchHandler;
 /**
  * The caller's handler behind a tap (the interceptor, an LLM API's limiter): a success's `usage`
  * is read from its bytes as they pass to the caller (never held) and corrects the estimate at its
- * end; a 429 for a spend cap or a used-up quota (told by its headers and its body, which the
+ * end; a 429 for a spend cap or a used-up quota (told by its body, which the
  * interceptor holds before a 429 reaches the caller: `refusalBody`) reaches the caller with
  * `x-should-retry: false`, or as `QuotaExhaustedError` with `rejection: 'error'`; a 429 for a call
  * larger than a whole budget (OpenAI's "Request too large") with `x-should-retry: false` in both.
@@ -39,7 +38,7 @@ export function usageTap(
       handler.onRequestUpgrade?.(controller, status, headers, socket),
     onResponseStart: (controller, status, headers, message) => {
       if (status === 429) {
-        const refusal = (route.llm as LlmMeter).refusal(refusalBody(), headerLookup(headers));
+        const refusal = (route.llm as LlmMeter).refusal(refusalBody());
         if (refusal.kind !== 'rate') {
           if (refusal.kind === 'quota' && rejection === 'error') {
             // A held 429 has been read whole (aborting it ends nothing): its end is the error.

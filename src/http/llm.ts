@@ -1,5 +1,4 @@
 import { API_BUDGETS, type LlmApi } from '../config/api.js';
-import type { HeaderLookup } from '../headers.js';
 import type { Costs } from '../limiter/budgets.js';
 
 /** Characters per token of the estimate before an answer (both vendors document about 4). */
@@ -124,10 +123,10 @@ export class LlmMeter {
   /**
    * How a 429 reads, from its JSON body (`undefined` when not read). OpenAI's "Request too large"
    * (`error.type` `tokens`, `code` `rate_limit_exceeded`) is a `call`: the call is refused as a
-   * 4xx that is not a throttle is (see {@link refusedCall}). The headers are not read: neither
+   * 4xx that is not a throttle is (see {@link refusedCall}). Only the body is read: neither
    * vendor's headers tell a spend cap from a rate limit (a spend cap's body says it).
    */
-  refusal(body: unknown, _headers: HeaderLookup): LlmRefusal {
+  refusal(body: unknown): LlmRefusal {
     const error = isObject(body) && isObject(body.error) ? body.error : undefined;
     if (this.api === 'openai') {
       if (error?.code === 'insufficient_quota' || error?.type === 'insufficient_quota') {

@@ -2,7 +2,7 @@ import type { LlmApi } from '../config/api.js';
 import type { LimiterConfig } from '../config/schema.js';
 import { attachDiagnostics } from '../diagnostics.js';
 import { ConfigError, type ConfigIssue, InvalidCallbackValueError } from '../errors.js';
-import { type HeaderRecord, headerLookup, type ResponseHeaders } from '../headers.js';
+import type { HeaderRecord, ResponseHeaders } from '../headers.js';
 import {
   kAddBusyCheck,
   kChanges,
@@ -17,7 +17,7 @@ import { RateLimiterRegistry } from '../registry/index.js';
 import { type AdapterWait, AdapterWaits } from './adapter-close.js';
 import { classifyResponse, type ResponseRules } from './classify.js';
 import { ConcurrencyGate } from './concurrency.js';
-import { type LlmEstimate, LlmMeter, type LlmRefusal, refusedCall } from './llm.js';
+import { type LlmEstimate, LlmMeter, refusedCall } from './llm.js';
 import type { OutgoingRequest, ResolvedInterceptorOptions } from './options.js';
 import {
   credentialParts,
@@ -390,7 +390,7 @@ export class HttpRuntime {
     if (llm === undefined) return outcome;
     if (outcome.kind === 'success') return refusedCall(status) ? { ...outcome, refused: true } : outcome;
     if (outcome.kind !== 'throttled') return outcome;
-    const refusal = llm.refusal(body, headerLookup(headers));
+    const refusal = llm.refusal(body);
     if (refusal.kind === 'quota') return { kind: 'failed', quota: outcome.quota };
     if (refusal.kind === 'call') return { kind: 'success', quota: outcome.quota, refused: true };
     return refusal.budgets === undefined ? outcome : { ...outcome, budgets: refusal.budgets };
@@ -399,11 +399,6 @@ export class HttpRuntime {
   /** An LLM API's estimate of a request (`undefined` for another limiter); see {@link LlmMeter}. */
   estimate(route: Route, request: () => OutgoingRequest): LlmEstimate | undefined {
     return route.llm?.estimate(request().body);
-  }
-
-  /** How an LLM API's 429 reads (`undefined` for another limiter). */
-  refusal(route: Route, headers: ResponseHeaders, body: unknown): LlmRefusal | undefined {
-    return route.llm?.refusal(body, headerLookup(headers));
   }
 
   /** Whether {@link close} was called. */

@@ -79,7 +79,6 @@ function isAwsThrottling(error: Bag): boolean {
 
 const openaiMeter = new LlmMeter('openai');
 const anthropicMeter = new LlmMeter('anthropic');
-const noHeaders = () => undefined;
 
 /**
  * An LLM SDK's 429 read as the HTTP adapters read it with `api` (src/http/llm.ts), from the body
@@ -89,8 +88,8 @@ const noHeaders = () => undefined;
 function llmRefusal(error: Bag): LlmRefusal | undefined {
   const body = isBag(error.error) ? error.error : undefined;
   if (body === undefined) return undefined;
-  if (body.type === 'error' && isBag(body.error)) return anthropicMeter.refusal(body, noHeaders);
-  return openaiMeter.refusal({ error: body }, noHeaders);
+  if (body.type === 'error' && isBag(body.error)) return anthropicMeter.refusal(body);
+  return openaiMeter.refusal({ error: body });
 }
 
 /**
