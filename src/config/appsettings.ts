@@ -119,9 +119,6 @@ export function expandIssues(
       if (meant) return expandIssues(meant, root, path);
       return [{ ...issue, path, message: 'expected false or an object' }];
     }
-    // A record's key (a limiter's name) that its own schema refused: say what the key schema says.
-    if (issue.code === 'invalid_key')
-      return [{ ...issue, path, message: issue.issues[0]?.message ?? issue.message }];
     return [{ ...issue, path }];
   });
 }

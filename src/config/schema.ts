@@ -142,7 +142,7 @@ export function parseConfig(json: unknown): RateLimitConfig {
   const converted = configErrorFrom(new z.ZodError(zodIssues), input, SOURCE).issues;
   zodIssues.forEach((issue, i) => {
     const path = [...prefix, ...writtenPath(input, issue.path, written)].join('.');
-    issues.push({ path, message: issue.message, received: converted[i]?.received });
+    issues.push({ path, message: converted[i]?.message ?? issue.message, received: converted[i]?.received });
   });
   throw new ConfigError(issues, SOURCE);
 }
