@@ -102,6 +102,42 @@ describe('api and budgets in config', () => {
     ).toThrow(/Budgets\.Tokens\.MaxUnitsPerMin: unknown key \(.*maxUnitsPerMinute/);
   });
 
+  // Regression: "in any case" held for `Tokens` only: appsettings.json's `InputTokens` (its
+  // PascalCase of input_tokens) was "not a budget of api 'anthropic'"; and two spellings of one
+  // budget (`tokens`, `Tokens`) kept one and dropped the other in silence.
+  it("reads Anthropic's budgets as appsettings.json writes them (InputTokens), and names a budget given twice", () => {
+    const config = parseConfig({
+      AdaptiveRateLimiting: {
+        Limiters: {
+          Claude: {
+            Origins: ['https://api.anthropic.com'],
+            Api: 'Anthropic',
+            Budgets: {
+              InputTokens: { MaxUnitsPerMinute: 20_000 },
+              OutputTokens: { MaxUnitsPerMinute: 4_000 },
+            },
+          },
+        },
+      },
+    });
+    const f = rateLimitedFetch(config);
+    const budgets = f.registry.get('Claude')?.snapshot().budgets;
+    expect(budgets?.input_tokens?.maxRate).toBe(20_000);
+    expect(budgets?.output_tokens?.maxRate).toBe(4_000);
+    f.close();
+    expect(() =>
+      rateLimitedFetch({
+        limiters: {
+          o: {
+            origins: ['https://api.openai.com'],
+            api: 'openai',
+            budgets: { tokens: { maxUnitsPerMinute: 1_000 }, Tokens: { maxUnitsPerMinute: 2_000 } },
+          },
+        },
+      }),
+    ).toThrow(/limiters\.o\.budgets\.Tokens: budget 'tokens' given twice \(as tokens and Tokens\)/);
+  });
+
   it('builds the api preset in code, and names a bad api', () => {
     const f = rateLimitedFetch({
       limiters: { openai: { origins: ['https://api.openai.com'], api: 'openai' } },
