@@ -138,6 +138,47 @@ describe('api and budgets in config', () => {
     ).toThrow(/limiters\.o\.budgets\.Tokens: budget 'tokens' given twice \(as tokens and Tokens\)/);
   });
 
+  // Regression: parseConfig (which "throws one ConfigError listing every bad field") passed a
+  // budget the API has not and `api` next to `shared`; only the adapter refused them, later.
+  it('parseConfig names a budget the API has not, and api next to shared, as the adapters do', () => {
+    const issuesOf = (json: unknown) => {
+      try {
+        parseConfig(json);
+      } catch (e) {
+        return (e as ConfigError).issues.map((i) => `${i.path}: ${i.message}`);
+      }
+      return [];
+    };
+    expect(
+      issuesOf({
+        limiters: {
+          a: { origins: ['https://api.anthropic.com'], api: 'anthropic', budgets: { tokens: {} } },
+          o: {
+            origins: ['https://api.openai.com'],
+            api: 'openai',
+            shared: { redis: 'redis://127.0.0.1:6379' },
+          },
+        },
+      }),
+    ).toEqual([
+      expect.stringMatching(/^limiters\.a\.budgets\.tokens: not a budget of api 'anthropic'/),
+      expect.stringMatching(/^limiters\.o\.api: not with `shared`/),
+    ]);
+    expect(
+      issuesOf({
+        AdaptiveRateLimiting: {
+          Limiters: {
+            A: { Origins: ['https://api.openai.com'], Api: 'OpenAI', Budgets: { Input_Tokens: {} } },
+          },
+        },
+      }),
+    ).toEqual([
+      expect.stringMatching(
+        /^AdaptiveRateLimiting\.Limiters\.A\.Budgets\.Input_Tokens: not a budget of api 'openai'/,
+      ),
+    ]);
+  });
+
   it('builds the api preset in code, and names a bad api', () => {
     const f = rateLimitedFetch({
       limiters: { openai: { origins: ['https://api.openai.com'], api: 'openai' } },

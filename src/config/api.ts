@@ -38,32 +38,35 @@ function budgetKey(name: string): string {
   return name.toLowerCase().replaceAll('_', '');
 }
 
+/** The message of `api` next to `shared` (parseConfig and the registry). */
+export const API_WITH_SHARED =
+  "not with `shared`: a shared budget meters requests only, not an LLM API's token budgets";
+
 /**
  * The issues of a config's `budgets` next to `api`: each must name one of the API's budgets, in
- * any case, with or without `_` (the adapters charge a call to those names), and once. Issues
- * name `${path}.budgets.<name>`.
+ * any case, with or without `_` (the adapters charge a call to those names), and once. Each issue
+ * names the budget as written (`budget`).
  */
 export function apiBudgetIssues(
   api: unknown,
   budgets: unknown,
-  path: string,
-): { path: string; message: string; received: unknown }[] {
+): { budget: string; message: string; received: unknown }[] {
   const names = API_BUDGETS[api as LlmApi] as readonly string[] | undefined;
   if (names === undefined || typeof budgets !== 'object' || budgets === null) return [];
-  const issues: { path: string; message: string; received: unknown }[] = [];
+  const issues: { budget: string; message: string; received: unknown }[] = [];
   const seen = new Map<string, string>();
   for (const [written, value] of Object.entries(budgets)) {
     const name = names.find((n) => budgetKey(n) === budgetKey(written));
     const before = name === undefined ? undefined : seen.get(name);
     if (name === undefined) {
       issues.push({
-        path: `${path}.budgets.${written}`,
+        budget: written,
         message: `not a budget of api '${String(api)}' (its budgets: ${names.join(', ')}); \`budgets\` sets their fields`,
         received: value,
       });
     } else if (before !== undefined) {
       issues.push({
-        path: `${path}.budgets.${written}`,
+        budget: written,
         message: `budget '${name}' given twice (as ${before} and ${written}); give it once`,
         received: value,
       });

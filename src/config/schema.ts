@@ -6,6 +6,7 @@ import { LLM_APIS, type LlmApi } from './api.js';
 import { canonicalKeys, expandIssues, type Level, level, unwrapSection, writtenPath } from './appsettings.js';
 import { durationSchema } from './duration.js';
 import {
+  apiRules,
   headerProfile,
   issuesOf,
   limiterName,
@@ -85,9 +86,19 @@ const limiterOptionsSchema = limiterFieldsSchema.omit({ name: true, clock: true,
 const limiterConfigObject = limiterOptionsSchema
   .extend({ origins: z.array(originPattern).optional(), shared: sharedConfigSchema.optional() })
   .strict();
-const limiterConfigSchema = withRule(limiterConfigObject, RATE_FIELDS, rateRules);
+/** The fields `apiRules` reads: a bad one is told alone. */
+const API_FIELDS = ['api', 'budgets', 'shared'];
+const limiterConfigSchema = withRule(
+  withRule(limiterConfigObject, RATE_FIELDS, rateRules),
+  API_FIELDS,
+  apiRules,
+);
 const defaultConfigObject = limiterOptionsSchema.strict();
-const defaultConfigSchema = withRule(defaultConfigObject, RATE_FIELDS, rateRules);
+const defaultConfigSchema = withRule(
+  withRule(defaultConfigObject, RATE_FIELDS, rateRules),
+  API_FIELDS,
+  apiRules,
+);
 
 const configObject = z
   .object({
