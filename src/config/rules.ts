@@ -19,10 +19,10 @@ export const limiterName = z.string().min(1, { error: 'a limiter name must be a 
 export const maxConcurrentPer = z.enum(['partition', 'origin']);
 
 /** The rule of `partitionBy`: header names, or `false`. */
-export const partitionBy = z.union([
-  z.literal(false),
-  z.array(z.string().regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, 'expected a header name')),
-]);
+export const partitionBy = z.union(
+  [z.literal(false), z.array(z.string().regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, 'expected a header name'))],
+  { error: 'expected false or a list of header names' },
+);
 
 const HEADERS_MESSAGE = `expected ${HEADER_PROFILES.map((p) => `'${p}'`).join(', ')} or false`;
 

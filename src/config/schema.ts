@@ -103,7 +103,9 @@ const defaultConfigSchema = withRule(
 const configObject = z
   .object({
     limiters: z.record(limiterName, limiterConfigSchema).default(() => ({})),
-    default: z.union([z.literal(false), defaultConfigSchema]).default(() => ({})),
+    default: z
+      .union([z.literal(false), defaultConfigSchema], { error: 'expected false or an object' })
+      .default(() => ({})),
     // The HTTP adapters' fields: checked here, their defaults filled by the adapters (HTTP_DEFAULTS).
     maxAttempts: z.number().int().min(1).optional(),
     throttleStatuses: z.array(z.number().int().min(400).max(599)).optional(),
