@@ -33,6 +33,11 @@
  *
  * Target (issue 3): requests/s through the interceptor >= 0.97× the bare Agent's.
  *
+ * The fetch wrapper (`rateLimitedFetch` around Node's global fetch on a bare Agent), 50 in flight:
+ * the global fetch alone, the wrapper with its own registry, and the wrapper given a registry of
+ * yours (`registry`: its close leaves that registry open, so it refuses its own waits itself).
+ * `npm run bench -- http --only=fetch-wrapper` runs this case alone.
+ *
  * Then OpenTelemetry metrics (`adaptive-rate-limit/otel`) on and off, the same interceptor (the
  * default config) in the same rounds: "on" is `enableMetrics` with an SDK MeterProvider whose
  * reader exports every second (to memory), turned on before each of its samples and off before
@@ -49,8 +54,10 @@ import {
   PeriodicExportingMetricReader,
 } from '@opentelemetry/sdk-metrics';
 import { Agent, type Dispatcher, getGlobalDispatcher, request, setGlobalDispatcher } from 'undici';
+import { rateLimitedFetch } from '../src/http/fetch.js';
 import { type AdaptiveRateLimitInterceptor, adaptiveRateLimit } from '../src/http/interceptor.js';
 import { enableMetrics, type MetricsHandle } from '../src/otel/index.js';
+import { RateLimiterRegistry } from '../src/registry/index.js';
 import { formatMicros, formatRate, median, nowMs, printTarget } from './harness.js';
 import { queuedDrain } from './http-queue.js';
 
@@ -338,7 +345,14 @@ export async function httpSuite(): Promise<void> {
     `server: node:http in a child process on ${server.origin}, 200 "ok", keep-alive; ` +
       `${ROUNDS} rounds of ${SAMPLE_MS} ms per variant after ${WARMUP_MS} ms of warm-up`,
   );
+  const only = process.argv.find((arg) => arg.startsWith('--only='))?.slice('--only='.length);
+  if (only !== undefined && only !== 'fetch-wrapper')
+    throw new Error(`http --only takes fetch-wrapper, not ${only}`);
   try {
+    if (only === 'fetch-wrapper') {
+      await fetchWrapperCase(server.origin, bare());
+      return;
+    }
     const concurrent = summarize(
       await measure(
         [
@@ -394,6 +408,8 @@ export async function httpSuite(): Promise<void> {
       setGlobalDispatcher(previous);
     }
 
+    await fetchWrapperCase(server.origin, bare());
+
     await queuedDrain(server.origin);
 
     await metricsCase(url, composed({}));
@@ -401,6 +417,39 @@ export async function httpSuite(): Promise<void> {
     for (const interceptor of interceptors) interceptor.close();
     await Promise.all(agents.map((a) => a.close()));
     await server.stop();
+  }
+}
+
+/** The fetch wrapper around Node's global fetch (see the module comment), 50 in flight. */
+async function fetchWrapperCase(origin: string, dispatcher: Agent): Promise<void> {
+  const url = `${origin}/`;
+  const previous = getGlobalDispatcher();
+  const config = { limiters: { api: { origins: [origin], initialUnitsPerMinute: NEVER_BINDS_PER_MIN } } };
+  const registry = new RateLimiterRegistry(config);
+  const own = rateLimitedFetch(config);
+  const passed = rateLimitedFetch({ registry });
+  const via = (label: string, f: typeof fetch): Variant => ({
+    label,
+    send: async () => (await f(url)).arrayBuffer(),
+  });
+  setGlobalDispatcher(dispatcher);
+  try {
+    const fetched = summarize(
+      await measure(
+        [
+          via('global fetch, bare Agent', (input, init) => fetch(input, init)),
+          via('rateLimitedFetch, its own registry', own),
+          via('rateLimitedFetch, a registry passed in', passed),
+        ],
+        IN_FLIGHT,
+      ),
+    );
+    report(`rateLimitedFetch around Node's global fetch, ${IN_FLIGHT} in flight`, fetched, true);
+  } finally {
+    setGlobalDispatcher(previous);
+    own.close();
+    passed.close();
+    registry.close();
   }
 }
 

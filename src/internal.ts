@@ -8,6 +8,11 @@
 export const kSuccess = Symbol('adaptive-rate-limit.success');
 export const kThrottled = Symbol('adaptive-rate-limit.throttled');
 export const kFailed = Symbol('adaptive-rate-limit.failed');
+/**
+ * A permit ended with no answer of its own to count (a budget that did not run out, in a request
+ * another budget throttled): its units' slot is freed, no outcome is told (see `BudgetedPermit`).
+ */
+export const kQuiet = Symbol('adaptive-rate-limit.quiet');
 /** A permit of several budgets whose request the API refused without doing it (see `BudgetedPermit`). */
 export const kRefused = Symbol('adaptive-rate-limit.refused');
 

@@ -189,3 +189,28 @@ describe('a plain-object config in code is checked as JSON is', () => {
     registry.close();
   });
 });
+
+// Regression: a field that is `false` or a value of another kind read "expected false or an
+// object" in JSON whatever the field (that is `default`'s message), and `partitionBy` read
+// "Invalid input" in code: neither said what the field takes.
+describe('a field that takes false or a value says which value, in code as in JSON', () => {
+  const messages = (make: () => unknown) =>
+    configError(make).issues.map((issue) => `${issue.path}: ${issue.message}`);
+
+  it.each([
+    ['partitionBy', 'x-key', 'limiters.a.partitionBy: expected false or a list of header names'],
+    [
+      'headers',
+      'nope',
+      "limiters.a.headers: expected 'standard', 'github', 'openai', 'anthropic', 'shopify' or false",
+    ],
+  ])('%s: %s', (field, value, message) => {
+    const limiter = { origins: ['https://a.example.com'], [field]: value };
+    expect(messages(() => parseConfig({ limiters: { a: limiter } }))).toEqual([message]);
+    expect(messages(() => rateLimitedFetch({ limiters: { a: limiter } }))).toEqual([message]);
+  });
+
+  it('default: 5 still reads expected false or an object', () => {
+    expect(messages(() => parseConfig({ default: 5 }))).toEqual(['default: expected false or an object']);
+  });
+});

@@ -4,6 +4,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest
 import { ManualClock } from '../src/clock.js';
 import { ConfigError, RateLimitRejectedError } from '../src/errors.js';
 import { type RateLimitedFetch, type RateLimitedFetchOptions, rateLimitedFetch } from '../src/http/fetch.js';
+import { RateLimiterRegistry } from '../src/registry/index.js';
 import { until } from './helpers/rate-limited-server.js';
 
 // rateLimitedFetch around globalThis.fetch, which msw intercepts: the API is a set of handlers.
@@ -175,6 +176,34 @@ describe('rateLimitedFetch', () => {
     await expect(pending).rejects.toMatchObject({ name: 'AbortError' });
     expect(f.registry.get(API)?.snapshot().queued).toBe(0);
     expect(received).toHaveLength(1);
+  });
+
+  it("behind a registry passed in, makes no signal of its own for a wait, and a caller's abort rejects only its call", async () => {
+    // Regression: each request behind a registry of yours made an AbortController for the
+    // adapter's close (about 20 us a request on Node 20). Its waits are now cancelled through the
+    // limiter's line, as the interceptor's are.
+    script = [throttled('600')];
+    const registry = new RateLimiterRegistry({ clock: new ManualClock(), default: { maxWait: 3_600_000 } });
+    const f = wrap({ registry, maxAttempts: 1 });
+    await f(`${API}/`);
+    const limiter = registry.limiterFor(API);
+    if (limiter === undefined) throw new Error('no limiter for the API');
+    const acquire = vi.spyOn(limiter, 'acquire');
+    const abort = new AbortController();
+
+    const mine = f(`${API}/mine`, { signal: abort.signal });
+    const other = f(`${API}/other`).catch((error: unknown) => error);
+    await until(() => limiter.snapshot().queued === 2, 'both requests to queue');
+    expect(acquire.mock.calls.map(([, options]) => options?.signal)).toEqual([undefined, undefined]);
+    abort.abort();
+
+    await expect(mine).rejects.toBe(abort.signal.reason);
+    expect(limiter.snapshot().queued).toBe(1);
+    f.close();
+    expect(await other).toMatchObject({ reason: 'closed' });
+    expect(limiter.snapshot()).toMatchObject({ queued: 0, closed: false });
+    expect(received).toHaveLength(1);
+    registry.close();
   });
 
   it('rejects with RateLimitRejectedError when the limiter refuses', async () => {

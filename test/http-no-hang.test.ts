@@ -1,7 +1,7 @@
 import { once } from 'node:events';
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { Agent, type Dispatcher, request, setGlobalDispatcher } from 'undici';
+import { Agent, type Dispatcher, request, setGlobalDispatcher, fetch as undiciFetch } from 'undici';
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
 import { ThrottledBodyTooLongError } from '../src/errors.js';
@@ -262,6 +262,35 @@ describe('a held 429 with a 50 MiB body', () => {
     // The connection was closed at the cap: the server could not write the 50 MiB.
     expect(server.seen.written).toBeLessThan(BIG);
   });
+
+  // Regression: through the interceptor, Node's fetch and undici's got the held 429's start, its
+  // 64 KiB and its error in one turn, lost the error, and the body never ended (request() did not).
+  it.each([
+    ["Node's fetch", globalThis.fetch],
+    ["undici's fetch", undiciFetch as unknown as typeof fetch],
+  ])(
+    'reaches %s through the interceptor with its first 64 KiB, then a typed error',
+    async (_name, fetchFn) => {
+      const server = await hugeThrottleServer(BIG);
+      const clock = new ManualClock();
+      const interceptor = adaptiveRateLimit({ clock, default: { maxWait: 60_000 } });
+      const agent = new Agent();
+      cleanups.push(() => agent.destroy());
+      const dispatcher = agent.compose(interceptor);
+
+      const answer = fetchFn(`${server.origin}/`, { dispatcher } as RequestInit);
+      await until(() => server.seen.closed === 1, 'the held 429 to be cut');
+      interceptor.close();
+      const res = await answer;
+      const { bytes, error } = await readAll(res.body);
+
+      expect(res.status).toBe(429);
+      expect(bytes).toBe(MAX_HELD_BODY_BYTES);
+      expect(error).toBeDefined();
+      const typed = error instanceof ThrottledBodyTooLongError ? error : (error as Error).cause;
+      expect(typed).toBeInstanceOf(ThrottledBodyTooLongError);
+    },
+  );
 
   it('reaches the caller of the fetch wrapper with its first 64 KiB, then a typed error', async () => {
     const server = await hugeThrottleServer(BIG);

@@ -102,6 +102,83 @@ describe('api and budgets in config', () => {
     ).toThrow(/Budgets\.Tokens\.MaxUnitsPerMin: unknown key \(.*maxUnitsPerMinute/);
   });
 
+  // Regression: "in any case" held for `Tokens` only: appsettings.json's `InputTokens` (its
+  // PascalCase of input_tokens) was "not a budget of api 'anthropic'"; and two spellings of one
+  // budget (`tokens`, `Tokens`) kept one and dropped the other in silence.
+  it("reads Anthropic's budgets as appsettings.json writes them (InputTokens), and names a budget given twice", () => {
+    const config = parseConfig({
+      AdaptiveRateLimiting: {
+        Limiters: {
+          Claude: {
+            Origins: ['https://api.anthropic.com'],
+            Api: 'Anthropic',
+            Budgets: {
+              InputTokens: { MaxUnitsPerMinute: 20_000 },
+              OutputTokens: { MaxUnitsPerMinute: 4_000 },
+            },
+          },
+        },
+      },
+    });
+    const f = rateLimitedFetch(config);
+    const budgets = f.registry.get('Claude')?.snapshot().budgets;
+    expect(budgets?.input_tokens?.maxRate).toBe(20_000);
+    expect(budgets?.output_tokens?.maxRate).toBe(4_000);
+    f.close();
+    expect(() =>
+      rateLimitedFetch({
+        limiters: {
+          o: {
+            origins: ['https://api.openai.com'],
+            api: 'openai',
+            budgets: { tokens: { maxUnitsPerMinute: 1_000 }, Tokens: { maxUnitsPerMinute: 2_000 } },
+          },
+        },
+      }),
+    ).toThrow(/limiters\.o\.budgets\.Tokens: budget 'tokens' given twice \(as tokens and Tokens\)/);
+  });
+
+  // Regression: parseConfig (which "throws one ConfigError listing every bad field") passed a
+  // budget the API has not and `api` next to `shared`; only the adapter refused them, later.
+  it('parseConfig names a budget the API has not, and api next to shared, as the adapters do', () => {
+    const issuesOf = (json: unknown) => {
+      try {
+        parseConfig(json);
+      } catch (e) {
+        return (e as ConfigError).issues.map((i) => `${i.path}: ${i.message}`);
+      }
+      return [];
+    };
+    expect(
+      issuesOf({
+        limiters: {
+          a: { origins: ['https://api.anthropic.com'], api: 'anthropic', budgets: { tokens: {} } },
+          o: {
+            origins: ['https://api.openai.com'],
+            api: 'openai',
+            shared: { redis: 'redis://127.0.0.1:6379' },
+          },
+        },
+      }),
+    ).toEqual([
+      expect.stringMatching(/^limiters\.a\.budgets\.tokens: not a budget of api 'anthropic'/),
+      expect.stringMatching(/^limiters\.o\.api: not with `shared`/),
+    ]);
+    expect(
+      issuesOf({
+        AdaptiveRateLimiting: {
+          Limiters: {
+            A: { Origins: ['https://api.openai.com'], Api: 'OpenAI', Budgets: { Input_Tokens: {} } },
+          },
+        },
+      }),
+    ).toEqual([
+      expect.stringMatching(
+        /^AdaptiveRateLimiting\.Limiters\.A\.Budgets\.Input_Tokens: not a budget of api 'openai'/,
+      ),
+    ]);
+  });
+
   it('builds the api preset in code, and names a bad api', () => {
     const f = rateLimitedFetch({
       limiters: { openai: { origins: ['https://api.openai.com'], api: 'openai' } },

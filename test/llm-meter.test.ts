@@ -11,6 +11,42 @@ function scan(type: string, text: string, size = 7) {
   return scanner.end();
 }
 
+describe('LlmMeter.estimate', () => {
+  // Regression: a body held as a string or bytes but not parsed (no JSON content type: fetch's
+  // default for a string is text/plain) was charged the running average (1,000 tokens before any
+  // answer), and bytes 1 token.
+  const chat = { messages: [{ role: 'user', content: 'a'.repeat(400) }], max_tokens: 50 };
+
+  it('reads a JSON string or bytes sent with no JSON content type as the JSON it is', () => {
+    for (const body of [JSON.stringify(chat), bytes(JSON.stringify(chat))]) {
+      expect(new LlmMeter('openai').estimate(body)).toEqual({
+        costs: { tokens: 100 },
+        maxTokens: 50,
+        seen: true,
+      });
+      expect(new LlmMeter('anthropic').estimate(body).costs).toEqual({
+        input_tokens: 100,
+        output_tokens: 50,
+      });
+    }
+  });
+
+  it('charges a body that is not JSON its characters/4', () => {
+    for (const body of ['b'.repeat(403), bytes('b'.repeat(403))]) {
+      expect(new LlmMeter('openai').estimate(body)).toEqual({
+        costs: { tokens: 101 },
+        maxTokens: undefined,
+        seen: false,
+      });
+      expect(new LlmMeter('anthropic').estimate(body).costs.input_tokens).toBe(101);
+    }
+  });
+
+  it('charges a body it cannot see (a stream) the running average: 1,000 tokens before any answer', () => {
+    expect(new LlmMeter('openai').estimate(undefined).costs).toEqual({ tokens: 1_000 });
+  });
+});
+
 describe('UsageScanner', () => {
   it("reads OpenAI's last chunk, split anywhere, ignoring [DONE]", () => {
     const text =

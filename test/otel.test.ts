@@ -286,6 +286,13 @@ describe('enableMetrics', () => {
       snapshot.budgets?.tokens?.cuts,
     );
     expect(sum(all, METRICS.cuts, { ...mine, [ATTRIBUTES.budget]: 'requests' })).toBe(0);
+    // Regression: the budget that did not run out was told "failed", and counted a failed answer.
+    const responses = (result: string, budget: string) =>
+      sum(all, METRICS.responses, { ...mine, [ATTRIBUTES.budget]: budget, [ATTRIBUTES.result]: result });
+    expect(responses('throttled', 'tokens')).toBe(1);
+    expect(responses('throttled', 'requests')).toBe(0);
+    expect(responses('failed', 'requests')).toBe(0);
+    expect(responses('failed', 'tokens')).toBe(0);
   });
 
   it('names a bad meterProvider', () => {

@@ -1,5 +1,5 @@
 import { Redis } from 'ioredis';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { afterAll, beforeAll, expect, it, vi } from 'vitest';
 import { ConfigError } from '../src/errors.js';
 import { createSharedBudget, type SharedBudget } from '../src/redis/index.js';
 import { describeRedis, RedisServer, waitFor } from './helpers/redis-server.js';
@@ -68,4 +68,29 @@ describeRedis("a shared budget whose Redis refuses the URL's database", () => {
       }
     },
   );
+
+  // Regression: with no `degraded` listener, the process warning said "serving from the local
+  // share, Infinity units/min", where every acquire is refused.
+  it('the process warning (no degraded listener) says every acquire is refused, not served', async () => {
+    const warn = vi.spyOn(process, 'emitWarning').mockImplementation(() => {});
+    const budget = createSharedBudget({
+      redis: `${server.url}/99`,
+      name: 'db99-warning',
+      heartbeatInterval: 50,
+      redisTimeout: 500,
+    });
+    budgets.push(budget);
+    try {
+      await budget.ready();
+      await waitFor('the warning', () => warn.mock.calls.length > 0);
+      expect(warn.mock.calls).toEqual([
+        [expect.stringContaining('Redis refused database 99'), { code: 'ARL_SHARED_BUDGET_DEGRADED' }],
+      ]);
+      const text = String(warn.mock.calls[0]?.[0]);
+      expect(text).not.toContain('serving from the local share');
+      expect(text).toContain('every acquire ends with this error');
+    } finally {
+      warn.mockRestore();
+    }
+  });
 });

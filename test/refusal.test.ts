@@ -133,6 +133,39 @@ describe('a local refusal is not a throttle', () => {
   });
 });
 
+// Regression: an HTTP adapter over another (the fetch wrapper over a rate-limited global
+// dispatcher, an SDK's fetch) read the inner one's local 429 as the server's: it cut and paused
+// its own limiter and sent the call again after each Retry-After (4 attempts of a `closed`).
+describe('a local refusal is not a throttle for an outer HTTP adapter either', () => {
+  it("the fetch wrapper over another's local 429: sent once, handed over, no cut, no pause", async () => {
+    const server = await serve({ capacity: 100 });
+    const clock = new ManualClock();
+    const inner = rateLimitedFetch({ clock, rejection: 'response' });
+    inner.close();
+    let calls = 0;
+    const outer = rateLimitedFetch({
+      clock,
+      fetch: (input, init) => {
+        calls++;
+        return inner(input, init);
+      },
+    });
+    cleanups.push(() => outer.close());
+
+    const answer = await outer(`${server.origin}/`);
+
+    expect(answer.status).toBe(429);
+    expect(answer.headers.get('x-adaptive-rate-limit')).toBe('rejected;reason=closed');
+    expect(calls).toBe(1);
+    expect(outer.registry.limiterFor(server.origin)?.snapshot()).toMatchObject({
+      throttles: 0,
+      cuts: 0,
+      pausedUntil: undefined,
+    });
+    expect(server.requests).toBe(0);
+  });
+});
+
 describe('RateLimitRejectedError.retryAfterMs: the wait the limiter predicted', () => {
   it('is set for max-wait at acquire, for a waiter that expired, and for the fixed window; not once closed', async () => {
     const clock = new ManualClock();

@@ -117,7 +117,8 @@ export function expandIssues(
         (branch) => !branch.some((i) => i.path.length === 0 && isTypeMismatch(i)),
       );
       if (meant) return expandIssues(meant, root, path);
-      return [{ ...issue, path, message: 'expected false or an object' }];
+      // The union's own message (`headers`, `partitionBy`, `default`: each says what it takes).
+      return [{ ...issue, path }];
     }
     return [{ ...issue, path }];
   });

@@ -3,7 +3,7 @@ import { ConfigError, type ConfigIssue, configErrorFrom } from '../errors.js';
 import { limiterFieldsSchema, RATE_FIELDS, resolveLimiterOptions } from '../limiter/options.js';
 import type { RateLimiter } from '../limiter/types.js';
 import { normalizeOrigin, originMatcher } from '../origin.js';
-import { apiBudgetIssues, LLM_APIS } from './api.js';
+import { API_WITH_SHARED, apiBudgetIssues, LLM_APIS } from './api.js';
 import { HEADER_PROFILES, type HeaderProfile, type LimiterConfig } from './types.js';
 
 /** The source a config error names. */
@@ -19,10 +19,10 @@ export const limiterName = z.string().min(1, { error: 'a limiter name must be a 
 export const maxConcurrentPer = z.enum(['partition', 'origin']);
 
 /** The rule of `partitionBy`: header names, or `false`. */
-export const partitionBy = z.union([
-  z.literal(false),
-  z.array(z.string().regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, 'expected a header name')),
-]);
+export const partitionBy = z.union(
+  [z.literal(false), z.array(z.string().regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, 'expected a header name'))],
+  { error: 'expected false or a list of header names' },
+);
 
 const HEADERS_MESSAGE = `expected ${HEADER_PROFILES.map((p) => `'${p}'`).join(', ')} or false`;
 
@@ -63,6 +63,19 @@ export function withRule<T extends z.ZodType>(
     }
     return result.success ? result.data : z.NEVER;
   });
+}
+
+/**
+ * `api`'s cross-field rules, as the registry states them (limiterConfigIssues, makeSharedBudget):
+ * `budgets` names the API's budgets, each once; `shared` does not go with it.
+ */
+export function* apiRules(value: Record<string, unknown>): Iterable<RuleIssue> {
+  if (value.api === undefined) return;
+  const api = typeof value.api === 'string' ? value.api.toLowerCase() : value.api;
+  for (const issue of apiBudgetIssues(api, value.budgets)) {
+    yield { path: ['budgets', issue.budget], message: issue.message, input: issue.received };
+  }
+  if (value.shared !== undefined) yield { path: ['api'], message: API_WITH_SHARED, input: value.api };
 }
 
 /** The limiter's cross-field rules (min <= max, initial within them), as `resolveLimiterOptions` states them. */
@@ -264,7 +277,13 @@ export function limiterConfigIssues(config: LimiterConfig, path: string): Config
   if (config.api !== undefined && !(LLM_APIS as readonly unknown[]).includes(config.api)) {
     issues.push({ path: `${path}.api`, message: "expected 'openai' or 'anthropic'", received: config.api });
   }
-  issues.push(...apiBudgetIssues(config.api, config.budgets, path));
+  for (const issue of apiBudgetIssues(config.api, config.budgets)) {
+    issues.push({
+      path: `${path}.budgets.${issue.budget}`,
+      message: issue.message,
+      received: issue.received,
+    });
+  }
   if (config.quotaFromHeaders !== undefined && typeof config.quotaFromHeaders !== 'function') {
     issues.push({
       path: `${path}.quotaFromHeaders`,

@@ -6,6 +6,7 @@ import { LLM_APIS, type LlmApi } from './api.js';
 import { canonicalKeys, expandIssues, type Level, level, unwrapSection, writtenPath } from './appsettings.js';
 import { durationSchema } from './duration.js';
 import {
+  apiRules,
   headerProfile,
   issuesOf,
   limiterName,
@@ -85,14 +86,26 @@ const limiterOptionsSchema = limiterFieldsSchema.omit({ name: true, clock: true,
 const limiterConfigObject = limiterOptionsSchema
   .extend({ origins: z.array(originPattern).optional(), shared: sharedConfigSchema.optional() })
   .strict();
-const limiterConfigSchema = withRule(limiterConfigObject, RATE_FIELDS, rateRules);
+/** The fields `apiRules` reads: a bad one is told alone. */
+const API_FIELDS = ['api', 'budgets', 'shared'];
+const limiterConfigSchema = withRule(
+  withRule(limiterConfigObject, RATE_FIELDS, rateRules),
+  API_FIELDS,
+  apiRules,
+);
 const defaultConfigObject = limiterOptionsSchema.strict();
-const defaultConfigSchema = withRule(defaultConfigObject, RATE_FIELDS, rateRules);
+const defaultConfigSchema = withRule(
+  withRule(defaultConfigObject, RATE_FIELDS, rateRules),
+  API_FIELDS,
+  apiRules,
+);
 
 const configObject = z
   .object({
     limiters: z.record(limiterName, limiterConfigSchema).default(() => ({})),
-    default: z.union([z.literal(false), defaultConfigSchema]).default(() => ({})),
+    default: z
+      .union([z.literal(false), defaultConfigSchema], { error: 'expected false or an object' })
+      .default(() => ({})),
     // The HTTP adapters' fields: checked here, their defaults filled by the adapters (HTTP_DEFAULTS).
     maxAttempts: z.number().int().min(1).optional(),
     throttleStatuses: z.array(z.number().int().min(400).max(599)).optional(),

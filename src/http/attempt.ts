@@ -23,6 +23,11 @@ export interface AttemptOwner {
   readonly callerPaused: boolean;
   /** The attempt's own controller is known (`onRequestStart`). */
   bind(attempt: Attempt): void;
+  /**
+   * Runs `step` on a later turn of the event loop, where no undici call is on the stack: a throw
+   * of the caller's handler there is reported (`ARL_HANDLER_THREW`), not left uncaught.
+   */
+  later(step: () => void): void;
   /** The delivered response ended or failed: the request is over. */
   finished(): void;
   /**
@@ -245,7 +250,10 @@ export class Attempt implements Dispatcher.DispatchHandler {
         handler.onResponseData?.(controller, chunk);
       }
       if (!this.delivered) return;
-      if (held.error !== undefined) this.#fail(held.error);
+      // The held body's error on a later turn: fetch (Node's and undici's) loses an error that
+      // comes in the turn of the response's start, and its body then never ends.
+      const error = held.error;
+      if (error !== undefined) this.#owner.later(() => this.delivered && this.#fail(error));
       else if (held.trailers !== undefined) this.#end(held.trailers);
       else if (this.#owner.callerPaused) this.controller?.pause();
     } catch (error) {

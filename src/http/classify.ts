@@ -2,6 +2,7 @@ import { InvalidCallbackValueError } from '../errors.js';
 import { type HeaderLookup, type HeaderRecord, headerLookup, type ResponseHeaders } from '../headers.js';
 import type { AnnouncedQuota, Outcome } from '../limiter/types.js';
 import type { QuotaReader } from './quota-headers/index.js';
+import { REFUSAL_HEADER } from './refusal.js';
 import { retryAfterFromHeaders } from './retry-after.js';
 
 /** What an answer means for the limiter. */
@@ -49,7 +50,8 @@ function defaultVerdict(status: number, throttleStatuses: ReadonlySet<number>): 
  *   the limiter caps it by `maxPause`.
  * - failed: a 5xx (or the caller's `'failed'`) neither raises nor cuts the rate; when it carries
  *   such a wait (a 503 with `Retry-After` that is not a throttle status, S3's or nginx's "come back
- *   later") the limiter pauses for it without cutting.
+ *   later") the limiter pauses for it without cutting. So is a 429 this library made
+ *   (`x-adaptive-rate-limit`, another adapter's `rejection: 'response'`), without its wait.
  * - success: charged `responseUnits(status, headers)` when that gives a number.
  *
  * Any of them carries the quotas the response announces (`quota`), read by `quotas` (the route's
@@ -120,7 +122,14 @@ function judge(
       );
     }
   }
-  verdict ??= defaultVerdict(status, rules.throttleStatuses);
+  if (verdict === undefined) {
+    verdict = defaultVerdict(status, rules.throttleStatuses);
+    // A 429 this library made (another adapter's `rejection: 'response'`, inside this one) was
+    // never sent: no server said it. Failed, without its wait: no cut, no pause, no retry.
+    if (verdict === 'throttled' && (lookup ?? headerLookup(headers))(REFUSAL_HEADER) !== undefined) {
+      return FAILED;
+    }
+  }
   if (verdict === 'success') {
     if (rules.responseUnits === undefined) return SUCCESS;
     const units = rules.responseUnits(status, record());

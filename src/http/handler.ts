@@ -90,6 +90,10 @@ export class RateLimitedDispatch implements LoopRequest, FastPathRequest, WaitCa
     return this.controller.paused;
   }
 
+  later(step: () => void): void {
+    setImmediate(() => this.#detached(step));
+  }
+
   bind(attempt: Attempt): void {
     const reason = this.controller.abortReason;
     if (reason !== undefined) attempt.controller?.abort(reason);

@@ -135,7 +135,8 @@ export function correct(
   const delta: Record<string, number> = {};
   for (const [budget, units] of Object.entries(used)) {
     const charged = refused ? 0 : ((estimate.costs as Costs)[budget] ?? 0);
-    if (units !== charged) delta[budget] = units - charged;
+    // A usage past the largest number (two counts' sum) cannot be charged: the estimate stands.
+    if (units !== charged && Number.isFinite(units - charged)) delta[budget] = units - charged;
   }
   if (Object.keys(delta).length > 0) route.adaptive.charge(delta);
 }

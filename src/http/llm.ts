@@ -56,8 +56,10 @@ function tooLarge(message: string): boolean {
  * it is sent, from its body (OpenAI: the larger of `max_tokens` / `max_completion_tokens` times
  * `n` and characters/4 of the prompt, as OpenAI charges at admission; Anthropic: input
  * characters/4, output the running average of the answers' `output_tokens`, at most `max_tokens`),
- * what the answer's `usage` says it really cost, and what a 429's body means. A body it cannot
- * see (a stream) is charged the running average.
+ * what the answer's `usage` says it really cost, and what a 429's body means. A string or bytes
+ * body is read as JSON whatever its content type; one that is not JSON is charged its
+ * characters/4 (no `max_tokens` known). A body it cannot see (a stream) is charged the running
+ * average.
  */
 export class LlmMeter {
   readonly api: LlmApi;
@@ -68,8 +70,10 @@ export class LlmMeter {
   }
 
   estimate(body: unknown): LlmEstimate {
-    const object = isObject(body) ? body : undefined;
-    const chars = object === undefined ? undefined : promptChars(object);
+    const text = bodyText(body);
+    const object = text === undefined ? (isObject(body) ? body : undefined) : jsonObject(text);
+    // A body that is not JSON (text, bytes): its characters/4, the rule of thumb the vendors give.
+    const chars = object === undefined ? text?.length : promptChars(object);
     const maxTokens = object === undefined ? undefined : maxTokensOf(object);
     if (this.api === 'openai') {
       const tokens =
@@ -269,6 +273,26 @@ function usageIn(parsed: Record<string, unknown>): Record<string, unknown> | und
 
 function withoutNulls(usage: Record<string, unknown>): Record<string, unknown> {
   return Object.fromEntries(Object.entries(usage).filter(([, v]) => v !== null && v !== undefined));
+}
+
+/**
+ * A body the adapter holds as a string or bytes (sent with no JSON content type, or one that did
+ * not parse: the callbacks see it so), as text; `undefined` for anything else.
+ */
+function bodyText(body: unknown): string | undefined {
+  if (typeof body === 'string') return body;
+  if (body instanceof Uint8Array) return new TextDecoder().decode(body);
+  return undefined;
+}
+
+/** `text` parsed as a JSON object (an LLM API's body is one, whatever its content type says). */
+function jsonObject(text: string): Record<string, unknown> | undefined {
+  try {
+    const parsed: unknown = JSON.parse(text);
+    return isObject(parsed) ? parsed : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 function isObject(value: unknown): value is Record<string, unknown> {

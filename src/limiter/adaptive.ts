@@ -594,9 +594,10 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   }
 
   /** @internal A failed answer: no cut; one that asks for a wait (a 503 with Retry-After) pauses. */
-  [kFailed](permit: LimiterPermit, retryAfterMs: number | undefined, given: Quota): void {
+  [kFailed](permit: LimiterPermit, retryAfterMs: number | undefined, given: Quota, counted = true): void {
     if (this.#watched !== watchGeneration()) this.#watched = handToWatchers(this);
-    if (this.listenerCount('failed') > 0) this.emit('failed', { limiter: this.#opts.name, retryAfterMs });
+    if (counted && this.listenerCount('failed') > 0)
+      this.emit('failed', { limiter: this.#opts.name, retryAfterMs });
     const quota = this.#own(given);
     if (this.#announced !== undefined) this.#inFlight -= permit.units;
     if (this.#slowStart !== undefined) {

@@ -1,5 +1,5 @@
 import { InvalidArgumentError } from '../errors.js';
-import { kCanGrant, kHeldBack, kPredictWait, kReadyAt, kRefused, kTake } from '../internal.js';
+import { kCanGrant, kHeldBack, kPredictWait, kQuiet, kReadyAt, kRefused, kTake } from '../internal.js';
 import type { RateGate } from './bucket.js';
 import { checkQuota, checkUnitsUsed, checkWait, type LimiterPermit } from './permit.js';
 import type { AnnouncedQuota, Permit } from './types.js';
@@ -263,7 +263,8 @@ export function budgetsGate(first: RateGate, set: BudgetSet): RateGate {
  * The permit of a request that drew from several budgets: settles the first budget's permit and
  * each other budget's. A throttled answer cuts only the budgets that ran out: those `budgets`
  * names, else those whose announced quota has nothing left, else every budget drawn from; the
- * others are told the request failed (neither cut nor raised). Each quota goes to the budget it
+ * others end quietly (neither cut nor raised, and no `failed` event: metrics count no failed
+ * answer for a budget the API did not refuse). Each quota goes to the budget it
  * names (`AnnouncedQuota.budget`; none: the first).
  *
  * A throttled request gives back what it drew from the other budgets that did not run out (the
@@ -281,7 +282,7 @@ export function budgetsGate(first: RateGate, set: BudgetSet): RateGate {
  * A request the API refused without doing it for another reason (an LLM API's 400
  * `invalid_request_error`: `max_tokens` too large; told by `kRefused`) gives back what it drew from
  * every budget but the first, by the same rule: none of them ran out. The first is told a
- * success (the server answered), the others neither cut nor raised.
+ * success (the server answered), the others end quietly (neither cut nor raised, no event).
  */
 export class BudgetedPermit implements Permit {
   readonly #first: LimiterPermit;
@@ -333,7 +334,7 @@ export class BudgetedPermit implements Permit {
     this.#giveBack((name) => !out.some(([n]) => n === name));
     for (const [name, permit] of all) {
       if (out.some(([n]) => n === name)) permit.throttled(retryAfterMs, this.#quotaOf(name, quota));
-      else permit.failed(undefined, this.#quotaOf(name, quota));
+      else permit[kQuiet](this.#quotaOf(name, quota));
     }
     this.#settled();
   }
@@ -343,7 +344,7 @@ export class BudgetedPermit implements Permit {
     checkQuota('success', quota);
     this.#giveBack(() => true);
     this.#first.success(undefined, this.#quotaOf(this.#firstName, quota));
-    for (const [name, permit] of this.#others) permit.failed(undefined, this.#quotaOf(name, quota));
+    for (const [name, permit] of this.#others) permit[kQuiet](this.#quotaOf(name, quota));
     this.#settled();
   }
 

@@ -1,5 +1,5 @@
 import { InvalidArgumentError } from '../errors.js';
-import { kFailed, kSuccess, kThrottled } from '../internal.js';
+import { kFailed, kQuiet, kSuccess, kThrottled } from '../internal.js';
 import type { AcquireOptions, AnnouncedQuota, Permit } from './types.js';
 
 type Quota = readonly AnnouncedQuota[] | undefined;
@@ -8,7 +8,8 @@ type Quota = readonly AnnouncedQuota[] | undefined;
 export interface PermitSink {
   [kSuccess](permit: LimiterPermit, unitsUsed: number | undefined, quota: Quota): void;
   [kThrottled](permit: LimiterPermit, retryAfterMs: number | undefined, quota: Quota): void;
-  [kFailed](permit: LimiterPermit, retryAfterMs: number | undefined, quota: Quota): void;
+  /** `counted` false: a quiet end ({@link LimiterPermit[kQuiet]}), no `failed` event. */
+  [kFailed](permit: LimiterPermit, retryAfterMs: number | undefined, quota: Quota, counted?: boolean): void;
 }
 
 /** The permit an `AdaptiveRateLimiter` grants. The first call settles it; later calls do nothing. */
@@ -54,6 +55,17 @@ export class LimiterPermit implements Permit {
     const sink = this.#sink;
     this.#sink = undefined;
     sink?.[kFailed](this, retryAfterMs, quota);
+  }
+
+  /**
+   * @internal Settles it as `failed` does (its slot is freed, neither cut nor raised, `quota`
+   * read), but tells no outcome: no `failed` event, so metrics and listeners count no failed
+   * answer. For a budget that did not run out, in a request another budget answered for.
+   */
+  [kQuiet](quota?: Quota): void {
+    const sink = this.#sink;
+    this.#sink = undefined;
+    sink?.[kFailed](this, undefined, quota, false);
   }
 }
 

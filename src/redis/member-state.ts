@@ -1,6 +1,7 @@
 import type { EventEmitter } from 'node:events';
 import type { Clock } from '../clock.js';
 import type { RateController, RateControllerState } from '../controllers/types.js';
+import { ConfigError } from '../errors.js';
 import { kAlignSlots, kRecentAcceptedRate } from '../internal.js';
 import type { AdaptiveRateLimiter } from '../limiter/adaptive.js';
 import { redactText } from '../redact.js';
@@ -323,10 +324,13 @@ export class MemberState {
     const rate = this.limiter.rate;
     if (this.#events.listenerCount('degraded') === 0) {
       const detail = error instanceof Error ? error.message : String(error);
+      // A config Redis refused (its database) is not served at all: shared-budget.ts refuses it.
+      const then =
+        error instanceof ConfigError
+          ? 'every acquire ends with this error'
+          : `serving from the local share, ${rate} units/min`;
       process.emitWarning(
-        redactText(
-          `adaptive-rate-limit: shared budget "${this.#name}" degraded (${detail}); serving from the local share, ${rate} units/min`,
-        ),
+        redactText(`adaptive-rate-limit: shared budget "${this.#name}" degraded (${detail}); ${then}`),
         { code: BUDGET_DEGRADED_WARNING },
       );
     }

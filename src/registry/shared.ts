@@ -1,4 +1,5 @@
 import type { Clock } from '../clock.js';
+import { API_WITH_SHARED } from '../config/api.js';
 import { issuesOf } from '../config/rules.js';
 import type { LimiterConfig } from '../config/schema.js';
 import { sharedConfigSchema } from '../config/shared.js';
@@ -46,7 +47,7 @@ export function makeSharedBudget(name: string, config: LimiterConfig, clock: Clo
     // A shared budget meters one budget of units: `api`'s token budgets would not be metered.
     issues.unshift({
       path: 'api',
-      message: "not with `shared`: a shared budget meters requests only, not an LLM API's token budgets",
+      message: API_WITH_SHARED,
       received: api,
     });
   }

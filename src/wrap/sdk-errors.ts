@@ -109,7 +109,8 @@ function llmRefusal(error: Bag): LlmRefusal | undefined {
  *   `enforced_spend_limit_reached`): the call ends at once with the SDK's error, as with `api`.
  *   An LLM SDK's rate-limit 429 names the budget it is about (`budgets`: openai's `error.type`
  *   `requests` or `tokens`, the budget Anthropic's message names), so a limiter with those
- *   `budgets` cuts only that one (a limiter without them ignores it).
+ *   `budgets` cuts only that one when the call drew from it (`wrap`'s `costs`); else the budgets
+ *   the call drew from, as a limiter without them does.
  *
  * For anything else (an SDK's own error class, GitHub's 403), give `wrap` a `classifyError` of your
  * own, falling back to this one.
