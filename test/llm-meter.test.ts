@@ -48,6 +48,25 @@ describe('LlmMeter.estimate', () => {
 });
 
 describe('UsageScanner', () => {
+  // Regression: a JSON answer was kept up to 8 MiB, a stream's event without bound (a stream with
+  // no blank line was held whole in memory). An event longer than 8 MiB is dropped as it grows,
+  // as a longer JSON answer is; the events after it are read.
+  it('drops a stream event longer than 8 MiB, and reads the events after it', () => {
+    const pad = bytes('x'.repeat(1024 * 1024));
+    const long = (scanner: UsageScanner) => {
+      scanner.push(bytes('data: {"usage":{"prompt_tokens":1},"pad":"'));
+      for (let i = 0; i < 9; i++) scanner.push(pad);
+    };
+    const scanner = new UsageScanner('text/event-stream');
+    long(scanner);
+    scanner.push(bytes('"}\n\n'));
+    expect(scanner.end()).toBeUndefined();
+    const after = new UsageScanner('text/event-stream');
+    long(after);
+    after.push(bytes('"}\n\ndata: {"usage":{"prompt_tokens":7}}\n\n'));
+    expect(after.end()).toEqual({ prompt_tokens: 7 });
+  });
+
   it("reads OpenAI's last chunk, split anywhere, ignoring [DONE]", () => {
     const text =
       'data: {"choices":[{"delta":{"content":"hi"}}],"usage":null}\n\n' +

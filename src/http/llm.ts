@@ -183,8 +183,8 @@ export type Usage = Readonly<Record<string, unknown>>;
 /**
  * Reads `usage` from an answer's bytes as they pass, without holding them: a server-sent-events
  * stream event by event (the last `usage` seen, fields merged: OpenAI's last chunk, Anthropic's
- * `message_start` then `message_delta`), or a JSON answer kept as text up to 8 MiB and parsed at
- * its end.
+ * `message_start` then `message_delta`; an event longer than 8 MiB is dropped), or a JSON answer
+ * kept as text up to 8 MiB and parsed at its end.
  */
 export class UsageScanner {
   readonly #sse: boolean;
@@ -192,6 +192,8 @@ export class UsageScanner {
   #text = '';
   #bytes = 0;
   #usage: Record<string, unknown> | undefined;
+  /** A stream's event grew past {@link MAX_JSON_BYTES}: dropped up to its end (the next blank line). */
+  #dropping = false;
 
   constructor(contentType: string) {
     this.#sse = contentType.toLowerCase().includes('text/event-stream');
@@ -207,6 +209,11 @@ export class UsageScanner {
     if (this.#sse) {
       this.#text += this.#decoder.decode(chunk, { stream: true });
       this.#events();
+      // An event is kept up to 8 MiB, as a JSON answer is: a longer one is dropped as it grows.
+      if (this.#text.length > MAX_JSON_BYTES) {
+        this.#text = '';
+        this.#dropping = true;
+      }
       return;
     }
     this.#bytes += chunk.byteLength;
@@ -239,6 +246,10 @@ export class UsageScanner {
       if (match === null) break;
       const event = this.#text.slice(0, match.index);
       this.#text = this.#text.slice(match.index + match[0].length);
+      if (this.#dropping) {
+        this.#dropping = false;
+        continue;
+      }
       if (!event.includes('"usage"')) continue;
       const data = event
         .split(/\r?\n/)
