@@ -11,13 +11,29 @@ export const HANDLER_THREW_WARNING = 'ARL_HANDLER_THREW';
  * its end (its `onResponseError` is what threw). Secrets in the throw's message are masked.
  */
 export function warnHandlerThrew(thrown: unknown, origin: string): void {
-  const detail = thrown instanceof Error ? `${thrown.name}: ${thrown.message}` : String(thrown);
-  const warning = new Error(
-    redactText(
-      `adaptive-rate-limit: the handler of a request to ${origin} threw after it was told the request's end (${detail}); the request had ended, the throw is reported here`,
-    ),
-    { cause: thrown },
+  warnThrew(
+    thrown,
+    (detail) =>
+      `the handler of a request to ${origin} threw after it was told the request's end (${detail}); the request had ended, the throw is reported here`,
   );
+}
+
+/**
+ * Reports a throw of the correction of an LLM call's estimate by the usage its answer told (the
+ * meter's reading or the charge), the same way (`ARL_HANDLER_THREW`): the caller is still told
+ * the answer's end, the call is not lost; the estimate it was charged stands.
+ */
+export function warnCorrectionThrew(thrown: unknown, limiter: string): void {
+  warnThrew(
+    thrown,
+    (detail) =>
+      `correcting the estimate of a call through limiter "${limiter}" by the usage its answer told threw (${detail}); the caller was told the answer's end, the estimate stands`,
+  );
+}
+
+function warnThrew(thrown: unknown, text: (detail: string) => string): void {
+  const detail = thrown instanceof Error ? `${thrown.name}: ${thrown.message}` : String(thrown);
+  const warning = new Error(redactText(`adaptive-rate-limit: ${text(detail)}`), { cause: thrown });
   warning.name = 'Warning';
   process.emitWarning(Object.assign(warning, { code: HANDLER_THREW_WARNING }));
 }

@@ -1,6 +1,7 @@
 import { QuotaExhaustedError, ThrottledBodyTooLongError } from '../errors.js';
 import type { Costs } from '../limiter/budgets.js';
 import { MAX_HELD_BODY_BYTES } from './attempt.js';
+import { warnCorrectionThrew } from './handler-threw.js';
 import type { LlmEstimate, LlmMeter, Usage } from './llm.js';
 import { refusalJson, refusedCall, UsageScanner } from './llm.js';
 import type { RejectionMode } from './refusal.js';
@@ -105,7 +106,12 @@ export function llmAnswer(
         scanner.push(chunk);
       },
       flush() {
-        correct(route, estimate, scanner.end(), refused);
+        // The caller reads the whole answer whatever the correction does; a throw is reported.
+        try {
+          correct(route, estimate, scanner.end(), refused);
+        } catch (error) {
+          warnCorrectionThrew(error, route.name);
+        }
       },
     }),
   );

@@ -1,5 +1,6 @@
 import type { Dispatcher } from 'undici';
 import { QuotaExhaustedError } from '../errors.js';
+import { warnCorrectionThrew } from './handler-threw.js';
 import { type LlmEstimate, type LlmMeter, refusedCall, UsageScanner } from './llm.js';
 import { correct } from './llm-answers.js';
 import { withRawHeaders } from './raw-headers.js';
@@ -68,9 +69,15 @@ export function usageTap(
     onResponseEnd: (controller, trailers) => {
       if (refused !== undefined) return fail(controller, refused);
       if (scanner !== undefined) {
-        const usage = scanner.end();
+        const ended = scanner;
         scanner = undefined;
-        correct(route, estimate, usage, refusedCallAnswer);
+        // The caller is told the end whatever the correction does: a throw here would skip it
+        // (the call would never end); it is reported instead.
+        try {
+          correct(route, estimate, ended.end(), refusedCallAnswer);
+        } catch (error) {
+          warnCorrectionThrew(error, route.name);
+        }
       }
       return handler.onResponseEnd?.(controller, trailers);
     },
