@@ -183,8 +183,16 @@ function describe(value: unknown): string {
 }
 
 /** Turns zod issues into a {@link ConfigError} that names each field and the value received. */
+/**
+ * A config path as errors print it: its keys joined by dots, an empty key written `""` (a limiter
+ * named `""` is at `limiters.""`, not `limiters.`).
+ */
+export function configPath(keys: readonly PropertyKey[]): string {
+  return keys.map((key) => (key === '' ? '""' : String(key))).join('.');
+}
+
 export function configErrorFrom(error: ZodError, input: unknown, source: string, prefix = ''): ConfigError {
-  const join = (path: readonly PropertyKey[]) => [prefix, ...path.map(String)].filter(Boolean).join('.');
+  const join = (path: readonly PropertyKey[]) => configPath(prefix === '' ? path : [prefix, ...path]);
   return new ConfigError(
     error.issues.flatMap((issue) =>
       // An unknown key is an issue at that key (a misspelled field names itself), not at its object.

@@ -65,13 +65,19 @@ describe('config keys named after built-in object members', () => {
 
   it('rejects a limiter named "" once, with the same words, through parseConfig, the registry and the adapters', () => {
     const limiters = { '': { origins: ['https://a.test'] } };
-    const said = (error: ConfigError) => error.issues.map((i) => [i.message, i.received]);
-    const once = [['a limiter name must be a non-empty string', '']];
+    // The empty key is written as JSON writes it (`""`), not as a trailing dot (`limiters.`).
+    const said = (error: ConfigError) => error.issues.map((i) => [i.path, i.message, i.received]);
+    const once = [['limiters.""', 'a limiter name must be a non-empty string', '']];
     expect(said(configError(() => parseConfig({ limiters })))).toEqual(once);
     expect(said(configError(() => new RateLimiterRegistry({ limiters })))).toEqual(once);
     expect(said(configError(() => new RateLimiterRegistry().add('', {})))).toEqual(once);
     expect(said(configError(() => adaptiveRateLimit({ limiters })))).toEqual(once);
     expect(said(configError(() => rateLimitedFetch({ limiters })))).toEqual(once);
+  });
+
+  it('writes an empty key in a path as ""', () => {
+    expect(paths(configError(() => parseConfig({ default: { '': 1 } })))).toEqual(['default.""']);
+    expect(paths(configError(() => parseConfig({ '': 1 })))).toEqual(['""']);
   });
 
   it.each(['constructor', 'toString', 'hasOwnProperty'])(

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { ConfigError, type ConfigIssue, configErrorFrom } from '../errors.js';
+import { ConfigError, type ConfigIssue, configErrorFrom, configPath } from '../errors.js';
 import { CONTROLLER_MESSAGE, limiterFieldsSchema, RATE_FIELDS } from '../limiter/options.js';
 import { originMatcher } from '../origin.js';
 import { LLM_APIS, type LlmApi } from './api.js';
@@ -154,7 +154,7 @@ export function parseConfig(json: unknown): RateLimitConfig {
   const zodIssues = result.success ? [] : expandIssues(result.error.issues, ROOT);
   const converted = configErrorFrom(new z.ZodError(zodIssues), input, SOURCE).issues;
   zodIssues.forEach((issue, i) => {
-    const path = [...prefix, ...writtenPath(input, issue.path, written)].join('.');
+    const path = configPath([...prefix, ...writtenPath(input, issue.path, written)]);
     issues.push({ path, message: converted[i]?.message ?? issue.message, received: converted[i]?.received });
   });
   throw new ConfigError(issues, SOURCE);

@@ -8,7 +8,7 @@ import {
   PROTO_MESSAGE,
 } from '../config/rules.js';
 import type { LimiterConfig } from '../config/schema.js';
-import { ConfigError, type ConfigIssue } from '../errors.js';
+import { ConfigError, type ConfigIssue, configPath } from '../errors.js';
 import { AdaptiveRateLimiter } from '../limiter/adaptive.js';
 import type { RateLimiter } from '../limiter/types.js';
 import { setLimiterOrigins } from '../limiter/watch.js';
@@ -67,7 +67,7 @@ export function buildEntry(
   config: LimiterConfig,
   clock: Clock,
 ): NamedEntry | { issues: ConfigIssue[] } {
-  const path = `limiters.${name}`;
+  const path = configPath(['limiters', name]);
   const issues: ConfigIssue[] = [];
   if (typeof name !== 'string' || name === '') {
     issues.push({ path, message: 'a limiter name must be a non-empty string', received: name });
