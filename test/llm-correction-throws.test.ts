@@ -1,12 +1,7 @@
-import { once } from 'node:events';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { ManualClock } from '../src/clock.js';
-import { rateLimitedFetch } from '../src/http/fetch.js';
 import { HANDLER_THREW_WARNING } from '../src/http/handler-threw.js';
 import { LlmMeter } from '../src/http/llm.js';
-import { llmAgent } from './helpers/llm-agent.js';
+import { anthropicCall, anthropicServer } from './helpers/anthropic-server.js';
 
 // The correction of a call's estimate by the usage its answer told runs at the answer's end,
 // before the caller is told it. Regression: a throw there skipped the caller's onResponseEnd, and
@@ -18,29 +13,6 @@ afterEach(async () => {
   vi.restoreAllMocks();
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
-
-async function answeringServer(): Promise<string> {
-  const answer = JSON.stringify({
-    id: 'msg',
-    type: 'message',
-    content: [],
-    usage: { input_tokens: 7, output_tokens: 5 },
-  });
-  const server: Server = createServer((req, res) => {
-    req.resume();
-    req.on('end', () => res.writeHead(200, { 'content-type': 'application/json' }).end(answer));
-  });
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  cleanups.push(() => new Promise((resolve) => server.close(resolve)));
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-}
-
-const request = {
-  method: 'POST',
-  headers: { 'content-type': 'application/json', 'x-api-key': 'k' },
-  body: JSON.stringify({ model: 'c', messages: [{ role: 'user', content: 'hi' }], max_tokens: 10 }),
-};
 
 /** Makes the meter's reading of the usage throw `thrown`; resolves with the warning reporting it. */
 function correctionThrows(thrown: Error): Promise<Error> {
@@ -62,12 +34,8 @@ describe('a throw of the correction of an LLM call by its usage', () => {
   it('the interceptor: the call ends with the answer; the throw is reported', async () => {
     const thrown = new Error('correction failed');
     const warned = correctionThrows(thrown);
-    const origin = await answeringServer();
-    const { agent } = llmAgent(
-      { origin, api: 'anthropic', rejection: 'error', clock: new ManualClock() },
-      cleanups,
-    );
-    const answer = await fetch(`${origin}/v1/messages`, { ...request, dispatcher: agent } as RequestInit);
+    const origin = await anthropicServer({ input_tokens: 7, output_tokens: 5 }, cleanups);
+    const answer = await anthropicCall(origin, 'interceptor', cleanups);
     expect(answer.status).toBe(200);
     expect(JSON.parse(await answer.text()).usage.output_tokens).toBe(5);
     const warning = await warned;
@@ -78,13 +46,8 @@ describe('a throw of the correction of an LLM call by its usage', () => {
   it('the fetch wrapper: the caller reads the whole answer; the throw is reported', async () => {
     const thrown = new Error('correction failed');
     const warned = correctionThrows(thrown);
-    const origin = await answeringServer();
-    const f = rateLimitedFetch({
-      limiters: { llm: { origins: [origin], api: 'anthropic' } },
-      clock: new ManualClock(),
-    });
-    cleanups.push(() => f.close());
-    const answer = await f(`${origin}/v1/messages`, request);
+    const origin = await anthropicServer({ input_tokens: 7, output_tokens: 5 }, cleanups);
+    const answer = await anthropicCall(origin, 'fetch wrapper', cleanups);
     expect(answer.status).toBe(200);
     expect(JSON.parse(await answer.text()).usage.output_tokens).toBe(5);
     expect((await warned).cause).toBe(thrown);
