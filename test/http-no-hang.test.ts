@@ -217,8 +217,8 @@ async function hugeThrottleServer(bytes: number) {
   return { origin: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, seen };
 }
 
-/** Reads a web stream to its end or its error: the bytes read and the error. */
-async function readAll(body: ReadableStream<Uint8Array> | null) {
+/** Reads a body (a web stream or undici's Readable) to its end or its error: the bytes read and the error. */
+async function readAll(body: AsyncIterable<Uint8Array> | null) {
   let bytes = 0;
   let error: unknown;
   try {
@@ -232,14 +232,18 @@ async function readAll(body: ReadableStream<Uint8Array> | null) {
 describe('a held 429 with a 50 MiB body', () => {
   const BIG = 50 * 1024 * 1024;
 
-  it('reaches the caller through the interceptor with its first 64 KiB, then a typed error', async () => {
+  /** The 50 MiB 429 server and an agent composed with the interceptor on a manual clock. */
+  async function heldThrottle() {
     const server = await hugeThrottleServer(BIG);
-    const clock = new ManualClock();
     // Retry-After: 30 pauses the origin: the retry waits (for the manual clock), the 429 is held.
-    const interceptor = adaptiveRateLimit({ clock, default: { maxWait: 60_000 } });
+    const interceptor = adaptiveRateLimit({ clock: new ManualClock(), default: { maxWait: 60_000 } });
     const agent = new Agent();
     cleanups.push(() => agent.destroy());
-    const dispatcher = agent.compose(interceptor);
+    return { server, interceptor, dispatcher: agent.compose(interceptor) };
+  }
+
+  it('reaches the caller through the interceptor with its first 64 KiB, then a typed error', async () => {
+    const { server, interceptor, dispatcher } = await heldThrottle();
 
     const answer = request(`${server.origin}/`, { dispatcher });
     // Held: read to the cap, then its connection closed.
@@ -247,13 +251,7 @@ describe('a held 429 with a 50 MiB body', () => {
     // The retry is refused (the registry closes): the caller gets the held 429.
     interceptor.close();
     const res = await answer;
-    let bytes = 0;
-    let error: unknown;
-    try {
-      for await (const chunk of res.body) bytes += (chunk as Buffer).byteLength;
-    } catch (e) {
-      error = e;
-    }
+    const { bytes, error } = await readAll(res.body);
 
     expect(res.statusCode).toBe(429);
     expect(bytes).toBe(MAX_HELD_BODY_BYTES);
@@ -271,12 +269,7 @@ describe('a held 429 with a 50 MiB body', () => {
   ])(
     'reaches %s through the interceptor with its first 64 KiB, then a typed error',
     async (_name, fetchFn) => {
-      const server = await hugeThrottleServer(BIG);
-      const clock = new ManualClock();
-      const interceptor = adaptiveRateLimit({ clock, default: { maxWait: 60_000 } });
-      const agent = new Agent();
-      cleanups.push(() => agent.destroy());
-      const dispatcher = agent.compose(interceptor);
+      const { server, interceptor, dispatcher } = await heldThrottle();
 
       const answer = fetchFn(`${server.origin}/`, { dispatcher } as RequestInit);
       await until(() => server.seen.closed === 1, 'the held 429 to be cut');
