@@ -35,7 +35,8 @@
  *
  * The fetch wrapper (`rateLimitedFetch` around Node's global fetch on a bare Agent), 50 in flight:
  * the global fetch alone, the wrapper with its own registry, and the wrapper given a registry of
- * yours (`registry`: its close leaves that registry open, so it refuses its own waits itself).
+ * yours (`registry`: its close leaves that registry open, so it refuses its own waits itself),
+ * and the same with `maxConcurrent` set high (the gate in the path, never full).
  * `npm run bench -- http --only=fetch-wrapper` runs this case alone.
  *
  * Then OpenTelemetry metrics (`adaptive-rate-limit/otel`) on and off, the same interceptor (the
@@ -428,6 +429,10 @@ async function fetchWrapperCase(origin: string, dispatcher: Agent): Promise<void
   const registry = new RateLimiterRegistry(config);
   const own = rateLimitedFetch(config);
   const passed = rateLimitedFetch({ registry });
+  const gated = new RateLimiterRegistry({
+    limiters: { api: { ...config.limiters.api, maxConcurrent: MAX_CONCURRENT } },
+  });
+  const passedGated = rateLimitedFetch({ registry: gated });
   const via = (label: string, f: typeof fetch): Variant => ({
     label,
     send: async () => (await f(url)).arrayBuffer(),
@@ -440,6 +445,7 @@ async function fetchWrapperCase(origin: string, dispatcher: Agent): Promise<void
           via('global fetch, bare Agent', (input, init) => fetch(input, init)),
           via('rateLimitedFetch, its own registry', own),
           via('rateLimitedFetch, a registry passed in', passed),
+          via(`same + maxConcurrent ${MAX_CONCURRENT} (p-queue)`, passedGated),
         ],
         IN_FLIGHT,
       ),
@@ -449,7 +455,9 @@ async function fetchWrapperCase(origin: string, dispatcher: Agent): Promise<void
     setGlobalDispatcher(previous);
     own.close();
     passed.close();
+    passedGated.close();
     registry.close();
+    gated.close();
   }
 }
 

@@ -206,6 +206,45 @@ describe('rateLimitedFetch', () => {
     registry.close();
   });
 
+  it("behind a registry passed in with maxConcurrent, makes no signal of its own for a slot's wait, and a caller's abort rejects only its call", async () => {
+    // Regression: behind a maxConcurrent gate each request made an AbortController for the
+    // adapter's close, and gave its signal to the limiter. The gate's waits are now cancelled
+    // through the request's FetchWait, as the limiter's line's are.
+    const registry = new RateLimiterRegistry({
+      clock: new ManualClock(),
+      default: { ...NEVER_BINDS, maxConcurrent: 1, maxWait: 3_600_000 },
+    });
+    let answer: (response: Response) => void = () => {};
+    const sent: string[] = [];
+    const stub: typeof fetch = (input) => {
+      sent.push(String(input));
+      return new Promise<Response>((resolve) => {
+        answer = resolve;
+      });
+    };
+    const f = wrap({ registry, fetch: stub });
+    const first = f(`${API}/first`);
+    const limiter = registry.limiterFor(API);
+    if (limiter === undefined) throw new Error('no limiter for the API');
+    const acquire = vi.spyOn(limiter, 'acquire');
+    const abort = new AbortController();
+
+    // Both wait for the one slot, which the first request holds.
+    const mine = f(`${API}/mine`, { signal: abort.signal });
+    const other = f(`${API}/other`).catch((error: unknown) => error);
+    abort.abort();
+
+    await expect(mine).rejects.toBe(abort.signal.reason);
+    f.close();
+    expect(await other).toMatchObject({ reason: 'closed' });
+    answer(new Response('ok'));
+    expect((await first).status).toBe(200);
+    expect(sent).toEqual([`${API}/first`]);
+    // Only the first request took units, given no signal of the wrapper's.
+    expect(acquire.mock.calls.map(([, options]) => options?.signal)).toEqual([undefined]);
+    registry.close();
+  });
+
   it('rejects with RateLimitRejectedError when the limiter refuses', async () => {
     script = [throttled('600')];
     const f = wrap({ clock: new ManualClock(), maxAttempts: 1 });

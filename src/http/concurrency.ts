@@ -3,6 +3,7 @@ import type { Clock } from '../clock.js';
 import type { RateLimitRejectedError } from '../errors.js';
 import { kWaitBound } from '../internal.js';
 import type { RateLimiter, WaitBound } from '../limiter/types.js';
+import type { CancellableLine } from '../limiter/waiting-line.js';
 
 /**
  * How long a request may still wait for a slot, and how it is refused past that: the limiter's
@@ -60,6 +61,16 @@ function slotOf(bound: WaitBound, units: number, waitedMs: number): SlotBound {
   return slot;
 }
 
+/**
+ * What cancels a wait for a slot instead of a signal (the fetch wrapper's waits behind an adaptive
+ * limiter; see `LoopCancel`): once `abortReason` is set, {@link ConcurrencyGate.enter} rejects
+ * with it at once; while the request waits, `waitingIn` is the gate's and cancels that wait.
+ */
+export interface SlotCancel {
+  readonly abortReason: unknown;
+  waitingIn: CancellableLine | undefined;
+}
+
 /** A slot taken: its release (once), and the ms waited for it on the bound's clock (0 without one). */
 export interface HeldSlot {
   readonly release: () => void;
@@ -92,7 +103,9 @@ export interface HeldSlot {
  * the wait's signal and then the attempt; fetch's signal tells p-queue and fetch in one dispatch
  * of its event), while p-queue starts the next waiter a microtask later at the earliest; an
  * attempt undici has not started yet is aborted when it starts, before a byte is written
- * (test/slot-queue-limit.test.ts tries it, through the interceptor and the fetch wrapper).
+ * (test/slot-queue-limit.test.ts tries it, through the interceptor and the fetch wrapper). A wait
+ * cancelled through a {@link SlotCancel} lets go of it when the slot is given: an abort after
+ * that frees the slot at the request's release only.
  */
 export class ConcurrencyGate {
   /** Requests in flight at most. */
@@ -175,13 +188,22 @@ export class ConcurrencyGate {
    * acquire does not count it either. Such a promise never rejects (it is dropped when a slot is
    * free); a bound that turns out to be none (a budget that failed to load) bounds nothing. Those
    * held back keep their order (each resumes in the order it asked).
+   *
+   * Given a `cancel` (and no signal), the wait is cancelled through it: a request that gets its
+   * slot at once makes no `AbortController`; one that waits is cancelled through the controller
+   * its wait makes anyway when it has a bound (`cancel.waitingIn` is the gate's until it leaves).
    */
-  enter(signal?: AbortSignal, bound?: SlotBound | Promise<SlotBound | undefined>): Promise<HeldSlot> {
+  enter(
+    signal?: AbortSignal,
+    bound?: SlotBound | Promise<SlotBound | undefined>,
+    cancel?: SlotCancel,
+  ): Promise<HeldSlot> {
     if (signal?.aborted) return Promise.reject(signal.reason);
+    if (cancel?.abortReason !== undefined) return Promise.reject(cancel.abortReason);
     const closed = bound instanceof Promise ? undefined : bound?.closed?.();
     if (closed !== undefined) return Promise.reject(closed);
     if (this.tryEnter()) return Promise.resolve({ release: once(() => this.leave()), waitedMs: 0 });
-    if (bound instanceof Promise) return bound.then((known) => this.enter(signal, known));
+    if (bound instanceof Promise) return bound.then((known) => this.enter(signal, known, cancel));
     // It waits: one of its limiter's waiting requests (queue-full first, as the limiter's order is).
     const counted = bound?.wait?.();
     if (counted instanceof Error) return Promise.reject(counted);
@@ -196,24 +218,34 @@ export class ConcurrencyGate {
       let deadline: Deadline | undefined;
       let queued = signal;
       let waiter: { readonly bound: SlotBound; readonly abort: (reason: unknown) => void } | undefined;
-      if (bound !== undefined) {
+      let line: CancellableLine | undefined;
+      if (bound !== undefined || cancel !== undefined) {
         const controller = new AbortController();
-        deadline = this.#deadlines.add(since + bound.leftMs, bound.clock, () =>
-          controller.abort(bound.refuse()),
-        );
+        const abort = (reason: unknown) => controller.abort(reason);
         queued = signal === undefined ? controller.signal : AbortSignal.any([signal, controller.signal]);
-        waiter = { bound, abort: (reason) => controller.abort(reason) };
-        this.#bounded.add(waiter);
-        bound.onClose?.(this.#closed);
+        if (bound !== undefined) {
+          deadline = this.#deadlines.add(since + bound.leftMs, bound.clock, () => abort(bound.refuse()));
+          waiter = { bound, abort };
+          this.#bounded.add(waiter);
+          bound.onClose?.(this.#closed);
+        }
+        if (cancel !== undefined) {
+          line = { cancel: (_seq, reason) => abort(reason) };
+          cancel.waitingIn = line;
+        }
       }
+      const leave = () => {
+        stopWaiting();
+        if (deadline !== undefined) this.#deadlines.remove(deadline);
+        if (waiter !== undefined) this.#bounded.delete(waiter);
+        if (cancel !== undefined && cancel.waitingIn === line) cancel.waitingIn = undefined;
+      };
       // The queued task holds its p-queue slot until the release is called.
       this.#queue
         .add(
           () =>
             new Promise<void>((release) => {
-              stopWaiting();
-              if (deadline !== undefined) this.#deadlines.remove(deadline);
-              if (waiter !== undefined) this.#bounded.delete(waiter);
+              leave();
               const waitedMs = bound === undefined ? 0 : bound.clock.now() - since;
               resolve({ release: once(release), waitedMs });
             }),
@@ -221,9 +253,7 @@ export class ConcurrencyGate {
         )
         .catch((error: unknown) => {
           // Once: an abort after the slot was given lands here too.
-          stopWaiting();
-          if (deadline !== undefined) this.#deadlines.remove(deadline);
-          if (waiter !== undefined) this.#bounded.delete(waiter);
+          leave();
           reject(error);
         });
     });

@@ -136,7 +136,8 @@ export function rateLimitedFetch(options: RateLimitedFetchOptions = {}): RateLim
         slot:
           gate === undefined
             ? undefined
-            : (slotSignal, waitedMs) => gate.enter(slotSignal, slotBound(limiter, units, waitedMs)),
+            : (slotSignal, waitedMs) =>
+                gate.enter(slotSignal, slotBound(limiter, units, waitedMs), waitCancel),
         send: attempt,
         classify: (r) => runtime.classify(r, () => headerRecord(r.headers), route, refusalBody(r)),
         canRetry: () => bodies.replayable,
@@ -170,17 +171,17 @@ export function rateLimitedFetch(options: RateLimitedFetchOptions = {}): RateLim
 /**
  * A request's waits behind a limiter the adapter's close leaves open (see `HttpRuntime.close`),
  * cancelled by the caller's signal or by the close (`adapterClosed`, with the adapter's refusal).
- * The caller's signal is listened to until `done`. Behind an adaptive limiter with no
- * `maxConcurrent` gate (the common case) the waits are cancelled through a {@link FetchWait}, with
- * no `AbortController` per request (on Node 20 one costs about 20 µs); a slot's wait, or another
- * limiter's, needs a signal: one controller per request, its signal for the waits (not the sends).
+ * The caller's signal is listened to until `done`. Behind an adaptive limiter the waits, for
+ * units and for a `maxConcurrent` slot, are cancelled through a {@link FetchWait}, with no
+ * `AbortController` per request (on Node 20 one costs about 20 µs; a slot's wait makes one only
+ * when the request has to wait). Another limiter's wait needs a signal (`acquire`'s contract):
+ * one controller per request, its signal for the waits (not the sends).
  */
 function closingWait(
   route: Route,
   caller: AbortSignal | undefined,
 ): AdapterWait & { readonly signal: AbortSignal | undefined; done(): void } {
-  if (route.gate === undefined && route.limiter instanceof AdaptiveRateLimiter)
-    return new FetchWait(route, caller);
+  if (route.limiter instanceof AdaptiveRateLimiter) return new FetchWait(route, caller);
   const controller = new AbortController();
   const onAbort = () => controller.abort(caller?.reason);
   if (caller?.aborted) onAbort();
@@ -194,9 +195,10 @@ function closingWait(
 }
 
 /**
- * The waits of one request in an adaptive limiter's line, cancelled without a signal (the
- * attempt loop's `waitCancel`): the caller's abort or the adapter's close takes the waiter out
- * through the line it waits in, and refuses its later waits at once, as an aborted signal would.
+ * The waits of one request behind an adaptive limiter, cancelled without a signal (the attempt
+ * loop's `waitCancel`, the gate's `SlotCancel`): the caller's abort or the adapter's close takes
+ * the waiter out through the line it waits in (the limiter's, or a `maxConcurrent` gate's), and
+ * refuses its later waits at once, as an aborted signal would.
  * Only this request's waits: a caller's abort rejects its own call, nothing else.
  */
 class FetchWait implements LoopCancel, AdapterWait {
