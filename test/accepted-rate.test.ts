@@ -44,6 +44,41 @@ describe('the accepted rate', () => {
   });
 });
 
+describe('the refill since the first cut', () => {
+  it('a bucket that refilled during the pause: what got through over all the time since the cut, the pause included', () => {
+    const rate = new AcceptedRate();
+    rate.open(0);
+    successes(rate, 0, 100, 5); // the bucket's 20 in 100 ms, then the first cut
+    rate.mark(100);
+    expect(rate.refillSinceMark(150, 0)).toBeUndefined(); // nothing got through since: no reading
+    // A pause of 1 s, then the 20 refilled during it and 2 more in 100 ms: 22 over 1.1 s.
+    for (let i = 0; i < 22; i++) rate.record(1, 1_100 + 4 * i);
+    expect(rate.refillSinceMark(1_200, 1_000)).toBeCloseTo(1_200);
+    // The window less the pause read them over the 100 ms after it (and the burst before).
+    expect(rate.sinceMark(1_200, 1_000)).toBeCloseTo(5_280);
+  });
+
+  it('a bucket smaller than the pause refills: what got through after the pause, less the burst before the cut', () => {
+    const rate = new AcceptedRate();
+    rate.open(0);
+    successes(rate, 0, 100, 10); // 10 in 100 ms, the first cut
+    rate.mark(100);
+    // After a pause of 1 s, 10 stored and 6,000 a minute for 500 ms (50 more): 60 units.
+    for (let i = 0; i < 60; i++) rate.record(1, 1_100 + 8 * i);
+    // Over the 1.5 s since the cut: 2,400; after the pause less the 10 of the burst: 6,000.
+    expect(rate.refillSinceMark(1_600, 1_000)).toBeCloseTo(6_000);
+  });
+
+  it('less since the cut than the burst before it (a 429 a few ms after the pause): no reading of a refill', () => {
+    const rate = new AcceptedRate();
+    rate.open(0);
+    successes(rate, 0, 100, 5); // 20, the first cut
+    rate.mark(100);
+    for (let i = 0; i < 13; i++) rate.record(1, 1_100 + i / 4); // 13 within 5 ms of the pause's end
+    expect(rate.refillSinceMark(1_105, 1_000)).toBeUndefined();
+  });
+});
+
 describe('the accepted rate since a time', () => {
   it('reads the same slots as the window and the last second, with the same pauses left out', () => {
     const rate = new AcceptedRate();

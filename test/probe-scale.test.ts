@@ -65,6 +65,60 @@ describe('probe: a first cut while the cold start capped what was in flight', ()
   });
 });
 
+describe('probe: the cut that ends the start of a burst of calls', () => {
+  const controller = probe();
+  // 60 calls at once: the first cut, unlimited while the cold start's cap held the sends, read the
+  // bucket's 20 over 100 ms (12,000 a minute); after its pause the rate book reads 1,200 since it.
+  const burst: DecreaseRecord = {
+    rateBefore: 12_000,
+    acceptedRate: 12_000,
+    acceptedRateSincePrevious: undefined,
+    startCapped: true,
+    unlimited: true,
+  };
+  const second = (over: Partial<RateControllerState> = {}) =>
+    state({
+      rate: 10_800,
+      decreases: [burst],
+      acceptedRate: 1_200,
+      acceptedRateSinceLastDecrease: 13_000,
+      measuredRate: 3_000,
+      sinceLastDecrease: 1_100,
+      pauseSinceLastDecrease: 1_000,
+      acceptedRateIsRefill: true,
+      ...over,
+    });
+
+  it('drains below what got through since the first cut: no floor of half the rate', () => {
+    // 0.9 x 1,200 (the old floor: 5,400, 4.5 times the quota).
+    expect(controller.onThrottled(second())).toBeCloseTo(1_080, 6);
+  });
+
+  it('keeps that reading as the ceiling, not the burst read over ms to climb back to', () => {
+    const after = (cut: DecreaseRecord) =>
+      state({
+        rate: 1_080,
+        decreases: [burst, cut],
+        // A line of callers: twice what is sent is no cap here.
+        measuredRate: 10_000,
+        sinceLastDecrease: 4_000,
+        sinceLastIncrease: 4_000,
+      });
+    const cut: DecreaseRecord = {
+      rateBefore: 10_800,
+      acceptedRate: 1_200,
+      acceptedRateSincePrevious: 13_000,
+      refill: true,
+    };
+    // An estimate (no hold, steps of a tenth of it): 1,200 a few tenths up, not back to 12,000.
+    expect(controller.onSuccess(after(cut))).toBeLessThan(2_000);
+  });
+
+  it('a cut whose accepted rate is no refill (the rate book did not read one) keeps the floor of half the rate', () => {
+    expect(controller.onThrottled(second({ acceptedRateIsRefill: undefined }))).toBe(5_400);
+  });
+});
+
 describe('probe: the climb at many requests a second', () => {
   const controller = probe();
   // After the sure cut at 60,000: 1 s of drain (its own overshoot), then a hold of 4 s (random 0).

@@ -178,9 +178,12 @@ function probeController(options: ProbeOptions, peakHoldFactor: number): RateCon
     let afterQuick = false;
     for (const cut of cuts) {
       const quick = quickAfterPause(cut, previous);
-      const A = quick
+      const read = quick
         ? quickReading(cut, afterQuick ? previous : undefined, o.minCutFactor)
         : fastReading(cut, previous, o.minCutFactor);
+      // A cut that read a bucket's refill after a burst of calls (`acceptedRateIsRefill`): that
+      // reading when lower than the floors here.
+      const A = cut.refill === true ? Math.min(read, cut.acceptedRate) : read;
       afterQuick = quick;
       floored = quick || A > cut.acceptedRate;
       previous = cut;
@@ -192,7 +195,9 @@ function probeController(options: ProbeOptions, peakHoldFactor: number): RateCon
         own = true;
         // Found the same ceiling as the first estimate: as any second find of it, a longer hold.
         stable = same(A, E) ? stable + 1 : 0;
-        recall = unsure ? Math.max(recall, E) : A;
+        // After a bucket's refill read (`acceptedRateIsRefill`), the first estimate (the bucket's burst
+        // read over ms) is no ceiling to come back to.
+        recall = unsure && cut.refill !== true ? Math.max(recall, E) : A;
         E = A;
         if (stable > 0) settled = true;
         if (!unsure && settled) peak = Math.max(peak, E);
@@ -239,7 +244,10 @@ function probeController(options: ProbeOptions, peakHoldFactor: number): RateCon
   return {
     onThrottled(s: RateControllerState): number {
       const accepted = s.acceptedRate ?? s.rate;
-      const floor = o.minCutFactor * s.rate;
+      // A cut that reads a bucket's refill after a burst of calls (`acceptedRateIsRefill`): no floor of
+      // half the rate, which held a bucket that refills 1,200/min at 6,000 (its 20 read over
+      // 100 ms as 12,000).
+      const floor = s.acceptedRateIsRefill === true ? 0 : o.minCutFactor * s.rate;
       // The cut the limiter is about to record; the next state shows it.
       const cut: DecreaseRecord = {
         rateBefore: s.rate,
@@ -423,10 +431,18 @@ function fastReading(
 export function cutReadingsOf(
   s: Pick<
     RateControllerState,
-    'measuredRequestRate' | 'decreases' | 'sinceLastDecrease' | 'pauseSinceLastDecrease'
+    | 'measuredRequestRate'
+    | 'decreases'
+    | 'sinceLastDecrease'
+    | 'pauseSinceLastDecrease'
+    | 'acceptedRateIsRefill'
   >,
-): Pick<DecreaseRecord, 'requestRate' | 'sentAfterPause'> {
-  return { ...requestRateOf(s), ...sentAfterPauseOf(s) };
+): Pick<DecreaseRecord, 'requestRate' | 'sentAfterPause' | 'refill'> {
+  return {
+    ...requestRateOf(s),
+    ...sentAfterPauseOf(s),
+    ...(s.acceptedRateIsRefill === true ? { refill: true } : {}),
+  };
 }
 
 /** The requests/min measured at a cut, for its record (`requestRate`), from its controller's state. */

@@ -44,6 +44,13 @@ export interface RateControllerState {
    * it was drained. `undefined` before the first cut.
    */
   readonly acceptedRateSinceLastDecrease: number | undefined;
+  /**
+   * True at the cut after a burst of calls at once (the one cut so far made unlimited while the
+   * cold start's cap held them back), when `acceptedRate` is the server's bucket refill read since
+   * that cut, the Retry-After pause included: a lower bound of the server's rate, not a window
+   * (see docs/how-it-works.md). Absent otherwise.
+   */
+  readonly acceptedRateIsRefill?: boolean;
   /** The last cuts, oldest first, at most 8; empty before the first cut. */
   readonly decreases: readonly DecreaseRecord[];
   /**
@@ -79,6 +86,11 @@ export interface DecreaseRecord {
    * filled, not over a ramp.
    */
   readonly unlimited?: boolean;
+  /**
+   * True when the cut read the server's bucket refill since a burst's first cut, the Retry-After
+   * pause included (the probe's `burstRefill`); absent otherwise.
+   */
+  readonly refill?: boolean;
   /** Requests/min measured at the cut (`measuredRequestRate`); absent when none was measured (and in a budget shared through Redis). */
   readonly requestRate?: number;
   /**

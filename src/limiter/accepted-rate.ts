@@ -51,6 +51,8 @@ export class AcceptedRate {
   /** Units accepted since the last mark (a cut), and when that was (ms). */
   #markUnits = 0;
   #markAt: number | undefined;
+  /** Units accepted before the first mark (the first cut): `undefined` until it. */
+  #beforeFirstMark: number | undefined;
 
   /** Marks the first grant at `now`: the window does not count the idle time before it. */
   open(now: number): void {
@@ -79,6 +81,7 @@ export class AcceptedRate {
 
   /** Starts counting again from `now` (a cut). */
   mark(now: number): void {
+    this.#beforeFirstMark ??= this.#markUnits;
     this.#markUnits = 0;
     this.#markAt = now;
   }
@@ -90,6 +93,26 @@ export class AcceptedRate {
   sinceMark(now: number, pausedMs = 0): number | undefined {
     if (this.#markAt === undefined) return undefined;
     return (this.#markUnits * 60_000) / Math.max(SLOT_MS, now - this.#markAt - pausedMs);
+  }
+
+  /**
+   * Units/min accepted since the last mark, the bucket refill read from it: a server's bucket,
+   * emptied at the mark (a first cut after a burst of calls), stores what it refills during the
+   * `pausedMs` after it, at most what the burst before the mark took from it (a bucket full at
+   * the start). So its refill rate is at least what got through over all the time since the mark
+   * (the pause included), and at least what got through after the pause less that burst. A lower
+   * bound of the server's rate (units/min), each part read over a slot at least. `undefined`
+   * before any mark, and when less got through since it than that burst (nothing, or a 429 a few
+   * ms after the pause: others took the bucket, or it did not refill; no reading of a refill).
+   */
+  refillSinceMark(now: number, pausedMs: number): number | undefined {
+    const at = this.#markAt;
+    const burst = this.#beforeFirstMark;
+    const units = this.#markUnits;
+    if (at === undefined || burst === undefined || units <= 0 || units < burst) return undefined;
+    const overAll = (units * 60_000) / Math.max(SLOT_MS, now - at);
+    const afterPause = ((units - burst) * 60_000) / Math.max(SLOT_MS, now - at - pausedMs);
+    return Math.max(overAll, afterPause);
   }
 
   /**

@@ -170,6 +170,20 @@ export class RateBook {
     // At many requests a second (6,000/min), a window that holds a rise of the rate: at least what
     // got through since it (a cut after a climb read the lower rates before it).
     accepted = this.#sinceRise(now, accepted);
+    // The cut after a burst of calls at once (`#burstStart`): the server's bucket was empty at the
+    // first 429 and refilled during the Retry-After pause, so the window less the pause read the
+    // tokens stored during it as if they came in the ms after it (a bucket of 20 that refills
+    // 1,200/min read as 9,500). What got through since that cut, read as a refill
+    // (`refillSinceMark`), is a lower bound of the server's rate: the reading when lower.
+    let refill = false;
+    const paused = this.#pause.sinceCut(now, this.lastCutAt);
+    if (accepted !== undefined && this.#burstStart(rate, paused)) {
+      const since = this.accepted.refillSinceMark(now, paused);
+      if (since !== undefined && since < accepted) {
+        accepted = since;
+        refill = true;
+      }
+    }
     if (rate === Number.POSITIVE_INFINITY) {
       // Unlimited until now: start from what the server accepted (this process's share of the
       // quota while it throttles). Without any success yet, from what was sent: the units sent
@@ -194,7 +208,8 @@ export class RateBook {
       // That estimate stands as the measured rate too, so CUBIC's W is not cut twice.
       measured = base;
     }
-    const state = this.#state(now, base, accepted);
+    const read = this.#state(now, base, accepted);
+    const state: RateControllerState = refill ? { ...read, acceptedRateIsRefill: true } : read;
     const proposed = this.#controller.onThrottled(
       measured === state.measuredRate ? state : { ...state, measuredRate: measured },
     );
@@ -233,6 +248,27 @@ export class RateBook {
     if ((this.measured.requests ?? 0) < FAST_REQUESTS || now - from < RISE_SPAN_MS) return accepted;
     const since = this.accepted.since(from, now, (start) => this.#pause.within(start, now));
     return since === undefined ? accepted : Math.max(accepted, since);
+  }
+
+  /**
+   * Whether a cut from `rate`, `pausedMs` paused since the one cut so far, ends a burst of calls
+   * at once: that cut was made unlimited while the cold start's cap held the sends back
+   * (`unlimited`, `startCapped`: callers came together, more than the cap let through, so what got
+   * through before it was the server's stored bucket, read over a few ms: 20 answers in 100 ms
+   * read as 12,000 a minute from a bucket that refills 1,200); a Retry-After pause of at most
+   * {@link REFILL_PAUSE_MS} since; the rate did not climb above that cut's estimate (the start-up
+   * going on from a cap's estimate at thousands a second reads as any other cut).
+   */
+  #burstStart(rate: number, pausedMs: number): boolean {
+    const first = this.#decreases[0];
+    return (
+      this.#decreases.length === 1 &&
+      first!.unlimited === true &&
+      first!.startCapped === true &&
+      rate <= first!.rateBefore &&
+      pausedMs > 0 &&
+      pausedMs <= REFILL_PAUSE_MS
+    );
   }
 
   /** Whether the one cut so far was a first cut the cold start's cap held back (see `startCapped`). */
@@ -350,6 +386,14 @@ function blankState(): Writable<RateControllerState> {
  * rules it had.
  */
 const MANY_REQUESTS = 3_000;
+
+/**
+ * The longest time paused since a burst's first cut (ms) over which the cut after it reads the
+ * bucket's refill: a Retry-After of a second or two, about the time the bucket takes to refill.
+ * After a longer pause (a crowd that others were served before, a window's reset) the refill
+ * overflowed the bucket, or others took it: what got through is no reading of it.
+ */
+const REFILL_PAUSE_MS = 2_000;
 
 /** The shortest span since a rise a cut reads on its own (ms): 250 answers and more at 15,000 a minute. */
 const RISE_SPAN_MS = 1_000;
