@@ -56,6 +56,12 @@ function wrap(options: RateLimitedFetchOptions = {}): RateLimitedFetch {
   return wrapped;
 }
 
+/** The registry's limiter for the API, with a spy on its `acquire`. */
+function spyOnAcquire(registry: RateLimiterRegistry) {
+  const limiter = registry.limiterFor(API);
+  if (limiter === undefined) throw new Error('no limiter for the API');
+  return { limiter, acquire: vi.spyOn(limiter, 'acquire') };
+}
 describe('rateLimitedFetch', () => {
   it('retries a 429 through the limiter and returns the success', async () => {
     script = [throttled(), throttled()];
@@ -186,9 +192,7 @@ describe('rateLimitedFetch', () => {
     const registry = new RateLimiterRegistry({ clock: new ManualClock(), default: { maxWait: 3_600_000 } });
     const f = wrap({ registry, maxAttempts: 1 });
     await f(`${API}/`);
-    const limiter = registry.limiterFor(API);
-    if (limiter === undefined) throw new Error('no limiter for the API');
-    const acquire = vi.spyOn(limiter, 'acquire');
+    const { limiter, acquire } = spyOnAcquire(registry);
     const abort = new AbortController();
 
     const mine = f(`${API}/mine`, { signal: abort.signal });
@@ -224,9 +228,7 @@ describe('rateLimitedFetch', () => {
     };
     const f = wrap({ registry, fetch: stub });
     const first = f(`${API}/first`);
-    const limiter = registry.limiterFor(API);
-    if (limiter === undefined) throw new Error('no limiter for the API');
-    const acquire = vi.spyOn(limiter, 'acquire');
+    const { acquire } = spyOnAcquire(registry);
     const abort = new AbortController();
 
     // Both wait for the one slot, which the first request holds.
