@@ -62,6 +62,7 @@ function spyOnAcquire(registry: RateLimiterRegistry) {
   if (limiter === undefined) throw new Error('no limiter for the API');
   return { limiter, acquire: vi.spyOn(limiter, 'acquire') };
 }
+
 describe('rateLimitedFetch', () => {
   it('retries a 429 through the limiter and returns the success', async () => {
     script = [throttled(), throttled()];
