@@ -94,8 +94,11 @@ export interface SharedConfig {
    */
   heartbeatInterval?: number;
   /**
-   * A member that has not sent a heartbeat for this long (ms) is dropped from the budget.
-   * @default 4 × heartbeatInterval
+   * A member that has not sent a heartbeat for this long (ms) is dropped from the budget. Keep
+   * it above `redisTimeout` + `heartbeatInterval`: a member whose heartbeats come that far apart
+   * (a slow link, a long pause of its event loop) and is dropped between them keeps sending its
+   * share while the others split the whole rate among the rest.
+   * @default max(4 × heartbeatInterval, redisTimeout + 2 × heartbeatInterval): 1.5 s
    */
   memberTimeout?: number;
   /**

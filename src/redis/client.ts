@@ -10,6 +10,9 @@ export interface RedisClient {
   eval(script: string, numKeys: number, ...keysAndArgs: (string | number)[]): Promise<unknown>;
   /** Closes the connection after the pending replies (only for a client the budget opened). */
   quit(): Promise<unknown>;
-  /** Closes the connection at once (only for a client the budget opened). */
-  disconnect(): void;
+  /**
+   * Closes the connection at once, failing the calls queued on it; with `reconnect`, connects
+   * again (only for a client the budget opened).
+   */
+  disconnect(reconnect?: boolean): void;
 }

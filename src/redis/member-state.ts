@@ -408,13 +408,17 @@ export class MemberState {
    * this member knew is a state created again after it was lost (see store.ts): its epoch is
    * taken as it is, lower or not (epochs of two generations do not compare), and the caller
    * takes its rate. Only from an answer at least as recent as the last applied one: a late
-   * answer from before a change of generation is not taken back.
+   * answer from before a change of generation is not taken back. In the same generation the
+   * newest answer's epoch is taken, lower too: a failover to a replica that missed the last cuts
+   * (or a restart from an older snapshot) keeps the generation and loses epochs, and a member
+   * that kept its higher epoch would send every request in an epoch the store never reaches,
+   * so no throttle of it could cut the budget again. A late answer only raises it.
    */
   #learn(seq: number, generation: string, epoch: number): void {
     if (generation !== this.#era.generation) {
       if (seq < this.#appliedSeq) return;
       this.#era = { epoch, generation };
-    } else if (epoch > this.#era.epoch) {
+    } else if (epoch > this.#era.epoch || (seq >= this.#appliedSeq && epoch !== this.#era.epoch)) {
       this.#era = { epoch, generation };
     }
   }

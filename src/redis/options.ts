@@ -95,15 +95,39 @@ export function resolveSharedOptions(options: SharedBudgetOptions): ResolvedShar
   if (!parsed.success) throw configErrorFrom(parsed.error, options, 'shared budget options');
   const o = parsed.data;
   const heartbeatInterval = o.heartbeatInterval ?? SHARED_DEFAULTS.heartbeatInterval;
+  const redisTimeout = o.redisTimeout ?? Math.max(1_000, 2 * heartbeatInterval);
+  // A live member's heartbeats may come a call's whole timeout apart (the next is armed after
+  // the answer): dropped sooner, it would keep sending its share while the others split the
+  // rate among fewer members, and the shares would add up above the budget.
+  const memberTimeout =
+    o.memberTimeout ?? Math.max(4 * heartbeatInterval, redisTimeout + 2 * heartbeatInterval);
+  const stateTtl = o.stateTtl ?? SHARED_DEFAULTS.stateTtl;
+  // Settings under which the budget cannot share: refused, each naming the other field.
+  const issues: { path: string; message: string; received: number }[] = [];
+  if (memberTimeout <= heartbeatInterval) {
+    issues.push({
+      path: 'memberTimeout',
+      message: `must be longer than heartbeatInterval (${heartbeatInterval} ms): every member would be dropped between its own heartbeats`,
+      received: memberTimeout,
+    });
+  }
+  if (stateTtl <= memberTimeout) {
+    issues.push({
+      path: 'stateTtl',
+      message: `must be longer than memberTimeout (${memberTimeout} ms): the shared state, its learned rate and cuts, would expire between the members' heartbeats`,
+      received: stateTtl,
+    });
+  }
+  if (issues.length > 0) throw new ConfigError(issues, 'shared budget options');
   return {
     name: o.name,
     heartbeatInterval,
-    memberTimeout: o.memberTimeout ?? 4 * heartbeatInterval,
-    redisTimeout: o.redisTimeout ?? Math.max(1_000, 2 * heartbeatInterval),
+    memberTimeout,
+    redisTimeout,
     floorFraction: o.floorFraction ?? SHARED_DEFAULTS.floorFraction,
     failClosed: o.failClosed ?? SHARED_DEFAULTS.failClosed,
     keyPrefix: o.keyPrefix ?? SHARED_DEFAULTS.keyPrefix,
-    stateTtl: o.stateTtl ?? SHARED_DEFAULTS.stateTtl,
+    stateTtl,
     lazy: o.lazy ?? false,
   };
 }

@@ -57,6 +57,8 @@ export class RedisBudgetStore implements BudgetStore {
   readonly #pendingRepairs: string[] = [];
   /** Redis refused the URL's database (`SELECT`): every call fails with this, none is sent. */
   #refused: ConfigError | undefined;
+  /** Calls in a row that got no answer within the timeout (see {@link RECONNECT_AFTER_TIMEOUTS}). */
+  #timeoutsInARow = 0;
 
   constructor(options: RedisBudgetStoreOptions) {
     const tag = `${options.keyPrefix}{${options.name}}`;
@@ -198,11 +200,29 @@ export class RedisBudgetStore implements BudgetStore {
   async #call(s: Script, args: readonly (string | number)[]): Promise<unknown> {
     if (this.#refused !== undefined) throw this.#refused;
     try {
-      return await withTimeout(this.#run(s, args), this.#timeout);
+      const answer = await withTimeout(this.#run(s, args), this.#timeout);
+      this.#timeoutsInARow = 0;
+      return answer;
     } catch (error) {
+      if (error instanceof NoAnswerError) this.#noAnswer();
       // A call queued before the refusal ends with the closed connection: the refusal is why.
       throw this.#refused ?? error;
     }
+  }
+
+  /**
+   * A call got no answer in time. A connection whose peer vanished without closing it (a failover
+   * that moved the primary's address, a partition) takes every call and answers none until TCP
+   * gives up on it, minutes later, while a new connection would reach the new primary; the
+   * calls queued on it would run late when it heals (a pause paused every member again). So
+   * after {@link RECONNECT_AFTER_TIMEOUTS} in a row, a client this store opened is dropped and
+   * connected again, its queue failed at once. A client you passed in is yours: it is left as it is.
+   */
+  #noAnswer(): void {
+    this.#timeoutsInARow++;
+    if (!this.#ownsClient || this.#timeoutsInARow < RECONNECT_AFTER_TIMEOUTS) return;
+    this.#timeoutsInARow = 0;
+    this.#client.disconnect(true);
   }
 
   async #run(s: Script, args: readonly (string | number)[]): Promise<unknown> {
@@ -228,9 +248,18 @@ function openClient(
 ): RedisClient & { on(event: 'error', f: (error: unknown) => void): unknown } {
   const ioredis = loadIoredis();
   const retryStrategy = (times: number) => Math.min(50 * times, 500);
+  // A primary demoted to a replica by a failover answers every write READONLY on the connection
+  // that stays open to it, while the address now leads to the new primary: connect again, and
+  // send the call once more there (2).
+  const reconnectOnError = (error: Error) => (error.message.startsWith('READONLY') ? 2 : false);
   const cluster = parseClusterUrl(url);
   if (cluster === undefined) {
-    return new ioredis.Redis(url, { maxRetriesPerRequest: 0, connectTimeout: timeout, retryStrategy });
+    return new ioredis.Redis(url, {
+      maxRetriesPerRequest: 0,
+      connectTimeout: timeout,
+      retryStrategy,
+      reconnectOnError,
+    });
   }
   return new ioredis.Cluster(cluster.nodes, {
     // A call is retried through MOVED/ASK redirections and a failover within the budget's own
@@ -243,6 +272,7 @@ function openClient(
     redisOptions: {
       maxRetriesPerRequest: 0,
       connectTimeout: timeout,
+      reconnectOnError,
       username: cluster.username,
       password: cluster.password,
       ...(cluster.tls ? { tls: {} } : {}),
@@ -288,9 +318,15 @@ function number(text: string): number | undefined {
   return text === '' ? undefined : Number(text);
 }
 
+/** A store's own client is connected again after this many calls in a row got no answer in time. */
+const RECONNECT_AFTER_TIMEOUTS = 2;
+
+/** A call that got no answer within `redisTimeout`. */
+class NoAnswerError extends Error {}
+
 function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
   return new Promise<T>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`no answer from Redis within ${ms} ms`)), ms);
+    const timer = setTimeout(() => reject(new NoAnswerError(`no answer from Redis within ${ms} ms`)), ms);
     timer.unref();
     promise.then(
       (value) => {

@@ -16,7 +16,10 @@
  * them, and test/redis-store.test.ts runs both on the same sequences.
  */
 
-import { CLOCK_SLACK_MS, DECREASES_KEPT } from './store.js';
+import { CLOCK_BEHIND_BOUND_MS, CLOCK_SLACK_MS, DECREASES_KEPT, STORED_PAUSE_BOUND_MS } from './store.js';
+
+/** Members removed per command: Lua's `unpack` takes at most 7,999 values (LUAI_MAXCSTACK). */
+const DEAD_CHUNK = 1_000;
 
 const NOW = `
 local t = redis.call('TIME')
@@ -67,7 +70,7 @@ local function books()
     redis.call('HGET', KEYS[1], 'random') or '', tostring(num('acceptedSinceCut', 0)) }
 end
 local function changed()
-  redis.call('HINCRBY', KEYS[1], 'version', 1)
+  redis.call('HSET', KEYS[1], 'version', tostring(num('version', 0) + 1))
   redis.call('HSET', KEYS[1], 'lastChangeAt', now, 'waited', 0)
 end
 `;
@@ -75,16 +78,21 @@ end
 /**
  * What every script reads back is checked before it is used (a member checks the answers again:
  * store.ts, checkHeartbeat): a key of another type than the budget's is deleted; a state hash with a field that
- * fails its check (not a finite number, out of its bounds, a time in the future, a pause longer
- * than maxPause from now, a cut record that is not three numbers) is deleted, so the script
- * creates a fresh generation, as after a lost state; a member whose last heartbeat is in the
- * future is dropped; a report that is not three finite numbers >= 0, or whose member is not
+ * fails its check (not a finite number, out of its bounds, a time more than a day in the
+ * future, a pause that ends more than the caller's maxPause and a day from now, a cut record
+ * that is not three numbers) is deleted, so the script creates a fresh generation, as after a
+ * lost state (a pause longer than the caller's own maxPause is not broken: members with another
+ * maxPause may share the budget, and each caps the pause it takes); a time or a member's last
+ * heartbeat ahead of the server's clock by more than a second, and less than a day, is set to now
+ * (after a failover to a server whose clock is behind, the state and its learned rate are kept),
+ * a member's a day or more ahead is dropped; a report that is not three finite numbers >= 0, or whose member is not
  * live, is dropped. Each repair is listed in `repaired` as "key field", answered to the caller
  * (which warns once). No value is answered: only the key and the field.
  */
 const CHECK = `
 local repaired = {}
 local SLACK = ${CLOCK_SLACK_MS}
+local BEHIND = ${CLOCK_BEHIND_BOUND_MS}
 local function finite(v) return v ~= nil and v == v and v ~= math.huge and v ~= -math.huge end
 local function atLeast0(text)
   local v = tonumber(text)
@@ -96,7 +104,7 @@ local function count(text)
 end
 local function past(text)
   local v = tonumber(text)
-  return finite(v) and v >= 0 and v <= now + SLACK
+  return finite(v) and v >= 0 and v <= now + BEHIND
 end
 local function cutRecord(text)
   local a, b, c = string.match(text, '^(%S+) (%S+) (%S+)$')
@@ -117,7 +125,7 @@ local function stateRules(maxPause)
     createdAt = past, lastChangeAt = past, lastCutAt = past, pauseFrom = past,
     pausedUntil = function(v)
       local x = tonumber(v)
-      return finite(x) and x >= 0 and x <= now + maxPause + SLACK
+      return finite(x) and x >= 0 and x <= now + math.max(maxPause, ${STORED_PAUSE_BOUND_MS}) + SLACK
     end,
     rate = function(v)
       local x = tonumber(v)
@@ -153,10 +161,21 @@ local function check(maxPause)
       break
     end
   end
+  -- Times ahead of this clock by more than the slack (the server's clock is behind the one that
+  -- wrote them: a failover, a restore) are now; the state, and its learned rate, are kept.
+  for _, field in ipairs({ 'createdAt', 'lastChangeAt', 'lastCutAt', 'pauseFrom' }) do
+    local at = tonumber(redis.call('HGET', KEYS[1], field))
+    if at ~= nil and at > now + SLACK then redis.call('HSET', KEYS[1], field, now) end
+  end
   local ahead = redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. (now + SLACK), '+inf')
   for i = 1, #ahead do
-    redis.call('ZREM', KEYS[2], ahead[i])
-    table.insert(repaired, KEYS[2] .. ' ' .. ahead[i])
+    local at = tonumber(redis.call('ZSCORE', KEYS[2], ahead[i]))
+    if at ~= nil and at <= now + BEHIND then
+      redis.call('ZADD', KEYS[2], now, ahead[i])
+    else
+      redis.call('ZREM', KEYS[2], ahead[i])
+      table.insert(repaired, KEYS[2] .. ' ' .. ahead[i])
+    end
   end
 end
 -- The reports after the dead members were dropped: each parsed, and its member live, or dropped.
@@ -205,10 +224,13 @@ check(tonumber(ARGV[17]))
 local gen = generation(ARGV[12], ttl)
 
 redis.call('ZADD', KEYS[2], now, id)
+-- In chunks: Lua's unpack takes at most a few thousand values, and a fleet of short-lived
+-- processes that never left can leave more members than that.
 local dead = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now - timeout)
-if #dead > 0 then
-  redis.call('ZREM', KEYS[2], unpack(dead))
-  redis.call('HDEL', KEYS[3], unpack(dead))
+for i = 1, #dead, ${DEAD_CHUNK} do
+  local last = math.min(i + ${DEAD_CHUNK - 1}, #dead)
+  redis.call('ZREM', KEYS[2], unpack(dead, i, last))
+  redis.call('HDEL', KEYS[3], unpack(dead, i, last))
 end
 checkReports()
 redis.call('HSET', KEYS[3], id, ARGV[2] .. ' ' .. ARGV[3] .. ' ' .. ARGV[4])
@@ -227,7 +249,7 @@ if rate ~= nil then
 end
 if ARGV[5] == '1' then redis.call('HSET', KEYS[1], 'waited', 1) end
 local units = tonumber(ARGV[16]) or 0
-if units > 0 then redis.call('HINCRBYFLOAT', KEYS[1], 'acceptedSinceCut', units) end
+if units > 0 then redis.call('HSET', KEYS[1], 'acceptedSinceCut', tostring(num('acceptedSinceCut', 0) + units)) end
 local epoch = tonumber(redis.call('HGET', KEYS[1], 'epoch')) or 0
 local pausedUntil = tonumber(redis.call('HGET', KEYS[1], 'pausedUntil')) or 0
 local ids = redis.call('ZRANGE', KEYS[2], 0, -1)
@@ -316,7 +338,7 @@ if sentEpoch == epoch and (lastCutAt == nil or now - lastCutAt >= cooldown) then
     redis.call('HSET', KEYS[1], 'decreases', table.concat(cuts, ';'), 'random', ARGV[14], 'acceptedSinceCut', 0)
     epoch = epoch + 1
     redis.call('HSET', KEYS[1], 'epoch', epoch, 'lastCutAt', now, 'pauseBanked', 0)
-    redis.call('HINCRBY', KEYS[1], 'cuts', 1)
+    redis.call('HSET', KEYS[1], 'cuts', tostring(num('cuts', 0) + 1))
     changed()
     redis.call('PEXPIRE', KEYS[1], ttl)
     cut = 1

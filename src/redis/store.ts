@@ -89,7 +89,10 @@ export interface HeartbeatRequest {
   maxRate: number | undefined;
   /** The state expires after this many ms without a heartbeat. */
   ttl: number;
-  /** The longest pause (the limiter's `maxPause`, ms): a stored pause ending later fails its check. */
+  /**
+   * The longest pause (the limiter's `maxPause`, ms): a stored pause ending later than this and
+   * {@link STORED_PAUSE_BOUND_MS} from now fails its check.
+   */
   maxPause?: number | undefined;
 }
 
@@ -226,13 +229,30 @@ export interface PauseRequest {
 }
 
 /**
- * How far ahead of the store's clock a stored time may be (ms) and still pass its check: a
- * failover to a server whose clock is a little behind the old one's keeps the state.
+ * How far ahead of the store's clock a stored time may be (ms) and be kept as it is: a server
+ * whose clock is a little behind the old one's (a failover) leaves them; further ahead, see
+ * {@link CLOCK_BEHIND_BOUND_MS}.
  */
 export const CLOCK_SLACK_MS = 1_000;
 
+/**
+ * A stored time (or a member's last heartbeat) ahead of the store's clock by more than
+ * {@link CLOCK_SLACK_MS} but at most this (ms) is a clock that went back (a failover to a server
+ * whose clock is behind, a restore): it is set to now, and the state kept. Further ahead, it is
+ * broken. A day.
+ */
+export const CLOCK_BEHIND_BOUND_MS = 86_400_000;
+
 /** The longest pause when a request does not say (the limiter's default `maxPause`). */
 export const DEFAULT_MAX_PAUSE_MS = 600_000;
+
+/**
+ * A stored pause may end this far from now (ms), or the caller's `maxPause` if longer, and pass
+ * its check: members of one budget may have different `maxPause` (each caps the pause it
+ * takes), so a pause one of them set longer than another's own cap is not a broken state. A day:
+ * no `Retry-After` a limiter waits out is longer.
+ */
+export const STORED_PAUSE_BOUND_MS = 86_400_000;
 
 // ---- the rules, as pure functions: the memory store runs them; the Lua scripts mirror them ----
 

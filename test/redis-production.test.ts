@@ -1,0 +1,302 @@
+import { once } from 'node:events';
+import { connect, createServer, type Server, type Socket } from 'node:net';
+import { Redis } from 'ioredis';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { ManualClock } from '../src/clock.js';
+import { ConfigError } from '../src/errors.js';
+import { createSharedBudget, type SharedBudget, type SharedBudgetOptions } from '../src/redis/index.js';
+import { resolveSharedOptions } from '../src/redis/options.js';
+import { describeRedis, RedisServer, waitFor, withRedisServer } from './helpers/redis-server.js';
+
+// What production does to a shared budget's keys and connection, on a real redis-server: a
+// counter in a form Lua reads and HINCRBY refuses, a failover that loses the last cut, members
+// with different maxPause, thousands of members that died without leaving, a server whose clock
+// is behind, a connection that goes silent. Each case failed before its fix.
+
+const RATE = 600;
+let names = 0;
+const open: SharedBudget[] = [];
+
+afterEach(async () => {
+  await Promise.all(open.splice(0).map((b) => b.close()));
+  names++;
+});
+
+const nameOf = () => `prod-${process.pid}-${names}`;
+const keys = () => {
+  const tag = `arl:{${nameOf()}}`;
+  return { state: `${tag}:state`, members: `${tag}:members`, reports: `${tag}:reports` };
+};
+
+function members(count: number, redis: string, clock: ManualClock, more: Partial<SharedBudgetOptions> = {}) {
+  return Array.from({ length: count }, () => {
+    const b = createSharedBudget({
+      redis,
+      clock,
+      name: nameOf(),
+      initialUnitsPerMinute: RATE,
+      heartbeatInterval: 60_000, // heartbeats only when the test asks (refresh)
+      controller: 'aimd',
+      ...more,
+    });
+    for (const event of ['degraded', 'recovered', 'repaired'] as const) b.on(event, () => {});
+    open.push(b);
+    return b;
+  });
+}
+
+async function beat(all: SharedBudget[]): Promise<void> {
+  for (const b of all) await b.refresh();
+}
+
+/** A 429 to member `b` now (the cooldown passed on the manual clock and on the server's). */
+async function throttle(b: SharedBudget, clock: ManualClock): Promise<void> {
+  clock.advance(2_000);
+  const permit = b.tryAcquire();
+  expect(permit).toBeDefined();
+  permit?.throttled();
+  await b.flush();
+}
+
+describeRedis('shared budget in production: what Redis holds after a failover, a restore, a crowd', () => {
+  let server: RedisServer;
+  let redis: Redis;
+
+  withRedisServer((started) => ({ server, redis } = started));
+
+  for (const value of ['1e3', '0x10', ' 7']) {
+    it(`a counter Lua reads and HINCRBY refuses (version ${JSON.stringify(value)}): a cut is made whole, nobody degraded`, async () => {
+      const clock = new ManualClock();
+      const all = members(2, server.url, clock, { decreaseCooldown: 0 });
+      await beat(all);
+      await beat(all);
+      await redis.hset(keys().state, 'version', value, 'cuts', value, 'acceptedSinceCut', value);
+      const generation = all[0]!.state.generation;
+      await throttle(all[0]!, clock);
+      await beat(all);
+      const state = await redis.hgetall(keys().state);
+      expect(all.map((b) => b.state.degraded)).toEqual([false, false]);
+      expect(all[0]!.state.generation).toBe(generation);
+      expect(Number(state.epoch)).toBe(1);
+      expect(Number(state.rate)).toBeLessThan(RATE);
+      expect(Number(state.version)).toBe(Number(value) + 1); // the cut's change, written whole
+      expect(Number(state.cuts)).toBe(Number(value) + 1);
+    });
+  }
+
+  it('a failover to a replica that missed the last cut (same generation, a lower epoch): the next 429 cuts again', async () => {
+    const clock = new ManualClock();
+    const all = members(2, server.url, clock, { decreaseCooldown: 0 });
+    await beat(all);
+    await beat(all);
+    await throttle(all[0]!, clock);
+    await beat(all);
+    const replica = await redis.hgetall(keys().state); // what the replica holds: cut 1
+    await throttle(all[1]!, clock);
+    await beat(all);
+    expect(Number(await redis.hget(keys().state, 'epoch'))).toBe(2);
+    // The failover: the state as the replica had it, generation and all.
+    await redis.del(keys().state);
+    await redis.hset(keys().state, replica);
+    await beat(all);
+    expect(all.map((b) => b.state.epoch)).toEqual([1, 1]);
+    const rate = Number(await redis.hget(keys().state, 'rate'));
+    await throttle(all[0]!, clock);
+    expect(Number(await redis.hget(keys().state, 'epoch'))).toBe(2);
+    expect(Number(await redis.hget(keys().state, 'rate'))).toBeLessThan(rate);
+  });
+
+  it("members with different maxPause: a pause longer than one member's cap keeps the state, and each waits up to its own", async () => {
+    const clock = new ManualClock();
+    const [long, short] = [
+      ...members(1, server.url, clock),
+      ...members(1, server.url, clock, { maxPause: 30_000 }),
+    ] as [SharedBudget, SharedBudget];
+    await beat([long, short]);
+    await beat([long, short]);
+    const generation = long.state.generation;
+    const permit = long.tryAcquire();
+    permit?.failed(120_000); // a 503 with Retry-After: 120
+    await long.flush();
+    await beat([short, long]);
+    expect(short.state.generation).toBe(generation);
+    expect(Number(await redis.hget(keys().state, 'rate'))).toBe(RATE);
+    expect(short.snapshot().pausedUntil).toBe(clock.now() + 30_000);
+    expect(long.snapshot().pausedUntil).toBe(clock.now() + 120_000);
+  });
+
+  it('9,000 members that died without leaving (a fleet of short jobs): dropped, nobody degraded', async () => {
+    const clock = new ManualClock();
+    const [a] = members(1, server.url, clock);
+    await a!.refresh();
+    const dead: (string | number)[] = [];
+    const reports: string[] = [];
+    for (let i = 0; i < 9_000; i++) {
+      dead.push(1, `gone-${i}`);
+      reports.push(`gone-${i}`, '10 10 10');
+    }
+    await redis.zadd(keys().members, ...dead);
+    await redis.hset(keys().reports, ...reports);
+    await a!.refresh();
+    expect(a!.state.degraded).toBe(false);
+    expect(await redis.zcard(keys().members)).toBe(1);
+    expect(await redis.hlen(keys().reports)).toBe(1);
+  });
+
+  it('a server whose clock is behind (its times read a minute ahead): the state and its learned rate are kept', async () => {
+    const clock = new ManualClock();
+    const all = members(2, server.url, clock, { decreaseCooldown: 0 });
+    await beat(all);
+    await beat(all);
+    await throttle(all[0]!, clock);
+    await beat(all);
+    const cut = Number(await redis.hget(keys().state, 'rate'));
+    expect(cut).toBeLessThan(RATE);
+    const generation = all[0]!.state.generation;
+    const [seconds] = await redis.time();
+    const ahead = Number(seconds) * 1_000 + 60_000;
+    for (const field of ['lastChangeAt', 'lastCutAt', 'createdAt']) {
+      await redis.hset(keys().state, field, String(ahead));
+    }
+    const ids = await redis.zrange(keys().members, '0', '-1');
+    for (const id of ids) await redis.zadd(keys().members, String(ahead), id);
+    await all[0]!.refresh();
+    expect(all[0]!.state.generation).toBe(generation);
+    expect(all[0]!.state.members).toBe(2);
+    expect(Number(await redis.hget(keys().state, 'rate'))).toBe(cut);
+    expect(Number(await redis.hget(keys().state, 'lastCutAt'))).toBeLessThan(ahead);
+  });
+
+  it('a connection that goes silent (the primary moved, no FIN): its own client connects again, and the budget recovers', async () => {
+    const silenced = new Set<Socket>();
+    let silent = false;
+    let connections = 0;
+    const proxy: Server = createServer((client) => {
+      connections++;
+      const upstream = connect(server.port, '127.0.0.1');
+      if (silent) silenced.delete(client);
+      else silenced.add(client);
+      client.on('data', (d) => (silent && silenced.has(client) ? undefined : upstream.write(d)));
+      upstream.on('data', (d) => (silent && silenced.has(client) ? undefined : client.write(d)));
+      client.on('error', () => {});
+      upstream.on('error', () => {});
+      client.on('close', () => upstream.destroy());
+      upstream.on('close', () => client.destroy());
+    });
+    proxy.listen(0, '127.0.0.1');
+    await once(proxy, 'listening');
+    const { port } = proxy.address() as { port: number };
+    const b = createSharedBudget({
+      redis: `redis://127.0.0.1:${port}`,
+      name: nameOf(),
+      initialUnitsPerMinute: RATE,
+      heartbeatInterval: 50,
+      redisTimeout: 200,
+      controller: 'aimd',
+    });
+    open.push(b);
+    const events: string[] = [];
+    b.on('degraded', () => events.push('degraded'));
+    b.on('recovered', () => events.push('recovered'));
+    try {
+      await b.ready();
+      expect(b.state.degraded).toBe(false);
+      silent = true; // the open connection's packets go nowhere; a new one gets through
+      await waitFor('degraded', () => events.includes('degraded'));
+      await waitFor('recovered', () => events.includes('recovered'));
+      expect(connections).toBeGreaterThanOrEqual(2);
+    } finally {
+      await b.close();
+      for (const s of silenced) s.destroy();
+      proxy.close();
+    }
+  });
+});
+
+describeRedis('shared budget in production: a primary demoted by a failover', () => {
+  let first: RedisServer;
+  let second: RedisServer;
+
+  beforeAll(async () => {
+    [first, second] = await Promise.all([RedisServer.start(), RedisServer.start()]);
+  });
+  afterAll(async () => {
+    await Promise.all([first.stop(), second.stop()]);
+  });
+
+  it('the old primary, now a replica, answers READONLY while the address leads to the new one: connects again, recovers', async () => {
+    let target = first.port; // where the budget's address leads (a DNS name, a virtual IP)
+    const sockets = new Set<Socket>();
+    const proxy = createServer((client) => {
+      const upstream = connect(target, '127.0.0.1');
+      for (const s of [client, upstream]) {
+        sockets.add(s);
+        s.on('error', () => {});
+      }
+      client.pipe(upstream);
+      upstream.pipe(client);
+    });
+    proxy.listen(0, '127.0.0.1');
+    await once(proxy, 'listening');
+    const { port } = proxy.address() as { port: number };
+    const b = createSharedBudget({
+      redis: `redis://127.0.0.1:${port}`,
+      name: nameOf(),
+      initialUnitsPerMinute: RATE,
+      heartbeatInterval: 50,
+      controller: 'aimd',
+    });
+    open.push(b);
+    const events: string[] = [];
+    b.on('degraded', () => events.push('degraded'));
+    b.on('recovered', () => events.push('recovered'));
+    const [one, two] = [new Redis(first.url), new Redis(second.url)];
+    try {
+      await b.ready();
+      await waitFor('a first answer', () => b.state.generation !== undefined);
+      // The failover: the second promoted, the first made its replica, the address moved.
+      await two.replicaof('NO', 'ONE');
+      await one.replicaof('127.0.0.1', String(second.port));
+      target = second.port;
+      await waitFor('the first primary read-only', async () => (await one.role())[0] === 'slave');
+      await waitFor('an answer from the new primary', async () => (await two.exists(keys().members)) === 1);
+      expect(b.state.degraded).toBe(false);
+    } finally {
+      one.disconnect();
+      two.disconnect();
+      await b.close();
+      for (const s of sockets) s.destroy();
+      proxy.close();
+    }
+  });
+});
+
+describe('shared budget options that cannot share', () => {
+  it('drops a member no sooner than a slow answer and two heartbeats after its last (1.5 s by default)', () => {
+    expect(resolveSharedOptions({ redis: 'redis://127.0.0.1', name: 'x' }).memberTimeout).toBe(1_500);
+    expect(
+      resolveSharedOptions({ redis: 'redis://127.0.0.1', name: 'x', heartbeatInterval: 1_000 }).memberTimeout,
+    ).toBe(4_000);
+    expect(
+      resolveSharedOptions({ redis: 'redis://127.0.0.1', name: 'x', memberTimeout: 300 }).memberTimeout,
+    ).toBe(300);
+  });
+
+  it('refuses a memberTimeout within one heartbeat, and a stateTtl within memberTimeout, naming both', () => {
+    const refused = (o: Partial<SharedBudgetOptions>) => {
+      try {
+        resolveSharedOptions({ redis: 'redis://127.0.0.1', name: 'x', ...o });
+      } catch (error) {
+        expect(error).toBeInstanceOf(ConfigError);
+        return (error as ConfigError).issues;
+      }
+      throw new Error('accepted');
+    };
+    const [member] = refused({ heartbeatInterval: 500, memberTimeout: 400 });
+    expect(member).toMatchObject({ path: 'memberTimeout', received: 400 });
+    expect(member?.message).toContain('heartbeatInterval (500 ms)');
+    const [ttl] = refused({ heartbeatInterval: 60_000, stateTtl: 30_000 });
+    expect(ttl).toMatchObject({ path: 'stateTtl', received: 30_000 });
+    expect(ttl?.message).toContain('memberTimeout (240000 ms)');
+  });
+});
