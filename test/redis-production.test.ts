@@ -58,6 +58,53 @@ async function throttle(b: SharedBudget, clock: ManualClock): Promise<void> {
   await b.flush();
 }
 
+/** A TCP proxy on 127.0.0.1 in front of Redis (a DNS name, a virtual IP); `route` joins each connection. */
+async function proxy(route: (client: Socket) => void): Promise<{ port: number; close: () => void }> {
+  const sockets = new Set<Socket>();
+  const server: Server = createServer((client) => {
+    sockets.add(client);
+    client.on('error', () => {});
+    route(client);
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const { port } = server.address() as { port: number };
+  return {
+    port,
+    close: () => {
+      for (const s of sockets) s.destroy();
+      server.close();
+    },
+  };
+}
+
+/** A budget reaching Redis through `port`, heartbeating every 50 ms, and the events it said. */
+function through(port: number, more: Partial<SharedBudgetOptions> = {}) {
+  const budget = createSharedBudget({
+    redis: `redis://127.0.0.1:${port}`,
+    name: nameOf(),
+    initialUnitsPerMinute: RATE,
+    heartbeatInterval: 50,
+    controller: 'aimd',
+    ...more,
+  });
+  open.push(budget);
+  const events: string[] = [];
+  budget.on('degraded', () => events.push('degraded'));
+  budget.on('recovered', () => events.push('recovered'));
+  return { budget, events };
+}
+
+/** Two members sharing the budget (each heard twice), after one shared cut, heard again. */
+async function cutOnce(redis: string, clock: ManualClock): Promise<SharedBudget[]> {
+  const all = members(2, redis, clock, { decreaseCooldown: 0 });
+  await beat(all);
+  await beat(all);
+  await throttle(all[0]!, clock);
+  await beat(all);
+  return all;
+}
+
 describeRedis('shared budget in production: what Redis holds after a failover, a restore, a crowd', () => {
   let server: RedisServer;
   let redis: Redis;
@@ -86,11 +133,7 @@ describeRedis('shared budget in production: what Redis holds after a failover, a
 
   it('a failover to a replica that missed the last cut (same generation, a lower epoch): the next 429 cuts again', async () => {
     const clock = new ManualClock();
-    const all = members(2, server.url, clock, { decreaseCooldown: 0 });
-    await beat(all);
-    await beat(all);
-    await throttle(all[0]!, clock);
-    await beat(all);
+    const all = await cutOnce(server.url, clock);
     const replica = await redis.hgetall(keys().state); // what the replica holds: cut 1
     await throttle(all[1]!, clock);
     await beat(all);
@@ -145,11 +188,7 @@ describeRedis('shared budget in production: what Redis holds after a failover, a
 
   it('a server whose clock is behind (its times read a minute ahead): the state and its learned rate are kept', async () => {
     const clock = new ManualClock();
-    const all = members(2, server.url, clock, { decreaseCooldown: 0 });
-    await beat(all);
-    await beat(all);
-    await throttle(all[0]!, clock);
-    await beat(all);
+    const all = await cutOnce(server.url, clock);
     const cut = Number(await redis.hget(keys().state, 'rate'));
     expect(cut).toBeLessThan(RATE);
     const generation = all[0]!.state.generation;
@@ -168,36 +207,21 @@ describeRedis('shared budget in production: what Redis holds after a failover, a
   });
 
   it('a connection that goes silent (the primary moved, no FIN): its own client connects again, and the budget recovers', async () => {
-    const silenced = new Set<Socket>();
     let silent = false;
     let connections = 0;
-    const proxy: Server = createServer((client) => {
+    const silenced = new Set<Socket>();
+    const front = await proxy((client) => {
       connections++;
       const upstream = connect(server.port, '127.0.0.1');
-      if (silent) silenced.delete(client);
-      else silenced.add(client);
-      client.on('data', (d) => (silent && silenced.has(client) ? undefined : upstream.write(d)));
-      upstream.on('data', (d) => (silent && silenced.has(client) ? undefined : client.write(d)));
-      client.on('error', () => {});
+      if (!silent) silenced.add(client);
+      const quiet = () => silent && silenced.has(client);
+      client.on('data', (d) => (quiet() ? undefined : upstream.write(d)));
+      upstream.on('data', (d) => (quiet() ? undefined : client.write(d)));
       upstream.on('error', () => {});
       client.on('close', () => upstream.destroy());
       upstream.on('close', () => client.destroy());
     });
-    proxy.listen(0, '127.0.0.1');
-    await once(proxy, 'listening');
-    const { port } = proxy.address() as { port: number };
-    const b = createSharedBudget({
-      redis: `redis://127.0.0.1:${port}`,
-      name: nameOf(),
-      initialUnitsPerMinute: RATE,
-      heartbeatInterval: 50,
-      redisTimeout: 200,
-      controller: 'aimd',
-    });
-    open.push(b);
-    const events: string[] = [];
-    b.on('degraded', () => events.push('degraded'));
-    b.on('recovered', () => events.push('recovered'));
+    const { budget: b, events } = through(front.port, { redisTimeout: 200 });
     try {
       await b.ready();
       expect(b.state.degraded).toBe(false);
@@ -207,8 +231,7 @@ describeRedis('shared budget in production: what Redis holds after a failover, a
       expect(connections).toBeGreaterThanOrEqual(2);
     } finally {
       await b.close();
-      for (const s of silenced) s.destroy();
-      proxy.close();
+      front.close();
     }
   });
 });
@@ -225,31 +248,15 @@ describeRedis('shared budget in production: a primary demoted by a failover', ()
   });
 
   it('the old primary, now a replica, answers READONLY while the address leads to the new one: connects again, recovers', async () => {
-    let target = first.port; // where the budget's address leads (a DNS name, a virtual IP)
-    const sockets = new Set<Socket>();
-    const proxy = createServer((client) => {
+    let target = first.port; // where the budget's address leads
+    const front = await proxy((client) => {
       const upstream = connect(target, '127.0.0.1');
-      for (const s of [client, upstream]) {
-        sockets.add(s);
-        s.on('error', () => {});
-      }
+      upstream.on('error', () => {});
+      client.on('close', () => upstream.destroy());
       client.pipe(upstream);
       upstream.pipe(client);
     });
-    proxy.listen(0, '127.0.0.1');
-    await once(proxy, 'listening');
-    const { port } = proxy.address() as { port: number };
-    const b = createSharedBudget({
-      redis: `redis://127.0.0.1:${port}`,
-      name: nameOf(),
-      initialUnitsPerMinute: RATE,
-      heartbeatInterval: 50,
-      controller: 'aimd',
-    });
-    open.push(b);
-    const events: string[] = [];
-    b.on('degraded', () => events.push('degraded'));
-    b.on('recovered', () => events.push('recovered'));
+    const { budget: b } = through(front.port);
     const [one, two] = [new Redis(first.url), new Redis(second.url)];
     try {
       await b.ready();
@@ -265,8 +272,7 @@ describeRedis('shared budget in production: a primary demoted by a failover', ()
       one.disconnect();
       two.disconnect();
       await b.close();
-      for (const s of sockets) s.destroy();
-      proxy.close();
+      front.close();
     }
   });
 });
