@@ -3,9 +3,19 @@ import { connect, createServer, type Server, type Socket } from 'node:net';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
+import { parseConfig } from '../src/config/schema.js';
 import { ConfigError } from '../src/errors.js';
-import { createSharedBudget, type SharedBudget, type SharedBudgetOptions } from '../src/redis/index.js';
+import {
+  createSharedBudget,
+  MemoryBudgetStore,
+  type SharedBudget,
+  type SharedBudgetOptions,
+  SharedBudgetUnavailableError,
+} from '../src/redis/index.js';
 import { resolveSharedOptions } from '../src/redis/options.js';
+import type { BudgetStore } from '../src/redis/store.js';
+import { RateLimiterRegistry } from '../src/registry/index.js';
+import { configError } from './helpers/config-error.js';
 import { describeRedis, RedisServer, waitFor, withRedisServer } from './helpers/redis-server.js';
 
 // What production does to a shared budget's keys and connection, on a real redis-server: a
@@ -277,6 +287,110 @@ describeRedis('shared budget in production: a primary demoted by a failover', ()
   });
 });
 
+describe('shared budget back from an outage (a store in memory, on a manual clock)', () => {
+  it('a 429 on the first member heard again never raises its rate: the members stay within the budget', async () => {
+    const clock = new ManualClock();
+    const memory = new MemoryBudgetStore({ clock });
+    let down = false;
+    const guard = <T>(call: () => T): T => {
+      if (down) throw new Error('the store is down');
+      return call();
+    };
+    const store: BudgetStore = {
+      roundTrips: 0,
+      heartbeat: (r) => guard(() => memory.heartbeat(r)),
+      cut: (r) => guard(() => memory.cut(r)),
+      pause: (r) => guard(() => memory.pause(r)),
+      leave: (id) => guard(() => memory.leave(id)),
+    };
+    const all = Array.from({ length: 3 }, () => {
+      const b = createSharedBudget({
+        name: 'rejoin',
+        store,
+        clock,
+        initialUnitsPerMinute: RATE,
+        controller: 'aimd',
+        decreaseCooldown: 0,
+        burst: 'second',
+      });
+      b.on('degraded', () => {});
+      b.on('recovered', () => {});
+      open.push(b);
+      return b;
+    });
+    for (let i = 0; i < 4; i++) clock.advance(250);
+    expect(all.map((b) => b.limiter.rate)).toEqual([200, 200, 200]);
+    down = true;
+    for (let i = 0; i < 40; i++) clock.advance(250); // 10 s: every member degraded, then dropped
+    down = false;
+    let first: SharedBudget | undefined;
+    while (first === undefined) {
+      clock.advance(10);
+      first = all.find((b) => !b.state.degraded);
+    }
+    expect(first.state.members).toBe(1); // the others not heard yet: its answered share is the whole rate
+    first.tryAcquire(1)?.throttled();
+    expect(first.limiter.rate).toBeLessThanOrEqual(200);
+    // The others, not heard yet, keep their last shares of the budget before the cut (one
+    // heartbeat of lag): the three add up to no more than that budget.
+    const sum = all.reduce((total, b) => total + b.limiter.rate, 0);
+    expect(sum).toBeLessThanOrEqual(RATE);
+  });
+});
+
+describe('shared budget failing closed (a store in memory, on a manual clock)', () => {
+  it('acquires queued before the store went away are refused at their turn, as a new one is', async () => {
+    const clock = new ManualClock();
+    const memory = new MemoryBudgetStore({ clock });
+    let down = false;
+    const store: BudgetStore = {
+      roundTrips: 0,
+      heartbeat: (r) => {
+        if (down) throw new Error('ECONNREFUSED');
+        return memory.heartbeat(r);
+      },
+      cut: (r) => memory.cut(r),
+      pause: (r) => memory.pause(r),
+      leave: (id) => memory.leave(id),
+    };
+    const b = createSharedBudget({
+      name: 'closed',
+      store,
+      clock,
+      failClosed: true,
+      initialUnitsPerMinute: 60,
+    });
+    b.on('degraded', () => {});
+    open.push(b);
+    await b.ready();
+    const ends = Array.from({ length: 5 }, () =>
+      b.acquire(1).then(
+        () => 'granted',
+        (error: Error) => error.name,
+      ),
+    );
+    await new Promise((resolve) => setImmediate(resolve)); // in the local limiter's queue
+    down = true;
+    clock.advance(300); // the next heartbeat fails: degraded
+    expect(b.state.degraded).toBe(true);
+    await expect(b.acquire(1)).rejects.toThrow(SharedBudgetUnavailableError);
+    for (let i = 0; i < 10; i++) {
+      clock.advance(1_000);
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    expect(await Promise.all(ends)).toEqual([
+      'granted', // free at once, before the store went away
+      ...Array(4).fill('SharedBudgetUnavailableError'),
+    ]);
+  });
+});
+
+const config900 = () => ({
+  limiters: {
+    api: { origins: ['https://api.test'], shared: { redis: 'redis://127.0.0.1', heartbeatInterval: '15m' } },
+  },
+});
+
 describe('shared budget options that cannot share', () => {
   it('drops a member no sooner than a slow answer and two heartbeats after its last (1.5 s by default)', () => {
     expect(resolveSharedOptions({ redis: 'redis://127.0.0.1', name: 'x' }).memberTimeout).toBe(1_500);
@@ -304,5 +418,49 @@ describe('shared budget options that cannot share', () => {
     const [ttl] = refused({ heartbeatInterval: 60_000, stateTtl: 30_000 });
     expect(ttl).toMatchObject({ path: 'stateTtl', received: 30_000 });
     expect(ttl?.message).toContain('memberTimeout (240000 ms)');
+  });
+
+  it('refuses them in JSON config when it is read, under the limiter, not at the first request', () => {
+    const config = (shared: Record<string, unknown>) => ({
+      limiters: { api: { origins: ['https://api.test'], shared: { redis: 'redis://127.0.0.1', ...shared } } },
+    });
+    const error = configError(() => parseConfig(config({ heartbeatInterval: '1s', memberTimeout: '900ms' })));
+    expect(error.issues).toMatchObject([{ path: 'limiters.api.shared.memberTimeout', received: '900ms' }]);
+    expect(() => new RateLimiterRegistry(config({ stateTtl: '1s' }))).toThrow(
+      /limiters\.api\.shared\.stateTtl/,
+    );
+  });
+
+  it('refuses several budgets (requests and tokens): one rate is leased, the others would run whole in every process', () => {
+    const budgets = { requests: { initialUnitsPerMinute: 600 }, tokens: { initialUnitsPerMinute: 60_000 } };
+    const error = configError(() =>
+      createSharedBudget({ store: new MemoryBudgetStore(), name: 'x', budgets } as SharedBudgetOptions),
+    );
+    expect(error.issues.map((i) => i.path)).toEqual(['budgets']);
+    expect(
+      () =>
+        new RateLimiterRegistry({
+          limiters: {
+            api: { origins: ['https://api.test'], budgets, shared: { redis: 'redis://127.0.0.1' } },
+          },
+        }),
+    ).toThrow(/limiters\.api\.budgets: not with a shared budget/);
+  });
+
+  it("refuses burst: 'announced': every process would spend the API's whole bucket", () => {
+    const error = configError(() =>
+      createSharedBudget({ store: new MemoryBudgetStore(), name: 'x', burst: 'announced' }),
+    );
+    expect(error.issues.map((i) => i.path)).toEqual(['burst']);
+  });
+
+  it('a long heartbeat alone keeps the state long enough: stateTtl defaults to twice memberTimeout', () => {
+    const { stateTtl, memberTimeout } = resolveSharedOptions({
+      redis: 'redis://127.0.0.1',
+      name: 'x',
+      heartbeatInterval: 900_000,
+    });
+    expect(stateTtl).toBe(2 * memberTimeout);
+    expect(parseConfig(config900()).limiters.api?.shared?.heartbeatInterval).toBe(900_000);
   });
 });

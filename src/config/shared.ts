@@ -118,11 +118,95 @@ export interface SharedConfig {
   failClosed?: boolean;
   /** Prefix of the Redis keys. @default 'arl:' */
   keyPrefix?: string;
-  /** The shared state expires after this long (ms) with no member left. @default 3_600_000 */
+  /**
+   * The shared state expires after this long (ms) with no member left; longer than
+   * `memberTimeout`. @default max(3_600_000, 2 × memberTimeout)
+   */
   stateTtl?: number;
 }
 
 const ms = durationSchema.pipe(z.number().positive().finite()).optional();
+
+/**
+ * The limiter options a shared budget refuses (in code and in JSON config), each with why:
+ * `budgets` (one rate of units is leased between the processes; the other budgets would each run
+ * their whole rate in every process) and `burst: 'announced'` (every process would spend the whole
+ * bucket the API announces, not its part of it).
+ */
+export function sharedLimiterIssues(options: { budgets?: unknown; burst?: unknown }): {
+  path: string;
+  message: string;
+  received: unknown;
+}[] {
+  const issues: { path: string; message: string; received: unknown }[] = [];
+  if (options.budgets !== undefined) {
+    issues.push({
+      path: 'budgets',
+      message:
+        'not with a shared budget: it leases one rate of units between the processes; the other budgets would each run their whole rate in every process',
+      received: options.budgets,
+    });
+  }
+  if (options.burst === 'announced') {
+    issues.push({
+      path: 'burst',
+      message:
+        "not 'announced' with a shared budget: every process would spend the whole bucket the API announces, not its part of it",
+      received: options.burst,
+    });
+  }
+  return issues;
+}
+
+/** A shared budget's timings (ms) after defaults. */
+export interface SharedTimings {
+  heartbeatInterval: number;
+  memberTimeout: number;
+  redisTimeout: number;
+  stateTtl: number;
+}
+
+/** The heartbeat's default (ms). */
+export const DEFAULT_HEARTBEAT_INTERVAL = 250;
+/** The shared state's shortest default lifetime without a heartbeat (ms): an hour. */
+export const DEFAULT_STATE_TTL = 3_600_000;
+
+/**
+ * A shared budget's timings with their defaults, and what in them cannot share (each issue names
+ * the field, and the other field it is held against). `memberTimeout` defaults to `redisTimeout`
+ * plus two heartbeats (at least 4): a live member's heartbeats may come a call's whole timeout
+ * apart (the next is armed after the answer), and dropped sooner it would keep sending its share
+ * while the others split the rate among fewer members. `stateTtl` defaults to an hour, or twice
+ * `memberTimeout` when that is longer. Refused: a `memberTimeout` within one heartbeat (every
+ * member dropped between its own heartbeats), a `stateTtl` within `memberTimeout` (the state, its
+ * learned rate and cuts, expiring between the heartbeats).
+ */
+export function sharedTimings(o: Partial<SharedTimings>): {
+  timings: SharedTimings;
+  issues: { path: string; message: string; received: number }[];
+} {
+  const heartbeatInterval = o.heartbeatInterval ?? DEFAULT_HEARTBEAT_INTERVAL;
+  const redisTimeout = o.redisTimeout ?? Math.max(1_000, 2 * heartbeatInterval);
+  const memberTimeout =
+    o.memberTimeout ?? Math.max(4 * heartbeatInterval, redisTimeout + 2 * heartbeatInterval);
+  const stateTtl = o.stateTtl ?? Math.max(DEFAULT_STATE_TTL, 2 * memberTimeout);
+  const issues: { path: string; message: string; received: number }[] = [];
+  if (memberTimeout <= heartbeatInterval) {
+    issues.push({
+      path: 'memberTimeout',
+      message: `must be longer than heartbeatInterval (${heartbeatInterval} ms): every member would be dropped between its own heartbeats`,
+      received: memberTimeout,
+    });
+  }
+  if (stateTtl <= memberTimeout) {
+    issues.push({
+      path: 'stateTtl',
+      message: `must be longer than memberTimeout (${memberTimeout} ms): the shared state, its learned rate and cuts, would expire between the members' heartbeats`,
+      received: stateTtl,
+    });
+  }
+  return { timings: { heartbeatInterval, memberTimeout, redisTimeout, stateTtl }, issues };
+}
 
 /** `shared` as JSON config writes it (durations as ms or strings such as "250ms"). */
 export const sharedConfigSchema = z
@@ -137,4 +221,9 @@ export const sharedConfigSchema = z
     keyPrefix: z.string().optional(),
     stateTtl: ms,
   })
-  .strict();
+  .strict()
+  .superRefine((shared, ctx) => {
+    for (const issue of sharedTimings(shared).issues) {
+      ctx.addIssue({ code: 'custom', path: [issue.path], message: issue.message, input: issue.received });
+    }
+  });

@@ -279,14 +279,17 @@ export class MemberState {
     this.#rate = reply.rate;
     if (away && this.#rate !== undefined && this.#fractionLearned) this.#share = this.#rate * this.#fraction;
     else this.#share = reply.share;
-    if (this.#rate !== undefined && this.#share !== undefined) {
-      this.#fraction = this.#share / this.#rate;
+    // Back from an outage the share applied may be held below the one answered (see
+    // #rejoined): the part a cut takes is the one applied, so a 429 never raises the rate.
+    const applied = this.#rejoined(now, reply.members);
+    if (this.#rate !== undefined && applied !== undefined) {
+      this.#fraction = applied / this.#rate;
       this.#fractionLearned = true;
     }
     this.#controller.learn(reply, now);
     this.#controller.learnSums(reply.accepted, reply.measured, accepted);
     this.#waitedSinceReply = false;
-    this.#applyShare(this.#rejoined(now, reply.members));
+    this.#applyShare(applied);
     this.#applyPause(reply.pauseRemaining);
     this.#alignSlots();
   }
@@ -352,7 +355,9 @@ export class MemberState {
     const fraction = this.#part;
     const plan = this.#controller.cut(now, this.acceptedRate(), state.rate, fraction);
     this.#pendingCut = plan;
-    return plan.rate * fraction;
+    // A cut never raises the local rate (its part of the whole cut may be above it: a share held
+    // low while rejoining, a local rate its own controller cut while degraded).
+    return Math.min(plan.rate * fraction, state.rate);
   }
 
   /**

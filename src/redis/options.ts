@@ -1,5 +1,13 @@
 import { z } from 'zod';
-import { isRedisUrl, REDIS_URL_MESSAGE, type SharedConfig } from '../config/shared.js';
+import {
+  DEFAULT_HEARTBEAT_INTERVAL,
+  DEFAULT_STATE_TTL,
+  isRedisUrl,
+  REDIS_URL_MESSAGE,
+  type SharedConfig,
+  sharedLimiterIssues,
+  sharedTimings,
+} from '../config/shared.js';
 import { ConfigError, configErrorFrom } from '../errors.js';
 import type { AdaptiveLimiterOptions } from '../limiter/options.js';
 import type { RedisClient } from './client.js';
@@ -49,11 +57,11 @@ export interface ResolvedSharedOptions {
 
 /** The coordinator's defaults; `memberTimeout` and `redisTimeout` follow the heartbeat. */
 export const SHARED_DEFAULTS = {
-  heartbeatInterval: 250,
+  heartbeatInterval: DEFAULT_HEARTBEAT_INTERVAL,
   floorFraction: 0.05,
   failClosed: false,
   keyPrefix: 'arl:',
-  stateTtl: 3_600_000,
+  stateTtl: DEFAULT_STATE_TTL,
 } as const;
 
 const positiveMs = z.number().positive().finite();
@@ -91,34 +99,15 @@ export function resolveSharedOptions(options: SharedBudgetOptions): ResolvedShar
       'shared budget options',
     );
   }
+  const refused = sharedLimiterIssues(options as { budgets?: unknown; burst?: unknown });
+  if (refused.length > 0) throw new ConfigError(refused, 'shared budget options');
   const parsed = sharedSchema.safeParse(options);
   if (!parsed.success) throw configErrorFrom(parsed.error, options, 'shared budget options');
   const o = parsed.data;
-  const heartbeatInterval = o.heartbeatInterval ?? SHARED_DEFAULTS.heartbeatInterval;
-  const redisTimeout = o.redisTimeout ?? Math.max(1_000, 2 * heartbeatInterval);
-  // A live member's heartbeats may come a call's whole timeout apart (the next is armed after
-  // the answer): dropped sooner, it would keep sending its share while the others split the
-  // rate among fewer members, and the shares would add up above the budget.
-  const memberTimeout =
-    o.memberTimeout ?? Math.max(4 * heartbeatInterval, redisTimeout + 2 * heartbeatInterval);
-  const stateTtl = o.stateTtl ?? SHARED_DEFAULTS.stateTtl;
-  // Settings under which the budget cannot share: refused, each naming the other field.
-  const issues: { path: string; message: string; received: number }[] = [];
-  if (memberTimeout <= heartbeatInterval) {
-    issues.push({
-      path: 'memberTimeout',
-      message: `must be longer than heartbeatInterval (${heartbeatInterval} ms): every member would be dropped between its own heartbeats`,
-      received: memberTimeout,
-    });
-  }
-  if (stateTtl <= memberTimeout) {
-    issues.push({
-      path: 'stateTtl',
-      message: `must be longer than memberTimeout (${memberTimeout} ms): the shared state, its learned rate and cuts, would expire between the members' heartbeats`,
-      received: stateTtl,
-    });
-  }
+  // Timings under which the budget cannot share are refused, each naming the other field.
+  const { timings, issues } = sharedTimings(o);
   if (issues.length > 0) throw new ConfigError(issues, 'shared budget options');
+  const { heartbeatInterval, memberTimeout, redisTimeout, stateTtl } = timings;
   return {
     name: o.name,
     heartbeatInterval,

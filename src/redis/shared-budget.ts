@@ -2,10 +2,10 @@ import { EventEmitter } from 'node:events';
 import { keepsNoState, resolveController } from '../controllers/index.js';
 import { sharedBudgetProbe } from '../controllers/probe.js';
 import { AdaptiveRateLimitError, ConfigError } from '../errors.js';
-import { kFailed, kNoCrowdWait, kSuccess, kThrottled, kWaitBound } from '../internal.js';
+import { kFailed, kNoCrowdWait, kQuiet, kSuccess, kThrottled, kWaitBound } from '../internal.js';
 import { AdaptiveRateLimiter, type LimiterSnapshot } from '../limiter/adaptive.js';
 import { resolveLimiterOptions } from '../limiter/options.js';
-import { unitsCounted } from '../limiter/permit.js';
+import { LimiterPermit, unitsCounted } from '../limiter/permit.js';
 import type { AcquireOptions, AnnouncedQuota, Permit, RateLimiter, WaitBound } from '../limiter/types.js';
 import { Coordinator } from './coordinator.js';
 import { memberController } from './member-controller.js';
@@ -198,12 +198,12 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
     return this.#acquire(units, options);
   }
 
-  tryAcquire(units = 1): Permit | undefined {
+  tryAcquire(units = 1, costs?: Readonly<Record<string, number>>): Permit | undefined {
     if (!this.#coordinator.started) this.#coordinator.start();
     const refused = this.#refused();
     if (refused !== undefined) throw refused;
     if (this.#opts.failClosed && this.#member.degraded) return undefined;
-    const permit = this.#takeNow(units);
+    const permit = this.#takeNow(units, costs);
     if (permit === undefined) {
       this.#member.waited();
       return undefined;
@@ -267,9 +267,13 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
     const ready = this.#coordinator.ready;
     if (this.#coordinator.isReady || signal === undefined) await ready;
     else await readyOrAborted(ready, signal);
-    if (this.#member.degraded)
-      throw this.#refused() ?? new SharedBudgetUnavailableError(this.#opts.name, this.#member.lastError);
+    if (this.#member.degraded) throw this.#unavailable();
     return this.#acquire(units, options);
+  }
+
+  /** Why a fail-closed budget refuses an acquire while degraded. */
+  #unavailable(): Error {
+    return this.#refused() ?? new SharedBudgetUnavailableError(this.#opts.name, this.#member.lastError);
   }
 
   /**
@@ -291,7 +295,7 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
    */
   #acquire(units: number, options: AcquireOptions | undefined): Promise<Permit> {
     if (units > 0 && units < Number.POSITIVE_INFINITY && options?.signal?.aborted !== true) {
-      const permit = this.#takeNow(units);
+      const permit = this.#takeNow(units, options?.costs);
       if (permit !== undefined) return Promise.resolve(new SharedPermit(this, permit, this.#member.era));
     }
     this.#member.waited();
@@ -300,6 +304,13 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
       (permit) => {
         const era = this.#grantEras.shift() ?? this.#member.era;
         this.#dequeued();
+        if (this.#opts.failClosed && this.#member.degraded) {
+          // Queued before Redis went away: refused as an acquire made now is. The units are
+          // given up with no outcome (no request was sent).
+          if (permit instanceof LimiterPermit) permit[kQuiet]();
+          else permit.failed();
+          throw this.#unavailable();
+        }
         return new SharedPermit(this, permit, era);
       },
       (error: unknown) => {
@@ -316,10 +327,10 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
   }
 
   /** The local limiter's `tryAcquire`, unseen by the queue's grant listener. */
-  #takeNow(units: number): Permit | undefined {
+  #takeNow(units: number, costs: Readonly<Record<string, number>> | undefined): Permit | undefined {
     this.#takingNow = true;
     try {
-      return this.limiter.tryAcquire(units);
+      return this.limiter.tryAcquire(units, costs);
     } finally {
       this.#takingNow = false;
     }

@@ -2,7 +2,7 @@ import type { Clock } from '../clock.js';
 import { API_WITH_SHARED } from '../config/api.js';
 import { issuesOf } from '../config/rules.js';
 import type { LimiterConfig } from '../config/schema.js';
-import { sharedConfigSchema } from '../config/shared.js';
+import { sharedConfigSchema, sharedLimiterIssues } from '../config/shared.js';
 import { ConfigError, configErrorFrom } from '../errors.js';
 import { kWaitBound } from '../internal.js';
 import type { AdaptiveRateLimiter } from '../limiter/adaptive.js';
@@ -43,6 +43,7 @@ export function makeSharedBudget(name: string, config: LimiterConfig, clock: Clo
     ...(parsed.success ? [] : configErrorFrom(parsed.error, shared, 'shared budget', 'shared').issues),
     ...issuesOf(() => resolveLimiterOptions(options)),
   ];
+  issues.unshift(...sharedLimiterIssues(options));
   if (api !== undefined) {
     // A shared budget meters one budget of units: `api`'s token budgets would not be metered.
     issues.unshift({
