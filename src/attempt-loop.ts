@@ -76,6 +76,13 @@ export interface AttemptPlan<T> {
     waitedMs: number,
   ): Promise<{ readonly release: () => void; readonly waitedMs: number }>;
   /**
+   * Take each attempt's units before its slot: the slots are shared by limiters that pause and
+   * wait apart (`maxConcurrentPer: 'origin'` over partitions), and a request waiting for its
+   * partition's units (a `Retry-After` pause, a spent token budget) would hold a slot the other
+   * partitions' requests wait for. A slot refused after the units ends the attempt as failed.
+   */
+  unitsFirst?: boolean;
+  /**
    * The result of attempt 1 when the adapter made that attempt itself (a synchronous fast path:
    * units taken with `tryAcquire`), fed its permit, found it throttled and decided, by the rule
    * this loop applies, to send it again. The loop then starts at attempt 2, holding it.
@@ -125,13 +132,22 @@ async function attempts<T>(plan: AttemptPlan<T>, first: Permit | undefined): Pro
       granted = undefined;
     } else {
       try {
-        if (plan.slot !== undefined) {
+        if (plan.slot !== undefined && plan.unitsFirst !== true) {
           const held = await plan.slot(plan.signal, waitedMs);
           release = held.release;
           waitedMs += held.waitedMs;
         }
         permit = await acquire(plan, waitedMs);
         waitedMs += permit.waitedMs ?? 0;
+        if (plan.slot !== undefined && plan.unitsFirst === true) {
+          const granted = permit;
+          const held = await plan.slot(plan.signal, waitedMs).catch((error: unknown) => {
+            granted.failed(); // its units were taken; no request goes out
+            throw error;
+          });
+          release = held.release;
+          waitedMs += held.waitedMs;
+        }
       } catch (error) {
         release?.();
         // A retry the limiter refuses (queue full, wait past maxWait, closed) ends with the

@@ -154,6 +154,19 @@ describe('rateLimitedFetch', () => {
     ]);
   });
 
+  it('sends a body fetch turns into a string (a number, a URL, an array) as fetch does, on every attempt', async () => {
+    const f = wrap({ default: NEVER_BINDS });
+    const bodies = [42, new URL('https://x.example/p?q=1'), ['a', 'b']];
+    for (const body of bodies) {
+      script = [throttled()];
+      expect((await f(`${API}/body`, { method: 'POST', body: body as unknown as BodyInit })).status).toBe(
+        200,
+      );
+    }
+    const sent = ['42', 'https://x.example/p?q=1', 'a,b'];
+    expect(received.map((r) => r.body)).toEqual(sent.flatMap((b) => [b, b]));
+  });
+
   it('hands over the 429 for a stream body longer than maxReplayBodyBytes', async () => {
     script = [throttled()];
     const f = wrap({ default: NEVER_BINDS, maxReplayBodyBytes: 4 });

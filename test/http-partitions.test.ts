@@ -237,6 +237,40 @@ describe('partition options', () => {
     }
   });
 
+  it("with one cap for the origin, A's retry waiting out its pause holds no slot: B is answered", async () => {
+    const server = await perTokenApi();
+    const rl = installGlobal({ default: { maxConcurrent: 1, maxConcurrentPer: 'origin' } });
+    customerA(`${server.origin}/a`);
+    await until(() => statusesOf(server, TOKEN_A).length === 1, "A's first answer");
+    await until(() => rl.registry.get(server.origin)?.snapshot().pausedUntil !== undefined, "A's pause");
+
+    const b = await fetch(`${server.origin}/b`, { headers: { authorization: TOKEN_B } });
+
+    expect(b.status).toBe(200);
+    expect(statusesOf(server, TOKEN_A)).toEqual([429]); // A's retry still waits its pause
+  });
+
+  it("the fetch wrapper too: with one cap for the origin, A's paused retry holds no slot", async () => {
+    const server = await perTokenApi();
+    const wrapped = rateLimitedFetch({ default: { maxConcurrent: 1, maxConcurrentPer: 'origin' } });
+    cleanups.push(() => wrapped.close());
+    const abort = new AbortController();
+    const a = wrapped(`${server.origin}/a`, {
+      headers: { authorization: TOKEN_A },
+      signal: abort.signal,
+    }).catch((e: unknown) => e);
+    cleanups.push(async () => {
+      abort.abort();
+      await a;
+    });
+    await until(() => wrapped.registry.get(server.origin)?.snapshot().pausedUntil !== undefined, "A's pause");
+
+    const b = await wrapped(`${server.origin}/b`, { headers: { authorization: TOKEN_B } });
+
+    expect(b.status).toBe(200);
+    expect(statusesOf(server, TOKEN_A)).toEqual([429]);
+  });
+
   it('partitions the fetch wrapper by credential too', async () => {
     const server = await perTokenApi();
     const wrapped = rateLimitedFetch();

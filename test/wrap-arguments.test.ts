@@ -115,3 +115,41 @@ describe('wrap: what classify and classifyError return', () => {
     }
   });
 });
+
+describe('wrap: a method, and the error a bad classifyError hides', () => {
+  it('keeps `this` of a method call, for the function and its units', async () => {
+    const { limiter } = setup();
+    const api = {
+      base: 'https://api.test',
+      weight: 2,
+      get: async function (this: { base: string }, path: string) {
+        return `${this.base}${path}`;
+      },
+    };
+    api.get = wrap(limiter, api.get, {
+      units: function (this: { weight: number }) {
+        return this.weight;
+      },
+    });
+    await expect(api.get('/y')).resolves.toBe('https://api.test/y');
+  });
+
+  it("keeps the call's own error as the cause of a classifyError that throws or returns nothing", async () => {
+    const { limiter } = setup();
+    const boom = new Error('connect ECONNREFUSED');
+    const fn = async () => {
+      throw boom;
+    };
+    const forgot = wrap(limiter, fn, { classifyError: (() => undefined) as never, maxAttempts: 1 });
+    const error = await forgot().catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(InvalidCallbackValueError);
+    expect((error as Error).cause).toBe(boom);
+    const threw = wrap(limiter, fn, {
+      classifyError: () => {
+        throw new TypeError('a bug in the classifier');
+      },
+      maxAttempts: 1,
+    });
+    expect(((await threw().catch((e: unknown) => e)) as Error).cause).toBe(boom);
+  });
+});

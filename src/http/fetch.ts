@@ -138,6 +138,7 @@ export function rateLimitedFetch(options: RateLimitedFetchOptions = {}): RateLim
             ? undefined
             : (slotSignal, waitedMs) =>
                 gate.enter(slotSignal, slotBound(limiter, units, waitedMs), waitCancel),
+        unitsFirst: route.gatePer === 'origin',
         send: attempt,
         classify: (r) => runtime.classify(r, () => headerRecord(r.headers), route, refusalBody(r)),
         canRetry: () => bodies.replayable,
@@ -254,7 +255,7 @@ function fetchBodies(
     },
     close: () => bodies?.close(),
   });
-  if (body != null && !isReplayableBody(body)) {
+  if (isOneShotFetchBody(body)) {
     // A stream or async iterable: kept while sent, up to maxBytes.
     const bodies = attemptBodies(body, maxBytes);
     return replay(() => {
@@ -269,6 +270,21 @@ function fetchBodies(
     return replay(() => [request.clone(), init]);
   }
   return replay(() => [input, init]);
+}
+
+/**
+ * Whether `fetch` reads `body` once: a web `ReadableStream` or an async iterable (a Node
+ * `Readable`, an async generator). Anything else `fetch` sends as it is or turns into a string
+ * (WebIDL's `BodyInit`: a number, a `URL`, an array as `"a,b"`), the same on every attempt, so it is
+ * passed to it as it is.
+ */
+function isOneShotFetchBody(body: unknown): boolean {
+  return (
+    typeof body === 'object' &&
+    body !== null &&
+    !isReplayableBody(body) &&
+    (typeof (body as { getReader?: unknown }).getReader === 'function' || Symbol.asyncIterator in body)
+  );
 }
 
 /** An async iterable of bytes as a web `ReadableStream`. */

@@ -87,6 +87,11 @@ export class LoopPlan implements AttemptPlan<Attempt> {
       : (signal, waitedMs) => gate.enter(signal, slotBound(route.limiter, units, waitedMs));
   }
 
+  /** Units before the slot when the slots are the origin's, over its partitions' limiters. */
+  get unitsFirst(): boolean {
+    return this.#request.route.gatePer === 'origin';
+  }
+
   canRetry(): boolean {
     return this.#request.canRetry();
   }

@@ -50,14 +50,17 @@ export function wrap<A extends unknown[], R>(
     classify = () => success,
     classifyError = classifyThrown,
   } = options;
-  return (...args: A) => {
+  // A function, not an arrow: a wrapped method (`api.get = wrap(limiter, api.get)`) keeps its
+  // `this`, and so do `units` and `costs`.
+  return function (this: unknown, ...args: A): Promise<R> {
     let callUnits: number;
     let callCosts: Readonly<Record<string, number>> | undefined;
     try {
-      callUnits = typeof units === 'function' ? (units as unknown as (...a: A) => number)(...args) : units;
+      callUnits =
+        typeof units === 'function' ? (units as unknown as (...a: A) => number).apply(this, args) : units;
       callCosts =
         typeof costs === 'function'
-          ? (costs as unknown as (...a: A) => Readonly<Record<string, number>>)(...args)
+          ? (costs as unknown as (...a: A) => Readonly<Record<string, number>>).apply(this, args)
           : costs;
     } catch (error) {
       // The decorated function returns a promise: a throw of `units` or `costs` rejects it, as a
@@ -69,9 +72,18 @@ export function wrap<A extends unknown[], R>(
       units: callUnits,
       costs: callCosts,
       maxAttempts,
-      send: () => fn(...args),
+      send: () => fn.apply(this, args),
       classify: (result) => checkedOutcome('classify', classify(result)),
-      classifyError: (error) => checkedOutcome('classifyError', classifyError(error)),
+      classifyError: (error) => {
+        try {
+          return checkedOutcome('classifyError', classifyError(error));
+        } catch (thrown) {
+          // The call's own error stays reachable (a `classifyError` that threw, or returned
+          // what no outcome is: a forgotten `return`).
+          if (thrown instanceof Error && thrown.cause === undefined) thrown.cause = error;
+          throw thrown;
+        }
+      },
     });
   };
 }
