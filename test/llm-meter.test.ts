@@ -42,6 +42,23 @@ describe('LlmMeter.estimate', () => {
     }
   });
 
+  it('charges no tokens to a call that runs no model: a GET, a DELETE, a count of tokens', () => {
+    const body = JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'x'.repeat(10_000) }] });
+    for (const [method, path] of [
+      ['GET', '/v1/batches/b1'],
+      ['DELETE', '/v1/files/f1'],
+      ['POST', '/v1/messages/count_tokens'],
+      ['POST', '/v1/responses/input_tokens?x=1'],
+    ]) {
+      expect(new LlmMeter('openai').estimate(body, method, path).costs).toEqual({ tokens: 0 });
+      expect(new LlmMeter('anthropic').estimate(body, method, path).costs).toEqual({
+        input_tokens: 0,
+        output_tokens: 0,
+      });
+    }
+    expect(new LlmMeter('anthropic').estimate(body, 'POST', '/v1/messages').costs.input_tokens).toBe(2_500);
+  });
+
   it('charges a body it cannot see (a stream) the running average: 1,000 tokens before any answer', () => {
     expect(new LlmMeter('openai').estimate(undefined).costs).toEqual({ tokens: 1_000 });
   });
@@ -65,6 +82,40 @@ describe('UsageScanner', () => {
     long(after);
     after.push(bytes('"}\n\ndata: {"usage":{"prompt_tokens":7}}\n\n'));
     expect(after.end()).toEqual({ prompt_tokens: 7 });
+  });
+
+  it('reads every event wherever the chunks split its blank line (\\n\\n or \\r\\n\\r\\n), at every chunk size', () => {
+    for (const eol of ['\n', '\r\n']) {
+      const text =
+        `event: a${eol}data: {"usage":{"input_tokens":5}}${eol}${eol}` +
+        `data: {"x":1}${eol}${eol}` +
+        `data: {"usage":{"output_tokens":9}}${eol}${eol}`;
+      for (let size = 1; size <= text.length; size++) {
+        expect(scan('text/event-stream', text, size)).toEqual({ input_tokens: 5, output_tokens: 9 });
+      }
+    }
+  });
+
+  it('reads a 6 MB event in 16 KiB chunks, each chunk searched once (the event loop was blocked 1.2 s)', () => {
+    // Counted, not timed: the text the scanner's search reads over the whole stream.
+    const event = `data: {"type":"response.output_item.done","image":"${'A'.repeat(6 * 1024 * 1024)}"}\n\n`;
+    const done =
+      'data: {"type":"response.completed","response":{"usage":{"input_tokens":3,"output_tokens":4}}}\n\n';
+    const exec = RegExp.prototype.exec;
+    let searched = 0;
+    RegExp.prototype.exec = function (this: RegExp, text: string) {
+      searched += text.length - this.lastIndex;
+      return exec.call(this, text);
+    };
+    try {
+      expect(scan('text/event-stream', event + done, 16 * 1024)).toEqual({
+        input_tokens: 3,
+        output_tokens: 4,
+      });
+    } finally {
+      RegExp.prototype.exec = exec;
+    }
+    expect(searched).toBeLessThan(3 * (event.length + done.length));
   });
 
   it("reads OpenAI's last chunk, split anywhere, ignoring [DONE]", () => {

@@ -1,4 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
+import { ManualClock } from '../src/clock.js';
+import { rateLimitedFetch } from '../src/http/fetch.js';
 import { anthropicCall, anthropicServer } from './helpers/anthropic-server.js';
 
 // An Anthropic answer whose `usage` adds up past the largest number (input_tokens and
@@ -29,4 +31,49 @@ describe("api: 'anthropic': a usage that adds up past the largest number", () =>
     expect(answer.status).toBe(200);
     expect(JSON.parse(await answer.text()).usage.output_tokens).toBe(5);
   });
+});
+
+/** Anthropic's headers for budgets of 100,000 input and 20,000 output tokens a minute, most left. */
+function limits(): Record<string, string> {
+  const reset = new Date(Date.now() + 60_000).toISOString();
+  const budget = (name: string, limit: number, left: number) => ({
+    [`anthropic-ratelimit-${name}-limit`]: String(limit),
+    [`anthropic-ratelimit-${name}-remaining`]: String(left),
+    [`anthropic-ratelimit-${name}-reset`]: reset,
+  });
+  return {
+    ...budget('requests', 1_000, 999),
+    ...budget('input-tokens', 100_000, 90_000),
+    ...budget('output-tokens', 20_000, 19_000),
+    date: new Date().toUTCString(),
+  };
+}
+
+describe("api: 'anthropic': a usage no model could spend is not learned", () => {
+  // A body the limiter cannot see (a stream, as Node's fetch hands the global dispatcher) is
+  // charged the running average of what the answers said.
+  for (const [what, usage] of [
+    ['one that adds up past the largest number', OVERFLOWING],
+    ['one of 1e12 input tokens (a proxy overflow)', { input_tokens: 1e12, output_tokens: 5 }],
+  ] as const) {
+    it(`after ${what}, the next call with a body not seen is sent, on the clock`, async () => {
+      const origin = await anthropicServer(usage, cleanups, limits());
+      const f = rateLimitedFetch({
+        limiters: { llm: { origins: [origin], api: 'anthropic', partitionBy: false, maxWait: 2_000 } },
+        clock: new ManualClock(),
+      });
+      cleanups.push(() => f.close());
+      const streamed = () =>
+        f(`${origin}/v1/messages`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'x-api-key': 'k' },
+          body: new Blob([JSON.stringify({ model: 'c', messages: [], max_tokens: 10 })]).stream(),
+          duplex: 'half',
+        } as RequestInit);
+      await (await streamed()).text();
+      const next = await streamed();
+      expect(next.status).toBe(200);
+      await next.text();
+    });
+  }
 });

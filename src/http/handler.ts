@@ -16,7 +16,8 @@ import { Attempt } from './attempt.js';
 import { CallerController } from './caller-controller.js';
 import { FastPathJudge, type FastPathRequest } from './fast-path.js';
 import { warnHandlerThrew } from './handler-threw.js';
-import { refusalJson } from './llm.js';
+import { MAX_REFUSAL_BYTES, refusalJson } from './llm.js';
+import { decodedBody, isEncoded } from './llm-decode.js';
 import { LoopPlan, type LoopRequest } from './loop-plan.js';
 import { answerRefusal } from './refusal.js';
 import { type AttemptBodies, attemptBodies } from './request-body.js';
@@ -140,7 +141,11 @@ export class RateLimitedDispatch implements LoopRequest, FastPathRequest, WaitCa
 
   /** The JSON of an attempt's held 429 body, for `LlmMeter.refusal` (`undefined` when not read). */
   refusalBody(attempt: Attempt | undefined): unknown {
-    return refusalJson(attempt?.body);
+    const body = attempt?.body;
+    // Still compressed below the fetch that asked for it (see `decodedBody`).
+    const encoding = attempt?.headers['content-encoding'];
+    if (body === undefined || !isEncoded(encoding)) return refusalJson(body);
+    return refusalJson(decodedBody(body, encoding, MAX_REFUSAL_BYTES));
   }
 
   /** The fast path: attempt 1 dispatched now, if its units and a slot are free now. */

@@ -1,8 +1,9 @@
 import type { Dispatcher } from 'undici';
 import { QuotaExhaustedError } from '../errors.js';
 import { warnCorrectionThrew } from './handler-threw.js';
-import { type LlmEstimate, type LlmMeter, refusedCall, UsageScanner } from './llm.js';
+import { type LlmEstimate, type LlmMeter, MAX_JSON_BYTES, refusedCall, UsageScanner } from './llm.js';
 import { correct } from './llm-answers.js';
+import { decodedBody, isEncoded } from './llm-decode.js';
 import { withRawHeaders } from './raw-headers.js';
 import type { RejectionMode } from './refusal.js';
 import type { Route } from './runtime.js';
@@ -25,6 +26,11 @@ export function usageTap(
   refusalBody: () => unknown,
 ): Handler {
   let scanner: UsageScanner | undefined;
+  /**
+   * A compressed answer's bytes (see `decodedBody`), kept up to {@link MAX_JSON_BYTES} and read
+   * at its end; `undefined`: the answer is read as it passes, or was longer.
+   */
+  let encoded: { readonly encoding: string | string[]; chunks: Uint8Array[]; bytes: number } | undefined;
   /** A 4xx by which the API refused the call: its estimate was given back (see `refusedCall`). */
   let refusedCallAnswer = false;
   /** The quota error the caller gets in place of the 429 (`rejection: 'error'`), until it has it. */
@@ -57,13 +63,18 @@ export function usageTap(
         refusedCallAnswer = refusedCall(status);
         const type = headers['content-type'];
         const text = Array.isArray(type) ? type[0] : type;
-        if (UsageScanner.reads(text)) scanner = new UsageScanner(text as string);
+        if (UsageScanner.reads(text)) {
+          scanner = new UsageScanner(text as string);
+          const encoding = headers['content-encoding'];
+          if (encoding !== undefined && isEncoded(encoding)) encoded = { encoding, chunks: [], bytes: 0 };
+        }
       }
       return handler.onResponseStart?.(controller, status, headers, message);
     },
     onResponseData: (controller, chunk) => {
       if (refused !== undefined) return;
-      scanner?.push(chunk);
+      if (encoded !== undefined) keep(chunk);
+      else scanner?.push(chunk);
       return handler.onResponseData?.(controller, chunk);
     },
     onResponseEnd: (controller, trailers) => {
@@ -71,6 +82,14 @@ export function usageTap(
       if (scanner !== undefined) {
         const ended = scanner;
         scanner = undefined;
+        if (encoded !== undefined) {
+          const decoded =
+            encoded.chunks.length === 0
+              ? undefined
+              : decodedBody(joined(encoded.chunks), encoded.encoding, MAX_DECODED_BYTES);
+          encoded = undefined;
+          if (decoded !== undefined) ended.push(decoded);
+        }
         // The caller is told the end whatever the correction does: a throw here would skip it
         // (the call would never end); it is reported instead.
         try {
@@ -83,4 +102,19 @@ export function usageTap(
     },
     onResponseError: (controller, error) => fail(controller, refused ?? error),
   };
+
+  function keep(chunk: Uint8Array): void {
+    if (encoded === undefined) return;
+    encoded.bytes += chunk.byteLength;
+    // Longer than a JSON answer is read: no usage read (the estimate stays).
+    if (encoded.bytes > MAX_JSON_BYTES) encoded.chunks.length = 0;
+    else encoded.chunks.push(chunk);
+  }
+}
+
+/** A compressed answer's longest read once decoded (bytes): a stream's events, each under 8 MiB. */
+const MAX_DECODED_BYTES = 64 * 1024 * 1024;
+
+function joined(chunks: readonly Uint8Array[]): Uint8Array {
+  return chunks.length === 1 ? (chunks[0] as Uint8Array) : Buffer.concat(chunks);
 }

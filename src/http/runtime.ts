@@ -367,7 +367,9 @@ export class HttpRuntime {
     };
     const units = this.unitsFor(once);
     const llm = route.llm;
-    return { units, estimate: llm === undefined ? undefined : llm.estimate(once().body) };
+    if (llm === undefined) return { units, estimate: undefined };
+    const { body, method, path } = once();
+    return { units, estimate: llm.estimate(body, method, path) };
   }
 
   /**
@@ -398,7 +400,10 @@ export class HttpRuntime {
 
   /** An LLM API's estimate of a request (`undefined` for another limiter); see {@link LlmMeter}. */
   estimate(route: Route, request: () => OutgoingRequest): LlmEstimate | undefined {
-    return route.llm?.estimate(request().body);
+    const llm = route.llm;
+    if (llm === undefined) return undefined;
+    const { body, method, path } = request();
+    return llm.estimate(body, method, path);
   }
 
   /** Whether {@link close} was called. */

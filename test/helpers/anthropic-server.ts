@@ -7,17 +7,18 @@ import { llmAgent } from './llm-agent.js';
 
 /**
  * A node:http server on 127.0.0.1 that answers every request, once its body is read, with a
- * 200 Anthropic message whose `usage` is `usage`; closed by the test's `cleanups`. Resolves with
- * its origin.
+ * 200 Anthropic message whose `usage` is `usage` (and `headers`); closed by the test's `cleanups`.
+ * Resolves with its origin.
  */
 export async function anthropicServer(
   usage: Readonly<Record<string, number>>,
   cleanups: (() => unknown)[],
+  headers: Readonly<Record<string, string>> = {},
 ): Promise<string> {
   const answer = JSON.stringify({ id: 'msg', type: 'message', content: [], usage });
   const server: Server = createServer((req, res) => {
     req.resume();
-    req.on('end', () => res.writeHead(200, { 'content-type': 'application/json' }).end(answer));
+    req.on('end', () => res.writeHead(200, { 'content-type': 'application/json', ...headers }).end(answer));
   });
   server.listen(0, '127.0.0.1');
   await once(server, 'listening');
