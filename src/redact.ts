@@ -81,7 +81,12 @@ export function redactingReplacer(key: string, value: unknown): unknown {
 /** The same masking for one string (a message, a URL, a path). */
 export function redactText(text: string): string {
   if (!MAYBE_SECRET.test(text)) return text;
-  let out = text.replace(HEADER_IN_TEXT, (_m, name: string, sep: string) => `${name}${sep}${MASK}`);
+  const whole = wholeUrlMasked(text);
+  if (whole !== undefined) text = whole;
+  // A URL's user info first, across the quotes, backticks and angle brackets a password may hold
+  // (a URL parser takes them: `redis://u:s3cr"et@host`), which end a token below.
+  let out = text.replace(USERINFO_IN_TEXT, (_m, scheme: string) => `${scheme}${MASK}@`);
+  out = out.replace(HEADER_IN_TEXT, (_m, name: string, sep: string) => `${name}${sep}${MASK}`);
   out = out.replace(AUTH_SCHEME, (_m, scheme: string) => `${scheme} ${MASK}`);
   return out.replace(TOKEN, redactToken);
 }
@@ -147,6 +152,29 @@ const HEADER_IN_TEXT = new RegExp(
 );
 
 const AUTH_SCHEME = /\b(Bearer|Basic)\s+(?!\*\*\*)[A-Za-z0-9\-._~+/]+=*/gi;
+
+/**
+ * `text` when it is one URL with user info (a config's `redis` value), that info masked by the
+ * URL parser: it reads a password with white space in it (`redis://u:pa ss@host`, which the
+ * parser takes), which no rule on text can tell from a sentence. `undefined` otherwise.
+ */
+function wholeUrlMasked(text: string): string | undefined {
+  if (!/^[a-z][a-z0-9+.-]*:\/\/\S/i.test(text) || !text.includes('@')) return undefined;
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    return undefined;
+  }
+  if (url.username === '' && url.password === '') return undefined;
+  url.username = MASK;
+  url.password = '';
+  return url.href;
+}
+
+// A scheme and the user info after it up to its last `@` before the host: no white space, `/`,
+// `?`, `#` or `\\` (what ends an authority), and not `***` already.
+const USERINFO_IN_TEXT = /\b([a-z][a-z0-9+.-]*:\/\/)(?!\*\*\*@)[^\s/?#\\]*@/gi;
 
 // A run of characters that may be a URL or part of one: quotes, white space, angle brackets and
 // backticks end it (a URL in a JSON string or in a sentence).

@@ -456,17 +456,18 @@ describe('adaptiveRateLimit: the fast path', () => {
     expect(failed).toHaveBeenCalledTimes(1);
   });
 
-  it('frees the maxConcurrent slot when an acquired listener throws', async () => {
+  it('sends the request, and frees the maxConcurrent slot, when an acquired listener throws', async () => {
     const server = await serve();
     const rl = limit({ limiters: { api: { origins: [server.origin], ...NEVER_BINDS, maxConcurrent: 1 } } });
     const agent = agentWith(rl);
     const listener = () => {
       throw new Error('listener bug');
     };
+    // The throw is a process warning (ARL_LISTENER_THREW), not the request's error.
     rl.registry.get('api')?.on('acquired', listener);
-    await expect(get(agent, `${server.origin}/`)).rejects.toThrow('listener bug');
-    rl.registry.get('api')?.off('acquired', listener);
     await expect(get(agent, `${server.origin}/`)).resolves.toMatchObject({ status: 200 });
+    await expect(get(agent, `${server.origin}/`)).resolves.toMatchObject({ status: 200 });
+    rl.registry.get('api')?.off('acquired', listener);
   });
 });
 

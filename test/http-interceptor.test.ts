@@ -225,6 +225,32 @@ describe('adaptiveRateLimit: throttling', () => {
   });
 });
 
+describe('adaptiveRateLimit: a throttled answer dropped for its retry', () => {
+  it('cuts a body still trickling in when the retry goes out: with one connection the retry is sent', async () => {
+    let requests = 0;
+    const server = createServer((_req, res) => {
+      if (++requests > 1) return void res.end('ok');
+      // A 429 whose body never ends (a proxy's page written a byte at a time).
+      res.writeHead(429, { 'retry-after': '0' });
+      const drip = setInterval(() => res.write('x'), 50);
+      res.on('close', () => clearInterval(drip));
+    });
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    cleanups.push(() => {
+      server.closeAllConnections();
+      server.close();
+    });
+    const rl = limit();
+    const agent = new Agent({ connections: 1 });
+    cleanups.push(() => agent.close());
+    const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const answer = await request(origin, { dispatcher: agent.compose(rl) });
+    expect(answer.statusCode).toBe(200);
+    expect(await answer.body.text()).toBe('ok');
+  });
+});
+
 describe('adaptiveRateLimit: waiting', () => {
   /** A limiter paused for 10 minutes by a 429, which still queues requests (maxWait 1 h). */
   async function pausedFor10Minutes() {

@@ -1,8 +1,10 @@
 import { describe, expect, it } from 'vitest';
+import { parseConfig } from '../src/config/schema.js';
 import { HEADER_PROFILES } from '../src/config/types.js';
 import { ConfigError } from '../src/errors.js';
 import { defaultPartitionHeaders, PARTITION_HEADERS } from '../src/http/partition.js';
 import { redact, redactText } from '../src/redact.js';
+import { configError } from './helpers/config-error.js';
 
 describe('redactText', () => {
   it.each([
@@ -57,6 +59,24 @@ describe('redactText', () => {
     '',
   ])('leaves %j as it is', (text) => {
     expect(redactText(text)).toBe(text);
+  });
+
+  it('masks a password holding a quote, a backtick, an angle bracket or a space (a URL parser takes them)', () => {
+    for (const password of ["s3cr'et", 's3cr"et', 's3cr`et', 's3cr<et', 's3cr>et']) {
+      const text = redactText(`connect failed: redis://default:${password}@redis.internal:6379/0`);
+      expect(text).toBe('connect failed: redis://***@redis.internal:6379/0');
+    }
+    expect(redactText('redis://default:s3cr et@redis.internal:6379/abc')).toBe(
+      'redis://***@redis.internal:6379/abc',
+    );
+    const error = configError(() =>
+      parseConfig({
+        limiters: {
+          x: { origins: ['https://a.test'], shared: { redis: 'redis://u:s3cr"et@redis.internal:6379/abc' } },
+        },
+      }),
+    );
+    expect(`${error.message} ${JSON.stringify(error.issues)}`).not.toContain('s3cr');
   });
 
   it('masks what it masked again the same way (idempotent)', () => {

@@ -266,23 +266,24 @@ export class Attempt implements Dispatcher.DispatchHandler {
   }
 
   /**
-   * Drops the held response without the caller seeing it. The rest of its body is read and
-   * thrown away when the request body was sent whole (the connection stays usable); otherwise the
-   * attempt is aborted, so that it stops reading a request body the next attempt needs.
+   * Drops the held response without the caller seeing it, once its retry has its units. A body
+   * still coming by then (its retry waited a pause: a small 429 body has long ended) is aborted,
+   * its connection closed: read on and thrown away, a body that trickles without end (a proxy's
+   * page, a gateway's stream) was read for ever, holding its connection (with `connections: 1`
+   * the retry never went out); and a request body not sent whole must not be read on by this
+   * attempt, as the next one needs it.
    */
-  discard(requestBodySent: boolean): void {
+  discard(): void {
     const held = this.#state;
     if (held.kind !== 'held') return;
     this.#state = DONE;
     if (held.error !== undefined || held.trailers !== undefined) return;
-    if (!requestBodySent) {
-      this.controller?.abort(
-        new AdaptiveRateLimitError(
-          'ERR_ATTEMPT_DROPPED',
-          'adaptive-rate-limit: throttled attempt dropped for a retry',
-        ),
-      );
-    }
+    this.controller?.abort(
+      new AdaptiveRateLimitError(
+        'ERR_ATTEMPT_DROPPED',
+        'adaptive-rate-limit: throttled attempt dropped for a retry',
+      ),
+    );
   }
 
   #end(trailers: HeaderMap): void {

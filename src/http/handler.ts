@@ -194,7 +194,7 @@ export class RateLimitedDispatch implements LoopRequest, FastPathRequest, WaitCa
     if (this.#done) return;
     // A response held for judging (a classify() that threw) must not be kept.
     const attempt = this.controller.attempt;
-    attempt?.discard(false);
+    attempt?.discard();
     this.finished();
     try {
       if (!answerRefusal(error, this.runtime.options.rejection, this.handler, this.controller)) {
@@ -361,7 +361,7 @@ export class RateLimitedDispatch implements LoopRequest, FastPathRequest, WaitCa
   #deliver(attempt: Attempt): void {
     const reason = this.controller.abortReason;
     if (reason !== undefined) {
-      attempt.discard(false);
+      attempt.discard();
       this.fail(reason);
       return;
     }

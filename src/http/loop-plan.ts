@@ -104,7 +104,7 @@ export class LoopPlan implements AttemptPlan<Attempt> {
   }
 
   discard(attempt: Attempt): void {
-    attempt.discard((this.#request.bodies as AttemptBodies).complete);
+    attempt.discard();
   }
 
   send(): Promise<Attempt> {

@@ -26,6 +26,8 @@ interface Queued {
   dead: boolean;
   /** The budgets (the first one's name too) that could not grant it when it had to wait. */
   held: readonly string[];
+  /** Stops listening to the waiter's signal, once it left the line. */
+  unlisten?: () => void;
 }
 
 const CHARGE_EXPECTED = 'expected a finite number of units (a refund: below 0)';
@@ -89,7 +91,16 @@ export class BudgetSet {
       throw new InvalidArgumentError(method, 'costs', 'expected an object of units per budget', costs);
     }
     for (const [name, units] of Object.entries(costs)) {
-      if (name !== first && !this.names.includes(name)) {
+      if (name === first) {
+        // Drawn through `units`: a cost named for it was taken as 1 unit, with no error.
+        throw new InvalidArgumentError(
+          method,
+          `costs.${name}`,
+          `the first budget draws the units argument, not costs (budgets: ${[first, ...this.names].join(', ')})`,
+          units,
+        );
+      }
+      if (!this.names.includes(name)) {
         throw new InvalidArgumentError(
           method,
           `costs.${name}`,
@@ -186,7 +197,13 @@ export class BudgetSet {
     const entry: Queued = { costs, dead: false, held };
     this.#queue.push(entry);
     this.#count(costs, 1);
-    signal?.addEventListener('abort', () => this.#kill(entry), { once: true });
+    if (signal !== undefined) {
+      // Removed when the waiter leaves the line: a long-lived signal (an app's shutdown) passed to
+      // every call kept one listener, and its waiter, per call served.
+      const onAbort = () => this.#kill(entry);
+      signal.addEventListener('abort', onAbort, { once: true });
+      entry.unlisten = () => signal.removeEventListener('abort', onAbort);
+    }
   }
 
   /** The costs of the waiter at the head of the line. */
@@ -201,6 +218,7 @@ export class BudgetSet {
     const entry = this.#queue[this.#head];
     if (entry === undefined) return;
     entry.dead = true;
+    entry.unlisten?.();
     this.#count(entry.costs, -1);
     this.#head++;
     if (this.#head > 1024 && this.#head * 2 > this.#queue.length) {
@@ -212,6 +230,7 @@ export class BudgetSet {
   #kill(entry: Queued): void {
     if (entry.dead) return;
     entry.dead = true;
+    entry.unlisten?.();
     this.#count(entry.costs, -1);
   }
 

@@ -1,5 +1,6 @@
 import { EventEmitter } from 'node:events';
 import { RateLimitRejectedError, type RejectionReason } from '../errors.js';
+import { warnListenerThrew } from './listener-threw.js';
 
 /**
  * The typed events of a limiter; payloads are plain objects, rates in units/min, times in ms.
@@ -63,8 +64,21 @@ export class LazyEmitter<T extends { [K in keyof T]: unknown[] }> {
     return this.#emitter?.listenerCount(event) ?? 0;
   }
 
+  /**
+   * Tells `event` to its listeners. A listener's throw (a metrics or logging bug) is reported as a
+   * process warning (`ARL_LISTENER_THREW`), never let out: out of a grant it left the waiter being
+   * granted, and every waiter behind it, never settled; out of `close()`, every waiter.
+   */
   protected emit<K extends keyof T & string>(event: K, ...args: T[K]): boolean {
-    return this.#emitter?.emit(event, ...args) ?? false;
+    const emitter = this.#emitter;
+    if (emitter === undefined) return false;
+    try {
+      return emitter.emit(event, ...args);
+    } catch (thrown) {
+      const name = (this as { readonly name?: unknown }).name;
+      warnListenerThrew(thrown, typeof name === 'string' ? name : '', event);
+      return true;
+    }
   }
 
   #events(): EventEmitter {

@@ -113,6 +113,10 @@ export class WaitingLine implements CancellableLine {
   #batchFrom = Number.NEGATIVE_INFINITY;
   #onTimerBound: (() => void) | undefined;
   #closed = false;
+  /** A drain is running (see {@link kick}). */
+  #draining = false;
+  /** A kick came during the drain: it drains once more. */
+  #drainAgain = false;
 
   constructor(clock: Clock, bucket: RateGate, pause: Pause, owner: LineOwner) {
     this.#clock = clock;
@@ -171,7 +175,23 @@ export class WaitingLine implements CancellableLine {
 
   /** Serves whoever may go now, then arms the timer for the rest. */
   kick(now: number): void {
-    this.#drain(now);
+    // A kick from inside the drain (an announced quota's reset passing in `canGrant`, a listener
+    // of `acquired` that acquires or closes) drains again after it, not within it: nested, the
+    // outer drain went on with a head the inner one had settled (a waiter settled twice, the
+    // counts below 0, a TypeError out of the timer, every later acquire left waiting).
+    if (this.#draining) {
+      this.#drainAgain = true;
+      return;
+    }
+    this.#draining = true;
+    try {
+      do {
+        this.#drainAgain = false;
+        this.#drain(now);
+      } while (this.#drainAgain);
+    } finally {
+      this.#draining = false;
+    }
     this.arm(now);
   }
 
@@ -208,7 +228,10 @@ export class WaitingLine implements CancellableLine {
     // A waiter keeps the process alive until it is served: an exit must not drop it silently.
     const keepAlive = head !== -1;
     if (this.#timer !== undefined) {
-      if (this.#timerAt <= at && (this.#timerKeepsAlive || !keepAlive)) return;
+      // Kept when it is due in time and keeps the process alive exactly when a waiter does: the
+      // timer of a waiter that left (aborted during a pause) is made again without holding the
+      // process open (an idle limiter never does).
+      if (this.#timerAt <= at && this.#timerKeepsAlive === keepAlive) return;
       this.#clock.clearTimeout(this.#timer);
     }
     this.#timerAt = at;
