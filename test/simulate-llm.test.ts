@@ -4,6 +4,7 @@ import { Prng } from '../src/simulate/prng.js';
 import { builtInMode, headersMode, runMode } from '../src/simulate/run.js';
 import { cloneParams, findScenario, meanUnits } from '../src/simulate/scenarios.js';
 import { VirtualClock } from '../src/simulate/virtual-clock.js';
+import { cli } from './helpers/simulate-cli.js';
 
 // The simulator's LLM API (requests and tokens at once, as OpenAI meters them) and its `llm`
 // scenario, on virtual time.
@@ -119,5 +120,16 @@ describe('the llm scenario', () => {
     const b = await runMode('llm', params, mode!);
     expect({ ...a, wallMs: 0 }).toEqual({ ...b, wallMs: 0 });
     expect(a.label).toBe('Probe (headers)');
+  });
+});
+
+describe('the llm scenario with --shared', () => {
+  it('runs with no shared rows: a shared budget leases one budget of units, not the pair', async () => {
+    const { code, stdout, stderr } = await cli(['--scenario', 'llm', '--shared', '--minutes', '1', '--json']);
+    expect(code).toBe(0);
+    expect(stderr).not.toContain('invalid');
+    const rows = JSON.parse(stdout) as { label: string; shared: boolean }[];
+    expect(rows.length).toBeGreaterThan(0);
+    expect(rows.filter((r) => r.shared)).toEqual([]);
   });
 });

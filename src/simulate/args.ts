@@ -21,7 +21,8 @@ Scenarios and modes
                          adds the custom mode
   --shared               also runs each limited mode with ONE budget shared by the instances,
                          as adaptive-rate-limit/redis shares it ("AIMD (shared)"), next to the
-                         static shares (uneven-demand does by default; --no-shared: not)
+                         static shares (uneven-demand does by default; --no-shared: not;
+                         not in llm: a shared budget leases one budget of units)
   --headers              also runs each limited mode against the API announcing its quota in
                          the IETF RateLimit fields ("AIMD (headers)"; the headers scenario does
                          by default; --no-headers: not)

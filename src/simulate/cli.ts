@@ -62,7 +62,8 @@ async function run(args: readonly string[], io: CliIo): Promise<number> {
       requested ?? scenario.modes,
       custom,
       requested === undefined,
-      values.shared ?? scenario.shared === true,
+      // A shared budget leases one budget of units: not an LLM API's pair of budgets.
+      (values.shared ?? scenario.shared === true) && scenario.params.llm === undefined,
       values.headers ?? scenario.headers === true,
     ),
   }));
