@@ -16,7 +16,17 @@ const SCHEMES = new Set(Object.keys(DEFAULT_PORTS));
 export function normalizeOrigin(input: string | URL, path = 'origin'): string {
   const url = parseHttpUrl(input);
   if (url === undefined) throw new ConfigError([{ path, message: EXPECTED_ORIGIN, received: input }]);
-  return `${url.protocol}//${url.host}`;
+  return originText(url);
+}
+
+/**
+ * `scheme://host[:port]` of a parsed URL, without a host's trailing dot (`api.github.com.`, the DNS
+ * root): it names the same server, and with it a request had a per-origin limiter of its own,
+ * past the named limiter's cap.
+ */
+function originText(url: URL): string {
+  if (!url.hostname.endsWith('.')) return `${url.protocol}//${url.host}`;
+  return `${url.protocol}//${url.hostname.slice(0, -1)}${url.port === '' ? '' : `:${url.port}`}`;
 }
 
 const EXPECTED_ORIGIN = 'expected an http or https origin such as "https://api.example.com"';
@@ -93,15 +103,20 @@ export function originMatcher(patterns: readonly string[], path = 'origins'): (o
     if (exact.has(origin)) return true;
     const url = parseHttpUrl(origin);
     if (url === undefined) return false;
-    if (exact.has(`${url.protocol}//${url.host}`)) return true;
+    if (exact.has(originText(url))) return true;
     return wildcards.some(
       (w) =>
         (w.protocol === undefined || w.protocol === url.protocol) &&
         (w.port === undefined || w.port === effectivePort(url)) &&
-        url.hostname.length > w.suffix.length &&
-        url.hostname.endsWith(w.suffix),
+        hostOf(url).length > w.suffix.length &&
+        hostOf(url).endsWith(w.suffix),
     );
   };
+}
+
+/** A URL's host name without its trailing dot (see {@link originText}). */
+function hostOf(url: URL): string {
+  return url.hostname.endsWith('.') ? url.hostname.slice(0, -1) : url.hostname;
 }
 
 /** An exact origin (normalized), a wildcard, or the message for a bad pattern. */
@@ -115,7 +130,7 @@ function parsePattern(pattern: string): { origin: string } | Wildcard | string {
     if (url === undefined) return EXPECTED_PATTERN;
     if (url.pathname !== '/' || url.search || url.hash) return NO_PATH;
     if (url.username || url.password) return NO_CREDENTIALS;
-    return { origin: `${url.protocol}//${url.host}` };
+    return { origin: originText(url) };
   }
   const match = WILDCARD.exec(text);
   if (!match) return /^[^/]*:\/\/[^/]+\/./.test(text) ? NO_PATH : EXPECTED_PATTERN;

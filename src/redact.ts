@@ -6,6 +6,7 @@
  * - a URL's user name and password: `redis://user:pw@host:6379/0` -> `redis://***@host:6379/0`,
  *   also when the URL is malformed (`new URL` cannot parse it) or has no scheme (`user:pw@host`);
  * - the values of a query and of a fragment: `?key=abc&page=2` -> `?key=***&page=***`;
+ * - an API key by its vendor's prefix (`sk-...`, `ghp_...`): `sk-***`;
  * - the values of credential headers ({@link CREDENTIAL_HEADERS}) and of credential-named fields
  *   (`password`, `token`, ...), in objects, in flat `[name, value, ...]` header lists and in text
  *   (`authorization: Bearer abc` -> `authorization: ***`), and `Bearer abc` / `Basic abc`.
@@ -87,6 +88,7 @@ export function redactText(text: string): string {
   // (a URL parser takes them: `redis://u:s3cr"et@host`), which end a token below.
   let out = text.replace(USERINFO_IN_TEXT, (_m, scheme: string) => `${scheme}${MASK}@`);
   out = out.replace(HEADER_IN_TEXT, (_m, name: string, sep: string) => `${name}${sep}${MASK}`);
+  out = out.replace(KEY_IN_TEXT, (_m, prefix: string) => `${prefix}${MASK}`);
   out = out.replace(AUTH_SCHEME, (_m, scheme: string) => `${scheme} ${MASK}`);
   return out.replace(TOKEN, redactToken);
 }
@@ -141,7 +143,14 @@ export function copyWith(error: object, replaced: ReadonlyMap<PropertyKey, unkno
 const MAX_DEPTH = 8;
 
 // Anything to mask has one of these; the common message (no URL, no header) is returned at once.
-const MAYBE_SECRET = /[@?=#]|bearer|basic|authori[sz]ation|cookie|api-?key|access-token/i;
+const MAYBE_SECRET =
+  /[@?=#]|bearer|basic|authori[sz]ation|cookie|api-?key|access-token|sk-|sk_|ghp_|gh[ous]_|github_pat_|xox[abprs]-/i;
+
+// An API key by its vendor's prefix, wherever it stands (a key given as `api`, or as a header
+// list, is echoed as the value received): OpenAI's and Anthropic's `sk-`, Stripe's `sk_live_`,
+// GitHub's tokens, Slack's. The prefix is kept, the rest masked.
+const KEY_IN_TEXT =
+  /\b(sk-(?:ant-|proj-)?|sk_(?:live|test)_|rk_(?:live|test)_|ghp_|gh[ous]_|github_pat_|xox[abprs]-)[A-Za-z0-9_-]{8,}/g;
 
 // `authorization: Bearer abc`, `"cookie":"a=b"`, `x-api-key=abc`: the value up to a quote, a
 // comma, a closing brace or the line's end.

@@ -16,6 +16,7 @@ import { adaptiveRateLimit } from '../src/http/interceptor.js';
 import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
 import { ATTRIBUTES, enableMetrics, METER_NAME, METRICS, type MetricsHandle } from '../src/otel/index.js';
 import { createSharedBudget, MemoryBudgetStore } from '../src/redis/index.js';
+import { RateLimiterRegistry } from '../src/registry/index.js';
 import { wrap } from '../src/wrap/wrap.js';
 import { RateLimitedServer, type RateLimitedServerOptions } from './helpers/rate-limited-server.js';
 
@@ -298,5 +299,36 @@ describe('enableMetrics', () => {
   it('names a bad meterProvider', () => {
     expect(() => enableMetrics({ meterProvider: {} as never })).toThrow(InvalidArgumentError);
     expect(() => enableMetrics({ meterProvider: {} as never })).toThrow(/meterProvider/);
+  });
+});
+
+describe('enableMetrics: bounds and a second call', () => {
+  it('leaves out the series of idle limiters past 800 (3,000 origins): no overflow of the SDK, the live ones in', async () => {
+    handle = enableMetrics({ meterProvider: provider });
+    const registry = new RateLimiterRegistry({ maxOriginLimiters: 10, clock: new ManualClock() });
+    cleanups.push(() => registry.close());
+    for (let i = 0; i < 3_000; i++) registry.limiterFor(`https://h${i}.example.com`)?.tryAcquire(1);
+    const exported = new Set(
+      points(await collect(), METRICS.requests).map((p) => p.attributes[ATTRIBUTES.limiter]),
+    );
+    expect(exported.size).toBeLessThanOrEqual(800);
+    expect(exported.has(undefined)).toBe(false); // nothing in the SDK's overflow point
+    expect(exported.has('https://h2999.example.com')).toBe(true); // the live ones are counted
+  });
+
+  it('counts each event once when called twice with one provider, until both handles are disabled', async () => {
+    const first = enableMetrics({ meterProvider: provider });
+    const second = enableMetrics({ meterProvider: provider });
+    const limiter = new AdaptiveRateLimiter({ name: 'twice', clock: new ManualClock() });
+    await limiter.acquire();
+    limiter.pauseFor(50);
+    const pauses = points(await collect(), METRICS.pauses, { [ATTRIBUTES.limiter]: 'twice' });
+    expect(pauses.map((p) => p.value)).toEqual([1]);
+    first.disable();
+    limiter.pauseFor(100);
+    second.disable();
+    limiter.pauseFor(200);
+    const after = points(await collect(), METRICS.pauses, { [ATTRIBUTES.limiter]: 'twice' });
+    expect(after.map((p) => p.value)).toEqual([2]); // the second handle still counted; none after both
   });
 });

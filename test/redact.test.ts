@@ -79,6 +79,17 @@ describe('redactText', () => {
     expect(`${error.message} ${JSON.stringify(error.issues)}`).not.toContain('s3cr');
   });
 
+  it('masks an API key by its prefix wherever it stands (a key given as `api` is echoed as received)', () => {
+    expect(redactText('expected openai (received "sk-proj-AbCdEf0123456789SECRET")')).toBe(
+      'expected openai (received "sk-proj-***")',
+    );
+    expect(redactText('ghp_0123456789abcdefABCDEF and sk-ant-api03-xyzxyzxyz')).toBe(
+      'ghp_*** and sk-ant-***',
+    );
+    const error = configError(() => parseConfig({ default: { api: 'sk-proj-AbCdEf0123456789SECRET' } }));
+    expect(error.message).not.toContain('SECRET');
+  });
+
   it('masks what it masked again the same way (idempotent)', () => {
     const once = redactText('https://u:p@h.example.com/?a=b authorization: Bearer x');
     expect(redactText(once)).toBe(once);

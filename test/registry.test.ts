@@ -324,3 +324,38 @@ describe('RateLimiterRegistry: dropping per-origin limiters', () => {
     expect(registry.get('https://host-9999.crawl.test')).toBeDefined();
   });
 });
+
+describe('RateLimiterRegistry: its own keys and a config', () => {
+  it('refuses a key it does not know, with its near miss (a typo dropped the whole config)', () => {
+    const github = { github: { origins: ['https://api.github.com'], maxUnitsPerMinute: 60 } };
+    const error = configError(() => new RateLimiterRegistry({ limiter: github } as RegistryOptions));
+    expect(error.issues).toMatchObject([
+      { path: 'limiter', message: expect.stringContaining('did you mean "limiters"?') },
+    ]);
+    for (const typo of ['defaults', 'idleTimout', 'maxOriginLimiter']) {
+      expect(
+        configError(() => new RateLimiterRegistry({ [typo]: 1 } as RegistryOptions)).issues[0]?.path,
+      ).toBe(typo);
+    }
+  });
+
+  it("reads a host's trailing dot (the DNS root) as the same origin: the named limiter caps it", () => {
+    const registry = new RateLimiterRegistry({
+      limiters: { gh: { origins: ['https://api.github.com'] }, wide: { origins: ['*.example.com'] } },
+    });
+    expect(registry.limiterFor('https://api.github.com./repos')).toBe(registry.get('gh'));
+    expect(registry.limiterFor('https://API.github.com.:443')).toBe(registry.get('gh'));
+    expect(registry.limiterFor('https://a.example.com.')).toBe(registry.get('wide'));
+    registry.close();
+  });
+
+  it("takes a parsed config's adapter fields as they are", () => {
+    const registry = new RateLimiterRegistry({
+      maxAttempts: 3,
+      rejection: 'error',
+      default: {},
+    } as RegistryOptions);
+    expect(registry.limiterFor('https://api.test')).toBeDefined();
+    registry.close();
+  });
+});

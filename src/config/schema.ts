@@ -118,6 +118,9 @@ const configObject = z
 
 const configSchema = withRule(configObject, [], originRules);
 
+/** The keys of a config's top level (what `parseConfig` reads there). */
+export const CONFIG_KEYS: readonly string[] = Object.keys(configObject.shape);
+
 // ---- the keys of each level, for the appsettings mapping --------------------------------
 
 const CONTROLLERS = { aimd: level(aimdSchema), cubic: level(cubicSchema), probe: level(probeSchema) };

@@ -63,7 +63,8 @@ const UNITS_PER_MINUTE = '{unit}/min';
  * Records every limiter of the process (the undici interceptor's, the fetch wrapper's, `wrap`'s,
  * shared budgets', your own `AdaptiveRateLimiter`s) as OpenTelemetry metrics, through
  * `options.meterProvider` or the global MeterProvider. Each limiter is recorded from its first
- * request after this call (whenever it was made). Each call records apart; `disable()` stops one.
+ * request after this call (whenever it was made). Calls with the same MeterProvider share one
+ * recorder (each event counted once); it stops when each call's handle was disabled.
  *
  * The instruments and their attributes are listed in docs/metrics.md (and {@link METRICS}).
  *
@@ -82,11 +83,35 @@ export function enableMetrics(options: MetricsOptions = {}): MetricsHandle {
       provider,
     );
   }
-  return new LimiterMetrics(provider.getMeter(METER_NAME)).handle;
+  const meter = provider.getMeter(METER_NAME);
+  // One recorder per meter: the SDK hands each call the same instruments, so a second recorder
+  // counted each pause, cut and throttled answer twice (and the requests once). A second call
+  // shares the first one's; it stops when every handle was disabled.
+  let shared = recorders.get(meter);
+  if (shared === undefined || shared.handles === 0) {
+    shared = { metrics: new LimiterMetrics(meter), handles: 0 };
+    recorders.set(meter, shared);
+  }
+  const recorder = shared;
+  recorder.handles++;
+  let disabled = false;
+  return {
+    disable: () => {
+      if (disabled) return;
+      disabled = true;
+      if (--recorder.handles === 0) recorder.metrics.handle.disable();
+    },
+  };
 }
+
+/** The recorder of each meter, and how many handles of `enableMetrics` it serves. */
+const recorders = new WeakMap<Meter, { metrics: LimiterMetrics; handles: number }>();
 
 /** The series of one limiter name (a limiter made again under the same name continues it). */
 interface Series {
+  readonly key: string;
+  /** Whether it is in the series reported (see `#prune`); an event of its limiter puts it back. */
+  kept: boolean;
   readonly attributes: Attributes;
   acquired: number;
   waited: number;
@@ -101,6 +126,13 @@ interface Watched {
   /** The series' attributes with `budget` (a limiter of several budgets), made once per budget. */
   forBudget(budget: string | undefined, extra?: Attributes): Attributes;
 }
+
+/**
+ * The series reported before the idle ones are left out (see `#prune`): the requests counter has
+ * two points a series (acquired, waited) and one a reason of refusal, and the OpenTelemetry SDK
+ * keeps 2,000 points a metric by default (more go to its overflow point).
+ */
+const MAX_KEPT_SERIES = 800;
 
 class LimiterMetrics {
   readonly #watched = new WeakMap<AdaptiveRateLimiter, Watched>();
@@ -241,6 +273,7 @@ class LimiterMetrics {
     const failed = { [ATTRIBUTES.result]: 'failed' };
     const listeners: Watched['listeners'] = {
       acquired: (e) => {
+        if (!series.kept) this.#keep(series);
         // As ASP.NET Core's time_in_queue: only requests that waited. Recording each request
         // sent at once (a zero) would cost the SDK an attribute hash per request, several µs;
         // they are `requests{result="acquired"}`.
@@ -250,6 +283,7 @@ class LimiterMetrics {
         } else series.acquired++;
       },
       rejected: (e) => {
+        if (!series.kept) this.#keep(series);
         series.rejected.set(e.reason, (series.rejected.get(e.reason) ?? 0) + 1);
       },
       throttled: (e) => {
@@ -282,10 +316,38 @@ class LimiterMetrics {
     const key = JSON.stringify(attributes);
     let series = this.#series.get(key);
     if (series === undefined) {
-      series = { attributes, acquired: 0, waited: 0, rejected: new Map() };
-      this.#series.set(key, series);
+      series = { key, kept: false, attributes, acquired: 0, waited: 0, rejected: new Map() };
+      this.#keep(series);
     }
     return series;
+  }
+
+  /** Reports `series` again (made, or counted into after `#prune` left it out). */
+  #keep(series: Series): void {
+    if (this.#series.size >= MAX_KEPT_SERIES) this.#prune();
+    series.kept = true;
+    this.#series.set(series.key, series);
+  }
+
+  /**
+   * Leaves out of the report every series whose limiter waits for nothing now (an origin's the
+   * registry dropped, an idle one): a crawler's 100,000 origins kept one series each for good,
+   * 79 MiB walked at each collection. A limiter counted again puts its series back with its
+   * totals (a gap in the series, not a reset); one collected or closed is gone.
+   */
+  #prune(): void {
+    const busy = new Set<Series>();
+    for (const watched of this.#live) {
+      const limiter = watched.ref.deref();
+      if (limiter === undefined) continue;
+      const snapshot = limiter.snapshot();
+      if (!snapshot.closed && snapshot.queued > 0) busy.add(watched.series);
+    }
+    for (const [key, series] of this.#series) {
+      if (busy.has(series)) continue;
+      series.kept = false;
+      this.#series.delete(key);
+    }
   }
 }
 

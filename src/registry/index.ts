@@ -23,7 +23,12 @@ import {
   makeLimiter,
   type NamedEntry,
 } from './entries.js';
-import { REGISTRY_DEFAULTS, type RegistryOptions, registryOptionsSchema } from './options.js';
+import {
+  REGISTRY_DEFAULTS,
+  type RegistryOptions,
+  registryOptionsSchema,
+  unknownRegistryKeys,
+} from './options.js';
 import { OriginPool, type PoolOwner } from './origin-pool.js';
 import { makeSharedBudget } from './shared.js';
 import { SharedPartitions } from './shared-partitions.js';
@@ -121,6 +126,8 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
 
   constructor(options: RegistryOptions = {}) {
     super();
+    const unknown = unknownRegistryKeys(options);
+    if (unknown.length > 0) throw new ConfigError(unknown, 'rate limiter registry options');
     const parsed = registryOptionsSchema.safeParse(options);
     if (!parsed.success) throw configErrorFrom(parsed.error, options, 'rate limiter registry options');
     this.#clock = options.clock ?? systemClock;

@@ -1,6 +1,8 @@
 import { z } from 'zod';
 import type { Clock } from '../clock.js';
-import type { LimiterConfig } from '../config/schema.js';
+import { unknownKeyMessage } from '../config/rules.js';
+import { CONFIG_KEYS, type LimiterConfig } from '../config/schema.js';
+import type { ConfigIssue } from '../errors.js';
 
 /** Options of a {@link RateLimiterRegistry}. */
 export interface RegistryOptions {
@@ -51,3 +53,23 @@ export const registryOptionsSchema = z
     idleTimeout: z.number().nonnegative(),
   })
   .partial();
+
+/** The registry's own keys, beside a config's (`parseConfig`'s result is taken as it is). */
+const REGISTRY_KEYS = ['clock', ...Object.keys(registryOptionsSchema.shape)];
+
+/**
+ * The keys of `options` neither the registry nor a config knows, each with its near miss: a typo
+ * (`limiter`, `defaults`, `idleTimout`) dropped what it held with no error, and a registry with no
+ * named limiter left the API it was meant to cap uncapped.
+ */
+export function unknownRegistryKeys(options: unknown): ConfigIssue[] {
+  if (typeof options !== 'object' || options === null) return [];
+  const known = [...CONFIG_KEYS, ...REGISTRY_KEYS];
+  return Object.keys(options)
+    .filter((key) => !known.includes(key))
+    .map((key) => ({
+      path: key,
+      message: unknownKeyMessage(key, known),
+      received: (options as Record<string, unknown>)[key],
+    }));
+}
