@@ -316,6 +316,19 @@ describe('enableMetrics: bounds and a second call', () => {
     expect(exported.has('https://h2999.example.com')).toBe(true); // the live ones are counted
   });
 
+  it("names the limiter's controller after update({ controller }) (it kept the first one)", async () => {
+    handle = enableMetrics({ meterProvider: provider });
+    const limiter = new AdaptiveRateLimiter({ name: 'switched', clock: new ManualClock() });
+    await limiter.acquire();
+    await collect();
+    limiter.update({ controller: 'aimd' });
+    await collect(); // the collection after the update reads it
+    await limiter.acquire();
+    const after = points(await collect(), METRICS.requests, { [ATTRIBUTES.limiter]: 'switched' });
+    const controllers = new Set(after.map((p) => p.attributes[ATTRIBUTES.controller]));
+    expect(controllers.has('aimd')).toBe(true);
+  });
+
   it('counts each event once when called twice with one provider, until both handles are disabled', async () => {
     const first = enableMetrics({ meterProvider: provider });
     const second = enableMetrics({ meterProvider: provider });

@@ -349,6 +349,13 @@ describe('RateLimiterRegistry: its own keys and a config', () => {
     registry.close();
   });
 
+  it('refuses a limiter named (overflow), the name of its own limiter for origins with no room', () => {
+    const error = configError(
+      () => new RateLimiterRegistry({ limiters: { '(overflow)': { origins: ['https://a.test'] } } }),
+    );
+    expect(error.issues.map((i) => i.path)).toEqual(['limiters.(overflow)']);
+  });
+
   it("takes a parsed config's adapter fields as they are", () => {
     const registry = new RateLimiterRegistry({
       maxAttempts: 3,

@@ -251,6 +251,14 @@ describe('npm run simulate', () => {
     expect(data[0]!.modes[1]!.series.rates).toHaveLength(2);
   });
 
+  it('says in one line, exit 2, when the HTML report cannot be written (a folder that does not exist)', async () => {
+    const file = join(dir, 'no-such-folder', 'report.html');
+    const { code, stderr } = await cli(['--minutes', '1', '--modes', 'none', '--html', file]);
+    expect(code).toBe(2);
+    expect(stderr).toContain(`simulate: --html: cannot write ${file}`);
+    expect(stderr).not.toContain('    at ');
+  });
+
   it('names the command it was run as in its help and its HTML report (the bin)', async () => {
     const help = await cli(['--help'], 'adaptive-rate-limit simulate');
     expect(help.stdout).toMatch(/^Usage: adaptive-rate-limit simulate \[options\]/);

@@ -120,7 +120,10 @@ interface Series {
 
 /** One limiter's listeners and series. */
 interface Watched {
-  readonly series: Series;
+  /** The series its events count into; another after `rekey`. */
+  series: Series;
+  /** Counts into the series of the limiter's attributes now (its controller changed by `update`). */
+  rekey(limiter: AdaptiveRateLimiter): void;
   readonly ref: WeakRef<AdaptiveRateLimiter>;
   readonly listeners: { [K in keyof LimiterEventMap]?: (...args: LimiterEventMap[K]) => void };
   /** The series' attributes with `budget` (a limiter of several budgets), made once per budget. */
@@ -217,6 +220,9 @@ class LimiterMetrics {
         }
         const s = limiter.snapshot();
         if (s.closed) this.#forget(limiter, watched);
+        // `update({ controller })`: its series from now on name the new one.
+        if (limiter.controllerName !== watched.series.attributes[ATTRIBUTES.controller])
+          watched.rekey(limiter);
         // A budget's own limiter (one of several): its owner reports it, under its name.
         if (s.budget !== undefined && s.budgets === undefined) continue;
         const { attributes } = watched.series;
@@ -257,9 +263,16 @@ class LimiterMetrics {
 
   #watch(limiter: AdaptiveRateLimiter): void {
     if (this.#disabled || this.#watched.has(limiter)) return;
-    const series = this.#seriesOf(limiter);
-    const base = series.attributes;
+    let series = this.#seriesOf(limiter);
+    let base = series.attributes;
     const made = new Map<string, Attributes>();
+    // The limiter is given, not kept: what the registry holds of it is a WeakRef.
+    const rekey = (current: AdaptiveRateLimiter) => {
+      series = this.#seriesOf(current);
+      base = series.attributes;
+      made.clear();
+      watched.series = series;
+    };
     const forBudget = (budget: string | undefined, extra?: Attributes): Attributes => {
       const key = `${budget ?? ''}\u0000${extra === undefined ? '' : JSON.stringify(extra)}`;
       let attributes = made.get(key);
@@ -296,7 +309,7 @@ class LimiterMetrics {
         this.#pauseDuration.record(e.ms / 1000, forBudget(e.budget));
       },
     };
-    const watched: Watched = { series, ref: new WeakRef(limiter), listeners, forBudget };
+    const watched: Watched = { series, rekey, ref: new WeakRef(limiter), listeners, forBudget };
     this.#watched.set(limiter, watched);
     this.#live.add(watched);
     for (const [event, listener] of Object.entries(listeners)) {

@@ -13,6 +13,7 @@ import { AdaptiveRateLimiter } from '../limiter/adaptive.js';
 import type { RateLimiter } from '../limiter/types.js';
 import { setLimiterOrigins } from '../limiter/watch.js';
 import { originMatcher } from '../origin.js';
+import { OVERFLOW } from './options.js';
 import { makeSharedBudget, retireSharedBudget } from './shared.js';
 
 /** A named limiter of the registry, built from its config by {@link buildEntry}. */
@@ -73,6 +74,10 @@ export function buildEntry(
     issues.push({ path, message: 'a limiter name must be a non-empty string', received: name });
   } else if (name === '__proto__') {
     issues.push({ path, message: PROTO_MESSAGE, received: name });
+  } else if (name === OVERFLOW) {
+    // The registry's own limiter for origins that find no room: `get('(overflow)')` gave this
+    // one, and both were counted as one series.
+    issues.push({ path, message: `${OVERFLOW} is the registry's own limiter's name`, received: name });
   }
   if (typeof config !== 'object' || config === null) {
     return { issues: [...issues, { path, message: 'expected a limiter config object', received: config }] };

@@ -24,6 +24,7 @@ import {
   type NamedEntry,
 } from './entries.js';
 import {
+  OVERFLOW,
   REGISTRY_DEFAULTS,
   type RegistryOptions,
   registryOptionsSchema,
@@ -35,8 +36,7 @@ import { SharedPartitions } from './shared-partitions.js';
 
 export type { RegistryOptions } from './options.js';
 
-/** The name of the limiter shared by new origins that find no room among the per-origin ones. */
-export const OVERFLOW = '(overflow)';
+export { OVERFLOW } from './options.js';
 
 /**
  * A partition of the requests routed to one limiter (an origin's, or a named limiter's): its short

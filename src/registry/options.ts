@@ -40,6 +40,9 @@ export interface RegistryOptions {
   idleTimeout?: number;
 }
 
+/** The name of the limiter shared by new origins that find no room among the per-origin ones. */
+export const OVERFLOW = '(overflow)';
+
 export const REGISTRY_DEFAULTS = {
   maxOriginLimiters: 1_000,
   maxPausedOrigins: 10_000,

@@ -110,7 +110,13 @@ async function run(args: readonly string[], io: CliIo): Promise<number> {
   if (values.html !== undefined) {
     const file = resolve(io.cwd, values.html);
     const command = [io.command ?? 'npm run simulate --', ...args].join(' ');
-    writeFileSync(file, renderHtml(groups, { command, tookMs }));
+    try {
+      writeFileSync(file, renderHtml(groups, { command, tookMs }));
+    } catch (error) {
+      // A folder that does not exist, no right to write: one line, not a stack trace.
+      const reason = error instanceof Error ? error.message : String(error);
+      throw new UsageError(`--html: cannot write ${file} (${reason})`);
+    }
   }
   if (values.json) {
     const all = groups.flatMap((g) => g.results);
