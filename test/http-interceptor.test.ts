@@ -251,6 +251,44 @@ describe('adaptiveRateLimit: a throttled answer dropped for its retry', () => {
   });
 });
 
+describe("adaptiveRateLimit: a caller's abort of the last 429, held whole", () => {
+  it('ends with onResponseError and nothing after, as undici alone ends it', async () => {
+    const server = createServer((_req, res) => res.writeHead(429, { 'retry-after': '0' }).end('slow down'));
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    cleanups.push(() => new Promise((resolve) => server.close(resolve)));
+    const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const run = (dispatcher: Dispatcher) =>
+      new Promise<string[]>((resolve) => {
+        const told: string[] = [];
+        dispatcher.dispatch({ origin, path: '/', method: 'GET' }, {
+          onRequestStart() {},
+          onResponseStart(controller, status) {
+            told.push(`start ${status}`);
+            controller.abort(new Error('the caller aborts'));
+          },
+          onResponseData() {
+            told.push('data');
+          },
+          onResponseEnd() {
+            told.push('end');
+            resolve(told);
+          },
+          onResponseError(_controller, error) {
+            told.push(`error: ${error.message}`);
+            resolve(told);
+          },
+        } as Dispatcher.DispatchHandler);
+      });
+    const agent = new Agent();
+    cleanups.push(() => agent.close());
+    const expected = ['start 429', 'error: the caller aborts'];
+    expect(await run(agent)).toEqual(expected);
+    // Its second attempt's 429 is held whole, then handed over: the abort ends it there.
+    expect(await run(agent.compose(limit({ maxAttempts: 2 })))).toEqual(expected);
+  });
+});
+
 describe('adaptiveRateLimit: waiting', () => {
   /** A limiter paused for 10 minutes by a 429, which still queues requests (maxWait 1 h). */
   async function pausedFor10Minutes() {

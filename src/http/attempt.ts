@@ -242,14 +242,23 @@ export class Attempt implements Dispatcher.DispatchHandler {
     if (held.kind !== 'held') return;
     this.#state = DELIVERED;
     const { handler, controller } = this.#owner;
+    // The caller may abort from any callback: stop there. An abort reaches the attempt's own
+    // controller, which tells the caller onResponseError while its body comes; once that body has
+    // ended (held whole) it is told here, as undici tells it (before, data and end came after).
+    const stopped = (): boolean => {
+      if (!this.delivered) return true;
+      const reason = controller.reason;
+      if (reason === undefined || reason === null) return false;
+      this.#fail(reason instanceof Error ? reason : new Error(String(reason)));
+      return true;
+    };
     try {
       handler.onResponseStart?.(controller, this.status, this.headers, this.statusMessage);
-      // The caller may abort from any callback (then it has had onResponseError): stop there.
       for (const chunk of held.chunks) {
-        if (!this.delivered) return;
+        if (stopped()) return;
         handler.onResponseData?.(controller, chunk);
       }
-      if (!this.delivered) return;
+      if (stopped()) return;
       // The held body's error on a later turn: fetch (Node's and undici's) loses an error that
       // comes in the turn of the response's start, and its body then never ends.
       const error = held.error;
