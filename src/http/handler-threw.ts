@@ -1,4 +1,4 @@
-import { redactText } from '../redact.js';
+import { warnThrown } from '../warning.js';
 
 /** The warning's `code`, for `process.on('warning')` and `--disable-warning`. */
 export const HANDLER_THREW_WARNING = 'ARL_HANDLER_THREW';
@@ -32,8 +32,5 @@ export function warnCorrectionThrew(thrown: unknown, limiter: string): void {
 }
 
 function warnThrew(thrown: unknown, text: (detail: string) => string): void {
-  const detail = thrown instanceof Error ? `${thrown.name}: ${thrown.message}` : String(thrown);
-  const warning = new Error(redactText(`adaptive-rate-limit: ${text(detail)}`), { cause: thrown });
-  warning.name = 'Warning';
-  process.emitWarning(Object.assign(warning, { code: HANDLER_THREW_WARNING }));
+  warnThrown(HANDLER_THREW_WARNING, thrown, text);
 }

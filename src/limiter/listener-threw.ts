@@ -1,4 +1,4 @@
-import { redactText } from '../redact.js';
+import { warnThrown } from '../warning.js';
 
 /** The warning's `code`, for `process.on('warning')` and `--disable-warning`. */
 export const LISTENER_THREW_WARNING = 'ARL_LISTENER_THREW';
@@ -11,13 +11,10 @@ export const LISTENER_THREW_WARNING = 'ARL_LISTENER_THREW';
  * not called for that event. Secrets in the throw's message are masked.
  */
 export function warnListenerThrew(thrown: unknown, limiter: string, event: string): void {
-  const detail = thrown instanceof Error ? `${thrown.name}: ${thrown.message}` : String(thrown);
-  const warning = new Error(
-    redactText(
-      `adaptive-rate-limit: a listener of limiter "${limiter}"'s "${event}" event threw (${detail}); the limiter went on, the throw is reported here`,
-    ),
-    { cause: thrown },
+  warnThrown(
+    LISTENER_THREW_WARNING,
+    thrown,
+    (detail) =>
+      `a listener of limiter "${limiter}"'s "${event}" event threw (${detail}); the limiter went on, the throw is reported here`,
   );
-  warning.name = 'Warning';
-  process.emitWarning(Object.assign(warning, { code: LISTENER_THREW_WARNING }));
 }
