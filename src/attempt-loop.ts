@@ -1,5 +1,5 @@
 import { RateLimitRejectedError } from './errors.js';
-import { kRefused, kWaitCancel } from './internal.js';
+import { kNotSent, kRefused, kWaitCancel } from './internal.js';
 import { usedOrUndefined } from './limiter/permit.js';
 import type { AcquireOptions, Outcome, Permit, RateLimiter } from './limiter/types.js';
 import type { CancellableAcquireOptions, WaitCancel } from './limiter/waiting-line.js';
@@ -142,7 +142,7 @@ async function attempts<T>(plan: AttemptPlan<T>, first: Permit | undefined): Pro
         if (plan.slot !== undefined && plan.unitsFirst === true) {
           const granted = permit;
           const held = await plan.slot(plan.signal, waitedMs).catch((error: unknown) => {
-            granted.failed(); // its units were taken; no request goes out
+            notSent(granted); // its units were taken; no request goes out
             throw error;
           });
           release = held.release;
@@ -163,7 +163,7 @@ async function attempts<T>(plan: AttemptPlan<T>, first: Permit | undefined): Pro
     // The body may have become one that cannot be sent again while the retry waited.
     if (held !== undefined && !(plan.canRetry?.(held.result) ?? true)) {
       release?.();
-      permit.failed();
+      notSent(permit);
       return held.result;
     }
     if (held !== undefined) plan.discard?.(held.result);
@@ -249,11 +249,23 @@ export function retries(
 /** Settles a permit with an outcome. */
 export function feed(permit: Permit, outcome: Outcome): void {
   if (outcome.kind === 'throttled') permit.throttled(outcome.retryAfterMs, outcome.quota, outcome.budgets);
-  else if (outcome.kind === 'failed') permit.failed(outcome.retryAfterMs, outcome.quota);
-  else if (outcome.refused === true && kRefused in permit) {
+  else if (outcome.kind === 'failed') {
+    if (outcome.notSent === true) notSent(permit);
+    else permit.failed(outcome.retryAfterMs, outcome.quota);
+  } else if (outcome.refused === true && kRefused in permit) {
     (permit as { [kRefused](quota: Outcome['quota']): void })[kRefused](outcome.quota);
   }
   // A count that is not one (only a bug upstream could pass it) counts the permit's units: the
   // server answered, and a throw here would end its request (`permit.success` refuses it).
   else permit.success(usedOrUndefined(outcome.units), outcome.quota);
+}
+
+/**
+ * Settles the permit of a request that never reached the API (its connection refused, its slot
+ * refused, its retry not sent): failed, and a permit of several budgets gives back the draws of
+ * all but the first (an LLM call's tokens; see `BudgetedPermit`).
+ */
+export function notSent(permit: Permit): void {
+  if (kNotSent in permit) (permit as { [kNotSent](): void })[kNotSent]();
+  else permit.failed();
 }

@@ -15,6 +15,11 @@ export const kFailed = Symbol('adaptive-rate-limit.failed');
 export const kQuiet = Symbol('adaptive-rate-limit.quiet');
 /** A permit of several budgets whose request the API refused without doing it (see `BudgetedPermit`). */
 export const kRefused = Symbol('adaptive-rate-limit.refused');
+/**
+ * A permit of several budgets whose request never reached the API (its connection refused, its
+ * slot refused, its retry not sent): see `BudgetedPermit`.
+ */
+export const kNotSent = Symbol('adaptive-rate-limit.notSent');
 
 // An acquire an adapter cancels without an AbortSignal (`WaitCancel`, in src/limiter/waiting-line.ts).
 export const kWaitCancel = Symbol('adaptive-rate-limit.waitCancel');

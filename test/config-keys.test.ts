@@ -220,3 +220,51 @@ describe('a field that takes false or a value says which value, in code as in JS
     expect(messages(() => parseConfig({ default: 5 }))).toEqual(['default: expected false or an object']);
   });
 });
+
+describe('numbers and durations as a .NET appsettings.json writes them', () => {
+  const section = (limiter: Record<string, unknown>) => ({
+    AdaptiveRateLimiting: { Limiters: { orders: { Origins: ['https://orders.test'], ...limiter } } },
+  });
+
+  it('reads a number written as a string, as .NET binds it', () => {
+    const config = parseConfig(
+      section({
+        InitialUnitsPerMinute: '2700',
+        MaxUnitsPerMinute: ' 6000 ',
+        QueueLimit: '50',
+        Aimd: { DecreaseFactor: '0.5' },
+      }),
+    );
+    const orders = config.limiters.orders;
+    expect(orders?.initialUnitsPerMinute).toBe(2700);
+    expect(orders?.maxUnitsPerMinute).toBe(6000);
+    expect(orders?.queueLimit).toBe(50);
+    expect(orders?.aimd?.decreaseFactor).toBe(0.5);
+  });
+
+  it('a number string that is not a number is still refused, naming the field', () => {
+    const error = configError(() => parseConfig(section({ QueueLimit: '50 requests' })));
+    expect(paths(error)).toEqual(['AdaptiveRateLimiting.Limiters.orders.QueueLimit']);
+  });
+
+  it('refuses a duration written as a bare number in a string (.NET: days), naming the field and the forms', () => {
+    const error = configError(() => parseConfig(section({ MaxWait: '30' })));
+    expect(paths(error)).toEqual(['AdaptiveRateLimiting.Limiters.orders.MaxWait']);
+    expect(error.issues[0]?.message).toContain('days');
+    expect(error.issues[0]?.message).toContain('"00:00:30"');
+    expect(error.issues[0]?.received).toBe('30');
+    // Its unambiguous forms are read.
+    expect(parseConfig(section({ MaxWait: '00:00:30' })).limiters.orders?.maxWait).toBe(30_000);
+    expect(parseConfig(section({ MaxWait: '30s' })).limiters.orders?.maxWait).toBe(30_000);
+    expect(parseConfig(section({ MaxWait: 30 })).limiters.orders?.maxWait).toBe(30);
+  });
+
+  it('the section alone with PascalCase keys reads the same; our own camelCase JSON keeps "30" as 30 ms and refuses "2700"', () => {
+    const alone = { Limiters: { orders: { Origins: ['https://orders.test'], MaxWait: '30' } } };
+    expect(paths(configError(() => parseConfig(alone)))).toEqual(['Limiters.orders.MaxWait']);
+    const ours = { limiters: { orders: { origins: ['https://orders.test'], maxWait: '30' } } };
+    expect(parseConfig(ours).limiters.orders?.maxWait).toBe(30);
+    const number = { limiters: { orders: { origins: ['https://orders.test'], queueLimit: '50' } } };
+    expect(paths(configError(() => parseConfig(number)))).toEqual(['limiters.orders.queueLimit']);
+  });
+});

@@ -1,5 +1,6 @@
 import diagnosticsChannel from 'node:diagnostics_channel';
 import { describe, expect, it, vi } from 'vitest';
+import { runAttempts } from '../src/attempt-loop.js';
 import { ManualClock } from '../src/clock.js';
 import { attachDiagnostics, DIAGNOSTICS_CHANNELS } from '../src/diagnostics.js';
 import { InvalidArgumentError, RateLimitRejectedError } from '../src/errors.js';
@@ -318,6 +319,52 @@ describe('a limiter of several budgets', () => {
     expect(refused[0]).toBeInstanceOf(RateLimitRejectedError);
     expect((refused[0] as RateLimitRejectedError).reason).toBe('max-wait');
     limiter.close();
+  });
+});
+
+describe('a request that never reached the API', () => {
+  const tokensLeft = (limiter: AdaptiveRateLimiter) =>
+    limiter.snapshot().budgets?.tokens?.tokens ?? Number.NaN;
+  const requestsLeft = (limiter: AdaptiveRateLimiter) =>
+    limiter.snapshot().budgets?.requests?.tokens ?? Number.NaN;
+
+  it('its slot refused after its units: the tokens are given back, the request stays drawn', async () => {
+    const { limiter } = setup();
+    const [tokens, requests] = [tokensLeft(limiter), requestsLeft(limiter)];
+    const refusal = new Error('no slot');
+    const sent = vi.fn(async () => 'answer');
+    const run = runAttempts({
+      limiter,
+      units: 1,
+      costs: { tokens: 60 },
+      maxAttempts: 2,
+      unitsFirst: true,
+      slot: () => Promise.reject(refusal),
+      send: sent,
+      classify: () => ({ kind: 'success' }),
+    });
+    await expect(run).rejects.toBe(refusal);
+    expect(sent).not.toHaveBeenCalled();
+    expect(tokensLeft(limiter)).toBeCloseTo(tokens);
+    expect(requestsLeft(limiter)).toBeCloseTo(requests - 1);
+  });
+
+  it('a send that failed with notSent gives the tokens back; one that failed otherwise keeps them', async () => {
+    for (const notSent of [true, false]) {
+      const { limiter } = setup();
+      const tokens = tokensLeft(limiter);
+      const run = runAttempts({
+        limiter,
+        units: 1,
+        costs: { tokens: 60 },
+        maxAttempts: 2,
+        send: () => Promise.reject(new Error('down')),
+        classify: () => ({ kind: 'success' }),
+        classifyError: () => (notSent ? { kind: 'failed', notSent: true } : { kind: 'failed' }),
+      });
+      await expect(run).rejects.toThrow('down');
+      expect(tokensLeft(limiter)).toBeCloseTo(notSent ? tokens : tokens - 60);
+    }
   });
 });
 

@@ -73,8 +73,12 @@ function client(
   kind: Kind,
   origin: string,
   clock: ManualClock,
-): { limiter: AdaptiveRateLimiter; call: (maxTokens: number) => Promise<Answer> } {
-  const options = { limiters: { llm: { origins: [origin], api: 'openai' as const } }, clock };
+  more: readonly string[] = [],
+): {
+  limiter: AdaptiveRateLimiter;
+  call: (maxTokens: number, to?: string) => Promise<Answer>;
+} {
+  const options = { limiters: { llm: { origins: [origin, ...more], api: 'openai' as const } }, clock };
   const body = (maxTokens: number) =>
     JSON.stringify({ model: 'gpt-x', messages: [{ role: 'user', content: 'hi' }], max_tokens: maxTokens });
   const init = (maxTokens: number) => ({
@@ -86,7 +90,10 @@ function client(
     const f = rateLimitedFetch(options);
     cleanups.push(() => f.close());
     const limiter = f.registry.get('llm') as AdaptiveRateLimiter;
-    return { limiter, call: (maxTokens: number) => f(`${origin}/v1/chat/completions`, init(maxTokens)) };
+    return {
+      limiter,
+      call: (maxTokens: number, to = origin) => f(`${to}/v1/chat/completions`, init(maxTokens)),
+    };
   }
   const interceptor = adaptiveRateLimit({ ...options, default: false });
   const agent = new Agent().compose(interceptor);
@@ -98,9 +105,9 @@ function client(
   return {
     limiter,
     // undici's request hands the interceptor the body as a string, which it reads (its fetch, a stream).
-    call: async (maxTokens: number) => {
+    call: async (maxTokens: number, to = origin) => {
       const { method, headers, body } = init(maxTokens);
-      const answer = await agent.request({ origin, path: '/v1/chat/completions', method, headers, body });
+      const answer = await agent.request({ origin: to, path: '/v1/chat/completions', method, headers, body });
       return { status: answer.statusCode, text: () => answer.body.text() };
     },
   };
@@ -164,6 +171,40 @@ describe("api: 'openai': a call the API refuses with 400 gives back its token es
       // Charged what the usage says (the call was not admitted: not max_tokens), against what is
       // charged now (nothing: the estimate was given back when the answer's head came).
       expect(before - tokens(limiter)).toBe(3_000);
+    },
+  );
+});
+
+/** An origin on 127.0.0.1 where nothing listens: a connection to it is refused. */
+async function deadOrigin(): Promise<string> {
+  const server = createServer();
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const { port } = server.address() as AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return `http://127.0.0.1:${port}`;
+}
+
+describe("api: 'openai': a call that never reached the API gives back its token estimate", () => {
+  it.each<Kind>(['fetch wrapper', 'interceptor'])(
+    'a refused connection keeps the request drawn and gives the 5,000 tokens back: %s',
+    async (kind) => {
+      const { origin } = await serve();
+      const dead = await deadOrigin();
+      const clock = new ManualClock();
+      const { limiter, call } = client(kind, origin, clock, [dead]);
+      expect((await call(10)).status).toBe(200);
+      const before = tokens(limiter);
+      const requests = limiter.snapshot().budgets?.requests?.tokens ?? Number.NaN;
+
+      const error = await call(5_000, dead).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(error).toBeInstanceOf(Error);
+      // The clock stood still: no refill. The tokens are back; the request stays drawn.
+      expect(tokens(limiter)).toBe(before);
+      expect(limiter.snapshot().budgets?.requests?.tokens).toBe(requests - 1);
     },
   );
 });

@@ -200,6 +200,10 @@ describe('npm run simulate', () => {
     expect(without.stdout).not.toMatch(/^AIMD \(shared\)/m);
     const bad = await cli(['--shared', '--floor-fraction', '2']);
     expect(bad.stderr).toContain('--floor-fraction: expected a number from 0 to 1, received "2"');
+    // The quota drops to a fraction of itself: above 1 it would rise, which the scenario does not model.
+    const rise = await cli(['--scenario', 'quota-drop', '--drop-to', '1.5']);
+    expect(rise.code).toBe(2);
+    expect(rise.stderr).toContain('--drop-to: expected a number from 0 to 1, received "1.5"');
   });
 
   it('runs a custom controller module given with --controller', async () => {

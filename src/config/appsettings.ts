@@ -1,5 +1,6 @@
 import type { z } from 'zod';
 import type { ConfigIssue } from '../errors.js';
+import { durationSchema } from './duration.js';
 import { isRecord, PROTO_MESSAGE, unknownKeyMessage } from './rules.js';
 
 /** The key of RateLimiting.Adaptive's `appsettings.json` section (matched without regard to case). */
@@ -13,23 +14,85 @@ export function unwrapSection(json: unknown): { section: unknown; prefix: string
   return { section: json, prefix: [] };
 }
 
+/**
+ * Whether a config is a .NET `appsettings.json` section: it came in the file's
+ * `AdaptiveRateLimiting` key (`prefix` not empty), or one of its top-level keys is written in
+ * PascalCase (`"Limiters"`, `"Default"`), as .NET writes them.
+ */
+export function isDotnetSection(section: unknown, prefix: readonly string[]): boolean {
+  if (prefix.length > 0) return true;
+  return isRecord(section) && Object.keys(section).some((key) => /^[A-Z]/.test(key));
+}
+
 /** The known keys of one object level of the config, and the levels below it. */
 export interface Level {
   /** Lower-case key to its canonical (camelCase) spelling. */
   keys: ReadonlyMap<string, string>;
+  /** The canonical keys whose value is a number, or a duration (see {@link dotnetValue}). */
+  kinds: ReadonlyMap<string, 'number' | 'duration'>;
   /** Keys whose value is an object of this kind. */
   objects?: Readonly<Record<string, Level>>;
   /** Keys whose value maps names (kept as written) to objects of this kind. */
   records?: Readonly<Record<string, Level>>;
 }
 
-export function level(schema: { shape: object }, more: Omit<Level, 'keys'> = {}): Level {
-  return { keys: new Map(Object.keys(schema.shape).map((k) => [k.toLowerCase(), k])), ...more };
+export function level(schema: { shape: object }, more: Omit<Level, 'keys' | 'kinds'> = {}): Level {
+  const kinds = new Map<string, 'number' | 'duration'>();
+  for (const [key, field] of Object.entries(schema.shape)) {
+    const kind = valueKind(field);
+    if (kind !== undefined) kinds.set(key, kind);
+  }
+  return { keys: new Map(Object.keys(schema.shape).map((k) => [k.toLowerCase(), k])), kinds, ...more };
+}
+
+/** Whether a field's schema takes a number, or a duration (`durationSchema`), under its wrappers. */
+function valueKind(field: unknown): 'number' | 'duration' | undefined {
+  let node = field as z.ZodType | undefined;
+  for (let depth = 0; node !== undefined && depth < 8; depth++) {
+    if (node === durationSchema) return 'duration';
+    const def = node._zod.def as { type: string; innerType?: z.ZodType; in?: z.ZodType };
+    if (def.type === 'number') return 'number';
+    node = def.innerType ?? def.in;
+  }
+  return undefined;
+}
+
+/** A number as .NET's binder reads one from a string: decimal, invariant culture. */
+const NUMBER_TEXT = /^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$/;
+/** A duration written as a bare number in a string: .NET's `TimeSpan` reads `"30"` as 30 days. */
+const BARE_DURATION = /^\s*\d+(?:\.\d+)?\s*$/;
+
+/**
+ * The value of a key of kind `kind` as read from a .NET `appsettings.json` (see
+ * {@link canonicalKeys}): a number written as a string (`"2700"`) is that number, as .NET's
+ * configuration binder reads it; a duration written as a bare number in a string is an issue,
+ * because .NET reads `"30"` as 30 days where this library's own JSON reads it as 30 ms.
+ */
+function dotnetValue(
+  value: unknown,
+  kind: 'number' | 'duration' | undefined,
+  path: readonly string[],
+  issues: ConfigIssue[],
+): unknown {
+  if (typeof value !== 'string') return value;
+  if (kind === 'number' && NUMBER_TEXT.test(value.trim())) return Number(value.trim());
+  if (kind === 'duration' && BARE_DURATION.test(value)) {
+    const n = value.trim();
+    issues.push({
+      path: path.join('.'),
+      message: `a bare number in a string is a number of days to .NET's TimeSpan and of ms to this library: write "00:00:${n.padStart(2, '0')}", "${n}s" or "${n}ms" (or the number ${n}, in ms)`,
+      received: value,
+    });
+  }
+  return value;
 }
 
 /**
  * A copy of `value` with the keys of `lvl` in their canonical spelling. `written` remembers, per
  * copied object, how each key was written, so issues name the path as the user wrote it.
+ * `dotnet`: the value is a .NET `appsettings.json` section (see {@link isDotnetSection}): numbers
+ * written as strings are read as numbers, and a duration written as a bare number in a string
+ * is an issue (see `dotnetValue`).
  */
 export function canonicalKeys(
   value: unknown,
@@ -37,6 +100,7 @@ export function canonicalKeys(
   written: WeakMap<object, ReadonlyMap<string, string>>,
   issues: ConfigIssue[],
   path: readonly string[] = [],
+  dotnet = false,
 ): unknown {
   if (!isRecord(value)) return value;
   const out: Record<string, unknown> = {};
@@ -57,16 +121,16 @@ export function canonicalKeys(
     // Own keys only: `constructor` or `hasOwnProperty` is an unknown key, not a level.
     const objectLevel = ownValue(lvl.objects, name);
     const recordLevel = ownValue(lvl.records, name);
-    if (objectLevel) out[name] = canonicalKeys(v, objectLevel, written, issues, [...path, key]);
+    if (objectLevel) out[name] = canonicalKeys(v, objectLevel, written, issues, [...path, key], dotnet);
     else if (recordLevel && isRecord(v)) {
       const entries = Object.entries(v).flatMap(([k, item]) => {
         if (k !== '__proto__')
-          return [[k, canonicalKeys(item, recordLevel, written, issues, [...path, key, k])]];
+          return [[k, canonicalKeys(item, recordLevel, written, issues, [...path, key, k], dotnet)]];
         issues.push({ path: [...path, key, k].join('.'), message: PROTO_MESSAGE, received: item });
         return [];
       });
       out[name] = Object.fromEntries(entries);
-    } else out[name] = v;
+    } else out[name] = dotnet ? dotnetValue(v, lvl.kinds.get(name), [...path, key], issues) : v;
   }
   written.set(out, spelled);
   return out;

@@ -3,7 +3,15 @@ import { ConfigError, type ConfigIssue, configErrorFrom, configPath } from '../e
 import { CONTROLLER_MESSAGE, limiterFieldsSchema, RATE_FIELDS } from '../limiter/options.js';
 import { originMatcher } from '../origin.js';
 import { LLM_APIS, type LlmApi } from './api.js';
-import { canonicalKeys, expandIssues, type Level, level, unwrapSection, writtenPath } from './appsettings.js';
+import {
+  canonicalKeys,
+  expandIssues,
+  isDotnetSection,
+  type Level,
+  level,
+  unwrapSection,
+  writtenPath,
+} from './appsettings.js';
 import { durationSchema } from './duration.js';
 import {
   apiRules,
@@ -140,7 +148,10 @@ const ROOT: Level = level(configObject, { objects: { default: DEFAULT }, records
  * RateLimiting.Adaptive's `appsettings.json`: the whole file (`{ "AdaptiveRateLimiting": { ... } }`, other sections
  * ignored) or that section alone, with PascalCase keys (`"MaxWait"`) and controller names in any
  * case (`"Cubic"`). Keys match without regard to case, as .NET binds them; limiter names are kept
- * as written. Durations are ms or strings (`"500ms"`, `"10s"`, `"2m"`, `"00:00:10"`).
+ * as written. Durations are ms or strings (`"500ms"`, `"10s"`, `"2m"`, `"00:00:10"`). In an
+ * appsettings.json section (the `AdaptiveRateLimiting` key, or PascalCase keys at its top), numbers
+ * may be written as strings (`"2700"`), as .NET's binder reads them, and a duration may not be a
+ * bare number in a string (`"30"`: 30 days to .NET, 30 ms here), which is refused with its path.
  *
  * @throws {ConfigError} listing every bad field at once: its path as written in the input
  * (`limiters.github.maxWait`, or `AdaptiveRateLimiting.Limiters.orders-api.MaxWait`), what was
@@ -150,7 +161,7 @@ export function parseConfig(json: unknown): RateLimitConfig {
   const written = new WeakMap<object, ReadonlyMap<string, string>>();
   const issues: ConfigIssue[] = [];
   const { section, prefix } = unwrapSection(json);
-  const input = canonicalKeys(section, ROOT, written, issues, prefix);
+  const input = canonicalKeys(section, ROOT, written, issues, prefix, isDotnetSection(section, prefix));
   const result = configSchema.safeParse(input);
   if (result.success && issues.length === 0) return result.data;
 

@@ -149,3 +149,40 @@ function judge(
   }
   return retryAfterMs === undefined ? FAILED : { kind: 'failed', retryAfterMs };
 }
+
+/**
+ * The error codes of a request that never reached the server: its connection was refused, timed
+ * out or had no route, or its host name did not resolve. A reset or a socket error after the
+ * connection may come after the request was sent, and is not among them.
+ */
+const NEVER_SENT_CODES: ReadonlySet<string> = new Set([
+  'ECONNREFUSED',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'UND_ERR_CONNECT_TIMEOUT',
+]);
+
+/**
+ * Whether `error` says the request never reached the server (see {@link NEVER_SENT_CODES}): its
+ * own `code`, its `cause`'s (fetch's `TypeError: fetch failed`), or every one of an
+ * `AggregateError`'s (the addresses a connection tried).
+ */
+export function neverSent(error: unknown, depth = 0): boolean {
+  if (typeof error !== 'object' || error === null || depth > 4) return false;
+  const { code, cause, errors } = error as { code?: unknown; cause?: unknown; errors?: unknown };
+  if (typeof code === 'string' && NEVER_SENT_CODES.has(code)) return true;
+  if (Array.isArray(errors) && errors.length > 0) return errors.every((e) => neverSent(e, depth + 1));
+  return cause !== undefined && neverSent(cause, depth + 1);
+}
+
+const NOT_SENT: Outcome = { kind: 'failed', notSent: true };
+
+/**
+ * The outcome of a request whose attempt ended in `error` before any answer: failed (no cut),
+ * and for one that never reached the server (see {@link neverSent}) its LLM token draws given back.
+ */
+export function errorOutcome(error: unknown): Outcome {
+  return neverSent(error) ? NOT_SENT : FAILED;
+}

@@ -1,6 +1,7 @@
-import { judge } from '../attempt-loop.js';
+import { judge, notSent } from '../attempt-loop.js';
 import type { Outcome, Permit } from '../limiter/types.js';
 import type { Attempt, AttemptJudge } from './attempt.js';
+import { neverSent } from './classify.js';
 import type { ConcurrencyGate } from './concurrency.js';
 import type { HttpRuntime, Route } from './runtime.js';
 
@@ -101,7 +102,9 @@ export class FastPathJudge implements AttemptJudge {
 
   /** Attempt 1 failed before its response: as the loop ends on an error. */
   failed(_attempt: Attempt, error: Error): void {
-    this.#settle()?.failed();
+    const permit = this.#settle();
+    // One that never reached the server gives back its LLM token draws.
+    if (permit !== undefined) neverSent(error) ? notSent(permit) : permit.failed();
     this.#request.fail(error);
   }
 

@@ -7,6 +7,7 @@ import { normalizeOrigin } from '../origin.js';
 import { redactError } from '../redact.js';
 import type { RateLimiterRegistry } from '../registry/index.js';
 import type { AdapterWait } from './adapter-close.js';
+import { errorOutcome } from './classify.js';
 import { slotBound } from './concurrency.js';
 import { holdResponse } from './held-response.js';
 import { llmAnswer, readRefusal, refusalBody } from './llm-answers.js';
@@ -141,6 +142,8 @@ export function rateLimitedFetch(options: RateLimitedFetchOptions = {}): RateLim
         unitsFirst: route.gatePer === 'origin',
         send: attempt,
         classify: (r) => runtime.classify(r, () => headerRecord(r.headers), route, refusalBody(r)),
+        // A request that never reached the server gives back its LLM token draws.
+        classifyError: errorOutcome,
         canRetry: () => bodies.replayable,
         // Read into memory while the retry waits: an unread body would keep its connection.
         hold: holdResponse,

@@ -3,6 +3,7 @@ import type { Costs } from '../limiter/budgets.js';
 import type { Outcome, RateLimiter } from '../limiter/types.js';
 import { Attempt, type AttemptJudge, type AttemptOwner } from './attempt.js';
 import type { CallerController } from './caller-controller.js';
+import { errorOutcome } from './classify.js';
 import { slotBound } from './concurrency.js';
 import type { AttemptBodies } from './request-body.js';
 import type { HttpRuntime, Route } from './runtime.js';
@@ -105,6 +106,11 @@ export class LoopPlan implements AttemptPlan<Attempt> {
 
   discard(attempt: Attempt): void {
     attempt.discard();
+  }
+
+  /** A request that never reached the server gives back its LLM token draws (see `notSent`). */
+  classifyError(error: unknown): Outcome {
+    return errorOutcome(error);
   }
 
   send(): Promise<Attempt> {

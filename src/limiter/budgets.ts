@@ -1,5 +1,14 @@
 import { InvalidArgumentError } from '../errors.js';
-import { kCanGrant, kHeldBack, kPredictWait, kQuiet, kReadyAt, kRefused, kTake } from '../internal.js';
+import {
+  kCanGrant,
+  kHeldBack,
+  kNotSent,
+  kPredictWait,
+  kQuiet,
+  kReadyAt,
+  kRefused,
+  kTake,
+} from '../internal.js';
 import type { RateGate } from './bucket.js';
 import { checkQuota, checkUnitsUsed, checkWait, type LimiterPermit } from './permit.js';
 import type { AnnouncedQuota, Permit } from './types.js';
@@ -302,6 +311,11 @@ export function budgetsGate(first: RateGate, set: BudgetSet): RateGate {
  * `invalid_request_error`: `max_tokens` too large; told by `kRefused`) gives back what it drew from
  * every budget but the first, by the same rule: none of them ran out. The first is told a
  * success (the server answered), the others end quietly (neither cut nor raised, no event).
+ *
+ * A request that never reached the API (its connection refused or timed out, DNS failed, its
+ * `maxConcurrent` slot refused, a retry whose body could no longer be sent; told by `kNotSent`)
+ * gives back what it drew from every budget but the first too: the API did no work for it. The
+ * first keeps its draw and is told a failure (no cut), as a limiter of one budget is.
  */
 export class BudgetedPermit implements Permit {
   readonly #first: LimiterPermit;
@@ -364,6 +378,14 @@ export class BudgetedPermit implements Permit {
     this.#giveBack(() => true);
     this.#first.success(undefined, this.#quotaOf(this.#firstName, quota));
     for (const [name, permit] of this.#others) permit[kQuiet](this.#quotaOf(name, quota));
+    this.#settled();
+  }
+
+  /** The request never reached the API: see the class. */
+  [kNotSent](): void {
+    this.#giveBack(() => true);
+    this.#first.failed();
+    for (const [, permit] of this.#others) permit[kQuiet]();
     this.#settled();
   }
 

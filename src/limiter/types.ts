@@ -110,7 +110,16 @@ export type Outcome =
       /** The budgets that ran out, when the answer says (its headers, its error body). */
       budgets?: readonly string[];
     }
-  | { kind: 'failed'; retryAfterMs?: number; quota?: readonly AnnouncedQuota[] };
+  | {
+      kind: 'failed';
+      retryAfterMs?: number;
+      quota?: readonly AnnouncedQuota[];
+      /**
+       * @internal The request never reached the API (its connection refused): a permit of several
+       * budgets gives back the other budgets' draws.
+       */
+      notSent?: true;
+    };
 
 /**
  * @internal What bounds a wait an adapter makes for a limiter outside the limiter's own line (a

@@ -46,7 +46,7 @@ Model
   --max-attempts N       attempts per request, the first included (default 4)
   --drop-at DURATION     another client takes part of the quota from then (quota-drop: 5m)
   --drop-for DURATION    ... for this long (60s)
-  --drop-to FRACTION     ... leaving this fraction of it (0.5)
+  --drop-to FRACTION     ... leaving this fraction of it, 0 to 1 (0.5)
   --burst-at DURATION    the demand jumps from then (burst: 5m)
   --burst-for DURATION   ... for this long (30s)
   --burst-factor N       ... to N times (5)

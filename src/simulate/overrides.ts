@@ -95,7 +95,7 @@ export function applyOverrides(params: SimParams, v: Partial<Values>): SimParams
 
   const dropAt = duration('drop-at');
   const dropFor = duration('drop-for');
-  const dropTo = num('drop-to', (x) => x >= 0, 'a fraction >= 0');
+  const dropTo = num('drop-to', (x) => x >= 0 && x <= 1, 'a number from 0 to 1');
   if (dropAt !== undefined || dropFor !== undefined || dropTo !== undefined) {
     p.quotaEvents = [
       event(p.quotaEvents[0], dropAt, dropFor, dropTo, { atMs: 300_000, durationMs: 60_000, factor: 0.5 }),
