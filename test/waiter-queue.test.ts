@@ -137,6 +137,39 @@ describe('a long line on a limiter', () => {
     expect(clock.pendingTimers).toBe(0);
   });
 
+  it('behind a head held back, 20,000 callers that abort leave a small ring, and a late abort reaches its own waiter', async () => {
+    const clock = new ManualClock();
+    const limiter = new AdaptiveRateLimiter({
+      clock,
+      initialUnitsPerMinute: 600,
+      queueLimit: 1_000,
+      maxWait: 1e9,
+    });
+    while (limiter.tryAcquire() !== undefined);
+    limiter.pauseFor(60_000);
+    const granted: number[] = [];
+    const rejected: string[] = [];
+    const keep = new Map<number, AbortController>();
+    for (let i = 0; i < 20_000; i++) {
+      const controller = new AbortController();
+      limiter.acquire(1, { signal: controller.signal }).then(
+        () => granted.push(i),
+        (reason: unknown) => rejected.push(String(reason)),
+      );
+      if (i % 2_000 === 0) keep.set(i, controller);
+      else controller.abort(`abort ${i}`);
+    }
+    expect(limiter.snapshot().queued).toBe(10);
+    // One of the waiters kept, numbered again several times since it came: its abort reaches it alone.
+    keep.get(10_000)!.abort('late');
+    await flush();
+    expect(rejected.filter((r) => r === 'late')).toHaveLength(1);
+    expect(rejected).toHaveLength(20_000 - 10 + 1);
+    clock.advance(61_000);
+    await flush();
+    expect(granted).toEqual([0, 2_000, 4_000, 6_000, 8_000, 12_000, 14_000, 16_000, 18_000]);
+  });
+
   it('rejects every waiter of a closed limiter, each with the typed error', async () => {
     const clock = new ManualClock();
     const limiter = new AdaptiveRateLimiter({
@@ -186,5 +219,85 @@ describe('ManualClock', () => {
     clock.advance(1);
     expect(ran).toEqual(['a', 'b']);
     expect(b).toBeDefined();
+  });
+});
+
+describe('WaiterQueue: waiters that left behind a head that stays', () => {
+  it('100,000 waiters that left behind one head keep a ring as small as the live ones need, in order', () => {
+    const queue = new WaiterQueue<number>('line');
+    queue.push(0, 0, 0, noop);
+    const kept: { waitSeq: number; waitingIn: unknown }[] = [];
+    for (let i = 1; i <= 100_000; i++) {
+      const seq = queue.push(i, 0, 0, noop);
+      if (i % 1000 !== 0) queue.remove(seq);
+      else {
+        const holder = { waitSeq: -1, waitingIn: 'line' as unknown };
+        queue.hold(seq, holder);
+        kept.push(holder);
+      }
+    }
+    // 101 live waiters: a ring of 256 at most (it doubled for 131,072 before).
+    expect(queue.capacity).toBeLessThanOrEqual(256);
+    expect(kept.map((h) => queue.units(h.waitSeq))).toEqual(
+      Array.from({ length: 100 }, (_, k) => (k + 1) * 1000),
+    );
+    expect(drainUnits(queue)).toEqual(Array.from({ length: 101 }, (_, k) => k * 1000));
+  });
+
+  it('an abort after the waiters were numbered again reaches its own waiter, and a holder keeps its number', () => {
+    const queue = new WaiterQueue<number>('line');
+    const removed: number[] = [];
+    const onAbort = (seq: number) => {
+      if (!queue.alive(seq)) return;
+      removed.push(queue.units(seq));
+      queue.remove(seq);
+    };
+    queue.push(-1, 0, 0, noop); // the head, which stays
+    const controllers = new Map<number, AbortController>();
+    const holders = new Map<number, { waitSeq: number; waitingIn: unknown }>();
+    for (let i = 0; i < 15; i++) {
+      const seq = queue.push(i, 0, 0, noop);
+      if (i % 2 === 0) {
+        const controller = new AbortController();
+        controllers.set(i, controller);
+        queue.watch(seq, controller.signal, onAbort);
+      } else {
+        const holder = { waitSeq: -1, waitingIn: 'line' as unknown };
+        holders.set(i, holder);
+        queue.hold(seq, holder);
+      }
+    }
+    // 12 of the 15 leave from the middle: the ring of 16 is full, three quarters dead.
+    for (const i of [0, 1, 2, 3, 5, 6, 7, 9, 10, 11, 13, 14]) {
+      const controller = controllers.get(i);
+      if (controller !== undefined) controller.abort();
+      else onAbort(holders.get(i)!.waitSeq);
+    }
+    expect(removed).toEqual([0, 1, 2, 3, 5, 6, 7, 9, 10, 11, 13, 14]);
+    // Left: the head, 4 (a signal), 8 (a signal), 12 (a signal). The next push numbers them again.
+    const seq = queue.push(100, 0, 0, noop);
+    expect(queue.capacity).toBe(16);
+    expect(seq).toBeLessThan(16);
+    // A holder that left let go of its line: a cancel by its old number reaches no one.
+    expect(holders.get(1)!.waitingIn).toBeUndefined();
+    controllers.get(8)!.abort();
+    expect(removed.at(-1)).toBe(8);
+    expect(drainUnits(queue)).toEqual([-1, 4, 12, 100]);
+  });
+
+  it('a holder that waits through the renumbering cancels its own waiter', () => {
+    const queue = new WaiterQueue<number>('line');
+    queue.push(-1, 0, 0, noop);
+    const seqs = Array.from({ length: 14 }, (_, i) => queue.push(i, 0, 0, noop));
+    const holder = { waitSeq: -1, waitingIn: 'line' as unknown };
+    queue.hold(queue.push(99, 0, 0, noop), holder);
+    for (const seq of seqs) queue.remove(seq);
+    const before = holder.waitSeq;
+    queue.push(7, 0, 0, noop); // full and mostly dead: numbered again
+    expect(holder.waitSeq).toBeLessThan(before);
+    expect(queue.units(holder.waitSeq)).toBe(99);
+    queue.remove(holder.waitSeq);
+    expect(holder.waitingIn).toBeUndefined();
+    expect(drainUnits(queue)).toEqual([-1, 7]);
   });
 });

@@ -48,6 +48,34 @@ const IDLE_CAPACITY = 1024;
 const NUMS = 3;
 
 /**
+ * What names a waiter from outside the queue by its sequence number (an adapter's `WaitCancel`):
+ * the queue keeps `waitSeq` right when it renumbers its waiters, and lets go of `waitingIn` (when
+ * it is the queue's line) once the waiter leaves, so that a later cancel by that number cannot
+ * reach the waiter that has it by then.
+ */
+export interface SeqHolder {
+  waitSeq: number;
+  waitingIn: unknown;
+}
+
+/** A waiter's abort listener: tells the queue's owner which waiter, by its number now. */
+class AbortWatch {
+  seq: number;
+  readonly signal: AbortSignal;
+  readonly onAbort: (seq: number, reason: unknown) => void;
+
+  constructor(seq: number, signal: AbortSignal, onAbort: (seq: number, reason: unknown) => void) {
+    this.seq = seq;
+    this.signal = signal;
+    this.onAbort = onAbort;
+  }
+
+  handleEvent(): void {
+    this.onAbort(this.seq, this.signal.reason);
+  }
+}
+
+/**
  * The waiters of a line, first in first out, kept in flat arrays (a ring) instead of an object
  * each: a waiter's numbers (units, when it was queued, its deadline, ms) in one `Float64Array`,
  * its promise's resolve function in an array (see {@link rejectWith} for a rejection). A long
@@ -55,10 +83,14 @@ const NUMS = 3;
  * nothing else for the garbage collector to copy out of the young generation and mark, and no
  * boxed number per deadline.
  *
- * A waiter is named by its sequence number (`seq`, from 0, one per push, never reused); an abort
- * marks it dead in O(1) (its functions let go at once), and dead entries are dropped when they
- * reach the head. The arrays double when full and are given back when the queue empties past
- * {@link IDLE_CAPACITY}. The abort listeners have arrays of their own, made at the first signal.
+ * A waiter is named by its sequence number (`seq`, from 0, one per push); an abort marks it dead
+ * in O(1) (its functions let go at once), and dead entries are dropped when they reach the head.
+ * When the ring is full and at least half of it is dead (waiters that left behind a head that
+ * waits long), the live ones are moved up together and numbered again from the head, instead of
+ * the ring doubling: dead waiters cost no memory beyond the ring live ones need, and the abort
+ * listeners and {@link SeqHolder}s it was given learn their new numbers. Otherwise the arrays
+ * double when full, and are given back when the queue empties past {@link IDLE_CAPACITY}. The
+ * abort listeners and the holders have arrays of their own, made at the first of each.
  */
 export class WaiterQueue<T> {
   #nums: Float64Array | undefined;
@@ -68,17 +100,30 @@ export class WaiterQueue<T> {
   /** Sequence number of the first entry (live or dead), and of the next push. */
   #head = 0;
   #tail = 0;
-  /**
-   * The signal and abort listener of each slot (stride 2), to remove once the waiter is settled;
-   * made at the first waiter with a signal.
-   */
-  #watches: (AbortSignal | (() => void) | undefined)[] | undefined;
+  /** The abort listener of each slot, to remove once the waiter is settled; made at the first. */
+  #watches: (AbortWatch | undefined)[] | undefined;
+  /** The holder of each slot's number (see {@link SeqHolder}); made at the first. */
+  #holders: (SeqHolder | undefined)[] | undefined;
+  /** The line whose waiters these are: a holder's `waitingIn` let go when it is this. */
+  readonly #line: unknown;
   /** Live waiters. */
   size = 0;
 
+  /** Slots in the ring (live, dead and free): what it holds in memory. */
+  get capacity(): number {
+    return this.#mask + 1;
+  }
+
+  constructor(line?: unknown) {
+    this.#line = line;
+  }
+
   /** Queues a waiter; returns its sequence number. */
   push(units: number, enqueuedAt: number, deadline: number, resolve: Settle<T>): number {
-    if (this.#tail - this.#head > this.#mask) this.#grow();
+    if (this.#tail - this.#head > this.#mask) {
+      if (this.size * 2 <= this.#tail - this.#head && this.size < this.#mask) this.#compact();
+      else this.#grow();
+    }
     const seq = this.#tail++;
     const i = seq & this.#mask;
     const nums = this.#nums!;
@@ -90,13 +135,22 @@ export class WaiterQueue<T> {
     return seq;
   }
 
-  /** Listens for an abort of waiter `seq`'s signal until it is settled. */
-  watch(seq: number, signal: AbortSignal, onAbort: () => void): void {
-    signal.addEventListener('abort', onAbort, { once: true });
-    this.#watches ??= new Array((this.#mask + 1) * 2).fill(undefined);
-    const i = (seq & this.#mask) * 2;
-    this.#watches[i] = signal;
-    this.#watches[i + 1] = onAbort;
+  /**
+   * Listens for an abort of waiter `seq`'s signal until it is settled: `onAbort` is called with
+   * the waiter's number then (which may have changed since; see the class) and the signal's reason.
+   */
+  watch(seq: number, signal: AbortSignal, onAbort: (seq: number, reason: unknown) => void): void {
+    const watch = new AbortWatch(seq, signal, onAbort);
+    signal.addEventListener('abort', watch, { once: true });
+    this.#watches ??= new Array(this.#mask + 1).fill(undefined);
+    this.#watches[seq & this.#mask] = watch;
+  }
+
+  /** Keeps `holder.waitSeq` naming waiter `seq` until it leaves (see {@link SeqHolder}). */
+  hold(seq: number, holder: SeqHolder): void {
+    holder.waitSeq = seq;
+    this.#holders ??= new Array(this.#mask + 1).fill(undefined);
+    this.#holders[seq & this.#mask] = holder;
   }
 
   /** The sequence number of the first live waiter (dropping dead ones on the way), or -1. */
@@ -132,22 +186,24 @@ export class WaiterQueue<T> {
   }
 
   /**
-   * Takes live waiter `seq` out (the head, or any one for an abort): its function let go and its
-   * abort listener removed. Read what it needs before.
+   * Takes live waiter `seq` out (the head, or any one for an abort): its function let go, its
+   * abort listener removed and its holder let go. Read what it needs before.
    */
   remove(seq: number): void {
-    this.#fns[seq & this.#mask] = undefined;
+    const i = seq & this.#mask;
+    this.#fns[i] = undefined;
     this.size--;
     const watches = this.#watches;
-    if (watches !== undefined) {
-      const i = (seq & this.#mask) * 2;
-      const signal = watches[i] as AbortSignal | undefined;
-      if (signal !== undefined) {
-        const onAbort = watches[i + 1] as () => void;
-        watches[i] = undefined;
-        watches[i + 1] = undefined;
-        signal.removeEventListener('abort', onAbort);
-      }
+    const watch = watches?.[i];
+    if (watch !== undefined) {
+      watches![i] = undefined;
+      watch.signal.removeEventListener('abort', watch);
+    }
+    const holders = this.#holders;
+    const holder = holders?.[i];
+    if (holder !== undefined) {
+      holders![i] = undefined;
+      if (holder.waitingIn === this.#line && holder.waitSeq === seq) holder.waitingIn = undefined;
     }
     if (seq === this.#head) this.#head++;
     if (this.size === 0) this.#empty();
@@ -160,8 +216,47 @@ export class WaiterQueue<T> {
       this.#nums = undefined;
       this.#fns = [];
       this.#watches = undefined;
+      this.#holders = undefined;
       this.#mask = -1;
     }
+  }
+
+  /**
+   * Moves the live waiters up behind the head, in order, each numbered again (head, head + 1,
+   * ...), in place: a waiter's new number is at most its old one, so the slot it moves to held a
+   * waiter already moved, or a dead one.
+   */
+  #compact(): void {
+    const mask = this.#mask;
+    const nums = this.#nums!;
+    const fns = this.#fns;
+    const watches = this.#watches;
+    const holders = this.#holders;
+    let to = this.#head;
+    for (let from = this.#head; from < this.#tail; from++) {
+      const f = from & mask;
+      if (fns[f] === undefined) continue;
+      if (to !== from) {
+        const t = to & mask;
+        for (let k = 0; k < NUMS; k++) nums[t * NUMS + k] = nums[f * NUMS + k]!;
+        fns[t] = fns[f];
+        fns[f] = undefined;
+        if (watches !== undefined) {
+          const watch = watches[f];
+          watches[t] = watch;
+          watches[f] = undefined;
+          if (watch !== undefined) watch.seq = to;
+        }
+        if (holders !== undefined) {
+          const holder = holders[f];
+          holders[t] = holder;
+          holders[f] = undefined;
+          if (holder !== undefined) holder.waitSeq = to;
+        }
+      }
+      to++;
+    }
+    this.#tail = to;
   }
 
   #grow(): void {
@@ -171,21 +266,21 @@ export class WaiterQueue<T> {
     const fns: (Settle<T> | undefined)[] = new Array(capacity).fill(undefined);
     const oldNums = this.#nums;
     const oldWatches = this.#watches;
-    const watches =
-      oldWatches && new Array<AbortSignal | (() => void) | undefined>(capacity * 2).fill(undefined);
+    const oldHolders = this.#holders;
+    const watches = oldWatches && new Array<AbortWatch | undefined>(capacity).fill(undefined);
+    const holders = oldHolders && new Array<SeqHolder | undefined>(capacity).fill(undefined);
     for (let seq = this.#head; seq < this.#tail; seq++) {
       const from = seq & this.#mask;
       const to = seq & mask;
       for (let k = 0; k < NUMS; k++) nums[to * NUMS + k] = oldNums![from * NUMS + k]!;
       fns[to] = this.#fns[from];
-      if (watches !== undefined) {
-        watches[to * 2] = oldWatches![from * 2];
-        watches[to * 2 + 1] = oldWatches![from * 2 + 1];
-      }
+      if (watches !== undefined) watches[to] = oldWatches![from];
+      if (holders !== undefined) holders[to] = oldHolders![from];
     }
     this.#nums = nums;
     this.#fns = fns;
     this.#watches = watches;
+    this.#holders = holders;
     this.#mask = mask;
   }
 }

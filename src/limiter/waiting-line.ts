@@ -38,8 +38,9 @@ export interface CancellableLine {
  * instead of a promise. Given to `AdaptiveRateLimiter.acquire` under {@link kWaitCancel} in its
  * options (instead of a signal), it is told where the waiter stands when the acquire is queued;
  * `waitingIn.cancel(waitSeq, reason)` then takes it out as an abort of its signal would: its
- * units go back and it is refused with `reason`. Calling it once the waiter has left the line
- * does nothing. An acquire granted at once leaves it as it was.
+ * units go back and it is refused with `reason`. The line keeps `waitSeq` right while the waiter
+ * waits (its queue may number it again) and lets go of `waitingIn` when it leaves; a cancel by an
+ * old number does nothing. An acquire granted at once leaves it as it was.
  *
  * With `granted` and `refused`, a queued waiter is told by these calls (made as the line serves,
  * expires, cancels or closes it out, in its call stack) instead of by its promise: the acquire
@@ -99,7 +100,9 @@ export class WaitingLine implements CancellableLine {
   readonly #bucket: RateGate;
   readonly #pause: Pause;
   readonly #owner: LineOwner;
-  readonly #queue = new WaiterQueue<Permit>();
+  readonly #queue = new WaiterQueue<Permit>(this);
+  /** Every waiter's abort: cancels it by its number then (the queue may have renumbered it). */
+  readonly #onAbort = (seq: number, reason: unknown): void => this.cancel(seq, reason);
   #queuedUnits = 0;
   #timer: unknown;
   #timerAt = Number.POSITIVE_INFINITY;
@@ -158,11 +161,10 @@ export class WaitingLine implements CancellableLine {
     const seq = this.#queue.push(units, now, deadline, settle);
     // As in an executor: what throws from here on rejects the promise.
     try {
-      // An anonymous listener: tsx (the bench, the tests) gives a named one a `name` property of its own.
-      if (signal) this.#queue.watch(seq, signal, () => this.cancel(seq, signal.reason));
+      if (signal) this.#queue.watch(seq, signal, this.#onAbort);
       if (cancel !== undefined) {
         cancel.waitingIn = this;
-        cancel.waitSeq = seq;
+        this.#queue.hold(seq, cancel);
       }
       this.#queuedUnits += units;
       // Only the head's turn and deadline arm the timer: a waiter behind it changes neither.
