@@ -49,7 +49,7 @@ describe('WaiterQueue', () => {
     expect(drainUnits(queue)).toEqual(
       Array.from({ length: 40 }, (_, i) => i).filter((i) => ![0, 1, 7, 20, 39].includes(i)),
     );
-    // Sequence numbers are never reused: an old one stays dead after new pushes.
+    // An emptied queue numbers on from where it was: an old number stays dead after new pushes.
     queue.push(99, 0, 0, noop);
     expect(queue.alive(seqs[8]!)).toBe(false);
   });

@@ -39,8 +39,10 @@ export interface CancellableLine {
  * options (instead of a signal), it is told where the waiter stands when the acquire is queued;
  * `waitingIn.cancel(waitSeq, reason)` then takes it out as an abort of its signal would: its
  * units go back and it is refused with `reason`. The line keeps `waitSeq` right while the waiter
- * waits (its queue may number it again) and lets go of `waitingIn` when it leaves; a cancel by an
- * old number does nothing. An acquire granted at once leaves it as it was.
+ * waits (its queue may number it again) and lets go of `waitingIn` when it leaves, so a cancel
+ * after that does nothing. Read `waitSeq` when cancelling, never keep a copy: once the queue
+ * numbered its waiters again, an old number may name another waiter. An acquire granted at once
+ * leaves it as it was.
  *
  * With `granted` and `refused`, a queued waiter is told by these calls (made as the line serves,
  * expires, cancels or closes it out, in its call stack) instead of by its promise: the acquire
