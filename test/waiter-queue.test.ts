@@ -106,6 +106,14 @@ describe('rejectWith', () => {
   });
 });
 
+/** A limiter on a manual clock whose idle credit is spent: every acquire after it waits. */
+function spentLimiter(initialUnitsPerMinute: number, queueLimit: number) {
+  const clock = new ManualClock();
+  const limiter = new AdaptiveRateLimiter({ clock, initialUnitsPerMinute, queueLimit, maxWait: 1e9 });
+  while (limiter.tryAcquire() !== undefined);
+  return { clock, limiter };
+}
+
 describe('a long line on a limiter', () => {
   it('grants 5,000 waiters in order with every third aborted, each aborted one rejected with its reason', async () => {
     const clock = new ManualClock();
@@ -138,14 +146,7 @@ describe('a long line on a limiter', () => {
   });
 
   it('behind a head held back, 20,000 callers that abort leave a small ring, and a late abort reaches its own waiter', async () => {
-    const clock = new ManualClock();
-    const limiter = new AdaptiveRateLimiter({
-      clock,
-      initialUnitsPerMinute: 600,
-      queueLimit: 1_000,
-      maxWait: 1e9,
-    });
-    while (limiter.tryAcquire() !== undefined);
+    const { clock, limiter } = spentLimiter(600, 1_000);
     limiter.pauseFor(60_000);
     const granted: number[] = [];
     const rejected: string[] = [];
@@ -171,14 +172,7 @@ describe('a long line on a limiter', () => {
   });
 
   it('rejects every waiter of a closed limiter, each with the typed error', async () => {
-    const clock = new ManualClock();
-    const limiter = new AdaptiveRateLimiter({
-      clock,
-      initialUnitsPerMinute: 60,
-      queueLimit: 3000,
-      maxWait: 1e9,
-    });
-    while (limiter.tryAcquire() !== undefined);
+    const { limiter } = spentLimiter(60, 3000);
     const results = Array.from({ length: 3000 }, () =>
       limiter.acquire().then(
         () => 'granted',

@@ -1,7 +1,7 @@
-import { judge, notSent } from '../attempt-loop.js';
+import { feed, judge } from '../attempt-loop.js';
 import type { Outcome, Permit } from '../limiter/types.js';
 import type { Attempt, AttemptJudge } from './attempt.js';
-import { neverSent } from './classify.js';
+import { errorOutcome } from './classify.js';
 import type { ConcurrencyGate } from './concurrency.js';
 import type { HttpRuntime, Route } from './runtime.js';
 
@@ -104,7 +104,7 @@ export class FastPathJudge implements AttemptJudge {
   failed(_attempt: Attempt, error: Error): void {
     const permit = this.#settle();
     // One that never reached the server gives back its LLM token draws.
-    if (permit !== undefined) neverSent(error) ? notSent(permit) : permit.failed();
+    if (permit !== undefined) feed(permit, errorOutcome(error));
     this.#request.fail(error);
   }
 
