@@ -2,6 +2,7 @@ import { getEventListeners } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { ManualClock } from '../src/clock.js';
+import type { RedisClient } from '../src/redis/client.js';
 import { createSharedBudget, MemoryBudgetStore, type SharedBudget } from '../src/redis/index.js';
 import { RedisBudgetStore } from '../src/redis/redis-store.js';
 import {
@@ -725,6 +726,65 @@ describe('SharedBudget warnings', () => {
     } finally {
       warn.mockRestore();
       await b.close();
+    }
+  });
+});
+
+describe('RedisBudgetStore: a script cache miss', () => {
+  /** A client whose `evalsha` is answered by the test (`answer`), and whose `eval` calls are kept. */
+  function missingScript(evalAnswer: Promise<unknown>) {
+    const sent: { evalsha: number; eval: number } = { evalsha: 0, eval: 0 };
+    let answer: (error: Error) => void = () => {};
+    const client: RedisClient = {
+      evalsha: () => {
+        sent.evalsha++;
+        return new Promise((_, reject) => {
+          answer = reject;
+        });
+      },
+      eval: () => {
+        sent.eval++;
+        return evalAnswer;
+      },
+      quit: () => Promise.resolve('OK'),
+      disconnect: () => {},
+    };
+    const store = new RedisBudgetStore({
+      redis: client,
+      name: 'noscript',
+      keyPrefix: 'arl-test:',
+      redisTimeout: 100,
+    });
+    return {
+      store,
+      sent,
+      noScript: () => answer(new Error('NOSCRIPT No matching script. Please use EVAL.')),
+    };
+  }
+
+  it('sends the script itself when the cache miss is answered in time', async () => {
+    const { store, sent, noScript } = missingScript(Promise.reject(new Error('ERR from eval')));
+    const call = store.heartbeat(beat('a', 10));
+    noScript();
+    await expect(call).rejects.toThrow('ERR from eval');
+    expect(sent).toEqual({ evalsha: 1, eval: 1 });
+    expect(store.roundTrips).toBe(2);
+  });
+
+  it('does not send the script once its call was told "no answer": a later heartbeat has gone out by then', async () => {
+    vi.useFakeTimers();
+    try {
+      const { store, sent, noScript } = missingScript(new Promise(() => {}));
+      const call = store.heartbeat(beat('a', 10));
+      const failed = expect(call).rejects.toThrow('no answer from Redis within 100 ms');
+      await vi.advanceTimersByTimeAsync(100);
+      await failed;
+      noScript(); // the cache miss comes back after the timeout
+      await vi.advanceTimersByTimeAsync(0);
+      expect(sent).toEqual({ evalsha: 1, eval: 0 });
+      expect(store.roundTrips).toBe(1);
+    } finally {
+      vi.useRealTimers();
     }
   });
 });

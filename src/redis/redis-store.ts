@@ -199,8 +199,9 @@ export class RedisBudgetStore implements BudgetStore {
 
   async #call(s: Script, args: readonly (string | number)[]): Promise<unknown> {
     if (this.#refused !== undefined) throw this.#refused;
+    const call: CallTime = { over: false };
     try {
-      const answer = await withTimeout(this.#run(s, args), this.#timeout);
+      const answer = await withTimeout(this.#run(s, args, call), this.#timeout, call);
       this.#timeoutsInARow = 0;
       return answer;
     } catch (error) {
@@ -225,13 +226,20 @@ export class RedisBudgetStore implements BudgetStore {
     this.#client.disconnect(true);
   }
 
-  async #run(s: Script, args: readonly (string | number)[]): Promise<unknown> {
+  /**
+   * `evalsha`, then `eval` on a script cache miss (a restarted or flushed Redis). The `eval` is not
+   * sent once the call's time is over (`call.over`): the caller was told "no answer" and has gone
+   * on (a heartbeat's next tick is already on its way), and this one's counts and demand, run a
+   * round trip later, would land after that newer call's and be read as the latest.
+   */
+  async #run(s: Script, args: readonly (string | number)[], call: CallTime): Promise<unknown> {
     const keys = this.#keys;
     this.#roundTrips++;
     try {
       return await this.#client.evalsha(s.sha, keys.length, ...keys, ...args);
     } catch (error) {
       if (!(error instanceof Error) || !error.message.startsWith('NOSCRIPT')) throw error;
+      if (call.over) throw error;
       this.#roundTrips++;
       return await this.#client.eval(s.lua, keys.length, ...keys, ...args);
     }
@@ -324,9 +332,17 @@ const RECONNECT_AFTER_TIMEOUTS = 2;
 /** A call that got no answer within `redisTimeout`. */
 class NoAnswerError extends Error {}
 
-function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
+/** Whether a call's time ran out (its caller was rejected with {@link NoAnswerError}). */
+interface CallTime {
+  over: boolean;
+}
+
+function withTimeout<T>(promise: Promise<T>, ms: number, call?: CallTime): Promise<T> {
   return new Promise<T>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new NoAnswerError(`no answer from Redis within ${ms} ms`)), ms);
+    const timer = setTimeout(() => {
+      if (call !== undefined) call.over = true;
+      reject(new NoAnswerError(`no answer from Redis within ${ms} ms`));
+    }, ms);
     timer.unref();
     promise.then(
       (value) => {
