@@ -13,6 +13,8 @@ import {
   SharedBudgetUnavailableError,
 } from '../src/redis/index.js';
 import { resolveSharedOptions } from '../src/redis/options.js';
+import { RedisBudgetStore } from '../src/redis/redis-store.js';
+import { PAUSE } from '../src/redis/scripts.js';
 import type { BudgetStore } from '../src/redis/store.js';
 import { RateLimiterRegistry } from '../src/registry/index.js';
 import { configError } from './helpers/config-error.js';
@@ -241,6 +243,64 @@ describeRedis('shared budget in production: what Redis holds after a failover, a
       expect(connections).toBeGreaterThanOrEqual(2);
     } finally {
       await b.close();
+      front.close();
+    }
+  });
+
+  it('a pause held back past its redisTimeout (an outage, a frozen server) does nothing when it arrives', async () => {
+    let holding = false;
+    const held: Buffer[] = [];
+    let upstream: Socket | undefined;
+    const front = await proxy((client) => {
+      const up = connect(server.port, '127.0.0.1');
+      upstream = up;
+      up.on('error', () => {});
+      client.on('data', (d) => (holding ? held.push(d) : up.write(d)));
+      up.on('data', (d) => client.write(d));
+      client.on('close', () => up.end());
+    });
+    const store = new RedisBudgetStore({
+      redis: `redis://127.0.0.1:${front.port}`,
+      name: nameOf(),
+      keyPrefix: 'arl:',
+      redisTimeout: 200,
+    });
+    const heartbeat = () =>
+      store.heartbeat({
+        id: 'a',
+        demand: 10,
+        accepted: 0,
+        measured: 0,
+        acceptedUnits: 0,
+        waited: false,
+        memberTimeout: 60_000,
+        floorFraction: 0.05,
+        initialRate: RATE,
+        minRate: 1,
+        maxRate: undefined,
+        ttl: 3_600_000,
+      });
+    try {
+      expect((await heartbeat()).pauseRemaining).toBe(0); // the server's clock learned
+      await redis.script('LOAD', PAUSE); // cached: the held call is the pause itself, not a NOSCRIPT
+      const serverNow = async () => {
+        const [seconds, micros] = await redis.time();
+        return Number(seconds) * 1_000 + Number(micros) / 1_000;
+      };
+      const sentAt = await serverNow();
+      holding = true; // the pause's bytes wait in the proxy, as in a queue through an outage
+      await expect(store.pause({ ms: 30_000, ttl: 3_600_000 })).rejects.toThrow(
+        'no answer from Redis within 200 ms',
+      );
+      // Held until the server's clock is well past the call's redisTimeout (its ms are whole).
+      await waitFor('the server clock past the timeout', async () => (await serverNow()) > sentAt + 250);
+      holding = false;
+      for (const d of held.splice(0)) upstream?.write(d); // the pause reaches Redis, late
+      // The same connection: Redis runs this heartbeat after the late pause.
+      expect((await heartbeat()).pauseRemaining).toBe(0);
+      expect(await redis.hget(keys().state, 'pausedUntil')).toBeNull();
+    } finally {
+      await store.close();
       front.close();
     }
   });

@@ -730,31 +730,34 @@ describe('SharedBudget warnings', () => {
   });
 });
 
+/** A store on a client of these `evalsha` and `eval` (no Redis), with a timeout of 100 ms. */
+function storeOn(evalsha: RedisClient['evalsha'], evalScript: RedisClient['eval']): RedisBudgetStore {
+  const client: RedisClient = {
+    evalsha,
+    eval: evalScript,
+    quit: () => Promise.resolve('OK'),
+    disconnect: () => {},
+  };
+  return new RedisBudgetStore({ redis: client, name: 'fake', keyPrefix: 'arl-test:', redisTimeout: 100 });
+}
+
 describe('RedisBudgetStore: a script cache miss', () => {
   /** A client whose `evalsha` is answered by the test (`answer`), and whose `eval` calls are kept. */
   function missingScript(evalAnswer: Promise<unknown>) {
     const sent: { evalsha: number; eval: number } = { evalsha: 0, eval: 0 };
     let answer: (error: Error) => void = () => {};
-    const client: RedisClient = {
-      evalsha: () => {
+    const store = storeOn(
+      () => {
         sent.evalsha++;
         return new Promise((_, reject) => {
           answer = reject;
         });
       },
-      eval: () => {
+      () => {
         sent.eval++;
         return evalAnswer;
       },
-      quit: () => Promise.resolve('OK'),
-      disconnect: () => {},
-    };
-    const store = new RedisBudgetStore({
-      redis: client,
-      name: 'noscript',
-      keyPrefix: 'arl-test:',
-      redisTimeout: 100,
-    });
+    );
     return {
       store,
       sent,
@@ -786,5 +789,22 @@ describe('RedisBudgetStore: a script cache miss', () => {
     } finally {
       vi.useRealTimers();
     }
+  });
+});
+
+describe('RedisBudgetStore: a pause past its deadline', () => {
+  it('sends no deadline before the server clock is known, and rejects a pause the script found late', async () => {
+    const sent: unknown[][] = [];
+    const store = storeOn(
+      (_sha, _keys, ...args) => {
+        sent.push(args.slice(3));
+        return Promise.resolve([-1, [], '1796000000000']);
+      },
+      () => Promise.reject(new Error('not cached?')),
+    );
+    await expect(store.pause({ ms: 1_000, ttl: HOUR })).rejects.toThrow(
+      'the pause reached Redis after its deadline (server time 1796000000000)',
+    );
+    expect(sent).toEqual([[1_000, HOUR, expect.any(String), 600_000, '']]);
   });
 });

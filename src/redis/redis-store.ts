@@ -59,6 +59,11 @@ export class RedisBudgetStore implements BudgetStore {
   #refused: ConfigError | undefined;
   /** Calls in a row that got no answer within the timeout (see {@link RECONNECT_AFTER_TIMEOUTS}). */
   #timeoutsInARow = 0;
+  /**
+   * The server's clock less this process's monotonic one (ms), from the last heartbeat's answer
+   * (its `now`, read at the middle of its round trip): a pause's deadline in the server's time.
+   */
+  #serverOffset: number | undefined;
 
   constructor(options: RedisBudgetStoreOptions) {
     const tag = `${options.keyPrefix}{${options.name}}`;
@@ -90,6 +95,7 @@ export class RedisBudgetStore implements BudgetStore {
 
   async heartbeat(r: HeartbeatRequest): Promise<HeartbeatReply> {
     const p = r.proposal;
+    const sentAt = performance.now();
     const reply = (await this.#call(scripts.heartbeat, [
       r.id,
       finite(r.demand),
@@ -122,6 +128,7 @@ export class RedisBudgetStore implements BudgetStore {
       index,
       proposed,
     ] = reply as [string, number, number, number, string, number, string, string, string, number, number];
+    this.#serverOffset = now - (sentAt + performance.now()) / 2;
     return {
       generation,
       rate: number(rate),
@@ -170,12 +177,23 @@ export class RedisBudgetStore implements BudgetStore {
   }
 
   async pause(r: PauseRequest): Promise<number> {
-    const [remaining, repaired] = (await this.#call(scripts.pause, [
+    // Past this (the server's time when this call's redisTimeout ends), the script does nothing:
+    // this member was told "no answer", and a pause run later would pause everyone again for `ms`.
+    const offset = this.#serverOffset;
+    const deadline = offset === undefined ? '' : Math.ceil(performance.now() + offset + this.#timeout);
+    const [remaining, repaired, now] = (await this.#call(scripts.pause, [
       r.ms,
       r.ttl,
       randomUUID(),
       r.maxPause ?? DEFAULT_MAX_PAUSE_MS,
-    ])) as [number, unknown];
+      deadline,
+    ])) as [number, unknown, string | undefined];
+    if (remaining === -1) {
+      // Run late while this call still waited: the server's clock moved against ours (a failover
+      // to a server ahead of the old one). The next heartbeat's answer sets the offset again.
+      this.#serverOffset = undefined;
+      throw new NoAnswerError(`the pause reached Redis after its deadline (server time ${now})`);
+    }
     // A pause answers a number: its repairs go with the next heartbeat's answer.
     this.#pendingRepairs.push(...strings(repaired));
     return remaining;

@@ -355,14 +355,18 @@ return reply
 
 /**
  * A Retry-After a member shares (coordinator.ts: all but a second's once the budget has a rate)
- * pauses all: the shared pause ends at the later of its current end and now + ms.
+ * pauses all: the shared pause ends at the later of its current end and now + ms. Run after
+ * `deadline` (server ms, when given: the sender's `redisTimeout` was over, and it was told "no
+ * answer"), it does nothing: a pause run late (queued through an outage, a frozen server's socket
+ * buffer) paused every member again for the whole `ms`.
  *
- * ARGV: ms, ttlMs, candidateGeneration, maxPauseMs
- * Returns: { the remaining pause in ms, repaired }.
+ * ARGV: ms, ttlMs, candidateGeneration, maxPauseMs, deadline|''
+ * Returns: { the remaining pause in ms, repaired }, or { -1, {}, now } run after the deadline.
  */
 export const PAUSE = `${NOW}${CHECK}${GENERATION}${BOOKS}
 local ms = tonumber(ARGV[1])
 local ttl = tonumber(ARGV[2])
+if ARGV[5] ~= nil and ARGV[5] ~= '' and now > tonumber(ARGV[5]) then return { -1, {}, tostring(now) } end
 check(tonumber(ARGV[4]))
 generation(ARGV[3], ttl)
 local pausedUntil = tonumber(redis.call('HGET', KEYS[1], 'pausedUntil')) or 0
