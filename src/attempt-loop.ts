@@ -61,6 +61,18 @@ export interface AttemptPlan<T> {
    * result is held: if the limiter refuses the retry, the caller gets it.
    */
   discard?(result: T): void;
+  /**
+   * Whether a held result can stay held while its retry is sent: it holds no connection (its
+   * body has ended, kept in memory). It is then the answer if the retry's transport turns out
+   * closed ({@link transportClosed}), and dropped once the retry is answered. @default false
+   */
+  keepable?(result: T): boolean;
+  /**
+   * Whether an attempt's error says its transport was closed before the attempt could go (an
+   * undici Agent closed or destroyed while the retry waited in the limiter): the retry ends as
+   * one the limiter refuses, with the answer held, which is the server's last. @default false
+   */
+  transportClosed?(error: unknown): boolean;
   /** Whether a throttled error may be sent again. @default true */
   canRetryError?(error: unknown): boolean;
   /**
@@ -166,7 +178,12 @@ async function attempts<T>(plan: AttemptPlan<T>, first: Permit | undefined): Pro
       notSent(permit);
       return held.result;
     }
-    if (held !== undefined) plan.discard?.(held.result);
+    // Kept while the retry goes when it holds nothing (see `keepable`), else dropped now.
+    let kept: { result: T } | undefined;
+    if (held !== undefined) {
+      if (plan.keepable?.(held.result) === true) kept = held;
+      else plan.discard?.(held.result);
+    }
     held = undefined;
     heldError = undefined;
     let result: T;
@@ -174,6 +191,13 @@ async function attempts<T>(plan: AttemptPlan<T>, first: Permit | undefined): Pro
       result = await plan.send(attempt);
     } catch (error) {
       release?.();
+      if (kept !== undefined) {
+        if (plan.transportClosed?.(error) === true) {
+          notSent(permit);
+          return kept.result;
+        }
+        plan.discard?.(kept.result);
+      }
       let outcome: Outcome;
       try {
         outcome = plan.classifyError ? plan.classifyError(error) : ({ kind: 'failed' } as const);
@@ -189,6 +213,7 @@ async function attempts<T>(plan: AttemptPlan<T>, first: Permit | undefined): Pro
       throw error;
     }
     release?.();
+    if (kept !== undefined) plan.discard?.(kept.result);
     let outcome: Outcome;
     try {
       outcome = plan.classify(result);

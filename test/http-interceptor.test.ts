@@ -81,6 +81,23 @@ describe('adaptiveRateLimit: throttling', () => {
     expect(clock.now()).toBeGreaterThanOrEqual(30_000);
   });
 
+  it('a retry whose Agent was closed while it waited out the pause ends with the 429 it held', async () => {
+    const server = await serve({ respond: firstAnswers(1, 429, { 'retry-after': '30' }) });
+    const clock = new ManualClock();
+    const rl = limit({ clock });
+    const agent = new Agent().compose(rl); // closed here, not by the cleanups
+
+    const response = get(agent, `${server.origin}/item`);
+    await until(() => rl.registry.get(server.origin)?.snapshot().queued === 1, 'the retry to queue');
+    await agent.close(); // the app shuts down in the wrong order: the Agent before the interceptor
+
+    const answer = await settle(clock, response);
+    expect(answer).toMatchObject({ status: 429, body: 'scripted 429' });
+    expect(answer.headers['retry-after']).toBe('30');
+    expect(server.requests).toBe(1);
+    expect(rl.registry.get(server.origin)?.snapshot().queued).toBe(0);
+  });
+
   it('leaves other origins untouched', async () => {
     const throttling = await serve({ capacity: 0, retryAfter: '30' });
     const other = await serve();

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { errorOutcome, neverSent } from '../src/http/classify.js';
+import { dispatcherClosed, errorOutcome, neverSent } from '../src/http/classify.js';
 
 // Which errors say a request never reached the server: an LLM call's token draws are given back
 // for those alone (a reset may come after the request was sent, and the API may have done the work).
@@ -48,5 +48,17 @@ describe('neverSent', () => {
   it('errorOutcome: failed, marked not sent only when it was not', () => {
     expect(errorOutcome(coded('ECONNREFUSED'))).toEqual({ kind: 'failed', notSent: true });
     expect(errorOutcome(coded('ECONNRESET'))).toEqual({ kind: 'failed' });
+  });
+});
+
+describe('dispatcherClosed', () => {
+  it.each(['UND_ERR_CLOSED', 'UND_ERR_DESTROYED'])('an undici dispatcher closed or destroyed: %s', (code) => {
+    expect(dispatcherClosed(coded(code))).toBe(true);
+    expect(dispatcherClosed(new TypeError('fetch failed', { cause: coded(code) }))).toBe(true);
+  });
+
+  it.each(['ECONNREFUSED', 'UND_ERR_SOCKET', 'UND_ERR_ABORTED'])('any other error: %s', (code) => {
+    expect(dispatcherClosed(coded(code))).toBe(false);
+    expect(dispatcherClosed(new TypeError('fetch failed', { cause: coded(code) }))).toBe(false);
   });
 });

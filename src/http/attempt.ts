@@ -111,6 +111,12 @@ export class Attempt implements Dispatcher.DispatchHandler {
     return this.#state.kind === 'held';
   }
 
+  /** Whether the response is held and its body has ended (whole, cut at the cap, or failed): it holds no connection. */
+  get heldToTheEnd(): boolean {
+    const state = this.#state;
+    return state.kind === 'held' && (state.trailers !== undefined || state.error !== undefined);
+  }
+
   /**
    * The body of a response that was held until it ended (at most {@link MAX_HELD_BODY_BYTES}),
    * also once delivered; `undefined` when it was not held whole (cut at the cap, failed, passed

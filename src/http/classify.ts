@@ -169,12 +169,31 @@ const NEVER_SENT_CODES: ReadonlySet<string> = new Set([
  * own `code`, its `cause`'s (fetch's `TypeError: fetch failed`), or every one of an
  * `AggregateError`'s (the addresses a connection tried).
  */
-export function neverSent(error: unknown, depth = 0): boolean {
+export function neverSent(error: unknown): boolean {
+  return hasCode(error, NEVER_SENT_CODES, 0);
+}
+
+/**
+ * undici's codes for a dispatcher closed (`ClientClosedError`) or destroyed
+ * (`ClientDestroyedError`) when a request came to it.
+ */
+const CLOSED_CODES: ReadonlySet<string> = new Set(['UND_ERR_CLOSED', 'UND_ERR_DESTROYED']);
+
+/**
+ * Whether `error` says the dispatcher was closed or destroyed (an Agent closed while a retry
+ * waited in the limiter), found as {@link neverSent} finds its codes.
+ */
+export function dispatcherClosed(error: unknown): boolean {
+  return hasCode(error, CLOSED_CODES, 0);
+}
+
+/** Whether `error`, its `cause` chain, or every one of an `AggregateError`'s has one of `codes`. */
+function hasCode(error: unknown, codes: ReadonlySet<string>, depth: number): boolean {
   if (typeof error !== 'object' || error === null || depth > 4) return false;
   const { code, cause, errors } = error as { code?: unknown; cause?: unknown; errors?: unknown };
-  if (typeof code === 'string' && NEVER_SENT_CODES.has(code)) return true;
-  if (Array.isArray(errors) && errors.length > 0) return errors.every((e) => neverSent(e, depth + 1));
-  return cause !== undefined && neverSent(cause, depth + 1);
+  if (typeof code === 'string' && codes.has(code)) return true;
+  if (Array.isArray(errors) && errors.length > 0) return errors.every((e) => hasCode(e, codes, depth + 1));
+  return cause !== undefined && hasCode(cause, codes, depth + 1);
 }
 
 const NOT_SENT: Outcome = { kind: 'failed', notSent: true };

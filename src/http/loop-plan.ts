@@ -3,7 +3,7 @@ import type { Costs } from '../limiter/budgets.js';
 import type { Outcome, RateLimiter } from '../limiter/types.js';
 import { Attempt, type AttemptJudge, type AttemptOwner } from './attempt.js';
 import type { CallerController } from './caller-controller.js';
-import { errorOutcome } from './classify.js';
+import { dispatcherClosed, errorOutcome } from './classify.js';
 import { slotBound } from './concurrency.js';
 import type { AttemptBodies } from './request-body.js';
 import type { HttpRuntime, Route } from './runtime.js';
@@ -106,6 +106,14 @@ export class LoopPlan implements AttemptPlan<Attempt> {
 
   discard(attempt: Attempt): void {
     attempt.discard();
+  }
+
+  keepable(attempt: Attempt): boolean {
+    return attempt.heldToTheEnd;
+  }
+
+  transportClosed(error: unknown): boolean {
+    return dispatcherClosed(error);
   }
 
   /** A request that never reached the server gives back its LLM token draws (see `notSent`). */
