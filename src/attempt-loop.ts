@@ -1,5 +1,5 @@
 import { RateLimitRejectedError } from './errors.js';
-import { kNotSent, kRefused, kWaitCancel } from './internal.js';
+import { kNotSent, kQuiet, kRefused, kWaitCancel } from './internal.js';
 import { usedOrUndefined } from './limiter/permit.js';
 import type { AcquireOptions, Outcome, Permit, RateLimiter } from './limiter/types.js';
 import type { CancellableAcquireOptions, WaitCancel } from './limiter/waiting-line.js';
@@ -287,10 +287,12 @@ export function feed(permit: Permit, outcome: Outcome): void {
 
 /**
  * Settles the permit of a request that never reached the API (its connection refused, its slot
- * refused, its retry not sent): failed, and a permit of several budgets gives back the draws of
- * all but the first (an LLM call's tokens; see `BudgetedPermit`).
+ * refused, its retry not sent): as failed, but with no `failed` event (no answer came: metrics
+ * and listeners count none), and a permit of several budgets gives back the draws of all but the
+ * first (an LLM call's tokens; see `BudgetedPermit`). A permit of your own limiter: `failed()`.
  */
 export function notSent(permit: Permit): void {
   if (kNotSent in permit) (permit as { [kNotSent](): void })[kNotSent]();
+  else if (kQuiet in permit) (permit as { [kQuiet](): void })[kQuiet]();
   else permit.failed();
 }

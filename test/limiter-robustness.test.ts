@@ -51,6 +51,22 @@ describe('a listener that throws', () => {
     expect(warnings.map((w) => w.message).join()).toContain('"acquired" event threw (Error: a metrics bug)');
   });
 
+  it('the listeners after the one that threw are still told (the metrics behind an app listener)', async () => {
+    const limiter = new AdaptiveRateLimiter({ clock: new ManualClock(), initialUnitsPerMinute: 60_000 });
+    const told: string[] = [];
+    limiter.on('acquired', () => {
+      told.push('first');
+      throw new Error('an app bug');
+    });
+    limiter.on('acquired', () => told.push('second'));
+    limiter.once('acquired', () => told.push('once'));
+    await limiter.acquire();
+    await limiter.acquire();
+    expect(told).toEqual(['first', 'second', 'once', 'first', 'second']);
+    await flush();
+    expect(warnings.filter((w) => w.message.includes('an app bug'))).toHaveLength(2);
+  });
+
   it('out of close(): every waiter is refused', async () => {
     const clock = new ManualClock();
     const limiter = new AdaptiveRateLimiter({ clock, initialUnitsPerMinute: 60 });

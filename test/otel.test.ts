@@ -1,12 +1,4 @@
-import {
-  AggregationTemporality,
-  type DataPoint,
-  type Histogram,
-  InMemoryMetricExporter,
-  MeterProvider,
-  type MetricData,
-  PeriodicExportingMetricReader,
-} from '@opentelemetry/sdk-metrics';
+import type { Histogram, MeterProvider, MetricData } from '@opentelemetry/sdk-metrics';
 import { Agent, request } from 'undici';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ManualClock, systemClock } from '../src/clock.js';
@@ -14,26 +6,24 @@ import { InvalidArgumentError } from '../src/errors.js';
 import { rateLimitedFetch } from '../src/http/fetch.js';
 import { adaptiveRateLimit } from '../src/http/interceptor.js';
 import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
-import { ATTRIBUTES, enableMetrics, METER_NAME, METRICS, type MetricsHandle } from '../src/otel/index.js';
+import { ATTRIBUTES, enableMetrics, METRICS, type MetricsHandle } from '../src/otel/index.js';
 import { createSharedBudget, MemoryBudgetStore } from '../src/redis/index.js';
 import { RateLimiterRegistry } from '../src/registry/index.js';
 import { wrap } from '../src/wrap/wrap.js';
+import { type Attrs, otelHarness, points, sum } from './helpers/otel-harness.js';
 import { RateLimitedServer, type RateLimitedServerOptions } from './helpers/rate-limited-server.js';
 
 // enableMetrics through sdk-metrics' in-memory exporter, against real node:http servers that
 // throttle: the figures must agree with the limiters' snapshots and with what the servers counted.
 
-let exporter: InMemoryMetricExporter;
-let reader: PeriodicExportingMetricReader;
+let h: ReturnType<typeof otelHarness>;
 let provider: MeterProvider;
 let handle: MetricsHandle | undefined;
 const cleanups: (() => unknown)[] = [];
 
 beforeEach(() => {
-  exporter = new InMemoryMetricExporter(AggregationTemporality.CUMULATIVE);
-  // Exports only when flushed (the interval is never reached in a test).
-  reader = new PeriodicExportingMetricReader({ exporter, exportIntervalMillis: 3_600_000 });
-  provider = new MeterProvider({ readers: [reader] });
+  h = otelHarness();
+  provider = h.provider;
 });
 
 afterEach(async () => {
@@ -44,29 +34,7 @@ afterEach(async () => {
 });
 
 /** The metrics of the last collection, by name. */
-async function collect(): Promise<Map<string, MetricData>> {
-  exporter.reset();
-  await reader.forceFlush();
-  const batches = exporter.getMetrics();
-  const last = batches[batches.length - 1];
-  const scope = last?.scopeMetrics.find((s) => s.scope.name === METER_NAME);
-  return new Map((scope?.metrics ?? []).map((m) => [m.descriptor.name, m]));
-}
-
-type Attrs = Record<string, unknown>;
-
-/** The data points of `name` whose attributes include `match`. */
-function points(all: Map<string, MetricData>, name: string, match: Attrs = {}): DataPoint<unknown>[] {
-  const metric = all.get(name);
-  return (metric?.dataPoints ?? []).filter((p: DataPoint<unknown>) =>
-    Object.entries(match).every(([k, v]) => p.attributes[k] === v),
-  ) as DataPoint<unknown>[];
-}
-
-/** The sum of the values of `name` (counters, up-down counters) whose attributes include `match`. */
-function sum(all: Map<string, MetricData>, name: string, match: Attrs = {}): number {
-  return points(all, name, match).reduce((total, p) => total + (p.value as number), 0);
-}
+const collect = () => h.collect();
 
 /** The one gauge value of `name` with `match`. */
 function gauge(all: Map<string, MetricData>, name: string, match: Attrs): number | undefined {

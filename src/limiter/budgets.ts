@@ -384,7 +384,7 @@ export class BudgetedPermit implements Permit {
   /** The request never reached the API: see the class. */
   [kNotSent](): void {
     this.#giveBack(() => true);
-    this.#first.failed();
+    this.#first[kQuiet]();
     for (const [, permit] of this.#others) permit[kQuiet]();
     this.#settled();
   }

@@ -65,20 +65,37 @@ export class LazyEmitter<T extends { [K in keyof T]: unknown[] }> {
   }
 
   /**
-   * Tells `event` to its listeners. A listener's throw (a metrics or logging bug) is reported as a
-   * process warning (`ARL_LISTENER_THREW`), never let out: out of a grant it left the waiter being
-   * granted, and every waiter behind it, never settled; out of `close()`, every waiter.
+   * Tells `event` to its listeners, each in turn. A listener's throw (a metrics or logging bug) is
+   * reported as a process warning (`ARL_LISTENER_THREW`), never let out, and the listeners after it
+   * are still told: out of a grant it left the waiter being granted, and every waiter behind it,
+   * never settled; out of `close()`, every waiter.
    */
   protected emit<K extends keyof T & string>(event: K, ...args: T[K]): boolean {
     const emitter = this.#emitter;
     if (emitter === undefined) return false;
-    try {
-      return emitter.emit(event, ...args);
-    } catch (thrown) {
-      const name = (this as { readonly name?: unknown }).name;
-      warnListenerThrew(thrown, typeof name === 'string' ? name : '', event);
-      return true;
+    if (emitter.listenerCount(event) <= 1) {
+      try {
+        return emitter.emit(event, ...args);
+      } catch (thrown) {
+        this.#threw(thrown, event);
+        return true;
+      }
     }
+    // Each listener on its own: one that throws (an app's) does not keep the event from those
+    // after it (the metrics' own, which then missed every grant).
+    for (const listener of emitter.rawListeners(event)) {
+      try {
+        (listener as (...a: unknown[]) => void).apply(emitter, args);
+      } catch (thrown) {
+        this.#threw(thrown, event);
+      }
+    }
+    return true;
+  }
+
+  #threw(thrown: unknown, event: string): void {
+    const name = (this as { readonly name?: unknown }).name;
+    warnListenerThrew(thrown, typeof name === 'string' ? name : '', event);
   }
 
   #events(): EventEmitter {

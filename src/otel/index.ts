@@ -119,6 +119,12 @@ interface Series {
 }
 
 /** One limiter's listeners and series. */
+/** A series' newest live limiter, and what it said at this collection. */
+interface Newest {
+  readonly watched: Watched;
+  readonly s: ReturnType<AdaptiveRateLimiter['snapshot']>;
+}
+
 interface Watched {
   /** The series its events count into; another after `rekey`. */
   series: Series;
@@ -212,6 +218,10 @@ class LimiterMetrics {
           });
         }
       }
+      // By series: the queued requests of its live limiters add up (two unnamed limiters share
+      // one); the rates are its newest limiter's (a registry's limiter made again for an origin,
+      // while the one it dropped lives on until it is collected, reported its old rate).
+      const bySeries = new Map<string, { attributes: Attributes; queued: number; newest: Newest }>();
       for (const watched of this.#live) {
         const limiter = watched.ref.deref();
         if (limiter === undefined) {
@@ -219,14 +229,28 @@ class LimiterMetrics {
           continue;
         }
         const s = limiter.snapshot();
-        if (s.closed) this.#forget(limiter, watched);
+        // Closed: no queue and no rate to report. Its listeners stay (a refusal or a late 429
+        // after the close still counts) until it is collected, or `disable()`.
+        if (s.closed) continue;
         // `update({ controller })`: its series from now on name the new one.
         if (limiter.controllerName !== watched.series.attributes[ATTRIBUTES.controller])
           watched.rekey(limiter);
         // A budget's own limiter (one of several): its owner reports it, under its name.
         if (s.budget !== undefined && s.budgets === undefined) continue;
-        const { attributes } = watched.series;
-        result.observe(queued, s.queued, attributes);
+        // Left out of the report (idle past MAX_KEPT_SERIES, see `#prune`): its gauges too.
+        if (!watched.series.kept) continue;
+        const { key, attributes } = watched.series;
+        const seen = bySeries.get(key);
+        // `#live` keeps the order limiters were first watched in: the later one is the newer.
+        if (seen === undefined) bySeries.set(key, { attributes, queued: s.queued, newest: { watched, s } });
+        else {
+          seen.queued += s.queued;
+          seen.newest = { watched, s };
+        }
+      }
+      for (const { attributes, queued: count, newest } of bySeries.values()) {
+        result.observe(queued, count, attributes);
+        const { watched, s } = newest;
         for (const [budget, b] of s.budgets === undefined
           ? [[undefined, s] as const]
           : Object.entries(s.budgets)) {

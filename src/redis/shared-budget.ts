@@ -128,7 +128,7 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
             // Degraded, the member runs on its own (its pauses pause only itself): a single
             // limiter's controller, without the budget's longer holds.
             controller: Object.assign(memberController(alone, view), {
-              name: typeof resolved.controller === 'string' ? resolved.controller : 'custom',
+              name: controllerNameOf(resolved.controller),
             }),
             instanceCount: 1,
             minUnitsPerMinute: Math.min(min, LOCAL_MIN_RATE),
@@ -365,4 +365,11 @@ export function createSharedBudget(options: SharedBudgetOptions): SharedBudget {
 function noCrowdWait(limiter: AdaptiveRateLimiter): AdaptiveRateLimiter {
   limiter[kNoCrowdWait]();
   return limiter;
+}
+
+/** The name metrics and NODE_DEBUG show for a budget's controller: as a limiter names its own. */
+function controllerNameOf(controller: unknown): string {
+  if (typeof controller === 'string') return controller;
+  const name = (controller as { name?: unknown } | undefined)?.name;
+  return typeof name === 'string' && name !== '' ? name : 'custom';
 }
