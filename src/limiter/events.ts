@@ -13,7 +13,11 @@ export interface LimiterEventMap {
   rejected: [{ limiter: string; budget?: string; units: number; reason: RejectionReason; message: string }];
   /** A throttled response; `cut` says whether it cut the rate. */
   throttled: [{ limiter: string; budget?: string; retryAfterMs: number | undefined; cut: boolean }];
-  /** A failed answer (an error, a 5xx): no cut; `retryAfterMs` when it asked for a wait. */
+  /**
+   * A failed answer (a 5xx, an error after the request went out): no cut; `retryAfterMs` when it
+   * asked for a wait. A request the HTTP adapters know never reached the server (its connection
+   * refused, its host not found, its slot refused) tells none.
+   */
   failed: [{ limiter: string; budget?: string; retryAfterMs: number | undefined }];
   /** The rate went down (a cut, or a controller's success answer below the rate). */
   decreased: [
