@@ -793,18 +793,36 @@ describe('RedisBudgetStore: a script cache miss', () => {
 });
 
 describe('RedisBudgetStore: a pause past its deadline', () => {
-  it('sends no deadline before the server clock is known, and rejects a pause the script found late', async () => {
+  /** A store whose PAUSE answers come from `answers`, in turn; the arguments after the keys kept. */
+  function pausing(...answers: unknown[][]) {
     const sent: unknown[][] = [];
     const store = storeOn(
       (_sha, _keys, ...args) => {
         sent.push(args.slice(3));
-        return Promise.resolve([-1, [], '1796000000000']);
+        return Promise.resolve(answers[Math.min(sent.length, answers.length) - 1]);
       },
       () => Promise.reject(new Error('not cached?')),
     );
+    return { store, sent };
+  }
+
+  it('refused as late although answered in time: learns the clock from the answer and sends it once more', async () => {
+    const { store, sent } = pausing([-1, [], '1796000000000'], [1_000, []]);
+    expect(await store.pause({ ms: 1_000, ttl: HOUR })).toBe(1_000);
+    // No deadline before the server's clock is known; the second, from the refusal's clock.
+    expect(sent.map((args) => args[4])).toEqual(['', expect.any(Number)]);
+    const deadline = sent[1]![4] as number;
+    expect(deadline).toBeGreaterThan(1_796_000_000_000);
+    expect(deadline).toBeLessThan(1_796_000_000_000 + 1_000);
+  });
+
+  it('refused twice: the call fails (the member degrades until its next heartbeat), and the clock is forgotten', async () => {
+    const { store, sent } = pausing(['-1', [], '1796000000000']); // a client with stringNumbers
     await expect(store.pause({ ms: 1_000, ttl: HOUR })).rejects.toThrow(
-      'the pause reached Redis after its deadline (server time 1796000000000)',
+      'Redis refused the pause twice as past its deadline (server time 1796000000000)',
     );
-    expect(sent).toEqual([[1_000, HOUR, expect.any(String), 600_000, '']]);
+    await expect(store.pause({ ms: 1_000, ttl: HOUR })).rejects.toThrow('refused the pause twice');
+    // The third call was sent without a deadline: the clock learnt from a refusal was dropped.
+    expect(sent.map((args) => args[4])).toEqual(['', expect.any(Number), '', expect.any(Number)]);
   });
 });

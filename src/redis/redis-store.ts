@@ -64,6 +64,8 @@ export class RedisBudgetStore implements BudgetStore {
    * (its `now`, read at the middle of its round trip): a pause's deadline in the server's time.
    */
   #serverOffset: number | undefined;
+  /** Half that heartbeat's round trip (ms): how far the offset may be off, added to a deadline. */
+  #offsetSlack = 0;
 
   constructor(options: RedisBudgetStoreOptions) {
     const tag = `${options.keyPrefix}{${options.name}}`;
@@ -128,7 +130,7 @@ export class RedisBudgetStore implements BudgetStore {
       index,
       proposed,
     ] = reply as [string, number, number, number, string, number, string, string, string, number, number];
-    this.#serverOffset = now - (sentAt + performance.now()) / 2;
+    this.#learnClock(now, sentAt, performance.now());
     return {
       generation,
       rate: number(rate),
@@ -177,26 +179,54 @@ export class RedisBudgetStore implements BudgetStore {
   }
 
   async pause(r: PauseRequest): Promise<number> {
-    // Past this (the server's time when this call's redisTimeout ends), the script does nothing:
-    // this member was told "no answer", and a pause run later would pause everyone again for `ms`.
+    const first = await this.#pauseOnce(r);
+    if (first.kind === 'done') return first.remaining;
+    // Refused as late, yet answered in time: this store's idea of the server's clock was off (the
+    // server's clock stepped, a failover led to a server ahead of the old one, a lopsided round
+    // trip). Learnt again from this answer, the pause is sent once more.
+    this.#learnClock(first.late, first.sentAt, first.answeredAt);
+    const second = await this.#pauseOnce(r);
+    if (second.kind === 'done') return second.remaining;
+    this.#serverOffset = undefined;
+    throw new NoAnswerError(
+      `Redis refused the pause twice as past its deadline (server time ${second.late})`,
+    );
+  }
+
+  /**
+   * One PAUSE. Past its deadline (the server's time when this call's redisTimeout ends, with the
+   * offset's slack), the script does nothing: run that late, this member was told "no answer",
+   * and the pause would stop everyone again for `ms`. Without the server's clock yet, no deadline.
+   */
+  async #pauseOnce(
+    r: PauseRequest,
+  ): Promise<
+    { kind: 'done'; remaining: number } | { kind: 'late'; late: unknown; sentAt: number; answeredAt: number }
+  > {
     const offset = this.#serverOffset;
-    const deadline = offset === undefined ? '' : Math.ceil(performance.now() + offset + this.#timeout);
+    const sentAt = performance.now();
+    const deadline =
+      offset === undefined ? '' : Math.ceil(sentAt + offset + this.#timeout + this.#offsetSlack);
     const [remaining, repaired, now] = (await this.#call(scripts.pause, [
       r.ms,
       r.ttl,
       randomUUID(),
       r.maxPause ?? DEFAULT_MAX_PAUSE_MS,
       deadline,
-    ])) as [number, unknown, string | undefined];
-    if (remaining === -1) {
-      // Run late while this call still waited: the server's clock moved against ours (a failover
-      // to a server ahead of the old one). The next heartbeat's answer sets the offset again.
-      this.#serverOffset = undefined;
-      throw new NoAnswerError(`the pause reached Redis after its deadline (server time ${now})`);
-    }
+    ])) as [unknown, unknown, unknown];
+    // A client with `stringNumbers` answers "-1".
+    if (Number(remaining) === -1) return { kind: 'late', late: now, sentAt, answeredAt: performance.now() };
     // A pause answers a number: its repairs go with the next heartbeat's answer.
     this.#pendingRepairs.push(...strings(repaired));
-    return remaining;
+    return { kind: 'done', remaining: Number(remaining) };
+  }
+
+  /** The server's clock from an answer's `now` (server ms) to a call sent and answered at these times. */
+  #learnClock(now: unknown, sentAt: number, answeredAt: number): void {
+    const serverNow = Number(now);
+    if (!Number.isFinite(serverNow) || serverNow <= 0) return;
+    this.#serverOffset = serverNow - (sentAt + answeredAt) / 2;
+    this.#offsetSlack = (answeredAt - sentAt) / 2;
   }
 
   async leave(id: string): Promise<number> {
