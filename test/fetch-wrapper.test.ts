@@ -1,12 +1,10 @@
 import { HttpResponse, http } from 'msw';
 import { setupServer } from 'msw/node';
-import { Agent, fetch as undiciFetch } from 'undici';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { ManualClock } from '../src/clock.js';
 import { ConfigError, RateLimitRejectedError } from '../src/errors.js';
 import { type RateLimitedFetch, type RateLimitedFetchOptions, rateLimitedFetch } from '../src/http/fetch.js';
 import { RateLimiterRegistry } from '../src/registry/index.js';
-import { firstAnswers, serve } from './helpers/interceptor-fixtures.js';
 import { until } from './helpers/rate-limited-server.js';
 
 // rateLimitedFetch around globalThis.fetch, which msw intercepts: the API is a set of handlers.
@@ -316,38 +314,5 @@ describe('rateLimitedFetch', () => {
     expect(() => rateLimitedFetch({ fetch: 'no' as never })).toThrow(ConfigError);
     expect(() => rateLimitedFetch({ fetch: 'no' as never })).toThrow(/fetch.*"no"/);
     expect(() => rateLimitedFetch({ maxAttempts: 1.5 })).toThrow(/maxAttempts.*1\.5/);
-  });
-});
-
-describe('rateLimitedFetch over undici fetch and a real server', () => {
-  it("a retry whose fetch's Agent was closed while it waited out the pause ends with the 429 it held", async () => {
-    const server = await serve({ respond: firstAnswers(1, 429, { 'retry-after': '30' }) });
-    const clock = new ManualClock();
-    const agent = new Agent();
-    const f = wrap({
-      clock,
-      fetch: (input, init) =>
-        undiciFetch(input as string, { ...(init as object), dispatcher: agent }) as never,
-    });
-
-    const response = f(`${server.origin}/item`);
-    await until(() => f.registry.get(server.origin)?.snapshot().queued === 1, 'the retry to queue');
-    await agent.close(); // the app closes its dispatcher while the retry waits
-
-    let answer: Response | undefined;
-    let failure: unknown;
-    response.then(
-      (r) => (answer = r),
-      (error: unknown) => (failure = error),
-    );
-    await until(() => {
-      clock.advance(1_000);
-      return answer !== undefined || failure !== undefined;
-    }, 'the answer');
-    expect(failure).toBeUndefined();
-    expect(answer?.status).toBe(429);
-    expect(answer?.headers.get('retry-after')).toBe('30');
-    expect(await answer?.text()).toBe('scripted 429');
-    expect(server.requests).toBe(1);
   });
 });

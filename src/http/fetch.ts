@@ -7,9 +7,9 @@ import { normalizeOrigin } from '../origin.js';
 import { redactError } from '../redact.js';
 import type { RateLimiterRegistry } from '../registry/index.js';
 import type { AdapterWait } from './adapter-close.js';
-import { dispatcherClosed, errorOutcome } from './classify.js';
+import { errorOutcome } from './classify.js';
 import { slotBound } from './concurrency.js';
-import { heldWhole, holdResponse } from './held-response.js';
+import { holdResponse } from './held-response.js';
 import { llmAnswer, readRefusal, refusalBody } from './llm-answers.js';
 import { type InterceptorOptions, type OutgoingRequest, resolveInterceptorOptions } from './options.js';
 import { withLazyBody } from './outgoing-body.js';
@@ -150,10 +150,6 @@ export function rateLimitedFetch(options: RateLimitedFetchOptions = {}): RateLim
         discard: (r) => {
           r.body?.cancel().catch(() => {});
         },
-        // Kept while the retry goes once read whole: the answer if the fetch's dispatcher was
-        // closed meanwhile.
-        keepable: heldWhole,
-        transportClosed: dispatcherClosed,
       });
       return estimate === undefined ? response : llmAnswer(response, route, estimate, resolved.rejection);
     } catch (error) {

@@ -366,6 +366,7 @@ export class RateLimitedDispatch implements LoopRequest, FastPathRequest, WaitCa
       return;
     }
     this.judged();
+    this.controller.attempt = attempt;
     attempt.deliver();
   }
 }

@@ -12,14 +12,6 @@ import { MAX_HELD_BODY_BYTES } from './attempt.js';
  * `redirected`, with the kept bytes as its body (ending with a {@link ThrottledBodyTooLongError}
  * when the body was cut). Cancelling its body drops what was kept.
  */
-/** Held responses whose body has ended (whole, cut at the cap, or failed): they hold no connection. */
-const heldToTheEnd = new WeakSet<Response>();
-
-/** Whether a response {@link holdResponse} returned holds no connection: no body, or its body has ended. */
-export function heldWhole(response: Response): boolean {
-  return response.body === null || heldToTheEnd.has(response);
-}
-
 export function holdResponse(response: Response): Response {
   const source = response.body;
   if (source === null) return response;
@@ -34,8 +26,6 @@ export function holdResponse(response: Response): Response {
     wake = undefined;
   };
 
-  /** The response returned, once made: marked when its body has ended. */
-  let made: Response | undefined;
   void (async () => {
     try {
       for (;;) {
@@ -57,7 +47,6 @@ export function holdResponse(response: Response): Response {
     } catch (error) {
       end = { error };
     }
-    if (made !== undefined) heldToTheEnd.add(made);
     notify();
   })();
 
@@ -88,7 +77,5 @@ export function holdResponse(response: Response): Response {
     url: { value: response.url },
     redirected: { value: response.redirected },
   });
-  made = held;
-  if (end !== undefined) heldToTheEnd.add(held);
   return held;
 }

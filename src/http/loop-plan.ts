@@ -112,8 +112,11 @@ export class LoopPlan implements AttemptPlan<Attempt> {
     return attempt.heldToTheEnd;
   }
 
+  #lastSent: Attempt | undefined;
+
   transportClosed(error: unknown): boolean {
-    return dispatcherClosed(error);
+    // Only an attempt undici never started (no onRequestStart: never written) was refused by the closed dispatcher.
+    return this.#lastSent !== undefined && this.#lastSent.controller === undefined && dispatcherClosed(error);
   }
 
   /** A request that never reached the server gives back its LLM token draws (see `notSent`). */
@@ -132,7 +135,9 @@ export class LoopPlan implements AttemptPlan<Attempt> {
         },
         failed: (_attempt, error) => reject(error),
       };
-      this.#request.dispatchAttempt(new Attempt(this.#request, judge));
+      const attempt = new Attempt(this.#request, judge);
+      this.#lastSent = attempt;
+      this.#request.dispatchAttempt(attempt);
     });
   }
 }
