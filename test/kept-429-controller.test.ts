@@ -1,37 +1,11 @@
-import type { ServerResponse } from 'node:http';
 import { Agent, type Dispatcher, Pool, request } from 'undici';
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
-import { limit, serve } from './helpers/interceptor-fixtures.js';
+import { advanceUntil, limit, throttleThenHold } from './helpers/interceptor-fixtures.js';
 import { until } from './helpers/rate-limited-server.js';
 
 // The kept 429 handed to the caller after its retry's dispatch failed on a closed Agent, seen
 // through a raw dispatch handler: its callbacks, and the controller the caller holds.
-
-async function advanceUntil(clock: ManualClock, condition: () => boolean, what: string) {
-  await until(() => {
-    if (!condition()) clock.advance(1_000);
-    return condition();
-  }, what);
-}
-
-/** Answers the first `n` requests with 429 (Retry-After: 30, body `429 #i`), holds the rest. */
-async function throttleThenHold(n = 1) {
-  const held: ServerResponse[] = [];
-  let seen = 0;
-  const server = await serve({
-    respond: (_req, res) => {
-      seen++;
-      if (seen <= n) {
-        res.writeHead(429, { 'retry-after': '30', 'x-which': String(seen) }).end(`429 #${seen}`);
-        return true;
-      }
-      held.push(res);
-      return true;
-    },
-  });
-  return { server, held };
-}
 
 interface Log {
   told: string[];
@@ -74,20 +48,18 @@ const rawNames = (raw: unknown) =>
   Array.isArray(raw) ? raw.filter((_, i) => i % 2 === 0).map((b) => String(b).toLowerCase()) : raw;
 
 describe('kept 429: the kept 429 delivered after the retry met a closed Agent', () => {
-  it("the caller's controller.rawHeaders are the delivered 429's (as when the limiter refuses the retry)", async () => {
-    const { server } = await throttleThenHold(1);
-    const clock = new ManualClock();
-    const rl = limit({ clock });
-    const agent = new Agent().compose(rl);
-    const { log } = run(agent, server.origin);
-    await until(() => rl.registry.get(server.origin)?.snapshot().queued === 1, 'the retry to queue');
-    await agent.close();
-    await advanceUntil(clock, () => log.done, 'the end');
-    expect(log.told).toEqual(['start 429', 'data 429 #1', 'end']);
-    expect(rawNames(log.raw)).toEqual(expect.arrayContaining(['retry-after', 'x-which']));
-  });
-
-  it('control: the same 429 delivered because the interceptor closed (the limiter refused the retry) has its rawHeaders', async () => {
+  // The limiter refuses the retry when the interceptor closes: the same 429, delivered the way the
+  // kept one is, is the control.
+  it.each([
+    [
+      "the caller's controller.rawHeaders are the delivered 429's (as when the limiter refuses the retry)",
+      'agent',
+    ],
+    [
+      'control: the same 429 delivered because the interceptor closed (the limiter refused the retry) has its rawHeaders',
+      'interceptor',
+    ],
+  ] as const)('%s', async (_name, closed) => {
     const { server } = await throttleThenHold(1);
     const clock = new ManualClock();
     const rl = limit({ clock });
@@ -95,9 +67,9 @@ describe('kept 429: the kept 429 delivered after the retry met a closed Agent', 
     const agent = inner.compose(rl);
     const { log } = run(agent, server.origin);
     await until(() => rl.registry.get(server.origin)?.snapshot().queued === 1, 'the retry to queue');
-    await rl.close();
+    await (closed === 'agent' ? inner.close() : rl.close());
     await advanceUntil(clock, () => log.done, 'the end');
-    await inner.close();
+    if (closed === 'interceptor') await inner.close();
     expect(log.told).toEqual(['start 429', 'data 429 #1', 'end']);
     expect(rawNames(log.raw)).toEqual(expect.arrayContaining(['retry-after', 'x-which']));
   });

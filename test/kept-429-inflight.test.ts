@@ -1,9 +1,8 @@
-import type { ServerResponse } from 'node:http';
 import { Agent, type Dispatcher, request, fetch as undiciFetch } from 'undici';
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
 import { rateLimitedFetch } from '../src/http/fetch.js';
-import { limit, serve } from './helpers/interceptor-fixtures.js';
+import { advanceUntil, limit, throttleThenHold } from './helpers/interceptor-fixtures.js';
 import { until } from './helpers/rate-limited-server.js';
 
 // A retry that REACHED the server (its request written, the server working on it) when the app
@@ -11,34 +10,9 @@ import { until } from './helpers/rate-limited-server.js';
 // a dispatch to a destroyed Agent gets. The kept 429 must not stand in for an answer to a request
 // the server has received (a POST it may have done).
 
-/** Answers request 1 with a 429 (Retry-After: 30), holds request 2 unanswered (kept in `held`). */
-async function server429ThenHold() {
-  const held: ServerResponse[] = [];
-  let n = 0;
-  const server = await serve({
-    respond: (_req, res) => {
-      n++;
-      if (n === 1) {
-        res.writeHead(429, { 'retry-after': '30' }).end('first 429');
-        return true;
-      }
-      held.push(res);
-      return true;
-    },
-  });
-  return { server, held };
-}
-
-async function advanceUntil(clock: ManualClock, condition: () => boolean, what: string) {
-  await until(() => {
-    if (!condition()) clock.advance(1_000);
-    return condition();
-  }, what);
-}
-
 describe('kept 429: the kept 429 and a retry destroyed in flight', () => {
   it('interceptor: a POST whose retry reached the server, then agent.destroy(): the caller gets the destroy error, not the stale 429', async () => {
-    const { server, held } = await server429ThenHold();
+    const { server, held } = await throttleThenHold(1);
     const clock = new ManualClock();
     const rl = limit({ clock });
     const agent = new Agent().compose(rl) as Dispatcher;
@@ -62,7 +36,7 @@ describe('kept 429: the kept 429 and a retry destroyed in flight', () => {
   });
 
   it('fetch wrapper: a POST whose retry reached the server, then agent.destroy(): the fetch rejects, it does not resolve with the stale 429', async () => {
-    const { server, held } = await server429ThenHold();
+    const { server, held } = await throttleThenHold(1);
     const clock = new ManualClock();
     const agent = new Agent();
     const f = rateLimitedFetch({

@@ -1,10 +1,9 @@
-import type { ServerResponse } from 'node:http';
 import { Agent, type Dispatcher, fetch as undiciFetch } from 'undici';
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
 import { rateLimitedFetch } from '../src/http/fetch.js';
 import type { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
-import { limit, serve } from './helpers/interceptor-fixtures.js';
+import { advanceUntil, limit, throttleThenHold } from './helpers/interceptor-fixtures.js';
 import { until } from './helpers/rate-limited-server.js';
 
 // api: 'openai': a retry that REACHED the API (the server has its body and is working on it) when
@@ -22,35 +21,16 @@ const QUOTA = {
   'x-ratelimit-reset-tokens': '30s',
 };
 
-async function llmServer() {
-  const held: ServerResponse[] = [];
-  let n = 0;
-  const server = await serve({
-    respond: (_req, res) => {
-      n++;
-      if (n === 1) {
-        res
-          .writeHead(429, { ...QUOTA, 'retry-after': '30' })
-          .end(JSON.stringify({ error: { type: 'tokens', message: 'Rate limit reached (TPM)' } }));
-        return true;
-      }
-      held.push(res);
-      return true;
-    },
-  });
-  return { server, held };
-}
+/** Answers the first call with a 429 of the token quota (Retry-After: 30), holds the rest (`held`). */
+const llmServer = () =>
+  throttleThenHold(1, () => ({
+    headers: QUOTA,
+    body: JSON.stringify({ error: { type: 'tokens', message: 'Rate limit reached (TPM)' } }),
+  }));
 
 const body = JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }], max_tokens: 5_000 });
 const headers = { 'content-type': 'application/json', authorization: 'Bearer k' };
 const tokens = (l: AdaptiveRateLimiter) => l.snapshot().budgets?.tokens?.tokens ?? Number.NaN;
-
-async function advanceUntil(clock: ManualClock, condition: () => boolean, what: string) {
-  await until(() => {
-    if (!condition()) clock.advance(1_000);
-    return condition();
-  }, what);
-}
 
 describe("kept 429: api 'openai', the retry destroyed in flight", () => {
   it('interceptor: the token draw of a retry the API received is kept', async () => {

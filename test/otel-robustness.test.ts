@@ -95,35 +95,28 @@ describe('metrics: every request that asked is counted once', () => {
 });
 
 describe('metrics: listeners and callbacks', () => {
-  it("counts grants although an application's own 'acquired' listener throws", async () => {
-    const limiter = new AdaptiveRateLimiter({ name: 'noisy', clock: new ManualClock() });
+  // An application's 'acquired' listener that throws, added before the metrics' listener (which
+  // enableMetrics adds at the first grant it sees) or after it.
+  it.each([
+    ["counts grants although an application's own 'acquired' listener throws", 'before'],
+    ['a throwing listener added after the metrics one does not hide the grants', 'after'],
+  ] as const)('%s', async (_name, added) => {
+    const name = `noisy-${added}`;
+    const limiter = new AdaptiveRateLimiter({ name, clock: new ManualClock() });
     cleanups.push(() => limiter.close());
-    limiter.on('acquired', () => {
-      throw new Error('app bug');
-    });
+    const throwing = () =>
+      limiter.on('acquired', () => {
+        throw new Error('app bug');
+      });
+    if (added === 'before') throwing();
     handle = enableMetrics({ meterProvider: h.provider });
-    for (let i = 0; i < 3; i++) (await limiter.acquire()).success();
-    const all = await h.collect();
-    expect(
-      sum(all, METRICS.requests, { [ATTRIBUTES.limiter]: 'noisy', [ATTRIBUTES.result]: 'acquired' }),
-    ).toBe(3);
-  });
-});
-
-describe('metrics: listeners added later', () => {
-  it('a throwing listener added after the metrics one does not hide the grants', async () => {
-    const limiter = new AdaptiveRateLimiter({ name: 'noisy2', clock: new ManualClock() });
-    cleanups.push(() => limiter.close());
-    handle = enableMetrics({ meterProvider: h.provider });
-    (await limiter.acquire()).success(); // metrics' listener first
-    limiter.on('acquired', () => {
-      throw new Error('app bug');
-    });
+    (await limiter.acquire()).success(); // metrics' listener now on
+    if (added === 'after') throwing();
     for (let i = 0; i < 2; i++) (await limiter.acquire()).success();
     const all = await h.collect();
-    expect(
-      sum(all, METRICS.requests, { [ATTRIBUTES.limiter]: 'noisy2', [ATTRIBUTES.result]: 'acquired' }),
-    ).toBe(3);
+    expect(sum(all, METRICS.requests, { [ATTRIBUTES.limiter]: name, [ATTRIBUTES.result]: 'acquired' })).toBe(
+      3,
+    );
   });
 });
 

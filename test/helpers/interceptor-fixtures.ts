@@ -1,9 +1,10 @@
 import type { ServerResponse } from 'node:http';
 import { Agent, type Dispatcher, getGlobalDispatcher, request, setGlobalDispatcher } from 'undici';
 import { afterEach, beforeEach } from 'vitest';
+import type { ManualClock } from '../../src/clock.js';
 import { type AdaptiveRateLimitInterceptor, adaptiveRateLimit } from '../../src/http/interceptor.js';
 import type { InterceptorOptions } from '../../src/http/options.js';
-import { RateLimitedServer, type RateLimitedServerOptions } from './rate-limited-server.js';
+import { RateLimitedServer, type RateLimitedServerOptions, until } from './rate-limited-server.js';
 
 // Fixtures of the interceptor tests: every server, interceptor and agent a test makes is closed
 // after it, newest first. Importing this file registers the `afterEach` in the importing file.
@@ -59,6 +60,47 @@ export async function holdingServer(): Promise<{ server: RateLimitedServer; held
     },
   });
   return { server, held };
+}
+
+/**
+ * A server that answers the first `n` requests with a 429 (`Retry-After: 30`, and `answer(i)`'s
+ * headers and body for the i-th, 1-based) and holds every one after (kept in `held`, unanswered):
+ * a retry in flight, at the server, for as long as a test wants.
+ */
+export async function throttleThenHold(
+  n = 1,
+  answer: (i: number) => { headers?: Record<string, string>; body: string } = (i) => ({
+    headers: { 'x-which': String(i) },
+    body: `429 #${i}`,
+  }),
+): Promise<{ server: RateLimitedServer; held: ServerResponse[] }> {
+  const held: ServerResponse[] = [];
+  let seen = 0;
+  const server = await serve({
+    respond: (_req, res) => {
+      seen++;
+      if (seen > n) {
+        held.push(res);
+        return true;
+      }
+      const { headers = {}, body } = answer(seen);
+      res.writeHead(429, { 'retry-after': '30', ...headers }).end(body);
+      return true;
+    },
+  });
+  return { server, held };
+}
+
+/** Advances `clock` a second at a time until `condition` holds (Retry-After pauses, queued retries). */
+export async function advanceUntil(
+  clock: ManualClock,
+  condition: () => boolean,
+  what: string,
+): Promise<void> {
+  await until(() => {
+    if (!condition()) clock.advance(1_000);
+    return condition();
+  }, what);
 }
 
 export function limit(options: InterceptorOptions = {}): AdaptiveRateLimitInterceptor {
