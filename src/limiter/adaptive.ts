@@ -183,8 +183,8 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     const payload = { ...args[0], budget: label };
     const forward = this.#member?.forward;
     if (forward === undefined) return this.#emitTagged(event, payload);
-    // A budget's grants are the request's: its owner tells them once.
-    if (event !== 'acquired') forward(event, payload);
+    // A budget's grants (and cancelled waits) are the request's: its owner tells them once.
+    if (event !== 'acquired' && event !== 'canceled') forward(event, payload);
     return true;
   }
 
@@ -842,6 +842,11 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
         return this.#rejection(reason, units, detail, waitMs);
       },
       resumed: () => this.emit('resumed', { limiter: this.#opts.name }),
+      canceled: (units, waited) => {
+        if (this.#watched !== watchGeneration()) this.#watched = handToWatchers(this);
+        if (this.listenerCount('canceled') > 0)
+          this.emit('canceled', { limiter: this.#opts.name, units, waited });
+      },
     });
     return this.#line;
   }

@@ -51,6 +51,9 @@ if (debug?.enabled) {
       limiter.on('rejected', (e) => {
         log('%s: rejected %d units (%s): %s', who(e), e.units, e.reason, e.message);
       });
+      limiter.on('canceled', (e) => {
+        log('%s: wait of %d units canceled after %d ms (aborted)', who(e), e.units, e.waited);
+      });
     },
   });
 }

@@ -9,6 +9,12 @@ import { warnListenerThrew } from './listener-threw.js';
 export interface LimiterEventMap {
   /** Units granted; `waited` is how long the request waited (0 when granted at once). */
   acquired: [{ limiter: string; budget?: string; units: number; waited: number }];
+  /**
+   * A queued request left the line before its turn, unsent: its caller aborted (its `signal`), or
+   * an adapter gave the wait up (the HTTP request was aborted). Its units went back; `waited` is how
+   * long it waited. Every acquire ends in one of `acquired`, `rejected` and `canceled`.
+   */
+  canceled: [{ limiter: string; budget?: string; units: number; waited: number }];
   /** A request refused without being sent. */
   rejected: [{ limiter: string; budget?: string; units: number; reason: RejectionReason; message: string }];
   /** A throttled response; `cut` says whether it cut the rate. */

@@ -88,6 +88,8 @@ export interface LineOwner {
   rejection(reason: RejectionReason, units: number, detail: string, waitMs?: number): RateLimitRejectedError;
   /** A pause ended (the `resumed` event). */
   resumed(): void;
+  /** A waiter of `units`, queued `waited` ms, was aborted or cancelled (the `canceled` event). */
+  canceled(units: number, waited: number): void;
 }
 
 /**
@@ -338,10 +340,13 @@ export class WaitingLine implements CancellableLine {
     if (!queue.alive(seq)) return;
     const units = queue.units(seq);
     const settle = queue.resolver(seq);
+    const now = this.#clock.now();
+    const waited = now - queue.enqueuedAt(seq);
     queue.remove(seq);
     this.#queuedUnits -= units;
     refuseTo(settle, reason);
+    this.#owner.canceled(units, waited);
     // The next in line may be served sooner now.
-    this.kick(this.#clock.now());
+    this.kick(now);
   }
 }

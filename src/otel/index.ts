@@ -115,6 +115,8 @@ interface Series {
   readonly attributes: Attributes;
   acquired: number;
   waited: number;
+  /** Waits the caller aborted (reported once there was one). */
+  canceled: number;
   rejected: Map<RejectionReason, number>;
 }
 
@@ -185,7 +187,7 @@ class LimiterMetrics {
     });
     const requests = meter.createObservableCounter(METRICS.requests, {
       description:
-        'Requests that asked the limiter for units, by result: acquired (at once), waited (acquired after a wait), rejected (by reason).',
+        'Requests that asked the limiter for units, by result: acquired (at once), waited (acquired after a wait), rejected (by reason), canceled (the caller aborted its wait).',
       unit: '{request}',
       valueType: ValueType.INT,
     });
@@ -210,6 +212,9 @@ class LimiterMetrics {
         const { attributes } = series;
         result.observe(requests, series.acquired, { ...attributes, [ATTRIBUTES.result]: 'acquired' });
         result.observe(requests, series.waited, { ...attributes, [ATTRIBUTES.result]: 'waited' });
+        if (series.canceled > 0) {
+          result.observe(requests, series.canceled, { ...attributes, [ATTRIBUTES.result]: 'canceled' });
+        }
         for (const [reason, count] of series.rejected) {
           result.observe(requests, count, {
             ...attributes,
@@ -323,6 +328,10 @@ class LimiterMetrics {
         if (!series.kept) this.#keep(series);
         series.rejected.set(e.reason, (series.rejected.get(e.reason) ?? 0) + 1);
       },
+      canceled: () => {
+        if (!series.kept) this.#keep(series);
+        series.canceled++;
+      },
       throttled: (e) => {
         this.#responses.add(1, forBudget(e.budget, throttled));
         if (e.cut) this.#cuts.add(1, forBudget(e.budget));
@@ -353,7 +362,7 @@ class LimiterMetrics {
     const key = JSON.stringify(attributes);
     let series = this.#series.get(key);
     if (series === undefined) {
-      series = { key, kept: false, attributes, acquired: 0, waited: 0, rejected: new Map() };
+      series = { key, kept: false, attributes, acquired: 0, waited: 0, canceled: 0, rejected: new Map() };
       this.#keep(series);
     }
     return series;

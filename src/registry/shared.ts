@@ -143,9 +143,12 @@ export function retireSharedBudget(budget: LazySharedBudget): void {
     if (limiter.snapshot().queued > 0) return;
     limiter.off('acquired', closeWhenIdle);
     limiter.off('rejected', closeWhenIdle);
+    limiter.off('canceled', closeWhenIdle);
     void budget.close().catch(() => undefined);
   };
+  // Every wait ends in one of these three: the last one to leave closes the budget.
   limiter.on('acquired', closeWhenIdle);
   limiter.on('rejected', closeWhenIdle);
+  limiter.on('canceled', closeWhenIdle);
   closeWhenIdle();
 }

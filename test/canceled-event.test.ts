@@ -1,0 +1,144 @@
+import { Agent, type Dispatcher, request } from 'undici';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { ManualClock } from '../src/clock.js';
+import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
+import type { LimiterEventMap } from '../src/limiter/events.js';
+import { ATTRIBUTES, enableMetrics, METRICS, type MetricsHandle } from '../src/otel/index.js';
+import type { LazySharedBudget } from '../src/registry/shared.js';
+import { retireSharedBudget } from '../src/registry/shared.js';
+import { cleanups, limit, serve } from './helpers/interceptor-fixtures.js';
+import { otelHarness, sum } from './helpers/otel-harness.js';
+import { until } from './helpers/rate-limited-server.js';
+
+// A queued wait the caller aborts is the third way an acquire ends (after acquired and rejected):
+// the `canceled` event. The metrics count it, and a replaced shared budget whose last waiter is
+// aborted leaves Redis instead of staying a member for as long as the process lives.
+
+const flush = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+/** A limiter at 60 a minute whose one unit is spent: the next acquire waits a second. */
+function busy(name: string, options: { budgets?: boolean } = {}) {
+  const clock = new ManualClock();
+  const limiter = new AdaptiveRateLimiter({
+    name,
+    clock,
+    slowStart: false,
+    ...(options.budgets
+      ? {
+          budgets: {
+            requests: { initialUnitsPerMinute: 60 },
+            tokens: { initialUnitsPerMinute: 6_000 },
+          },
+        }
+      : { initialUnitsPerMinute: 60 }),
+  });
+  cleanups.push(() => limiter.close());
+  expect(limiter.tryAcquire()).toBeDefined();
+  return { clock, limiter };
+}
+
+describe("the 'canceled' event", () => {
+  it('tells an aborted wait once, with its units and how long it waited', async () => {
+    const { clock, limiter } = busy('c1');
+    const told: LimiterEventMap['canceled'][0][] = [];
+    limiter.on('canceled', (e) => told.push(e));
+    const controller = new AbortController();
+    const waiting = limiter.acquire(1, { signal: controller.signal }).catch((e: unknown) => e);
+    clock.advance(400);
+    controller.abort();
+    expect(await waiting).toMatchObject({ name: 'AbortError' });
+    controller.abort(); // again: nothing more
+    expect(told).toEqual([{ limiter: 'c1', units: 1, waited: 400 }]);
+  });
+
+  it('a limiter of several budgets tells it once, not once per budget', async () => {
+    const { limiter } = busy('c2', { budgets: true });
+    const told: unknown[] = [];
+    limiter.on('canceled', (e) => told.push(e));
+    const controller = new AbortController();
+    const waiting = limiter
+      .acquire(1, { signal: controller.signal, costs: { tokens: 10 } })
+      .catch((e: unknown) => e);
+    controller.abort();
+    await waiting;
+    expect(told).toEqual([{ limiter: 'c2', budget: 'requests', units: 1, waited: 0 }]);
+  });
+
+  it('a served or refused wait tells none', async () => {
+    const { clock, limiter } = busy('c3');
+    const canceled = vi.fn();
+    limiter.on('canceled', canceled);
+    const served = limiter.acquire(1);
+    clock.advance(1_000);
+    await served;
+    await limiter.close();
+    expect(canceled).not.toHaveBeenCalled();
+  });
+
+  it('the HTTP interceptor: a request aborted while it waits for its turn tells it', async () => {
+    const server = await serve();
+    const clock = new ManualClock();
+    const rl = limit({ clock, limiters: { api: { origins: [server.origin], initialUnitsPerMinute: 60 } } });
+    const agent = new Agent().compose(rl) as Dispatcher;
+    cleanups.push(() => agent.close());
+    expect((await request(`${server.origin}/1`, { dispatcher: agent })).statusCode).toBe(200);
+    const limiter = rl.registry.get('api')!;
+    const canceled = vi.fn();
+    limiter.on('canceled', canceled);
+    const controller = new AbortController();
+    const second = request(`${server.origin}/2`, { dispatcher: agent, signal: controller.signal }).catch(
+      (e: unknown) => e,
+    );
+    await until(() => limiter.snapshot().queued === 1, 'the request to wait');
+    controller.abort();
+    await second;
+    expect({
+      calls: canceled.mock.calls.length,
+      queued: limiter.snapshot().queued,
+      sent: server.requests,
+    }).toEqual({ calls: 1, queued: 0, sent: 1 });
+  });
+});
+
+describe('metrics: an aborted wait', () => {
+  const h = otelHarness();
+  let handle: MetricsHandle | undefined;
+  afterEach(() => {
+    handle?.disable();
+    handle = undefined;
+  });
+
+  it('counts requests{result="canceled"}, reported from the first', async () => {
+    handle = enableMetrics({ meterProvider: h.provider });
+    const { limiter } = busy('c4');
+    const result = (all: Awaited<ReturnType<typeof h.collect>>, r: string) =>
+      sum(all, METRICS.requests, { [ATTRIBUTES.limiter]: 'c4', [ATTRIBUTES.result]: r });
+    expect(result(await h.collect(), 'canceled')).toBe(0);
+    for (let i = 0; i < 2; i++) {
+      const controller = new AbortController();
+      const waiting = limiter.acquire(1, { signal: controller.signal }).catch(() => undefined);
+      controller.abort();
+      await waiting;
+    }
+    const all = await h.collect();
+    expect({ canceled: result(all, 'canceled'), acquired: result(all, 'acquired') }).toEqual({
+      canceled: 2,
+      acquired: 1,
+    });
+  });
+});
+
+describe('a shared budget that replace took out', () => {
+  it('closes when its last waiter is aborted', async () => {
+    const { limiter } = busy('c5');
+    const close = vi.fn(async () => undefined);
+    const controller = new AbortController();
+    const waiting = limiter.acquire(1, { signal: controller.signal }).catch(() => undefined);
+    retireSharedBudget({ limiter, close } as unknown as LazySharedBudget);
+    await flush();
+    expect(close).not.toHaveBeenCalled(); // a request still waits in it
+    controller.abort();
+    await waiting;
+    expect(close).toHaveBeenCalledTimes(1);
+  });
+});
