@@ -1,6 +1,6 @@
 import { RateLimitRejectedError } from './errors.js';
-import { kNotSent, kQuiet, kRefused, kWaitCancel } from './internal.js';
-import { usedOrUndefined } from './limiter/permit.js';
+import { kRefused, kWaitCancel } from './internal.js';
+import { notSent, usedOrUndefined } from './limiter/permit.js';
 import type { AcquireOptions, Outcome, Permit, RateLimiter } from './limiter/types.js';
 import type { CancellableAcquireOptions, WaitCancel } from './limiter/waiting-line.js';
 
@@ -283,16 +283,4 @@ export function feed(permit: Permit, outcome: Outcome): void {
   // A count that is not one (only a bug upstream could pass it) counts the permit's units: the
   // server answered, and a throw here would end its request (`permit.success` refuses it).
   else permit.success(usedOrUndefined(outcome.units), outcome.quota);
-}
-
-/**
- * Settles the permit of a request that never reached the API (its connection refused, its slot
- * refused, its retry not sent): as failed, but with no `failed` event (no answer came: metrics
- * and listeners count none), and a permit of several budgets gives back the draws of all but the
- * first (an LLM call's tokens; see `BudgetedPermit`). A permit of your own limiter: `failed()`.
- */
-export function notSent(permit: Permit): void {
-  if (kNotSent in permit) (permit as { [kNotSent](): void })[kNotSent]();
-  else if (kQuiet in permit) (permit as { [kQuiet](): void })[kQuiet]();
-  else permit.failed();
 }

@@ -13,7 +13,7 @@ import { createSharedBudget, MemoryBudgetStore, type SharedBudget } from '../src
 import { RateLimiterRegistry } from '../src/registry/index.js';
 import { configError } from './helpers/config-error.js';
 import { agentWith, cleanups, get, limit, serve } from './helpers/interceptor-fixtures.js';
-import { until } from './helpers/rate-limited-server.js';
+import { RateLimitedServer, until } from './helpers/rate-limited-server.js';
 
 // A limiter instance the user owns behind origins of the HTTP adapters: a SharedBudget on a
 // MemoryBudgetStore stands for one budget in Redis (same rules, no Redis needed), each budget
@@ -259,6 +259,28 @@ describe('RateLimiterRegistry: a limiter instance you own', () => {
     registry.replace('api', { origins: [server.origin], initialUnitsPerMinute: 6_000 });
     expect(added).toHaveBeenCalledWith({ name: 'api', limiter: registry.get('api') });
     expect((await get(agent, `${server.origin}/3`)).status).toBe(200);
+  });
+});
+
+describe('a SharedBudget: a request that never reached the server', () => {
+  it('a refused connection tells no failed answer on the local limiter (as a limiter of its own)', async () => {
+    const clock = new ManualClock();
+    const budget = sharedBudget(new MemoryBudgetStore({ clock }), clock);
+    const gone = await RateLimitedServer.start();
+    const origin = gone.origin;
+    await gone.close(); // nothing listens there now: ECONNREFUSED
+    const rl = limit({
+      limiters: { api: { origins: [origin], limiter: budget } },
+      default: false,
+      maxAttempts: 1,
+    });
+    const failed = vi.fn();
+    budget.limiter.on('failed', failed);
+    const error = await get(agentWith(rl), `${origin}/a`).catch((e: unknown) => e);
+    expect({ code: (error as { code?: string }).code, failed: failed.mock.calls.length }).toEqual({
+      code: 'ECONNREFUSED',
+      failed: 0,
+    });
   });
 });
 

@@ -1,5 +1,5 @@
 import { InvalidArgumentError } from '../errors.js';
-import { kFailed, kQuiet, kSuccess, kThrottled } from '../internal.js';
+import { kFailed, kNotSent, kQuiet, kSuccess, kThrottled } from '../internal.js';
 import type { AcquireOptions, AnnouncedQuota, Permit } from './types.js';
 
 type Quota = readonly AnnouncedQuota[] | undefined;
@@ -169,4 +169,16 @@ export function waitedBefore(options: AcquireOptions | undefined): number {
  */
 export function unitsCounted(permit: Permit, unitsUsed: number | undefined): number {
   return isUnitsUsed(unitsUsed) ? unitsUsed : permit.units;
+}
+
+/**
+ * Settles the permit of a request that never reached the API (its connection refused, its slot
+ * refused, its retry not sent): as failed, but with no `failed` event (no answer came: metrics
+ * and listeners count none), and a permit of several budgets gives back the draws of all but the
+ * first (an LLM call's tokens; see `BudgetedPermit`). A permit of your own limiter: `failed()`.
+ */
+export function notSent(permit: Permit): void {
+  if (kNotSent in permit) (permit as { [kNotSent](): void })[kNotSent]();
+  else if (kQuiet in permit) (permit as { [kQuiet](): void })[kQuiet]();
+  else permit.failed();
 }

@@ -1,5 +1,5 @@
-import { kFailed, kSuccess, kThrottled } from '../internal.js';
-import { checkQuota, checkUnitsUsed, checkWait } from '../limiter/permit.js';
+import { kFailed, kNotSent, kSuccess, kThrottled } from '../internal.js';
+import { checkQuota, checkUnitsUsed, checkWait, notSent } from '../limiter/permit.js';
 import type { AnnouncedQuota, Permit } from '../limiter/types.js';
 
 type Quota = readonly AnnouncedQuota[] | undefined;
@@ -62,6 +62,14 @@ export class SharedPermit implements Permit {
     checkWait('failed', retryAfterMs);
     checkQuota('failed', quota);
     this.#settle()?.[kFailed](this.inner, retryAfterMs, quota);
+  }
+
+  /**
+   * @internal The request never reached the API (see `notSent`): its local permit ends so, no
+   * `failed` event, and the budget hears nothing (no answer came).
+   */
+  [kNotSent](): void {
+    if (this.#settle() !== undefined) notSent(this.inner);
   }
 
   #settle(): SharedPermitSink | undefined {

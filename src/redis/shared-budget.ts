@@ -2,10 +2,10 @@ import { EventEmitter } from 'node:events';
 import { keepsNoState, resolveController } from '../controllers/index.js';
 import { sharedBudgetProbe } from '../controllers/probe.js';
 import { AdaptiveRateLimitError, ConfigError } from '../errors.js';
-import { kFailed, kNoCrowdWait, kQuiet, kSuccess, kThrottled, kWaitBound } from '../internal.js';
+import { kFailed, kNoCrowdWait, kSuccess, kThrottled, kWaitBound } from '../internal.js';
 import { AdaptiveRateLimiter, type LimiterSnapshot } from '../limiter/adaptive.js';
 import { resolveLimiterOptions } from '../limiter/options.js';
-import { LimiterPermit, unitsCounted } from '../limiter/permit.js';
+import { notSent, unitsCounted } from '../limiter/permit.js';
 import type { AcquireOptions, AnnouncedQuota, Permit, RateLimiter, WaitBound } from '../limiter/types.js';
 import { Coordinator } from './coordinator.js';
 import { memberController } from './member-controller.js';
@@ -307,8 +307,7 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
         if (this.#opts.failClosed && this.#member.degraded) {
           // Queued before Redis went away: refused as an acquire made now is. The units are
           // given up with no outcome (no request was sent).
-          if (permit instanceof LimiterPermit) permit[kQuiet]();
-          else permit.failed();
+          notSent(permit);
           throw this.#unavailable();
         }
         return new SharedPermit(this, permit, era);
