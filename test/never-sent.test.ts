@@ -1,5 +1,9 @@
-import { describe, expect, it } from 'vitest';
+import { Agent, type Dispatcher, request, fetch as undiciFetch } from 'undici';
+import { describe, expect, it, vi } from 'vitest';
 import { dispatcherClosed, errorOutcome, neverSent } from '../src/http/classify.js';
+import { rateLimitedFetch } from '../src/http/fetch.js';
+import { holdingServer, limit } from './helpers/interceptor-fixtures.js';
+import { until } from './helpers/rate-limited-server.js';
 
 // Which errors say a request never reached the server: an LLM call's token draws are given back
 // for those alone (a reset may come after the request was sent, and the API may have done the work).
@@ -14,19 +18,24 @@ describe('neverSent', () => {
     'EHOSTUNREACH',
     'ENETUNREACH',
     'UND_ERR_CONNECT_TIMEOUT',
+    'UND_ERR_CLOSED', // undici's closed dispatcher: thrown by dispatch, before any write
   ])('a connection that was never made: %s', (code) => {
     expect(neverSent(coded(code))).toBe(true);
     // fetch's own error wraps it
     expect(neverSent(new TypeError('fetch failed', { cause: coded(code) }))).toBe(true);
   });
 
-  it.each(['ECONNRESET', 'EPIPE', 'UND_ERR_SOCKET', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_ABORTED'])(
-    'an error after the connection may come after the request was sent: %s',
-    (code) => {
-      expect(neverSent(coded(code))).toBe(false);
-      expect(neverSent(new TypeError('fetch failed', { cause: coded(code) }))).toBe(false);
-    },
-  );
+  it.each([
+    'ECONNRESET',
+    'EPIPE',
+    'UND_ERR_SOCKET',
+    'UND_ERR_HEADERS_TIMEOUT',
+    'UND_ERR_ABORTED',
+    'UND_ERR_DESTROYED',
+  ])('an error after the connection may come after the request was sent: %s', (code) => {
+    expect(neverSent(coded(code))).toBe(false);
+    expect(neverSent(new TypeError('fetch failed', { cause: coded(code) }))).toBe(false);
+  });
 
   it('an AggregateError of the addresses tried: only when every one was never reached', () => {
     const all = new AggregateError([coded('ECONNREFUSED'), coded('ENETUNREACH')], 'connect');
@@ -60,5 +69,53 @@ describe('dispatcherClosed', () => {
   it.each(['ECONNREFUSED', 'UND_ERR_SOCKET', 'UND_ERR_ABORTED'])('any other error: %s', (code) => {
     expect(dispatcherClosed(coded(code))).toBe(false);
     expect(dispatcherClosed(new TypeError('fetch failed', { cause: coded(code) }))).toBe(false);
+  });
+});
+
+describe('a request to an Agent that is closing: never sent', () => {
+  // `close()` waits for the requests in flight (one held at the server here); a request that comes
+  // meanwhile gets ClientClosedError (UND_ERR_CLOSED) from undici's dispatch, before any write.
+  // (Once closed, the Agent is destroyed, and UND_ERR_DESTROYED tells nothing: see above.)
+  it('interceptor: it fails with UND_ERR_CLOSED and tells no failed answer', async () => {
+    const { server, held } = await holdingServer();
+    const rl = limit();
+    const agent = new Agent();
+    const composed = agent.compose(rl) as Dispatcher;
+    const slow = request(`${server.origin}/slow`, { dispatcher: composed });
+    await until(() => held.length === 1, 'the request in flight');
+    const failed = vi.fn();
+    rl.registry.get(server.origin)?.on('failed', failed);
+    const closed = agent.close();
+    const error = await request(`${server.origin}/2`, { dispatcher: composed }).catch((e: unknown) => e);
+    held[0]?.end('done');
+    await (await slow).body.text();
+    await closed;
+    expect({ code: (error as { code?: string }).code, failed: failed.mock.calls.length }).toEqual({
+      code: 'UND_ERR_CLOSED',
+      failed: 0,
+    });
+  });
+
+  it('fetch wrapper: it rejects and tells no failed answer', async () => {
+    const { server, held } = await holdingServer();
+    const agent = new Agent();
+    const f = rateLimitedFetch({
+      fetch: (input, init) =>
+        undiciFetch(input as string, { ...(init as object), dispatcher: agent }) as never,
+    });
+    const slow = f(`${server.origin}/slow`);
+    await until(() => held.length === 1, 'the request in flight');
+    const failed = vi.fn();
+    f.registry.get(server.origin)?.on('failed', failed);
+    const closed = agent.close();
+    const error = await f(`${server.origin}/2`).catch((e: unknown) => e);
+    held[0]?.end('done');
+    await (await slow).text();
+    await closed;
+    f.close();
+    expect({
+      cause: (error as { cause?: { code?: string } }).cause?.code,
+      failed: failed.mock.calls.length,
+    }).toEqual({ cause: 'UND_ERR_CLOSED', failed: 0 });
   });
 });

@@ -152,8 +152,11 @@ function judge(
 
 /**
  * The error codes of a request that never reached the server: its connection was refused, timed
- * out or had no route, or its host name did not resolve. A reset or a socket error after the
- * connection may come after the request was sent, and is not among them.
+ * out or had no route, or its host name did not resolve, or the undici dispatcher it came to was
+ * closed (`ClientClosedError`: undici throws it only from `dispatch`, before anything is written).
+ * A reset or a socket error after the connection may come after the request was sent, and is not
+ * among them; nor is a destroyed dispatcher's error (`UND_ERR_DESTROYED`), which undici also
+ * gives a request it had written.
  */
 const NEVER_SENT_CODES: ReadonlySet<string> = new Set([
   'ECONNREFUSED',
@@ -162,6 +165,7 @@ const NEVER_SENT_CODES: ReadonlySet<string> = new Set([
   'EHOSTUNREACH',
   'ENETUNREACH',
   'UND_ERR_CONNECT_TIMEOUT',
+  'UND_ERR_CLOSED',
 ]);
 
 /**
