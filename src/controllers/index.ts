@@ -20,6 +20,16 @@ const defaultProbe = probe();
 export type ControllerSpec = 'aimd' | 'cubic' | 'probe' | RateController;
 
 /**
+ * The name metrics and `NODE_DEBUG` show for a `controller` option: `'aimd'`, `'cubic'`,
+ * `'probe'`, or a custom controller's `name` property (`'custom'` without one).
+ */
+export function controllerNameOf(controller: unknown): string {
+  if (typeof controller === 'string') return controller;
+  const name = (controller as { name?: unknown } | undefined)?.name;
+  return typeof name === 'string' && name !== '' ? name : 'custom';
+}
+
+/**
  * Builds the named built-in controller with its options, or checks and returns a custom one.
  * Throws `ConfigError` naming `controller` for anything else, or naming the bad option.
  */

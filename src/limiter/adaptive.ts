@@ -1,5 +1,5 @@
 import { type Clock, systemClock } from '../clock.js';
-import { resolveController } from '../controllers/index.js';
+import { controllerNameOf, resolveController } from '../controllers/index.js';
 import type { RateController } from '../controllers/types.js';
 import {
   ConfigError,
@@ -201,10 +201,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
    * property (`'custom'` without one).
    */
   get controllerName(): string {
-    const controller = this.#opts.controller;
-    if (typeof controller === 'string') return controller;
-    const name = (controller as { name?: unknown }).name;
-    return typeof name === 'string' && name !== '' ? name : 'custom';
+    return controllerNameOf(this.#opts.controller);
   }
 
   /** The current rate of this process in units/min (`Infinity` while unlimited). */

@@ -1,5 +1,5 @@
 import { EventEmitter } from 'node:events';
-import { keepsNoState, resolveController } from '../controllers/index.js';
+import { controllerNameOf, keepsNoState, resolveController } from '../controllers/index.js';
 import { sharedBudgetProbe } from '../controllers/probe.js';
 import { AdaptiveRateLimitError, ConfigError } from '../errors.js';
 import { kFailed, kNoCrowdWait, kSuccess, kThrottled, kWaitBound } from '../internal.js';
@@ -364,11 +364,4 @@ export function createSharedBudget(options: SharedBudgetOptions): SharedBudget {
 function noCrowdWait(limiter: AdaptiveRateLimiter): AdaptiveRateLimiter {
   limiter[kNoCrowdWait]();
   return limiter;
-}
-
-/** The name metrics and NODE_DEBUG show for a budget's controller: as a limiter names its own. */
-function controllerNameOf(controller: unknown): string {
-  if (typeof controller === 'string') return controller;
-  const name = (controller as { name?: unknown } | undefined)?.name;
-  return typeof name === 'string' && name !== '' ? name : 'custom';
 }
