@@ -1,8 +1,9 @@
-import { Agent, type Dispatcher, request, fetch as undiciFetch } from 'undici';
+import type { ServerResponse } from 'node:http';
+import { Agent, type Dispatcher, interceptors, request, fetch as undiciFetch } from 'undici';
 import { describe, expect, it, vi } from 'vitest';
 import { dispatcherClosed, errorOutcome, neverSent } from '../src/http/classify.js';
 import { rateLimitedFetch } from '../src/http/fetch.js';
-import { holdingServer, limit } from './helpers/interceptor-fixtures.js';
+import { holdingServer, limit, serve } from './helpers/interceptor-fixtures.js';
 import { until } from './helpers/rate-limited-server.js';
 
 // Which errors say a request never reached the server: an LLM call's token draws are given back
@@ -18,7 +19,6 @@ describe('neverSent', () => {
     'EHOSTUNREACH',
     'ENETUNREACH',
     'UND_ERR_CONNECT_TIMEOUT',
-    'UND_ERR_CLOSED', // undici's closed dispatcher: thrown by dispatch, before any write
   ])('a connection that was never made: %s', (code) => {
     expect(neverSent(coded(code))).toBe(true);
     // fetch's own error wraps it
@@ -57,6 +57,10 @@ describe('neverSent', () => {
   it('errorOutcome: failed, marked not sent only when it was not', () => {
     expect(errorOutcome(coded('ECONNREFUSED'))).toEqual({ kind: 'failed', notSent: true });
     expect(errorOutcome(coded('ECONNRESET'))).toEqual({ kind: 'failed' });
+    // A closed dispatcher: not sent only for an attempt undici never started.
+    expect(errorOutcome(coded('UND_ERR_CLOSED'), true)).toEqual({ kind: 'failed', notSent: true });
+    expect(errorOutcome(coded('UND_ERR_CLOSED'))).toEqual({ kind: 'failed' });
+    expect(errorOutcome(coded('ECONNRESET'), true)).toEqual({ kind: 'failed' });
   });
 });
 
@@ -72,11 +76,11 @@ describe('dispatcherClosed', () => {
   });
 });
 
-describe('a request to an Agent that is closing: never sent', () => {
+describe('a request to an Agent that is closing', () => {
   // `close()` waits for the requests in flight (one held at the server here); a request that comes
   // meanwhile gets ClientClosedError (UND_ERR_CLOSED) from undici's dispatch, before any write.
   // (Once closed, the Agent is destroyed, and UND_ERR_DESTROYED tells nothing: see above.)
-  it('interceptor: it fails with UND_ERR_CLOSED and tells no failed answer', async () => {
+  it('interceptor: one undici never started fails with UND_ERR_CLOSED and tells no failed answer (never sent)', async () => {
     const { server, held } = await holdingServer();
     const rl = limit();
     const agent = new Agent();
@@ -96,7 +100,39 @@ describe('a request to an Agent that is closing: never sent', () => {
     });
   });
 
-  it('fetch wrapper: it rejects and tells no failed answer', async () => {
+  it("interceptor: a retry (undici's retry interceptor below it) refused after the first try was written tells a failed answer", async () => {
+    const held: ServerResponse[] = [];
+    const server = await serve({
+      respond: (req, res) => {
+        if (req.url === '/slow') held.push(res);
+        else if (req.url === '/reset')
+          res.socket?.destroy(); // it arrived; its answer never comes
+        else return false;
+        return true;
+      },
+    });
+    const rl = limit();
+    const agent = new Agent();
+    const composed = agent.compose(interceptors.retry({ minTimeout: 200, maxRetries: 1 }), rl) as Dispatcher;
+    const slow = request(`${server.origin}/slow`, { dispatcher: composed });
+    await until(() => held.length === 1, 'the request in flight');
+    const failed = vi.fn();
+    rl.registry.get(server.origin)?.on('failed', failed);
+    const started = server.requests;
+    const reset = request(`${server.origin}/reset`, { dispatcher: composed }).catch((e: unknown) => e);
+    await until(() => server.requests === started + 1, 'the first try to reach the server');
+    const closed = agent.close(); // closing; undici's retry comes now and gets UND_ERR_CLOSED
+    const error = await reset;
+    held[0]?.end('done');
+    await (await slow).body.text();
+    await closed;
+    expect({ code: (error as { code?: string }).code, failed: failed.mock.calls.length }).toEqual({
+      code: 'UND_ERR_CLOSED',
+      failed: 1,
+    });
+  });
+
+  it('fetch wrapper: it cannot tell (a redirect is refused the same way after the first was written): a failed answer', async () => {
     const { server, held } = await holdingServer();
     const agent = new Agent();
     const f = rateLimitedFetch({
@@ -116,6 +152,6 @@ describe('a request to an Agent that is closing: never sent', () => {
     expect({
       cause: (error as { cause?: { code?: string } }).cause?.code,
       failed: failed.mock.calls.length,
-    }).toEqual({ cause: 'UND_ERR_CLOSED', failed: 0 });
+    }).toEqual({ cause: 'UND_ERR_CLOSED', failed: 1 });
   });
 });

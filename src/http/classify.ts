@@ -152,11 +152,9 @@ function judge(
 
 /**
  * The error codes of a request that never reached the server: its connection was refused, timed
- * out or had no route, or its host name did not resolve, or the undici dispatcher it came to was
- * closed (`ClientClosedError`: undici throws it only from `dispatch`, before anything is written).
- * A reset or a socket error after the connection may come after the request was sent, and is not
- * among them; nor is a destroyed dispatcher's error (`UND_ERR_DESTROYED`), which undici also
- * gives a request it had written.
+ * out or had no route, or its host name did not resolve. A reset or a socket error after the
+ * connection may come after the request was sent, and is not among them; nor is a closed or
+ * destroyed dispatcher's (see {@link errorOutcome}).
  */
 const NEVER_SENT_CODES: ReadonlySet<string> = new Set([
   'ECONNREFUSED',
@@ -165,7 +163,6 @@ const NEVER_SENT_CODES: ReadonlySet<string> = new Set([
   'EHOSTUNREACH',
   'ENETUNREACH',
   'UND_ERR_CONNECT_TIMEOUT',
-  'UND_ERR_CLOSED',
 ]);
 
 /**
@@ -205,7 +202,12 @@ const NOT_SENT: Outcome = { kind: 'failed', notSent: true };
 /**
  * The outcome of a request whose attempt ended in `error` before any answer: failed (no cut),
  * and for one that never reached the server (see {@link neverSent}) its LLM token draws given back.
+ * `unstarted`: undici never started the attempt (no `onRequestStart`), so a closed or destroyed
+ * dispatcher's error (see {@link dispatcherClosed}) refused it before any write too. Without that
+ * knowledge (the fetch wrapper) such an error is an answer-less failure: undici gives it also to a
+ * request it had written (destroyed in flight), or to a redirect's or retry's second dispatch
+ * after the first was written.
  */
-export function errorOutcome(error: unknown): Outcome {
-  return neverSent(error) ? NOT_SENT : FAILED;
+export function errorOutcome(error: unknown, unstarted = false): Outcome {
+  return neverSent(error) || (unstarted && dispatcherClosed(error)) ? NOT_SENT : FAILED;
 }

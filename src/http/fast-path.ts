@@ -101,10 +101,10 @@ export class FastPathJudge implements AttemptJudge {
   }
 
   /** Attempt 1 failed before its response: as the loop ends on an error. */
-  failed(_attempt: Attempt, error: Error): void {
+  failed(attempt: Attempt, error: Error): void {
     const permit = this.#settle();
     // One that never reached the server gives back its LLM token draws.
-    if (permit !== undefined) feed(permit, errorOutcome(error));
+    if (permit !== undefined) feed(permit, errorOutcome(error, attempt.controller === undefined));
     this.#request.fail(error);
   }
 

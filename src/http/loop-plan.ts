@@ -114,14 +114,19 @@ export class LoopPlan implements AttemptPlan<Attempt> {
 
   #lastSent: Attempt | undefined;
 
+  /** Whether undici never started the last attempt (no onRequestStart: nothing of it was written). */
+  get #unstarted(): boolean {
+    return this.#lastSent !== undefined && this.#lastSent.controller === undefined;
+  }
+
   transportClosed(error: unknown): boolean {
-    // Only an attempt undici never started (no onRequestStart: never written) was refused by the closed dispatcher.
-    return this.#lastSent !== undefined && this.#lastSent.controller === undefined && dispatcherClosed(error);
+    // Only an attempt undici never started was refused by the closed dispatcher.
+    return this.#unstarted && dispatcherClosed(error);
   }
 
   /** A request that never reached the server gives back its LLM token draws (see `notSent`). */
   classifyError(error: unknown): Outcome {
-    return errorOutcome(error);
+    return errorOutcome(error, this.#unstarted);
   }
 
   send(): Promise<Attempt> {
