@@ -100,6 +100,78 @@ describe("the 'canceled' event", () => {
   });
 });
 
+describe('the end of a wait: one event, the right one', () => {
+  it("an adapter's close (the limiter left open) refuses the wait: 'rejected' (closed), as the caller is told, not 'canceled'", async () => {
+    const server = await serve();
+    const { limiter } = busy('inst');
+    const rl = limit({ limiters: { api: { origins: [server.origin], limiter } }, default: false });
+    const agent = new Agent().compose(rl) as Dispatcher;
+    cleanups.push(() => agent.close());
+    const events: string[] = [];
+    for (const e of ['acquired', 'rejected', 'canceled'] as const) limiter.on(e, () => events.push(e));
+    const waiting = request(`${server.origin}/x`, { dispatcher: agent }).catch((e: unknown) => e);
+    await until(() => limiter.snapshot().queued === 1, 'the request to wait');
+    await rl.close();
+    const error = (await waiting) as { name?: string; reason?: string };
+    expect({ error: [error.name, error.reason], events }).toEqual({
+      error: ['RateLimitRejectedError', 'closed'],
+      events: ['rejected'],
+    });
+  });
+
+  it("several budgets: the head's signal aborted from its own 'acquired' listener leaves the next waiter's costs drawn", async () => {
+    const clock = new ManualClock();
+    const limiter = new AdaptiveRateLimiter({
+      name: 'sb',
+      clock,
+      slowStart: false,
+      burst: 'second',
+      budgets: { requests: { initialUnitsPerMinute: 60 }, tokens: { initialUnitsPerMinute: 600 } },
+    });
+    cleanups.push(() => limiter.close());
+    expect(limiter.tryAcquire(1, { tokens: 10 })).toBeDefined(); // each budget's second spent
+    const a = new AbortController();
+    const first = limiter.acquire(1, { signal: a.signal, costs: { tokens: 10 } });
+    const second = limiter.acquire(1, { costs: { tokens: 10 } });
+    limiter.once('acquired', () => a.abort()); // an app's timeout firing in the listener
+    clock.advance(1_000);
+    await first;
+    const before = limiter.snapshot().budgets?.tokens?.tokens ?? Number.NaN;
+    clock.advance(1_000);
+    await second;
+    // The second drew its 10 tokens: the bucket (10 a second) ends where it began.
+    expect((limiter.snapshot().budgets?.tokens?.tokens ?? Number.NaN) - before).toBeCloseTo(0);
+  });
+
+  it.each([false, true])(
+    'a signal whose addEventListener throws: the acquire rejects and leaves nothing in the line (several budgets: %s)',
+    async (budgets) => {
+      const { clock, limiter } = busy(`thrower-${budgets}`, { budgets });
+      const signal = {
+        aborted: false,
+        addEventListener() {
+          throw new Error('listener refused');
+        },
+        removeEventListener() {},
+      } as unknown as AbortSignal;
+      const costs = budgets ? { tokens: 1 } : undefined;
+      expect(await limiter.acquire(1, { signal, costs }).catch((e: Error) => e.message)).toBe(
+        'listener refused',
+      );
+      let served = false;
+      void limiter.acquire(1, { costs }).then(() => (served = true));
+      clock.advance(1_000);
+      await flush();
+      const s = limiter.snapshot();
+      expect({ served, queued: s.queued, queuedUnits: s.queuedUnits }).toEqual({
+        served: true,
+        queued: 0,
+        queuedUnits: 0,
+      });
+    },
+  );
+});
+
 describe('metrics: an aborted wait', () => {
   const h = otelHarness();
   let handle: MetricsHandle | undefined;

@@ -4,7 +4,7 @@ import type { RateController } from '../controllers/types.js';
 import {
   ConfigError,
   InvalidArgumentError,
-  type RateLimitRejectedError,
+  RateLimitRejectedError,
   type RejectionReason,
 } from '../errors.js';
 import {
@@ -290,7 +290,11 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     // The budgets listen to a signal: a cancel of the adapter's aborts one.
     const signal = cancel === undefined ? options?.signal : signalFor(cancel);
     // Before the line's own abort listener: the costs leave with their waiter.
-    budgets.push(costs, signal, held);
+    try {
+      budgets.push(costs, signal, held);
+    } catch (error) {
+      return Promise.reject(error);
+    }
     return line.enqueue(units, now, now + maxWait, signal);
   }
 
@@ -310,9 +314,11 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   /** Grants `units` of the first budget and `costs` of the others at once. */
   #grantAll(units: number, costs: Costs, now: number, since: number, queued: boolean): Permit {
     const budgets = this.#budgets as BudgetSet;
+    // Out of the budgets' line first: the grant tells 'acquired', whose listener may abort this
+    // waiter's signal (the budgets then marked the next one, whose costs would be lost).
+    if (queued) budgets.shift();
     const first = this.#grant(units, now, since);
     const others = budgets.take(costs, now, since);
-    if (queued) budgets.shift();
     return new BudgetedPermit(
       first,
       this.#budgetName as string,
@@ -839,10 +845,20 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
         return this.#rejection(reason, units, detail, waitMs);
       },
       resumed: () => this.emit('resumed', { limiter: this.#opts.name }),
-      canceled: (units, waited) => {
+      canceled: (units, waited, reason) => {
         if (this.#watched !== watchGeneration()) this.#watched = handToWatchers(this);
-        if (this.listenerCount('canceled') > 0)
+        // An adapter's close refuses its waits (the limiter left open): the caller gets that
+        // refusal, and the listeners hear it as one.
+        if (reason instanceof RateLimitRejectedError) {
+          this.emit('rejected', {
+            limiter: this.#opts.name,
+            units,
+            reason: reason.reason,
+            message: reason.message,
+          });
+        } else if (this.listenerCount('canceled') > 0) {
           this.emit('canceled', { limiter: this.#opts.name, units, waited });
+        }
       },
     });
     return this.#line;

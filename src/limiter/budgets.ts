@@ -204,15 +204,16 @@ export class BudgetSet {
    */
   push(costs: Costs, signal: AbortSignal | undefined, held: readonly string[]): void {
     const entry: Queued = { costs, dead: false, held };
-    this.#queue.push(entry);
-    this.#count(costs, 1);
     if (signal !== undefined) {
       // Removed when the waiter leaves the line: a long-lived signal (an app's shutdown) passed to
-      // every call kept one listener, and its waiter, per call served.
+      // every call kept one listener, and its waiter, per call served. Before the entry joins: a
+      // signal whose addEventListener throws leaves no entry behind.
       const onAbort = () => this.#kill(entry);
       signal.addEventListener('abort', onAbort, { once: true });
       entry.unlisten = () => signal.removeEventListener('abort', onAbort);
     }
+    this.#queue.push(entry);
+    this.#count(costs, 1);
   }
 
   /** The costs of the waiter at the head of the line. */

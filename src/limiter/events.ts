@@ -12,7 +12,9 @@ export interface LimiterEventMap {
   /**
    * A queued request left the line before its turn, unsent: its caller aborted (its `signal`), or
    * an adapter gave the wait up (the HTTP request was aborted). Its units went back; `waited` is how
-   * long it waited. Every acquire ends in one of `acquired`, `rejected` and `canceled`.
+   * long it waited. Every acquire that waited in the line ends in one of `acquired`, `rejected`
+   * and `canceled` (one whose signal was aborted before it asked tells none); a wait the adapter's
+   * close refused tells `rejected` (`closed`), as its caller is told.
    */
   canceled: [{ limiter: string; budget?: string; units: number; waited: number }];
   /** A request refused without being sent. */

@@ -88,8 +88,11 @@ export interface LineOwner {
   rejection(reason: RejectionReason, units: number, detail: string, waitMs?: number): RateLimitRejectedError;
   /** A pause ended (the `resumed` event). */
   resumed(): void;
-  /** A waiter of `units`, queued `waited` ms, was aborted or cancelled (the `canceled` event). */
-  canceled(units: number, waited: number): void;
+  /**
+   * A waiter of `units`, queued `waited` ms, was aborted or cancelled with `reason` (the
+   * `canceled` event; a refusal of the adapter's close, `rejected`).
+   */
+  canceled(units: number, waited: number, reason: unknown): void;
 }
 
 /**
@@ -164,6 +167,7 @@ export class WaitingLine implements CancellableLine {
     }
     const seq = this.#queue.push(units, now, deadline, settle);
     // As in an executor: what throws from here on rejects the promise.
+    let counted = false;
     try {
       if (signal) this.#queue.watch(seq, signal, this.#onAbort);
       if (cancel !== undefined) {
@@ -171,9 +175,16 @@ export class WaitingLine implements CancellableLine {
         this.#queue.hold(seq, cancel);
       }
       this.#queuedUnits += units;
+      counted = true;
       // Only the head's turn and deadline arm the timer: a waiter behind it changes neither.
       if (this.#queue.size === 1) this.arm(now);
     } catch (error) {
+      // Out of the line again (a signal whose addEventListener throws): left there, it held the
+      // head with no timer, and every later acquire waited for ever.
+      if (this.#queue.alive(seq)) {
+        this.#queue.remove(seq);
+        if (counted) this.#queuedUnits -= units;
+      }
       refuseTo(settle, error);
     }
     return promise;
@@ -345,7 +356,7 @@ export class WaitingLine implements CancellableLine {
     queue.remove(seq);
     this.#queuedUnits -= units;
     refuseTo(settle, reason);
-    this.#owner.canceled(units, waited);
+    this.#owner.canceled(units, waited, reason);
     // The next in line may be served sooner now.
     this.kick(now);
   }
