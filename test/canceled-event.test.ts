@@ -4,8 +4,8 @@ import { ManualClock } from '../src/clock.js';
 import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
 import type { LimiterEventMap } from '../src/limiter/events.js';
 import { ATTRIBUTES, enableMetrics, METRICS, type MetricsHandle } from '../src/otel/index.js';
-import type { LazySharedBudget } from '../src/registry/shared.js';
-import { retireSharedBudget } from '../src/registry/shared.js';
+import { createSharedBudget, MemoryBudgetStore } from '../src/redis/index.js';
+import { LazySharedBudget, retireSharedBudget } from '../src/registry/shared.js';
 import { cleanups, limit, serve } from './helpers/interceptor-fixtures.js';
 import { otelHarness, sum } from './helpers/otel-harness.js';
 import { until } from './helpers/rate-limited-server.js';
@@ -200,13 +200,64 @@ describe('metrics: an aborted wait', () => {
   });
 });
 
+/** A failClosed shared budget on a memory store behind the registry's lazy wrapper, ready; its one unit a second spent. */
+async function lazyBudget() {
+  const clock = new ManualClock();
+  const budget = createSharedBudget({
+    name: 'old',
+    store: new MemoryBudgetStore({ clock }),
+    clock,
+    initialUnitsPerMinute: 60,
+    burst: 'second',
+    heartbeatInterval: 250,
+    failClosed: true,
+  });
+  cleanups.push(() => budget.close());
+  const lazy = new LazySharedBudget('old', async () => budget);
+  await budget.ready();
+  await flush();
+  expect(lazy.tryAcquire(1)).toBeDefined();
+  return { clock, lazy };
+}
+
+const outcome = (p: Promise<unknown>) =>
+  p.then(
+    () => 'served',
+    (e: { reason?: string }) => `refused: ${e.reason}`,
+  );
+
 describe('a shared budget that replace took out', () => {
+  it('failClosed: an acquire made before it was taken out (on its way to the line) is served, not refused closed', async () => {
+    const { clock, lazy } = await lazyBudget();
+    const pending = outcome(lazy.acquire(1));
+    retireSharedBudget(lazy);
+    await flush();
+    clock.advance(2_000);
+    expect(await pending).toBe('served');
+  });
+
+  it('failClosed: the last waiter in the line aborted while another acquire is on its way: that one is served', async () => {
+    const { clock, lazy } = await lazyBudget();
+    const controller = new AbortController();
+    const first = lazy.acquire(1, { signal: controller.signal }).catch((e: unknown) => e);
+    await flush();
+    expect(lazy.limiter?.snapshot().queued).toBe(1);
+    retireSharedBudget(lazy);
+    await flush();
+    const second = outcome(lazy.acquire(1));
+    controller.abort(); // the same tick: the second is not in the line yet
+    await first;
+    await flush();
+    clock.advance(2_000);
+    expect(await second).toBe('served');
+  });
+
   it('closes when its last waiter is aborted', async () => {
     const { limiter } = busy('c5');
     const close = vi.fn(async () => undefined);
     const controller = new AbortController();
     const waiting = limiter.acquire(1, { signal: controller.signal }).catch(() => undefined);
-    retireSharedBudget({ limiter, close } as unknown as LazySharedBudget);
+    retireSharedBudget({ limiter, close, acquiring: false } as unknown as LazySharedBudget);
     await flush();
     expect(close).not.toHaveBeenCalled(); // a request still waits in it
     controller.abort();

@@ -445,7 +445,9 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
    * Puts a fresh limiter made from `config` in the place of `name` (same declaration order), for
    * every request from now on; to change options and keep the learned rate, use
    * `get(name).update(...)` instead. The old limiter is not closed: the requests already queued
-   * in it, or holding it for a retry, are served by it, so a config change fails no caller.
+   * in it, or holding it for a retry, are served by it, so a config change fails no caller. (A
+   * shared budget taken out leaves Redis once nothing waits in it or is on its way to it: a
+   * request in flight through it then, answered 429, gets that 429, its retry refused.)
    * `config` may give a `limiter` instance, as in {@link add}.
    * @throws {ConfigError} when there is no such limiter or the config is bad; nothing changes then.
    */

@@ -69,6 +69,10 @@ export function makeSharedBudget(name: string, config: LimiterConfig, clock: Clo
 export class LazySharedBudget implements RateLimiter {
   #budget: Budget | undefined;
   readonly #made: Promise<Budget>;
+  /** Acquires not settled yet: waiting for the code, for Redis (`failClosed`), or in the line. */
+  #pending = 0;
+  /** Called each time the last pending acquire settles (see `retireSharedBudget`). */
+  #onIdle: (() => void) | undefined;
 
   readonly name: string;
 
@@ -95,7 +99,25 @@ export class LazySharedBudget implements RateLimiter {
   }
 
   acquire(units?: number, options?: AcquireOptions): Promise<Permit> {
-    return this.#budget?.acquire(units, options) ?? this.#made.then((b) => b.acquire(units, options));
+    const acquired =
+      this.#budget?.acquire(units, options) ?? this.#made.then((b) => b.acquire(units, options));
+    this.#pending++;
+    acquired.then(this.#settled, this.#settled);
+    return acquired;
+  }
+
+  readonly #settled = (): void => {
+    if (--this.#pending === 0) this.#onIdle?.();
+  };
+
+  /** Whether an acquire is not settled yet (the line counts it only once it is there). */
+  get acquiring(): boolean {
+    return this.#pending > 0;
+  }
+
+  /** @internal Calls `fn` each time the last pending acquire settles. */
+  set onIdle(fn: (() => void) | undefined) {
+    this.#onIdle = fn;
   }
 
   tryAcquire(units?: number): Permit | undefined {
@@ -140,15 +162,19 @@ export function retireSharedBudget(budget: LazySharedBudget): void {
     return;
   }
   const closeWhenIdle = (): void => {
-    if (limiter.snapshot().queued > 0) return;
+    // An acquire on its way to the line (waiting for Redis with failClosed) is not in it yet.
+    if (limiter.snapshot().queued > 0 || budget.acquiring) return;
     limiter.off('acquired', closeWhenIdle);
     limiter.off('rejected', closeWhenIdle);
     limiter.off('canceled', closeWhenIdle);
+    budget.onIdle = undefined;
     void budget.close().catch(() => undefined);
   };
-  // Every wait ends in one of these three: the last one to leave closes the budget.
+  // Every wait in the line ends in one of these three, every acquire of the budget settles: the
+  // last one to leave closes the budget.
   limiter.on('acquired', closeWhenIdle);
   limiter.on('rejected', closeWhenIdle);
   limiter.on('canceled', closeWhenIdle);
+  budget.onIdle = closeWhenIdle;
   closeWhenIdle();
 }
