@@ -131,8 +131,7 @@ export class Attempt implements Dispatcher.DispatchHandler {
    * at the cap, or failed: at once if it has. Only for a held response (its judge returned `false`).
    */
   afterBody(callback: () => void): void {
-    const state = this.#state;
-    if (state.kind !== 'held' || state.error !== undefined || state.trailers !== undefined) callback();
+    if (!this.held || this.heldToTheEnd) callback();
     else this.#afterBody = callback;
   }
 
@@ -289,10 +288,10 @@ export class Attempt implements Dispatcher.DispatchHandler {
    * attempt, as the next one needs it.
    */
   discard(): void {
-    const held = this.#state;
-    if (held.kind !== 'held') return;
+    if (!this.held) return;
+    const ended = this.heldToTheEnd;
     this.#state = DONE;
-    if (held.error !== undefined || held.trailers !== undefined) return;
+    if (ended) return;
     this.controller?.abort(
       new AdaptiveRateLimitError(
         'ERR_ATTEMPT_DROPPED',
