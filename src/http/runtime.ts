@@ -13,6 +13,7 @@ import {
 } from '../internal.js';
 import type { AdaptiveRateLimiter } from '../limiter/adaptive.js';
 import type { Outcome, RateLimiter } from '../limiter/types.js';
+import { setLimiterSlotGate } from '../limiter/watch.js';
 import { RateLimiterRegistry } from '../registry/index.js';
 import { type AdapterWait, AdapterWaits } from './adapter-close.js';
 import { classifyResponse, type ResponseRules } from './classify.js';
@@ -30,6 +31,11 @@ import {
 import { type QuotaReader, quotaReader } from './quota-headers/index.js';
 
 /** Where a request goes: its limiter, and the gate that caps its requests in flight. */
+/** A limiter whose `AdaptiveRateLimiter` comes later (a shared budget whose code is loading). */
+interface LazyLimiter {
+  onLimiter(fn: (limiter: AdaptiveRateLimiter) => void): void;
+}
+
 export interface Route {
   /**
    * What its requests acquire from: the registry's limiter, or a named limiter's `limiter`
@@ -206,6 +212,7 @@ export class HttpRuntime {
       // One cap for the origin: the partition's limiter is busy while that gate is.
       this.#gates.set(instance, gate);
     }
+    if (gate !== undefined && found.limiter !== undefined) setLimiterSlotGate(found.limiter, gate);
     const partitioned: Route = {
       limiter: instance,
       gate,
@@ -245,6 +252,11 @@ export class HttpRuntime {
         gate = new ConcurrencyGate(maxConcurrent);
         this.#gates.set(limiter, gate);
       }
+      // The metrics count the waits for its slots under the limiter (a shared budget's local
+      // limiter once its code has loaded).
+      const slots = gate;
+      if (adaptive !== undefined) setLimiterSlotGate(adaptive, slots);
+      else (limiter as Partial<LazyLimiter>).onLimiter?.((local) => setLimiterSlotGate(local, slots));
     }
     const api = config?.api;
     // A shared budget per partition needs ids every process computes alike: `partitionSecret`.

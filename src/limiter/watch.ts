@@ -78,3 +78,23 @@ export function setLimiterPartition(limiter: WatchedLimiter, id: string): void {
 export function limiterPartition(limiter: WatchedLimiter): string | undefined {
   return partitions.get(limiter);
 }
+
+/** What a watcher reads of a `maxConcurrent` gate: the requests waiting for one of its slots now. */
+export interface SlotGate {
+  readonly waiting: number;
+}
+
+const slotGates = new WeakMap<WatchedLimiter, SlotGate>();
+
+/**
+ * @internal The HTTP adapters tell which `maxConcurrent` gate a limiter's requests wait at for a
+ * slot (one gate may serve several limiters: an origin's cap over its partitions).
+ */
+export function setLimiterSlotGate(limiter: WatchedLimiter, gate: SlotGate): void {
+  slotGates.set(limiter, gate);
+}
+
+/** The `maxConcurrent` gate `limiter`'s requests wait at, when the HTTP adapters gave it one. */
+export function limiterSlotGate(limiter: WatchedLimiter): SlotGate | undefined {
+  return slotGates.get(limiter);
+}

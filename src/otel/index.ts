@@ -11,7 +11,13 @@ import {
 import { InvalidArgumentError, type RejectionReason } from '../errors.js';
 import type { AdaptiveRateLimiter } from '../limiter/adaptive.js';
 import type { LimiterEventMap } from '../limiter/events.js';
-import { addLimiterWatcher, limiterOrigins, limiterPartition } from '../limiter/watch.js';
+import {
+  addLimiterWatcher,
+  limiterOrigins,
+  limiterPartition,
+  limiterSlotGate,
+  type SlotGate,
+} from '../limiter/watch.js';
 import { redactText } from '../redact.js';
 
 /** Options of {@link enableMetrics}. */
@@ -34,6 +40,7 @@ export const METRICS = {
   requests: 'adaptive_rate_limit.requests',
   responses: 'adaptive_rate_limit.responses',
   queuedRequests: 'adaptive_rate_limit.queued_requests',
+  slotQueuedRequests: 'adaptive_rate_limit.slot.queued_requests',
   timeInQueue: 'adaptive_rate_limit.request.time_in_queue',
   rate: 'adaptive_rate_limit.rate.current',
   rateLimit: 'adaptive_rate_limit.rate.limit',
@@ -196,6 +203,11 @@ class LimiterMetrics {
       unit: '{request}',
       valueType: ValueType.INT,
     });
+    const slotQueued = meter.createObservableUpDownCounter(METRICS.slotQueuedRequests, {
+      description: 'Requests waiting for a maxConcurrent slot of the HTTP adapters now.',
+      unit: '{request}',
+      valueType: ValueType.INT,
+    });
     const gauge = (name: string, description: string) =>
       meter.createObservableGauge(name, { description, unit: UNITS_PER_MINUTE });
     const rate = gauge(METRICS.rate, "The limiter's current rate in this process (units per minute).");
@@ -206,7 +218,7 @@ class LimiterMetrics {
     const announced = gauge(METRICS.announcedRate, "The rate the API's quota headers allow this process.");
     const accepted = gauge(METRICS.acceptedRate, 'The rate the API accepted over the last window.');
 
-    const observables: Observable[] = [requests, queued, rate, limit, announced, accepted];
+    const observables: Observable[] = [requests, queued, slotQueued, rate, limit, announced, accepted];
     const collect: BatchObservableCallback = (result) => {
       for (const series of this.#series.values()) {
         const { attributes } = series;
@@ -226,7 +238,12 @@ class LimiterMetrics {
       // By series: the queued requests of its live limiters add up (two unnamed limiters share
       // one); the rates are its newest limiter's (a registry's limiter made again for an origin,
       // while the one it dropped lives on until it is collected, reported its old rate).
-      const bySeries = new Map<string, { attributes: Attributes; queued: number; newest: Newest }>();
+      const bySeries = new Map<
+        string,
+        { attributes: Attributes; queued: number; slots: number | undefined; newest: Newest }
+      >();
+      // A gate an origin's partitions share counts once, under the first of them read.
+      const gates = new Set<SlotGate>();
       for (const watched of this.#live) {
         const limiter = watched.ref.deref();
         if (limiter === undefined) {
@@ -245,16 +262,25 @@ class LimiterMetrics {
         // Left out of the report (idle past MAX_KEPT_SERIES, see `#prune`): its gauges too.
         if (!watched.series.kept) continue;
         const { key, attributes } = watched.series;
+        const gate = limiterSlotGate(limiter);
+        let slots: number | undefined;
+        if (gate !== undefined && !gates.has(gate)) {
+          gates.add(gate);
+          slots = gate.waiting;
+        }
         const seen = bySeries.get(key);
         // `#live` keeps the order limiters were first watched in: the later one is the newer.
-        if (seen === undefined) bySeries.set(key, { attributes, queued: s.queued, newest: { watched, s } });
+        if (seen === undefined)
+          bySeries.set(key, { attributes, queued: s.queued, slots, newest: { watched, s } });
         else {
           seen.queued += s.queued;
+          if (slots !== undefined) seen.slots = (seen.slots ?? 0) + slots;
           seen.newest = { watched, s };
         }
       }
-      for (const { attributes, queued: count, newest } of bySeries.values()) {
+      for (const { attributes, queued: count, slots, newest } of bySeries.values()) {
         result.observe(queued, count, attributes);
+        if (slots !== undefined) result.observe(slotQueued, slots, attributes);
         const { watched, s } = newest;
         for (const [budget, b] of s.budgets === undefined
           ? [[undefined, s] as const]
