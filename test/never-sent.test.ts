@@ -3,6 +3,7 @@ import { Agent, type Dispatcher, interceptors, request, fetch as undiciFetch } f
 import { describe, expect, it, vi } from 'vitest';
 import { dispatcherClosed, errorOutcome, neverSent } from '../src/http/classify.js';
 import { rateLimitedFetch } from '../src/http/fetch.js';
+import type { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
 import { holdingServer, limit, serve } from './helpers/interceptor-fixtures.js';
 import { until } from './helpers/rate-limited-server.js';
 
@@ -76,6 +77,33 @@ describe('dispatcherClosed', () => {
   });
 });
 
+/**
+ * Closes `agent` while the request `slow` is held at the server (so the Agent stays closing), with
+ * a `failed` listener on `limiter()`: `before` runs before the close, `during` after it, then the
+ * held request ends. Returns what `during` settled with and the `failed` events told.
+ */
+async function closeWhileHeld(o: {
+  agent: Agent;
+  held: ServerResponse[];
+  slow: Promise<unknown>;
+  limiter: () => AdaptiveRateLimiter | undefined;
+  before?: () => Promise<void>;
+  during: () => Promise<unknown>;
+}): Promise<{ error: unknown; failed: number }> {
+  await until(() => o.held.length === 1, 'the request in flight');
+  const failed = vi.fn();
+  o.limiter()?.on('failed', failed);
+  await o.before?.();
+  const closed = o.agent.close();
+  const error = await o.during().catch((e: unknown) => e);
+  o.held[0]?.end('done');
+  await o.slow;
+  await closed;
+  return { error, failed: failed.mock.calls.length };
+}
+
+const codeOf = (error: unknown) => (error as { code?: string }).code;
+
 describe('a request to an Agent that is closing', () => {
   // `close()` waits for the requests in flight (one held at the server here); a request that comes
   // meanwhile gets ClientClosedError (UND_ERR_CLOSED) from undici's dispatch, before any write.
@@ -85,19 +113,14 @@ describe('a request to an Agent that is closing', () => {
     const rl = limit();
     const agent = new Agent();
     const composed = agent.compose(rl) as Dispatcher;
-    const slow = request(`${server.origin}/slow`, { dispatcher: composed });
-    await until(() => held.length === 1, 'the request in flight');
-    const failed = vi.fn();
-    rl.registry.get(server.origin)?.on('failed', failed);
-    const closed = agent.close();
-    const error = await request(`${server.origin}/2`, { dispatcher: composed }).catch((e: unknown) => e);
-    held[0]?.end('done');
-    await (await slow).body.text();
-    await closed;
-    expect({ code: (error as { code?: string }).code, failed: failed.mock.calls.length }).toEqual({
-      code: 'UND_ERR_CLOSED',
-      failed: 0,
+    const { error, failed } = await closeWhileHeld({
+      agent,
+      held,
+      slow: request(`${server.origin}/slow`, { dispatcher: composed }).then((r) => r.body.text()),
+      limiter: () => rl.registry.get(server.origin),
+      during: () => request(`${server.origin}/2`, { dispatcher: composed }),
     });
+    expect({ code: codeOf(error), failed }).toEqual({ code: 'UND_ERR_CLOSED', failed: 0 });
   });
 
   it("interceptor: a retry (undici's retry interceptor below it) refused after the first try was written tells a failed answer", async () => {
@@ -114,22 +137,22 @@ describe('a request to an Agent that is closing', () => {
     const rl = limit();
     const agent = new Agent();
     const composed = agent.compose(interceptors.retry({ minTimeout: 200, maxRetries: 1 }), rl) as Dispatcher;
-    const slow = request(`${server.origin}/slow`, { dispatcher: composed });
-    await until(() => held.length === 1, 'the request in flight');
-    const failed = vi.fn();
-    rl.registry.get(server.origin)?.on('failed', failed);
-    const started = server.requests;
-    const reset = request(`${server.origin}/reset`, { dispatcher: composed }).catch((e: unknown) => e);
-    await until(() => server.requests === started + 1, 'the first try to reach the server');
-    const closed = agent.close(); // closing; undici's retry comes now and gets UND_ERR_CLOSED
-    const error = await reset;
-    held[0]?.end('done');
-    await (await slow).body.text();
-    await closed;
-    expect({ code: (error as { code?: string }).code, failed: failed.mock.calls.length }).toEqual({
-      code: 'UND_ERR_CLOSED',
-      failed: 1,
+    let reset: Promise<unknown> | undefined;
+    const { error, failed } = await closeWhileHeld({
+      agent,
+      held,
+      slow: request(`${server.origin}/slow`, { dispatcher: composed }).then((r) => r.body.text()),
+      limiter: () => rl.registry.get(server.origin),
+      before: async () => {
+        const started = server.requests;
+        reset = request(`${server.origin}/reset`, { dispatcher: composed });
+        reset.catch(() => undefined);
+        await until(() => server.requests === started + 1, 'the first try to reach the server');
+      },
+      // closing: undici's retry comes now and gets UND_ERR_CLOSED
+      during: () => reset as Promise<unknown>,
     });
+    expect({ code: codeOf(error), failed }).toEqual({ code: 'UND_ERR_CLOSED', failed: 1 });
   });
 
   it('fetch wrapper: it cannot tell (a redirect is refused the same way after the first was written): a failed answer', async () => {
@@ -139,19 +162,17 @@ describe('a request to an Agent that is closing', () => {
       fetch: (input, init) =>
         undiciFetch(input as string, { ...(init as object), dispatcher: agent }) as never,
     });
-    const slow = f(`${server.origin}/slow`);
-    await until(() => held.length === 1, 'the request in flight');
-    const failed = vi.fn();
-    f.registry.get(server.origin)?.on('failed', failed);
-    const closed = agent.close();
-    const error = await f(`${server.origin}/2`).catch((e: unknown) => e);
-    held[0]?.end('done');
-    await (await slow).text();
-    await closed;
+    const { error, failed } = await closeWhileHeld({
+      agent,
+      held,
+      slow: f(`${server.origin}/slow`).then((r) => r.text()),
+      limiter: () => f.registry.get(server.origin),
+      during: () => f(`${server.origin}/2`),
+    });
     f.close();
-    expect({
-      cause: (error as { cause?: { code?: string } }).cause?.code,
-      failed: failed.mock.calls.length,
-    }).toEqual({ cause: 'UND_ERR_CLOSED', failed: 1 });
+    expect({ cause: codeOf((error as { cause?: unknown }).cause), failed }).toEqual({
+      cause: 'UND_ERR_CLOSED',
+      failed: 1,
+    });
   });
 });
