@@ -257,7 +257,7 @@ describe('a shared budget that replace took out', () => {
     const close = vi.fn(async () => undefined);
     const controller = new AbortController();
     const waiting = limiter.acquire(1, { signal: controller.signal }).catch(() => undefined);
-    retireSharedBudget({ limiter, close, acquiring: false } as unknown as LazySharedBudget);
+    retireSharedBudget({ limiter, close, busy: false } as unknown as LazySharedBudget);
     await flush();
     expect(close).not.toHaveBeenCalled(); // a request still waits in it
     controller.abort();

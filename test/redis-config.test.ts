@@ -1,3 +1,4 @@
+import type { ServerResponse } from 'node:http';
 import type { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../src/config/schema.js';
@@ -232,4 +233,53 @@ describeRedis('shared budget in JSON config, on a real Redis', () => {
     await waitFor('the old limiter closed', async () => old.snapshot().closed);
     expect(await redis.zcard(`arl:{${name}-2}:members`)).toBe(0); // the new one opens at its first request
   });
+
+  it.each(['interceptor', 'fetch wrapper'] as const)(
+    'a shared budget that replace took out serves the retry of a request in flight through it (%s), then closes',
+    async (adapter) => {
+      // The first request is held, then answered 429; the rest pass.
+      const held: ServerResponse[] = [];
+      const api = await serve({
+        capacity: 1_000,
+        respond: (_req, res) => {
+          if (held.length > 0) return false;
+          held.push(res);
+          return true;
+        },
+      });
+      const name = `replaced-in-flight-${adapter === 'interceptor' ? 'i' : 'f'}-${process.pid}`;
+      const members = `arl:{${name}}:members`;
+      const shared = { redis: server.url, name, heartbeatInterval: 50 };
+      const config = {
+        limiters: { api: { origins: [api.origin], initialUnitsPerMinute: 60_000, shared } },
+        default: false as const,
+      };
+      let registry: RateLimiterRegistry;
+      let answer: Promise<number>;
+      if (adapter === 'interceptor') {
+        const rl = limit(config);
+        registry = rl.registry;
+        answer = get(agentWith(rl), `${api.origin}/a`).then((r) => r.status);
+      } else {
+        const f = rateLimitedFetch(config);
+        cleanups.push(() => f.close());
+        registry = f.registry;
+        answer = f(`${api.origin}/a`).then(async (r) => {
+          await r.arrayBuffer();
+          return r.status;
+        });
+      }
+      await waitFor('the request at the server', async () => held.length === 1);
+      const old = registry.get('api')!;
+      registry.replace('api', { origins: [api.origin], shared: { ...shared, name: `${name}-2` } });
+      expect(await redis.zcard(members)).toBe(1); // held by the request in flight
+
+      held[0]!.writeHead(429, { 'retry-after': '0' }).end('slow down');
+      // Its retry goes through the old budget (before: refused `closed`, the caller got the 429).
+      expect(await answer).toBe(200);
+      expect(api.requests).toBe(2);
+      await waitFor('the old budget left', async () => (await redis.zcard(members)) === 0);
+      await waitFor('the old limiter closed', async () => old.snapshot().closed);
+    },
+  );
 });

@@ -341,11 +341,12 @@ export class HttpRuntime {
 
   /**
    * Counts a request in progress through `route`: its per-origin (or partition) limiter is not
-   * dropped (its answer may pause it) until the returned function is called, once the request's
+   * dropped, and a named `shared` budget that `replace` took out is not closed (its answer may
+   * pause it, its retry needs it), until the returned function is called, once the request's
    * last answer is judged.
    */
   hold(route: Route): () => void {
-    return route.held !== undefined ? this.registry[kHoldOrigin](route.held, route.limiter) : noop;
+    return this.registry[kHoldOrigin](route.held, route.limiter);
   }
 
   /** The units a request is charged: `units(request)`, default 1. @throws {InvalidCallbackValueError} on a bad answer. */
@@ -452,8 +453,6 @@ export class HttpRuntime {
     refuseWaits();
   }
 }
-
-function noop(): void {}
 
 /** A request as a callback's error names it: method, origin and path, never a header. */
 function describe(source: PartitionSource): string {

@@ -31,7 +31,7 @@ import {
   unknownRegistryKeys,
 } from './options.js';
 import { OriginPool, type PoolOwner } from './origin-pool.js';
-import { makeSharedBudget } from './shared.js';
+import { LazySharedBudget, makeSharedBudget } from './shared.js';
 import { SharedPartitions } from './shared-partitions.js';
 
 export type { RegistryOptions } from './options.js';
@@ -303,9 +303,12 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
   /**
    * @internal An HTTP adapter's request to the normalized origin `key` is in progress through
    * `limiter`: when that is the origin's own limiter, it is not dropped (its answer may pause it)
-   * until the returned function is called (once, when the request's last answer is judged).
+   * until the returned function is called (once, when the request's last answer is judged). With
+   * no `key` (a named limiter's request), a `shared` budget is held the same way: one that
+   * `replace` took out is not closed under it.
    */
-  [kHoldOrigin](key: string, limiter: RateLimiter): () => void {
+  [kHoldOrigin](key: string | undefined, limiter: RateLimiter): () => void {
+    if (key === undefined) return limiter instanceof LazySharedBudget ? limiter.hold() : noop;
     return (
       this.#sharedPartitions.hold(key, limiter) ?? this.#perOrigin.hold(key, limiter as AdaptiveRateLimiter)
     );
@@ -446,8 +449,8 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
    * every request from now on; to change options and keep the learned rate, use
    * `get(name).update(...)` instead. The old limiter is not closed: the requests already queued
    * in it, or holding it for a retry, are served by it, so a config change fails no caller. (A
-   * shared budget taken out leaves Redis once nothing waits in it or is on its way to it: a
-   * request in flight through it then, answered 429, gets that 429, its retry refused.)
+   * shared budget taken out leaves Redis once nothing waits in it, is on its way to it, or is in
+   * progress through an HTTP adapter; see {@link LazySharedBudget.hold}.)
    * `config` may give a `limiter` instance, as in {@link add}.
    * @throws {ConfigError} when there is no such limiter or the config is bad; nothing changes then.
    */
@@ -578,3 +581,5 @@ function originOfKey(key: string): string {
   const hash = key.indexOf('#');
   return hash < 0 ? key : key.slice(0, hash);
 }
+
+function noop(): void {}

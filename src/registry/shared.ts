@@ -71,7 +71,9 @@ export class LazySharedBudget implements RateLimiter {
   readonly #made: Promise<Budget>;
   /** Acquires not settled yet: waiting for the code, for Redis (`failClosed`), or in the line. */
   #pending = 0;
-  /** Called each time the last pending acquire settles (see `retireSharedBudget`). */
+  /** Requests of the HTTP adapters in progress through it (see {@link hold}). */
+  #holds = 0;
+  /** Called each time the last pending acquire settles or the last hold ends (see `retireSharedBudget`). */
   #onIdle: (() => void) | undefined;
 
   readonly name: string;
@@ -110,12 +112,31 @@ export class LazySharedBudget implements RateLimiter {
     if (--this.#pending === 0) this.#onIdle?.();
   };
 
-  /** Whether an acquire is not settled yet (the line counts it only once it is there). */
-  get acquiring(): boolean {
-    return this.#pending > 0;
+  /**
+   * @internal An HTTP adapter's request is in progress through the budget, from its route to its
+   * last answer judged: a request in flight, or one whose 429 waits for its retry's slot, is in
+   * no line and no acquire. A budget `replace` took out closes only once every hold has ended,
+   * so such a request's retry is still served by it. Returns the end of the hold (once).
+   */
+  hold(): () => void {
+    this.#holds++;
+    let held = true;
+    return () => {
+      if (!held) return;
+      held = false;
+      if (--this.#holds === 0) this.#onIdle?.();
+    };
   }
 
-  /** @internal Calls `fn` each time the last pending acquire settles. */
+  /**
+   * Whether an acquire is not settled yet (the line counts it only once it is there), or a
+   * request holds the budget (see {@link hold}).
+   */
+  get busy(): boolean {
+    return this.#pending > 0 || this.#holds > 0;
+  }
+
+  /** @internal Calls `fn` each time the last pending acquire settles or the last hold ends. */
   set onIdle(fn: (() => void) | undefined) {
     this.#onIdle = fn;
   }
@@ -151,9 +172,10 @@ export class LazySharedBudget implements RateLimiter {
 }
 
 /**
- * Closes a budget `replace` took out of the registry once nothing waits in it: the requests
- * queued in it are still served (as by any replaced limiter), then it leaves the budget and
- * closes its connection, instead of staying a member for as long as the process lives.
+ * Closes a budget `replace` took out of the registry once nothing waits in it and no request of
+ * the HTTP adapters holds it: the requests queued or in flight through it are still served, their
+ * retries too (as by any replaced limiter), then it leaves the budget and closes its connection,
+ * instead of staying a member for as long as the process lives.
  */
 export function retireSharedBudget(budget: LazySharedBudget): void {
   const limiter = budget.limiter;
@@ -162,16 +184,17 @@ export function retireSharedBudget(budget: LazySharedBudget): void {
     return;
   }
   const closeWhenIdle = (): void => {
-    // An acquire on its way to the line (waiting for Redis with failClosed) is not in it yet.
-    if (limiter.snapshot().queued > 0 || budget.acquiring) return;
+    // An acquire on its way to the line (waiting for Redis with failClosed) is not in it yet; a
+    // request in flight is in neither.
+    if (limiter.snapshot().queued > 0 || budget.busy) return;
     limiter.off('acquired', closeWhenIdle);
     limiter.off('rejected', closeWhenIdle);
     limiter.off('canceled', closeWhenIdle);
     budget.onIdle = undefined;
     void budget.close().catch(() => undefined);
   };
-  // Every wait in the line ends in one of these three, every acquire of the budget settles: the
-  // last one to leave closes the budget.
+  // Every wait in the line ends in one of these three, every acquire of the budget settles, every
+  // hold ends: the last one to leave closes the budget.
   limiter.on('acquired', closeWhenIdle);
   limiter.on('rejected', closeWhenIdle);
   limiter.on('canceled', closeWhenIdle);
