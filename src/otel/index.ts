@@ -11,6 +11,7 @@ import {
 import { InvalidArgumentError, type RejectionReason } from '../errors.js';
 import type { AdaptiveRateLimiter } from '../limiter/adaptive.js';
 import type { LimiterEventMap } from '../limiter/events.js';
+import type { LimiterSnapshot } from '../limiter/types.js';
 import {
   addLimiterWatcher,
   limiterOrigins,
@@ -128,11 +129,6 @@ interface Series {
 }
 
 /** One limiter's listeners and series. */
-/** A series' newest live limiter, and what it said at this collection. */
-interface Newest {
-  readonly watched: Watched;
-  readonly s: ReturnType<AdaptiveRateLimiter['snapshot']>;
-}
 
 interface Watched {
   /** The series its events count into; another after `rekey`. */
@@ -239,8 +235,8 @@ class LimiterMetrics {
       // one); the rates are its newest limiter's (a registry's limiter made again for an origin,
       // while the one it dropped lives on until it is collected, reported its old rate).
       const bySeries = new Map<
-        string,
-        { attributes: Attributes; queued: number; slots: number | undefined; newest: Newest }
+        Series,
+        { queued: number; slots: number | undefined; watched: Watched; s: LimiterSnapshot }
       >();
       // A gate an origin's partitions share counts once, under the first of them read.
       const gates = new Set<SlotGate>();
@@ -261,27 +257,25 @@ class LimiterMetrics {
         if (s.budget !== undefined && s.budgets === undefined) continue;
         // Left out of the report (idle past MAX_KEPT_SERIES, see `#prune`): its gauges too.
         if (!watched.series.kept) continue;
-        const { key, attributes } = watched.series;
         const gate = limiterSlotGate(limiter);
         let slots: number | undefined;
         if (gate !== undefined && !gates.has(gate)) {
           gates.add(gate);
           slots = gate.waiting;
         }
-        const seen = bySeries.get(key);
+        const seen = bySeries.get(watched.series);
         // `#live` keeps the order limiters were first watched in: the later one is the newer.
-        if (seen === undefined)
-          bySeries.set(key, { attributes, queued: s.queued, slots, newest: { watched, s } });
+        if (seen === undefined) bySeries.set(watched.series, { queued: s.queued, slots, watched, s });
         else {
           seen.queued += s.queued;
           if (slots !== undefined) seen.slots = (seen.slots ?? 0) + slots;
-          seen.newest = { watched, s };
+          seen.watched = watched;
+          seen.s = s;
         }
       }
-      for (const { attributes, queued: count, slots, newest } of bySeries.values()) {
+      for (const [{ attributes }, { queued: count, slots, watched, s }] of bySeries) {
         result.observe(queued, count, attributes);
         if (slots !== undefined) result.observe(slotQueued, slots, attributes);
-        const { watched, s } = newest;
         for (const [budget, b] of s.budgets === undefined
           ? [[undefined, s] as const]
           : Object.entries(s.budgets)) {
