@@ -174,7 +174,8 @@ class LimiterMetrics {
       advice: { explicitBucketBoundaries: PAUSE_BUCKETS },
     });
     this.#responses = meter.createCounter(METRICS.responses, {
-      description: 'Answers that slowed the limiter, by result: throttled (429, 503 and the like) or failed.',
+      description:
+        'Answers that slowed the limiter, by result: throttled (a throttle status, 429 by default) or failed.',
       unit: '{response}',
       valueType: ValueType.INT,
     });
