@@ -234,6 +234,24 @@ describeRedis('shared budget in JSON config, on a real Redis', () => {
     expect(await redis.zcard(`arl:{${name}-2}:members`)).toBe(0); // the new one opens at its first request
   });
 
+  it('a shared budget that replace took out while its code loads serves the request already on its way, then closes', async () => {
+    const api = await serve({ capacity: 1_000, retryAfter: undefined });
+    const name = `replaced-loading-${process.pid}`;
+    const shared = { redis: server.url, name, heartbeatInterval: 50 };
+    // Two requests a second: the second waits in the budget's line.
+    const rl = limit({
+      limiters: { api: { origins: [api.origin], initialUnitsPerMinute: 120, shared } },
+      default: false,
+    });
+    const agent = agentWith(rl);
+    const answers = [get(agent, `${api.origin}/a`), get(agent, `${api.origin}/b`)];
+    expect(rl.registry.get('api')).toBeUndefined(); // its code is not there yet
+    rl.registry.replace('api', { origins: [api.origin], shared: { ...shared, name: `${name}-2` } });
+    // Before: closed once its code was there, and the waiting request refused `closed`.
+    expect((await Promise.all(answers)).map((r) => r.status)).toEqual([200, 200]);
+    await waitFor('the old budget left', async () => (await redis.zcard(`arl:{${name}}:members`)) === 0);
+  });
+
   it.each(['interceptor', 'fetch wrapper'] as const)(
     'a shared budget that replace took out serves the retry of a request in flight through it (%s), then closes',
     async (adapter) => {

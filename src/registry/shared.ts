@@ -180,7 +180,9 @@ export class LazySharedBudget implements RateLimiter {
 export function retireSharedBudget(budget: LazySharedBudget): void {
   const limiter = budget.limiter;
   if (limiter === undefined) {
-    void budget.close();
+    // Its code still loads: a request already on its way waits for it, then for its line.
+    if (budget.busy) budget.onLimiter(() => retireSharedBudget(budget));
+    else void budget.close();
     return;
   }
   const closeWhenIdle = (): void => {
