@@ -15,6 +15,7 @@ import type { AdaptiveRateLimiter } from '../limiter/adaptive.js';
 import type { Outcome, RateLimiter } from '../limiter/types.js';
 import { setLimiterSlotGate } from '../limiter/watch.js';
 import { RateLimiterRegistry } from '../registry/index.js';
+import { LazySharedBudget } from '../registry/shared.js';
 import { type AdapterWait, AdapterWaits } from './adapter-close.js';
 import { classifyResponse, type ResponseRules } from './classify.js';
 import { ConcurrencyGate } from './concurrency.js';
@@ -49,6 +50,11 @@ export interface Route {
    * registry, which drops idle ones; `undefined` for a named limiter or the overflow limiter.
    */
   readonly held: string | undefined;
+  /**
+   * A named limiter's `shared` budget that the registry made (`replace` may take it out): each
+   * request holds it too (see {@link HttpRuntime.hold}).
+   */
+  readonly sharedBudget: boolean;
   /** What reads the quotas its responses announce (`headers`, `quotaFromHeaders`); none: `undefined`. */
   readonly quotas: QuotaReader | undefined;
   /** The limiter's name (for errors). */
@@ -217,6 +223,7 @@ export class HttpRuntime {
       limiter: instance,
       gate,
       held: own ? key : undefined,
+      sharedBudget: false,
       quotas: route.quotas,
       partitioner: undefined,
       gatePer: route.gatePer,
@@ -264,10 +271,12 @@ export class HttpRuntime {
       config !== undefined &&
       config.limiter === undefined &&
       (config.shared === undefined || this.options.partitionSecret !== undefined);
+    const held = this.registry[kTouchOrigin](origin) === limiter ? origin : undefined;
     const route: Route = {
       limiter,
       gate,
-      held: this.registry[kTouchOrigin](origin) === limiter ? origin : undefined,
+      held,
+      sharedBudget: held === undefined && limiter instanceof LazySharedBudget,
       quotas: quotaReader(config?.headers ?? api, config?.quotaFromHeaders),
       partitioner: partitionable ? this.#partitioner(config) : undefined,
       gatePer: config?.maxConcurrentPer ?? 'partition',
@@ -346,7 +355,9 @@ export class HttpRuntime {
    * last answer is judged.
    */
   hold(route: Route): () => void {
-    return this.registry[kHoldOrigin](route.held, route.limiter);
+    return route.held !== undefined || route.sharedBudget
+      ? this.registry[kHoldOrigin](route.held, route.limiter)
+      : noop;
   }
 
   /** The units a request is charged: `units(request)`, default 1. @throws {InvalidCallbackValueError} on a bad answer. */
@@ -466,3 +477,5 @@ function modelOf(body: unknown): string | undefined {
   const model = typeof body === 'object' && body !== null ? (body as { model?: unknown }).model : undefined;
   return typeof model === 'string' && model !== '' ? model : undefined;
 }
+
+function noop(): void {}
