@@ -343,6 +343,16 @@ function withoutNulls(usage: Record<string, unknown>): Record<string, unknown> {
 }
 
 /**
+ * A request's body as the meter reads it: the object the adapter parsed (a JSON content type), or
+ * a string or bytes parsed as a JSON object whatever its content type says; else `undefined`. The
+ * estimate and the split by model read the same body alike.
+ */
+export function bodyObject(body: unknown): Record<string, unknown> | undefined {
+  const text = bodyText(body);
+  return text === undefined ? (isObject(body) ? body : undefined) : jsonObject(text);
+}
+
+/**
  * A body the adapter holds as a string or bytes (sent with no JSON content type, or one that did
  * not parse: the callbacks see it so), as text; `undefined` for anything else.
  */
@@ -418,5 +428,7 @@ function maxTokensOf(body: Record<string, unknown>): number | undefined {
   const value = count(body.max_completion_tokens) ?? count(body.max_tokens) ?? count(body.max_output_tokens);
   if (value === undefined) return undefined;
   const n = typeof body.n === 'number' && Number.isInteger(body.n) && body.n > 1 ? body.n : 1;
-  return value * n;
+  // Each is at most a billion, not their product: an `n` out of range (the API refuses it with a
+  // 400) made the estimate Infinity, which no budget can draw.
+  return Math.min(value * n, MAX_USAGE_TOKENS);
 }

@@ -19,7 +19,7 @@ import { LazySharedBudget } from '../registry/shared.js';
 import { type AdapterWait, AdapterWaits } from './adapter-close.js';
 import { classifyResponse, type ResponseRules } from './classify.js';
 import { ConcurrencyGate } from './concurrency.js';
-import { type LlmEstimate, LlmMeter, refusedCall } from './llm.js';
+import { bodyObject, type LlmEstimate, LlmMeter, refusedCall } from './llm.js';
 import type { OutgoingRequest, ResolvedInterceptorOptions } from './options.js';
 import {
   credentialParts,
@@ -474,7 +474,8 @@ function describe(source: PartitionSource): string {
 
 /** The `model` of an LLM API request's body, when it names one. */
 function modelOf(body: unknown): string | undefined {
-  const model = typeof body === 'object' && body !== null ? (body as { model?: unknown }).model : undefined;
+  // A string or bytes body is read as JSON, as the estimate reads it.
+  const model = bodyObject(body)?.model;
   return typeof model === 'string' && model !== '' ? model : undefined;
 }
 

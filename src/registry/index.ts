@@ -247,7 +247,7 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
       limiter.close();
       return { key, limiter, instance: limiter, own: false };
     }
-    const pausedUntil = this.#perOrigin.takePause(key);
+    const pausedUntil = this.#perOrigin.takePause(key)?.until;
     if (!this.#perOrigin.makeRoom()) {
       // No room: the named limiter itself, or the overflow limiter, with the partition's pause.
       const shared =
@@ -341,20 +341,22 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
       limiter.close();
       return limiter;
     }
-    const pausedUntil = this.#perOrigin.takePause(key);
+    const record = this.#perOrigin.takePause(key);
+    const pausedUntil = record?.until;
     if (!this.#perOrigin.makeRoom()) {
       const overflow = this.#overflowLimiter(this.#default);
       // A pause kept for the origin is not lost: its requests now go through the overflow
       // limiter, which it pauses (the record stays for the origin's own limiter, if there is room).
       if (pausedUntil !== undefined) {
-        this.#perOrigin.keepPause(key, pausedUntil);
+        this.#perOrigin.keepPause(key, pausedUntil, record?.claim);
         overflow.pauseFor(pausedUntil - this.#clock.now());
       }
       return overflow;
     }
     const limiter = makeLimiter(key, this.#default, this.#clock);
     if (pausedUntil !== undefined) limiter.pauseFor(pausedUntil - this.#clock.now());
-    this.#perOrigin.add(key, limiter, { origin: key });
+    // The partition whose pause it was keeps the origin's limiter: the others get their own.
+    this.#perOrigin.add(key, limiter, { origin: key }, record?.claim);
     this.#announce('added', key, limiter);
     return limiter;
   }

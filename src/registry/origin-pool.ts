@@ -25,6 +25,15 @@ export interface PoolOwner {
   readonly partition?: string;
 }
 
+/**
+ * A pause kept for a key whose limiter was dropped ({@link OriginPool.takePause}): its end while it
+ * runs, and the partition that had claimed the origin's limiter ({@link OriginPool.claim}).
+ */
+export interface PauseRecord {
+  readonly until: number | undefined;
+  readonly claim: string | undefined;
+}
+
 /** What an {@link OriginPool} is made with. */
 export interface OriginPoolOptions {
   /** The registry's time source. */
@@ -67,6 +76,11 @@ export class OriginPool {
   readonly #perOrigin = new Map<string, OriginEntry>();
   /** Pauses of origins whose limiter was dropped: origin to the pause's end (ms on the clock), oldest first. */
   readonly #paused = new Map<string, number>();
+  /**
+   * The partition that had claimed the origin's limiter, of the records in `#paused` that have
+   * one: its next limiter keeps the claim, so the pause stays with that partition.
+   */
+  readonly #pausedClaims = new Map<string, string>();
   /** The key last moved to the end of `#perOrigin`: the last entry while it is still there. */
   #newest: string | undefined;
   #sweptAt: number;
@@ -115,6 +129,7 @@ export class OriginPool {
       if (state !== 'busy') recordRoom ??= this.#roomForRecord(now);
       if (state !== 'busy' && recordRoom === true) {
         this.#paused.set(origin, state);
+        if (entry.claim !== undefined) this.#pausedClaims.set(origin, entry.claim);
         this.#drop(origin, entry);
         // Nothing uses it (nothing queued or in flight), and its pause lives on in the record:
         // closed, so that its pause timer does not keep it in memory until the pause ends.
@@ -127,26 +142,39 @@ export class OriginPool {
     return false;
   }
 
-  /** Keeps `limiter` for `key` as the most recently used; call {@link makeRoom} first. */
-  add(key: string, limiter: AdaptiveRateLimiter, owner: PoolOwner = { origin: key }): void {
-    this.#perOrigin.set(key, { limiter, owner, usedAt: this.#clock.now(), inFlight: 0 });
+  /**
+   * Keeps `limiter` for `key` as the most recently used, claimed by the partition `claim` (a
+   * record's, see {@link takePause}); call {@link makeRoom} first.
+   */
+  add(key: string, limiter: AdaptiveRateLimiter, owner: PoolOwner = { origin: key }, claim?: string): void {
+    const entry: OriginEntry = { limiter, owner, usedAt: this.#clock.now(), inFlight: 0 };
+    if (claim !== undefined) entry.claim = claim;
+    this.#perOrigin.set(key, entry);
     this.#newest = key;
   }
 
   /**
-   * The end (ms on the clock) of a pause kept for `key` when its limiter was dropped, if it is
-   * still running; the record is removed (the caller gives the pause to a new limiter).
+   * The pause kept for `key` when its limiter was dropped: its end if it is still running, and
+   * the partition that had claimed that limiter; the record is removed (the caller gives both to
+   * a new limiter, or keeps them again with {@link keepPause}).
    */
-  takePause(key: string): number | undefined {
+  takePause(key: string): PauseRecord | undefined {
     const until = this.#paused.get(key);
     if (until === undefined) return undefined;
     this.#paused.delete(key);
-    return until > this.#clock.now() ? until : undefined;
+    const claim = this.#pausedClaims.get(key);
+    this.#pausedClaims.delete(key);
+    return { until: until > this.#clock.now() ? until : undefined, claim };
   }
 
-  /** Keeps a pause for `key` (no limiter of its own); `false` when the records are full of running pauses. */
-  keepPause(key: string, until: number): boolean {
-    return this.#keepPause(key, until, this.#clock.now());
+  /**
+   * Keeps a pause for `key` (no limiter of its own), with the partition that claimed the origin's
+   * limiter; `false` when the records are full of running pauses.
+   */
+  keepPause(key: string, until: number, claim?: string): boolean {
+    const kept = this.#keepPause(key, until, this.#clock.now());
+    if (kept && claim !== undefined) this.#pausedClaims.set(key, claim);
+    return kept;
   }
 
   /**
@@ -194,6 +222,7 @@ export class OriginPool {
   /** Forgets the limiter of `key` and any pause kept for it (not closed, not told to `onDrop`). */
   delete(key: string): boolean {
     const paused = this.#paused.delete(key);
+    this.#pausedClaims.delete(key);
     return this.#perOrigin.delete(key) || paused;
   }
 
@@ -224,7 +253,11 @@ export class OriginPool {
         dropped.push(found.limiter);
       }
     }
-    for (const key of this.#paused.keys()) if (testKey(key)) this.#paused.delete(key);
+    for (const key of this.#paused.keys()) {
+      if (!testKey(key)) continue;
+      this.#paused.delete(key);
+      this.#pausedClaims.delete(key);
+    }
     return dropped;
   }
 
@@ -249,6 +282,7 @@ export class OriginPool {
   /** Records a pause, if there is room for it (see {@link #roomForRecord}). */
   #keepPause(key: string, until: number, now: number): boolean {
     this.#paused.delete(key);
+    this.#pausedClaims.delete(key);
     if (!this.#roomForRecord(now)) return false;
     this.#paused.set(key, until);
     return true;
@@ -266,6 +300,7 @@ export class OriginPool {
       this.#paused.delete(origin);
       // A running pause goes back at the end: records end roughly in the order they came.
       if (end > now) this.#paused.set(origin, end);
+      else this.#pausedClaims.delete(origin);
     }
     return this.#paused.size < this.#maxPausedOrigins;
   }

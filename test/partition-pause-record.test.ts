@@ -1,0 +1,58 @@
+import { describe, expect, it } from 'vitest';
+import { ManualClock } from '../src/clock.js';
+import { rateLimitedFetch } from '../src/http/fetch.js';
+import { RateLimiterRegistry } from '../src/registry/index.js';
+import { cleanups, serve } from './helpers/interceptor-fixtures.js';
+import { until } from './helpers/rate-limited-server.js';
+
+// docs/partitions.md: "customer A's 429 with Retry-After: 20 pauses A, not B", and under memory
+// pressure "a paused one gives way to a pause record (maxPausedOrigins), and its next limiter
+// starts with that pause". The origin's own limiter is the first credential's (A's): its pause
+// record is A's pause. When the origin's limiter is made again, the first credential seen claims
+// it again: A's, so B does not inherit A's Retry-After.
+
+describe('a pause record of the origin limiter (credential A) and the claim that follows', () => {
+  it("B, never throttled, is not held by A's Retry-After: 600 after both limiters were dropped", async () => {
+    // A is refused with Retry-After: 600; everyone else is answered 200.
+    const server = await serve({
+      respond: (req, res) => {
+        if (req.headers.authorization === 'Bearer A')
+          res.writeHead(429, { 'retry-after': '600' }).end('slow');
+        else res.writeHead(200).end('ok');
+        return true;
+      },
+    });
+    const other = await serve();
+    const third = await serve();
+    const clock = new ManualClock();
+    const registry = new RateLimiterRegistry({ clock, maxOriginLimiters: 2 });
+    cleanups.push(() => registry.close());
+    const f = rateLimitedFetch({ registry, maxAttempts: 1 });
+    cleanups.push(() => f.close());
+    const call = (origin: string, key?: string, signal?: AbortSignal) =>
+      f(`${origin}/x`, { headers: key === undefined ? {} : { authorization: `Bearer ${key}` }, signal }).then(
+        (r) => r.status,
+      );
+
+    expect(await call(server.origin, 'A')).toBe(429); // A claims the origin's limiter; paused 600 s
+    expect(await call(server.origin, 'B')).toBe(200); // B's own partition limiter
+    const origin = new URL(server.origin).origin;
+    expect(registry.get(origin)?.snapshot().pausedUntil).toBe(600_000);
+    // Two other origins make room: A's paused limiter becomes a pause record, B's idle one goes.
+    expect(await call(other.origin)).toBe(200);
+    expect(await call(third.origin)).toBe(200);
+    expect(registry.names().some((n) => n.startsWith(origin))).toBe(false);
+
+    // B calls again: it was never throttled, its quota is its own.
+    const abort = new AbortController();
+    cleanups.push(() => abort.abort());
+    let b: unknown;
+    void call(server.origin, 'B', abort.signal).then(
+      (s) => (b = s),
+      (e: unknown) => (b = e),
+    );
+    await until(() => b !== undefined, "B's answer (held by A's 600 s pause?)", 2_000);
+    // Before: RateLimitRejectedError 'max-wait' (B claimed the origin's new limiter, paused by A's record).
+    expect(b instanceof Error ? `${b.name}: ${b.message}` : b).toBe(200);
+  });
+});
