@@ -32,11 +32,6 @@ import {
 import { type QuotaReader, quotaReader } from './quota-headers/index.js';
 
 /** Where a request goes: its limiter, and the gate that caps its requests in flight. */
-/** A limiter whose `AdaptiveRateLimiter` comes later (a shared budget whose code is loading). */
-interface LazyLimiter {
-  onLimiter(fn: (limiter: AdaptiveRateLimiter) => void): void;
-}
-
 export interface Route {
   /**
    * What its requests acquire from: the registry's limiter, or a named limiter's `limiter`
@@ -263,7 +258,8 @@ export class HttpRuntime {
       // limiter once its code has loaded).
       const slots = gate;
       if (adaptive !== undefined) setLimiterSlotGate(adaptive, slots);
-      else (limiter as Partial<LazyLimiter>).onLimiter?.((local) => setLimiterSlotGate(local, slots));
+      else if (limiter instanceof LazySharedBudget)
+        limiter.onLimiter((local) => setLimiterSlotGate(local, slots));
     }
     const api = config?.api;
     // A shared budget per partition needs ids every process computes alike: `partitionSecret`.
