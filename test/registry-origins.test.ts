@@ -58,19 +58,25 @@ describe('RateLimiterRegistry: paused origins', () => {
     expect(a.snapshot().pausedUntil).toBe(60_000);
   });
 
-  it('pauses the overflow limiter with a recorded pause that finds no room, rather than lose it', async () => {
+  it("gives a recorded pause that finds no room a limiter of its own in the record's place; the overflow stays unpaused", async () => {
     const { registry } = setup({ maxOriginLimiters: 1, maxPausedOrigins: 1 });
     await pause(registry, 'https://a.test', 60_000);
     await pause(registry, 'https://b.test', 30_000); // a's pause recorded
     // c finds b paused and the records full: the overflow.
-    expect(registry.limiterFor('https://c.test')?.name).toBe(OVERFLOW);
+    const c = registry.limiterFor('https://c.test');
+    expect(c?.name).toBe(OVERFLOW);
     // b is held by a request in flight: a's pause finds no room.
     const release = registry[kHoldOrigin]('https://b.test', registry.get('https://b.test')!);
 
     const a = registry.limiterFor('https://a.test');
 
-    expect(a?.name).toBe(OVERFLOW);
+    expect(a?.name).toBe('https://a.test');
     expect(a?.snapshot().pausedUntil).toBe(60_000);
+    // Before, a's requests went through the overflow limiter, paused for a's 60 s: c with them.
+    expect(c?.snapshot().pausedUntil).toBeUndefined();
+    // The record became the limiter: two limiters and no record, within 1 + 1.
+    expect(registry.names().sort()).toEqual(['https://a.test', 'https://b.test', OVERFLOW].sort());
+    expect(registry.limiterFor('https://a.test')).toBe(a);
     release();
   });
 

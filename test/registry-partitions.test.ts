@@ -3,7 +3,7 @@ import { ManualClock } from '../src/clock.js';
 import { parseConfig } from '../src/config/schema.js';
 import { ConfigError } from '../src/errors.js';
 import { credentialParts, partitionId } from '../src/http/partition.js';
-import { kPartitionForOrigin } from '../src/internal.js';
+import { kHoldOrigin, kPartitionForOrigin } from '../src/internal.js';
 import type { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
 import { limiterOrigins, limiterPartition } from '../src/limiter/watch.js';
 import { OVERFLOW, partitionKey, RateLimiterRegistry, type RegistryOptions } from '../src/registry/index.js';
@@ -103,6 +103,45 @@ describe('RateLimiterRegistry: partitions', () => {
     const again = via(registry, 'pA').limiter;
     expect(again).not.toBe(a);
     expect(again?.snapshot().pausedUntil).toBe(60_000);
+  });
+
+  it("gives a partition's recorded pause that finds no room its own limiter; the overflow other credentials share stays unpaused", async () => {
+    const { registry } = setup({ maxOriginLimiters: 2, maxPausedOrigins: 1 });
+    const releases = [registry[kHoldOrigin](ORIGIN, registry.get(ORIGIN)!)];
+    const a = via(registry, 'pA').limiter;
+    (await a?.acquire())?.throttled(60_000);
+    const b = via(registry, 'pB'); // pA's pause becomes a record
+    releases.push(registry[kHoldOrigin](b.key, b.limiter!));
+    const c = via(registry, 'pC').limiter; // no room: the overflow limiter
+    expect(c).toBe(registry.get(OVERFLOW));
+
+    const again = via(registry, 'pA').limiter;
+
+    expect(again).not.toBe(c);
+    expect(again?.snapshot().pausedUntil).toBe(60_000);
+    // Before, pA went through the overflow limiter and paused it: pC waited out pA's Retry-After.
+    expect(c?.snapshot().pausedUntil).toBeUndefined();
+    for (const release of releases) release();
+  });
+
+  it("gives a named limiter's partition with a recorded pause its own limiter; the named limiter stays unpaused", async () => {
+    const { registry } = setup({
+      limiters: { api: { origins: [ORIGIN], maxWait: 5_000 } },
+      maxOriginLimiters: 1,
+      maxPausedOrigins: 1,
+    });
+    const p1 = registry[kPartitionForOrigin](ORIGIN, part('p1'));
+    (await p1?.limiter?.acquire())?.throttled(60_000);
+    const p2 = registry[kPartitionForOrigin](ORIGIN, part('p2')); // p1's pause becomes a record
+    const release = registry[kHoldOrigin](p2!.key, p2!.limiter!);
+    expect(registry[kPartitionForOrigin](ORIGIN, part('p3'))?.limiter).toBe(registry.get('api'));
+
+    const again = registry[kPartitionForOrigin](ORIGIN, part('p1'));
+
+    expect(again?.limiter).not.toBe(registry.get('api'));
+    expect(again?.limiter?.snapshot().pausedUntil).toBe(60_000);
+    expect(registry.get('api')?.snapshot().pausedUntil).toBeUndefined();
+    release();
   });
 
   it('drops idle partitions after idleTimeout, as per-origin limiters', () => {

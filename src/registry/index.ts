@@ -248,16 +248,13 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
       return { key, limiter, instance: limiter, own: false };
     }
     const pausedUntil = this.#perOrigin.takePause(key)?.until;
-    if (!this.#perOrigin.makeRoom()) {
-      // No room: the named limiter itself, or the overflow limiter, with the partition's pause.
+    // No room: the named limiter itself, or the overflow limiter. A partition whose pause was
+    // kept as a record gets its own limiter even then (see #perOriginFor): its pause is its own.
+    if (!this.#perOrigin.makeRoom() && pausedUntil === undefined) {
       const shared =
         name !== undefined
           ? (this.#named.get(name)?.limiter as AdaptiveRateLimiter)
           : this.#overflowLimiter(config);
-      if (pausedUntil !== undefined) {
-        this.#perOrigin.keepPause(key, pausedUntil);
-        shared.pauseFor(pausedUntil - this.#clock.now());
-      }
       return { key, limiter: shared, instance: shared, own: false };
     }
     const limiter = makeLimiter(limiterName, config, this.#clock);
@@ -343,16 +340,11 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
     }
     const record = this.#perOrigin.takePause(key);
     const pausedUntil = record?.until;
-    if (!this.#perOrigin.makeRoom()) {
-      const overflow = this.#overflowLimiter(this.#default);
-      // A pause kept for the origin is not lost: its requests now go through the overflow
-      // limiter, which it pauses (the record stays for the origin's own limiter, if there is room).
-      if (pausedUntil !== undefined) {
-        this.#perOrigin.keepPause(key, pausedUntil, record?.claim);
-        overflow.pauseFor(pausedUntil - this.#clock.now());
-      }
-      return overflow;
-    }
+    // No room: the overflow limiter. An origin whose pause was kept as a record gets its own
+    // limiter even then, in the record's place (limiters and records together stay within
+    // maxOriginLimiters + maxPausedOrigins): its pause pauses no other origin, and no other
+    // credential of it.
+    if (!this.#perOrigin.makeRoom() && pausedUntil === undefined) return this.#overflowLimiter(this.#default);
     const limiter = makeLimiter(key, this.#default, this.#clock);
     if (pausedUntil !== undefined) limiter.pauseFor(pausedUntil - this.#clock.now());
     // The partition whose pause it was keeps the origin's limiter: the others get their own.

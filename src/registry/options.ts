@@ -22,14 +22,18 @@ export interface RegistryOptions {
    * dropped with its pause kept as a small record (see `maxPausedOrigins`); one with requests
    * queued or in flight is never dropped. When none of those looked at can go (16 at most: the
    * work per new origin is constant), the new origin shares the registry's overflow limiter
-   * (named `(overflow)`, made from `default`) until there is room. @default 1_000
+   * (named `(overflow)`, made from `default`) until there is room; an origin with a pause record
+   * gets its limiter back even then, in the record's place (its pause pauses no one else), so
+   * limiters and records together stay within `maxOriginLimiters + maxPausedOrigins`.
+   * @default 1_000
    */
   maxOriginLimiters?: number;
   /**
    * The most pauses kept for origins whose limiter was dropped to make room (an integer >= 0): a
    * record of the origin and the pause's end (about 100 bytes), which the origin's next limiter
    * starts with, so that a `Retry-After` is never lost. When the records are full of running
-   * pauses, a paused limiter stays, and new origins use the overflow limiter. @default 10_000
+   * pauses, a paused limiter stays, and new origins without a record use the overflow limiter.
+   * @default 10_000
    */
   maxPausedOrigins?: number;
   /**

@@ -156,7 +156,8 @@ export class OriginPool {
   /**
    * The pause kept for `key` when its limiter was dropped: its end if it is still running, and
    * the partition that had claimed that limiter; the record is removed (the caller gives both to
-   * a new limiter, or keeps them again with {@link keepPause}).
+   * a new limiter, which it makes even when {@link makeRoom} finds no room: the limiter takes the
+   * record's place, so limiters and records together stay within both bounds).
    */
   takePause(key: string): PauseRecord | undefined {
     const until = this.#paused.get(key);
@@ -165,16 +166,6 @@ export class OriginPool {
     const claim = this.#pausedClaims.get(key);
     this.#pausedClaims.delete(key);
     return { until: until > this.#clock.now() ? until : undefined, claim };
-  }
-
-  /**
-   * Keeps a pause for `key` (no limiter of its own), with the partition that claimed the origin's
-   * limiter; `false` when the records are full of running pauses.
-   */
-  keepPause(key: string, until: number, claim?: string): boolean {
-    const kept = this.#keepPause(key, until, this.#clock.now());
-    if (kept && claim !== undefined) this.#pausedClaims.set(key, claim);
-    return kept;
   }
 
   /**
@@ -277,15 +268,6 @@ export class OriginPool {
     const snapshot = entry.limiter.snapshot();
     if (snapshot.queued > 0) return 'busy';
     return snapshot.pausedUntil ?? 'idle';
-  }
-
-  /** Records a pause, if there is room for it (see {@link #roomForRecord}). */
-  #keepPause(key: string, until: number, now: number): boolean {
-    this.#paused.delete(key);
-    this.#pausedClaims.delete(key);
-    if (!this.#roomForRecord(now)) return false;
-    this.#paused.set(key, until);
-    return true;
   }
 
   /**
