@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
 import { rateLimitedFetch } from '../src/http/fetch.js';
 import { RateLimiterRegistry } from '../src/registry/index.js';
-import { cleanups, serve } from './helpers/interceptor-fixtures.js';
+import { cleanups, holdingServer, serve } from './helpers/interceptor-fixtures.js';
 import { until } from './helpers/rate-limited-server.js';
 
 // docs/partitions.md: "customer A's 429 with Retry-After: 20 pauses A, not B", and under memory
@@ -54,5 +54,50 @@ describe('a pause record of the origin limiter (credential A) and the claim that
     await until(() => b !== undefined, "B's answer (held by A's 600 s pause?)", 2_000);
     // Before: RateLimitRejectedError 'max-wait' (B claimed the origin's new limiter, paused by A's record).
     expect(b instanceof Error ? `${b.name}: ${b.message}` : b).toBe(200);
+  });
+
+  it("B is not held by A's recorded pause when no limiter can be dropped (every one in flight)", async () => {
+    const server = await serve({
+      respond: (req, res) => {
+        if (req.headers.authorization === 'Bearer A')
+          res.writeHead(429, { 'retry-after': '600' }).end('slow');
+        else res.writeHead(200).end('ok');
+        return true;
+      },
+    });
+    const busy = await Promise.all([holdingServer(), holdingServer()]);
+    const clock = new ManualClock();
+    const registry = new RateLimiterRegistry({ clock, maxOriginLimiters: 2, maxPausedOrigins: 1 });
+    cleanups.push(() => registry.close());
+    const f = rateLimitedFetch({ registry, maxAttempts: 1 });
+    cleanups.push(() => f.close());
+    const abort = new AbortController();
+    cleanups.push(() => abort.abort());
+    const call = (origin: string, path: string, key?: string) =>
+      f(`${origin}${path}`, {
+        headers: key === undefined ? {} : { authorization: `Bearer ${key}` },
+        signal: abort.signal,
+      }).then((r) => r.status);
+    const origin = new URL(server.origin).origin;
+
+    expect(await call(server.origin, '/x', 'A')).toBe(429); // A claims the origin's limiter; paused 600 s
+    // Two requests held in flight to two other origins: A's paused limiter becomes a record, and
+    // then no limiter can be dropped (both busy).
+    const held = busy.map((b) => call(b.server.origin, '/slow').catch(() => undefined));
+    await until(() => busy.every((b) => b.held.length === 1), 'both held requests at their servers', 2_000);
+    expect(registry.names().some((n) => n.startsWith(origin))).toBe(false);
+
+    let b: unknown;
+    void call(server.origin, '/x', 'B').then(
+      (s) => (b = s),
+      (e: unknown) => (b = e),
+    );
+    await until(() => b !== undefined, "B's answer (held by A's 600 s pause?)", 2_000);
+    // Before: RateLimitRejectedError 'max-wait' (the overflow limiter, paused by A's record).
+    expect(b instanceof Error ? `${b.name}: ${b.message}` : b).toBe(200);
+    // A is still paused: its next call waits out its own 600 s, and is refused.
+    await expect(call(server.origin, '/x', 'A')).rejects.toMatchObject({ name: 'RateLimitRejectedError' });
+    for (const x of busy) for (const res of x.held) res.writeHead(200).end('ok');
+    await Promise.all(held);
   });
 });
