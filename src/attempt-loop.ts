@@ -206,7 +206,7 @@ async function attempts<T>(plan: AttemptPlan<T>, first: Permit | undefined): Pro
         permit.failed();
         throw thrown;
       }
-      if (judge(permit, outcome, attempt, plan.maxAttempts, () => plan.canRetryError?.(error) ?? true)) {
+      if (judged(permit, outcome, attempt, plan.maxAttempts, () => plan.canRetryError?.(error) ?? true)) {
         heldError = { error };
         continue;
       }
@@ -223,7 +223,7 @@ async function attempts<T>(plan: AttemptPlan<T>, first: Permit | undefined): Pro
       permit.failed();
       throw error;
     }
-    if (!judge(permit, outcome, attempt, plan.maxAttempts, () => plan.canRetry?.(result) ?? true))
+    if (!judged(permit, outcome, attempt, plan.maxAttempts, () => plan.canRetry?.(result) ?? true))
       return result;
     held = { result: plan.hold ? plan.hold(result) : result };
   }
@@ -239,6 +239,26 @@ function acquire<T>(plan: AttemptPlan<T>, waitedMs: number): Promise<Permit> {
   if (cancel.abortReason !== undefined) return Promise.reject(cancel.abortReason);
   const options: CancellableAcquireOptions = { waitedMs, costs: plan.costs, [kWaitCancel]: cancel };
   return plan.limiter.acquire(plan.units, options as AcquireOptions);
+}
+
+/**
+ * {@link judge} in the loop: an outcome its permit refuses (a `quota` list with a hole) fails the
+ * request, and the permit, still open, is failed: left unanswered, the limiter would count it in
+ * flight for good (a cold start's slot taken).
+ */
+function judged(
+  permit: Permit,
+  outcome: Outcome,
+  attempt: number,
+  maxAttempts: number,
+  canRetry: () => boolean,
+): boolean {
+  try {
+    return judge(permit, outcome, attempt, maxAttempts, canRetry);
+  } catch (error) {
+    permit.failed(); // a settled permit ignores it
+    throw error;
+  }
 }
 
 /**

@@ -118,3 +118,31 @@ describe('a permit given one quota object where the list of quotas belongs', () 
     });
   }
 });
+
+describe('a permit given a list of quotas with a hole', () => {
+  for (const [kind, make] of kinds) {
+    it(`${kind}: throws InvalidArgumentError naming the element and its value, and the permit is still open`, () => {
+      const { permit, rate } = make();
+      const before = rate();
+      for (const hole of [undefined, null, 5]) {
+        const list = [
+          { limit: 100, remaining: 50, resetMs: 1_000 },
+          hole,
+        ] as unknown as readonly AnnouncedQuota[];
+        for (const [method, call] of [
+          ['success', () => permit.success(1, list)],
+          ['throttled', () => permit.throttled(1_000, list)],
+          ['failed', () => permit.failed(undefined, list)],
+        ] as const) {
+          expect(call).toThrow(InvalidArgumentError);
+          expect(call).toThrow(
+            `${method}(): quota[1]: expected an announced quota (an object) (received ${String(hole)})`,
+          );
+        }
+      }
+      // Not settled by the calls refused: the 429 reported properly still cuts the rate.
+      permit.throttled();
+      expect(rate()).toBeLessThan(before);
+    });
+  }
+});

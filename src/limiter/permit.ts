@@ -71,18 +71,32 @@ export class LimiterPermit implements Permit {
 
 /**
  * Throws when a permit's `quota` argument is given but is not an array of announced quotas (one
- * object passed where the list belongs), before the permit settles, so a corrected call still
- * settles it.
+ * object passed where the list belongs, or a list with a hole: `[undefined]`, `[null]`), before
+ * the permit settles, so a corrected call still settles it.
  * @internal
  */
 export function checkQuota(method: string, quota: unknown): void {
-  if (quota !== undefined && !Array.isArray(quota))
+  if (quota === undefined) return;
+  if (!Array.isArray(quota))
     throw new InvalidArgumentError(
       method,
       'quota',
       'expected an array of announced quotas, or undefined',
       quota,
     );
+  const at = quota.findIndex((q: unknown) => !isQuotaObject(q));
+  if (at !== -1)
+    throw new InvalidArgumentError(
+      method,
+      `quota[${at}]`,
+      'expected an announced quota (an object)',
+      quota[at],
+    );
+}
+
+/** Whether `q` can be read as an announced quota: an object (its fields are read as given). @internal */
+export function isQuotaObject(q: unknown): boolean {
+  return typeof q === 'object' && q !== null && !Array.isArray(q);
 }
 
 /**

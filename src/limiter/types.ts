@@ -34,7 +34,7 @@ export interface AnnouncedQuota {
  * Each call takes, last, the quotas the answer announced (`quota`): adapters that read response
  * headers pass them (see the README, "Quota headers"); a custom adapter or a `wrap` classifier
  * may pass its own. A limiter that does not adapt ignores them. A `quota` that is not an array
- * (one quota object where the list belongs), a `retryAfterMs` that is not a number >= 0 (`NaN`
+ * of objects (one quota object where the list belongs, a hole: `[undefined]`), a `retryAfterMs` that is not a number >= 0 (`NaN`
  * from `Number()` of an HTTP-date: read it with `parseRetryAfter`), or a `unitsUsed` that is not a
  * finite number >= 0 (`NaN` from `Number()` of a missing usage field), throws
  * `InvalidArgumentError` naming the argument and the value, and leaves the permit open, so a

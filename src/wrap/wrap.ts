@@ -1,5 +1,6 @@
 import { DEFAULT_MAX_ATTEMPTS, runAttempts } from '../attempt-loop.js';
 import { ConfigError, type ConfigIssue, InvalidCallbackValueError } from '../errors.js';
+import { isQuotaObject } from '../limiter/permit.js';
 import type { Outcome, RateLimiter } from '../limiter/types.js';
 import { redact } from '../redact.js';
 import { classifyThrown } from './sdk-errors.js';
@@ -151,13 +152,13 @@ function checkedOutcome(callback: 'classify' | 'classifyError', outcome: unknown
     outcome !== null &&
     KINDS.has(o.kind as string) &&
     (o.kind === 'success' ? isWait(o.units) : isWait(o.retryAfterMs)) &&
-    (o.quota === undefined || Array.isArray(o.quota)) &&
+    (o.quota === undefined || (Array.isArray(o.quota) && o.quota.every(isQuotaObject))) &&
     (o.budgets === undefined ||
       (Array.isArray(o.budgets) && o.budgets.every((b: unknown) => typeof b === 'string')));
   if (valid) return outcome as Outcome;
   throw new InvalidCallbackValueError(
     callback,
-    `${callback} returned ${describeOutcome(outcome)}; expected { kind: 'success' | 'throttled' | 'failed' } (units or retryAfterMs a finite number >= 0, quota an array)`,
+    `${callback} returned ${describeOutcome(outcome)}; expected { kind: 'success' | 'throttled' | 'failed' } (units or retryAfterMs a finite number >= 0, quota an array of objects)`,
     outcome,
   );
 }
