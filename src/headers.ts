@@ -67,30 +67,46 @@ export function headerLookup(headers: ResponseHeaders): HeaderLookup {
   if (headers == null) return () => undefined;
   if (Array.isArray(headers)) return rawHeadersLookup(headers);
   if (typeof (headers as { get?: unknown }).get === 'function') {
-    const fetchHeaders = headers as { get(name: string): string | null };
-    return (name) => fetchHeaders.get(name) ?? undefined;
+    const fetchHeaders = headers as { get(name: string): unknown };
+    return (name) => fieldValue(fetchHeaders.get(name));
   }
-  return objectHeadersLookup(headers as Readonly<Record<string, string | readonly string[] | undefined>>);
+  return objectHeadersLookup(headers as Readonly<Record<string, unknown>>);
 }
 
-/** Over undici's `onResponseStart` headers object. */
-function objectHeadersLookup(
-  headers: Readonly<Record<string, string | readonly string[] | undefined>>,
-): HeaderLookup {
+/**
+ * Over undici's `onResponseStart` headers object, or one a caller built (an SDK error's
+ * `headers`, deserialized): a number is read as its text (`'retry-after': 5`), any other value
+ * that is not a string (`null`, an object) as no field.
+ */
+function objectHeadersLookup(headers: Readonly<Record<string, unknown>>): HeaderLookup {
   // undici's keys are lower case; a caller-built object may spell them otherwise. Checked once,
   // on the first miss; a map is built only for an object with mixed-case names.
-  let mixedCase: Map<string, string | string[]> | false | undefined;
+  let mixedCase: Map<string, unknown> | false | undefined;
   return (name) => {
     const key = name.toLowerCase();
-    if (Object.hasOwn(headers, key)) return headers[key] as string | string[] | undefined;
+    if (Object.hasOwn(headers, key)) return fieldValue(headers[key]);
     if (mixedCase === undefined) {
       const keys = Object.keys(headers);
       mixedCase =
-        keys.some((k) => k !== k.toLowerCase()) &&
-        new Map(keys.map((k) => [k.toLowerCase(), headers[k] as string | string[]]));
+        keys.some((k) => k !== k.toLowerCase()) && new Map(keys.map((k) => [k.toLowerCase(), headers[k]]));
     }
-    return mixedCase === false ? undefined : (mixedCase.get(key) ?? undefined);
+    return mixedCase === false ? undefined : fieldValue(mixedCase.get(key));
   };
+}
+
+/**
+ * A header value as the readers take it: a string or a list of strings as given; a number as its
+ * text; in a list, the strings and numbers only; anything else `undefined` (no such field).
+ */
+function fieldValue(value: unknown): string | string[] | undefined {
+  if (typeof value === 'string') return value;
+  if (typeof value === 'number') return String(value);
+  if (!Array.isArray(value)) return undefined;
+  if (value.every((v) => typeof v === 'string')) return value;
+  const texts = value.flatMap((v) =>
+    typeof v === 'string' ? [v] : typeof v === 'number' ? [String(v)] : [],
+  );
+  return texts.length === 0 ? undefined : texts;
 }
 
 /** Over a raw `[name, value, name, value, ...]` array; indexed on the first lookup. */

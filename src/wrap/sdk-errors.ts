@@ -112,10 +112,30 @@ function llmRefusal(error: Bag): LlmRefusal | undefined {
  *   `budgets` cuts only that one when the call drew from it (`wrap`'s `costs`); else the budgets
  *   the call drew from, as a limiter without them does.
  *
+ * It never throws: a header value that is a number is read as its text (`'retry-after': 5`), one
+ * that is neither (`null`) as no header, and an error it cannot read otherwise (a getter that
+ * throws) gives its kind without a wait.
+ *
  * For anything else (an SDK's own error class, GitHub's 403), give `wrap` a `classifyError` of your
  * own, falling back to this one.
  */
 export function classifyThrown(error: unknown): Outcome {
+  try {
+    return classifyBag(error);
+  } catch {
+    // A field no reader expected (a getter that throws, a header shape of its own): the kind
+    // alone, without a wait. The default classifier of every wrapped call never throws: the
+    // caller gets the SDK's own error, not one of ours.
+    try {
+      const throttled = isBag(error) && (statusOfError(error) === 429 || isAwsThrottling(error));
+      return { kind: throttled ? 'throttled' : 'failed' };
+    } catch {
+      return { kind: 'failed' };
+    }
+  }
+}
+
+function classifyBag(error: unknown): Outcome {
   if (!isBag(error)) return { kind: 'failed' };
   const headers = headersOfError(error);
   // The library's own refusal (`rejection: 'response'`) was never sent: not the server's word.
