@@ -1,4 +1,4 @@
-import { RateLimitRejectedError } from './errors.js';
+import { isLimiterRefusal } from './errors.js';
 import { kRefused, kWaitCancel } from './internal.js';
 import { notSent, usedOrUndefined } from './limiter/permit.js';
 import type { AcquireOptions, Outcome, Permit, RateLimiter } from './limiter/types.js';
@@ -162,9 +162,10 @@ async function attempts<T>(plan: AttemptPlan<T>, first: Permit | undefined): Pro
         }
       } catch (error) {
         release?.();
-        // A retry the limiter refuses (queue full, wait past maxWait, closed) ends with the
-        // server's last answer, which the caller would otherwise never see.
-        if (error instanceof RateLimitRejectedError) {
+        // A retry the limiter refuses (queue full, wait past maxWait, closed, a fail-closed
+        // shared budget without Redis) ends with the server's last answer, which the caller
+        // would otherwise never see.
+        if (isLimiterRefusal(error)) {
           if (held !== undefined) return held.result;
           if (heldError !== undefined) throw heldError.error;
         }

@@ -42,6 +42,26 @@ export class RateLimitRejectedError extends AdaptiveRateLimitError {
 }
 
 /**
+ * `code` of `SharedBudgetUnavailableError` (adaptive-rate-limit/redis), defined here so that code
+ * which must not load the Redis modules (the attempt loop) can tell it.
+ * @internal
+ */
+export const SHARED_BUDGET_UNAVAILABLE = 'ERR_SHARED_BUDGET_UNAVAILABLE';
+
+/**
+ * Whether `error` is a limiter's refusal of an acquire, no request sent: a
+ * `RateLimitRejectedError` (queue full, wait past maxWait, closed), or a fail-closed shared
+ * budget's `SharedBudgetUnavailableError` (Redis unreachable).
+ * @internal
+ */
+export function isLimiterRefusal(error: unknown): boolean {
+  return (
+    error instanceof RateLimitRejectedError ||
+    (error instanceof AdaptiveRateLimitError && error.code === SHARED_BUDGET_UNAVAILABLE)
+  );
+}
+
+/**
  * The API refused a call because a spend cap or the account's quota is used up (Anthropic's
  * `enforced_spend_limit_reached`, OpenAI's `insufficient_quota`): no retry can succeed until the
  * cap is raised or the period ends, so the call ends at once, is not retried and cuts no rate.

@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
 import { controllerNameOf, keepsNoState, resolveController } from '../controllers/index.js';
 import { sharedBudgetProbe } from '../controllers/probe.js';
-import { AdaptiveRateLimitError, ConfigError } from '../errors.js';
+import { AdaptiveRateLimitError, ConfigError, SHARED_BUDGET_UNAVAILABLE } from '../errors.js';
 import { kFailed, kNoCrowdWait, kSuccess, kThrottled, kWaitBound } from '../internal.js';
 import { AdaptiveRateLimiter, type LimiterSnapshot } from '../limiter/adaptive.js';
 import { resolveLimiterOptions } from '../limiter/options.js';
@@ -29,7 +29,7 @@ export class SharedBudgetUnavailableError extends AdaptiveRateLimitError {
 
   constructor(budget: string, cause: unknown) {
     const detail = cause instanceof Error ? cause.message : String(cause);
-    super('ERR_SHARED_BUDGET_UNAVAILABLE', `shared budget "${budget}": Redis unreachable (${detail})`, {
+    super(SHARED_BUDGET_UNAVAILABLE, `shared budget "${budget}": Redis unreachable (${detail})`, {
       cause,
     });
     this.name = 'SharedBudgetUnavailableError';
