@@ -1,4 +1,5 @@
 import { DEFAULT_MAX_ATTEMPTS, runAttempts } from '../attempt-loop.js';
+import { unknownKeyMessage } from '../config/rules.js';
 import { ConfigError, type ConfigIssue, InvalidCallbackValueError } from '../errors.js';
 import { isQuotaObject } from '../limiter/permit.js';
 import type { Outcome, RateLimiter } from '../limiter/types.js';
@@ -7,7 +8,10 @@ import { classifyThrown } from './sdk-errors.js';
 
 const success: Outcome = { kind: 'success' };
 
-/** How {@link wrap} meters and judges a call. */
+/**
+ * How {@link wrap} meters and judges a call. Any other key is refused (a `ConfigError` at its
+ * path, with the key meant when it is a near miss).
+ */
 export interface WrapOptions<R> {
   /** The cost of a call in units, or a function of its arguments (the call's request body among them). @default 1 */
   units?: number | ((...args: never[]) => number);
@@ -28,7 +32,18 @@ export interface WrapOptions<R> {
   classifyError?: (error: unknown) => Outcome;
   /** Attempts in all when a call is throttled (a throttled call was not processed). @default 4 */
   maxAttempts?: number;
+  /**
+   * Cancels a call's waits in the limiter (for its first attempt and for each retry), or a
+   * function of its arguments returning the call's signal (or `undefined`): an abort rejects a
+   * waiting call at once with the signal's reason, its units given back, as the other adapters
+   * do; an aborted signal rejects before any attempt. An attempt already running is not stopped:
+   * give `fn` the signal too. @default none
+   */
+  signal?: AbortSignal | ((...args: never[]) => AbortSignal | undefined);
 }
+
+/** The keys of {@link WrapOptions}: any other is refused with its near miss. */
+const WRAP_KEYS = ['units', 'costs', 'classify', 'classifyError', 'maxAttempts', 'signal'];
 
 /**
  * Decorates an async function with a limiter (any {@link RateLimiter}: adaptive, fixed window, a
@@ -50,12 +65,14 @@ export function wrap<A extends unknown[], R>(
     maxAttempts = DEFAULT_MAX_ATTEMPTS,
     classify = () => success,
     classifyError = classifyThrown,
+    signal,
   } = options;
   // A function, not an arrow: a wrapped method (`api.get = wrap(limiter, api.get)`) keeps its
   // `this`, and so do `units` and `costs`.
   return function (this: unknown, ...args: A): Promise<R> {
     let callUnits: number;
     let callCosts: Readonly<Record<string, number>> | undefined;
+    let callSignal: AbortSignal | undefined;
     try {
       callUnits =
         typeof units === 'function' ? (units as unknown as (...a: A) => number).apply(this, args) : units;
@@ -63,15 +80,20 @@ export function wrap<A extends unknown[], R>(
         typeof costs === 'function'
           ? (costs as unknown as (...a: A) => Readonly<Record<string, number>>).apply(this, args)
           : costs;
+      callSignal =
+        typeof signal === 'function'
+          ? (signal as unknown as (...a: A) => AbortSignal | undefined).apply(this, args)
+          : signal;
     } catch (error) {
-      // The decorated function returns a promise: a throw of `units` or `costs` rejects it, as a
-      // throw of `fn` does, never escapes the call (a `.catch()` or `Promise.allSettled` sees it).
+      // The decorated function returns a promise: a throw of `units`, `costs` or `signal` rejects
+      // it, as a throw of `fn` does, never escapes the call (a `.catch()` or `Promise.allSettled` sees it).
       return Promise.reject(error);
     }
     return runAttempts({
       limiter,
       units: callUnits,
       costs: callCosts,
+      signal: callSignal,
       maxAttempts,
       send: () => fn.apply(this, args),
       classify: (result) => checkedOutcome('classify', classify(result)),
@@ -101,7 +123,16 @@ function wrapIssues(limiter: unknown, fn: unknown, options: unknown): ConfigIssu
     issues.push({ path: 'options', message: 'expected an object of wrap options', received: options });
     return issues;
   }
-  const { units, costs, maxAttempts, classify, classifyError } = options as WrapOptions<unknown>;
+  for (const key of Object.keys(options)) {
+    if (!WRAP_KEYS.includes(key)) {
+      issues.push({
+        path: key,
+        message: unknownKeyMessage(key, WRAP_KEYS),
+        received: (options as Record<string, unknown>)[key],
+      });
+    }
+  }
+  const { units, costs, maxAttempts, classify, classifyError, signal } = options as WrapOptions<unknown>;
   if (
     units !== undefined &&
     typeof units !== 'function' &&
@@ -118,6 +149,17 @@ function wrapIssues(limiter: unknown, fn: unknown, options: unknown): ConfigIssu
       path: 'costs',
       message: 'expected an object of units per budget, or a function of the arguments',
       received: costs,
+    });
+  }
+  if (
+    signal !== undefined &&
+    typeof signal !== 'function' &&
+    !(typeof signal === 'object' && signal !== null && typeof signal.addEventListener === 'function')
+  ) {
+    issues.push({
+      path: 'signal',
+      message: 'expected an AbortSignal, or a function of the arguments returning one',
+      received: signal,
     });
   }
   if (maxAttempts !== undefined && !(Number.isInteger(maxAttempts) && maxAttempts >= 1)) {

@@ -1,0 +1,130 @@
+import { describe, expect, it } from 'vitest';
+import { ManualClock } from '../src/clock.js';
+import { ConfigError } from '../src/errors.js';
+import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
+import { wrap } from '../src/wrap/wrap.js';
+
+// wrap's options are checked as every other options object of the library (an unknown key is a
+// ConfigError at its path, with its near miss: a typo of maxAttempts once ran a non-idempotent call
+// 4 times), and take a `signal` that ends a call waiting in the limiter, as the other adapters'
+// waits end (a `signal` option was once dropped: the call waited out the pause, then ran).
+
+const flush = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+/** What `p` settled with, or 'pending' when it is still waiting after a few turns. */
+async function soon(p: Promise<unknown>): Promise<unknown> {
+  const later = (async () => {
+    for (let i = 0; i < 5; i++) await flush();
+    return 'pending';
+  })();
+  return Promise.race([p, later]);
+}
+
+/** An SDK-style 429, as classifyThrown reads it. */
+const throttle = (retryAfterMs: number) =>
+  Object.assign(new Error('429 Too Many Requests'), { status: 429, retryAfterMs });
+
+function configError(run: () => unknown): ConfigError {
+  try {
+    run();
+  } catch (error) {
+    expect(error).toBeInstanceOf(ConfigError);
+    return error as ConfigError;
+  }
+  throw new Error('expected a ConfigError');
+}
+
+describe('wrap options: unknown keys', () => {
+  it('refuses a misspelled maxAttempts with its near miss, before any call', () => {
+    const limiter = new AdaptiveRateLimiter({ clock: new ManualClock() });
+    let runs = 0;
+    const error = configError(() =>
+      wrap(
+        limiter,
+        async () => {
+          runs++;
+        },
+        { maxAttemps: 1 } as never,
+      ),
+    );
+    expect(error.issues).toEqual([
+      {
+        path: 'maxAttemps',
+        message: expect.stringContaining('unknown key (did you mean "maxAttempts"?'),
+        received: 1,
+      },
+    ]);
+    expect(runs).toBe(0);
+  });
+
+  it('refuses a signal that is not one (the controller itself), naming signal', () => {
+    const limiter = new AdaptiveRateLimiter({ clock: new ManualClock() });
+    const controller = new AbortController();
+    const error = configError(() => wrap(limiter, async () => 1, { signal: controller as never }));
+    expect(error.issues.map(({ path, message }) => ({ path, message }))).toEqual([
+      { path: 'signal', message: 'expected an AbortSignal, or a function of the arguments returning one' },
+    ]);
+  });
+});
+
+describe('wrap options: signal', () => {
+  it('an aborted signal rejects a waiting call at once with its reason, and fn never runs', async () => {
+    const clock = new ManualClock();
+    const limiter = new AdaptiveRateLimiter({ clock, initialUnitsPerMinute: 60 });
+    limiter.pauseFor(30_000);
+    const controller = new AbortController();
+    let runs = 0;
+    const call = wrap(limiter, async () => ++runs, { signal: controller.signal });
+    const outcome = call().catch((e: unknown) => e);
+    await flush();
+    const reason = new Error('user gave up');
+    controller.abort(reason);
+    expect(await soon(outcome)).toBe(reason);
+    expect(runs).toBe(0);
+    expect(limiter.snapshot().queued).toBe(0);
+    limiter.close();
+  });
+
+  it("an abort while a throttled call's retry waits rejects with the reason; fn ran once", async () => {
+    const clock = new ManualClock();
+    const limiter = new AdaptiveRateLimiter({ clock, initialUnitsPerMinute: 600 });
+    const controller = new AbortController();
+    let runs = 0;
+    const call = wrap(
+      limiter,
+      async () => {
+        runs++;
+        throw throttle(5_000);
+      },
+      { signal: controller.signal },
+    );
+    const outcome = call().catch((e: unknown) => e);
+    for (let i = 0; i < 5 && runs === 0; i++) await flush();
+    expect(runs).toBe(1);
+    await flush();
+    const reason = new Error('user gave up');
+    controller.abort(reason);
+    expect(await soon(outcome)).toBe(reason);
+    expect(runs).toBe(1);
+    limiter.close();
+  });
+
+  it("a function of the call's arguments gives each call its own signal", async () => {
+    const clock = new ManualClock();
+    const limiter = new AdaptiveRateLimiter({ clock, initialUnitsPerMinute: 60 });
+    limiter.pauseFor(30_000);
+    const call = wrap(limiter, async (request: { id: number; signal?: AbortSignal }) => request.id, {
+      signal: (request: { signal?: AbortSignal }) => request.signal,
+    });
+    const reason = new Error('first gave up');
+    const first = call({ id: 1, signal: AbortSignal.abort(reason) }).catch((e: unknown) => e);
+    const second = call({ id: 2 });
+    expect(await soon(first)).toBe(reason);
+    for (let i = 0; i < 40; i++) {
+      await flush();
+      clock.advance(1_000);
+    }
+    expect(await second).toBe(2);
+    limiter.close();
+  });
+});
