@@ -108,19 +108,26 @@ const defaultConfigSchema = withRule(
   apiRules,
 );
 
+/**
+ * The HTTP adapters' fields of a config: checked where a config is read (`parseConfig`, a
+ * `RateLimiterRegistry`), their defaults filled by the adapters (HTTP_DEFAULTS).
+ */
+export const httpConfigFields = {
+  maxAttempts: z.number().int().min(1).optional(),
+  throttleStatuses: z.array(z.number().int().min(400).max(599)).optional(),
+  maxReplayBodyBytes: z.number().int().nonnegative().optional(),
+  rejection: z
+    .preprocess((v) => (typeof v === 'string' ? v.toLowerCase() : v), z.enum(['error', 'response']))
+    .optional(),
+};
+
 const configObject = z
   .object({
     limiters: z.record(limiterName, limiterConfigSchema).default(() => ({})),
     default: z
       .union([z.literal(false), defaultConfigSchema], { error: 'expected false or an object' })
       .default(() => ({})),
-    // The HTTP adapters' fields: checked here, their defaults filled by the adapters (HTTP_DEFAULTS).
-    maxAttempts: z.number().int().min(1).optional(),
-    throttleStatuses: z.array(z.number().int().min(400).max(599)).optional(),
-    maxReplayBodyBytes: z.number().int().nonnegative().optional(),
-    rejection: z
-      .preprocess((v) => (typeof v === 'string' ? v.toLowerCase() : v), z.enum(['error', 'response']))
-      .optional(),
+    ...httpConfigFields,
   })
   .strict();
 

@@ -1,17 +1,26 @@
 import { z } from 'zod';
 import type { Clock } from '../clock.js';
 import { unknownKeyMessage } from '../config/rules.js';
-import { CONFIG_KEYS, type LimiterConfig } from '../config/schema.js';
+import { CONFIG_KEYS, httpConfigFields, type LimiterConfig } from '../config/schema.js';
 import type { ConfigIssue } from '../errors.js';
 
-/** Options of a {@link RateLimiterRegistry}. */
+/**
+ * Options of a {@link RateLimiterRegistry}: a config (`parseConfig`'s result is taken as it is)
+ * and the registry's own fields, each bad value a `ConfigError` naming the field and the value.
+ * A config's HTTP fields (`maxAttempts`, `throttleStatuses`, `maxReplayBodyBytes`, `rejection`)
+ * are checked as `parseConfig` checks them, and not used: the adapters read them from their own
+ * options.
+ */
 export interface RegistryOptions {
-  /** Named limiters, each with the origins it covers, in declaration order. @default {} */
+  /**
+   * Named limiters (an object of limiter configs by name), each with the origins it covers, in
+   * declaration order. @default {}
+   */
   limiters?: Record<string, LimiterConfig>;
   /**
    * The config for an origin no limiter covers: each such origin gets a limiter of its own, made
    * on first use and named after the normalized origin. `false` passes those origins through
-   * (`limiterFor` returns `undefined`). @default {}
+   * (`limiterFor` returns `undefined`); `null` is refused. @default {}
    */
   default?: Omit<LimiterConfig, 'origins'> | false;
   /** The time source of the registry and of every limiter it makes. @default systemClock */
@@ -53,16 +62,38 @@ export const REGISTRY_DEFAULTS = {
   idleTimeout: 600_000,
 } as const;
 
+const isObject = (v: unknown): v is object => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/**
+ * The registry's options, each checked for its type; the limiter configs of `limiters` and
+ * `default` are checked one by one as the registry builds them.
+ */
 export const registryOptionsSchema = z
   .object({
     maxOriginLimiters: z.number().int().min(1),
     maxPausedOrigins: z.number().int().min(0),
     idleTimeout: z.number().nonnegative(),
+    clock: z.custom<Clock>(
+      (v) =>
+        isObject(v) &&
+        typeof (v as Clock).now === 'function' &&
+        typeof (v as Clock).setTimeout === 'function',
+      { message: 'expected a Clock with now(), setTimeout() and clearTimeout()' },
+    ),
+    limiters: z.custom<Record<string, LimiterConfig>>(isObject, {
+      message: 'expected an object of limiter configs by name',
+    }),
+    default: z.custom<Omit<LimiterConfig, 'origins'> | false>((v) => v === false || isObject(v), {
+      message: 'expected false or an object',
+    }),
+    // Taken with a config (`parseConfig`'s result is given as it is) and checked as it checks
+    // them; the adapters read them from their own options, the registry not at all.
+    ...httpConfigFields,
   })
   .partial();
 
-/** The registry's own keys, beside a config's (`parseConfig`'s result is taken as it is). */
-const REGISTRY_KEYS = ['clock', ...Object.keys(registryOptionsSchema.shape)];
+/** The registry's own keys, beside a config's. */
+const REGISTRY_KEYS = Object.keys(registryOptionsSchema.shape).filter((key) => !CONFIG_KEYS.includes(key));
 
 /**
  * The keys of `options` neither the registry nor a config knows, each with its near miss: a typo
