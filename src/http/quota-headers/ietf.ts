@@ -32,11 +32,23 @@ export function readIetf(headers: HeaderLookup): AnnouncedQuota[] | undefined {
   if (draft07 !== undefined) return joinDraft07(draft07, policies);
   const byName = new Map<string, { -readonly [K in keyof AnnouncedQuota]: AnnouncedQuota[K] }>();
   const skipped = new Set<string>();
+  // A name given twice in one field (a gateway's line and the app's) keeps its stricter item: the
+  // smaller quota per window, the lower `r` (the same `r`: the later restore), as a 429 reads it.
+  const policyOf = new Map<string, PolicyItem>();
   for (const policy of policies === undefined ? [] : (parsePolicies(policies) ?? [])) {
+    const had = policyOf.get(policy.name);
+    if (had === undefined || stricterPolicy(policy, had)) policyOf.set(policy.name, policy);
+  }
+  for (const policy of policyOf.values()) {
     if (policy.unit !== 'requests') skipped.add(policy.name);
     else byName.set(policy.name, { policy: policy.name, limit: policy.q, windowMs: policy.windowMs });
   }
+  const itemOf = new Map<string, RateLimitItem>();
   for (const item of current === undefined ? [] : (parseRateLimit(current) ?? [])) {
+    const had = itemOf.get(item.name);
+    if (had === undefined || stricterItem(item, had)) itemOf.set(item.name, item);
+  }
+  for (const item of itemOf.values()) {
     if (skipped.has(item.name)) continue;
     const quota = byName.get(item.name) ?? { policy: item.name };
     quota.remaining = item.r;
@@ -44,6 +56,19 @@ export function readIetf(headers: HeaderLookup): AnnouncedQuota[] | undefined {
     byName.set(item.name, quota);
   }
   return byName.size === 0 ? undefined : [...byName.values()];
+}
+
+/** Whether `a` allows fewer units per window than `b` (without both windows: the smaller quota). */
+function stricterPolicy(a: PolicyItem, b: PolicyItem): boolean {
+  if (a.unit !== b.unit) return a.unit === 'requests';
+  if (a.windowMs === undefined || b.windowMs === undefined) return a.q < b.q;
+  return a.q * b.windowMs < b.q * a.windowMs;
+}
+
+/** Whether `a` leaves less than `b`: a lower `r`, or the same `r` restored later. */
+function stricterItem(a: RateLimitItem, b: RateLimitItem): boolean {
+  if (a.r !== b.r) return a.r < b.r;
+  return (a.t ?? 0) > (b.t ?? 0);
 }
 
 /** One item of a draft-08+ `RateLimit`. */
