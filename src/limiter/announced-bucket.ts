@@ -8,8 +8,9 @@ import type { AnnouncedQuota } from './types.js';
  * `limit` and a `remaining` arrives, it holds the announced `limit` less a reserve (`reserveMs` of
  * the rate: calls granted in one order reach the server in another, and a bucket spent to its last
  * unit would draw 429s), starts at `remaining` less that reserve and less the units still in
- * flight, and refills at min(rate, ceiling): the full bucket is spent at the start, then grants
- * are paced by the refill. Each later announcement lowers the level to its `remaining` less the
+ * flight, and refills at min(rate, ceiling); with several policies, the binding one counts (the
+ * smallest `limit`, the lowest `remaining`), whatever order they are listed in. The full bucket
+ * is spent at the start, then grants are paced by the refill. Each later announcement lowers the level to its `remaining` less the
  * reserve when that is lower (other clients drain the same quota). A request larger than the
  * bucket is served once the bucket is full and leaves it in debt, so the long-run rate holds for
  * any size. Rates are units/min; times ms on the limiter's clock.
@@ -30,19 +31,26 @@ export class AnnouncedBucket extends TokenBucket {
   }
 
   /**
-   * Reads an announcement: the first quota with a `limit` and a `remaining` sizes the bucket; the
-   * level becomes its `remaining` less the reserve and less `inFlight` (units granted and not yet
-   * answered) at the first announcement, and at most that afterwards.
+   * Reads an announcement: of the quotas with a `limit` and a `remaining`, the binding one sizes
+   * the bucket (whatever order they are listed in): its size is the smallest `limit`, and the
+   * level becomes the lowest `remaining` less the reserve and less `inFlight` (units granted and
+   * not yet answered) at the first announcement, and at most that afterwards.
    */
   sync(quotas: readonly AnnouncedQuota[], inFlight: number, now: number): void {
-    const quota = quotas.find((q) => finite(q.limit) && (q.limit as number) > 0 && finite(q.remaining));
-    if (quota === undefined) return;
+    let limit = Number.POSITIVE_INFINITY;
+    let remaining = Number.POSITIVE_INFINITY;
+    for (const q of quotas) {
+      if (!finite(q.limit) || (q.limit as number) <= 0 || !finite(q.remaining)) continue;
+      limit = Math.min(limit, q.limit as number);
+      remaining = Math.min(remaining, q.remaining as number);
+    }
+    if (limit === Number.POSITIVE_INFINITY) return;
     this.refill(now);
     const first = this.#limit === undefined;
-    this.#limit = quota.limit as number;
+    this.#limit = limit;
     this.resize();
     if (this.free) return;
-    const announced = (quota.remaining as number) - this.reserve;
+    const announced = remaining - this.reserve;
     const level = first ? announced - inFlight : announced;
     this.tokens = Math.min(this.capacity, first ? level : Math.min(this.tokens, level));
   }
