@@ -6,14 +6,14 @@ import type { AnnouncedQuota } from './types.js';
  * bucket and say how full it is (LLM APIs: `limit` per minute and `remaining`). Before any
  * announcement it is the one-second bucket (unlimited while the rate is). Once a quota with a
  * `limit` and a `remaining` arrives, it holds the announced `limit` less a reserve (`reserveMs` of
- * the rate: calls granted in one order reach the server in another, and a bucket spent to its last
- * unit would draw 429s), starts at `remaining` less that reserve and less the units still in
- * flight, and refills at min(rate, ceiling); with several policies, the binding one counts (the
- * smallest `limit`, the lowest `remaining`), whatever order they are listed in. The full bucket
- * is spent at the start, then grants are paced by the refill. Each later announcement lowers the level to its `remaining` less the
- * reserve when that is lower (other clients drain the same quota). A request larger than the
- * bucket is served once the bucket is full and leaves it in debt, so the long-run rate holds for
- * any size. Rates are units/min; times ms on the limiter's clock.
+ * the rate, at most half the `limit`: calls granted in one order reach the server in another, and
+ * a bucket spent to its last unit would draw 429s), starts at `remaining` less that reserve (not
+ * below 0) and less the units still in flight, and refills at min(rate, ceiling); with several
+ * policies, the binding one counts (the smallest `limit`, the lowest `remaining`), whatever order
+ * they are listed in. The full bucket is spent at the start, then grants are paced by the refill.
+ * Each later announcement lowers the level to its `remaining` less the reserve (not below 0) when
+ * that is lower (other clients drain the same quota). A request larger than the bucket is served
+ * once the bucket is full and leaves it in debt, so the long-run rate holds for any size. Rates are units/min; times ms on the limiter's clock.
  */
 export class AnnouncedBucket extends TokenBucket {
   readonly #reserveMs: number;
@@ -27,7 +27,16 @@ export class AnnouncedBucket extends TokenBucket {
 
   /** Units kept back from the announced bucket: `reserveMs` of the refill rate. */
   get reserve(): number {
-    return this.free ? 0 : (this.#reserveMs * this.sendRate) / 60_000;
+    return this.free ? 0 : this.#reserveOf(this.sendRate);
+  }
+
+  /**
+   * `reserveMs` of `rate` in units, at most half the announced bucket: a bucket of 10 a second at
+   * 600/min would otherwise keep back 15, more than it holds, and stay in debt.
+   */
+  #reserveOf(rate: number): number {
+    const units = (this.#reserveMs * rate) / 60_000;
+    return this.#limit === undefined ? units : Math.min(units, this.#limit / 2);
   }
 
   /**
@@ -50,7 +59,8 @@ export class AnnouncedBucket extends TokenBucket {
     this.#limit = limit;
     this.resize();
     if (this.free) return;
-    const announced = remaining - this.reserve;
+    // The announcement alone never puts the bucket in debt (units in flight at the first one may).
+    const announced = Math.max(0, remaining - this.reserve);
     const level = first ? announced - inFlight : announced;
     this.tokens = Math.min(this.capacity, first ? level : Math.min(this.tokens, level));
   }
@@ -64,7 +74,7 @@ export class AnnouncedBucket extends TokenBucket {
 
   protected override capacityOf(rate: number): number {
     if (rate === Number.POSITIVE_INFINITY || this.#limit === undefined) return super.capacityOf(rate);
-    return Math.max(this.#limit - (this.#reserveMs * rate) / 60_000, 1);
+    return Math.max(this.#limit - this.#reserveOf(rate), 1);
   }
 }
 

@@ -61,8 +61,10 @@ export interface AdaptiveLimiterOptions {
   burst?: 'paced' | 'second' | 'announced';
   /**
    * With `burst: 'announced'`: the part of the announced bucket kept back, in ms of the rate
-   * (1,500 at 40,000 units/min keeps 1,000): requests granted in one order reach the server in
-   * another, and a bucket spent to its last unit draws 429s. A number >= 0. @default 1500
+   * (1,500 at 40,000 units/min keeps 1,000), at most half the announced `limit` (a bucket of 10 a
+   * second keeps 5, not 15): requests granted in one order reach the server in another, and a
+   * bucket spent to its last unit draws 429s. An announcement never sets the level below 0. A
+   * number >= 0. @default 1500
    */
   reserve?: number;
   /**
