@@ -1,6 +1,6 @@
 import { isLimiterRefusal } from './errors.js';
 import { kRefused, kWaitCancel } from './internal.js';
-import { notSent, usedOrUndefined } from './limiter/permit.js';
+import { noAnswer, notSent, usedOrUndefined } from './limiter/permit.js';
 import type { AcquireOptions, Outcome, Permit, RateLimiter } from './limiter/types.js';
 import type { CancellableAcquireOptions, WaitCancel } from './limiter/waiting-line.js';
 
@@ -297,6 +297,7 @@ export function feed(permit: Permit, outcome: Outcome): void {
   if (outcome.kind === 'throttled') permit.throttled(outcome.retryAfterMs, outcome.quota, outcome.budgets);
   else if (outcome.kind === 'failed') {
     if (outcome.notSent === true) notSent(permit);
+    else if (outcome.noAnswer === true) noAnswer(permit);
     else permit.failed(outcome.retryAfterMs, outcome.quota);
   } else if (outcome.refused === true && kRefused in permit) {
     (permit as { [kRefused](quota: Outcome['quota']): void })[kRefused](outcome.quota);

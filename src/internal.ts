@@ -20,6 +20,12 @@ export const kRefused = Symbol('adaptive-rate-limit.refused');
  * slot refused, its retry not sent): see `BudgetedPermit`.
  */
 export const kNotSent = Symbol('adaptive-rate-limit.notSent');
+/**
+ * A permit whose request failed with no HTTP answer (a connection reset, a socket error, a
+ * timeout): failed as `failed()` is, but no answer came that could leave a policy out, so the
+ * announced quotas stay as they were (see `noAnswer`).
+ */
+export const kNoAnswer = Symbol('adaptive-rate-limit.noAnswer');
 
 // An acquire an adapter cancels without an AbortSignal (`WaitCancel`, in src/limiter/waiting-line.ts).
 export const kWaitCancel = Symbol('adaptive-rate-limit.waitCancel');

@@ -55,13 +55,13 @@ describe('neverSent', () => {
     expect(neverSent(looped)).toBe(false);
   });
 
-  it('errorOutcome: failed, marked not sent only when it was not', () => {
+  it('errorOutcome: failed with no answer, marked not sent only when it was not', () => {
     expect(errorOutcome(coded('ECONNREFUSED'))).toEqual({ kind: 'failed', notSent: true });
-    expect(errorOutcome(coded('ECONNRESET'))).toEqual({ kind: 'failed' });
+    expect(errorOutcome(coded('ECONNRESET'))).toEqual({ kind: 'failed', noAnswer: true });
     // A closed dispatcher: not sent only for an attempt undici never started.
     expect(errorOutcome(coded('UND_ERR_CLOSED'), true)).toEqual({ kind: 'failed', notSent: true });
-    expect(errorOutcome(coded('UND_ERR_CLOSED'))).toEqual({ kind: 'failed' });
-    expect(errorOutcome(coded('ECONNRESET'), true)).toEqual({ kind: 'failed' });
+    expect(errorOutcome(coded('UND_ERR_CLOSED'))).toEqual({ kind: 'failed', noAnswer: true });
+    expect(errorOutcome(coded('ECONNRESET'), true)).toEqual({ kind: 'failed', noAnswer: true });
   });
 });
 

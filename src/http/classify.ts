@@ -198,10 +198,11 @@ function hasCode(error: unknown, codes: ReadonlySet<string>, depth: number): boo
 }
 
 const NOT_SENT: Outcome = { kind: 'failed', notSent: true };
+const NO_ANSWER: Outcome = { kind: 'failed', noAnswer: true };
 
 /**
- * The outcome of a request whose attempt ended in `error` before any answer: failed (no cut),
- * and for one that never reached the server (see {@link neverSent}) its LLM token draws given back.
+ * The outcome of a request whose attempt ended in `error` before any answer: failed (no cut; no
+ * answer, so none that left an announced policy out), and for one that never reached the server (see {@link neverSent}) its LLM token draws given back.
  * `unstarted`: undici never started the attempt (no `onRequestStart`), so a closed or destroyed
  * dispatcher's error (see {@link dispatcherClosed}) refused it before any write too. Without that
  * knowledge (the fetch wrapper) such an error is an answer-less failure: undici gives it also to a
@@ -209,5 +210,5 @@ const NOT_SENT: Outcome = { kind: 'failed', notSent: true };
  * after the first was written.
  */
 export function errorOutcome(error: unknown, unstarted = false): Outcome {
-  return neverSent(error) || (unstarted && dispatcherClosed(error)) ? NOT_SENT : FAILED;
+  return neverSent(error) || (unstarted && dispatcherClosed(error)) ? NOT_SENT : NO_ANSWER;
 }

@@ -597,7 +597,13 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   }
 
   /** @internal A failed answer: no cut; one that asks for a wait (a 503 with Retry-After) pauses. */
-  [kFailed](permit: LimiterPermit, retryAfterMs: number | undefined, given: Quota, counted = true): void {
+  [kFailed](
+    permit: LimiterPermit,
+    retryAfterMs: number | undefined,
+    given: Quota,
+    counted = true,
+    answered = true,
+  ): void {
     if (this.#watched !== watchGeneration()) this.#watched = handToWatchers(this);
     if (counted && this.listenerCount('failed') > 0)
       this.emit('failed', { limiter: this.#opts.name, retryAfterMs });
@@ -609,7 +615,8 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
       this.#line?.kick(now);
     }
     if (retryAfterMs !== undefined && retryAfterMs > 0) this.pauseFor(retryAfterMs);
-    if (quota !== undefined || this.#ceilings !== undefined) {
+    // No HTTP answer (a transport error, a request not sent) left no policy out: not counted.
+    if (quota !== undefined || (answered && this.#ceilings !== undefined)) {
       this.#announce(quota, 0, this.#clock.now(), retryAfterMs);
     }
   }

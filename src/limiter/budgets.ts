@@ -2,6 +2,7 @@ import { InvalidArgumentError } from '../errors.js';
 import {
   kCanGrant,
   kHeldBack,
+  kNoAnswer,
   kNotSent,
   kPredictWait,
   kQuiet,
@@ -385,8 +386,15 @@ export class BudgetedPermit implements Permit {
   /** The request never reached the API: see the class. */
   [kNotSent](): void {
     this.#giveBack(() => true);
-    this.#first[kQuiet]();
-    for (const [, permit] of this.#others) permit[kQuiet]();
+    this.#first[kQuiet](undefined, false);
+    for (const [, permit] of this.#others) permit[kQuiet](undefined, false);
+    this.#settled();
+  }
+
+  /** The request got no HTTP answer: failed as `failed()` is, no answer counted (see `noAnswer`). */
+  [kNoAnswer](): void {
+    this.#first[kNoAnswer]();
+    for (const [, permit] of this.#others) permit[kNoAnswer]();
     this.#settled();
   }
 

@@ -1,5 +1,5 @@
 import { InvalidArgumentError } from '../errors.js';
-import { kFailed, kNotSent, kQuiet, kSuccess, kThrottled } from '../internal.js';
+import { kFailed, kNoAnswer, kNotSent, kQuiet, kSuccess, kThrottled } from '../internal.js';
 import type { AcquireOptions, AnnouncedQuota, Permit } from './types.js';
 
 type Quota = readonly AnnouncedQuota[] | undefined;
@@ -8,8 +8,18 @@ type Quota = readonly AnnouncedQuota[] | undefined;
 export interface PermitSink {
   [kSuccess](permit: LimiterPermit, unitsUsed: number | undefined, quota: Quota): void;
   [kThrottled](permit: LimiterPermit, retryAfterMs: number | undefined, quota: Quota): void;
-  /** `counted` false: a quiet end ({@link LimiterPermit[kQuiet]}), no `failed` event. */
-  [kFailed](permit: LimiterPermit, retryAfterMs: number | undefined, quota: Quota, counted?: boolean): void;
+  /**
+   * `counted` false: a quiet end ({@link LimiterPermit[kQuiet]}), no `failed` event; `answered`
+   * false: no HTTP answer came ({@link LimiterPermit[kNoAnswer]}, a request not sent), so none
+   * left a policy out.
+   */
+  [kFailed](
+    permit: LimiterPermit,
+    retryAfterMs: number | undefined,
+    quota: Quota,
+    counted?: boolean,
+    answered?: boolean,
+  ): void;
 }
 
 /** The permit an `AdaptiveRateLimiter` grants. The first call settles it; later calls do nothing. */
@@ -62,10 +72,17 @@ export class LimiterPermit implements Permit {
    * read), but tells no outcome: no `failed` event, so metrics and listeners count no failed
    * answer. For a budget that did not run out, in a request another budget answered for.
    */
-  [kQuiet](quota?: Quota): void {
+  [kQuiet](quota?: Quota, answered = true): void {
     const sink = this.#sink;
     this.#sink = undefined;
-    sink?.[kFailed](this, undefined, quota, false);
+    sink?.[kFailed](this, undefined, quota, false, answered);
+  }
+
+  /** @internal Settles it as `failed()` does, for a request that got no HTTP answer (see `noAnswer`). */
+  [kNoAnswer](): void {
+    const sink = this.#sink;
+    this.#sink = undefined;
+    sink?.[kFailed](this, undefined, undefined, true, false);
   }
 }
 
@@ -193,6 +210,19 @@ export function unitsCounted(permit: Permit, unitsUsed: number | undefined): num
  */
 export function notSent(permit: Permit): void {
   if (kNotSent in permit) (permit as { [kNotSent](): void })[kNotSent]();
-  else if (kQuiet in permit) (permit as { [kQuiet](): void })[kQuiet]();
+  else if (kQuiet in permit)
+    (permit as { [kQuiet](quota: Quota, answered: boolean): void })[kQuiet](undefined, false);
+  else permit.failed();
+}
+
+/**
+ * Settles the permit of a request that reached (or may have reached) the API but got no HTTP
+ * answer (a connection reset, a socket error, a timeout): as `failed()`, with its `failed` event,
+ * but the limiter counts no answer that left an announced policy out (a policy missing from 4
+ * answers in a row stops capping; a transport error is no answer). A permit of your own limiter:
+ * `failed()`.
+ */
+export function noAnswer(permit: Permit): void {
+  if (kNoAnswer in permit) (permit as { [kNoAnswer](): void })[kNoAnswer]();
   else permit.failed();
 }

@@ -1,5 +1,5 @@
-import { kFailed, kNotSent, kSuccess, kThrottled } from '../internal.js';
-import { checkQuota, checkUnitsUsed, checkWait, notSent } from '../limiter/permit.js';
+import { kFailed, kNoAnswer, kNotSent, kSuccess, kThrottled } from '../internal.js';
+import { checkQuota, checkUnitsUsed, checkWait, noAnswer, notSent } from '../limiter/permit.js';
 import type { AnnouncedQuota, Permit } from '../limiter/types.js';
 
 type Quota = readonly AnnouncedQuota[] | undefined;
@@ -70,6 +70,14 @@ export class SharedPermit implements Permit {
    */
   [kNotSent](): void {
     if (this.#settle() !== undefined) notSent(this.inner);
+  }
+
+  /**
+   * @internal The request got no HTTP answer (see `noAnswer`): its local permit ends so (a
+   * failure without a wait shares nothing with the budget).
+   */
+  [kNoAnswer](): void {
+    if (this.#settle() !== undefined) noAnswer(this.inner);
   }
 
   #settle(): SharedPermitSink | undefined {
