@@ -1,6 +1,6 @@
 import { isLimiterRefusal } from './errors.js';
 import { kRefused, kWaitCancel } from './internal.js';
-import { noAnswer, notSent, usedOrUndefined } from './limiter/permit.js';
+import { noAnswer, notSent, throttledByQuota, usedOrUndefined } from './limiter/permit.js';
 import type { AcquireOptions, Outcome, Permit, RateLimiter } from './limiter/types.js';
 import type { CancellableAcquireOptions, WaitCancel } from './limiter/waiting-line.js';
 
@@ -294,8 +294,11 @@ export function retries(
 
 /** Settles a permit with an outcome. */
 export function feed(permit: Permit, outcome: Outcome): void {
-  if (outcome.kind === 'throttled') permit.throttled(outcome.retryAfterMs, outcome.quota, outcome.budgets);
-  else if (outcome.kind === 'failed') {
+  if (outcome.kind === 'throttled') {
+    if (outcome.quotaWait === true)
+      throttledByQuota(permit, outcome.retryAfterMs, outcome.quota, outcome.budgets);
+    else permit.throttled(outcome.retryAfterMs, outcome.quota, outcome.budgets);
+  } else if (outcome.kind === 'failed') {
     if (outcome.notSent === true) notSent(permit);
     else if (outcome.noAnswer === true) noAnswer(permit);
     else permit.failed(outcome.retryAfterMs, outcome.quota);

@@ -26,6 +26,12 @@ export const kNotSent = Symbol('adaptive-rate-limit.notSent');
  * announced quotas stay as they were (see `noAnswer`).
  */
 export const kNoAnswer = Symbol('adaptive-rate-limit.noAnswer');
+/**
+ * A permit throttled whose wait is only the reset of an exhausted policy the answer announced (an
+ * IETF `RateLimit` with `r=0`, no `Retry-After`): the limiter pauses as that policy's learned shape
+ * says (see `throttledByQuota`).
+ */
+export const kQuotaWait = Symbol('adaptive-rate-limit.quotaWait');
 
 // An acquire an adapter cancels without an AbortSignal (`WaitCancel`, in src/limiter/waiting-line.ts).
 export const kWaitCancel = Symbol('adaptive-rate-limit.waitCancel');

@@ -71,6 +71,15 @@ describe('quota headers through the undici interceptor', () => {
     expect(rl.registry.get(server.origin)?.snapshot().pausedUntil).toBe(51_000);
   });
 
+  it('pauses until the reset on a 429 whose only wait is an exhausted policy, read or not', async () => {
+    for (const headers of ['standard', false] as const) {
+      const server = await announcing(() => ({ ratelimit: '"default";r=0;t=50' }), 429);
+      const { rl, agent } = setupInterceptor({ maxAttempts: 1, default: { headers } });
+      expect((await get(agent, `${server.origin}/`)).status).toBe(429);
+      expect(rl.registry.get(server.origin)?.snapshot().pausedUntil).toBe(50_000);
+    }
+  });
+
   it('lets Retry-After win over an exhausted policy on a 429', async () => {
     const server = await announcing(() => ({ 'retry-after': '2', ratelimit: '"default";r=0;t=50' }), 429);
     const { rl, agent } = setupInterceptor({ maxAttempts: 1 });

@@ -3,7 +3,7 @@ import { type HeaderLookup, type HeaderRecord, headerLookup, type ResponseHeader
 import type { AnnouncedQuota, Outcome } from '../limiter/types.js';
 import type { QuotaReader } from './quota-headers/index.js';
 import { REFUSAL_HEADER } from './refusal.js';
-import { retryAfterFromHeaders } from './retry-after.js';
+import { rateLimitWait, serverWait } from './retry-after.js';
 
 /** What an answer means for the limiter. */
 export type ResponseVerdict = 'success' | 'throttled' | 'failed';
@@ -47,7 +47,8 @@ function defaultVerdict(status: number, throttleStatuses: ReadonlySet<number>): 
  * - throttled: with the wait the response asks for (`retry-after-ms`, `Retry-After` in seconds or
  *   as an HTTP-date counted from the response's `Date` (else from the wall clock `Date.now()`), or
  *   an exhausted `ratelimit` policy);
- *   the limiter caps it by `maxPause`.
+ *   the limiter caps it by `maxPause`. A wait that is only an exhausted policy the route reads
+ *   (in `quota`) is marked `quotaWait`: the limiter pauses as that policy's learned shape says.
  * - failed: a 5xx (or the caller's `'failed'`) neither raises nor cuts the rate; when it carries
  *   such a wait (a 503 with `Retry-After` that is not a throttle status, S3's or nginx's "come back
  *   later") the limiter pauses for it without cutting. So is a 429 this library made
@@ -69,10 +70,10 @@ export function classifyResponse(
   record: () => HeaderRecord,
   quotas?: QuotaReader,
 ): Outcome {
-  if (quotas === undefined) return judge(status, headers, rules, record, undefined);
+  if (quotas === undefined) return judge(status, headers, rules, record, undefined, undefined);
   const lookup = headerLookup(headers);
   const quota = quotas(lookup, record, Date.now());
-  const outcome = judge(status, headers, rules, record, lookup);
+  const outcome = judge(status, headers, rules, record, lookup, quota);
   return quota === undefined ? outcome : withQuota(outcome, quota);
 }
 
@@ -86,6 +87,9 @@ export function withQuota(outcome: Outcome, quota: readonly AnnouncedQuota[]): O
       ? { kind: 'success', quota }
       : { kind: 'success', units: outcome.units, quota };
   }
+  if (outcome.kind === 'throttled' && outcome.quotaWait === true) {
+    return { kind: 'throttled', retryAfterMs: outcome.retryAfterMs, quota, quotaWait: true };
+  }
   return { kind: outcome.kind, retryAfterMs: outcome.retryAfterMs, quota };
 }
 
@@ -95,6 +99,7 @@ function judge(
   rules: ResponseRules,
   record: () => HeaderRecord,
   lookup: HeaderLookup | undefined,
+  quota: readonly AnnouncedQuota[] | undefined,
 ): Outcome {
   let verdict: ResponseVerdict | undefined;
   let waitMs: number | undefined;
@@ -143,9 +148,18 @@ function judge(
     }
     return { kind: 'success', units };
   }
-  const retryAfterMs = waitMs ?? retryAfterFromHeaders(lookup ?? headerLookup(headers), Date.now());
+  const found = lookup ?? headerLookup(headers);
+  const asked = waitMs ?? serverWait(found, Date.now());
+  const retryAfterMs = asked ?? rateLimitWait(found);
   if (verdict === 'throttled') {
-    return retryAfterMs === undefined ? { kind: 'throttled' } : { kind: 'throttled', retryAfterMs };
+    if (retryAfterMs === undefined) return { kind: 'throttled' };
+    // Only an exhausted RateLimit asks for the wait, and the route read that policy (`quota`): the
+    // limiter pauses as the policy's learned shape says (a refilling bucket: one unit), as it does
+    // for the same reading on a success. `headers: false` reads no quota: the wait stands.
+    if (asked === undefined && quota?.some((q) => q.remaining === 0 && q.resetMs === retryAfterMs)) {
+      return { kind: 'throttled', retryAfterMs, quotaWait: true };
+    }
+    return { kind: 'throttled', retryAfterMs };
   }
   return retryAfterMs === undefined ? FAILED : { kind: 'failed', retryAfterMs };
 }

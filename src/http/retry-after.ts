@@ -53,11 +53,19 @@ import { parseRateLimit } from './quota-headers/ietf.js';
  * response without a valid `Date`.
  */
 export function retryAfterFromHeaders(headers: HeaderLookup, nowMs: number): number | undefined {
+  return serverWait(headers, nowMs) ?? rateLimitWait(headers);
+}
+
+/**
+ * The wait a response asks for in so many words (`retry-after-ms`, `x-ms-retry-after-ms`,
+ * `Retry-After`), without the exhausted `ratelimit` policy {@link retryAfterFromHeaders} reads last.
+ * @internal
+ */
+export function serverWait(headers: HeaderLookup, nowMs: number): number | undefined {
   return (
     parseRetryAfterMs(headers('retry-after-ms')) ??
     parseRetryAfterMs(headers('x-ms-retry-after-ms')) ??
-    retryAfterField(headers, nowMs) ??
-    rateLimitWait(headers)
+    retryAfterField(headers, nowMs)
   );
 }
 
@@ -153,7 +161,7 @@ export function parseRetryAfter(
  * `undefined` if no policy is exhausted, an exhausted one has no `t`, the field is malformed, or
  * the response came from a cache.
  */
-function rateLimitWait(headers: HeaderLookup): number | undefined {
+export function rateLimitWait(headers: HeaderLookup): number | undefined {
   const field = fieldText(headers, 'ratelimit');
   if (field === undefined || fromCache(headers)) return undefined;
   let wait: number | undefined;

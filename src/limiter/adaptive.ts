@@ -568,10 +568,12 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   }
 
   /** @internal */
-  [kThrottled](permit: LimiterPermit, retryAfterMs: number | undefined, given: Quota): void {
+  [kThrottled](permit: LimiterPermit, given: number | undefined, givenQuota: Quota, quotaWait = false): void {
     if (this.#watched !== watchGeneration()) this.#watched = handToWatchers(this);
     const now = this.#clock.now();
-    const quota = this.#own(given);
+    const quota = this.#own(givenQuota);
+    // A wait that is only an exhausted policy's reset is left to the policy (its learned shape).
+    const retryAfterMs = quotaWait && quota?.some((q) => q.remaining === 0) ? undefined : given;
     if (this.#announced !== undefined) this.#inFlight -= permit.units;
     this.#answered(permit.units, false, now);
     const cut = this.#book.throttled(permit, now);
@@ -591,7 +593,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
         if (leavingUnlimited) this.#bucket.empty(now);
       }
     } finally {
-      this.emit('throttled', { limiter: this.#opts.name, retryAfterMs, cut });
+      this.emit('throttled', { limiter: this.#opts.name, retryAfterMs: given, cut });
       this.#arm(now);
     }
   }

@@ -6,6 +6,7 @@ import {
   kNotSent,
   kPredictWait,
   kQuiet,
+  kQuotaWait,
   kReadyAt,
   kRefused,
   kTake,
@@ -360,6 +361,20 @@ export class BudgetedPermit implements Permit {
   throttled(retryAfterMs?: number, quota?: Quota, budgets?: readonly string[]): void {
     checkWait('throttled', retryAfterMs);
     checkQuota('throttled', quota);
+    this.#throttled(retryAfterMs, quota, budgets, false);
+  }
+
+  /** A throttle whose wait is only an exhausted policy's reset (see `throttledByQuota`). */
+  [kQuotaWait](retryAfterMs: number | undefined, quota: Quota, budgets?: readonly string[]): void {
+    this.#throttled(retryAfterMs, quota, budgets, true);
+  }
+
+  #throttled(
+    retryAfterMs: number | undefined,
+    quota: Quota,
+    budgets: readonly string[] | undefined,
+    quotaWait: boolean,
+  ): void {
     const all = [[this.#firstName, this.#first] as const, ...this.#others];
     let out = all.filter(([name]) => budgets?.includes(name));
     if (out.length === 0) {
@@ -368,8 +383,9 @@ export class BudgetedPermit implements Permit {
     if (out.length === 0) out = all;
     this.#giveBack((name) => !out.some(([n]) => n === name));
     for (const [name, permit] of all) {
-      if (out.some(([n]) => n === name)) permit.throttled(retryAfterMs, this.#quotaOf(name, quota));
-      else permit[kQuiet](this.#quotaOf(name, quota));
+      if (!out.some(([n]) => n === name)) permit[kQuiet](this.#quotaOf(name, quota));
+      else if (quotaWait) permit[kQuotaWait](retryAfterMs, this.#quotaOf(name, quota));
+      else permit.throttled(retryAfterMs, this.#quotaOf(name, quota));
     }
     this.#settled();
   }

@@ -1,5 +1,5 @@
 import { InvalidArgumentError } from '../errors.js';
-import { kFailed, kNoAnswer, kNotSent, kQuiet, kSuccess, kThrottled } from '../internal.js';
+import { kFailed, kNoAnswer, kNotSent, kQuiet, kQuotaWait, kSuccess, kThrottled } from '../internal.js';
 import type { AcquireOptions, AnnouncedQuota, Permit } from './types.js';
 
 type Quota = readonly AnnouncedQuota[] | undefined;
@@ -7,7 +7,13 @@ type Quota = readonly AnnouncedQuota[] | undefined;
 /** @internal What a permit reports to: its limiter. */
 export interface PermitSink {
   [kSuccess](permit: LimiterPermit, unitsUsed: number | undefined, quota: Quota): void;
-  [kThrottled](permit: LimiterPermit, retryAfterMs: number | undefined, quota: Quota): void;
+  /** `quotaWait`: `retryAfterMs` is only an exhausted policy's reset (see `throttledByQuota`). */
+  [kThrottled](
+    permit: LimiterPermit,
+    retryAfterMs: number | undefined,
+    quota: Quota,
+    quotaWait?: boolean,
+  ): void;
   /**
    * `counted` false: a quiet end ({@link LimiterPermit[kQuiet]}), no `failed` event; `answered`
    * false: no HTTP answer came ({@link LimiterPermit[kNoAnswer]}, a request not sent), so none
@@ -57,6 +63,13 @@ export class LimiterPermit implements Permit {
     const sink = this.#sink;
     this.#sink = undefined;
     sink?.[kThrottled](this, retryAfterMs, quota);
+  }
+
+  /** @internal Settles it as `throttled()` does, its wait an exhausted policy's reset (see `throttledByQuota`). */
+  [kQuotaWait](retryAfterMs: number | undefined, quota: Quota): void {
+    const sink = this.#sink;
+    this.#sink = undefined;
+    sink?.[kThrottled](this, retryAfterMs, quota, true);
   }
 
   failed(retryAfterMs?: number, quota?: Quota): void {
@@ -222,6 +235,28 @@ export function notSent(permit: Permit): void {
  * answers in a row stops capping; a transport error is no answer). A permit of your own limiter:
  * `failed()`.
  */
+/**
+ * Settles the permit of a throttled answer whose only wait is the reset of an exhausted policy it
+ * announced (an IETF `RateLimit` with `r=0`, no `Retry-After`), read by the route: as
+ * `throttled()`, but the limiter pauses as that policy's learned shape says (a refilling bucket:
+ * one unit at most), as for the same reading on a success. A shared budget still shares the wait.
+ * A permit of your own limiter: `throttled()`.
+ */
+export function throttledByQuota(
+  permit: Permit,
+  retryAfterMs: number | undefined,
+  quota: Quota,
+  budgets?: readonly string[],
+): void {
+  if (kQuotaWait in permit)
+    (permit as { [kQuotaWait](ms: number | undefined, q: Quota, b?: readonly string[]): void })[kQuotaWait](
+      retryAfterMs,
+      quota,
+      budgets,
+    );
+  else permit.throttled(retryAfterMs, quota, budgets);
+}
+
 export function noAnswer(permit: Permit): void {
   if (kNoAnswer in permit) (permit as { [kNoAnswer](): void })[kNoAnswer]();
   else permit.failed();

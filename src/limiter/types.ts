@@ -111,6 +111,12 @@ export type Outcome =
       quota?: readonly AnnouncedQuota[];
       /** The budgets that ran out, when the answer says (its headers, its error body). */
       budgets?: readonly string[];
+      /**
+       * @internal `retryAfterMs` is only the reset of an exhausted policy in `quota` (an IETF
+       * `RateLimit` with `r=0`, no `Retry-After`): the limiter pauses as the policy's learned
+       * shape says (see `throttledByQuota`).
+       */
+      quotaWait?: true;
     }
   | {
       kind: 'failed';

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { Clock } from '../clock.js';
 import type { AdaptiveRateLimiter } from '../limiter/adaptive.js';
+import { throttledByQuota } from '../limiter/permit.js';
 import { drawFrom } from '../limiter/rate-book.js';
 import type { AnnouncedQuota, Permit } from '../limiter/types.js';
 import type { CutPlan } from './budget-controller.js';
@@ -238,12 +239,17 @@ export class Coordinator {
   throttled(
     inner: Permit,
     sent: Era,
-    retryAfterMs: number | undefined,
+    askedMs: number | undefined,
     quota?: readonly AnnouncedQuota[],
+    quotaWait = false,
   ): void {
     const hadRate = !this.#member.unlimited;
     this.#member.takeCut();
-    inner.throttled(retryAfterMs, quota);
+    if (quotaWait) throttledByQuota(inner, askedMs, quota);
+    else inner.throttled(askedMs, quota);
+    // A wait that is only an exhausted policy's reset: the pause the policy's shape gave the local
+    // limiter (a fixed window: until the reset; a refilling bucket: one unit) is the one shared.
+    const retryAfterMs = quotaWait ? this.#localPause() : askedMs;
     const cut = this.#member.takeCut();
     if (cut !== undefined) {
       const interval = this.#opts.heartbeatInterval;
@@ -269,6 +275,13 @@ export class Coordinator {
     this.#ownPauseUntil = Math.max(this.#ownPauseUntil, this.#clock.now() + retryAfterMs);
     if (this.#away(this.#clock.now()) && this.#store !== undefined && !this.#closed)
       this.#track(this.#heartbeat());
+  }
+
+  /** ms left of the local limiter's pause; `undefined` when it is not paused. */
+  #localPause(): number | undefined {
+    const until = this.#limiter.snapshot().pausedUntil;
+    const left = until === undefined ? 0 : until - this.#clock.now();
+    return left > 0 ? left : undefined;
   }
 
   /**

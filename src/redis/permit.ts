@@ -1,4 +1,4 @@
-import { kFailed, kNoAnswer, kNotSent, kSuccess, kThrottled } from '../internal.js';
+import { kFailed, kNoAnswer, kNotSent, kQuotaWait, kSuccess, kThrottled } from '../internal.js';
 import { checkQuota, checkUnitsUsed, checkWait, noAnswer, notSent } from '../limiter/permit.js';
 import type { AnnouncedQuota, Permit } from '../limiter/types.js';
 
@@ -13,7 +13,14 @@ export interface Era {
 /** @internal What a shared permit reports to: its budget. */
 export interface SharedPermitSink {
   [kSuccess](inner: Permit, unitsUsed: number | undefined, quota?: Quota): void;
-  [kThrottled](inner: Permit, sent: Era, retryAfterMs: number | undefined, quota?: Quota): void;
+  /** `quotaWait`: `retryAfterMs` is only an exhausted policy's reset (see `throttledByQuota`). */
+  [kThrottled](
+    inner: Permit,
+    sent: Era,
+    retryAfterMs: number | undefined,
+    quota?: Quota,
+    quotaWait?: boolean,
+  ): void;
   [kFailed](inner: Permit, retryAfterMs: number | undefined, quota?: Quota): void;
 }
 
@@ -56,6 +63,14 @@ export class SharedPermit implements Permit {
     checkWait('throttled', retryAfterMs);
     checkQuota('throttled', quota);
     this.#settle()?.[kThrottled](this.inner, this.era, retryAfterMs, quota);
+  }
+
+  /**
+   * @internal Throttled, its wait only an exhausted policy's reset (see `throttledByQuota`): the
+   * local limiter pauses as the policy's shape says; the budget shares the wait as any other.
+   */
+  [kQuotaWait](retryAfterMs: number | undefined, quota: Quota): void {
+    this.#settle()?.[kThrottled](this.inner, this.era, retryAfterMs, quota, true);
   }
 
   failed(retryAfterMs?: number, quota?: Quota): void {

@@ -251,8 +251,9 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
     sent: Era,
     retryAfterMs: number | undefined,
     quota?: readonly AnnouncedQuota[],
+    quotaWait = false,
   ): void {
-    this.#coordinator.throttled(inner, sent, retryAfterMs, quota);
+    this.#coordinator.throttled(inner, sent, retryAfterMs, quota, quotaWait);
   }
 
   /** @internal */
