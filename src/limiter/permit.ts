@@ -229,13 +229,6 @@ export function notSent(permit: Permit): void {
 }
 
 /**
- * Settles the permit of a request that reached (or may have reached) the API but got no HTTP
- * answer (a connection reset, a socket error, a timeout): as `failed()`, with its `failed` event,
- * but the limiter counts no answer that left an announced policy out (a policy missing from 4
- * answers in a row stops capping; a transport error is no answer). A permit of your own limiter:
- * `failed()`.
- */
-/**
  * Settles the permit of a throttled answer whose only wait is the reset of an exhausted policy it
  * announced (an IETF `RateLimit` with `r=0`, no `Retry-After`), read by the route: as
  * `throttled()`, but the limiter pauses as that policy's learned shape says (a refilling bucket:
@@ -257,6 +250,13 @@ export function throttledByQuota(
   else permit.throttled(retryAfterMs, quota, budgets);
 }
 
+/**
+ * Settles the permit of a request that reached (or may have reached) the API but got no HTTP
+ * answer (a connection reset, a socket error, a timeout): as `failed()`, with its `failed` event,
+ * but the limiter counts no answer that left an announced policy out (a policy missing from 4
+ * answers in a row stops capping; a transport error is no answer). A permit of your own limiter:
+ * `failed()`.
+ */
 export function noAnswer(permit: Permit): void {
   if (kNoAnswer in permit) (permit as { [kNoAnswer](): void })[kNoAnswer]();
   else permit.failed();
