@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
-import { ConfigError } from '../src/errors.js';
+import { ConfigError, InvalidCallbackValueError } from '../src/errors.js';
 import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
 import { wrap } from '../src/wrap/wrap.js';
 
@@ -127,4 +127,42 @@ describe('wrap options: signal', () => {
     expect(await second).toBe(2);
     limiter.close();
   });
+});
+
+describe('wrap options: what the units, costs and signal functions return', () => {
+  it.each([
+    ['units', Number.NaN, { units: () => Number.NaN }],
+    ['units', -5, { units: () => -5 }],
+    ['units', '3', { units: () => '3' as unknown as number }],
+    ['costs', 7, { costs: () => 7 as unknown as Record<string, number> }],
+    ['signal', 'stop', { signal: () => 'stop' as unknown as AbortSignal }],
+  ] as const)(
+    'a %s function returning %s rejects the call with InvalidCallbackValueError naming it',
+    async (callback, received, options) => {
+      const limiter = new AdaptiveRateLimiter({ clock: new ManualClock() });
+      let ran = 0;
+      const call = wrap(
+        limiter,
+        async () => {
+          ran++;
+          return 'ok';
+        },
+        options as never,
+      );
+
+      const error = await call().then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+
+      // Before: an InvalidArgumentError of acquire() (units), or a TypeError deep in the loop.
+      expect(error).toBeInstanceOf(InvalidCallbackValueError);
+      expect((error as InvalidCallbackValueError).callback).toBe(callback);
+      expect((error as InvalidCallbackValueError).received).toEqual(received);
+      expect(ran).toBe(0);
+      // Nothing was taken from the limiter: the next good call goes.
+      expect(await wrap(limiter, async () => 'next')()).toBe('next');
+      limiter.close();
+    },
+  );
 });

@@ -75,14 +75,16 @@ export function wrap<A extends unknown[], R>(
     let callSignal: AbortSignal | undefined;
     try {
       callUnits =
-        typeof units === 'function' ? (units as unknown as (...a: A) => number).apply(this, args) : units;
+        typeof units === 'function'
+          ? checkedUnits((units as unknown as (...a: A) => unknown).apply(this, args))
+          : units;
       callCosts =
         typeof costs === 'function'
-          ? (costs as unknown as (...a: A) => Readonly<Record<string, number>>).apply(this, args)
+          ? checkedCosts((costs as unknown as (...a: A) => unknown).apply(this, args))
           : costs;
       callSignal =
         typeof signal === 'function'
-          ? (signal as unknown as (...a: A) => AbortSignal | undefined).apply(this, args)
+          ? checkedSignal((signal as unknown as (...a: A) => unknown).apply(this, args))
           : signal;
     } catch (error) {
       // The decorated function returns a promise: a throw of `units`, `costs` or `signal` rejects
@@ -151,11 +153,7 @@ function wrapIssues(limiter: unknown, fn: unknown, options: unknown): ConfigIssu
       received: costs,
     });
   }
-  if (
-    signal !== undefined &&
-    typeof signal !== 'function' &&
-    !(typeof signal === 'object' && signal !== null && typeof signal.addEventListener === 'function')
-  ) {
+  if (signal !== undefined && typeof signal !== 'function' && !isSignal(signal)) {
     issues.push({
       path: 'signal',
       message: 'expected an AbortSignal, or a function of the arguments returning one',
@@ -180,6 +178,49 @@ const KINDS = new Set(['success', 'throttled', 'failed']);
 
 const isWait = (ms: unknown) =>
   ms === undefined || (typeof ms === 'number' && ms >= 0 && Number.isFinite(ms));
+
+/** What the `units` function gave a call: a finite number > 0. @throws {InvalidCallbackValueError} */
+function checkedUnits(n: unknown): number {
+  if (typeof n === 'number' && n > 0 && Number.isFinite(n)) return n;
+  throw new InvalidCallbackValueError(
+    'units',
+    `units returned ${String(n)}; expected a finite number > 0`,
+    n,
+  );
+}
+
+/**
+ * What the `costs` function gave a call: an object of units per budget (its values checked by the
+ * limiter's acquire, which names the budget). @throws {InvalidCallbackValueError}
+ */
+function checkedCosts(costs: unknown): Readonly<Record<string, number>> | undefined {
+  if (costs === undefined || (typeof costs === 'object' && costs !== null && !Array.isArray(costs)))
+    return costs as Readonly<Record<string, number>> | undefined;
+  throw new InvalidCallbackValueError(
+    'costs',
+    `costs returned ${String(costs)}; expected an object of units per budget, or undefined`,
+    costs,
+  );
+}
+
+/** Whether `signal` can be listened to as an AbortSignal (one of another realm or a polyfill too). */
+function isSignal(signal: unknown): signal is AbortSignal {
+  return (
+    typeof signal === 'object' &&
+    signal !== null &&
+    typeof (signal as { addEventListener?: unknown }).addEventListener === 'function'
+  );
+}
+
+/** What the `signal` function gave a call: an AbortSignal or undefined. @throws {InvalidCallbackValueError} */
+function checkedSignal(signal: unknown): AbortSignal | undefined {
+  if (signal === undefined || isSignal(signal)) return signal;
+  throw new InvalidCallbackValueError(
+    'signal',
+    `signal returned ${String(signal)}; expected an AbortSignal or undefined`,
+    signal,
+  );
+}
 
 /**
  * `outcome` when it keeps the {@link Outcome} contract; else an `InvalidCallbackValueError` naming
