@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ConfigError } from '../src/errors.js';
+import { rateLimitedFetch } from '../src/http/fetch.js';
+import { adaptiveRateLimit } from '../src/http/interceptor.js';
 import { RateLimiterRegistry } from '../src/registry/index.js';
 
 /** The issues of the ConfigError `run` throws, or what it threw (or made) instead. */
@@ -47,6 +49,12 @@ describe('RateLimiterRegistry checks its options as the adapters do', () => {
     expect(() => new RateLimiterRegistry({ default: null as never })).toThrow(
       /default: expected false or an object/,
     );
+  });
+
+  it('says what `default` expects in the adapters\' error too (it said only "Invalid input")', () => {
+    for (const make of [adaptiveRateLimit, rateLimitedFetch])
+      for (const value of [null, true, 5])
+        expect(() => make({ default: value as never })).toThrow(/default: expected false or an object/);
   });
 
   it('checks the HTTP fields of a config it takes as parseConfig does', () => {

@@ -136,7 +136,7 @@ describe('wrap options: what the units, costs and signal functions return', () =
     ['units', '3', { units: () => '3' as unknown as number }],
     ['costs', 7, { costs: () => 7 as unknown as Record<string, number> }],
     ['signal', 'stop', { signal: () => 'stop' as unknown as AbortSignal }],
-  ] as const)(
+  ] as [string, unknown, object][])(
     'a %s function returning %s rejects the call with InvalidCallbackValueError naming it',
     async (callback, received, options) => {
       const limiter = new AdaptiveRateLimiter({ clock: new ManualClock() });

@@ -169,10 +169,9 @@ const isObject = (v: unknown) => typeof v === 'object' && v !== null && !Array.i
 const interceptorOptionsSchema = z
   .object({
     limiters: z.record(limiterName, z.custom<LimiterConfig>(isObject, { message: 'expected an object' })),
-    default: z.union([
-      z.literal(false),
-      z.custom<Omit<LimiterConfig, 'origins'>>(isObject, { message: 'expected false or an object' }),
-    ]),
+    default: z.custom<Omit<LimiterConfig, 'origins'> | false>((v) => v === false || isObject(v), {
+      message: 'expected false or an object',
+    }),
     registry: z.custom<RateLimiterRegistry>(
       (v) => isObject(v) && typeof (v as RateLimiterRegistry).limiterFor === 'function',
       { message: 'expected a RateLimiterRegistry' },
