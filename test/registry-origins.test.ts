@@ -80,6 +80,31 @@ describe('RateLimiterRegistry: paused origins', () => {
     release();
   });
 
+  it("brings the limiters back under maxOriginLimiters after one was made in a record's place", () => {
+    const { registry } = setup({ maxOriginLimiters: 1, maxPausedOrigins: 1 });
+    const perOrigin = () => registry.names().filter((n) => n !== OVERFLOW);
+    const pauseOf = (origin: string) => registry.limiterFor(origin)?.pauseFor(600_000);
+    const holdAll = () => perOrigin().map((k) => registry[kHoldOrigin](k, registry.get(k)!));
+    pauseOf('https://a.test');
+    pauseOf('https://b.test'); // a's pause recorded
+    let releases = holdAll();
+    pauseOf('https://a.test'); // no room: a's limiter in its record's place, over the cap
+    for (const release of releases) release();
+    expect(perOrigin()).toEqual(['https://b.test', 'https://a.test']);
+
+    // c comes: b's pause becomes a record and the pool is still at its cap, so a's pause, with
+    // the records full, stays; c shares the overflow limiter. Before: c got a limiter (3 kept in
+    // all: a, c and b's record, where 1 + 1 are allowed), and the excess stayed.
+    pauseOf('https://c.test');
+    expect(perOrigin()).toEqual(['https://a.test']);
+
+    releases = holdAll();
+    pauseOf('https://b.test'); // b's record, no room: its limiter in the record's place
+    for (const release of releases) release();
+    pauseOf('https://d.test');
+    expect(perOrigin()).toHaveLength(1);
+  });
+
   it('keeps at most maxOriginLimiters limiters however many origins are paused', async () => {
     const { registry } = setup({ maxOriginLimiters: 100 });
     for (let i = 0; i < 2_000; i++) await pause(registry, `https://host-${i}.test`);

@@ -111,12 +111,15 @@ export class OriginPool {
 
   /**
    * Makes room for one more limiter, looking at {@link SCAN} limiters at most; `false` when
-   * there is none: every limiter looked at is busy, or paused with the pause records full.
+   * there is none: every limiter looked at is busy, or paused with the pause records full. The
+   * pool may hold more than `maxOriginLimiters` (a limiter made in a pause record's place when
+   * there was no room, see {@link takePause}): room is made only once it holds fewer, so limiters
+   * and records together stay within `maxOriginLimiters + maxPausedOrigins`.
    */
   makeRoom(): boolean {
     if (this.#perOrigin.size < this.#maxOriginLimiters) return true;
     const now = this.#clock.now();
-    /** Whether a pause record can be added: asked once, at the first paused limiter. */
+    /** Whether a pause record can be added: asked at the first paused limiter, and after each record. */
     let recordRoom: boolean | undefined;
     let scanned = 0;
     for (const [origin, entry] of this.#perOrigin) {
@@ -124,7 +127,8 @@ export class OriginPool {
       const state = this.#stateOf(entry);
       if (state === 'idle') {
         this.#drop(origin, entry);
-        return true;
+        if (this.#perOrigin.size < this.#maxOriginLimiters) return true;
+        continue;
       }
       if (state !== 'busy') recordRoom ??= this.#roomForRecord(now);
       if (state !== 'busy' && recordRoom === true) {
@@ -134,7 +138,9 @@ export class OriginPool {
         // Nothing uses it (nothing queued or in flight), and its pause lives on in the record:
         // closed, so that its pause timer does not keep it in memory until the pause ends.
         entry.limiter.close();
-        return true;
+        if (this.#perOrigin.size < this.#maxOriginLimiters) return true;
+        recordRoom = undefined;
+        continue;
       }
       // Busy, or a pause with no room to keep it: looked at again after the others.
       this.#moveToEnd(origin, entry);
