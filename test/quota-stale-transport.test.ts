@@ -4,6 +4,7 @@ import { rateLimitedFetch } from '../src/http/fetch.js';
 import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
 import { noAnswer, notSent } from '../src/limiter/permit.js';
 import { createSharedBudget, MemoryBudgetStore } from '../src/redis/index.js';
+import { wrap } from '../src/wrap/wrap.js';
 import { advanceUntil, agentWith, cleanups, get, limit, serve } from './helpers/interceptor-fixtures.js';
 import { until } from './helpers/rate-limited-server.js';
 
@@ -112,6 +113,38 @@ describe('announced quotas through transport errors', () => {
     limited.close();
     await Promise.allSettled(all);
     expect(sent).toBeLessThanOrEqual(1);
+  });
+
+  it("keeps an announced quota through an SDK's connection resets (wrap, the default classifyError)", async () => {
+    const clock = new ManualClock();
+    const limiter = new AdaptiveRateLimiter({ clock });
+    let reset = false;
+    const call = wrap(
+      limiter,
+      async () => {
+        if (reset) throw Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' });
+        return 'ok';
+      },
+      {
+        maxAttempts: 1,
+        classify: () => ({
+          kind: 'success',
+          quota: [{ policy: 'p', limit: 60, windowMs: 60_000, remaining: 50, resetMs: 30_000 }],
+        }),
+      },
+    );
+    await call();
+    const announced = limiter.snapshot().announcedRate;
+    expect(announced).toBeDefined();
+    reset = true;
+    for (let i = 0; i < 4; i++) {
+      clock.advance(1_000);
+      await call().catch(() => undefined);
+    }
+    // Before: classifyThrown made each reset an answer that left the policy out; after 4 the
+    // limiter forgot the quota (announcedRate undefined) and went unlimited.
+    expect(limiter.snapshot().announcedRate).toBe(announced);
+    limiter.close();
   });
 
   it('a request not sent or without an answer leaves the policies as they were; a failed answer does not', () => {

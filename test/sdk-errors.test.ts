@@ -99,8 +99,13 @@ describe('classifyThrown: the SDKs’ errors', () => {
   });
 
   it.each([
-    ['a plain Error', new Error('boom'), { kind: 'failed' }],
-    ['a string', 'boom', { kind: 'failed' }],
+    ['a plain Error (no HTTP answer)', new Error('boom'), { kind: 'failed', noAnswer: true }],
+    [
+      'a connection refused (never sent)',
+      Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' }),
+      { kind: 'failed', notSent: true },
+    ],
+    ['a string', 'boom', { kind: 'failed', noAnswer: true }],
     [
       'a 404 with Retry-After (kept only on a server error)',
       { status: 404, headers: { 'retry-after': '9' } },
@@ -111,7 +116,7 @@ describe('classifyThrown: the SDKs’ errors', () => {
       { response: { status: 503, headers: new Headers({ 'retry-after': '9' }) } },
       { kind: 'failed', retryAfterMs: 9000 },
     ],
-    ['a status out of range', { status: 4290 }, { kind: 'failed' }],
+    ['a status out of range', { status: 4290 }, { kind: 'failed', noAnswer: true }],
     [
       "openai's insufficient_quota (no retry can pass it)",
       new OpenAI.RateLimitError(

@@ -1,4 +1,5 @@
 import { headerLookup, type ResponseHeaders } from '../headers.js';
+import { neverSent } from '../http/classify.js';
 import { LlmMeter, type LlmRefusal } from '../http/llm.js';
 import { REFUSAL_HEADER } from '../http/refusal.js';
 import { retryAfterFromHeaders } from '../http/retry-after.js';
@@ -135,8 +136,11 @@ export function classifyThrown(error: unknown): Outcome {
   }
 }
 
+const NO_ANSWER: Outcome = { kind: 'failed', noAnswer: true };
+const NOT_SENT: Outcome = { kind: 'failed', notSent: true };
+
 function classifyBag(error: unknown): Outcome {
-  if (!isBag(error)) return { kind: 'failed' };
+  if (!isBag(error)) return NO_ANSWER;
   const headers = headersOfError(error);
   // The library's own refusal (`rejection: 'response'`) was never sent: not the server's word.
   if (headers !== undefined && headerLookup(headers)(REFUSAL_HEADER) !== undefined) return { kind: 'failed' };
@@ -145,6 +149,11 @@ function classifyBag(error: unknown): Outcome {
   // No retry can pass a spend cap, a used-up quota or a call above a whole budget.
   if (llm !== undefined && llm.kind !== 'rate') return { kind: 'failed' };
   const throttled = status === 429 || isAwsThrottling(error);
+  // No status and no headers: no HTTP answer came (a connection reset, a timeout, the function's
+  // own bug), so none that left an announced quota out; one that never reached the server gives
+  // its LLM token draws back, as the HTTP adapters do.
+  if (!throttled && status === undefined && headers === undefined)
+    return neverSent(error) ? NOT_SENT : NO_ANSWER;
   // A wait on a failure is kept only for a server error (a 503 "come back later").
   const retryAfterMs = throttled || (status ?? 0) >= 500 ? retryAfterOfError(error) : undefined;
   const kind = throttled ? 'throttled' : 'failed';
