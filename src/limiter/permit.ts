@@ -114,8 +114,9 @@ export function checkQuota(method: string, quota: unknown): void {
       'expected an array of announced quotas, or undefined',
       quota,
     );
-  const at = quota.findIndex((q: unknown) => !isQuotaObject(q));
-  if (at !== -1)
+  let at = 0;
+  while (at < quota.length && isQuotaObject(quota[at])) at++;
+  if (at < quota.length)
     throw new InvalidArgumentError(
       method,
       `quota[${at}]`,
