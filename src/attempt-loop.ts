@@ -36,8 +36,13 @@ export interface AttemptPlan<T> {
    * for them itself, then sent `throttledFirst`): it counts against `maxWait` for the retries.
    */
   waitedMs?: number | undefined;
-  /** Sends attempt `attempt` (1-based). A rejection is classified by `classifyError`. */
-  send(attempt: number): Promise<T>;
+  /**
+   * Sends attempt `attempt` (1-based). A rejection is classified by `classifyError`. `started`,
+   * when given, frees the attempt's `slot` (once): a send that reads an answer's body before it
+   * resolves (an LLM API's 429) calls it when the response starts, as the slot is documented to be
+   * freed then; its permit stays open until the result is judged.
+   */
+  send(attempt: number, started?: () => void): Promise<T>;
   /** How a result feeds the limiter. */
   classify(result: T): Outcome;
   /** How a thrown error feeds the limiter. @default failed */
@@ -189,7 +194,7 @@ async function attempts<T>(plan: AttemptPlan<T>, first: Permit | undefined): Pro
     heldError = undefined;
     let result: T;
     try {
-      result = await plan.send(attempt);
+      result = await plan.send(attempt, release);
     } catch (error) {
       release?.();
       if (kept !== undefined) {

@@ -50,10 +50,14 @@ export class FastPathJudge implements AttemptJudge {
 
   /**
    * `true` passes the response through; see {@link AttemptJudge.started}. An LLM API's 429 is
-   * held and judged once its body is read (then given to the caller, or sent again).
+   * held and judged once its body is read (then given to the caller, or sent again); its slot is
+   * freed when it starts, as any response's is, and its permit is settled once the body is judged.
    */
   started(attempt: Attempt): boolean {
     if (!attempt.delivered && this.#request.readsBody(attempt)) {
+      const gate = this.#gate;
+      this.#gate = undefined;
+      gate?.leave();
       attempt.afterBody(() => {
         if (this.#judge(attempt)) attempt.deliver();
       });

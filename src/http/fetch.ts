@@ -119,9 +119,12 @@ export function rateLimitedFetch(options: RateLimitedFetchOptions = {}): RateLim
     const attempt =
       llm === undefined
         ? () => send(...bodies.next())
-        : async () => {
+        : async (_attempt: number, started?: () => void) => {
             const response = await send(...bodies.next());
-            return response.status === 429 ? readRefusal(response) : response;
+            if (response.status !== 429) return response;
+            // The slot is freed when the response starts; the refusal's body is read to judge it.
+            started?.();
+            return readRefusal(response);
           };
     const { limiter, gate } = route;
     const release = runtime.hold(route);

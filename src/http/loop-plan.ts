@@ -129,13 +129,16 @@ export class LoopPlan implements AttemptPlan<Attempt> {
     return errorOutcome(error, this.#unstarted);
   }
 
-  send(): Promise<Attempt> {
+  send(_attempt: number, started?: () => void): Promise<Attempt> {
     return new Promise<Attempt>((resolve, reject) => {
       const judge: AttemptJudge = {
-        // Held for the loop to judge (an LLM API's 429 once its body is read).
+        // Held for the loop to judge (an LLM API's 429 once its body is read: its slot is freed
+        // now, when the response starts, its permit once the body is judged).
         started: (attempt) => {
-          if (this.#request.readsBody(attempt)) attempt.afterBody(() => resolve(attempt));
-          else resolve(attempt);
+          if (this.#request.readsBody(attempt)) {
+            started?.();
+            attempt.afterBody(() => resolve(attempt));
+          } else resolve(attempt);
           return false;
         },
         failed: (_attempt, error) => reject(error),
