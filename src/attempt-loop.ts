@@ -75,7 +75,9 @@ export interface AttemptPlan<T> {
   /**
    * Whether an attempt's error says its transport was closed before the attempt could go (an
    * undici Agent closed or destroyed while the retry waited in the limiter): the retry ends as
-   * one the limiter refuses, with the answer held, which is the server's last. @default false
+   * one the limiter refuses, with the answer held, which is the server's last. Also an attempt
+   * whose body failed before any of its bytes went (the HTTP adapters: a one-shot body that passed
+   * its replay cap as the retry went out). @default false
    */
   transportClosed?(error: unknown): boolean;
   /** Whether a throttled error may be sent again. @default true */

@@ -5,7 +5,7 @@ import { Attempt, type AttemptJudge, type AttemptOwner } from './attempt.js';
 import type { CallerController } from './caller-controller.js';
 import { dispatcherClosed, errorOutcome } from './classify.js';
 import { slotBound } from './concurrency.js';
-import type { AttemptBodies } from './request-body.js';
+import { type AttemptBodies, bodyNeverSent } from './request-body.js';
 import type { HttpRuntime, Route } from './runtime.js';
 
 /** What the attempt loop's plan asks of its request; see `RateLimitedDispatch`. */
@@ -120,8 +120,9 @@ export class LoopPlan implements AttemptPlan<Attempt> {
   }
 
   transportClosed(error: unknown): boolean {
-    // Only an attempt undici never started was refused by the closed dispatcher.
-    return this.#unstarted && dispatcherClosed(error);
+    // Only an attempt undici never started was refused by the closed dispatcher. A body that
+    // passed maxReplayBodyBytes as the retry went out failed it before any of its bytes.
+    return (this.#unstarted && dispatcherClosed(error)) || bodyNeverSent(error);
   }
 
   /** A request that never reached the server gives back its LLM token draws (see `notSent`). */

@@ -1,3 +1,5 @@
+import { AdaptiveRateLimitError } from '../errors.js';
+
 /**
  * The request body of each attempt. A body that can be read again (a string, bytes, a Blob,
  * FormData) is sent as it is every time. A one-shot body (a Node `Readable`, a web
@@ -56,8 +58,39 @@ class StaticBodies implements AttemptBodies {
   close(): void {}
 }
 
-/** Thrown into an attempt that needs bytes no longer kept; {@link AttemptBodies.replayable} prevents it. */
-const TOO_LONG = 'request body is longer than maxReplayBodyBytes and was not kept: it cannot be sent again';
+/**
+ * Thrown into an attempt whose body needs bytes no longer kept: the body passed
+ * `maxReplayBodyBytes` after the retry was handed to the dispatcher ({@link AttemptBodies.replayable}
+ * prevents it before). `sentNothing`: the attempt yielded none of its body's bytes, so it reached
+ * the server as no request (see {@link bodyNeverSent}).
+ */
+class RequestBodyNotKeptError extends AdaptiveRateLimitError {
+  readonly sentNothing: boolean;
+
+  constructor(sentNothing: boolean) {
+    super(
+      'ERR_REQUEST_BODY_NOT_KEPT',
+      'request body is longer than maxReplayBodyBytes and was not kept: it cannot be sent again',
+    );
+    this.name = 'RequestBodyNotKeptError';
+    this.sentNothing = sentNothing;
+  }
+}
+
+/**
+ * Whether `error` (or its `cause`: `fetch` wraps it) is an attempt's body failing before any of
+ * its bytes was yielded because the body passed `maxReplayBodyBytes` meanwhile: that attempt is
+ * not sent, and the loop gives the caller the 429 it kept.
+ */
+export function bodyNeverSent(error: unknown): boolean {
+  const found =
+    error instanceof RequestBodyNotKeptError
+      ? error
+      : error instanceof Error && error.cause instanceof RequestBodyNotKeptError
+        ? error.cause
+        : undefined;
+  return found?.sentNothing === true;
+}
 
 /**
  * A one-shot source read once, shared by the attempts: each attempt gets a reader that yields
@@ -117,7 +150,7 @@ class TeedBodies implements AttemptBodies {
       let chunk: Buffer | undefined;
       if (i < this.#count) {
         chunk = this.#chunks[i - this.#first];
-        if (i < this.#first || chunk === undefined) throw new Error(TOO_LONG);
+        if (i < this.#first || chunk === undefined) throw new RequestBodyNotKeptError(i === 0);
       } else {
         chunk = await this.#read(i);
         if (chunk === undefined) return;
