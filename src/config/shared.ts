@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { MAX_TIMER_MS } from '../clock.js';
 import { durationSchema } from './duration.js';
 
 /** What a `redis` URL must look like: `redis://` or `rediss://` (TLS), or a cluster's. */
@@ -103,7 +104,10 @@ export interface SharedConfig {
   memberTimeout?: number;
   /**
    * Longest wait for a Redis reply (ms) before the call counts as failed (and the budget as
-   * degraded). @default max(1_000, 2 × heartbeatInterval)
+   * degraded). Above 2^31-1 ms (about 24.8 days) it is clamped to that, as the library's clock
+   * clamps its timers: Node's timers cannot wait longer (they fire at once), and a huge value
+   * written to mean "never give up" then means about that, not "every call fails".
+   * @default max(1_000, 2 × heartbeatInterval)
    */
   redisTimeout?: number;
   /**
@@ -186,7 +190,8 @@ export function sharedTimings(o: Partial<SharedTimings>): {
   issues: { path: string; message: string; received: number }[];
 } {
   const heartbeatInterval = o.heartbeatInterval ?? DEFAULT_HEARTBEAT_INTERVAL;
-  const redisTimeout = o.redisTimeout ?? Math.max(1_000, 2 * heartbeatInterval);
+  // Node's timers fire at once past MAX_TIMER_MS: a longer timeout waits that long, as the clock does.
+  const redisTimeout = Math.min(o.redisTimeout ?? Math.max(1_000, 2 * heartbeatInterval), MAX_TIMER_MS);
   const memberTimeout =
     o.memberTimeout ?? Math.max(4 * heartbeatInterval, redisTimeout + 2 * heartbeatInterval);
   const stateTtl = o.stateTtl ?? Math.max(DEFAULT_STATE_TTL, 2 * memberTimeout);

@@ -1,5 +1,6 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { createRequire } from 'node:module';
+import { MAX_TIMER_MS } from '../clock.js';
 import { parseClusterUrl } from '../config/shared.js';
 import { AdaptiveRateLimitError, ConfigError } from '../errors.js';
 import type { RedisClient } from './client.js';
@@ -70,10 +71,11 @@ export class RedisBudgetStore implements BudgetStore {
   constructor(options: RedisBudgetStoreOptions) {
     const tag = `${options.keyPrefix}{${options.name}}`;
     this.#keys = [`${tag}:state`, `${tag}:members`, `${tag}:reports`];
-    this.#timeout = options.redisTimeout;
+    // Node's timers (and ioredis's connectTimeout) fire at once past MAX_TIMER_MS.
+    this.#timeout = Math.min(options.redisTimeout, MAX_TIMER_MS);
     const { redis } = options;
     if (typeof redis === 'string') {
-      const client = openClient(redis, options.redisTimeout);
+      const client = openClient(redis, this.#timeout);
       // Errors reach the budget through its failed calls ('degraded', once); ioredis would print
       // every reconnect attempt. A refused SELECT (`/99` beyond the server's databases) is no
       // passing failure: ioredis reports it here and goes on in database 0, where this budget's
