@@ -99,6 +99,8 @@ export interface SharedConfig {
    * it above `redisTimeout` + `heartbeatInterval`: a member whose heartbeats come that far apart
    * (a slow link, a long pause of its event loop) and is dropped between them keeps sending its
    * share while the others split the whole rate among the rest.
+   * Sent to Redis, so rounded up to a whole ms; above 2^53-1 ms (`Number.MAX_SAFE_INTEGER`) it
+   * is a `ConfigError`.
    * @default max(4 × heartbeatInterval, redisTimeout + 2 × heartbeatInterval): 1.5 s
    */
   memberTimeout?: number;
@@ -124,7 +126,10 @@ export interface SharedConfig {
   keyPrefix?: string;
   /**
    * The shared state expires after this long (ms) with no member left; longer than
-   * `memberTimeout`. @default max(3_600_000, 2 × memberTimeout)
+   * `memberTimeout`. Redis's `PEXPIRE` takes whole ms only, so it is rounded up to a whole ms;
+   * above 2^53-1 ms (`Number.MAX_SAFE_INTEGER`, beyond which a number is no longer a whole ms
+   * exactly) it is a `ConfigError` naming the field, not a budget whose every heartbeat fails.
+   * @default max(3_600_000, 2 × memberTimeout)
    */
   stateTtl?: number;
 }
@@ -177,7 +182,8 @@ export const DEFAULT_STATE_TTL = 3_600_000;
 
 /**
  * A shared budget's timings with their defaults, and what in them cannot share (each issue names
- * the field, and the other field it is held against). `memberTimeout` defaults to `redisTimeout`
+ * the field, and the other field it is held against). `memberTimeout` and `stateTtl` are sent to
+ * Redis: rounded up to whole ms, and refused above `Number.MAX_SAFE_INTEGER`. `memberTimeout` defaults to `redisTimeout`
  * plus two heartbeats (at least 4): a live member's heartbeats may come a call's whole timeout
  * apart (the next is armed after the answer), and dropped sooner it would keep sending its share
  * while the others split the rate among fewer members. `stateTtl` defaults to an hour, or twice
@@ -192,10 +198,24 @@ export function sharedTimings(o: Partial<SharedTimings>): {
   const heartbeatInterval = o.heartbeatInterval ?? DEFAULT_HEARTBEAT_INTERVAL;
   // Node's timers fire at once past MAX_TIMER_MS: a longer timeout waits that long, as the clock does.
   const redisTimeout = Math.min(o.redisTimeout ?? Math.max(1_000, 2 * heartbeatInterval), MAX_TIMER_MS);
-  const memberTimeout =
-    o.memberTimeout ?? Math.max(4 * heartbeatInterval, redisTimeout + 2 * heartbeatInterval);
-  const stateTtl = o.stateTtl ?? Math.max(DEFAULT_STATE_TTL, 2 * memberTimeout);
+  // Sent to Redis (PEXPIRE takes whole ms only): rounded up, and refused past a whole number.
+  const memberTimeout = Math.ceil(
+    o.memberTimeout ?? Math.max(4 * heartbeatInterval, redisTimeout + 2 * heartbeatInterval),
+  );
+  const stateTtl = Math.ceil(o.stateTtl ?? Math.max(DEFAULT_STATE_TTL, 2 * memberTimeout));
   const issues: { path: string; message: string; received: number }[] = [];
+  for (const [path, value] of [
+    ['memberTimeout', memberTimeout],
+    ['stateTtl', stateTtl],
+  ] as const) {
+    if (value > Number.MAX_SAFE_INTEGER) {
+      issues.push({
+        path,
+        message: `must be at most ${Number.MAX_SAFE_INTEGER} ms (Number.MAX_SAFE_INTEGER): it is sent to Redis as a whole number of ms`,
+        received: value,
+      });
+    }
+  }
   if (memberTimeout <= heartbeatInterval) {
     issues.push({
       path: 'memberTimeout',

@@ -111,7 +111,7 @@ export class RedisBudgetStore implements BudgetStore {
       optional(r.initialRate),
       r.minRate,
       optional(r.maxRate),
-      r.ttl,
+      Math.ceil(r.ttl),
       randomUUID(),
       p?.generation ?? '',
       p === undefined ? '' : p.version,
@@ -159,7 +159,7 @@ export class RedisBudgetStore implements BudgetStore {
       r.cooldown,
       r.minRate,
       optional(r.maxRate),
-      r.ttl,
+      Math.ceil(r.ttl),
       r.generation ?? '',
       randomUUID(),
       r.from?.generation ?? '',
@@ -211,7 +211,7 @@ export class RedisBudgetStore implements BudgetStore {
       offset === undefined ? '' : Math.ceil(sentAt + offset + this.#timeout + this.#offsetSlack);
     const [remaining, repaired, now] = (await this.#call(scripts.pause, [
       r.ms,
-      r.ttl,
+      Math.ceil(r.ttl),
       randomUUID(),
       r.maxPause ?? DEFAULT_MAX_PAUSE_MS,
       deadline,

@@ -30,6 +30,8 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
  * The state's generation: a random id made when the state is created. A script that finds no
  * state (never made, expired, lost with a restart, evicted, flushed) creates it with the
  * candidate id the client sent (random, made by the client: Lua's random is not) and the ttl.
+ * The ttl is passed to PEXPIRE as the client sent it (whole ms), never as a Lua number: Redis
+ * writes a large Lua number in exponent form ("1e+15"), which PEXPIRE refuses.
  */
 const GENERATION = `
 local function generation(candidate, ttl)
@@ -219,7 +221,7 @@ local timeout = tonumber(ARGV[6])
 local floorFraction = tonumber(ARGV[7])
 local minRate = tonumber(ARGV[9])
 local maxRate = tonumber(ARGV[10])
-local ttl = tonumber(ARGV[11])
+local ttl = ARGV[11]
 check(tonumber(ARGV[17]))
 local gen = generation(ARGV[12], ttl)
 
@@ -315,7 +317,7 @@ local sentEpoch = tonumber(ARGV[1])
 local cooldown = tonumber(ARGV[5])
 local minRate = tonumber(ARGV[6])
 local maxRate = tonumber(ARGV[7])
-local ttl = tonumber(ARGV[8])
+local ttl = ARGV[8]
 check(tonumber(ARGV[15]))
 local gen = generation(ARGV[10], ttl)
 if ARGV[9] ~= '' and ARGV[9] ~= gen then sentEpoch = 0 end
@@ -365,7 +367,7 @@ return reply
  */
 export const PAUSE = `${NOW}${CHECK}${GENERATION}${BOOKS}
 local ms = tonumber(ARGV[1])
-local ttl = tonumber(ARGV[2])
+local ttl = ARGV[2]
 if ARGV[5] ~= nil and ARGV[5] ~= '' and now > tonumber(ARGV[5]) then return { -1, {}, tostring(now) } end
 check(tonumber(ARGV[4]))
 generation(ARGV[3], ttl)
