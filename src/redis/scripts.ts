@@ -72,7 +72,7 @@ local function books()
     redis.call('HGET', KEYS[1], 'random') or '', tostring(num('acceptedSinceCut', 0)) }
 end
 local function changed()
-  redis.call('HSET', KEYS[1], 'version', tostring(num('version', 0) + 1))
+  redis.call('HSET', KEYS[1], 'version', string.format('%d', num('version', 0) + 1))
   redis.call('HSET', KEYS[1], 'lastChangeAt', now, 'waited', 0)
 end
 `;
@@ -100,9 +100,11 @@ local function atLeast0(text)
   local v = tonumber(text)
   return finite(v) and v >= 0
 end
+-- A count up to 2^53-1: past it a double's +1 no longer moves it (one cut per epoch), and past
+-- 2^63 Redis answers it as -2^63 (every cut refused as sent in another epoch, every proposal stale).
 local function count(text)
   local v = tonumber(text)
-  return finite(v) and v >= 0 and v == math.floor(v)
+  return finite(v) and v >= 0 and v <= ${Number.MAX_SAFE_INTEGER} and v == math.floor(v)
 end
 local function past(text)
   local v = tonumber(text)
@@ -339,8 +341,8 @@ if sentEpoch == epoch and (lastCutAt == nil or now - lastCutAt >= cooldown) then
     while #cuts > ${DECREASES_KEPT} do table.remove(cuts, 1) end
     redis.call('HSET', KEYS[1], 'decreases', table.concat(cuts, ';'), 'random', ARGV[14], 'acceptedSinceCut', 0)
     epoch = epoch + 1
-    redis.call('HSET', KEYS[1], 'epoch', epoch, 'lastCutAt', now, 'pauseBanked', 0)
-    redis.call('HSET', KEYS[1], 'cuts', tostring(num('cuts', 0) + 1))
+    redis.call('HSET', KEYS[1], 'epoch', string.format('%d', epoch), 'lastCutAt', now, 'pauseBanked', 0)
+    redis.call('HSET', KEYS[1], 'cuts', string.format('%d', num('cuts', 0) + 1))
     changed()
     redis.call('PEXPIRE', KEYS[1], ttl)
     cut = 1
