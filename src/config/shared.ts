@@ -119,7 +119,9 @@ export interface SharedConfig {
   floorFraction?: number;
   /**
    * While Redis cannot be reached, reject every acquire (`SharedBudgetUnavailableError`) instead
-   * of serving from this process's last known share. @default false
+   * of serving from this process's last known share. Before Redis has answered once, `acquire`
+   * waits for that answer and `tryAcquire` returns `undefined` (nothing is served unshared).
+   * @default false
    */
   failClosed?: boolean;
   /** Prefix of the Redis keys. @default 'arl:' */

@@ -202,7 +202,8 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
     if (!this.#coordinator.started) this.#coordinator.start();
     const refused = this.#refused();
     if (refused !== undefined) throw refused;
-    if (this.#opts.failClosed && this.#member.degraded) return undefined;
+    // Fail-closed serves nothing before Redis has answered once, as acquire waits for that.
+    if (this.#opts.failClosed && (!this.#coordinator.isReady || this.#member.degraded)) return undefined;
     const permit = this.#takeNow(units, costs);
     if (permit === undefined) {
       this.#member.waited();

@@ -1,0 +1,44 @@
+import { afterEach, expect, it } from 'vitest';
+import { createSharedBudget, type SharedBudget, type SharedBudgetOptions } from '../src/redis/index.js';
+import { describeRedis } from './helpers/redis-server.js';
+
+// `failClosed`: nothing is served before Redis has answered once, and nothing after close().
+
+const open: SharedBudget[] = [];
+let names = 0;
+
+afterEach(async () => {
+  await Promise.all(open.splice(0).map((b) => b.close()));
+  names++;
+});
+
+function budget(redis: string, more: Partial<SharedBudgetOptions> = {}): SharedBudget {
+  const b = createSharedBudget({
+    redis,
+    name: `fail-closed-start-${process.pid}-${names}`,
+    failClosed: true,
+    ...more,
+  });
+  b.on('degraded', () => {});
+  open.push(b);
+  return b;
+}
+
+describeRedis('shared budget, failClosed: before Redis has answered', () => {
+  // Nothing listens on 6399: Redis is down from the start.
+  const DOWN = 'redis://127.0.0.1:6399';
+
+  it("Redis down from the start, no initial rate: tryAcquire (the adapters' fast path) grants nothing", async () => {
+    const b = budget(DOWN);
+    let granted = 0;
+    for (let i = 0; i < 1_000; i++) if (b.tryAcquire() !== undefined) granted++;
+    await b.ready();
+    expect(b.state.degraded).toBe(true);
+    expect(granted).toBe(0);
+  });
+
+  it('Redis down from the start, lazy (as a budget from `shared` config): the first tryAcquire grants nothing', () => {
+    const b = budget(DOWN, { lazy: true, initialUnitsPerMinute: 60_000 });
+    expect(b.tryAcquire()).toBeUndefined();
+  });
+});
