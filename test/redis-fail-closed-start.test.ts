@@ -1,6 +1,6 @@
-import { afterEach, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
 import { createSharedBudget, type SharedBudget, type SharedBudgetOptions } from '../src/redis/index.js';
-import { describeRedis } from './helpers/redis-server.js';
+import { describeRedis, RedisServer } from './helpers/redis-server.js';
 
 // `failClosed`: nothing is served before Redis has answered once, and nothing after close().
 
@@ -40,5 +40,27 @@ describeRedis('shared budget, failClosed: before Redis has answered', () => {
   it('Redis down from the start, lazy (as a budget from `shared` config): the first tryAcquire grants nothing', () => {
     const b = budget(DOWN, { lazy: true, initialUnitsPerMinute: 60_000 });
     expect(b.tryAcquire()).toBeUndefined();
+  });
+});
+
+describeRedis('shared budget, failClosed: closing while an acquire waits for the first heartbeat', () => {
+  let server: RedisServer;
+  beforeAll(async () => {
+    server = await RedisServer.start(6397);
+  });
+  afterAll(async () => {
+    await server?.stop();
+  });
+
+  it('close() right after acquire(): the acquire is rejected as closed, not granted after close', async () => {
+    const b = budget(server.url, { initialUnitsPerMinute: 600 });
+    const pending = b.acquire();
+    const closing = b.close();
+    const outcome = await pending.then(
+      () => 'granted',
+      (error: unknown) => (error as { reason?: string }).reason ?? String(error),
+    );
+    await closing;
+    expect(outcome).toBe('closed');
   });
 });

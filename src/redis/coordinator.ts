@@ -209,11 +209,15 @@ export class Coordinator {
     await Promise.allSettled([...this.#pending]);
   }
 
-  /** Stops the heartbeat, leaves the budget, closes the store and the local limiter. Idempotent. */
+  /** Closes the local limiter, stops the heartbeat, leaves the budget, closes the store. Idempotent. */
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
     this.#member.close();
+    // The local limiter first: an acquire waiting (for its units, or for a fail-closed budget's
+    // first heartbeat, which the one in flight below settles) is rejected as closed, not granted
+    // to a process that is leaving the budget.
+    this.#limiter.close();
     if (this.#timer !== undefined) this.#clock.clearTimeout(this.#timer);
     this.#timer = undefined;
     await this.#beat;
@@ -227,7 +231,6 @@ export class Coordinator {
       }
       await store.close?.();
     } else this.#resolveReady(); // never opened: nobody waits for a first heartbeat
-    this.#limiter.close();
   }
 
   /**

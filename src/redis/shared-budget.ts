@@ -229,8 +229,10 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
   }
 
   /**
-   * Stops the heartbeat, leaves the budget (the others see one member fewer at their next
-   * heartbeat), closes the store (the Redis client it opened) and the local limiter. Idempotent.
+   * Closes the local limiter first (every acquire still waiting, with `failClosed` also one
+   * waiting for the first heartbeat, is rejected with reason `closed`), then stops the heartbeat,
+   * leaves the budget (the others see one member fewer at their next heartbeat) and closes the
+   * store (the Redis client it opened). Idempotent.
    */
   close(): Promise<void> {
     return this.#coordinator.close();
