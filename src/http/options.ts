@@ -6,6 +6,7 @@ import { limiterName, unknownKeyMessage } from '../config/rules.js';
 import type { LimiterConfig } from '../config/schema.js';
 import { ConfigError, configErrorFrom } from '../errors.js';
 import type { HeaderRecord } from '../headers.js';
+import { clockSchema } from '../limiter/options.js';
 import { normalizeOrigin } from '../origin.js';
 import { buildEntry } from '../registry/entries.js';
 import type { RateLimiterRegistry } from '../registry/index.js';
@@ -192,13 +193,7 @@ const interceptorOptionsSchema = z
       "(status, headers) => 'success' | 'throttled' | 'failed' | { verdict, retryAfterMs } | undefined",
     ),
     maxReplayBodyBytes: z.number().int().nonnegative(),
-    clock: z.custom<Clock>(
-      (v) =>
-        isObject(v) &&
-        typeof (v as Clock).now === 'function' &&
-        typeof (v as Clock).setTimeout === 'function',
-      { message: 'expected a Clock with now(), setTimeout() and clearTimeout()' },
-    ),
+    clock: clockSchema,
     rejection: z.enum(['error', 'response']),
   })
   .partial()

@@ -134,6 +134,19 @@ export interface ResolvedLimiterOptions {
   random: () => number;
 }
 
+/**
+ * A `clock` option of the registry and the HTTP adapters: an object with `now()` and `setTimeout()`.
+ * @internal
+ */
+export const clockSchema = z.custom<Clock>(
+  (v) =>
+    typeof v === 'object' &&
+    v !== null &&
+    typeof (v as Clock).now === 'function' &&
+    typeof (v as Clock).setTimeout === 'function',
+  { message: 'expected a Clock with now(), setTimeout() and clearTimeout()' },
+);
+
 export const LIMITER_DEFAULTS = {
   name: 'default',
   controller: 'probe',

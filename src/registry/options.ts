@@ -3,6 +3,7 @@ import type { Clock } from '../clock.js';
 import { unknownKeyMessage } from '../config/rules.js';
 import { CONFIG_KEYS, httpConfigFields, type LimiterConfig } from '../config/schema.js';
 import type { ConfigIssue } from '../errors.js';
+import { clockSchema } from '../limiter/options.js';
 
 /**
  * Options of a {@link RateLimiterRegistry}: a config (`parseConfig`'s result is taken as it is)
@@ -73,13 +74,7 @@ export const registryOptionsSchema = z
     maxOriginLimiters: z.number().int().min(1),
     maxPausedOrigins: z.number().int().min(0),
     idleTimeout: z.number().nonnegative(),
-    clock: z.custom<Clock>(
-      (v) =>
-        isObject(v) &&
-        typeof (v as Clock).now === 'function' &&
-        typeof (v as Clock).setTimeout === 'function',
-      { message: 'expected a Clock with now(), setTimeout() and clearTimeout()' },
-    ),
+    clock: clockSchema,
     limiters: z.custom<Record<string, LimiterConfig>>(isObject, {
       message: 'expected an object of limiter configs by name',
     }),
