@@ -112,6 +112,32 @@ export class ThrottledBodyTooLongError extends AdaptiveRateLimitError {
 }
 
 /**
+ * The body of a 429 an LLM API's limiter (`api`) reads before it judges it (a spend cap says so
+ * only in its body) did not end within the read's time limit (5 s from the response's start: a
+ * proxy or gateway that sent the headers, then stalled): it was cut there and its connection
+ * closed, and the 429 judged on its status and headers alone (a rate limit, retried per its
+ * `Retry-After`). When no retry is sent after all, the caller gets that answer (status and headers
+ * as sent), and its body ends with this error after the bytes received in time, as a body cut at
+ * the held-body cap ends with {@link ThrottledBodyTooLongError}.
+ */
+export class ThrottledBodyTimeoutError extends AdaptiveRateLimitError {
+  /** The status of the throttled answer. */
+  readonly status: number;
+  /** How long its body was read (ms). */
+  readonly timeoutMs: number;
+
+  constructor(status: number, timeoutMs: number) {
+    super(
+      'ERR_THROTTLED_BODY_TIMEOUT',
+      `the body of the throttled answer (${status}) read to judge it did not end within ${timeoutMs} ms: cut there, its connection closed`,
+    );
+    this.name = 'ThrottledBodyTimeoutError';
+    this.status = status;
+    this.timeoutMs = timeoutMs;
+  }
+}
+
+/**
  * A bad argument to a method called at run time (`acquire(0)`, `setRate(-1)`,
  * `changeLimitForPeriod(0)`): names the method, the argument and the value received.
  */

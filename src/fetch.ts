@@ -75,6 +75,7 @@ export {
   InvalidCallbackValueError,
   QuotaExhaustedError,
   RateLimitRejectedError,
+  ThrottledBodyTimeoutError,
   ThrottledBodyTooLongError,
 } from './errors.js';
 

@@ -1,9 +1,16 @@
 import type { Duplex } from 'node:stream';
 import type { Dispatcher } from 'undici';
-import { AdaptiveRateLimitError, ThrottledBodyTooLongError } from '../errors.js';
+import type { Clock } from '../clock.js';
+import { AdaptiveRateLimitError, ThrottledBodyTimeoutError, ThrottledBodyTooLongError } from '../errors.js';
 
 type Controller = Dispatcher.DispatchController;
 type HeaderMap = Record<string, string | string[] | undefined>;
+
+/** How long a held body is waited for (see {@link Attempt.afterBody}): `ms` on `clock`. */
+export interface BodyDeadline {
+  readonly clock: Clock;
+  readonly ms: number;
+}
 
 /**
  * The most bytes of a throttled answer's body kept in memory while its retry waits (64 KiB). A
@@ -91,6 +98,8 @@ export class Attempt implements Dispatcher.DispatchHandler {
   #body: Buffer | undefined;
   /** Called once the held body has ended, been cut at the cap, or failed; see {@link Attempt.afterBody}. */
   #afterBody: (() => void) | undefined;
+  /** The timer of the wait for the held body (see {@link Attempt.afterBody}), while it runs. */
+  #deadline: { readonly clock: Clock; readonly handle: unknown } | undefined;
   constructor(owner: AttemptOwner, judge: AttemptJudge) {
     this.#owner = owner;
     this.#judge = judge;
@@ -129,13 +138,41 @@ export class Attempt implements Dispatcher.DispatchHandler {
   /**
    * Calls `callback` once the held response's body has ended (see {@link Attempt.body}), been cut
    * at the cap, or failed: at once if it has. Only for a held response (its judge returned `false`).
+   * With a `deadline`, a body that has not ended `deadline.ms` after this call is cut then, as one
+   * past the cap is (its connection closed; delivered, it ends with a
+   * {@link ThrottledBodyTimeoutError} after the bytes kept), and `callback` is called.
    */
-  afterBody(callback: () => void): void {
-    if (!this.held || this.heldToTheEnd) callback();
-    else this.#afterBody = callback;
+  afterBody(callback: () => void, deadline?: BodyDeadline): void {
+    if (!this.held || this.heldToTheEnd) {
+      callback();
+      return;
+    }
+    this.#afterBody = callback;
+    if (deadline !== undefined) {
+      const { clock, ms } = deadline;
+      // keepAlive: a request waits on it (its socket keeps the process running anyway).
+      this.#deadline = { clock, handle: clock.setTimeout(() => this.#timedOut(ms), ms, true) };
+    }
+  }
+
+  /** The held body did not end in time: cut there, its connection closed, as at the cap. */
+  #timedOut(ms: number): void {
+    this.#deadline = undefined;
+    const state = this.#state;
+    if (state.kind !== 'held' || state.error !== undefined || state.trailers !== undefined) return;
+    state.error = new ThrottledBodyTimeoutError(this.status, ms);
+    this.controller?.abort(state.error);
+    this.#bodyEnded();
+  }
+
+  #clearDeadline(): void {
+    const deadline = this.#deadline;
+    this.#deadline = undefined;
+    if (deadline !== undefined) deadline.clock.clearTimeout(deadline.handle);
   }
 
   #bodyEnded(): void {
+    this.#clearDeadline();
     const callback = this.#afterBody;
     this.#afterBody = undefined;
     callback?.();
@@ -245,6 +282,7 @@ export class Attempt implements Dispatcher.DispatchHandler {
   deliver(): void {
     const held = this.#state;
     if (held.kind !== 'held') return;
+    this.#clearDeadline();
     this.#state = DELIVERED;
     const { handler, controller } = this.#owner;
     // The caller may abort from any callback: stop there. An abort reaches the attempt's own
@@ -289,6 +327,7 @@ export class Attempt implements Dispatcher.DispatchHandler {
    */
   discard(): void {
     if (!this.held) return;
+    this.#clearDeadline();
     const ended = this.heldToTheEnd;
     this.#state = DONE;
     if (ended) return;

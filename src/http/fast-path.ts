@@ -1,6 +1,6 @@
 import { feed, judge } from '../attempt-loop.js';
 import type { Outcome, Permit } from '../limiter/types.js';
-import type { Attempt, AttemptJudge } from './attempt.js';
+import type { Attempt, AttemptJudge, BodyDeadline } from './attempt.js';
 import { errorOutcome } from './classify.js';
 import type { ConcurrencyGate } from './concurrency.js';
 import type { HttpRuntime, Route } from './runtime.js';
@@ -25,6 +25,8 @@ export interface FastPathRequest {
   judged(): void;
   /** Whether the answer is judged only once its body is read (an LLM API's 429). */
   readsBody(attempt: Attempt): boolean;
+  /** How long such a body is read before the answer is judged without it. */
+  bodyDeadline(): BodyDeadline;
   /** What `classify` is given of the attempt's held body. */
   refusalBody(attempt: Attempt): unknown;
 }
@@ -50,8 +52,9 @@ export class FastPathJudge implements AttemptJudge {
 
   /**
    * `true` passes the response through; see {@link AttemptJudge.started}. An LLM API's 429 is
-   * held and judged once its body is read (then given to the caller, or sent again); its slot is
-   * freed when it starts, as any response's is, and its permit is settled once the body is judged.
+   * held and judged once its body is read, or once its read's time is up (then given to the
+   * caller, or sent again); its slot is freed when it starts, as any response's is, and its permit
+   * is settled once the body is judged.
    */
   started(attempt: Attempt): boolean {
     if (!attempt.delivered && this.#request.readsBody(attempt)) {
@@ -60,7 +63,7 @@ export class FastPathJudge implements AttemptJudge {
       gate?.leave();
       attempt.afterBody(() => {
         if (this.#judge(attempt)) attempt.deliver();
-      });
+      }, this.#request.bodyDeadline());
       return false;
     }
     return this.#judge(attempt);

@@ -122,9 +122,10 @@ export function rateLimitedFetch(options: RateLimitedFetchOptions = {}): RateLim
         : async (_attempt: number, started?: () => void) => {
             const response = await send(...bodies.next());
             if (response.status !== 429) return response;
-            // The slot is freed when the response starts; the refusal's body is read to judge it.
+            // The slot is freed when the response starts; the refusal's body is read to judge it,
+            // for REFUSAL_READ_TIMEOUT_MS at most.
             started?.();
-            return readRefusal(response);
+            return readRefusal(response, runtime.clockOf(route));
           };
     const { limiter, gate } = route;
     const release = runtime.hold(route);

@@ -12,11 +12,11 @@ import {
   type WaitCancel,
 } from '../limiter/waiting-line.js';
 import type { AdapterWait } from './adapter-close.js';
-import { Attempt } from './attempt.js';
+import { Attempt, type BodyDeadline } from './attempt.js';
 import { CallerController } from './caller-controller.js';
 import { FastPathJudge, type FastPathRequest } from './fast-path.js';
 import { warnHandlerThrew } from './handler-threw.js';
-import { MAX_REFUSAL_BYTES, refusalJson } from './llm.js';
+import { MAX_REFUSAL_BYTES, REFUSAL_READ_TIMEOUT_MS, refusalJson } from './llm.js';
 import { decodedBody, isEncoded } from './llm-decode.js';
 import { LoopPlan, type LoopRequest } from './loop-plan.js';
 import { answerRefusal } from './refusal.js';
@@ -137,6 +137,14 @@ export class RateLimitedDispatch implements LoopRequest, FastPathRequest, WaitCa
    */
   readsBody(attempt: Attempt): boolean {
     return attempt.status === 429 && this.route.llm !== undefined;
+  }
+
+  /**
+   * How long such a body is read ({@link REFUSAL_READ_TIMEOUT_MS}, on the limiter's clock): a body
+   * that stalls is then cut (its connection closed) and the 429 judged on its status and headers.
+   */
+  bodyDeadline(): BodyDeadline {
+    return { clock: this.runtime.clockOf(this.route), ms: REFUSAL_READ_TIMEOUT_MS };
   }
 
   /** The JSON of an attempt's held 429 body, for `LlmMeter.refusal` (`undefined` when not read). */

@@ -1,9 +1,10 @@
-import { QuotaExhaustedError, ThrottledBodyTooLongError } from '../errors.js';
+import type { Clock } from '../clock.js';
+import { QuotaExhaustedError, ThrottledBodyTimeoutError, ThrottledBodyTooLongError } from '../errors.js';
 import type { Costs } from '../limiter/budgets.js';
 import { MAX_HELD_BODY_BYTES } from './attempt.js';
 import { warnCorrectionThrew } from './handler-threw.js';
 import type { LlmEstimate, LlmMeter, Usage } from './llm.js';
-import { refusalJson, refusedCall, UsageScanner } from './llm.js';
+import { REFUSAL_READ_TIMEOUT_MS, refusalJson, refusedCall, UsageScanner } from './llm.js';
 import type { RejectionMode } from './refusal.js';
 import type { Route } from './runtime.js';
 
@@ -15,26 +16,44 @@ const refusalBodies = new WeakMap<Response, unknown>();
  * that ran out, a spend cap), and gives a response with the same status, headers and bytes. A
  * longer body is cut there and the rest cancelled (its connection closed), as the interceptor
  * holds a 429: the response's body then ends with a {@link ThrottledBodyTooLongError} after the
- * bytes kept, and the body is not read for a reason.
+ * bytes kept, and the body is not read for a reason. So is a body that has not ended
+ * {@link REFUSAL_READ_TIMEOUT_MS} after the read began, on `clock` (one that stalls after the
+ * headers): cut then, its connection closed, and it ends with a {@link ThrottledBodyTimeoutError}.
  */
-export async function readRefusal(response: Response): Promise<Response> {
+export async function readRefusal(response: Response, clock: Clock): Promise<Response> {
   const chunks: Uint8Array[] = [];
   let bytes = 0;
-  let cut: ThrottledBodyTooLongError | undefined;
+  let cut: ThrottledBodyTooLongError | ThrottledBodyTimeoutError | undefined;
   const reader = response.body?.getReader();
-  while (reader !== undefined) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    const room = MAX_HELD_BODY_BYTES - bytes;
-    if (value.byteLength > room) {
-      if (room > 0) chunks.push(value.subarray(0, room));
-      bytes = MAX_HELD_BODY_BYTES;
-      cut = new ThrottledBodyTooLongError(response.status, MAX_HELD_BODY_BYTES);
-      reader.cancel(cut).catch(() => {});
-      break;
+  // The time is up: the pending read ends (`done`) as the cancel closes the stream.
+  const timer =
+    reader === undefined
+      ? undefined
+      : clock.setTimeout(
+          () => {
+            cut ??= new ThrottledBodyTimeoutError(response.status, REFUSAL_READ_TIMEOUT_MS);
+            reader.cancel(cut).catch(() => {});
+          },
+          REFUSAL_READ_TIMEOUT_MS,
+          true,
+        );
+  try {
+    while (reader !== undefined && cut === undefined) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      const room = MAX_HELD_BODY_BYTES - bytes;
+      if (value.byteLength > room) {
+        if (room > 0) chunks.push(value.subarray(0, room));
+        bytes = MAX_HELD_BODY_BYTES;
+        cut = new ThrottledBodyTooLongError(response.status, MAX_HELD_BODY_BYTES);
+        reader.cancel(cut).catch(() => {});
+        break;
+      }
+      chunks.push(value);
+      bytes += value.byteLength;
     }
-    chunks.push(value);
-    bytes += value.byteLength;
+  } finally {
+    if (timer !== undefined) clock.clearTimeout(timer);
   }
   const kept = new Uint8Array(bytes);
   let at = 0;

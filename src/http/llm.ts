@@ -186,6 +186,22 @@ function spendsNoTokens(method: string, path: string): boolean {
 export const MAX_REFUSAL_BYTES = 64 * 1024;
 
 /**
+ * The longest a 429's body is read to tell why it came (ms from the response's start, on the
+ * limiter's clock): past it, the body is cut and its connection closed, and the 429 is judged on
+ * its status and headers alone, as a 429 whose body is not JSON (a rate limit, retried per its
+ * `Retry-After`); if it is the caller's answer, its body ends with `ThrottledBodyTimeoutError`
+ * after the bytes received (not with the rest of the live body: an SDK reads a 429's body before
+ * it decides, and would wait on a stalled one as long as the call did). Without it, a body that stalls after the headers (a proxy's, a
+ * gateway's) held the call until the body ended or undici's `bodyTimeout` (300 s) passed, its
+ * token estimate counted in flight. 5 s: both vendors send a 429's short JSON body (under 1 KiB)
+ * with its headers, and 64 KiB take about 4 s even at 128 kbit/s, so no answer that is coming is
+ * cut; and it is short against the SDKs' own timeouts (10 min) and the minute of a token budget,
+ * so a stalled 429 delays its retry by little. Counted from the start, not between chunks: a body
+ * that trickles a byte a second is cut too.
+ */
+export const REFUSAL_READ_TIMEOUT_MS = 5_000;
+
+/**
  * A 429's body as {@link LlmMeter.refusal} reads it: its JSON, or `undefined` (none, not JSON, or
  * longer than {@link MAX_REFUSAL_BYTES}). The fetch wrapper and the interceptor both read it so.
  */

@@ -1,7 +1,7 @@
 import type { AttemptPlan, LoopCancel } from '../attempt-loop.js';
 import type { Costs } from '../limiter/budgets.js';
 import type { Outcome, RateLimiter } from '../limiter/types.js';
-import { Attempt, type AttemptJudge, type AttemptOwner } from './attempt.js';
+import { Attempt, type AttemptJudge, type AttemptOwner, type BodyDeadline } from './attempt.js';
 import type { CallerController } from './caller-controller.js';
 import { dispatcherClosed, errorOutcome } from './classify.js';
 import { slotBound } from './concurrency.js';
@@ -28,6 +28,8 @@ export interface LoopRequest extends AttemptOwner {
   canRetry(): boolean;
   /** Whether the answer is judged only once its body is read (an LLM API's 429). */
   readsBody(attempt: Attempt): boolean;
+  /** How long such a body is read before the answer is judged without it. */
+  bodyDeadline(): BodyDeadline;
   /** What `classify` is given of the attempt's held body. */
   refusalBody(attempt: Attempt): unknown;
   /** Sends `attempt` down the dispatcher as the request's next attempt. */
@@ -133,12 +135,12 @@ export class LoopPlan implements AttemptPlan<Attempt> {
   send(_attempt: number, started?: () => void): Promise<Attempt> {
     return new Promise<Attempt>((resolve, reject) => {
       const judge: AttemptJudge = {
-        // Held for the loop to judge (an LLM API's 429 once its body is read: its slot is freed
-        // now, when the response starts, its permit once the body is judged).
+        // Held for the loop to judge (an LLM API's 429 once its body is read, or its read's time
+        // is up: its slot is freed now, when the response starts, its permit once it is judged).
         started: (attempt) => {
           if (this.#request.readsBody(attempt)) {
             started?.();
-            attempt.afterBody(() => resolve(attempt));
+            attempt.afterBody(() => resolve(attempt), this.#request.bodyDeadline());
           } else resolve(attempt);
           return false;
         },

@@ -1,3 +1,4 @@
+import { type Clock, systemClock } from '../clock.js';
 import type { LlmApi } from '../config/api.js';
 import type { LimiterConfig } from '../config/schema.js';
 import { attachDiagnostics } from '../diagnostics.js';
@@ -424,6 +425,15 @@ export class HttpRuntime {
     if (llm === undefined) return undefined;
     const { body, method, path } = request();
     return llm.estimate(body, method, path);
+  }
+
+  /**
+   * The clock `route`'s timers run on: its limiter's (the registry's clock, a `ManualClock` in
+   * tests), else the adapter's `clock` option, else the system's. What bounds the read of an LLM
+   * API's 429 body (see `REFUSAL_READ_TIMEOUT_MS`).
+   */
+  clockOf(route: Route): Clock {
+    return route.adaptive?.clock ?? this.options.clock ?? systemClock;
   }
 
   /** Whether {@link close} was called. */
