@@ -33,7 +33,7 @@ Model
   --quota N              the API's hidden quota for all instances, units/min
   --demand N[,N...]      demand of each instance, units/min (a list is used in turn)
   --minutes N            virtual minutes to run (at most 1440)
-  --seed N               seeds every random draw (same number, same run)
+  --seed N               seeds every random draw (same number, same run), 0 to 4294967295
   --units MIN-MAX        units of one request, a uniform whole number (default 1-3)
   --latency DURATION     median latency of an answer (log-normal; default 100ms)
   --latency-sigma N      spread of the latency (sigma of its log; default 0.5)

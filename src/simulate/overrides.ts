@@ -5,6 +5,15 @@ import { ARRIVAL_MODELS, type SimParams, type TimedFactor } from './scenarios.js
 /** The longest run `--minutes` takes: one virtual day. */
 const MAX_MINUTES = 1440;
 
+/** The largest `--seed`: the generator is seeded with 32 bits, so a larger seed would repeat a smaller one's run. */
+const MAX_SEED = 0xffff_ffff;
+
+/**
+ * A number as the flags take it: decimal, with an optional exponent (`1500`, `0.5`, `1e3`).
+ * `Number()` alone also reads `0x10`, `0b11` and `0o7`, and an empty string as 0.
+ */
+const DECIMAL = /^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$/;
+
 /** Applies the flags to a copy of a scenario's parameters. */
 export function applyOverrides(params: SimParams, v: Partial<Values>): SimParams {
   const p = params;
@@ -13,7 +22,7 @@ export function applyOverrides(params: SimParams, v: Partial<Values>): SimParams
     const text = v[flag];
     if (typeof text !== 'string') return undefined;
     const x = Number(text);
-    if (text.trim() === '' || !Number.isFinite(x) || !ok(x)) {
+    if (!DECIMAL.test(text.trim()) || !Number.isFinite(x) || !ok(x)) {
       throw new UsageError(`--${flag}: expected ${what}, received "${text}"`);
     }
     return x;
@@ -41,8 +50,10 @@ export function applyOverrides(params: SimParams, v: Partial<Values>): SimParams
     p.quota = x;
   });
   if (typeof v.demand === 'string') {
-    const list = v.demand.split(',').map((d) => Number(d));
-    if (list.some((d) => !Number.isFinite(d) || d < 0)) {
+    // An empty entry (`--demand=`, `100,,100`) is no demand of 0: Number('') would read it so.
+    const entries = v.demand.split(',').map((d) => d.trim());
+    const list = entries.map((d) => Number(d));
+    if (entries.some((d, i) => !DECIMAL.test(d) || !Number.isFinite(list[i]) || (list[i] as number) < 0)) {
       throw new UsageError(`--demand: expected numbers >= 0 separated by commas, received "${v.demand}"`);
     }
     p.demand = list;
@@ -54,9 +65,16 @@ export function applyOverrides(params: SimParams, v: Partial<Values>): SimParams
       p.minutes = x;
     },
   );
-  set(whole('seed', 0), (x) => {
-    p.seed = x;
-  });
+  set(
+    num(
+      'seed',
+      (x) => Number.isInteger(x) && x >= 0 && x <= MAX_SEED,
+      `a whole number from 0 to ${MAX_SEED} (the generator takes 32 bits)`,
+    ),
+    (x) => {
+      p.seed = x;
+    },
+  );
   if (typeof v.units === 'string') {
     const m = /^(\d+)(?:-(\d+))?$/.exec(v.units.trim());
     const min = m ? Number(m[1]) : Number.NaN;
