@@ -43,7 +43,7 @@ describe('simulate flags: values read as given', () => {
       stdout: '',
     });
     expect((await refused(['--instances', '0b11'])).line).toBe(
-      'simulate: --instances: expected a whole number >= 1, received "0b11"',
+      'simulate: --instances: expected a whole number from 1 to 1000, received "0b11"',
     );
     expect((await refused(['--demand', '0o7'])).code).toBe(2);
     expect((await refused(['--quota', '1e3'])).code).toBe(0);

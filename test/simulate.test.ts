@@ -277,7 +277,7 @@ describe('npm run simulate', () => {
   it('names a bad flag and its value', async () => {
     const bad = await cli(['--instances', 'two']);
     expect(bad.code).toBe(2);
-    expect(bad.stderr).toContain('--instances: expected a whole number >= 1, received "two"');
+    expect(bad.stderr).toContain('--instances: expected a whole number from 1 to 1000, received "two"');
     const endless = await cli(['--minutes', '1e9']);
     expect(endless.code).toBe(2);
     expect(endless.stderr).toContain(

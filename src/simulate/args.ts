@@ -13,6 +13,9 @@ Runs the library's own limiter, controllers and attempt loop against a model API
 quota, on a virtual clock, and prints the comparison table. Rates are units/min; durations take
 500, "500ms", "10s" or "2m" (a plain number is ms).
 
+A command that would take more than 200 million steps (requests times attempts, heartbeats,
+samples) is refused before it runs.
+
 Scenarios and modes
   --scenario NAME        a scenario, all, or a comma list (default steady):
                          ${SCENARIOS.map((s) => s.name).join(', ')}
@@ -29,7 +32,7 @@ Scenarios and modes
   --list                 lists the scenarios and exits
 
 Model
-  --instances N          processes sharing the quota, each with its own limiter
+  --instances N          processes sharing the quota, each with its own limiter (at most 1000)
   --quota N              the API's hidden quota for all instances, units/min
   --demand N[,N...]      demand of each instance, units/min (a list is used in turn)
   --minutes N            virtual minutes to run (at most 1440)

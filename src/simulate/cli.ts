@@ -12,6 +12,7 @@ import { limiterOptionsFor, type ModeResult, runMode } from './run.js';
 import { cloneParams, SCENARIOS } from './scenarios.js';
 import { describeParams, formatTable, tableLegend } from './table.js';
 import { VirtualClock } from './virtual-clock.js';
+import { checkWorkload } from './workload.js';
 
 // The flags (args.ts) and their effect on a scenario's parameters (overrides.ts), as before.
 export { UsageError } from './args.js';
@@ -68,6 +69,10 @@ async function run(args: readonly string[], io: CliIo): Promise<number> {
     ),
   }));
 
+  // A command that would run for hours or run out of memory fails at once, naming its flags.
+  const wantSeries = values.html !== undefined || values.series === true;
+  checkWorkload(plan, values, wantSeries);
+
   // Check every mode's limiter options before the first run: a bad one fails at once.
   for (const { params, modes } of plan) {
     for (const mode of modes) {
@@ -76,7 +81,6 @@ async function run(args: readonly string[], io: CliIo): Promise<number> {
     }
   }
 
-  const wantSeries = values.html !== undefined || values.series === true;
   const totalMs = plan.reduce((sum, p) => sum + p.modes.length * p.params.minutes * 60_000, 0);
   const progress = new ProgressBar(io.stderr, totalMs);
   const started = performance.now();

@@ -1,6 +1,7 @@
 import { tryParseDuration } from '../config/duration.js';
 import { UsageError, type Values } from './args.js';
 import { ARRIVAL_MODELS, type SimParams, type TimedFactor } from './scenarios.js';
+import { MAX_INSTANCES } from './workload.js';
 
 /** The longest run `--minutes` takes: one virtual day. */
 const MAX_MINUTES = 1440;
@@ -43,9 +44,16 @@ export function applyOverrides(params: SimParams, v: Partial<Values>): SimParams
     if (value !== undefined) apply(value);
   };
 
-  set(whole('instances', 1), (x) => {
-    p.instances = x;
-  });
+  set(
+    num(
+      'instances',
+      (x) => Number.isInteger(x) && x >= 1 && x <= MAX_INSTANCES,
+      `a whole number from 1 to ${MAX_INSTANCES}`,
+    ),
+    (x) => {
+      p.instances = x;
+    },
+  );
   set(positive('quota'), (x) => {
     p.quota = x;
   });
