@@ -1,6 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import { type Node, type ParseError, parseTree, printParseErrorCode } from 'jsonc-parser';
-import { ConfigError } from '../errors.js';
+import { ConfigError, type ConfigIssue, configPath } from '../errors.js';
 import { parseConfig, type RateLimitConfig } from './schema.js';
 
 /**
@@ -25,12 +25,16 @@ export async function loadConfig(path: string): Promise<RateLimitConfig> {
     }));
     throw new ConfigError(issues, source);
   }
+  const duplicates: ConfigIssue[] = [];
+  const value = tree === undefined ? undefined : jsonValue(tree, text, [], duplicates);
   try {
-    return parseConfig(tree === undefined ? undefined : jsonValue(tree));
+    const config = parseConfig(value);
+    if (duplicates.length === 0) return config;
   } catch (error) {
-    if (error instanceof ConfigError) throw new ConfigError(error.issues, source);
+    if (error instanceof ConfigError) throw new ConfigError([...duplicates, ...error.issues], source);
     throw error;
   }
+  throw new ConfigError(duplicates, source);
 }
 
 function lineAndColumn(text: string, offset: number): string {
@@ -41,17 +45,31 @@ function lineAndColumn(text: string, offset: number): string {
 /**
  * The value of a parsed JSON node, with every key an own property, as `JSON.parse` makes them:
  * jsonc-parser's own values assign keys, so a `"__proto__"` key would set an object's prototype
- * and vanish, where `parseConfig` must see it to report it.
+ * and vanish, where `parseConfig` must see it to report it. A key given twice in one object is
+ * an issue at its path (`duplicates`): JSON keeps the last one, which dropped the first in
+ * silence (a limiter, its origins, a field), and .NET's configuration reader refuses such a file.
  */
-function jsonValue(node: Node): unknown {
-  if (node.type === 'array') return (node.children ?? []).map(jsonValue);
+function jsonValue(node: Node, text: string, path: readonly string[], duplicates: ConfigIssue[]): unknown {
+  if (node.type === 'array')
+    return (node.children ?? []).map((child, i) => jsonValue(child, text, [...path, String(i)], duplicates));
   if (node.type !== 'object') return node.value;
   const object: Record<string, unknown> = {};
+  const seen = new Map<string, number>();
   for (const property of node.children ?? []) {
     const [key, value] = property.children ?? [];
     if (key === undefined) continue;
-    Object.defineProperty(object, String(key.value), {
-      value: value === undefined ? undefined : jsonValue(value),
+    const name = String(key.value);
+    const item = value === undefined ? undefined : jsonValue(value, text, [...path, name], duplicates);
+    const first = seen.get(name);
+    if (first !== undefined) {
+      duplicates.push({
+        path: configPath([...path, name]),
+        message: `key given twice (first at ${lineAndColumn(text, first)}): JSON keeps only the last, so give it once`,
+        received: item,
+      });
+    } else seen.set(name, key.offset);
+    Object.defineProperty(object, name, {
+      value: item,
       enumerable: true,
       writable: true,
       configurable: true,
