@@ -119,6 +119,14 @@ function hostOf(url: URL): string {
   return url.hostname.endsWith('.') ? url.hostname.slice(0, -1) : url.hostname;
 }
 
+/**
+ * Whether a host name has an empty label but the DNS root's trailing dot (`a..com`, `.a.com`,
+ * `a.com..`): it names no host, so a pattern with one would match nothing.
+ */
+function hasEmptyLabel(hostname: string): boolean {
+  return !hostname.startsWith('[') && hostname.replace(/\.$/, '').split('.').includes('');
+}
+
 /** An exact origin (normalized), a wildcard, or the message for a bad pattern. */
 function parsePattern(pattern: string): { origin: string } | Wildcard | string {
   const text = pattern.trim();
@@ -130,6 +138,7 @@ function parsePattern(pattern: string): { origin: string } | Wildcard | string {
     if (url === undefined) return EXPECTED_PATTERN;
     if (url.pathname !== '/' || url.search || url.hash) return NO_PATH;
     if (url.username || url.password) return NO_CREDENTIALS;
+    if (hasEmptyLabel(url.hostname)) return EXPECTED_PATTERN;
     return { origin: originText(url) };
   }
   const match = WILDCARD.exec(text);
@@ -139,7 +148,10 @@ function parsePattern(pattern: string): { origin: string } | Wildcard | string {
   // Let WHATWG URL validate and normalize the host (case, punycode) and the port.
   const url = parseUrl(`${protocol ?? 'http:'}//x.${host}${port === undefined ? '' : `:${port}`}`);
   if (url === undefined || !url.hostname.startsWith('x.')) return EXPECTED_PATTERN;
-  const suffix = url.hostname.slice(1);
+  // Without its trailing dot, as hosts are matched (hostOf): `*.example.com.` matched no host.
+  const suffix = url.hostname.slice(1).replace(/\.$/, '');
+  // An empty label (`*..`, `*.example.com..`) names no host: such a pattern matched nothing.
+  if (hasEmptyLabel(url.hostname)) return EXPECTED_PATTERN;
   if (protocol === undefined && port === undefined) return { protocol, suffix, port: undefined };
   return { protocol, suffix, port: port === undefined ? effectivePort(url) : String(Number(port)) };
 }

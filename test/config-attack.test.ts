@@ -3,7 +3,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config/load.js';
+import { parseConfig } from '../src/config/schema.js';
 import { ConfigError } from '../src/errors.js';
+import { RateLimiterRegistry } from '../src/registry/index.js';
+import { configError } from './helpers/config-error.js';
 
 // Config inputs a hostile but realistic user writes: each bad one is a ConfigError naming the
 // field and the value; nothing in a config is dropped in silence.
@@ -67,5 +70,37 @@ describe('loadConfig: a key given twice in a file', () => {
       '{ "limiters": { "a": { "origins": ["https://a.example.com"], "aimd": { "increaseStep": 1 } }, "b": { "aimd": { "increaseStep": 2 } } } }',
     );
     expect(Object.keys((await loadConfig(file)).limiters)).toEqual(['a', 'b']);
+  });
+});
+
+describe('origins: trailing dots and empty labels', () => {
+  it('matches a wildcard written with the DNS root dot, which matched no host at all', () => {
+    const config = parseConfig({
+      limiters: { api: { origins: ['*.example.com.', 'https://*.example.org.:8443'] } },
+    });
+    const registry = new RateLimiterRegistry(config);
+    const api = registry.get('api');
+    expect(api).toBeDefined();
+    expect(registry.limiterFor('https://a.example.com')).toBe(api);
+    expect(registry.limiterFor('https://a.example.com.')).toBe(api);
+    expect(registry.limiterFor('https://a.example.org:8443')).toBe(api);
+    expect(registry.limiterFor('https://example.com')).not.toBe(api);
+  });
+
+  it('refuses a pattern with an empty label, which named no host', () => {
+    const error = configError(() =>
+      parseConfig({
+        limiters: {
+          api: { origins: ['*..', '*.example.com..', 'https://a..example.com', 'https://.example.com'] },
+        },
+      }),
+    );
+    expect(error.issues.map((i) => [i.path, i.received])).toEqual([
+      ['limiters.api.origins.0', '*..'],
+      ['limiters.api.origins.1', '*.example.com..'],
+      ['limiters.api.origins.2', 'https://a..example.com'],
+      ['limiters.api.origins.3', 'https://.example.com'],
+    ]);
+    expect(error.issues[0]?.message).toMatch(/^expected an origin such as/);
   });
 });
