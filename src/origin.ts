@@ -120,6 +120,22 @@ function hostOf(url: URL): string {
 }
 
 /**
+ * A valid origin pattern in one spelling, so that two patterns that match the same origins
+ * compare equal: an exact origin normalized (as {@link normalizeOrigin}), a wildcard as
+ * `*.example.com`, `https://*.example.com` or `*.example.com:8443` (host in lower case and
+ * punycode, no trailing dot, a scheme's default port dropped). `undefined`: not a valid pattern.
+ */
+export function patternKey(pattern: string): string | undefined {
+  const result = typeof pattern === 'string' ? parsePattern(pattern) : EXPECTED_PATTERN;
+  if (typeof result === 'string') return undefined;
+  if ('origin' in result) return result.origin;
+  const { protocol, suffix, port } = result;
+  const shownPort =
+    port === undefined || (protocol !== undefined && DEFAULT_PORTS[protocol] === port) ? '' : `:${port}`;
+  return `${protocol === undefined ? '' : `${protocol}//`}*${suffix}${shownPort}`;
+}
+
+/**
  * Whether a host name has an empty label but the DNS root's trailing dot (`a..com`, `.a.com`,
  * `a.com..`): it names no host, so a pattern with one would match nothing.
  */

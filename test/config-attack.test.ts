@@ -104,3 +104,45 @@ describe('origins: trailing dots and empty labels', () => {
     expect(error.issues[0]?.message).toMatch(/^expected an origin such as/);
   });
 });
+
+describe('origins: the same wildcard in two limiters', () => {
+  it('refuses a wildcard a later limiter lists as an earlier one does, which it never matched', () => {
+    const config = {
+      limiters: {
+        first: { origins: ['*.example.com', 'https://*.example.org'] },
+        second: { origins: ['*.EXAMPLE.com.', 'https://*.example.org:443', '*.api.example.com'] },
+      },
+    };
+    for (const error of [
+      configError(() => parseConfig(config)),
+      configError(() => new RateLimiterRegistry(config)),
+    ]) {
+      expect(error.issues).toEqual([
+        {
+          path: 'limiters.second.origins.0',
+          message:
+            '*.example.com is already covered by limiter "first" (among wildcards the limiter declared first wins: here it would match nothing)',
+          received: '*.EXAMPLE.com.',
+        },
+        {
+          path: 'limiters.second.origins.1',
+          message:
+            'https://*.example.org is already covered by limiter "first" (among wildcards the limiter declared first wins: here it would match nothing)',
+          received: 'https://*.example.org:443',
+        },
+      ]);
+    }
+  });
+
+  it('still takes wildcards that only overlap, and one limiter listing a wildcard twice', () => {
+    const registry = new RateLimiterRegistry(
+      parseConfig({
+        limiters: {
+          wide: { origins: ['*.example.com', '*.example.com'] },
+          narrow: { origins: ['*.api.example.com', 'https://*.example.com:8443', 'http://*.example.com'] },
+        },
+      }),
+    );
+    expect(registry.limiterFor('https://a.api.example.com')).toBe(registry.get('wide'));
+  });
+});

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { ConfigError, type ConfigIssue, configErrorFrom } from '../errors.js';
 import { limiterFieldsSchema, RATE_FIELDS, resolveLimiterOptions } from '../limiter/options.js';
 import type { RateLimiter } from '../limiter/types.js';
-import { normalizeOrigin, originMatcher } from '../origin.js';
+import { normalizeOrigin, originMatcher, patternKey } from '../origin.js';
 import { API_WITH_SHARED, apiBudgetIssues, LLM_APIS } from './api.js';
 import { HEADER_PROFILES, type HeaderProfile, type LimiterConfig } from './types.js';
 
@@ -100,19 +100,23 @@ export function* originRules(config: Record<string, unknown>): Iterable<RuleIssu
 
 // ---- helpers shared with the registry ----------------------------------------------------
 
-/** An exact origin that a later limiter lists although an earlier one (`owner`) already covers it. */
+/** An origin or wildcard that a later limiter lists although an earlier one (`owner`) already covers it. */
 export interface OriginConflict {
   name: string;
   index: number;
   pattern: string;
+  /** The pattern normalized (see `patternKey`): an origin, or a wildcard such as `*.example.com`. */
   origin: string;
   owner: string;
 }
 
 /**
- * Exact origins listed by more than one limiter, in declaration order: the first limiter owns
- * the origin, each later listing is a conflict. Wildcards may overlap (the first declared wins);
- * bad patterns are skipped (they are reported on their own).
+ * Exact origins, and wildcards written alike (`*.example.com`, `*.EXAMPLE.com.`), listed by more
+ * than one limiter, in declaration order: the first limiter owns it, each later listing is a
+ * conflict (an exact origin goes to one limiter; among wildcards the first declared wins, so the
+ * same wildcard in a later limiter would never match). Wildcards that only overlap
+ * (`*.example.com`, `*.api.example.com`) are no conflict; bad patterns are skipped (they are
+ * reported on their own).
  */
 export function exactOriginConflicts(
   limiters: Iterable<readonly [string, { origins?: readonly unknown[] | undefined } | undefined]>,
@@ -122,8 +126,8 @@ export function exactOriginConflicts(
   for (const [name, config] of limiters) {
     const origins = isRecord(config) && Array.isArray(config.origins) ? config.origins : [];
     origins.forEach((pattern, index) => {
-      if (typeof pattern !== 'string' || pattern.includes('*')) return;
-      const origin = exactOrigin(pattern);
+      if (typeof pattern !== 'string') return;
+      const origin = patternKey(pattern);
       if (origin === undefined) return;
       const owner = owners.get(origin);
       if (owner === undefined) owners.set(origin, name);
@@ -134,7 +138,9 @@ export function exactOriginConflicts(
 }
 
 export function conflictMessage(conflict: OriginConflict): string {
-  return `${conflict.origin} is already covered by limiter "${conflict.owner}"`;
+  return conflict.origin.includes('*')
+    ? `${conflict.origin} is already covered by limiter "${conflict.owner}" (among wildcards the limiter declared first wins: here it would match nothing)`
+    : `${conflict.origin} is already covered by limiter "${conflict.owner}"`;
 }
 
 /** The normalized origin of an exact (non-wildcard) pattern, or `undefined` when it is not one. */

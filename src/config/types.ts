@@ -40,7 +40,8 @@ export interface LimiterConfig extends Omit<AdaptiveLimiterOptions, 'clock' | 'n
   /**
    * The origins this limiter covers: exact origins (`https://api.example.com`) and wildcards
    * (`*.example.com`, `https://*.example.com`). An exact origin beats a wildcard; among
-   * wildcards the limiter declared first wins. An exact origin may belong to one limiter only.
+   * wildcards the limiter declared first wins. An exact origin, or a wildcard written alike
+   * (`*.example.com`, `*.EXAMPLE.com.`), may belong to one limiter only.
    */
   origins?: string[];
   /**
