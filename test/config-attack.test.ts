@@ -146,3 +146,49 @@ describe('origins: the same wildcard in two limiters', () => {
     expect(registry.limiterFor('https://a.api.example.com')).toBe(registry.get('wide'));
   });
 });
+
+describe('appsettings.json: keys that ignore case, as .NET reads them', () => {
+  it('refuses the section given twice in different cases, which dropped the later one', () => {
+    const error = configError(() =>
+      parseConfig({
+        AdaptiveRateLimiting: { Limiters: { A: { Origins: ['https://a.example.com'] } } },
+        adaptiveRateLimiting: { Limiters: { B: { Origins: ['https://b.example.com'] } } },
+      }),
+    );
+    expect(error.issues).toEqual([
+      {
+        path: 'adaptiveRateLimiting',
+        message: 'duplicates key "AdaptiveRateLimiting"',
+        received: { Limiters: { B: { Origins: ['https://b.example.com'] } } },
+      },
+    ]);
+  });
+
+  it('refuses limiter and budget names that differ only in case in a .NET section, one key to .NET', () => {
+    const error = configError(() =>
+      parseConfig({
+        AdaptiveRateLimiting: {
+          Limiters: { GitHub: { Origins: ['https://api.github.com'] }, github: { MaxWait: '00:00:10' } },
+          Default: {
+            Budgets: { Tokens: { InitialUnitsPerMinute: 10 }, tokens: { InitialUnitsPerMinute: 20 } },
+          },
+        },
+      }),
+    );
+    expect(error.issues.map((i) => [i.path, i.message])).toEqual([
+      [
+        'AdaptiveRateLimiting.Limiters.github',
+        'duplicates key "GitHub": .NET\'s configuration keys ignore case, so RateLimiting.Adaptive reads the two as one',
+      ],
+      [
+        'AdaptiveRateLimiting.Default.Budgets.tokens',
+        'duplicates key "Tokens": .NET\'s configuration keys ignore case, so RateLimiting.Adaptive reads the two as one',
+      ],
+    ]);
+  });
+
+  it('keeps names that differ in case as two limiters in this library’s own shape', () => {
+    const config = parseConfig({ limiters: { GitHub: {}, github: {} } });
+    expect(Object.keys(config.limiters)).toEqual(['GitHub', 'github']);
+  });
+});

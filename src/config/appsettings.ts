@@ -6,9 +6,22 @@ import { isRecord, PROTO_MESSAGE, unknownKeyMessage } from './rules.js';
 /** The key of RateLimiting.Adaptive's `appsettings.json` section (matched without regard to case). */
 const APPSETTINGS_SECTION = 'AdaptiveRateLimiting';
 
-export function unwrapSection(json: unknown): { section: unknown; prefix: string[] } {
+/**
+ * The config in `json`: its `AdaptiveRateLimiting` section (`prefix` that key) when it has one,
+ * else `json` itself. The section given twice in different cases (`"AdaptiveRateLimiting"` and
+ * `"adaptiveRateLimiting"`, one key to .NET) is an issue at the later one, not a section dropped.
+ */
+export function unwrapSection(
+  json: unknown,
+  issues: ConfigIssue[] = [],
+): { section: unknown; prefix: string[] } {
   if (isRecord(json)) {
-    const key = Object.keys(json).find((k) => k.toLowerCase() === APPSETTINGS_SECTION.toLowerCase());
+    const [key, ...more] = Object.keys(json).filter(
+      (k) => k.toLowerCase() === APPSETTINGS_SECTION.toLowerCase(),
+    );
+    for (const other of more) {
+      issues.push({ path: other, message: `duplicates key "${key}"`, received: json[other] });
+    }
     if (key !== undefined) return { section: json[key], prefix: [key] };
   }
   return { section: json, prefix: [] };
@@ -123,7 +136,19 @@ export function canonicalKeys(
     const recordLevel = ownValue(lvl.records, name);
     if (objectLevel) out[name] = canonicalKeys(v, objectLevel, written, issues, [...path, key], dotnet);
     else if (recordLevel && isRecord(v)) {
+      // In a .NET section, names (limiters, budgets) are keys that ignore case as every other.
+      const names = new Map<string, string>();
       const entries = Object.entries(v).flatMap(([k, item]) => {
+        const same = dotnet ? names.get(k.toLowerCase()) : undefined;
+        if (same !== undefined) {
+          issues.push({
+            path: [...path, key, k].join('.'),
+            message: `duplicates key "${same}": .NET's configuration keys ignore case, so RateLimiting.Adaptive reads the two as one`,
+            received: item,
+          });
+          return [];
+        }
+        names.set(k.toLowerCase(), k);
         if (k !== '__proto__')
           return [[k, canonicalKeys(item, recordLevel, written, issues, [...path, key, k], dotnet)]];
         issues.push({ path: [...path, key, k].join('.'), message: PROTO_MESSAGE, received: item });

@@ -167,7 +167,7 @@ const ROOT: Level = level(configObject, { objects: { default: DEFAULT }, records
 export function parseConfig(json: unknown): RateLimitConfig {
   const written = new WeakMap<object, ReadonlyMap<string, string>>();
   const issues: ConfigIssue[] = [];
-  const { section, prefix } = unwrapSection(json);
+  const { section, prefix } = unwrapSection(json, issues);
   const input = canonicalKeys(section, ROOT, written, issues, prefix, isDotnetSection(section, prefix));
   const result = configSchema.safeParse(input);
   if (result.success && issues.length === 0) return result.data;
