@@ -49,3 +49,35 @@ describe('simulate flags: values read as given', () => {
     expect((await refused(['--quota', '1e3'])).code).toBe(0);
   });
 });
+
+describe('simulate flags: none does nothing in silence', () => {
+  it('refuses a quota drop or a demand burst that the flags start after the run’s end', async () => {
+    expect(await refused(['--drop-at', '2h'])).toEqual({
+      code: 2,
+      line: 'simulate: --drop-at "2h": the quota drop would start at 7200 s, not before the run\'s end (1 min), so it would change nothing; give --drop-at within the run',
+      stdout: '',
+    });
+    // The default burst starts at 5 min: --burst-factor alone changed nothing in a 1-minute run.
+    expect((await refused(['--burst-factor', '3'])).line).toBe(
+      'simulate: --burst-factor "3": the demand burst would start at 300 s (the scenario\'s or the default --burst-at), not before the run\'s end (1 min), so it would change nothing; give --burst-at within the run',
+    );
+    expect((await refused(['--burst-at', '30s', '--burst-factor', '3'])).code).toBe(0);
+    // A scenario's own event past a shorter run stays allowed when no flag names it.
+    expect((await cli(['--scenario', 'quota-drop', ...quick])).code).toBe(0);
+  });
+
+  it('refuses --series without --json, an empty --controller, and a mode or scenario given twice', async () => {
+    expect((await refused(['--series'])).line).toBe(
+      'simulate: --series: only with --json (the time series goes in its JSON; --html draws its own)',
+    );
+    expect((await refused(['--controller='])).line).toBe(
+      'simulate: --controller: expected the path of a module, received ""',
+    );
+    const modes = await cli(['--modes', 'aimd, aimd', '--minutes', '1']);
+    expect(modes.code).toBe(2);
+    expect(modes.stderr.split('\n')[0]).toBe('simulate: --modes: "aimd" given twice, received "aimd, aimd"');
+    expect((await refused(['--scenario', 'steady,steady'])).line).toBe(
+      'simulate: --scenario: "steady" given twice, received "steady,steady"',
+    );
+  });
+});

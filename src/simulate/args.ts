@@ -75,7 +75,7 @@ Shared budget (the "(shared)" modes)
 
 Output
   --json                 one JSON object per mode (columns, counts, parameters, wallMs)
-  --series               with --json: add the time series (one sample per virtual second)
+  --series               with --json (only): add the time series (one sample per virtual second)
   --html FILE            writes a self-contained page with charts over time
   --help                 this text
 `;
@@ -150,7 +150,11 @@ export function parseFlags(args: readonly string[]): Values {
 /** The scenarios `--scenario` names: one, a comma list, or all. */
 export function pickScenarios(names: string): Scenario[] {
   if (names === 'all') return [...SCENARIOS];
+  const seen = new Set<string>();
   return names.split(',').map((name) => {
+    if (seen.has(name.trim()))
+      throw new UsageError(`--scenario: "${name.trim()}" given twice, received "${names}"`);
+    seen.add(name.trim());
     const found = SCENARIOS.find((s) => s.name === name.trim());
     if (!found) {
       throw new UsageError(
@@ -164,8 +168,11 @@ export function pickScenarios(names: string): Scenario[] {
 /** The modes `--modes` lists. */
 export function parseModes(text: string): ModeName[] {
   const known: readonly string[] = [...BUILT_IN_MODES, 'api', 'custom'];
+  const seen = new Set<string>();
   return text.split(',').map((m) => {
     const name = m.trim();
+    if (seen.has(name)) throw new UsageError(`--modes: "${name}" given twice, received "${text}"`);
+    seen.add(name);
     if (!known.includes(name))
       throw new UsageError(`--modes: unknown mode "${name}"; one of ${known.join(', ')}`);
     return name as ModeName;

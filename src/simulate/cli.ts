@@ -53,8 +53,17 @@ async function run(args: readonly string[], io: CliIo): Promise<number> {
     return 0;
   }
 
+  // Flags that would do nothing, in silence.
+  if (values.series === true && values.json !== true)
+    throw new UsageError(
+      '--series: only with --json (the time series goes in its JSON; --html draws its own)',
+    );
+  if (values.controller === '')
+    throw new UsageError('--controller: expected the path of a module, received ""');
+
   const scenarios = pickScenarios(values.scenario ?? 'steady');
-  const custom = values.controller ? await loadControllerModule(values.controller, io.cwd) : undefined;
+  const custom =
+    values.controller !== undefined ? await loadControllerModule(values.controller, io.cwd) : undefined;
   const requested = values.modes === undefined ? undefined : parseModes(values.modes);
   const plan = scenarios.map((scenario) => ({
     scenario,

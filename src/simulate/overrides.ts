@@ -40,6 +40,17 @@ export function applyOverrides(params: SimParams, v: Partial<Values>): SimParams
       throw new UsageError(`--${flag}: expected a duration such as 500, "10s" or "2m", received "${text}"`);
     return ms;
   };
+  // An event the flags set that starts after the run's end would change nothing, in silence.
+  const mustStartInRun = (event: TimedFactor | undefined, flags: (keyof Values)[], what: string) => {
+    const given = flags.filter((flag) => typeof v[flag] === 'string');
+    if (event === undefined || given.length === 0 || event.atMs < p.minutes * 60_000) return;
+    const at = given.includes(flags[0] as keyof Values)
+      ? ''
+      : ` (the scenario's or the default --${flags[0]})`;
+    throw new UsageError(
+      `${given.map((flag) => `--${flag} "${v[flag]}"`).join(', ')}: the ${what} would start at ${event.atMs / 1000} s${at}, not before the run's end (${p.minutes} min), so it would change nothing; give --${flags[0]} within the run`,
+    );
+  };
   const set = <T>(value: T | undefined, apply: (x: T) => void) => {
     if (value !== undefined) apply(value);
   };
@@ -127,6 +138,7 @@ export function applyOverrides(params: SimParams, v: Partial<Values>): SimParams
       event(p.quotaEvents[0], dropAt, dropFor, dropTo, { atMs: 300_000, durationMs: 60_000, factor: 0.5 }),
     ];
   }
+  mustStartInRun(p.quotaEvents[0], ['drop-at', 'drop-for', 'drop-to'], 'quota drop');
   const burstAt = duration('burst-at');
   const burstFor = duration('burst-for');
   const burstFactor = num('burst-factor', (x) => x >= 0, 'a number >= 0');
@@ -139,6 +151,8 @@ export function applyOverrides(params: SimParams, v: Partial<Values>): SimParams
       }),
     ];
   }
+
+  mustStartInRun(p.demandEvents[0], ['burst-at', 'burst-for', 'burst-factor'], 'demand burst');
 
   set(positive('initial-units-per-minute'), (x) => {
     l.initialUnitsPerMinute = x;
