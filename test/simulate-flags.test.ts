@@ -81,3 +81,34 @@ describe('simulate flags: none does nothing in silence', () => {
     );
   });
 });
+
+describe('simulate flags: a limiter option refused names its flag', () => {
+  it('names the flag and its value, and the mode, where the limiter refuses an option', async () => {
+    const { code, stderr } = await cli(['--increase-interval', '0', '--modes', 'aimd', '--minutes', '1']);
+    expect(code).toBe(2);
+    expect(stderr.split('\n').slice(0, 2)).toEqual([
+      'simulate: invalid limiter options of steady / AIMD:',
+      '  - --increase-interval "0" (aimd.increaseInterval): Too small: expected number to be >0 (received 0)',
+    ]);
+  });
+
+  it('names the flag of an option the scenario set, and the mode it failed in', async () => {
+    const max = await cli(['--max-units-per-minute', '1000', '--modes', 'aimd', '--minutes', '1']);
+    expect(max.stderr.split('\n')[1]).toBe(
+      '  - initialUnitsPerMinute (--initial-units-per-minute): must be within minUnitsPerMinute (1) and maxUnitsPerMinute (1000) (received 1500)',
+    );
+    const fixed = await cli([
+      '--fixed-units-per-minute',
+      '1e300',
+      '--queue-limit',
+      '1e20',
+      '--modes',
+      'fixed',
+    ]);
+    expect(fixed.code).toBe(2);
+    expect(fixed.stderr.split('\n').slice(0, 2)).toEqual([
+      'simulate: invalid limiter options of steady / Fixed rate:',
+      '  - --queue-limit "1e20" (queueLimit): Too big: expected int to be <=9007199254740991 (received 100000000000000000000)',
+    ]);
+  });
+});

@@ -3,7 +3,15 @@ import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ConfigError } from '../errors.js';
 import { AdaptiveRateLimiter } from '../limiter/adaptive.js';
-import { helpText, modesFor, parseFlags, parseModes, pickScenarios, UsageError } from './args.js';
+import {
+  helpText,
+  modesFor,
+  parseFlags,
+  parseModes,
+  pickScenarios,
+  UsageError,
+  type Values,
+} from './args.js';
 import { loadControllerModule } from './controller-module.js';
 import { applyOverrides } from './overrides.js';
 import { ProgressBar } from './progress.js';
@@ -83,10 +91,18 @@ async function run(args: readonly string[], io: CliIo): Promise<number> {
   checkWorkload(plan, values, wantSeries);
 
   // Check every mode's limiter options before the first run: a bad one fails at once.
-  for (const { params, modes } of plan) {
+  for (const { scenario, params, modes } of plan) {
     for (const mode of modes) {
       const options = limiterOptionsFor(mode, params);
-      if (options !== undefined) new AdaptiveRateLimiter({ ...options, clock: new VirtualClock() });
+      try {
+        if (options !== undefined) new AdaptiveRateLimiter({ ...options, clock: new VirtualClock() });
+      } catch (error) {
+        if (!(error instanceof ConfigError)) throw error;
+        throw new ConfigError(
+          error.issues.map((issue) => ({ ...issue, path: flagPath(issue.path, mode.name, values) })),
+          `limiter options of ${scenario.name} / ${mode.label}`,
+        );
+      }
     }
   }
 
@@ -148,6 +164,36 @@ async function run(args: readonly string[], io: CliIo): Promise<number> {
     io.stdout.write(`${took}\n`);
   }
   return 0;
+}
+
+/** The flag of each limiter option the flags set (the fixed mode's three rates: its own flag). */
+const FLAG_OF: Readonly<Record<string, keyof Values>> = {
+  initialUnitsPerMinute: 'initial-units-per-minute',
+  minUnitsPerMinute: 'min-units-per-minute',
+  maxUnitsPerMinute: 'max-units-per-minute',
+  maxWait: 'max-wait',
+  queueLimit: 'queue-limit',
+  decreaseCooldown: 'decrease-cooldown',
+  maxPause: 'max-pause',
+  'aimd.increaseStep': 'increase-step',
+  'aimd.increaseInterval': 'increase-interval',
+  'aimd.decreaseFactor': 'decrease-factor',
+  'cubic.beta': 'beta',
+  'cubic.scaleConstant': 'scale-constant',
+};
+
+/**
+ * A limiter option's issue path with the flag that sets it (`--increase-interval
+ * (aimd.increaseInterval)`), so that the error names what the user typed; the path alone for an
+ * option the scenario set.
+ */
+function flagPath(path: string, mode: string, values: Values): string {
+  const rate =
+    path === 'initialUnitsPerMinute' || path === 'minUnitsPerMinute' || path === 'maxUnitsPerMinute';
+  const flag = mode === 'fixed' && rate ? 'fixed-units-per-minute' : FLAG_OF[path];
+  if (flag === undefined) return path;
+  const given = values[flag];
+  return typeof given === 'string' ? `--${flag} "${given}" (${path})` : `${path} (--${flag})`;
 }
 
 const invokedAs = process.argv[1] === undefined ? undefined : resolve(process.argv[1]);
