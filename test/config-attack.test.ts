@@ -187,6 +187,25 @@ describe('appsettings.json: keys that ignore case, as .NET reads them', () => {
     ]);
   });
 
+  it('reads a list of numbers written as strings, as it reads a number field so written', () => {
+    const config = parseConfig({
+      AdaptiveRateLimiting: { MaxAttempts: '3', ThrottleStatuses: ['429', ' 503 '] },
+    });
+    expect(config.throttleStatuses).toEqual([429, 503]);
+    expect(config.maxAttempts).toBe(3);
+    const error = configError(() =>
+      parseConfig({ AdaptiveRateLimiting: { ThrottleStatuses: ['429', 'x', '200'] } }),
+    );
+    expect(error.issues.map((i) => [i.path, i.received])).toEqual([
+      ['AdaptiveRateLimiting.ThrottleStatuses.1', 'x'],
+      ['AdaptiveRateLimiting.ThrottleStatuses.2', 200],
+    ]);
+    // Our own shape takes numbers only, as before.
+    expect(configError(() => parseConfig({ throttleStatuses: ['429'] })).issues[0]?.path).toBe(
+      'throttleStatuses.0',
+    );
+  });
+
   it('keeps names that differ in case as two limiters in this library’s own shape', () => {
     const config = parseConfig({ limiters: { GitHub: {}, github: {} } });
     expect(Object.keys(config.limiters)).toEqual(['GitHub', 'github']);

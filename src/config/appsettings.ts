@@ -41,16 +41,19 @@ export function isDotnetSection(section: unknown, prefix: readonly string[]): bo
 export interface Level {
   /** Lower-case key to its canonical (camelCase) spelling. */
   keys: ReadonlyMap<string, string>;
-  /** The canonical keys whose value is a number, or a duration (see {@link dotnetValue}). */
-  kinds: ReadonlyMap<string, 'number' | 'duration'>;
+  /** The canonical keys whose value is a number, a list of numbers, or a duration (see {@link dotnetValue}). */
+  kinds: ReadonlyMap<string, Kind>;
   /** Keys whose value is an object of this kind. */
   objects?: Readonly<Record<string, Level>>;
   /** Keys whose value maps names (kept as written) to objects of this kind. */
   records?: Readonly<Record<string, Level>>;
 }
 
+/** What a key's value is, for the values .NET's binder reads from strings. */
+type Kind = 'number' | 'numbers' | 'duration';
+
 export function level(schema: { shape: object }, more: Omit<Level, 'keys' | 'kinds'> = {}): Level {
-  const kinds = new Map<string, 'number' | 'duration'>();
+  const kinds = new Map<string, Kind>();
   for (const [key, field] of Object.entries(schema.shape)) {
     const kind = valueKind(field);
     if (kind !== undefined) kinds.set(key, kind);
@@ -58,13 +61,14 @@ export function level(schema: { shape: object }, more: Omit<Level, 'keys' | 'kin
   return { keys: new Map(Object.keys(schema.shape).map((k) => [k.toLowerCase(), k])), kinds, ...more };
 }
 
-/** Whether a field's schema takes a number, or a duration (`durationSchema`), under its wrappers. */
-function valueKind(field: unknown): 'number' | 'duration' | undefined {
+/** Whether a field's schema takes a number, a list of numbers, or a duration (`durationSchema`), under its wrappers. */
+function valueKind(field: unknown): Kind | undefined {
   let node = field as z.ZodType | undefined;
   for (let depth = 0; node !== undefined && depth < 8; depth++) {
     if (node === durationSchema) return 'duration';
-    const def = node._zod.def as { type: string; innerType?: z.ZodType; in?: z.ZodType };
+    const def = node._zod.def as { type: string; innerType?: z.ZodType; in?: z.ZodType; element?: z.ZodType };
     if (def.type === 'number') return 'number';
+    if (def.type === 'array') return valueKind(def.element) === 'number' ? 'numbers' : undefined;
     node = def.innerType ?? def.in;
   }
   return undefined;
@@ -83,10 +87,13 @@ const BARE_DURATION = /^\s*\d+(?:\.\d+)?\s*$/;
  */
 function dotnetValue(
   value: unknown,
-  kind: 'number' | 'duration' | undefined,
+  kind: Kind | undefined,
   path: readonly string[],
   issues: ConfigIssue[],
 ): unknown {
+  // A list of numbers (`"ThrottleStatuses": ["429", "503"]`): each as a number field.
+  if (kind === 'numbers' && Array.isArray(value))
+    return value.map((item, i) => dotnetValue(item, 'number', [...path, String(i)], issues));
   if (typeof value !== 'string') return value;
   if (kind === 'number' && NUMBER_TEXT.test(value.trim())) return Number(value.trim());
   if (kind === 'duration' && BARE_DURATION.test(value)) {
