@@ -36,6 +36,16 @@ describe('simulate flags: values read as given', () => {
     expect((await refused(['--demand', '100, 0'])).code).toBe(0);
   });
 
+  it('refuses more --demand values than instances, which dropped the last in silence', async () => {
+    expect(await refused(['--demand', '100,200,300'])).toEqual({
+      code: 2,
+      line: 'simulate: --demand: 3 values for 2 instances (--instances), received "100,200,300"; give at most one per instance',
+      stdout: '',
+    });
+    expect((await refused(['--demand', '100,200,300', '--instances', '3'])).code).toBe(0);
+    expect((await refused(['--demand', '100', '--instances', '3'])).code).toBe(0);
+  });
+
   it('reads numbers as decimals only: 0x10 is no quota of 16', async () => {
     expect(await refused(['--quota', '0x10'])).toEqual({
       code: 2,

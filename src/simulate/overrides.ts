@@ -75,6 +75,12 @@ export function applyOverrides(params: SimParams, v: Partial<Values>): SimParams
     if (entries.some((d, i) => !DECIMAL.test(d) || !Number.isFinite(list[i]) || (list[i] as number) < 0)) {
       throw new UsageError(`--demand: expected numbers >= 0 separated by commas, received "${v.demand}"`);
     }
+    // A value past the last instance would be dropped in silence (the list is used in turn).
+    if (list.length > p.instances) {
+      throw new UsageError(
+        `--demand: ${list.length} values for ${p.instances} ${p.instances === 1 ? 'instance' : 'instances'} (--instances), received "${v.demand}"; give at most one per instance`,
+      );
+    }
     p.demand = list;
   }
   // A virtual day at most: 15 virtual minutes take about 0.3 s, so 1e9 would run for years in silence.
