@@ -12,14 +12,14 @@ export const MAX_INSTANCES = 1_000;
  * a core at worst (the count is an upper bound). `--scenario all` takes some 10 million, the
  * steady scenario over a virtual day (`--minutes 1440`) some 70 million.
  */
-export const MAX_STEPS = 200_000_000;
+const MAX_STEPS = 200_000_000;
 
 /**
  * The most samples the time series of a whole command may keep (`--series`, `--html`): each
  * instance's rate and seven totals, once per virtual second and mode. Past it the JSON or the
  * page runs to gigabytes, and past 512 MiB JavaScript cannot hold it as one string.
  */
-export const MAX_SERIES_SAMPLES = 10_000_000;
+const MAX_SERIES_SAMPLES = 10_000_000;
 
 /** The flags that change how many steps a run takes, in the order the message lists them. */
 const STEP_FLAGS = [
@@ -42,7 +42,7 @@ const STEP_FLAGS = [
  * instance's heartbeats. Requests: the demand integrated over the run with its events, over the
  * mean units of a request, plus the initial bursts and a crowd's requests.
  */
-export function runSteps(p: SimParams, shared: boolean): number {
+function runSteps(p: SimParams, shared: boolean): number {
   const endMs = p.minutes * 60_000;
   const demand = fitDemand(p.demand, p.instances).reduce((sum, d) => sum + d, 0);
   const times = [0, ...boundaries(p.demandEvents, endMs), endMs];
