@@ -180,6 +180,20 @@ async function attempts<T>(plan: AttemptPlan<T>, first: Permit | undefined): Pro
         throw error;
       }
     }
+    // Aborted (or its adapter closed) after its units were granted, before it went: a grant
+    // resolves a microtask before the send, and an abort in between must not send it. Nothing
+    // went out: no answer is counted, and it ends as an abort of its wait does.
+    const stopped = stopReason(plan);
+    if (stopped !== undefined) {
+      release?.();
+      notSent(permit);
+      if (isLimiterRefusal(stopped.reason)) {
+        if (held !== undefined) return held.result;
+        if (heldError !== undefined) throw heldError.error;
+      }
+      if (held !== undefined) plan.discard?.(held.result);
+      throw stopped.reason;
+    }
     // The body may have become one that cannot be sent again while the retry waited.
     if (held !== undefined && !(plan.canRetry?.(held.result) ?? true)) {
       release?.();
@@ -235,6 +249,18 @@ async function attempts<T>(plan: AttemptPlan<T>, first: Permit | undefined): Pro
       return result;
     held = { result: plan.hold ? plan.hold(result) : result };
   }
+}
+
+/**
+ * Why the plan's waits are cancelled now (its signal aborted, or its `waitCancel` told an abort or
+ * a close), as an object, so that any reason (`undefined` too, from a signal of another kind) is
+ * told apart from none; `undefined` when they are not.
+ */
+function stopReason<T>(plan: AttemptPlan<T>): { reason: unknown } | undefined {
+  const cancel = plan.waitCancel;
+  if (cancel !== undefined && cancel.abortReason !== undefined) return { reason: cancel.abortReason };
+  const signal = plan.signal;
+  return signal?.aborted === true ? { reason: signal.reason } : undefined;
 }
 
 /** The limiter's acquire for one attempt, cancelled by the plan's signal or its `waitCancel`. */

@@ -4,6 +4,7 @@ import type { RateLimitRejectedError } from '../errors.js';
 import { kWaitCancel } from '../internal.js';
 import { AdaptiveRateLimiter } from '../limiter/adaptive.js';
 import type { Costs } from '../limiter/budgets.js';
+import { notSent } from '../limiter/permit.js';
 import type { AcquireOptions, Permit } from '../limiter/types.js';
 import {
   type CancellableAcquireOptions,
@@ -278,6 +279,15 @@ export class RateLimitedDispatch implements LoopRequest, FastPathRequest, WaitCa
     // From a microtask, as when the grant resolved a promise: not inside the limiter's drain.
     queueMicrotask(() =>
       this.#detached(() => {
+        // Aborted (or its adapter closed) between the grant and now: nothing goes out, no answer
+        // is counted (dispatched, it opened a connection to be aborted at its start, and its
+        // permit told a failed answer), and it ends as an abort of its wait does.
+        const stopped = this.controller.abortReason ?? this.#closedBy;
+        if (stopped !== undefined) {
+          notSent(permit);
+          this.fail(stopped);
+          return;
+        }
         // One maxWait for the whole request: its retries' waits count this one.
         this.waitedMs = permit.waitedMs ?? 0;
         this.dispatchAttempt(new Attempt(this, new FastPathJudge(this, permit, undefined)));
