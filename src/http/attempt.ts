@@ -292,7 +292,8 @@ export class Attempt implements Dispatcher.DispatchHandler {
       if (!this.delivered) return true;
       const reason = controller.reason;
       if (reason === undefined || reason === null) return false;
-      this.#fail(reason instanceof Error ? reason : new Error(String(reason)));
+      // As it is: the caller's own reason (a string too), as undici gives it.
+      this.#fail(reason as Error);
       return true;
     };
     try {

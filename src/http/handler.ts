@@ -207,7 +207,10 @@ export class RateLimitedDispatch implements LoopRequest, FastPathRequest, WaitCa
     this.finished();
     try {
       if (!answerRefusal(error, this.runtime.options.rejection, this.handler, this.controller)) {
-        this.handler.onResponseError?.(this.controller, asError(error));
+        // The caller's abort reason goes back as it is (a string, a number: what undici gives
+        // without the interceptor), not wrapped in an Error.
+        const reason = this.controller.aborted && error === this.controller.reason;
+        this.handler.onResponseError?.(this.controller, reason ? (error as Error) : asError(error));
       }
     } finally {
       // The caller has the refusal or the error (also when its callback throws: the throw goes on
