@@ -96,7 +96,8 @@ export interface RegistryEventMap {
  * the pause is kept as a record for the origin's next limiter, and closing frees its pause timer.
  * A limiter that leaves it in other ways (`replace`, or a per-origin limiter dropped as idle) is
  * not closed: a request still holding it, such as a retry after a 429, is served by it, and it is
- * garbage once nothing holds it (an idle limiter holds no timer). Past `maxOriginLimiters`, new
+ * garbage once nothing holds it (an idle limiter holds no timer); `close` closes one taken out by
+ * `replace` or `add` that is still held. Past `maxOriginLimiters`, new
  * origins share an overflow limiter (see `RegistryOptions.maxOriginLimiters`).
  *
  * A named limiter may be an instance you own (`limiter` in its config, such as a `SharedBudget`):
@@ -121,6 +122,14 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
   /** The limiter shared by new origins that find no room among the per-origin ones; made on first need. */
   #overflow: AdaptiveRateLimiter | undefined;
   #closed = false;
+  /**
+   * Limiters it made that left it without being closed (a named one `replace` took out, its
+   * partitions, the per-origin limiters of origins an added limiter covers): they still serve the
+   * requests queued in them or holding them for a retry, and are closed with the registry, so
+   * that those requests are refused then as every other waiter is. Held weakly: one nothing holds
+   * any more is garbage, and its reference is dropped at the next one taken out.
+   */
+  readonly #retired = new Set<WeakRef<{ close(): unknown }>>();
   /** Entries added, removed or replaced so far (events or not): the HTTP adapters' route cache key. */
   #changes = 0;
 
@@ -465,11 +474,14 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
     this.#named.set(name, entry);
     this.#index(name, entry);
     // Its partitions were made from the old config: not closed (as the old limiter is not).
-    this.#dropPartitionsOf(name);
+    for (const partition of this.#dropPartitionsOf(name)) this.#retire(partition);
     this.#claims.delete(name);
     this.#sharedPartitions.closeWhere(name);
     this.#changes++;
     old.retire();
+    // A `limiter` instance is its owner's to close; one the registry made (a limiter, a shared
+    // budget) has a close.
+    if (old.owned) this.#retire(old.instance as RateLimiter & { close(): unknown });
     if (old.limiter !== undefined && entry.limiter !== undefined) {
       this.emit('replaced', { name, old: old.limiter, limiter: entry.limiter });
     } else if (old.limiter !== undefined) this.emit('removed', { name, limiter: old.limiter });
@@ -506,7 +518,8 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
   }
 
   /**
-   * Closes every limiter it made (their waiters reject with reason `closed`); idempotent. The
+   * Closes every limiter it made (their waiters reject with reason `closed`), those `replace`
+   * and `add` took out too while something holds them; idempotent. The
    * limiters stay listed, so `limiterFor` keeps answering, with closed limiters; `add` and
    * `replace` throw. A `limiter` instance is not closed: it serves on until its owner closes it.
    */
@@ -517,6 +530,19 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
     for (const limiter of this.#perOrigin.limiters()) limiter.close();
     this.#sharedPartitions.closeWhere();
     this.#overflow?.close();
+    const retired = [...this.#retired];
+    this.#retired.clear();
+    for (const ref of retired) {
+      // A shared budget's close is a promise (it leaves Redis); it never needs awaiting here.
+      const closing = ref.deref()?.close();
+      if (closing instanceof Promise) closing.catch(() => undefined);
+    }
+  }
+
+  /** Keeps `limiter`, taken out unclosed, to close with the registry (see `#retired`). */
+  #retire(limiter: { close(): unknown }): void {
+    for (const ref of this.#retired) if (ref.deref() === undefined) this.#retired.delete(ref);
+    this.#retired.add(new WeakRef(limiter));
   }
 
   // ---- internals ---------------------------------------------------------------------------
@@ -544,11 +570,13 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
 
   #index(name: string, entry: NamedEntry): void {
     for (const origin of entry.exact) if (!this.#exact.has(origin)) this.#exact.set(origin, name);
-    // Per-origin limiters (and their partitions) of origins this one now covers leave the registry.
-    this.#perOrigin.dropWhere(
+    // Per-origin limiters (and their partitions) of origins this one now covers leave the registry
+    // (not closed: their requests are still served; closed with the registry).
+    const dropped = this.#perOrigin.dropWhere(
       (owner) => owner.origin !== undefined && this.#owner(owner.origin) === name,
       (key) => this.#owner(originOfKey(key)) === name,
     );
+    for (const limiter of dropped) this.#retire(limiter);
   }
 
   /** Drops the partitions of the named limiter `name` and their kept pauses; returns their limiters. */
