@@ -2,6 +2,7 @@ import PQueue from 'p-queue';
 import type { Clock } from '../clock.js';
 import type { RateLimitRejectedError } from '../errors.js';
 import { kWaitBound } from '../internal.js';
+import { untilAborted } from '../limiter/abortable.js';
 import type { RateLimiter, WaitBound } from '../limiter/types.js';
 import type { CancellableLine } from '../limiter/waiting-line.js';
 
@@ -182,7 +183,7 @@ export class ConcurrencyGate {
    * that reaches `bound.leftMs`, with `bound.refuse()` (at once when no time is left).
    *
    * A bound still to come (a promise: a shared budget's, while its code loads) holds the request
-   * back until it is known, then it waits as any other: so its wait is bounded and counted by the
+   * back until it is known (an abort ends that wait at once), then it waits as any other: so its wait is bounded and counted by the
    * limiter's own rule from the first request on, and is refused with the limiter's own error and
    * event. The load itself (once, a module import) is not counted in `maxWait`, as the units'
    * acquire does not count it either. Such a promise never rejects (it is dropped when a slot is
@@ -203,7 +204,9 @@ export class ConcurrencyGate {
     const closed = bound instanceof Promise ? undefined : bound?.closed?.();
     if (closed !== undefined) return Promise.reject(closed);
     if (this.tryEnter()) return Promise.resolve({ release: once(() => this.leave()), waitedMs: 0 });
-    if (bound instanceof Promise) return bound.then((known) => this.enter(signal, known, cancel));
+    // Its caller's abort ends this wait too, at once.
+    if (bound instanceof Promise)
+      return untilAborted(bound, signal).then((known) => this.enter(signal, known, cancel));
     // It waits: one of its limiter's waiting requests (queue-full first, as the limiter's order is).
     const counted = bound?.wait?.();
     if (counted instanceof Error) return Promise.reject(counted);

@@ -5,6 +5,7 @@ import type { LimiterConfig } from '../config/schema.js';
 import { sharedConfigSchema, sharedLimiterIssues } from '../config/shared.js';
 import { ConfigError, configErrorFrom } from '../errors.js';
 import { kWaitBound } from '../internal.js';
+import { untilAborted } from '../limiter/abortable.js';
 import type { AdaptiveRateLimiter } from '../limiter/adaptive.js';
 import { resolveLimiterOptions } from '../limiter/options.js';
 import type { AcquireOptions, Permit, RateLimiter, WaitBound } from '../limiter/types.js';
@@ -101,8 +102,10 @@ export class LazySharedBudget implements RateLimiter {
   }
 
   acquire(units?: number, options?: AcquireOptions): Promise<Permit> {
+    // While the code loads, an abort ends the wait at once (and opens no Redis connection after).
     const acquired =
-      this.#budget?.acquire(units, options) ?? this.#made.then((b) => b.acquire(units, options));
+      this.#budget?.acquire(units, options) ??
+      untilAborted(this.#made, options?.signal).then((b) => b.acquire(units, options));
     this.#pending++;
     acquired.then(this.#settled, this.#settled);
     return acquired;
