@@ -124,6 +124,8 @@ export class Coordinator {
   #timer: unknown;
   #beat: Promise<void> | undefined;
   #closed = false;
+  /** The close in progress or done (see {@link close}). */
+  #closing: Promise<void> | undefined;
   #seq = 0;
   readonly #pending = new Set<Promise<unknown>>();
   #isReady = false;
@@ -209,9 +211,17 @@ export class Coordinator {
     await Promise.allSettled([...this.#pending]);
   }
 
-  /** Closes the local limiter, stops the heartbeat, leaves the budget, closes the store. Idempotent. */
-  async close(): Promise<void> {
-    if (this.#closed) return;
+  /**
+   * Closes the local limiter, stops the heartbeat, leaves the budget, closes the store.
+   * Idempotent: a second call (during the first too) returns the first one's promise, so that it
+   * too resolves only once the store is closed.
+   */
+  close(): Promise<void> {
+    this.#closing ??= this.#close();
+    return this.#closing;
+  }
+
+  async #close(): Promise<void> {
     this.#closed = true;
     this.#member.close();
     // The local limiter first: an acquire waiting (for its units, or for a fail-closed budget's
