@@ -88,6 +88,8 @@ export class BudgetSet {
   readonly #books: readonly (readonly [string, BudgetBooks])[];
   #queue: Queued[] = [];
   #head = 0;
+  /** Waiters in `#queue` that are not dead. */
+  #live = 0;
   readonly #queued = new Map<string, number>();
 
   constructor(books: readonly (readonly [string, BudgetBooks])[]) {
@@ -214,8 +216,22 @@ export class BudgetSet {
       signal.addEventListener('abort', onAbort, { once: true });
       entry.unlisten = () => signal.removeEventListener('abort', onAbort);
     }
+    this.#compact();
     this.#queue.push(entry);
+    this.#live++;
     this.#count(costs, 1);
+  }
+
+  /**
+   * Drops the dead entries when they are at least half of those held (waiters that aborted
+   * behind a head that waits: they leave the line only when the head passes them), so that they
+   * do not grow its memory, as the line's own ring does not grow for them.
+   */
+  #compact(): void {
+    const held = this.#queue.length - this.#head;
+    if (held < COMPACT_AT || this.#live * 2 > held) return;
+    this.#queue = this.#queue.slice(this.#head).filter((entry) => !entry.dead);
+    this.#head = 0;
   }
 
   /** The costs of the waiter at the head of the line. */
@@ -229,9 +245,7 @@ export class BudgetSet {
     this.#skipDead();
     const entry = this.#queue[this.#head];
     if (entry === undefined) return;
-    entry.dead = true;
-    entry.unlisten?.();
-    this.#count(entry.costs, -1);
+    this.#leave(entry);
     this.#head++;
     if (this.#head > 1024 && this.#head * 2 > this.#queue.length) {
       this.#queue = this.#queue.slice(this.#head);
@@ -241,8 +255,16 @@ export class BudgetSet {
 
   #kill(entry: Queued): void {
     if (entry.dead) return;
+    this.#leave(entry);
+  }
+
+  /** A live entry leaves: its costs are no longer queued, and it lets go of its signal. */
+  #leave(entry: Queued): void {
     entry.dead = true;
+    this.#live--;
     entry.unlisten?.();
+    // A dead entry may be held until the head passes it: not its waiter's signal too.
+    entry.unlisten = undefined;
     this.#count(entry.costs, -1);
   }
 
@@ -262,6 +284,9 @@ export class BudgetSet {
     }
   }
 }
+
+/** Entries held (live and dead) from which dead ones are dropped once they are half of them. */
+const COMPACT_AT = 64;
 
 const EMPTY: Costs = Object.freeze({});
 const NONE: readonly string[] = Object.freeze([]);
