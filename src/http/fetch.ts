@@ -2,6 +2,7 @@ import { type LoopCancel, runAttempts } from '../attempt-loop.js';
 import { ConfigError, type RateLimitRejectedError } from '../errors.js';
 import { headerRecord } from '../headers.js';
 import { AdaptiveRateLimiter } from '../limiter/adaptive.js';
+import type { Outcome } from '../limiter/types.js';
 import type { CancellableLine } from '../limiter/waiting-line.js';
 import { normalizeOrigin } from '../origin.js';
 import { redactError } from '../redact.js';
@@ -52,7 +53,9 @@ export type RateLimitedFetch = typeof fetch & {
  * while sent, up to `maxReplayBodyBytes`, and a longer one is not retried.
  *
  * Not http(s) URLs (`data:`, `blob:`) and origins without a limiter (`default: false`) are passed
- * through. A request the limiter refuses rejects with `RateLimitRejectedError`; an aborted one
+ * through. A call is metered against the origin it is made to; an answer from another origin
+ * that `fetch` followed a redirect to is returned as it is (not retried), and its `Retry-After`
+ * pauses that origin's limiter. A request the limiter refuses rejects with `RateLimitRejectedError`; an aborted one
  * with the signal's reason (the same object), at once, even while it waits. The fetch's own
  * errors reject as they are, but for the one it builds from a URL with secrets (a password:
  * "Request cannot be constructed from a URL that includes credentials: <url>"): a copy of the
@@ -145,7 +148,10 @@ export function rateLimitedFetch(options: RateLimitedFetchOptions = {}): RateLim
                 gate.enter(slotSignal, slotBound(limiter, units, waitedMs), waitCancel),
         unitsFirst: route.gatePer === 'origin',
         send: attempt,
-        classify: (r) => runtime.classify(r, () => headerRecord(r.headers), route, refusalBody(r)),
+        classify: (r) =>
+          redirectedAway(r, runtime, originRoute)
+            ? otherOriginsAnswer(r, runtime)
+            : runtime.classify(r, () => headerRecord(r.headers), route, refusalBody(r)),
         // A request that never reached the server gives back its LLM token draws.
         classifyError: errorOutcome,
         canRetry: () => bodies.replayable,
@@ -243,6 +249,35 @@ class FetchWait implements LoopCancel, AdapterWait {
     this.abortReason = reason;
     this.waitingIn?.cancel(this.waitSeq, reason);
   }
+}
+
+/**
+ * Whether `response` is the answer of another origin, one that `fetch` followed a redirect to
+ * (`redirect: 'follow'`, its default) and that has a limiter other than `route`'s: then it is
+ * not the answer of the origin the request was metered against, whose server answered a
+ * redirect.
+ */
+function redirectedAway(response: Response, runtime: HttpRuntime, route: Route): boolean {
+  if (response.redirected !== true || typeof response.url !== 'string') return false;
+  const final = URL.canParse(response.url) ? tryNormalize(new URL(response.url)) : undefined;
+  return final !== undefined && runtime.route(final)?.limiter !== route.limiter;
+}
+
+/**
+ * The outcome, for the request's own origin, of an answer from the origin a redirect led to: a
+ * success (its server answered, with a redirect), never a cut, a pause or a retry through it.
+ * A throttle with a `Retry-After` pauses the limiter of the origin that sent it, when it has one
+ * of its own; the answer is returned to the caller as it is.
+ */
+function otherOriginsAnswer(response: Response, runtime: HttpRuntime): Outcome {
+  const final = tryNormalize(new URL(response.url));
+  const route = final === undefined ? undefined : runtime.route(final);
+  if (route !== undefined) {
+    const outcome = runtime.classify(response, () => headerRecord(response.headers), route);
+    if (outcome.kind === 'throttled' && outcome.retryAfterMs !== undefined && outcome.retryAfterMs > 0)
+      route.adaptive?.pauseFor(outcome.retryAfterMs);
+  }
+  return { kind: 'success' };
 }
 
 type FetchArgs = [input: RequestInfo | URL, init?: RequestInit];
