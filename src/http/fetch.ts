@@ -1,5 +1,5 @@
 import { type LoopCancel, runAttempts } from '../attempt-loop.js';
-import { ConfigError, type RateLimitRejectedError } from '../errors.js';
+import { ConfigError, InvalidCallbackValueError, type RateLimitRejectedError } from '../errors.js';
 import { headerRecord } from '../headers.js';
 import { AdaptiveRateLimiter } from '../limiter/adaptive.js';
 import type { Outcome } from '../limiter/types.js';
@@ -70,7 +70,11 @@ export function rateLimitedFetch(options: RateLimitedFetchOptions = {}): RateLim
   if (base !== undefined && typeof base !== 'function') {
     throw new ConfigError([{ path: 'fetch', message: 'expected a fetch function', received: base }], source);
   }
-  const send: typeof fetch = base ?? ((input, init) => globalThis.fetch(input, init));
+  const raw: typeof fetch = base ?? ((input, init) => globalThis.fetch(input, init));
+  // A fetch that throws at once, or returns something else than a (promised) response, fails the
+  // call with an error naming it, rather than with a TypeError from deep inside the wrapper.
+  const send = async (input: RequestInfo | URL, init?: RequestInit): Promise<Response> =>
+    checkedResponse(await raw(input, init), base !== undefined);
   const runtime = new HttpRuntime(resolved);
 
   async function fetchWithRateLimit(input: RequestInfo | URL, init?: RequestInit): Promise<Response> {
@@ -157,9 +161,7 @@ export function rateLimitedFetch(options: RateLimitedFetchOptions = {}): RateLim
         canRetry: () => bodies.replayable,
         // Read into memory while the retry waits: an unread body would keep its connection.
         hold: holdResponse,
-        discard: (r) => {
-          r.body?.cancel().catch(() => {});
-        },
+        discard: (r) => dropBody(r.body),
       });
       return estimate === undefined ? response : llmAnswer(response, route, estimate, resolved.rejection);
     } catch (error) {
@@ -278,6 +280,39 @@ function otherOriginsAnswer(response: Response, runtime: HttpRuntime): Outcome {
       route.adaptive?.pauseFor(outcome.retryAfterMs);
   }
   return { kind: 'success' };
+}
+
+/**
+ * Cancels a response body nobody will read: a web stream's, or a Node stream's (a polyfill's
+ * `Response`, such as node-fetch's), destroyed.
+ */
+function dropBody(body: unknown): void {
+  const stream = body as { cancel?: unknown; destroy?: unknown } | null | undefined;
+  if (typeof stream?.cancel === 'function') (stream as ReadableStream).cancel().catch(() => {});
+  else if (typeof stream?.destroy === 'function') (stream as { destroy(): void }).destroy();
+}
+
+/**
+ * `value` when it is a response (of any `fetch`: a number `status`, `headers` with `get`).
+ * @throws {InvalidCallbackValueError} `'fetch'` when it is not.
+ */
+function checkedResponse(value: unknown, given: boolean): Response {
+  const candidate = value as { status?: unknown; headers?: { get?: unknown } | null } | null;
+  if (
+    typeof candidate === 'object' &&
+    candidate !== null &&
+    typeof candidate.status === 'number' &&
+    typeof candidate.headers?.get === 'function'
+  ) {
+    return value as Response;
+  }
+  const what =
+    value === null ? 'null' : typeof value === 'object' ? 'an object that is not a Response' : typeof value;
+  throw new InvalidCallbackValueError(
+    'fetch',
+    `${given ? 'the fetch option' : 'globalThis.fetch'} returned ${what}; expected a Response or a promise of one`,
+    value,
+  );
 }
 
 type FetchArgs = [input: RequestInfo | URL, init?: RequestInit];

@@ -14,7 +14,8 @@ import { MAX_HELD_BODY_BYTES } from './attempt.js';
  */
 export function holdResponse(response: Response): Response {
   const source = response.body;
-  if (source === null) return response;
+  // No body, or one that is not a web stream (a polyfill's Node stream): returned as it is.
+  if (source == null || typeof source.getReader !== 'function') return response;
   const reader = source.getReader();
   const chunks: Uint8Array[] = [];
   let bytes = 0;
