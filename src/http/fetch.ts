@@ -111,7 +111,7 @@ export function rateLimitedFetch(options: RateLimitedFetchOptions = {}): RateLim
           });
     const units = runtime.unitsFor(described);
     const estimate = runtime.estimate(route, described);
-    const callerSignal = init?.signal ?? request?.signal ?? undefined;
+    const callerSignal = signalOf(request, init) ?? undefined;
     // Behind a limiter the adapter's close leaves open, its waits are also refused at the close.
     // (A signal that is not one is left to the limiter, which refuses it by name.)
     const closing =
@@ -392,9 +392,20 @@ function fetchError(
   request: Request | undefined,
   init: RequestInit | undefined,
 ): unknown {
-  if (error === abortReason(init?.signal ?? request?.signal)) return error;
+  if (error === abortReason(signalOf(request, init))) return error;
   const url = urlText(input, request);
   return url !== undefined && namesUrl(error, url) ? redactError(error) : error;
+}
+
+/**
+ * The signal of the call, as fetch reads it: `init.signal` when given, `null` included (then the
+ * `Request`'s own signal is dropped: no signal), else the `Request`'s.
+ */
+function signalOf(
+  request: Request | undefined,
+  init: RequestInit | undefined,
+): AbortSignal | null | undefined {
+  return init?.signal !== undefined ? init.signal : request?.signal;
 }
 
 /** The signal's `reason`; `undefined` for no signal or an object that is not one. */
