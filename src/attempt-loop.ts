@@ -32,6 +32,11 @@ export interface AttemptPlan<T> {
    */
   waitCancel?: LoopCancel | undefined;
   /**
+   * @internal Why nothing more is sent now (an adapter closed with its own registry, which tells
+   * no wait: the close may come between a grant and the send), or `undefined`.
+   */
+  closed?: (() => unknown) | undefined;
+  /**
    * @internal ms the request waited for attempt 1's units before the loop (an adapter that waited
    * for them itself, then sent `throttledFirst`): it counts against `maxWait` for the retries.
    */
@@ -260,7 +265,9 @@ function stopReason<T>(plan: AttemptPlan<T>): { reason: unknown } | undefined {
   const cancel = plan.waitCancel;
   if (cancel !== undefined && cancel.abortReason !== undefined) return { reason: cancel.abortReason };
   const signal = plan.signal;
-  return signal?.aborted === true ? { reason: signal.reason } : undefined;
+  if (signal?.aborted === true) return { reason: signal.reason };
+  const closed = plan.closed?.();
+  return closed === undefined ? undefined : { reason: closed };
 }
 
 /** The limiter's acquire for one attempt, cancelled by the plan's signal or its `waitCancel`. */

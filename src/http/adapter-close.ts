@@ -59,8 +59,8 @@ export class AdapterWaits {
   }
 }
 
-/** The refusal of a request of `route` by its closed adapter (the limiter itself is open). */
-function closedRefusal(route: ClosingRoute): RateLimitRejectedError {
+/** The refusal of a request of `route` by its closed adapter (whether or not the close closed its limiter). */
+export function closedRefusal(route: ClosingRoute): RateLimitRejectedError {
   return new RateLimitRejectedError(
     'closed',
     route.name,

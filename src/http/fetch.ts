@@ -7,7 +7,7 @@ import type { CancellableLine } from '../limiter/waiting-line.js';
 import { normalizeOrigin } from '../origin.js';
 import { redactError } from '../redact.js';
 import type { RateLimiterRegistry } from '../registry/index.js';
-import type { AdapterWait } from './adapter-close.js';
+import { type AdapterWait, closedRefusal } from './adapter-close.js';
 import { errorOutcome } from './classify.js';
 import { slotBound } from './concurrency.js';
 import { holdResponse } from './held-response.js';
@@ -145,6 +145,8 @@ export function rateLimitedFetch(options: RateLimitedFetchOptions = {}): RateLim
         maxAttempts: resolved.maxAttempts,
         signal,
         waitCancel,
+        // Closed with its own registry between a grant and the send: not sent.
+        closed: () => (runtime.closed ? closedRefusal(route) : undefined),
         slot:
           gate === undefined
             ? undefined

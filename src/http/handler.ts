@@ -12,7 +12,7 @@ import {
   QUEUED,
   type WaitCancel,
 } from '../limiter/waiting-line.js';
-import type { AdapterWait } from './adapter-close.js';
+import { type AdapterWait, closedRefusal } from './adapter-close.js';
 import { Attempt, type BodyDeadline } from './attempt.js';
 import { CallerController } from './caller-controller.js';
 import { FastPathJudge, type FastPathRequest } from './fast-path.js';
@@ -285,7 +285,10 @@ export class RateLimitedDispatch implements LoopRequest, FastPathRequest, WaitCa
         // Aborted (or its adapter closed) between the grant and now: nothing goes out, no answer
         // is counted (dispatched, it opened a connection to be aborted at its start, and its
         // permit told a failed answer), and it ends as an abort of its wait does.
-        const stopped = this.controller.abortReason ?? this.#closedBy;
+        const stopped =
+          this.controller.abortReason ??
+          this.#closedBy ??
+          (this.runtime.closed ? closedRefusal(this.route) : undefined);
         if (stopped !== undefined) {
           notSent(permit);
           this.fail(stopped);

@@ -1,6 +1,7 @@
 import type { AttemptPlan, LoopCancel } from '../attempt-loop.js';
 import type { Costs } from '../limiter/budgets.js';
 import type { Outcome, RateLimiter } from '../limiter/types.js';
+import { closedRefusal } from './adapter-close.js';
 import { Attempt, type AttemptJudge, type AttemptOwner, type BodyDeadline } from './attempt.js';
 import type { CallerController } from './caller-controller.js';
 import { dispatcherClosed, errorOutcome } from './classify.js';
@@ -81,6 +82,12 @@ export class LoopPlan implements AttemptPlan<Attempt> {
     const { controller } = this.#request;
     return controller.cancel === undefined ? controller : undefined;
   }
+
+  /** The adapter closed (its own registry too, which tells no wait): nothing more is sent. */
+  readonly closed = (): unknown => {
+    const { runtime, route } = this.#request;
+    return runtime.closed ? closedRefusal(route) : undefined;
+  };
 
   get slot(): AttemptPlan<Attempt>['slot'] {
     const { route, units } = this.#request;
