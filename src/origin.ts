@@ -114,6 +114,18 @@ export function originMatcher(patterns: readonly string[], path = 'origins'): (o
   };
 }
 
+/**
+ * An exact origin given as an option (the HTTP adapters' `origin`), normalized as by
+ * {@link normalizeOrigin}; as in a limiter's `origins`, a path, query, fragment, user name,
+ * password or wildcard is refused: the issue naming `path` and the value.
+ */
+export function exactOriginOption(input: unknown, path: string): { origin: string } | ConfigIssue {
+  const text = input instanceof URL ? input.href : input;
+  const result = typeof text === 'string' && !text.includes('*') ? parsePattern(text) : EXPECTED_ORIGIN;
+  if (typeof result === 'string') return { path, message: result, received: input };
+  return 'origin' in result ? result : { path, message: EXPECTED_ORIGIN, received: input };
+}
+
 /** A URL's host name without its trailing dot (see {@link originText}). */
 function hostOf(url: URL): string {
   return url.hostname.endsWith('.') ? url.hostname.slice(0, -1) : url.hostname;

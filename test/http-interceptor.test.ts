@@ -20,6 +20,7 @@ import { DIAGNOSTICS_CHANNELS } from '../src/diagnostics.js';
 import { ConfigError, InvalidCallbackValueError, RateLimitRejectedError } from '../src/errors.js';
 import { adaptiveRateLimit, runtimeOf } from '../src/http/interceptor.js';
 import { RateLimiterRegistry } from '../src/registry/index.js';
+import { configError } from './helpers/config-error.js';
 import {
   agentWith,
   cleanups,
@@ -675,6 +676,24 @@ describe('adaptiveRateLimit: options and observability', () => {
     const registry = new RateLimiterRegistry();
     expect(() => adaptiveRateLimit({ registry, default: false })).toThrow(/default.*registry/);
     registry.close();
+  });
+
+  it('refuses an origin option with a path, credentials or a wildcard, with the other bad fields', () => {
+    for (const [origin, message] of [
+      ['https://api.test/v1', 'no path'],
+      ['https://user:secret@api.test', 'no user name or password'],
+      ['*.api.test', 'expected an http or https origin'],
+      [new URL('https://api.test/v1?key=1'), 'no path'],
+    ] as const) {
+      const limiters = { a: { origins: ['https://a.test'], maxWait: -1 } };
+      const error = configError(() => adaptiveRateLimit({ origin, limiters }));
+      expect(error.message).toMatch(/^invalid adaptiveRateLimit options:/);
+      expect(error.issues.map((i) => i.path)).toEqual(['origin', 'limiters.a.maxWait']);
+      expect(error.issues.find((i) => i.path === 'origin')?.message).toContain(message);
+    }
+    const rl = adaptiveRateLimit({ origin: new URL('HTTPS://API.test:443/') });
+    expect(runtimeOf(rl).options.origin).toBe('https://api.test');
+    rl.close();
   });
 
   it('fails the request when classify() answers something else than a verdict', async () => {

@@ -7,7 +7,7 @@ import type { LimiterConfig } from '../config/schema.js';
 import { ConfigError, configErrorFrom } from '../errors.js';
 import type { HeaderRecord } from '../headers.js';
 import { clockSchema } from '../limiter/options.js';
-import { normalizeOrigin } from '../origin.js';
+import { exactOriginOption } from '../origin.js';
 import { buildEntry } from '../registry/entries.js';
 import type { RateLimiterRegistry } from '../registry/index.js';
 import type { ClassifyResult } from './classify.js';
@@ -248,6 +248,8 @@ export function resolveInterceptorOptions(
         ]
       : []),
   ]);
+  const origin = o.origin === undefined ? undefined : exactOriginOption(o.origin, 'origin');
+  if (origin !== undefined && !('origin' in origin)) limiterIssues.unshift(origin);
   if (limiterIssues.length > 0) throw new ConfigError(limiterIssues, source);
   if (o.registry !== undefined) {
     const clash = (['limiters', 'default', 'clock'] as const).filter((key) => o[key] !== undefined);
@@ -266,7 +268,7 @@ export function resolveInterceptorOptions(
     limiters,
     default: o.default,
     registry: o.registry,
-    origin: o.origin === undefined ? undefined : normalizeOrigin(o.origin, 'origin'),
+    origin: origin !== undefined && 'origin' in origin ? origin.origin : undefined,
     units: o.units,
     partition: o.partition,
     partitionName: o.partitionName,
