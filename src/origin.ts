@@ -104,14 +104,39 @@ export function originMatcher(patterns: readonly string[], path = 'origins'): (o
     const url = parseHttpUrl(origin);
     if (url === undefined) return false;
     if (exact.has(originText(url))) return true;
-    return wildcards.some(
-      (w) =>
-        (w.protocol === undefined || w.protocol === url.protocol) &&
-        (w.port === undefined || w.port === effectivePort(url)) &&
-        hostOf(url).length > w.suffix.length &&
-        hostOf(url).endsWith(w.suffix),
-    );
+    return wildcards.some((w) => wildcardRank(w, url) >= 0);
   };
+}
+
+/**
+ * How closely the best of `patterns`, all wildcards (checked as by {@link originMatcher}), matches
+ * `origin`, or -1 when none does. A longer host suffix ranks higher (`*.api.example.com` above
+ * `*.example.com`, whatever the scheme or port), then a named scheme, then a named port; the
+ * registry gives an origin to the limiter whose wildcard ranks highest, as nginx's `server_name`
+ * takes the longest wildcard.
+ */
+export function wildcardRanker(patterns: readonly string[]): (origin: string) => number {
+  originMatcher(patterns);
+  const wildcards = patterns
+    .map(parsePattern)
+    .filter((p): p is Wildcard => typeof p !== 'string' && !('origin' in p));
+  return (origin) => {
+    const url = parseHttpUrl(origin);
+    if (url === undefined) return -1;
+    return Math.max(-1, ...wildcards.map((w) => wildcardRank(w, url)));
+  };
+}
+
+function wildcardRank(w: Wildcard, url: URL): number {
+  const host = hostOf(url);
+  const matches =
+    (w.protocol === undefined || w.protocol === url.protocol) &&
+    (w.port === undefined || w.port === effectivePort(url)) &&
+    host.length > w.suffix.length &&
+    host.endsWith(w.suffix);
+  return matches
+    ? w.suffix.length * 4 + (w.protocol === undefined ? 0 : 2) + (w.port === undefined ? 0 : 1)
+    : -1;
 }
 
 /**

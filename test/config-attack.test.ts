@@ -121,13 +121,13 @@ describe('origins: the same wildcard in two limiters', () => {
         {
           path: 'limiters.second.origins.0',
           message:
-            '*.example.com is already covered by limiter "first" (among wildcards the limiter declared first wins: here it would match nothing)',
+            '*.example.com is already covered by limiter "first" (the same wildcard: here it would match nothing)',
           received: '*.EXAMPLE.com.',
         },
         {
           path: 'limiters.second.origins.1',
           message:
-            'https://*.example.org is already covered by limiter "first" (among wildcards the limiter declared first wins: here it would match nothing)',
+            'https://*.example.org is already covered by limiter "first" (the same wildcard: here it would match nothing)',
           received: 'https://*.example.org:443',
         },
       ]);
@@ -143,7 +143,11 @@ describe('origins: the same wildcard in two limiters', () => {
         },
       }),
     );
-    expect(registry.limiterFor('https://a.api.example.com')).toBe(registry.get('wide'));
+    // The closest wildcard wins, whichever limiter was declared first.
+    expect(registry.limiterFor('https://a.api.example.com')).toBe(registry.get('narrow'));
+    expect(registry.limiterFor('https://www.example.com:8443')).toBe(registry.get('narrow'));
+    expect(registry.limiterFor('http://www.example.com')).toBe(registry.get('narrow'));
+    expect(registry.limiterFor('https://www.example.com')).toBe(registry.get('wide'));
   });
 });
 

@@ -47,10 +47,39 @@ describe('RateLimiterRegistry: origin to limiter', () => {
     expect(registry.limiterFor('https://api.example.com')?.name).toBe('exact');
   });
 
-  it('gives the first declared wildcard among those that match', () => {
+  it('gives the closest wildcard among those that match: a named scheme beats any scheme', () => {
     const { registry } = setup({ limiters });
-    expect(registry.limiterFor('https://www.example.com')?.name).toBe('wide');
+    expect(registry.limiterFor('https://www.example.com')?.name).toBe('narrow');
     expect(registry.limiterFor('http://www.example.com:8080')?.name).toBe('wide');
+  });
+
+  it('gives the longest host suffix among matching wildcards, whichever limiter was declared first', () => {
+    const { registry } = setup({
+      limiters: {
+        all: { origins: ['*.example.com'] },
+        api: { origins: ['*.api.example.com'] },
+        ported: { origins: ['*.example.com:8443'] },
+        deep: { origins: ['https://*.v2.api.example.com'] },
+      },
+    });
+    expect(registry.limiterFor('https://eu.api.example.com')?.name).toBe('api');
+    expect(registry.limiterFor('https://a.b.api.example.com')?.name).toBe('api');
+    expect(registry.limiterFor('https://x.v2.api.example.com')?.name).toBe('deep');
+    expect(registry.limiterFor('http://x.v2.api.example.com')?.name).toBe('api');
+    expect(registry.limiterFor('https://www.example.com')?.name).toBe('all');
+    expect(registry.limiterFor('https://www.example.com:8443')?.name).toBe('ported');
+    expect(registry.limiterFor('https://eu.api.example.com:8443')?.name).toBe('api');
+  });
+
+  it('ranks a named scheme above a named port, in either order of declaration', () => {
+    const pairs: [string, string][] = [
+      ['https://*.example.com', '*.example.com:443'],
+      ['*.example.com:443', 'https://*.example.com'],
+    ];
+    for (const [a, b] of pairs) {
+      const { registry } = setup({ limiters: { a: { origins: [a] }, b: { origins: [b] } } });
+      expect(registry.limiterFor('https://www.example.com')?.name).toBe(a.startsWith('https') ? 'a' : 'b');
+    }
   });
 
   it('makes a limiter per unnamed origin from the default config, named after the origin', () => {

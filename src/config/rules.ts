@@ -91,9 +91,7 @@ export function* rateRules(value: Record<string, unknown>): Iterable<RuleIssue> 
 /** An exact origin listed by two limiters; bad patterns are skipped (they are reported on their own). */
 export function* originRules(config: Record<string, unknown>): Iterable<RuleIssue> {
   if (!isRecord(config.limiters)) return;
-  for (const c of exactOriginConflicts(
-    Object.entries(config.limiters) as Parameters<typeof exactOriginConflicts>[0],
-  )) {
+  for (const c of originConflicts(Object.entries(config.limiters) as Parameters<typeof originConflicts>[0])) {
     yield { path: ['limiters', c.name, 'origins', c.index], message: conflictMessage(c), input: c.pattern };
   }
 }
@@ -113,12 +111,12 @@ export interface OriginConflict {
 /**
  * Exact origins, and wildcards written alike (`*.example.com`, `*.EXAMPLE.com.`), listed by more
  * than one limiter, in declaration order: the first limiter owns it, each later listing is a
- * conflict (an exact origin goes to one limiter; among wildcards the first declared wins, so the
- * same wildcard in a later limiter would never match). Wildcards that only overlap
- * (`*.example.com`, `*.api.example.com`) are no conflict; bad patterns are skipped (they are
+ * conflict (an exact origin goes to one limiter, and so does a wildcard: the same wildcard in a
+ * later limiter would never match). Wildcards that only overlap (`*.example.com`,
+ * `*.api.example.com`) are no conflict: the closest match wins; bad patterns are skipped (they are
  * reported on their own).
  */
-export function exactOriginConflicts(
+export function originConflicts(
   limiters: Iterable<readonly [string, { origins?: readonly unknown[] | undefined } | undefined]>,
 ): OriginConflict[] {
   const owners = new Map<string, string>();
@@ -139,7 +137,7 @@ export function exactOriginConflicts(
 
 export function conflictMessage(conflict: OriginConflict): string {
   return conflict.origin.includes('*')
-    ? `${conflict.origin} is already covered by limiter "${conflict.owner}" (among wildcards the limiter declared first wins: here it would match nothing)`
+    ? `${conflict.origin} is already covered by limiter "${conflict.owner}" (the same wildcard: here it would match nothing)`
     : `${conflict.origin} is already covered by limiter "${conflict.owner}"`;
 }
 

@@ -40,7 +40,8 @@ export interface LimiterConfig extends Omit<AdaptiveLimiterOptions, 'clock' | 'n
   /**
    * The origins this limiter covers: exact origins (`https://api.example.com`) and wildcards
    * (`*.example.com`, `https://*.example.com`). An exact origin beats a wildcard; among
-   * wildcards the limiter declared first wins. An exact origin, or a wildcard written alike
+   * wildcards the closest wins: the longest host suffix (`*.api.example.com` over
+   * `*.example.com`), then a named scheme, then a named port. An exact origin, or a wildcard written alike
    * (`*.example.com`, `*.EXAMPLE.com.`), may belong to one limiter only.
    */
   origins?: string[];

@@ -3,8 +3,8 @@ import { apiLimiterOptions } from '../config/api.js';
 import {
   conflictMessage,
   exactOrigin,
-  exactOriginConflicts,
   limiterConfigIssues,
+  originConflicts,
   PROTO_MESSAGE,
 } from '../config/rules.js';
 import type { LimiterConfig } from '../config/schema.js';
@@ -12,7 +12,7 @@ import { ConfigError, type ConfigIssue, configPath } from '../errors.js';
 import { AdaptiveRateLimiter } from '../limiter/adaptive.js';
 import type { RateLimiter } from '../limiter/types.js';
 import { setLimiterOrigins } from '../limiter/watch.js';
-import { originMatcher } from '../origin.js';
+import { wildcardRanker } from '../origin.js';
 import { OVERFLOW } from './options.js';
 import { makeSharedBudget, retireSharedBudget } from './shared.js';
 
@@ -37,8 +37,8 @@ export interface NamedEntry {
   readonly retire: () => void;
   /** Its exact origins, normalized. */
   readonly exact: readonly string[];
-  /** Its wildcard patterns as one predicate, if it has any. */
-  readonly wildcard: ((origin: string) => boolean) | undefined;
+  /** How closely its wildcard patterns match an origin (-1: not at all), if it has any. */
+  readonly wildcard: ((origin: string) => number) | undefined;
 }
 
 /** The limiter `name` made from `config` on the registry's `clock`. */
@@ -118,7 +118,7 @@ export function buildEntry(
     close: shared !== undefined ? () => void shared.close().catch(() => undefined) : () => made?.close(),
     retire: shared !== undefined ? () => retireSharedBudget(shared) : () => {},
     exact,
-    wildcard: wildcards.length > 0 ? originMatcher(wildcards) : undefined,
+    wildcard: wildcards.length > 0 ? wildcardRanker(wildcards) : undefined,
   };
 }
 
@@ -181,7 +181,7 @@ export function defaultConfigIssues(config: Omit<LimiterConfig, 'origins'>, cloc
 export function conflictIssues(
   limiters: Iterable<readonly [string, { origins?: readonly unknown[] | undefined } | undefined]>,
 ): ConfigIssue[] {
-  return exactOriginConflicts(limiters).map((c) => ({
+  return originConflicts(limiters).map((c) => ({
     path: `limiters.${c.name}.origins.${c.index}`,
     message: conflictMessage(c),
     received: c.pattern,

@@ -88,8 +88,9 @@ export interface RegistryEventMap {
 
 /**
  * Named limiters and the map from origins to them. A request's origin goes to the named limiter
- * that lists it (an exact origin beats a wildcard; among wildcards the limiter declared first
- * wins), else to a limiter of its own made from `default`, else (with `default: false`) to none.
+ * that lists it (an exact origin beats a wildcard; among wildcards the closest wins: the longest
+ * host suffix (`*.api.example.com` over `*.example.com`), then a named scheme, then a named
+ * port), else to a limiter of its own made from `default`, else (with `default: false`) to none.
  *
  * The registry closes a limiter in `remove` and `close`, and a per-origin limiter it drops to make
  * room whose only state is a pause (nothing queued, nothing in flight through the HTTP adapters):
@@ -550,10 +551,14 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
   #owner(origin: string): string | undefined {
     const exact = this.#exact.get(origin);
     if (exact !== undefined) return exact;
+    // The closest wildcard wins (see `wildcardRanker`); two limiters never list the same one.
+    let owner: string | undefined;
+    let best = -1;
     for (const [name, entry] of this.#named) {
-      if (entry.wildcard?.(origin)) return name;
+      const rank = entry.wildcard?.(origin) ?? -1;
+      if (rank > best) [owner, best] = [name, rank];
     }
-    return undefined;
+    return owner;
   }
 
   /** Counts a change of the entries, and emits it when the entry has an `AdaptiveRateLimiter`. */
