@@ -230,15 +230,24 @@ function describe(value: unknown): string {
 
 /** Turns zod issues into a {@link ConfigError} that names each field and the value received. */
 /**
- * A config path as errors print it: its keys joined by dots, an empty key written `""` (a limiter
- * named `""` is at `limiters.""`, not `limiters.`).
+ * A config path as errors print it: its keys joined by dots, a key that is empty or holds a dot,
+ * white space or a quote written as a JSON string (a limiter named `""` is at `limiters.""`, one
+ * named `a.b` at `limiters."a.b"`, so that `limiters."a.b".maxWait` is not read as a limiter `a`).
  */
 export function configPath(keys: readonly PropertyKey[]): string {
-  return keys.map((key) => (key === '' ? '""' : String(key))).join('.');
+  return keys.map((key) => (typeof key === 'string' && PLAIN_KEY.test(key) ? key : keyText(key))).join('.');
+}
+
+const PLAIN_KEY = /^[^.\s"]+$/;
+
+function keyText(key: PropertyKey): string {
+  return typeof key === 'string' ? JSON.stringify(key) : String(key);
 }
 
 export function configErrorFrom(error: ZodError, input: unknown, source: string, prefix = ''): ConfigError {
-  const join = (path: readonly PropertyKey[]) => configPath(prefix === '' ? path : [prefix, ...path]);
+  // `prefix` is a path as printed already (`limiters."a.b".maxConcurrent`).
+  const join = (path: readonly PropertyKey[]) =>
+    prefix === '' ? configPath(path) : path.length === 0 ? prefix : `${prefix}.${configPath(path)}`;
   return new ConfigError(
     error.issues.flatMap((issue) =>
       // An unknown key is an issue at that key (a misspelled field names itself), not at its object.

@@ -80,6 +80,24 @@ describe('config keys named after built-in object members', () => {
     expect(paths(configError(() => parseConfig({ '': 1 })))).toEqual(['""']);
   });
 
+  it('quotes a key with a dot or white space, so that a limiter "a.b" is not read as a limiter "a"', () => {
+    const limiters = { 'a.b': { origins: ['https://a.test', 'https://b.test/x'], maxWait: -1 } };
+    const expected = ['limiters."a.b".maxWait', 'limiters."a.b".origins.1'];
+    expect(paths(configError(() => parseConfig({ limiters }))).sort()).toEqual(expected);
+    expect(paths(configError(() => new RateLimiterRegistry({ limiters }))).sort()).toEqual(expected);
+    expect(paths(configError(() => adaptiveRateLimit({ limiters }))).sort()).toEqual(expected);
+    expect(paths(configError(() => rateLimitedFetch({ limiters }))).sort()).toEqual(expected);
+    expect(paths(configError(() => parseConfig({ default: { 'max wait': 1 } })))).toEqual([
+      'default."max wait"',
+    ]);
+    const registry = new RateLimiterRegistry({ limiters: { 'x.y': { origins: ['https://a.test'] } } });
+    expect(paths(configError(() => registry.add('p.q', { origins: ['https://a.test'] })))).toEqual([
+      'limiters."p.q".origins.0',
+    ]);
+    expect(paths(configError(() => registry.replace('no.such', {})))).toEqual(['limiters."no.such"']);
+    registry.close();
+  });
+
   it.each(['constructor', 'toString', 'hasOwnProperty'])(
     'takes a limiter named %s as an ordinary name',
     (name) => {

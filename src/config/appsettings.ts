@@ -1,5 +1,5 @@
 import type { z } from 'zod';
-import type { ConfigIssue } from '../errors.js';
+import { type ConfigIssue, configPath } from '../errors.js';
 import { durationSchema } from './duration.js';
 import { isRecord, PROTO_MESSAGE, unknownKeyMessage } from './rules.js';
 
@@ -99,7 +99,7 @@ function dotnetValue(
   if (kind === 'duration' && BARE_DURATION.test(value)) {
     const n = value.trim();
     issues.push({
-      path: path.join('.'),
+      path: configPath(path),
       message: `a bare number in a string is a number of days to .NET's TimeSpan and of ms to this library: write "00:00:${n.padStart(2, '0')}", "${n}s" or "${n}ms" (or the number ${n}, in ms)`,
       received: value,
     });
@@ -128,13 +128,13 @@ export function canonicalKeys(
   for (const [key, v] of Object.entries(value)) {
     // JSON.parse makes "__proto__" an own key; copied, it would set the copy's prototype.
     if (key === '__proto__') {
-      issues.push({ path: [...path, key].join('.'), message: PROTO_MESSAGE, received: v });
+      issues.push({ path: configPath([...path, key]), message: PROTO_MESSAGE, received: v });
       continue;
     }
     const name = lvl.keys.get(key.toLowerCase()) ?? key;
     const other = spelled.get(name);
     if (other !== undefined) {
-      issues.push({ path: [...path, key].join('.'), message: `duplicates key "${other}"`, received: v });
+      issues.push({ path: configPath([...path, key]), message: `duplicates key "${other}"`, received: v });
       continue;
     }
     spelled.set(name, key);
@@ -149,7 +149,7 @@ export function canonicalKeys(
         const same = dotnet ? names.get(k.toLowerCase()) : undefined;
         if (same !== undefined) {
           issues.push({
-            path: [...path, key, k].join('.'),
+            path: configPath([...path, key, k]),
             message: `duplicates key "${same}": .NET's configuration keys ignore case, so RateLimiting.Adaptive reads the two as one`,
             received: item,
           });
@@ -158,7 +158,7 @@ export function canonicalKeys(
         names.set(k.toLowerCase(), k);
         if (k !== '__proto__')
           return [[k, canonicalKeys(item, recordLevel, written, issues, [...path, key, k], dotnet)]];
-        issues.push({ path: [...path, key, k].join('.'), message: PROTO_MESSAGE, received: item });
+        issues.push({ path: configPath([...path, key, k]), message: PROTO_MESSAGE, received: item });
         return [];
       });
       out[name] = Object.fromEntries(entries);

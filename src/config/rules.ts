@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { ConfigError, type ConfigIssue, configErrorFrom } from '../errors.js';
+import { ConfigError, type ConfigIssue, configErrorFrom, configPath } from '../errors.js';
 import { limiterFieldsSchema, RATE_FIELDS, resolveLimiterOptions } from '../limiter/options.js';
 import type { RateLimiter } from '../limiter/types.js';
 import { normalizeOrigin, originMatcher, patternKey } from '../origin.js';
@@ -180,7 +180,7 @@ function unknownKeyIssues(value: object, known: readonly string[], path: string)
   return Object.keys(value)
     .filter((key) => !known.includes(key))
     .map((key) => ({
-      path: `${path}.${key}`,
+      path: `${path}.${configPath([key])}`,
       message: unknownKeyMessage(key, known),
       received: (value as Record<string, unknown>)[key],
     }));

@@ -4,7 +4,7 @@ import type { Clock } from '../clock.js';
 import { systemClock } from '../clock.js';
 import { limiterName, unknownKeyMessage } from '../config/rules.js';
 import type { LimiterConfig } from '../config/schema.js';
-import { ConfigError, configErrorFrom } from '../errors.js';
+import { ConfigError, configErrorFrom, configPath } from '../errors.js';
 import type { HeaderRecord } from '../headers.js';
 import { clockSchema } from '../limiter/options.js';
 import { exactOriginOption } from '../origin.js';
@@ -240,7 +240,7 @@ export function resolveInterceptorOptions(
     ...(coversNoOrigin(config)
       ? [
           {
-            path: `limiters.${name}.origins`,
+            path: configPath(['limiters', name, 'origins']),
             message:
               "covers no origin: the HTTP adapters route requests by origin, so this limiter would meter nothing; list them, as `origins: ['https://api.example.com']`",
             received: config.origins,

@@ -2,7 +2,7 @@ import { type Clock, systemClock } from '../clock.js';
 import type { LlmApi } from '../config/api.js';
 import type { LimiterConfig } from '../config/schema.js';
 import { attachDiagnostics } from '../diagnostics.js';
-import { ConfigError, type ConfigIssue, InvalidCallbackValueError } from '../errors.js';
+import { ConfigError, type ConfigIssue, configPath, InvalidCallbackValueError } from '../errors.js';
 import type { HeaderRecord, ResponseHeaders } from '../headers.js';
 import {
   kAddBusyCheck,
@@ -155,7 +155,7 @@ export class HttpRuntime {
         continue;
       if (by.length === 0) continue;
       issues.push({
-        path: `limiters.${name}.partitionBy`,
+        path: configPath(['limiters', name, 'partitionBy']),
         message:
           "a shared budget per partition needs `partitionSecret` (the same in every process), so that every process names a partition's budget alike",
         received: by,

@@ -135,7 +135,7 @@ export function buildEntryOrThrow(
   const built = buildEntry(name, config, clock);
   const existing = [...others].map(([n, entry]) => [n, entry.config] as const);
   const conflicts = conflictIssues([...existing, [name, config]]).filter((issue) =>
-    issue.path.startsWith(`limiters.${name}.origins.`),
+    issue.path.startsWith(`${configPath(['limiters', name, 'origins'])}.`),
   );
   const issues = 'issues' in built ? [...built.issues, ...conflicts] : conflicts;
   if (issues.length > 0 || 'issues' in built) throw new ConfigError(issues, 'rate limiter registry');
@@ -182,7 +182,7 @@ export function conflictIssues(
   limiters: Iterable<readonly [string, { origins?: readonly unknown[] | undefined } | undefined]>,
 ): ConfigIssue[] {
   return originConflicts(limiters).map((c) => ({
-    path: `limiters.${c.name}.origins.${c.index}`,
+    path: configPath(['limiters', c.name, 'origins', c.index]),
     message: conflictMessage(c),
     received: c.pattern,
   }));

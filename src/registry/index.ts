@@ -1,7 +1,13 @@
 import { EventEmitter } from 'node:events';
 import { type Clock, systemClock } from '../clock.js';
 import type { LimiterConfig } from '../config/schema.js';
-import { AdaptiveRateLimitError, ConfigError, type ConfigIssue, configErrorFrom } from '../errors.js';
+import {
+  AdaptiveRateLimitError,
+  ConfigError,
+  type ConfigIssue,
+  configErrorFrom,
+  configPath,
+} from '../errors.js';
 import {
   kAddBusyCheck,
   kChanges,
@@ -433,7 +439,7 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
       throw new ConfigError(
         [
           {
-            path: `limiters.${name}`,
+            path: configPath(['limiters', name]),
             message: 'a limiter of this name exists; use replace()',
             received: name,
           },
@@ -465,7 +471,13 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
     const old = this.#named.get(name);
     if (old === undefined) {
       throw new ConfigError(
-        [{ path: `limiters.${name}`, message: 'no limiter of this name; use add()', received: name }],
+        [
+          {
+            path: configPath(['limiters', name]),
+            message: 'no limiter of this name; use add()',
+            received: name,
+          },
+        ],
         'rate limiter registry',
       );
     }
