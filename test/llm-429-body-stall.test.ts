@@ -230,6 +230,31 @@ describe('an LLM API 429 whose body stalls after its headers: the fetch wrapper'
   });
 });
 
+describe('an LLM API 429 whose body stalls: the caller aborts while it is read', () => {
+  it('the fetch wrapper ends the call with the abort, not with the 429', async () => {
+    const server = await stallingServer(Number.POSITIVE_INFINITY);
+    const clock = new ManualClock();
+    const f = rateLimitedFetch({
+      clock,
+      limiters: { llm: { origins: [server.origin], api: 'openai', ...NEVER_BINDS } },
+    });
+    cleanups.push(() => f.close(), server.drop);
+    const controller = new AbortController();
+    const armed = clock.pendingTimers;
+    let outcome: Outcome | undefined;
+    f(`${server.origin}/v1/chat/completions`, { method: 'POST', body: CALL, signal: controller.signal }).then(
+      (response) => (outcome = { response }),
+      (error: unknown) => (outcome = { error }),
+    );
+    await until(() => clock.pendingTimers > armed, "the read's timer");
+    const reason = new Error('caller gave up');
+    controller.abort(reason);
+    await until(() => outcome !== undefined, 'the call to end');
+    expect(outcome?.response).toBeUndefined();
+    expect(outcome?.error).toBe(reason);
+  });
+});
+
 describe("an LLM API 429 whose body ends before the read's time is up", () => {
   const QUOTA =
     '{"error":{"message":"You exceeded your current quota","type":"insufficient_quota","code":"insufficient_quota"}}';
@@ -301,4 +326,95 @@ describe("an LLM API 429 whose body ends before the read's time is up", () => {
       expect(clock.pendingTimers).toBe(armed);
     },
   );
+});
+
+describe('an LLM API 429 whose connection resets while its body is read', () => {
+  /** Answers its first `resets` requests with a 429 whose body stops after PARTIAL, its socket then destroyed; later ones 200. */
+  async function resettingServer(resets: number) {
+    const seen = { requests: 0 };
+    const server = createServer((req, res) => {
+      req.resume();
+      seen.requests++;
+      if (seen.requests > resets) {
+        res.writeHead(200, { 'content-type': 'application/json' }).end('{"usage":{"prompt_tokens":3}}');
+        return;
+      }
+      res.writeHead(429, { 'retry-after': '0', 'content-type': 'application/json' });
+      res.write(PARTIAL, () => res.socket?.destroy());
+    });
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    cleanups.push(() => {
+      server.closeAllConnections();
+      return new Promise((resolve) => server.close(resolve));
+    });
+    return { origin: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, seen };
+  }
+
+  function wrapper(origin: string, maxAttempts: number) {
+    const clock = new ManualClock();
+    const f = rateLimitedFetch({
+      clock,
+      maxAttempts,
+      limiters: { llm: { origins: [origin], api: 'openai', ...NEVER_BINDS } },
+    });
+    cleanups.push(() => f.close());
+    return { clock, f };
+  }
+
+  /** The call's response, the manual clock moved on while it waits (a retry waits on it). */
+  async function post(f: typeof fetch, clock: ManualClock, origin: string): Promise<Response> {
+    let outcome: Outcome | undefined;
+    f(`${origin}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: CALL,
+    }).then(
+      (response) => (outcome = { response }),
+      (error: unknown) => (outcome = { error }),
+    );
+    await advanceUntil(clock, () => outcome !== undefined, 'the call to end');
+    expect(outcome?.error).toBeUndefined();
+    return outcome?.response as Response;
+  }
+
+  it('the fetch wrapper judges it a throttle by its status and headers, and retries', async () => {
+    const { origin, seen } = await resettingServer(1);
+    const { clock, f } = wrapper(origin, 2);
+    const response = await post(f, clock, origin);
+    expect(response.status).toBe(200);
+    expect(await response.json()).toEqual({ usage: { prompt_tokens: 3 } });
+    expect(seen.requests).toBe(2);
+    expect(f.registry.get('llm')?.snapshot().throttles).toBe(1);
+  });
+
+  it("the fetch wrapper hands over the last 429 with the bytes received, its body ending with the connection's error", async () => {
+    const { origin, seen } = await resettingServer(Number.POSITIVE_INFINITY);
+    const { clock, f } = wrapper(origin, 1);
+    const response = await post(f, clock, origin);
+    expect(response.status).toBe(429);
+    expect(response.headers.get('retry-after')).toBe('0');
+    const { text, error } = await readAll(response.body);
+    expect(text).toBe(PARTIAL);
+    expect(error).toBeInstanceOf(Error);
+    expect(error).not.toBeInstanceOf(ThrottledBodyTimeoutError);
+    expect(seen.requests).toBe(1);
+  });
+
+  it('the interceptor hands over the last 429 the same way (request())', async () => {
+    const { origin, seen } = await resettingServer(Number.POSITIVE_INFINITY);
+    const agent = agentWith(
+      limit({ maxAttempts: 1, limiters: { llm: { origins: [origin], api: 'openai', ...NEVER_BINDS } } }),
+    );
+    const r = await request(`${origin}/v1/chat/completions`, {
+      dispatcher: agent,
+      method: 'POST',
+      body: CALL,
+    });
+    expect(r.statusCode).toBe(429);
+    const { text, error } = await readAll(r.body);
+    expect(text).toBe(PARTIAL);
+    expect(error).toBeInstanceOf(Error);
+    expect(seen.requests).toBe(1);
+  });
 });

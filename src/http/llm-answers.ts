@@ -19,11 +19,14 @@ const refusalBodies = new WeakMap<Response, unknown>();
  * bytes kept, and the body is not read for a reason. So is a body that has not ended
  * {@link REFUSAL_READ_TIMEOUT_MS} after the read began, on `clock` (one that stalls after the
  * headers): cut then, its connection closed, and it ends with a {@link ThrottledBodyTimeoutError}.
+ * A body whose connection fails while it is read (a reset) ends the same way with that error, as
+ * the interceptor's held 429 does: the 429 is judged on its status and headers (an abort of the
+ * call during the read is the attempt loop's to end the call with).
  */
 export async function readRefusal(response: Response, clock: Clock): Promise<Response> {
   const chunks: Uint8Array[] = [];
   let bytes = 0;
-  let cut: ThrottledBodyTooLongError | ThrottledBodyTimeoutError | undefined;
+  let cut: unknown;
   const reader = response.body?.getReader();
   // The time is up: the pending read ends (`done`) as the cancel closes the stream.
   const timer =
@@ -39,7 +42,14 @@ export async function readRefusal(response: Response, clock: Clock): Promise<Res
         );
   try {
     while (reader !== undefined && cut === undefined) {
-      const { done, value } = await reader.read();
+      let read: ReadableStreamReadResult<Uint8Array>;
+      try {
+        read = await reader.read();
+      } catch (error) {
+        cut ??= error;
+        break;
+      }
+      const { done, value } = read;
       if (done) break;
       const room = MAX_HELD_BODY_BYTES - bytes;
       if (value.byteLength > room) {
