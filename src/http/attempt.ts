@@ -21,6 +21,28 @@ export interface BodyDeadline {
  */
 export const MAX_HELD_BODY_BYTES = 64 * 1024;
 
+/**
+ * Keeps `chunk` of a throttled answer's body in `kept`, up to {@link MAX_HELD_BODY_BYTES}: past
+ * the cap, the part that fits is kept and the error the body ends with is returned (the caller
+ * then cuts the rest and closes its connection). The interceptor's held answer, the fetch wrapper's
+ * held answer and an LLM API's 429 read before it is judged all keep their bytes so.
+ */
+export function keepUpToCap<T extends Uint8Array>(
+  kept: { chunks: T[]; bytes: number },
+  chunk: T,
+  status: number,
+): ThrottledBodyTooLongError | undefined {
+  const room = MAX_HELD_BODY_BYTES - kept.bytes;
+  if (chunk.byteLength <= room) {
+    kept.chunks.push(chunk);
+    kept.bytes += chunk.byteLength;
+    return undefined;
+  }
+  if (room > 0) kept.chunks.push(chunk.subarray(0, room) as T);
+  kept.bytes = MAX_HELD_BODY_BYTES;
+  return new ThrottledBodyTooLongError(status, MAX_HELD_BODY_BYTES);
+}
+
 /** The side of a rate-limited request an attempt reports to; see `RateLimitedDispatch`. */
 export interface AttemptOwner {
   /** The caller's handler and the controller it knows (the same for every attempt). */
@@ -225,17 +247,9 @@ export class Attempt implements Dispatcher.DispatchHandler {
 
   /** Keeps a chunk of the held body, up to the cap; past it, cuts the body and closes the connection. */
   #hold(held: Held, controller: Controller, chunk: Buffer): void {
-    const room = MAX_HELD_BODY_BYTES - held.bytes;
-    if (chunk.byteLength <= room) {
-      held.chunks.push(chunk);
-      held.bytes += chunk.byteLength;
-      return;
-    }
-    if (room > 0) {
-      held.chunks.push(chunk.subarray(0, room));
-      held.bytes += room;
-    }
-    held.error = new ThrottledBodyTooLongError(this.status, MAX_HELD_BODY_BYTES);
+    const cut = keepUpToCap(held, chunk, this.status);
+    if (cut === undefined) return;
+    held.error = cut;
     controller.abort(held.error);
     this.#bodyEnded();
   }

@@ -1,5 +1,5 @@
 import { ThrottledBodyTooLongError } from '../errors.js';
-import { MAX_HELD_BODY_BYTES } from './attempt.js';
+import { keepUpToCap, MAX_HELD_BODY_BYTES } from './attempt.js';
 
 /**
  * A throttled fetch `Response` held while its retry waits, in the fetch wrapper. Its body is read
@@ -17,8 +17,8 @@ export function holdResponse(response: Response): Response {
   // No body, or one that is not a web stream (a polyfill's Node stream): returned as it is.
   if (source == null || typeof source.getReader !== 'function') return response;
   const reader = source.getReader();
-  const chunks: Uint8Array[] = [];
-  let bytes = 0;
+  const kept = { chunks: [] as Uint8Array[], bytes: 0 };
+  const { chunks } = kept;
   let end: { error?: unknown } | undefined;
   let wake: (() => void) | undefined;
   let dropped = false;
@@ -32,16 +32,12 @@ export function holdResponse(response: Response): Response {
       for (;;) {
         const { done, value } = await reader.read();
         if (done || dropped) break;
-        const room = MAX_HELD_BODY_BYTES - bytes;
-        if (value.byteLength > room) {
-          if (room > 0) chunks.push(value.subarray(0, room));
-          bytes = MAX_HELD_BODY_BYTES;
-          end = { error: new ThrottledBodyTooLongError(response.status, MAX_HELD_BODY_BYTES) };
-          reader.cancel(end.error).catch(() => {});
+        const cut = keepUpToCap(kept, value, response.status);
+        if (cut !== undefined) {
+          end = { error: cut };
+          reader.cancel(cut).catch(() => {});
           break;
         }
-        chunks.push(value);
-        bytes += value.byteLength;
         notify();
       }
       end ??= {};

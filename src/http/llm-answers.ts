@@ -1,7 +1,7 @@
 import type { Clock } from '../clock.js';
 import { QuotaExhaustedError, ThrottledBodyTimeoutError, ThrottledBodyTooLongError } from '../errors.js';
 import type { Costs } from '../limiter/budgets.js';
-import { MAX_HELD_BODY_BYTES } from './attempt.js';
+import { keepUpToCap } from './attempt.js';
 import { warnCorrectionThrew } from './handler-threw.js';
 import type { LlmEstimate, LlmMeter, Usage } from './llm.js';
 import { REFUSAL_READ_TIMEOUT_MS, refusalJson, refusedCall, UsageScanner } from './llm.js';
@@ -24,8 +24,7 @@ const refusalBodies = new WeakMap<Response, unknown>();
  * call during the read is the attempt loop's to end the call with).
  */
 export async function readRefusal(response: Response, clock: Clock): Promise<Response> {
-  const chunks: Uint8Array[] = [];
-  let bytes = 0;
+  const held = { chunks: [] as Uint8Array[], bytes: 0 };
   let cut: unknown;
   const reader = response.body?.getReader();
   // The time is up: the pending read ends (`done`) as the cancel closes the stream.
@@ -51,23 +50,19 @@ export async function readRefusal(response: Response, clock: Clock): Promise<Res
       }
       const { done, value } = read;
       if (done) break;
-      const room = MAX_HELD_BODY_BYTES - bytes;
-      if (value.byteLength > room) {
-        if (room > 0) chunks.push(value.subarray(0, room));
-        bytes = MAX_HELD_BODY_BYTES;
-        cut = new ThrottledBodyTooLongError(response.status, MAX_HELD_BODY_BYTES);
+      cut = keepUpToCap(held, value, response.status);
+      if (cut !== undefined) {
         reader.cancel(cut).catch(() => {});
         break;
       }
-      chunks.push(value);
-      bytes += value.byteLength;
     }
   } finally {
     if (timer !== undefined) clock.clearTimeout(timer);
   }
+  const { bytes } = held;
   const kept = new Uint8Array(bytes);
   let at = 0;
-  for (const chunk of chunks) {
+  for (const chunk of held.chunks) {
     kept.set(chunk, at);
     at += chunk.byteLength;
   }
