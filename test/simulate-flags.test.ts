@@ -39,17 +39,33 @@ describe('simulate flags: values read as given', () => {
   it('refuses more --demand values than instances, which dropped the last in silence', async () => {
     expect(await refused(['--demand', '100,200,300'])).toEqual({
       code: 2,
-      line: 'simulate: --demand: 3 values for 2 instances (--instances), received "100,200,300"; give at most one per instance',
+      line: 'simulate: --demand: 3 values for the 2 instances of scenario steady (its own; --instances sets it), received "100,200,300"; give at most one per instance',
       stdout: '',
     });
+    // Several scenarios: the first whose instances are fewer is named (many-instances has 10).
+    expect((await refused(['--demand', '1,2,3,4,5', '--scenario', 'many-instances,staggered'])).line).toBe(
+      'simulate: --demand: 5 values for the 4 instances of scenario staggered (its own; --instances sets it), received "1,2,3,4,5"; give at most one per instance',
+    );
+    expect((await refused(['--demand', '1,2,3', '--instances', '2'])).line).toBe(
+      'simulate: --demand: 3 values for 2 instances (--instances "2"), received "1,2,3"; give at most one per instance',
+    );
     expect((await refused(['--demand', '100,200,300', '--instances', '3'])).code).toBe(0);
     expect((await refused(['--demand', '100', '--instances', '3'])).code).toBe(0);
+  });
+
+  it('refuses a quota under a unit a minute and a latency sigma past 5, which printed noise', async () => {
+    expect((await refused(['--quota', '1e-300'])).line).toBe(
+      'simulate: --quota: expected a number from 1 to 1e9 (units/min), received "1e-300"',
+    );
+    expect((await refused(['--latency-sigma', '1e6'])).line).toBe(
+      'simulate: --latency-sigma: expected a number from 0 to 5, received "1e6"',
+    );
   });
 
   it('reads numbers as decimals only: 0x10 is no quota of 16', async () => {
     expect(await refused(['--quota', '0x10'])).toEqual({
       code: 2,
-      line: 'simulate: --quota: expected a number > 0, received "0x10"',
+      line: 'simulate: --quota: expected a number from 1 to 1e9 (units/min), received "0x10"',
       stdout: '',
     });
     expect((await refused(['--instances', '0b11'])).line).toBe(
@@ -105,7 +121,12 @@ describe('simulate flags: a limiter option refused names its flag', () => {
   it('names the flag of an option the scenario set, and the mode it failed in', async () => {
     const max = await cli(['--max-units-per-minute', '1000', '--modes', 'aimd', '--minutes', '1']);
     expect(max.stderr.split('\n')[1]).toBe(
-      '  - initialUnitsPerMinute (--initial-units-per-minute): must be within minUnitsPerMinute (1) and maxUnitsPerMinute (1000) (received 1500)',
+      '  - initialUnitsPerMinute (--initial-units-per-minute): must be within minUnitsPerMinute (1) and maxUnitsPerMinute (1000); set by --max-units-per-minute "1000" (maxUnitsPerMinute) (received 1500)',
+    );
+    // The flag given is named, not only the option it conflicts with (the scenario's initial rate).
+    const min = await cli(['--min-units-per-minute', '5000', '--modes', 'aimd', '--minutes', '1']);
+    expect(min.stderr.split('\n')[1]).toBe(
+      '  - initialUnitsPerMinute (--initial-units-per-minute): must be within minUnitsPerMinute (5000) and maxUnitsPerMinute (5625); set by --min-units-per-minute "5000" (minUnitsPerMinute) (received 1500)',
     );
     const fixed = await cli([
       '--fixed-units-per-minute',

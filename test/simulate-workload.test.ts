@@ -61,6 +61,27 @@ describe('simulate: no command runs for hours or out of memory', () => {
     }
   });
 
+  it("counts a crowd's calls again after each 429, one per answer's latency at most", async () => {
+    // Before, this passed the check (its demand is 0) and would have run some 4e9 attempts.
+    const crowd = await cli([
+      '--scenario',
+      'crowd',
+      '--modes',
+      'none',
+      '--minutes',
+      '1440',
+      '--latency',
+      '1ms',
+      '--instances',
+      '400',
+    ]);
+    expect(crowd.code).toBe(2);
+    expect(crowd.stdout).toBe('');
+    expect(crowd.stderr).toMatch(
+      /^simulate: --instances "400", --minutes "1440", --latency "1ms", --scenario "crowd", --modes "none": 1 run would take up to 6\.9e\+9 steps/,
+    );
+  });
+
   it('refuses time series that would run to gigabytes, naming --series or --html', async () => {
     const series = await cli([
       '--instances',

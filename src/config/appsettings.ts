@@ -74,8 +74,12 @@ function valueKind(field: unknown): Kind | undefined {
   return undefined;
 }
 
-/** A number as .NET's binder reads one from a string: decimal, invariant culture. */
-const NUMBER_TEXT = /^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$/;
+/**
+ * A number as .NET's binder reads one from a string: decimal, invariant culture, an optional
+ * exponent (`1500`, `0.5`, `1e3`). `Number()` alone also reads `0x10`, `0b11` and `0o7`, and an
+ * empty string as 0; the simulator's flags are read by this too.
+ */
+export const NUMBER_TEXT = /^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$/;
 /** A duration written as a bare number in a string: .NET's `TimeSpan` reads `"30"` as 30 days. */
 const BARE_DURATION = /^\s*\d+(?:\.\d+)?\s*$/;
 

@@ -33,13 +33,13 @@ Scenarios and modes
 
 Model
   --instances N          processes sharing the quota, each with its own limiter (at most 1000)
-  --quota N              the API's hidden quota for all instances, units/min
+  --quota N              the API's hidden quota for all instances, units/min (1 to 1e9)
   --demand N[,N...]      demand of each instance, units/min (a list is used in turn)
   --minutes N            virtual minutes to run (at most 1440)
   --seed N               seeds every random draw (same number, same run), 0 to 4294967295
   --units MIN-MAX        units of one request, a uniform whole number (default 1-3)
   --latency DURATION     median latency of an answer (log-normal; default 100ms)
-  --latency-sigma N      spread of the latency (sigma of its log; default 0.5)
+  --latency-sigma N      spread of the latency (sigma of its log, 0 to 5; default 0.5)
   --api-burst-seconds N  the API's bucket holds N seconds of the quota (default 2)
   --leaky-burst N        the API is a strict leaky bucket (nginx's limit_req) letting N requests
                          go early (leaky-bucket: 5), 429 with Retry-After: 1

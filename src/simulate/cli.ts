@@ -13,7 +13,7 @@ import {
   type Values,
 } from './args.js';
 import { loadControllerModule } from './controller-module.js';
-import { applyOverrides } from './overrides.js';
+import { applyOverrides, LIMITER_FLAGS } from './overrides.js';
 import { ProgressBar } from './progress.js';
 import { type ReportGroup, renderHtml } from './report-html.js';
 import { limiterOptionsFor, type ModeResult, runMode } from './run.js';
@@ -75,7 +75,7 @@ async function run(args: readonly string[], io: CliIo): Promise<number> {
   const requested = values.modes === undefined ? undefined : parseModes(values.modes);
   const plan = scenarios.map((scenario) => ({
     scenario,
-    params: applyOverrides(cloneParams(scenario.params), values),
+    params: applyOverrides(cloneParams(scenario.params), values, `scenario ${scenario.name}`),
     modes: modesFor(
       requested ?? scenario.modes,
       custom,
@@ -99,7 +99,11 @@ async function run(args: readonly string[], io: CliIo): Promise<number> {
       } catch (error) {
         if (!(error instanceof ConfigError)) throw error;
         throw new ConfigError(
-          error.issues.map((issue) => ({ ...issue, path: flagPath(issue.path, mode.name, values) })),
+          error.issues.map((issue) => ({
+            ...issue,
+            path: flagPath(issue.path, mode.name, values),
+            message: issue.message + flagsNamed(issue.path, issue.message, mode.name, values),
+          })),
           `limiter options of ${scenario.name} / ${mode.label}`,
         );
       }
@@ -167,20 +171,9 @@ async function run(args: readonly string[], io: CliIo): Promise<number> {
 }
 
 /** The flag of each limiter option the flags set (the fixed mode's three rates: its own flag). */
-const FLAG_OF: Readonly<Record<string, keyof Values>> = {
-  initialUnitsPerMinute: 'initial-units-per-minute',
-  minUnitsPerMinute: 'min-units-per-minute',
-  maxUnitsPerMinute: 'max-units-per-minute',
-  maxWait: 'max-wait',
-  queueLimit: 'queue-limit',
-  decreaseCooldown: 'decrease-cooldown',
-  maxPause: 'max-pause',
-  'aimd.increaseStep': 'increase-step',
-  'aimd.increaseInterval': 'increase-interval',
-  'aimd.decreaseFactor': 'decrease-factor',
-  'cubic.beta': 'beta',
-  'cubic.scaleConstant': 'scale-constant',
-};
+const FLAG_OF: Readonly<Record<string, keyof Values>> = Object.fromEntries(
+  LIMITER_FLAGS.map(([flag, option]) => [option, flag]),
+);
 
 /**
  * A limiter option's issue path with the flag that sets it (`--increase-interval
@@ -194,6 +187,19 @@ function flagPath(path: string, mode: string, values: Values): string {
   if (flag === undefined) return path;
   const given = values[flag];
   return typeof given === 'string' ? `--${flag} "${given}" (${path})` : `${path} (--${flag})`;
+}
+
+/**
+ * The flags given that set the options an issue's message names besides its own path (a
+ * conflict between two options: `--min-units-per-minute 5000` against the scenario's initial
+ * rate), as `; set by --flag "value"`; empty when there are none.
+ */
+function flagsNamed(path: string, message: string, mode: string, values: Values): string {
+  const given = Object.keys(FLAG_OF)
+    .filter((option) => option !== path && new RegExp(`\\b${option.replace('.', '\\.')}\\b`).test(message))
+    .map((option) => flagPath(option, mode, values))
+    .filter((text) => text.startsWith('--'));
+  return given.length === 0 ? '' : `; set by ${given.join(', ')}`;
 }
 
 const invokedAs = process.argv[1] === undefined ? undefined : resolve(process.argv[1]);

@@ -59,7 +59,7 @@ const OK: ApiAnswer = { status: 200 };
 /** The leaky bucket's refusal: nginx's `limit_req` with `Retry-After: 1` added. */
 const LEAKY_429: ApiAnswer = { status: 429, retryAfterMs: 1_000 };
 /** The least latency of an answer, ms. */
-const MIN_LATENCY_MS = 5;
+export const MIN_LATENCY_MS = 5;
 
 /**
  * A model of an API that rate-limits its callers with a hidden quota: a token bucket refilled at

@@ -1,3 +1,4 @@
+import { NUMBER_TEXT } from '../config/appsettings.js';
 import { tryParseDuration } from '../config/duration.js';
 import { UsageError, type Values } from './args.js';
 import { ARRIVAL_MODELS, type SimParams, type TimedFactor } from './scenarios.js';
@@ -6,24 +7,49 @@ import { MAX_INSTANCES } from './workload.js';
 /** The longest run `--minutes` takes: one virtual day. */
 const MAX_MINUTES = 1440;
 
+/** The range of `--quota`, units/min. */
+const MIN_QUOTA = 1;
+const MAX_QUOTA = 1e9;
+
+/** The largest `--latency-sigma` (the sigma of the latency's log). */
+const MAX_LATENCY_SIGMA = 5;
+
 /** The largest `--seed`: the generator is seeded with 32 bits, so a larger seed would repeat a smaller one's run. */
 const MAX_SEED = 0xffff_ffff;
 
 /**
- * A number as the flags take it: decimal, with an optional exponent (`1500`, `0.5`, `1e3`).
- * `Number()` alone also reads `0x10`, `0b11` and `0o7`, and an empty string as 0.
+ * The flags that set a limiter option of the scenario, with the option (its path in
+ * `SimParams.limiter`) and how the flag is read. The fixed mode's rate is its own flag.
  */
-const DECIMAL = /^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$/;
+export const LIMITER_FLAGS = [
+  ['initial-units-per-minute', 'initialUnitsPerMinute', 'positive'],
+  ['min-units-per-minute', 'minUnitsPerMinute', 'positive'],
+  ['max-units-per-minute', 'maxUnitsPerMinute', 'positive'],
+  ['fixed-units-per-minute', 'fixedUnitsPerMinute', 'positive'],
+  ['max-wait', 'maxWait', 'duration'],
+  ['queue-limit', 'queueLimit', 'count'],
+  ['decrease-cooldown', 'decreaseCooldown', 'duration'],
+  ['max-pause', 'maxPause', 'duration'],
+  ['increase-step', 'aimd.increaseStep', 'positive'],
+  ['increase-interval', 'aimd.increaseInterval', 'duration'],
+  ['decrease-factor', 'aimd.decreaseFactor', 'fraction'],
+  ['beta', 'cubic.beta', 'fraction'],
+  ['scale-constant', 'cubic.scaleConstant', 'positive'],
+] as const satisfies readonly (readonly [
+  keyof Values,
+  string,
+  'positive' | 'duration' | 'fraction' | 'count',
+])[];
 
-/** Applies the flags to a copy of a scenario's parameters. */
-export function applyOverrides(params: SimParams, v: Partial<Values>): SimParams {
+/** Applies the flags to a copy of a scenario's parameters (`scenario`: its name, for errors). */
+export function applyOverrides(params: SimParams, v: Partial<Values>, scenario = 'the scenario'): SimParams {
   const p = params;
   const l = p.limiter;
   const num = (flag: keyof Values, ok: (x: number) => boolean, what: string): number | undefined => {
     const text = v[flag];
     if (typeof text !== 'string') return undefined;
     const x = Number(text);
-    if (!DECIMAL.test(text.trim()) || !Number.isFinite(x) || !ok(x)) {
+    if (!NUMBER_TEXT.test(text.trim()) || !Number.isFinite(x) || !ok(x)) {
       throw new UsageError(`--${flag}: expected ${what}, received "${text}"`);
     }
     return x;
@@ -65,20 +91,31 @@ export function applyOverrides(params: SimParams, v: Partial<Values>): SimParams
       p.instances = x;
     },
   );
-  set(positive('quota'), (x) => {
-    p.quota = x;
-  });
+  // Below a unit a minute the shares and rates print as noise (1e-300 printed a share of 3e302 %).
+  set(
+    num('quota', (x) => x >= MIN_QUOTA && x <= MAX_QUOTA, 'a number from 1 to 1e9 (units/min)'),
+    (x) => {
+      p.quota = x;
+    },
+  );
   if (typeof v.demand === 'string') {
     // An empty entry (`--demand=`, `100,,100`) is no demand of 0: Number('') would read it so.
     const entries = v.demand.split(',').map((d) => d.trim());
     const list = entries.map((d) => Number(d));
-    if (entries.some((d, i) => !DECIMAL.test(d) || !Number.isFinite(list[i]) || (list[i] as number) < 0)) {
+    if (
+      entries.some((d, i) => !NUMBER_TEXT.test(d) || !Number.isFinite(list[i]) || (list[i] as number) < 0)
+    ) {
       throw new UsageError(`--demand: expected numbers >= 0 separated by commas, received "${v.demand}"`);
     }
     // A value past the last instance would be dropped in silence (the list is used in turn).
     if (list.length > p.instances) {
+      const instances = `${p.instances} ${p.instances === 1 ? 'instance' : 'instances'}`;
+      const whose =
+        typeof v.instances === 'string'
+          ? `${instances} (--instances "${v.instances}")`
+          : `the ${instances} of ${scenario} (its own; --instances sets it)`;
       throw new UsageError(
-        `--demand: ${list.length} values for ${p.instances} ${p.instances === 1 ? 'instance' : 'instances'} (--instances), received "${v.demand}"; give at most one per instance`,
+        `--demand: ${list.length} values for ${whose}, received "${v.demand}"; give at most one per instance`,
       );
     }
     p.demand = list;
@@ -111,8 +148,9 @@ export function applyOverrides(params: SimParams, v: Partial<Values>): SimParams
   set(duration('latency'), (x) => {
     p.latency.medianMs = x;
   });
+  // A sigma of 5 already spreads the latency over 1e4 times its median either way; 1e6 overflowed.
   set(
-    num('latency-sigma', (x) => x >= 0, 'a number >= 0'),
+    num('latency-sigma', (x) => x >= 0 && x <= MAX_LATENCY_SIGMA, `a number from 0 to ${MAX_LATENCY_SIGMA}`),
     (x) => {
       p.latency.sigma = x;
     },
@@ -160,45 +198,15 @@ export function applyOverrides(params: SimParams, v: Partial<Values>): SimParams
 
   mustStartInRun(p.demandEvents[0], ['burst-at', 'burst-for', 'burst-factor'], 'demand burst');
 
-  set(positive('initial-units-per-minute'), (x) => {
-    l.initialUnitsPerMinute = x;
-  });
-  set(positive('min-units-per-minute'), (x) => {
-    l.minUnitsPerMinute = x;
-  });
-  set(positive('max-units-per-minute'), (x) => {
-    l.maxUnitsPerMinute = x;
-  });
-  set(positive('fixed-units-per-minute'), (x) => {
-    l.fixedUnitsPerMinute = x;
-  });
-  set(duration('max-wait'), (x) => {
-    l.maxWait = x;
-  });
-  set(whole('queue-limit', 0), (x) => {
-    l.queueLimit = x;
-  });
-  set(duration('decrease-cooldown'), (x) => {
-    l.decreaseCooldown = x;
-  });
-  set(duration('max-pause'), (x) => {
-    l.maxPause = x;
-  });
-  set(positive('increase-step'), (x) => {
-    l.aimd.increaseStep = x;
-  });
-  set(duration('increase-interval'), (x) => {
-    l.aimd.increaseInterval = x;
-  });
-  set(fraction('decrease-factor'), (x) => {
-    l.aimd.decreaseFactor = x;
-  });
-  set(fraction('beta'), (x) => {
-    l.cubic.beta = x;
-  });
-  set(positive('scale-constant'), (x) => {
-    l.cubic.scaleConstant = x;
-  });
+  const read = { positive, duration, fraction, count: (flag: keyof Values) => whole(flag, 0) };
+  for (const [flag, option, kind] of LIMITER_FLAGS) {
+    set(read[kind](flag), (x) => {
+      const [group, key] = option.split('.') as [string, string | undefined];
+      const options = l as unknown as Record<string, number | Record<string, number>>;
+      if (key === undefined) options[group] = x;
+      else (options[group] as Record<string, number>)[key] = x;
+    });
+  }
   set(duration('heartbeat-interval'), (x) => {
     if (!(x > 0)) {
       throw new UsageError(

@@ -1,4 +1,5 @@
 import { UsageError, type Values } from './args.js';
+import { MIN_LATENCY_MS } from './model-api.js';
 import { boundaries, factorAt, fitDemand, meanUnits, type SimParams } from './scenarios.js';
 
 /**
@@ -32,6 +33,8 @@ const STEP_FLAGS = [
   'burst-for',
   'burst-factor',
   'heartbeat-interval',
+  'latency',
+  'latency-sigma',
   'scenario',
   'modes',
 ] as const satisfies readonly (keyof Values)[];
@@ -56,7 +59,20 @@ function runSteps(p: SimParams, shared: boolean): number {
     p.instances * ((p.initialBurst ?? 0) + (p.crowd?.requestsEach ?? 0));
   const samples = p.instances * (endMs / 1000);
   const heartbeats = shared ? (p.instances * endMs) / p.shared.heartbeatInterval : 0;
-  return requests * p.maxAttempts + samples + heartbeats;
+  return requests * p.maxAttempts + recalls(p, endMs) + samples + heartbeats;
+}
+
+/**
+ * The attempts of a crowd whose unserved requests are called again (`untilServed`), at most: each
+ * process calls again at once after a 429, so with no limiter it sends one attempt per answer's
+ * latency for the whole run. The mean of one over a log-normal latency is `e^(sigma²/2)` over its
+ * median; no answer comes sooner than {@link MIN_LATENCY_MS}.
+ */
+function recalls(p: SimParams, endMs: number): number {
+  if (p.crowd?.untilServed !== true) return 0;
+  const { medianMs, sigma } = p.latency;
+  const perMs = Math.min(1 / MIN_LATENCY_MS, Math.exp((sigma * sigma) / 2) / medianMs);
+  return p.instances * endMs * perMs;
 }
 
 /**
@@ -82,7 +98,7 @@ export function checkWorkload(
   if (!(steps <= MAX_STEPS)) {
     const runs = plan.reduce((n, p) => n + p.modes.length, 0);
     throw new UsageError(
-      `${given(STEP_FLAGS) || '--scenario'}: ${runs} ${runs === 1 ? 'run' : 'runs'} would take up to ${steps.toExponential(1)} steps (requests × attempts, heartbeats, per-second samples), more than ${MAX_STEPS.toLocaleString('en-US')} (some minutes); lower --demand, --instances, --minutes, --max-attempts or --burst-factor, raise --heartbeat-interval, or run fewer scenarios or modes`,
+      `${given(STEP_FLAGS) || '--scenario'}: ${runs} ${runs === 1 ? 'run' : 'runs'} would take up to ${steps.toExponential(1)} steps (requests × attempts, heartbeats, per-second samples), more than ${MAX_STEPS.toLocaleString('en-US')} (some minutes); lower --demand, --instances, --minutes, --max-attempts or --burst-factor, raise --heartbeat-interval (or a crowd's --latency), or run fewer scenarios or modes`,
     );
   }
   if (!wantSeries) return;
