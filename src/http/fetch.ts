@@ -1,4 +1,5 @@
 import { type LoopCancel, runAttempts } from '../attempt-loop.js';
+import { DISPOSE } from '../dispose.js';
 import { ConfigError, InvalidCallbackValueError, type RateLimitRejectedError } from '../errors.js';
 import { headerRecord } from '../headers.js';
 import { AdaptiveRateLimiter } from '../limiter/adaptive.js';
@@ -39,6 +40,8 @@ export type RateLimitedFetch = typeof fetch & {
    * it would need is not sent). Idempotent.
    */
   close(): void;
+  /** {@link close}, for `using`. */
+  [Symbol.dispose](): void;
 };
 
 /**
@@ -183,6 +186,7 @@ export function rateLimitedFetch(options: RateLimitedFetchOptions = {}): RateLim
   return Object.assign(fetchWithRateLimit, {
     registry: runtime.registry,
     close: () => runtime.close(),
+    [DISPOSE]: () => runtime.close(),
   }) as RateLimitedFetch;
 }
 

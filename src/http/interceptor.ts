@@ -1,4 +1,5 @@
 import type { Dispatcher } from 'undici';
+import { DISPOSE } from '../dispose.js';
 import { AdaptiveRateLimitError, InvalidArgumentError } from '../errors.js';
 import { normalizeOrigin } from '../origin.js';
 import type { RateLimiterRegistry } from '../registry/index.js';
@@ -25,6 +26,8 @@ export interface AdaptiveRateLimitInterceptor extends Dispatcher.DispatcherCompo
    * too. Idempotent.
    */
   close(): void;
+  /** {@link close}, for `using`. */
+  [Symbol.dispose](): void;
 }
 
 /**
@@ -95,6 +98,7 @@ export function adaptiveRateLimit(options: InterceptorOptions = {}): AdaptiveRat
   const made = Object.assign(interceptor, {
     registry: runtime.registry,
     close: () => runtime.close(),
+    [DISPOSE]: () => runtime.close(),
   });
   runtimes.set(made, runtime);
   return made;

@@ -1,6 +1,7 @@
 import { type Clock, systemClock } from '../clock.js';
 import { controllerNameOf, resolveController } from '../controllers/index.js';
 import type { RateController } from '../controllers/types.js';
+import { DISPOSE } from '../dispose.js';
 import {
   ConfigError,
   InvalidArgumentError,
@@ -490,6 +491,10 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     const listeners = this.#outside?.onClose;
     if (this.#outside) this.#outside.onClose = undefined;
     for (const listener of listeners ?? []) listener();
+  }
+  /** {@link close}, for `using limiter = new AdaptiveRateLimiter(...)`. */
+  [DISPOSE](): void {
+    this.close();
   }
 
   snapshot(): LimiterSnapshot {

@@ -1,6 +1,7 @@
 import { EventEmitter } from 'node:events';
 import { controllerNameOf, keepsNoState, resolveController } from '../controllers/index.js';
 import { sharedBudgetProbe } from '../controllers/probe.js';
+import { ASYNC_DISPOSE } from '../dispose.js';
 import { AdaptiveRateLimitError, ConfigError, SHARED_BUDGET_UNAVAILABLE } from '../errors.js';
 import { kFailed, kNoCrowdWait, kSuccess, kThrottled, kWaitBound } from '../internal.js';
 import { AdaptiveRateLimiter, type LimiterSnapshot } from '../limiter/adaptive.js';
@@ -236,6 +237,11 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
    */
   close(): Promise<void> {
     return this.#coordinator.close();
+  }
+
+  /** {@link close}, for `await using budget = new SharedBudget(...)`. */
+  [ASYNC_DISPOSE](): Promise<void> {
+    return this.close();
   }
 
   // ---- feedback from permits -------------------------------------------------------------

@@ -1,6 +1,7 @@
 import { EventEmitter } from 'node:events';
 import { type Clock, systemClock } from '../clock.js';
 import type { LimiterConfig } from '../config/schema.js';
+import { DISPOSE } from '../dispose.js';
 import {
   AdaptiveRateLimitError,
   ConfigError,
@@ -550,6 +551,10 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
       const closing = ref.deref()?.close();
       if (closing instanceof Promise) closing.catch(() => undefined);
     }
+  }
+  /** {@link close}, for `using registry = new RateLimiterRegistry(...)`. */
+  [DISPOSE](): void {
+    this.close();
   }
 
   /** Keeps `limiter`, taken out unclosed, to close with the registry (see `#retired`). */
