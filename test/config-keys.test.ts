@@ -67,10 +67,21 @@ describe('config keys named after built-in object members', () => {
     const limiters = { '': { origins: ['https://a.test'] } };
     // The empty key is written as JSON writes it (`""`), not as a trailing dot (`limiters.`).
     const said = (error: ConfigError) => error.issues.map((i) => [i.path, i.message, i.received]);
-    const once = [['limiters.""', 'a limiter name must be a non-empty string', '']];
+    const once = [['limiters.""', 'a limiter name must be a non-empty string, not white space alone', '']];
     expect(said(configError(() => parseConfig({ limiters })))).toEqual(once);
     expect(said(configError(() => new RateLimiterRegistry({ limiters })))).toEqual(once);
     expect(said(configError(() => new RateLimiterRegistry().add('', {})))).toEqual(once);
+    expect(said(configError(() => adaptiveRateLimit({ limiters })))).toEqual(once);
+    expect(said(configError(() => rateLimitedFetch({ limiters })))).toEqual(once);
+  });
+
+  it('rejects a limiter named with white space alone, which named logs and metrics " "', () => {
+    const limiters = { ' \t': { origins: ['https://a.test'] } };
+    const said = (error: ConfigError) => error.issues.map((i) => [i.path, i.message]);
+    const once = [['limiters." \\t"', 'a limiter name must be a non-empty string, not white space alone']];
+    expect(said(configError(() => parseConfig({ limiters })))).toEqual(once);
+    expect(said(configError(() => new RateLimiterRegistry({ limiters })))).toEqual(once);
+    expect(said(configError(() => new RateLimiterRegistry().add(' \t', {})))).toEqual(once);
     expect(said(configError(() => adaptiveRateLimit({ limiters })))).toEqual(once);
     expect(said(configError(() => rateLimitedFetch({ limiters })))).toEqual(once);
   });

@@ -12,8 +12,11 @@ export const SOURCE = 'rate limit config';
 /** The rule of `maxConcurrent`, in the schema and next to a `limiter` instance. */
 export const maxConcurrent = z.number().int().min(1);
 
-/** A limiter's name, as a key of `limiters`: the registry's own message when it is empty. */
-export const limiterName = z.string().min(1, { error: 'a limiter name must be a non-empty string' });
+/** What a limiter's name must hold: a character other than white space (it names logs and metrics). */
+export const LIMITER_NAME_MESSAGE = 'a limiter name must be a non-empty string, not white space alone';
+
+/** A limiter's name, as a key of `limiters`: the registry's own message when it is empty or blank. */
+export const limiterName = z.string().regex(/\S/, { error: LIMITER_NAME_MESSAGE });
 
 /** The rule of `maxConcurrentPer`. */
 export const maxConcurrentPer = z.enum(['partition', 'origin']);

@@ -3,6 +3,7 @@ import { apiLimiterOptions } from '../config/api.js';
 import {
   conflictMessage,
   exactOrigin,
+  LIMITER_NAME_MESSAGE,
   limiterConfigIssues,
   originConflicts,
   PROTO_MESSAGE,
@@ -70,8 +71,8 @@ export function buildEntry(
 ): NamedEntry | { issues: ConfigIssue[] } {
   const path = configPath(['limiters', name]);
   const issues: ConfigIssue[] = [];
-  if (typeof name !== 'string' || name === '') {
-    issues.push({ path, message: 'a limiter name must be a non-empty string', received: name });
+  if (typeof name !== 'string' || name.trim() === '') {
+    issues.push({ path, message: LIMITER_NAME_MESSAGE, received: name });
   } else if (name === '__proto__') {
     issues.push({ path, message: PROTO_MESSAGE, received: name });
   } else if (name === OVERFLOW) {
