@@ -60,6 +60,9 @@ describe('simulate flags: values read as given', () => {
     expect((await refused(['--latency-sigma', '1e6'])).line).toBe(
       'simulate: --latency-sigma: expected a number from 0 to 5, received "1e6"',
     );
+    expect((await refused(['--api-burst-seconds', '1e9'])).line).toBe(
+      'simulate: --api-burst-seconds: expected a number > 0 and <= 3600 (an hour), received "1e9"',
+    );
   });
 
   it('reads numbers as decimals only: 0x10 is no quota of 16', async () => {

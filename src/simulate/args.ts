@@ -40,7 +40,7 @@ Model
   --units MIN-MAX        units of one request, a uniform whole number (default 1-3)
   --latency DURATION     median latency of an answer (log-normal; default 100ms)
   --latency-sigma N      spread of the latency (sigma of its log, 0 to 5; default 0.5)
-  --api-burst-seconds N  the API's bucket holds N seconds of the quota (default 2)
+  --api-burst-seconds N  the API's bucket holds N seconds of the quota (up to 3600; default 2)
   --leaky-burst N        the API is a strict leaky bucket (nginx's limit_req) letting N requests
                          go early (leaky-bucket: 5), 429 with Retry-After: 1
   --arrivals MODEL       poisson (default): each instance's requests arrive at random gaps;

@@ -155,9 +155,12 @@ export function applyOverrides(params: SimParams, v: Partial<Values>, scenario =
       p.latency.sigma = x;
     },
   );
-  set(positive('api-burst-seconds'), (x) => {
-    p.apiBurstSeconds = x;
-  });
+  set(
+    num('api-burst-seconds', (x) => x > 0 && x <= 3600, 'a number > 0 and <= 3600 (an hour)'),
+    (x) => {
+      p.apiBurstSeconds = x;
+    },
+  );
   set(whole('leaky-burst', 0), (x) => {
     p.leakyBucket = { burst: x };
   });
