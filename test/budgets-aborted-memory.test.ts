@@ -51,8 +51,9 @@ describe('waiters aborted behind a head that waits', () => {
     }
     await Promise.all(aborted);
     expect(limiter.snapshot().queued).toBe(1); // the head still waits
-    // All but the last, which the loop's frame may still hold.
-    expect(await collected(refs)).toBeGreaterThanOrEqual(refs.length - 1);
+    // Nearly all: a kept entry keeps every one of them, while V8 may still hold the last few
+    // (the loop's frame; on Node 24, 2 of 500 were left once).
+    expect(await collected(refs)).toBeGreaterThanOrEqual(refs.length - 10);
     // The head is served in its turn.
     clock.advance(20_000);
     expect(await head).toMatchObject({ units: 1 });
