@@ -408,8 +408,10 @@ function count(value: unknown): number | undefined {
 
 /**
  * Characters of text in a content value: a string, or parts with `text` (or `input_text`), or
- * parts with a `content` of their own (a tool result's). Read with a list of the arrays still to
- * read, not by recursion: a body nested thousands deep is counted, not a stack overflow.
+ * parts with a `content` of their own (a tool result's), or token ids (embeddings' and completions'
+ * `input` / `prompt` as an array of them, or one per text: each counts as a token's characters).
+ * Read with a list of the arrays still to read, not by recursion: a body nested thousands deep is
+ * counted, not a stack overflow.
  */
 function textLength(content: unknown): number {
   let n = 0;
@@ -420,6 +422,8 @@ function textLength(content: unknown): number {
     else if (Array.isArray(value)) {
       for (const part of value) {
         if (typeof part === 'string') n += part.length;
+        else if (typeof part === 'number') n += CHARS_PER_TOKEN;
+        else if (Array.isArray(part)) pending.push(part);
         else if (isObject(part)) {
           if (typeof part.text === 'string') n += part.text.length;
           else if (part.content !== undefined) pending.push(part.content);

@@ -1,0 +1,131 @@
+import { once } from 'node:events';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Agent } from 'undici';
+import { afterEach, describe, expect, it } from 'vitest';
+import { ManualClock } from '../src/clock.js';
+import { rateLimitedFetch } from '../src/http/fetch.js';
+import { adaptiveRateLimit } from '../src/http/interceptor.js';
+import type { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
+import { until } from './helpers/rate-limited-server.js';
+
+// `api: 'openai'`: what a call is charged before it is sent must read the whole prompt. A real
+// node:http server on 127.0.0.1 announces 10,000 tokens/min and holds each answer until the test
+// releases it; the limiter's clock stands still, so the tokens drawn by a
+// call are its estimate (its answer has no `usage` to correct it).
+
+const cleanups: (() => unknown)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+const QUOTA = {
+  'content-type': 'application/json',
+  'x-ratelimit-limit-requests': '1000',
+  'x-ratelimit-remaining-requests': '999',
+  'x-ratelimit-reset-requests': '60ms',
+  'x-ratelimit-limit-tokens': '10000',
+  'x-ratelimit-remaining-tokens': '10000',
+  'x-ratelimit-reset-tokens': '0s',
+};
+
+async function serve() {
+  const held: (() => void)[] = [];
+  let arrived = 0;
+  const server: Server = createServer(async (req, res) => {
+    for await (const _ of req);
+    arrived++;
+    held.push(() => res.writeHead(200, QUOTA).end('{}'));
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  cleanups.push(() => new Promise((resolve) => server.close(resolve)));
+  const release = () => {
+    for (const end of held.splice(0)) end();
+  };
+  const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return { origin, release, arrived: () => arrived };
+}
+
+type Kind = 'fetch wrapper' | 'interceptor';
+
+function client(kind: Kind, origin: string) {
+  const options = {
+    limiters: { llm: { origins: [origin], api: 'openai' as const } },
+    clock: new ManualClock(),
+  };
+  const headers = { 'content-type': 'application/json', authorization: 'Bearer k' };
+  if (kind === 'fetch wrapper') {
+    const f = rateLimitedFetch(options);
+    cleanups.push(() => f.close());
+    return {
+      limiter: f.registry.get('llm') as AdaptiveRateLimiter,
+      call: async (path: string, body: unknown) => {
+        const answer = await f(`${origin}${path}`, { method: 'POST', headers, body: JSON.stringify(body) });
+        await answer.text();
+      },
+    };
+  }
+  const interceptor = adaptiveRateLimit({ ...options, default: false });
+  const agent = new Agent().compose(interceptor);
+  cleanups.push(
+    () => agent.close(),
+    () => interceptor.close(),
+  );
+  return {
+    limiter: interceptor.registry.get('llm') as AdaptiveRateLimiter,
+    call: async (path: string, body: unknown) => {
+      const answer = await agent.request({
+        origin,
+        path,
+        method: 'POST',
+        headers,
+        body: JSON.stringify(body),
+      });
+      await answer.body.text();
+    },
+  };
+}
+
+const tokens = (limiter: AdaptiveRateLimiter) => limiter.snapshot().budgets?.tokens?.tokens ?? Number.NaN;
+
+/** The tokens a call draws before it is sent (its answer held, the clock still). */
+async function drawn(kind: Kind, path: string, body: unknown): Promise<number> {
+  const { origin, release, arrived } = await serve();
+  const { limiter, call } = client(kind, origin);
+  // A first call reads the bucket the API announces.
+  const first = call(path, { ...(body as object), input: 'hi', prompt: 'hi' });
+  await until(() => arrived() === 1, 'the first call to arrive');
+  release();
+  await first;
+  const before = tokens(limiter);
+  const pending = call(path, body);
+  await until(() => arrived() === 2, 'the call to arrive');
+  release();
+  await pending;
+  return before - tokens(limiter);
+}
+
+describe("api: 'openai': a prompt given as tokens is charged its tokens", () => {
+  // Embeddings (and legacy completions) take `input` / `prompt` as token ids: one array, or one
+  // per text. Such a prompt was charged 1 token, so a batch of them went out at once into 429s.
+  const ids = (n: number) => Array.from({ length: n }, (_, i) => i);
+
+  it.each<Kind>(['fetch wrapper', 'interceptor'])(
+    'embeddings, input as arrays of token ids: %s',
+    async (kind) => {
+      const input = [ids(3_000), ids(2_000)];
+      expect(await drawn(kind, '/v1/embeddings', { model: 'text-embedding-3-small', input })).toBe(5_000);
+    },
+  );
+
+  it.each<Kind>(['fetch wrapper', 'interceptor'])(
+    'completions, prompt as one array of token ids: %s',
+    async (kind) => {
+      const prompt = ids(4_000);
+      expect(
+        await drawn(kind, '/v1/completions', { model: 'gpt-3.5-turbo-instruct', prompt, max_tokens: 10 }),
+      ).toBe(4_000);
+    },
+  );
+});
