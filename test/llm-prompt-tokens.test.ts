@@ -129,3 +129,20 @@ describe("api: 'openai': a prompt given as tokens is charged its tokens", () => 
     },
   );
 });
+
+describe("api: 'openai': the Responses API's instructions are part of the prompt", () => {
+  // The Responses API's system prompt is `instructions`, next to `input`: a long one was not
+  // counted, so such calls were charged their `input` alone.
+  it.each<Kind>(['fetch wrapper', 'interceptor'])(
+    'a call with 8,000 characters of instructions: %s',
+    async (kind) => {
+      const body = {
+        model: 'gpt-4.1',
+        instructions: 'x'.repeat(8_000),
+        input: 'abcd',
+        max_output_tokens: 10,
+      };
+      expect(await drawn(kind, '/v1/responses', body)).toBe(2_001);
+    },
+  );
+});

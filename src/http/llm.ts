@@ -434,9 +434,16 @@ function textLength(content: unknown): number {
   return n;
 }
 
-/** Characters of a request's prompt: `system`, the messages' contents, and `input` / `prompt`. */
+/**
+ * Characters of a request's prompt: `system` (the Responses API's `instructions`), the messages'
+ * contents, and `input` / `prompt`.
+ */
 function promptChars(body: Record<string, unknown>): number {
-  let n = textLength(body.system) + textLength(body.input) + textLength(body.prompt);
+  let n =
+    textLength(body.system) +
+    textLength(body.instructions) +
+    textLength(body.input) +
+    textLength(body.prompt);
   if (Array.isArray(body.messages)) {
     for (const m of body.messages) if (isObject(m)) n += textLength(m.content);
   }
