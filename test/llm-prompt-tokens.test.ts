@@ -9,8 +9,8 @@ import { adaptiveRateLimit } from '../src/http/interceptor.js';
 import type { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
 import { until } from './helpers/rate-limited-server.js';
 
-// `api: 'openai'`: what a call is charged before it is sent must read the whole prompt. A real
-// node:http server on 127.0.0.1 announces 10,000 tokens/min and holds each answer until the test
+// `api: 'openai'` and `'anthropic'`: what a call is charged before it is sent must read the whole prompt. A real
+// node:http server on 127.0.0.1 announces 10,000 (input) tokens/min and holds each answer until the test
 // releases it; the limiter's clock stands still, so the tokens drawn by a
 // call are its estimate (its answer has no `usage` to correct it).
 
@@ -19,7 +19,7 @@ afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
 
-const QUOTA = {
+const OPENAI = {
   'content-type': 'application/json',
   'x-ratelimit-limit-requests': '1000',
   'x-ratelimit-remaining-requests': '999',
@@ -29,13 +29,26 @@ const QUOTA = {
   'x-ratelimit-reset-tokens': '0s',
 };
 
-async function serve() {
+const ANTHROPIC = {
+  'content-type': 'application/json',
+  'anthropic-ratelimit-requests-limit': '1000',
+  'anthropic-ratelimit-requests-remaining': '999',
+  'anthropic-ratelimit-input-tokens-limit': '10000',
+  'anthropic-ratelimit-input-tokens-remaining': '10000',
+  'anthropic-ratelimit-output-tokens-limit': '10000',
+  'anthropic-ratelimit-output-tokens-remaining': '10000',
+};
+
+type Api = 'openai' | 'anthropic';
+
+async function serve(api: Api) {
+  const quota = api === 'openai' ? OPENAI : ANTHROPIC;
   const held: (() => void)[] = [];
   let arrived = 0;
   const server: Server = createServer(async (req, res) => {
     for await (const _ of req);
     arrived++;
-    held.push(() => res.writeHead(200, QUOTA).end('{}'));
+    held.push(() => res.writeHead(200, quota).end('{}'));
   });
   server.listen(0, '127.0.0.1');
   await once(server, 'listening');
@@ -49,9 +62,9 @@ async function serve() {
 
 type Kind = 'fetch wrapper' | 'interceptor';
 
-function client(kind: Kind, origin: string) {
+function client(kind: Kind, origin: string, api: Api) {
   const options = {
-    limiters: { llm: { origins: [origin], api: 'openai' as const } },
+    limiters: { llm: { origins: [origin], api } },
     clock: new ManualClock(),
   };
   const headers = { 'content-type': 'application/json', authorization: 'Bearer k' };
@@ -87,23 +100,24 @@ function client(kind: Kind, origin: string) {
   };
 }
 
-const tokens = (limiter: AdaptiveRateLimiter) => limiter.snapshot().budgets?.tokens?.tokens ?? Number.NaN;
+const tokens = (limiter: AdaptiveRateLimiter, api: Api) =>
+  limiter.snapshot().budgets?.[api === 'openai' ? 'tokens' : 'input_tokens']?.tokens ?? Number.NaN;
 
 /** The tokens a call draws before it is sent (its answer held, the clock still). */
-async function drawn(kind: Kind, path: string, body: unknown): Promise<number> {
-  const { origin, release, arrived } = await serve();
-  const { limiter, call } = client(kind, origin);
+async function drawn(kind: Kind, path: string, body: unknown, api: Api = 'openai'): Promise<number> {
+  const { origin, release, arrived } = await serve(api);
+  const { limiter, call } = client(kind, origin, api);
   // A first call reads the bucket the API announces.
   const first = call(path, { ...(body as object), input: 'hi', prompt: 'hi' });
   await until(() => arrived() === 1, 'the first call to arrive');
   release();
   await first;
-  const before = tokens(limiter);
+  const before = tokens(limiter, api);
   const pending = call(path, body);
   await until(() => arrived() === 2, 'the call to arrive');
   release();
   await pending;
-  return before - tokens(limiter);
+  return before - tokens(limiter, api);
 }
 
 describe("api: 'openai': a prompt given as tokens is charged its tokens", () => {
@@ -145,4 +159,39 @@ describe("api: 'openai': the Responses API's instructions are part of the prompt
       expect(await drawn(kind, '/v1/responses', body)).toBe(2_001);
     },
   );
+});
+
+describe('the tools a call declares are part of its prompt', () => {
+  // Both APIs count the tool definitions as input tokens (OpenAI at admission from the request's
+  // characters). They were not counted: an agent's call with 30 tools and a short message was
+  // charged a few tokens, so concurrent calls went out together into 429s.
+  const tools = [
+    {
+      name: 'search',
+      description: 'x'.repeat(8_000),
+      input_schema: { type: 'object', properties: { query: { type: 'string' } } },
+    },
+  ];
+  const messages = [{ role: 'user', content: 'abcd' }];
+
+  it.each<Kind>(['fetch wrapper', 'interceptor'])(
+    'Anthropic: tools in the input estimate: %s',
+    async (kind) => {
+      const body = { model: 'claude-x', max_tokens: 10, tools, messages };
+      const input = await drawn(kind, '/v1/messages', body, 'anthropic');
+      expect(input).toBeGreaterThanOrEqual(2_001);
+      expect(input).toBeLessThan(2_100);
+    },
+  );
+
+  it.each<Kind>(['fetch wrapper', 'interceptor'])('OpenAI: tools in the estimate: %s', async (kind) => {
+    const openaiTools = tools.map(({ name, description, input_schema }) => ({
+      type: 'function',
+      function: { name, description, parameters: input_schema },
+    }));
+    const body = { model: 'gpt-4o', max_tokens: 10, tools: openaiTools, messages };
+    const drawnTokens = await drawn(kind, '/v1/chat/completions', body);
+    expect(drawnTokens).toBeGreaterThanOrEqual(2_001);
+    expect(drawnTokens).toBeLessThan(2_100);
+  });
 });

@@ -436,16 +436,40 @@ function textLength(content: unknown): number {
 
 /**
  * Characters of a request's prompt: `system` (the Responses API's `instructions`), the messages'
- * contents, and `input` / `prompt`.
+ * contents, `input` / `prompt`, and the tools it declares (`tools`, OpenAI's older `functions`:
+ * both APIs count their definitions as input tokens).
  */
 function promptChars(body: Record<string, unknown>): number {
   let n =
     textLength(body.system) +
     textLength(body.instructions) +
     textLength(body.input) +
-    textLength(body.prompt);
+    textLength(body.prompt) +
+    definitionChars(body.tools) +
+    definitionChars(body.functions);
   if (Array.isArray(body.messages)) {
     for (const m of body.messages) if (isObject(m)) n += textLength(m.content);
+  }
+  return n;
+}
+
+/**
+ * Characters of a JSON value's strings, its keys' too (a tool's name, description and schema).
+ * Read with a list of the values still to read, not by recursion, as {@link textLength} is.
+ */
+function definitionChars(value: unknown): number {
+  let n = 0;
+  const pending: unknown[] = [value];
+  while (pending.length > 0) {
+    const next = pending.pop();
+    if (typeof next === 'string') n += next.length;
+    else if (Array.isArray(next)) for (const item of next) pending.push(item);
+    else if (isObject(next)) {
+      for (const [key, inner] of Object.entries(next)) {
+        n += key.length;
+        pending.push(inner);
+      }
+    }
   }
   return n;
 }
