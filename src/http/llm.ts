@@ -169,18 +169,25 @@ export class LlmMeter {
 
 /**
  * Whether a call runs no model, so draws no tokens: a `GET`, `HEAD`, `DELETE` or `OPTIONS` (a
- * list of models, a batch or a file polled), or a count of a prompt's tokens (Anthropic's
- * `/v1/messages/count_tokens`, OpenAI's `/v1/responses/input_tokens`). Their answers carry no
- * `usage`: charged the estimate of a call, each kept it (5 counts of a prompt took 10,000 input
- * tokens from the model's budget; 10 polls of a batch 4,000 tokens).
+ * list of models, a batch or a file polled), a count of a prompt's tokens (Anthropic's
+ * `/v1/messages/count_tokens`, OpenAI's `/v1/responses/input_tokens`), or a file uploaded or a
+ * batch created or cancelled (a path with a `files`, `uploads` or `batches` segment: OpenAI's
+ * `/v1/files`, `/v1/uploads/...`, `/v1/batches`, Anthropic's `/v1/messages/batches`; a batch's
+ * calls run later, under the batch API's own limits). Their answers carry no `usage`: charged the
+ * estimate of a call, each kept it (5 counts of a prompt took 10,000 input tokens from the model's
+ * budget; 10 polls of a batch 4,000 tokens; a file's multipart body, the running average).
  */
 function spendsNoTokens(method: string, path: string): boolean {
   const m = method.toUpperCase();
   if (m === 'GET' || m === 'HEAD' || m === 'DELETE' || m === 'OPTIONS') return true;
   const end = path.indexOf('?');
   const route = end === -1 ? path : path.slice(0, end);
-  return route.endsWith('/count_tokens') || route.endsWith('/input_tokens');
+  if (route.endsWith('/count_tokens') || route.endsWith('/input_tokens')) return true;
+  return route.split('/').some((segment) => NO_MODEL_SEGMENTS.has(segment));
 }
+
+/** The path segments of the calls that store a file or a batch and run no model. */
+const NO_MODEL_SEGMENTS = new Set(['files', 'uploads', 'batches']);
 
 /** The longest 429 body read to tell why it came (bytes). */
 export const MAX_REFUSAL_BYTES = 64 * 1024;
