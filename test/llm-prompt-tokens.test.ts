@@ -195,3 +195,66 @@ describe('the tools a call declares are part of its prompt', () => {
     expect(drawnTokens).toBeLessThan(2_100);
   });
 });
+
+describe("the tool calls and their results in a call's history are part of its prompt", () => {
+  // An agent sends back the model's tool calls and their results: the Responses API's
+  // `function_call` (`arguments`) and `function_call_output` (`output`) items, Chat Completions'
+  // assistant `tool_calls`, Anthropic's `tool_use` blocks (`input`). They were not counted: a call
+  // with a file's content as a tool's output was charged a few tokens.
+  const long = 'x'.repeat(8_000);
+
+  it.each<Kind>(['fetch wrapper', 'interceptor'])(
+    "the Responses API's function call output: %s",
+    async (kind) => {
+      const input = [
+        { role: 'user', content: 'abcd' },
+        { type: 'function_call_output', call_id: 'c1', output: long },
+      ];
+      const drawnTokens = await drawn(kind, '/v1/responses', {
+        model: 'gpt-4.1',
+        input,
+        max_output_tokens: 10,
+      });
+      expect(drawnTokens).toBeGreaterThanOrEqual(2_001);
+      expect(drawnTokens).toBeLessThan(2_100);
+    },
+  );
+
+  it.each<Kind>(['fetch wrapper', 'interceptor'])(
+    "Chat Completions' tool call arguments: %s",
+    async (kind) => {
+      const messages = [
+        { role: 'user', content: 'abcd' },
+        {
+          role: 'assistant',
+          content: null,
+          tool_calls: [{ id: 'c1', type: 'function', function: { name: 'write', arguments: long } }],
+        },
+        { role: 'tool', tool_call_id: 'c1', content: 'ok' },
+      ];
+      const drawnTokens = await drawn(kind, '/v1/chat/completions', {
+        model: 'gpt-4o',
+        messages,
+        max_tokens: 10,
+      });
+      expect(drawnTokens).toBeGreaterThanOrEqual(2_001);
+      expect(drawnTokens).toBeLessThan(2_100);
+    },
+  );
+
+  it.each<Kind>(['fetch wrapper', 'interceptor'])("Anthropic's tool_use input: %s", async (kind) => {
+    const messages = [
+      { role: 'user', content: 'abcd' },
+      { role: 'assistant', content: [{ type: 'tool_use', id: 't1', name: 'write', input: { text: long } }] },
+      { role: 'user', content: [{ type: 'tool_result', tool_use_id: 't1', content: 'ok' }] },
+    ];
+    const input = await drawn(
+      kind,
+      '/v1/messages',
+      { model: 'claude-x', max_tokens: 10, messages },
+      'anthropic',
+    );
+    expect(input).toBeGreaterThanOrEqual(2_001);
+    expect(input).toBeLessThan(2_100);
+  });
+});

@@ -415,7 +415,7 @@ function count(value: unknown): number | undefined {
 
 /**
  * Characters of text in a content value: a string, or parts with `text` (or `input_text`), or
- * parts with a `content` of their own (a tool result's), or token ids (embeddings' and completions'
+ * parts with a `content` of their own (a tool result's), tool calls and their outputs, or token ids (embeddings' and completions'
  * `input` / `prompt` as an array of them, or one per text: each counts as a token's characters).
  * Read with a list of the arrays still to read, not by recursion: a body nested thousands deep is
  * counted, not a stack overflow.
@@ -434,6 +434,12 @@ function textLength(content: unknown): number {
         else if (isObject(part)) {
           if (typeof part.text === 'string') n += part.text.length;
           else if (part.content !== undefined) pending.push(part.content);
+          // The model's tool calls and their results, sent back: the Responses API's
+          // `function_call` (`arguments`) and `function_call_output` (`output`), Anthropic's
+          // `tool_use` (`input`).
+          if (typeof part.arguments === 'string') n += part.arguments.length;
+          if (part.output !== undefined) pending.push(part.output);
+          if (part.type === 'tool_use') n += definitionChars(part.input);
         }
       }
     }
@@ -443,7 +449,7 @@ function textLength(content: unknown): number {
 
 /**
  * Characters of a request's prompt: `system` (the Responses API's `instructions`), the messages'
- * contents, `input` / `prompt`, and the tools it declares (`tools`, OpenAI's older `functions`:
+ * contents and tool calls, `input` / `prompt`, and the tools it declares (`tools`, OpenAI's older `functions`:
  * both APIs count their definitions as input tokens).
  */
 function promptChars(body: Record<string, unknown>): number {
@@ -455,7 +461,11 @@ function promptChars(body: Record<string, unknown>): number {
     definitionChars(body.tools) +
     definitionChars(body.functions);
   if (Array.isArray(body.messages)) {
-    for (const m of body.messages) if (isObject(m)) n += textLength(m.content);
+    for (const m of body.messages) {
+      // An assistant message's tool calls (Chat Completions' `tool_calls`, the older `function_call`).
+      if (isObject(m))
+        n += textLength(m.content) + definitionChars(m.tool_calls) + definitionChars(m.function_call);
+    }
   }
   return n;
 }
