@@ -228,7 +228,8 @@ export type Usage = Readonly<Record<string, unknown>>;
  * Reads `usage` from an answer's bytes as they pass, without holding them: a server-sent-events
  * stream event by event (the last `usage` seen, fields merged: OpenAI's last chunk, Anthropic's
  * `message_start` then `message_delta`; an event longer than 8 MiB is dropped), or a JSON answer
- * kept as text up to 8 MiB and parsed at its end.
+ * kept as text up to 8 MiB and parsed at its end (a longer one: its last 64 KiB searched for the
+ * last `usage` object, which both APIs write after the content).
  */
 export class UsageScanner {
   readonly #sse: boolean;
@@ -236,6 +237,9 @@ export class UsageScanner {
   /** A JSON answer's text so far. */
   #text = '';
   #bytes = 0;
+  /** A JSON answer longer than {@link MAX_JSON_BYTES}: its last text (at least `TAIL_CHARS`). */
+  #tail: string[] = [];
+  #tailLength = 0;
   /**
    * A stream's text since its last event's end, as it came: joined only when an event ends in it,
    * so a long event is not copied (nor searched again) at each of its chunks.
@@ -262,11 +266,21 @@ export class UsageScanner {
       return;
     }
     this.#bytes += chunk.byteLength;
+    const text = this.#decoder.decode(chunk, { stream: true });
     if (this.#bytes > MAX_JSON_BYTES) {
+      // Longer than is kept: its last characters only, where both APIs write `usage`.
+      if (this.#text !== '') this.#tail.push(this.#text);
+      this.#tail.push(text);
+      this.#tailLength += this.#text.length + text.length;
       this.#text = '';
+      if (this.#tailLength > 2 * TAIL_CHARS) {
+        const kept = this.#tail.join('').slice(-TAIL_CHARS);
+        this.#tail = [kept];
+        this.#tailLength = kept.length;
+      }
       return;
     }
-    this.#text += this.#decoder.decode(chunk, { stream: true });
+    this.#text += text;
   }
 
   /** The usage at the end of the answer, or `undefined`. */
@@ -275,7 +289,7 @@ export class UsageScanner {
       this.#feed(`${this.#decoder.decode()}\n\n`);
       return this.#usage;
     }
-    if (this.#bytes > MAX_JSON_BYTES) return undefined;
+    if (this.#bytes > MAX_JSON_BYTES) return usageAtEnd(this.#tail.join('') + this.#decoder.decode());
     try {
       const parsed: unknown = JSON.parse(this.#text + this.#decoder.decode());
       return isObject(parsed) ? usageIn(parsed) : undefined;
@@ -345,6 +359,39 @@ export class UsageScanner {
       // Not JSON (a comment, `[DONE]`): nothing to read.
     }
   }
+}
+
+/** The end of a JSON answer longer than {@link MAX_JSON_BYTES} searched for its `usage`. */
+const TAIL_CHARS = 64 * 1024;
+
+/**
+ * The object of the last `"usage"` key in `text` (the end of a JSON answer too long to parse
+ * whole: both APIs write `usage` after the content), or `undefined` when there is none whole.
+ */
+function usageAtEnd(text: string): Usage | undefined {
+  const key = text.lastIndexOf('"usage"');
+  if (key === -1) return undefined;
+  const start = text.indexOf('{', key);
+  if (start === -1 || text.slice(key + 7, start).trim() !== ':') return undefined;
+  let depth = 0;
+  let quoted = false;
+  for (let i = start; i < text.length; i++) {
+    const c = text[i];
+    if (quoted) {
+      if (c === '\\') i++;
+      else if (c === '"') quoted = false;
+    } else if (c === '"') quoted = true;
+    else if (c === '{') depth++;
+    else if (c === '}' && --depth === 0) {
+      try {
+        const parsed: unknown = JSON.parse(text.slice(start, i + 1));
+        return isObject(parsed) ? parsed : undefined;
+      } catch {
+        return undefined;
+      }
+    }
+  }
+  return undefined;
 }
 
 /**
