@@ -258,3 +258,27 @@ describe("the tool calls and their results in a call's history are part of its p
     expect(input).toBeLessThan(2_100);
   });
 });
+
+describe("Anthropic's plain-text documents are part of the prompt", () => {
+  // A `document` block whose source is text (`type: 'text'`, its `data`) or content blocks (`type:
+  // 'content'`) carries the document's text in its source: it was not counted, so a call citing a
+  // long document was charged its question alone.
+  const long = 'x'.repeat(8_000);
+  const sources = {
+    text: { type: 'text', media_type: 'text/plain', data: long },
+    content: { type: 'content', content: [{ type: 'text', text: long }] },
+  };
+
+  for (const [name, source] of Object.entries(sources)) {
+    it.each<Kind>(['fetch wrapper', 'interceptor'])(`a document of source type ${name}: %s`, async (kind) => {
+      const content = [
+        { type: 'document', source, citations: { enabled: true } },
+        { type: 'text', text: 'abcd' },
+      ];
+      const body = { model: 'claude-x', max_tokens: 10, messages: [{ role: 'user', content }] };
+      const input = await drawn(kind, '/v1/messages', body, 'anthropic');
+      expect(input).toBeGreaterThanOrEqual(2_001);
+      expect(input).toBeLessThan(2_100);
+    });
+  }
+});

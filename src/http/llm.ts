@@ -462,7 +462,8 @@ function count(value: unknown): number | undefined {
 
 /**
  * Characters of text in a content value: a string, or parts with `text` (or `input_text`), or
- * parts with a `content` of their own (a tool result's), tool calls and their outputs, or token ids (embeddings' and completions'
+ * parts with a `content` of their own (a tool result's), tool calls and their outputs, Anthropic's
+ * plain-text documents, or token ids (embeddings' and completions'
  * `input` / `prompt` as an array of them, or one per text: each counts as a token's characters).
  * Read with a list of the arrays still to read, not by recursion: a body nested thousands deep is
  * counted, not a stack overflow.
@@ -487,6 +488,10 @@ function textLength(content: unknown): number {
           if (typeof part.arguments === 'string') n += part.arguments.length;
           if (part.output !== undefined) pending.push(part.output);
           if (part.type === 'tool_use') n += definitionChars(part.input);
+          // Anthropic's plain-text document: its text is in its source (`data`, or content blocks).
+          const source = part.type === 'document' && isObject(part.source) ? part.source : undefined;
+          if (source?.type === 'text' && typeof source.data === 'string') n += source.data.length;
+          else if (source?.type === 'content') pending.push(source.content);
         }
       }
     }
