@@ -169,18 +169,25 @@ export class LlmMeter {
 
 /**
  * Whether a call runs no model, so draws no tokens: a `GET`, `HEAD`, `DELETE` or `OPTIONS` (a
- * list of models, a batch or a file polled), or a count of a prompt's tokens (Anthropic's
- * `/v1/messages/count_tokens`, OpenAI's `/v1/responses/input_tokens`). Their answers carry no
- * `usage`: charged the estimate of a call, each kept it (5 counts of a prompt took 10,000 input
- * tokens from the model's budget; 10 polls of a batch 4,000 tokens).
+ * list of models, a batch or a file polled), a count of a prompt's tokens (Anthropic's
+ * `/v1/messages/count_tokens`, OpenAI's `/v1/responses/input_tokens`), or a file uploaded or a
+ * batch created or cancelled (a path with a `files`, `uploads` or `batches` segment: OpenAI's
+ * `/v1/files`, `/v1/uploads/...`, `/v1/batches`, Anthropic's `/v1/messages/batches`; a batch's
+ * calls run later, under the batch API's own limits). Their answers carry no `usage`: charged the
+ * estimate of a call, each kept it (5 counts of a prompt took 10,000 input tokens from the model's
+ * budget; 10 polls of a batch 4,000 tokens; a file's multipart body, the running average).
  */
 function spendsNoTokens(method: string, path: string): boolean {
   const m = method.toUpperCase();
   if (m === 'GET' || m === 'HEAD' || m === 'DELETE' || m === 'OPTIONS') return true;
   const end = path.indexOf('?');
   const route = end === -1 ? path : path.slice(0, end);
-  return route.endsWith('/count_tokens') || route.endsWith('/input_tokens');
+  if (route.endsWith('/count_tokens') || route.endsWith('/input_tokens')) return true;
+  return route.split('/').some((segment) => NO_MODEL_SEGMENTS.has(segment));
 }
+
+/** The path segments of the calls that store a file or a batch and run no model. */
+const NO_MODEL_SEGMENTS = new Set(['files', 'uploads', 'batches']);
 
 /** The longest 429 body read to tell why it came (bytes). */
 export const MAX_REFUSAL_BYTES = 64 * 1024;
@@ -221,7 +228,8 @@ export type Usage = Readonly<Record<string, unknown>>;
  * Reads `usage` from an answer's bytes as they pass, without holding them: a server-sent-events
  * stream event by event (the last `usage` seen, fields merged: OpenAI's last chunk, Anthropic's
  * `message_start` then `message_delta`; an event longer than 8 MiB is dropped), or a JSON answer
- * kept as text up to 8 MiB and parsed at its end.
+ * kept as text up to 8 MiB and parsed at its end (a longer one: its last 64 KiB searched for the
+ * last `usage` object, which both APIs write after the content).
  */
 export class UsageScanner {
   readonly #sse: boolean;
@@ -229,6 +237,9 @@ export class UsageScanner {
   /** A JSON answer's text so far. */
   #text = '';
   #bytes = 0;
+  /** A JSON answer longer than {@link MAX_JSON_BYTES}: its last text (at least `TAIL_CHARS`). */
+  #tail: string[] = [];
+  #tailLength = 0;
   /**
    * A stream's text since its last event's end, as it came: joined only when an event ends in it,
    * so a long event is not copied (nor searched again) at each of its chunks.
@@ -255,11 +266,21 @@ export class UsageScanner {
       return;
     }
     this.#bytes += chunk.byteLength;
+    const text = this.#decoder.decode(chunk, { stream: true });
     if (this.#bytes > MAX_JSON_BYTES) {
+      // Longer than is kept: its last characters only, where both APIs write `usage`.
+      if (this.#text !== '') this.#tail.push(this.#text);
+      this.#tail.push(text);
+      this.#tailLength += this.#text.length + text.length;
       this.#text = '';
+      if (this.#tailLength > 2 * TAIL_CHARS) {
+        const kept = this.#tail.join('').slice(-TAIL_CHARS);
+        this.#tail = [kept];
+        this.#tailLength = kept.length;
+      }
       return;
     }
-    this.#text += this.#decoder.decode(chunk, { stream: true });
+    this.#text += text;
   }
 
   /** The usage at the end of the answer, or `undefined`. */
@@ -268,7 +289,7 @@ export class UsageScanner {
       this.#feed(`${this.#decoder.decode()}\n\n`);
       return this.#usage;
     }
-    if (this.#bytes > MAX_JSON_BYTES) return undefined;
+    if (this.#bytes > MAX_JSON_BYTES) return usageAtEnd(this.#tail.join('') + this.#decoder.decode());
     try {
       const parsed: unknown = JSON.parse(this.#text + this.#decoder.decode());
       return isObject(parsed) ? usageIn(parsed) : undefined;
@@ -340,6 +361,39 @@ export class UsageScanner {
   }
 }
 
+/** The end of a JSON answer longer than {@link MAX_JSON_BYTES} searched for its `usage`. */
+const TAIL_CHARS = 64 * 1024;
+
+/**
+ * The object of the last `"usage"` key in `text` (the end of a JSON answer too long to parse
+ * whole: both APIs write `usage` after the content), or `undefined` when there is none whole.
+ */
+function usageAtEnd(text: string): Usage | undefined {
+  const key = text.lastIndexOf('"usage"');
+  if (key === -1) return undefined;
+  const start = text.indexOf('{', key);
+  if (start === -1 || text.slice(key + 7, start).trim() !== ':') return undefined;
+  let depth = 0;
+  let quoted = false;
+  for (let i = start; i < text.length; i++) {
+    const c = text[i];
+    if (quoted) {
+      if (c === '\\') i++;
+      else if (c === '"') quoted = false;
+    } else if (c === '"') quoted = true;
+    else if (c === '{') depth++;
+    else if (c === '}' && --depth === 0) {
+      try {
+        const parsed: unknown = JSON.parse(text.slice(start, i + 1));
+        return isObject(parsed) ? parsed : undefined;
+      } catch {
+        return undefined;
+      }
+    }
+  }
+  return undefined;
+}
+
 /**
  * The `usage` of an answer or a stream event: its own (a JSON answer, OpenAI's last chunk,
  * Anthropic's `message_delta`), its `message`'s (Anthropic's `message_start`) or its
@@ -408,8 +462,11 @@ function count(value: unknown): number | undefined {
 
 /**
  * Characters of text in a content value: a string, or parts with `text` (or `input_text`), or
- * parts with a `content` of their own (a tool result's). Read with a list of the arrays still to
- * read, not by recursion: a body nested thousands deep is counted, not a stack overflow.
+ * parts with a `content` of their own (a tool result's), tool calls and their outputs, Anthropic's
+ * plain-text documents, or token ids (embeddings' and completions'
+ * `input` / `prompt` as an array of them, or one per text: each counts as a token's characters).
+ * Read with a list of the arrays still to read, not by recursion: a body nested thousands deep is
+ * counted, not a stack overflow.
  */
 function textLength(content: unknown): number {
   let n = 0;
@@ -420,9 +477,21 @@ function textLength(content: unknown): number {
     else if (Array.isArray(value)) {
       for (const part of value) {
         if (typeof part === 'string') n += part.length;
+        else if (typeof part === 'number') n += CHARS_PER_TOKEN;
+        else if (Array.isArray(part)) pending.push(part);
         else if (isObject(part)) {
           if (typeof part.text === 'string') n += part.text.length;
           else if (part.content !== undefined) pending.push(part.content);
+          // The model's tool calls and their results, sent back: the Responses API's
+          // `function_call` (`arguments`) and `function_call_output` (`output`), Anthropic's
+          // `tool_use` (`input`).
+          if (typeof part.arguments === 'string') n += part.arguments.length;
+          if (part.output !== undefined) pending.push(part.output);
+          if (part.type === 'tool_use') n += definitionChars(part.input);
+          // Anthropic's plain-text document: its text is in its source (`data`, or content blocks).
+          const source = part.type === 'document' && isObject(part.source) ? part.source : undefined;
+          if (source?.type === 'text' && typeof source.data === 'string') n += source.data.length;
+          else if (source?.type === 'content') pending.push(source.content);
         }
       }
     }
@@ -430,11 +499,46 @@ function textLength(content: unknown): number {
   return n;
 }
 
-/** Characters of a request's prompt: `system`, the messages' contents, and `input` / `prompt`. */
+/**
+ * Characters of a request's prompt: `system` (the Responses API's `instructions`), the messages'
+ * contents and tool calls, `input` / `prompt`, and the tools it declares (`tools`, OpenAI's older `functions`:
+ * both APIs count their definitions as input tokens).
+ */
 function promptChars(body: Record<string, unknown>): number {
-  let n = textLength(body.system) + textLength(body.input) + textLength(body.prompt);
+  let n =
+    textLength(body.system) +
+    textLength(body.instructions) +
+    textLength(body.input) +
+    textLength(body.prompt) +
+    definitionChars(body.tools) +
+    definitionChars(body.functions);
   if (Array.isArray(body.messages)) {
-    for (const m of body.messages) if (isObject(m)) n += textLength(m.content);
+    for (const m of body.messages) {
+      // An assistant message's tool calls (Chat Completions' `tool_calls`, the older `function_call`).
+      if (isObject(m))
+        n += textLength(m.content) + definitionChars(m.tool_calls) + definitionChars(m.function_call);
+    }
+  }
+  return n;
+}
+
+/**
+ * Characters of a JSON value's strings, its keys' too (a tool's name, description and schema).
+ * Read with a list of the values still to read, not by recursion, as {@link textLength} is.
+ */
+function definitionChars(value: unknown): number {
+  let n = 0;
+  const pending: unknown[] = [value];
+  while (pending.length > 0) {
+    const next = pending.pop();
+    if (typeof next === 'string') n += next.length;
+    else if (Array.isArray(next)) for (const item of next) pending.push(item);
+    else if (isObject(next)) {
+      for (const [key, inner] of Object.entries(next)) {
+        n += key.length;
+        pending.push(inner);
+      }
+    }
   }
   return n;
 }

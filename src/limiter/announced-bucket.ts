@@ -12,13 +12,21 @@ import type { AnnouncedQuota } from './types.js';
  * policies, the binding one counts (the smallest `limit`, the lowest `remaining`), whatever order
  * they are listed in. The full bucket is spent at the start, then grants are paced by the refill.
  * Each later announcement lowers the level to its `remaining` less the reserve (not below 0) when
- * that is lower (other clients drain the same quota). A request larger than the bucket is served
- * once the bucket is full and leaves it in debt, so the long-run rate holds for any size. Rates are units/min; times ms on the limiter's clock.
+ * that is lower (other clients drain the same quota); a refund never lifts it above that
+ * `remaining` (refilled since) plus what was taken after it. A request larger than the bucket is
+ * served once the bucket is full and leaves it in debt, so the long-run rate holds for any size.
+ * Rates are units/min; times ms on the limiter's clock.
  */
 export class AnnouncedBucket extends TokenBucket {
   readonly #reserveMs: number;
   /** The announced bucket size (units); `undefined` until announced. */
   #limit: number | undefined;
+  /**
+   * How far a refund may lift the level: the last announced level (refilled since) less the level,
+   * plus what was taken or charged since (the API had not counted it when it announced). Unknown
+   * (no bound) until the first announcement.
+   */
+  #headroom = Number.POSITIVE_INFINITY;
 
   constructor(rate: number, now: number, reserveMs: number) {
     super(rate, now);
@@ -63,6 +71,35 @@ export class AnnouncedBucket extends TokenBucket {
     const announced = Math.max(0, remaining - this.reserve);
     const level = first ? announced - inFlight : announced;
     this.tokens = Math.min(this.capacity, first ? level : Math.min(this.tokens, level));
+    this.#headroom = Math.max(0, announced - this.tokens);
+  }
+
+  override take(units: number, now?: number): void {
+    super.take(units, now);
+    if (!this.free) this.#headroom += units;
+  }
+
+  /**
+   * Charges `delta` units (more used than drawn), or refunds them (negative) up to the headroom:
+   * a refund never lifts the level above what the API last announced, refilled since, plus what
+   * this process took after that announcement. The announcement counted what the API had charged
+   * by then: the real cost of the calls it had admitted (an LLM call whose `usage` came under its
+   * estimate, in the same answer's headers), nothing for the calls it refused. A refund on top of
+   * a level the announcement lowered counted the difference twice: 3,000 input tokens above the
+   * API's `remaining`, with other processes on the same key, and the calls went into 429s.
+   */
+  override charge(delta: number, now: number): void {
+    if (this.free) return;
+    this.refill(now);
+    this.#headroom = Math.min(this.#headroom, Math.max(0, this.capacity - this.tokens));
+    if (delta >= 0) {
+      super.charge(delta, now);
+      this.#headroom += delta;
+      return;
+    }
+    const lift = Math.min(-delta, this.#headroom);
+    this.#headroom -= lift;
+    if (lift > 0) super.charge(-lift, now);
   }
 
   protected override resize(): void {
