@@ -232,9 +232,9 @@ describe('probe on a limiter: a share found after the start', () => {
     send(1_000); // the Retry-After pause, which counts toward the drain
     const cruise = limiter.rate;
     expect(cruise).toBeLessThan(1_500);
-    // The hold at that share doubled (8 s), where it was 4 s while the start's 3,000 counted as the
-    // highest ceiling found: no probe yet 7 s after the drain.
-    send(7_000);
+    // The start's 3,000 does not count as the highest ceiling found: that share is, and its hold is
+    // that ceiling's (4 x 4 s), doubled, up to maxHold (30 s): no probe yet 29 s after the drain.
+    send(29_000);
     expect(cuts).toBe(7);
     expect(limiter.rate).toBe(cruise);
     // It still probes after the doubled hold.
@@ -284,7 +284,8 @@ describe('probe on a limiter: a first cut made unlimited that read the sender, n
     expect(limiter.rate).toBeLessThan(2_400);
     // Then the app has far more to send. Its probe finds the quota's 5,800 (the bucket's 429s);
     // what got through there is the ceiling, not the average of a cycle that cruised at 2,400.
-    run(20_000, 400);
+    // (Within two probe cycles: the hold at the highest ceiling found is 16-32 s, then the creep.)
+    run(50_000, 400);
     accepted = [];
     run(10_000, 400);
     expect((accepted.length * 60_000) / 10_000).toBeGreaterThan(0.8 * quota);

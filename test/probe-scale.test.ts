@@ -121,7 +121,8 @@ describe('probe: the cut that ends the start of a burst of calls', () => {
 
 describe('probe: the climb at many requests a second', () => {
   const controller = probe();
-  // After the sure cut at 60,000: 1 s of drain (its own overshoot), then a hold of 4 s (random 0).
+  // After the sure cut at 60,000: 1 s of drain (its own overshoot), a hold of 16 s at the highest
+  // ceiling found (random 0), and four rounds of creep (half a margin, 900, each).
   const s = (sinceLastDecrease: number, requests: number | undefined) =>
     state({
       rate: 58_200,
@@ -133,16 +134,16 @@ describe('probe: the climb at many requests a second', () => {
     });
 
   it('steps a twentieth of the ceiling at 6,000 requests/min and more, doubling each round', () => {
-    // The first round after the hold: the cruise rate (97 % of 60,000) plus 5 % of the ceiling.
-    expect(controller.onSuccess(s(5_000, 150_000))).toBeCloseTo(58_200 + 3_000, 6);
+    // The first round after the creep: the cruise rate (97 % of 60,000), the creep, 5 % of the ceiling.
+    expect(controller.onSuccess(s(25_000, 150_000))).toBeCloseTo(58_200 + 3_600 + 3_000, 6);
     // The third: 1 + 2 + 4 steps.
-    expect(controller.onSuccess(s(9_000, 6_000))).toBeCloseTo(58_200 + 7 * 3_000, 6);
+    expect(controller.onSuccess(s(29_000, 6_000))).toBeCloseTo(58_200 + 3_600 + 7 * 3_000, 6);
   });
 
   it('keeps the default step (60 a minute for the budget) below that, or where requests are not counted', () => {
     // Requests of 20 units: 60,000 units/min is 3,000 requests/min.
-    expect(controller.onSuccess(s(5_000, 3_000))).toBeCloseTo(58_200 + 60, 6);
-    expect(controller.onSuccess(s(9_000, undefined))).toBeCloseTo(58_200 + 7 * 60, 6);
+    expect(controller.onSuccess(s(25_000, 3_000))).toBeCloseTo(58_200 + 3_600 + 60, 6);
+    expect(controller.onSuccess(s(29_000, undefined))).toBeCloseTo(58_200 + 3_600 + 7 * 60, 6);
   });
 });
 

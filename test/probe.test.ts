@@ -119,54 +119,69 @@ describe('probe: onSuccess (golden table, default options)', () => {
     ['nothing waited: no raise', { sinceLastIncrease: 2000, waited: false }, undefined],
     ['drains for 1 s after its own overshoot', { ...afterFirst, sinceLastDecrease: 999 }, undefined],
     ['then cruises 3 % below the ceiling', { ...afterFirst, sinceLastDecrease: 1000 }, 2910],
-    ['holds there for 4 s x (1 + random)', { ...afterFirst, rate: 2910, sinceLastDecrease: 4999 }, undefined],
-    ['then probes: +60 in the first round', { ...afterFirst, sinceLastDecrease: 5000 }, 2970],
-    ['+60, +120, +240 after three rounds', { ...afterFirst, sinceLastDecrease: 9000 }, 3330],
     [
-      'the step is shared by the instances',
-      { ...afterFirst, sinceLastDecrease: 5000, instanceCount: 2 },
-      2940,
-    ],
-    [
-      'with 10 instances probing on their own the hold is 5 times as long (20 s)',
-      { ...afterFirst, rate: 2910, sinceLastDecrease: 20_999, instanceCount: 10 },
+      'holds there, at the highest ceiling found, for 4 x 4 s x (1 + random)',
+      { ...afterFirst, rate: 2910, sinceLastDecrease: 16_999 },
       undefined,
     ],
     [
-      'then those 10 probe, each by a tenth of the step',
-      { ...afterFirst, rate: 2910, sinceLastDecrease: 21_000, instanceCount: 10 },
-      2916,
+      'then creeps: half a margin of the ceiling in the first round',
+      { ...afterFirst, sinceLastDecrease: 17_000 },
+      2955,
+    ],
+    ['a margin above the ceiling after four rounds', { ...afterFirst, sinceLastDecrease: 23_000 }, 3090],
+    ['then +60 in the fifth round', { ...afterFirst, sinceLastDecrease: 25_000 }, 3150],
+    ['+60, +120, +240 after seven rounds', { ...afterFirst, sinceLastDecrease: 29_000 }, 3510],
+    [
+      'the step is shared by the instances',
+      { ...afterFirst, sinceLastDecrease: 25_000, instanceCount: 2 },
+      3120,
     ],
     [
-      'a random 0.5 holds 6 s',
-      { ...afterFirst, rate: 2910, sinceLastDecrease: 6999, random: 0.5 },
+      'with 10 instances probing on their own the hold is 5 times as long (80 s)',
+      { ...afterFirst, rate: 2910, sinceLastDecrease: 80_999, instanceCount: 10 },
+      undefined,
+    ],
+    [
+      'then those 10 creep, each by half a margin of its own ceiling',
+      { ...afterFirst, rate: 2910, sinceLastDecrease: 81_000, instanceCount: 10 },
+      2955,
+    ],
+    [
+      'and step, each by a tenth of the step',
+      { ...afterFirst, rate: 2910, sinceLastDecrease: 89_000, instanceCount: 10 },
+      3096,
+    ],
+    [
+      'a random 0.5 holds 24 s',
+      { ...afterFirst, rate: 2910, sinceLastDecrease: 24_999, random: 0.5 },
       undefined,
     ],
     [
       'a Retry-After pause does not count',
-      { ...afterFirst, sinceLastDecrease: 6000, pauseSinceLastDecrease: 1000 },
-      2970,
+      { ...afterFirst, sinceLastDecrease: 18_000, pauseSinceLastDecrease: 1000 },
+      2955,
     ],
-    ['never above the maximum', { ...afterFirst, sinceLastDecrease: 5000, maxRate: 2950 }, 2950],
+    ['never above the maximum', { ...afterFirst, sinceLastDecrease: 25_000, maxRate: 2950 }, 2950],
     [
-      'the same ceiling twice in a row doubles the hold (8 s)',
-      { rate: 2958.5, decreases: [FIRST, SECOND], sinceLastDecrease: 8999 },
+      'the same ceiling twice in a row doubles the hold (32 s, up to maxHold: 30 s)',
+      { rate: 2958.5, decreases: [FIRST, SECOND], sinceLastDecrease: 30_999 },
       undefined,
     ],
     [
-      'and probes after it',
-      { rate: 2958.5, decreases: [FIRST, SECOND], sinceLastDecrease: 9000 },
-      3050 * 0.97 + 60,
+      'and creeps after it',
+      { rate: 2958.5, decreases: [FIRST, SECOND], sinceLastDecrease: 31_000 },
+      3050 * 0.985,
     ],
     [
-      'with 10 instances at the highest ceiling found, the doubled hold passes maxHold, up to 5 times it (40 s, not 30 s)',
-      { rate: 2958.5, decreases: [FIRST, SECOND], sinceLastDecrease: 40_999, instanceCount: 10 },
+      'with 10 instances at the highest ceiling found, the doubled hold passes maxHold, up to 5 times it (150 s, not 30 s)',
+      { rate: 2958.5, decreases: [FIRST, SECOND], sinceLastDecrease: 150_999, instanceCount: 10 },
       undefined,
     ],
     [
-      'and those 10 probe after it',
-      { rate: 2958.5, decreases: [FIRST, SECOND], sinceLastDecrease: 41_000, instanceCount: 10 },
-      3050 * 0.97 + 6,
+      'and those 10 creep after it',
+      { rate: 2958.5, decreases: [FIRST, SECOND], sinceLastDecrease: 151_000, instanceCount: 10 },
+      3050 * 0.985,
     ],
     [
       'with 10 instances below the highest ceiling found, the hold stays within maxHold (30 s)',
@@ -236,14 +251,14 @@ describe('probe: onSuccess (golden table, default options)', () => {
       2000 * 0.97 + 60,
     ],
     [
-      'a ceiling the start found once does not count as the highest: the same ceiling twice doubles the hold (8 s)',
-      { rate: 1210 * 0.97, decreases: START_THEN_SHARE, sinceLastDecrease: 8999 },
+      'a ceiling the start found once does not count as the highest: the share found twice is, and its hold doubles (4 x 8 s, up to maxHold: 30 s)',
+      { rate: 1210 * 0.97, decreases: START_THEN_SHARE, sinceLastDecrease: 30_999 },
       undefined,
     ],
     [
-      'and probes after it',
-      { rate: 1210 * 0.97, decreases: START_THEN_SHARE, sinceLastDecrease: 9000 },
-      1210 * 0.97 + 60,
+      'and creeps after it',
+      { rate: 1210 * 0.97, decreases: START_THEN_SHARE, sinceLastDecrease: 31_000 },
+      1210 * 0.985,
     ],
     [
       'a Retry-After pause counts toward the drain',
@@ -313,8 +328,8 @@ describe('probe: onSuccess (golden table, default options)', () => {
     ],
     [
       'after a very first cut made unlimited: then probes by the probe step (60), not a tenth of it',
-      { rate: 2910, decreases: [UNLIMITED_FIRST], sinceLastDecrease: 5000 },
-      2910 + 60,
+      { rate: 2910, decreases: [UNLIMITED_FIRST], sinceLastDecrease: 25_000 },
+      2910 + 180 + 60,
     ],
     [
       'a very first cut made unlimited at 6,000 units/min and more: only an estimate, a tenth of it',
@@ -412,13 +427,13 @@ describe('probe: onSuccess (golden table, default options)', () => {
     ],
     [
       'after a cut: probes no higher than the announced rate',
-      { ...afterFirst, sinceLastDecrease: 9000, announcedRate: 3100 },
+      { ...afterFirst, sinceLastDecrease: 29_000, announcedRate: 3100 },
       3100,
     ],
     [
       'after a cut: below the announced rate, probes as without it',
-      { ...afterFirst, sinceLastDecrease: 5000, announcedRate: 3100 },
-      2970,
+      { ...afterFirst, sinceLastDecrease: 17_000, announcedRate: 3100 },
+      2955,
     ],
   ] as const)('%s', (_name, overrides, expected) => {
     const next = controller.onSuccess(state(overrides));
@@ -430,11 +445,12 @@ describe('probe: onSuccess (golden table, default options)', () => {
 describe('probe: options', () => {
   it('takes its options, as the limiter does by name', () => {
     const slow = probe({ probeStep: 6, holdTime: 1_000, maxHold: 1_000 });
-    const s = state({ rate: 2700, decreases: [FIRST], sinceLastDecrease: 2000 });
-    expect(slow.onSuccess(s)).toBeCloseTo(2916);
+    // Drain 1 s, the hold (4 x 1 s, capped at maxHold: 1 s), four rounds of creep, then a step.
+    const s = state({ rate: 2700, decreases: [FIRST], sinceLastDecrease: 10_000 });
+    expect(slow.onSuccess(s)).toBeCloseTo(3096);
     expect(
       resolveController('probe', { probe: { probeStep: 6, holdTime: 1_000, maxHold: 1_000 } }).onSuccess(s),
-    ).toBeCloseTo(2916);
+    ).toBeCloseTo(3096);
   });
 
   it.each([

@@ -30,7 +30,7 @@ function downStore(clock: ManualClock, down: { now: boolean }): BudgetStore {
 }
 
 describe('a shared budget member while the store is down (ManualClock, the default probe)', () => {
-  it("holds at its ceiling as a single limiter does, not the budget's 4 times longer: its 429s pause only itself", () => {
+  it('holds and probes at its ceiling as a single limiter does: its 429s pause only itself', () => {
     const clock = new ManualClock();
     const options = {
       clock,
@@ -69,10 +69,9 @@ describe('a shared budget member while the store is down (ManualClock, the defau
     send(5_000);
     const cruise = single.rate; // drained, then cruising 3 % below the ceiling
     expect(member.limiter.rate).toBe(cruise);
-    // The single limiter's hold (4 s, doubled: the ceiling found again) is over: it probes. Before,
-    // the member held 4 times as long (30 s, maxHold), as the budget does, for whom each probe's 429
-    // pauses every member.
-    send(7_000);
+    // The hold (4 x 4 s, doubled: the ceiling found again; 30 s, maxHold) is over: both probe, in
+    // step. The member does not wait for the budget's next cut from the others.
+    send(27_000);
     expect(single.rate).toBeGreaterThan(cruise);
     expect(member.limiter.rate).toBe(single.rate);
   });

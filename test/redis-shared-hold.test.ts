@@ -1,7 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
 import { type DecreaseRecord, probe } from '../src/controllers/index.js';
-import { sharedBudgetProbe } from '../src/controllers/probe.js';
 import { createSharedBudget, MemoryBudgetStore, type SharedBudget } from '../src/redis/index.js';
 import { controllerStateOf } from './helpers/controller-state.js';
 
@@ -19,85 +18,71 @@ const DROPPED: DecreaseRecord[] = [
   { rateBefore: 2100, acceptedRate: 2000, acceptedRateSincePrevious: 1950 },
 ];
 
-describe("a shared budget's probe holds longer at its ceiling (its 429 pauses every member)", () => {
-  const single = probe();
-  const shared = sharedBudgetProbe();
+describe('the probe holds 4 times as long at its highest ceiling (its 429 pauses the process, every member of a shared budget)', () => {
+  const controller = probe();
   it.each([
     [
-      'one find of the ceiling: a single limiter probes after 1 + 4 s',
+      'one find of the ceiling: not after 1 + 4 s',
       { decreases: [FIRST], sinceLastDecrease: 5000 },
-      2970,
       undefined,
     ],
-    // The budget's probe at its highest ceiling creeps by half a margin of it (45) a round.
-    ['the budget after 1 + 16 s', { decreases: [FIRST], sinceLastDecrease: 17_000 }, 2910 + 127 * 60, 2955],
+    // At its highest ceiling the probe creeps by half a margin of it (45) a round.
+    ['one find of the ceiling: after 1 + 16 s', { decreases: [FIRST], sinceLastDecrease: 17_000 }, 2955],
     [
-      'found twice: 8 s; the budget 30 s (maxHold)',
+      'found twice: not after 1 + 8 s (30 s, maxHold)',
       { rate: 2958.5, decreases: [FIRST, SECOND], sinceLastDecrease: 9000 },
-      3050 * 0.97 + 60,
       undefined,
     ],
     [
-      'the budget probes after 30 s',
+      'found twice: after 1 + 30 s',
       { rate: 2958.5, decreases: [FIRST, SECOND], sinceLastDecrease: 31_000 },
-      3050 * 0.97 + 4095 * 60,
       3050 * 0.985,
     ],
     // Below the highest ceiling found (read low, or a quota that dropped and may come back): the
-    // budget's hold there is a single limiter's.
+    // hold there is holdTime's (4 s), and the steps double from the first round.
     [
-      'found below the highest ceiling by more than stableTolerance: the same hold',
+      'found below the highest ceiling by more than stableTolerance: after 1 + 4 s',
       {
         rate: 2522,
         decreases: [FIRST, SECOND, { rateBefore: 3100, acceptedRate: 2600, acceptedRateSincePrevious: 2550 }],
         sinceLastDecrease: 5000,
       },
       2600 * 0.97 + 60,
-      2600 * 0.97 + 60,
     ],
     [
-      'well below the highest ceiling: the same hold',
+      'well below the highest ceiling: after 1 + 4 s',
       { rate: 1800, decreases: DROPPED, sinceLastDecrease: 5000 },
       2000 * 0.97 + 60,
-      2000 * 0.97 + 60,
     ],
-  ] as const)('%s', (_name, overrides, singleRate, sharedRate) => {
-    const s = state(overrides);
-    const a = single.onSuccess(s);
-    const b = shared.onSuccess(s);
-    if (singleRate === undefined) expect(a).toBeUndefined();
-    else expect(a).toBeCloseTo(singleRate, 6);
-    if (sharedRate === undefined) expect(b).toBeUndefined();
-    else expect(b).toBeCloseTo(sharedRate, 6);
+  ] as const)('%s', (_name, overrides, expected) => {
+    const raised = controller.onSuccess(state(overrides));
+    if (expected === undefined) expect(raised).toBeUndefined();
+    else expect(raised).toBeCloseTo(expected, 6);
   });
 });
 
-describe("a shared budget's probe at its highest ceiling creeps half a margin a round, then doubles", () => {
-  const single = probe();
-  const shared = sharedBudgetProbe();
-  /** FIRST's ceiling (3,000): drain 1 s, a hold of `hold` (random 0), then round k of 2 s. */
-  const round = (k: number, hold: number) =>
-    state({ decreases: [FIRST], sinceLastDecrease: 1_000 + hold + k * 2_000 + 1 });
+describe('the probe at its highest ceiling creeps half a margin a round, then doubles', () => {
+  const controller = probe();
+  /** FIRST's ceiling (3,000): drain 1 s, the hold of 16 s (random 0), then round k of 2 s. */
+  const round = (k: number) =>
+    state({ decreases: [FIRST], sinceLastDecrease: 1_000 + 16_000 + k * 2_000 + 1 });
   it.each([
-    // Round k: a single limiter adds 60 x (2^(k+1) - 1); the budget 45 x (k + 1) for 4 rounds
-    // (to 3 % above the ceiling), then 180 + 60 x (2^(k-3) - 1).
-    [0, 2910 + 60, 2910 + 45],
-    [1, 2910 + 180, 2910 + 90],
-    [2, 2910 + 420, 2910 + 135],
-    [3, 2910 + 900, 2910 + 180],
-    [4, 2910 + 1860, 2910 + 180 + 60],
-    [5, 2910 + 3780, 2910 + 180 + 180],
-    [6, 2910 + 7620, 2910 + 180 + 420],
-  ] as const)('round %i', (k, singleRate, sharedRate) => {
-    expect(single.onSuccess(round(k, 4_000))).toBeCloseTo(singleRate, 6);
-    expect(shared.onSuccess(round(k, 16_000))).toBeCloseTo(sharedRate, 6);
+    // Round k: 45 x (k + 1) for 4 rounds (to 3 % above the ceiling), then 180 + 60 x (2^(k-3) - 1).
+    [0, 2910 + 45],
+    [1, 2910 + 90],
+    [2, 2910 + 135],
+    [3, 2910 + 180],
+    [4, 2910 + 180 + 60],
+    [5, 2910 + 180 + 180],
+    [6, 2910 + 180 + 420],
+  ] as const)('round %i', (k, expected) => {
+    expect(controller.onSuccess(round(k))).toBeCloseTo(expected, 6);
   });
 
-  it('below its highest ceiling (a quota that dropped) the budget probes as a single limiter does', () => {
-    // The hold there is a single limiter's too (4 s): round k starts at 1 + 4 + 2k s.
+  it('below its highest ceiling (a quota that dropped) its steps double from the first round', () => {
+    // The hold there is 4 s: round k starts at 1 + 4 + 2k s.
     const s = state({ rate: 1800, decreases: DROPPED, sinceLastDecrease: 5_000 + 2 * 2_000 + 1 });
-    expect(shared.onSuccess(s)).toBeCloseTo(2000 * 0.97 + 420, 6);
-    expect(single.onSuccess(s)).toBeCloseTo(2000 * 0.97 + 420, 6);
+    expect(controller.onSuccess(s)).toBeCloseTo(2000 * 0.97 + 420, 6);
   });
 });
 

@@ -14,7 +14,8 @@ export interface ProbeOptions {
    * `holdTime × (1 + random)` (random in [0, 1)), doubled for each cut in a row that found
    * the same ceiling (within `stableTolerance`), up to `maxHold`; not doubled at a ceiling below
    * 1 − 3 × `stableTolerance` (70 %) of the highest the kept cuts found past the start (once a
-   * ceiling was found twice in a row). @default 4_000
+   * ceiling was found twice in a row); 4 times as long at about that highest ceiling (see
+   * `PEAK_HOLD_FACTOR`). @default 4_000
    */
   holdTime?: number;
   /**
@@ -30,8 +31,8 @@ export interface ProbeOptions {
    * cruise rate, the same for every client, so competing clients converge to fair shares. At
    * 6,000 requests/min and more (measured now, or at a kept cut) the first step is at least 5 % of
    * the ceiling (then proportional to each client's own ceiling); a shared budget's state does not
-   * count requests, so it keeps this step at every rate. A shared budget at about its highest ceiling creeps half a
-   * `cruiseMargin` of it a round for 4 rounds first (see `sharedBudgetProbe`).
+   * count requests, so it keeps this step at every rate. At about the highest ceiling found the
+   * probe creeps half a `cruiseMargin` of it a round for 4 rounds first (see `creepAbove`).
    * @default 60
    */
   probeStep?: number;
@@ -91,8 +92,8 @@ const MAX_ROUNDS = 40;
  * The probe controller: it learns a ceiling from the accepted rate at a throttle (the server's
  * rate for this process while it throttles) and cruises a few percent below it. After its own
  * overshoot it drains briefly below the ceiling, holds at the cruise rate for a randomized while
- * that grows while the ceiling stays the same, then probes above it with steps that double each
- * round. A throttle while cruising means the quota dropped or a competitor grew: a smaller
+ * that grows while the ceiling stays the same (longer at the highest ceiling found), then probes
+ * above it: there by creeping first, then with steps that double each round. A throttle while cruising means the quota dropped or a competitor grew: a smaller
  * ceiling, a short hold, quick probing again. Before the first cut it doubles each round while
  * requests wait. It never raises the rate while the process sends less than its rate.
  *
@@ -105,28 +106,22 @@ const MAX_ROUNDS = 40;
  * accepted rates at the last cuts, the time since the last cut, `random`).
  */
 export function probe(options: ProbeOptions = {}): RateController {
-  return probeController(options, 1);
+  return probeController(options);
 }
 
 /**
- * A shared budget's hold (the budget's probe, src/redis) at a ceiling within `stableTolerance` of
- * the highest its kept cuts found is this many times a single limiter's: a probe's 429 pauses
- * every member for its Retry-After, the whole budget's rate for that time. The hold after a
- * ceiling found again still doubles, up to `maxHold`. Below that highest ceiling (a ceiling read
- * low, or a quota that dropped and may come back) the hold is a single limiter's.
+ * At a ceiling within `stableTolerance` of the highest the kept cuts found (or before any was
+ * found twice), the hold is this many times `holdTime` (16-32 s by default), and the probe creeps
+ * before its steps double ({@link creepAbove}). A probe's 429 pauses the process (every member of
+ * a shared budget) for its Retry-After, and on a strict server each pause costs a second of the
+ * process's share: two processes probing every 4-8 s at one quota spent 10-14 such seconds a
+ * minute. The hold after a ceiling found again still doubles, up to `maxHold`. Below that highest
+ * ceiling (a ceiling read low, or a quota that dropped and may come back) the hold is `holdTime`'s,
+ * so a quota that comes back is probed for within seconds.
  */
-const SHARED_HOLD_FACTOR = 4;
+const PEAK_HOLD_FACTOR = 4;
 
-/**
- * The probe controller as a shared budget runs it, once for the budget: as {@link probe}, with
- * holds {@link SHARED_HOLD_FACTOR} times longer at about the highest ceiling found, and a probe
- * there that creeps before its steps double ({@link creepAbove}).
- */
-export function sharedBudgetProbe(options: ProbeOptions = {}): RateController {
-  return probeController(options, SHARED_HOLD_FACTOR);
-}
-
-function probeController(options: ProbeOptions, peakHoldFactor: number): RateController {
+function probeController(options: ProbeOptions): RateController {
   const o = validate(options);
   const same = (a: number, b: number) => Math.abs(a - b) <= o.stableTolerance * b;
   /**
@@ -294,7 +289,7 @@ function probeController(options: ProbeOptions, peakHoldFactor: number): RateCon
         // own (see holdScale).
         const doubled = E < peak * (1 - LOW_CEILING_TOLERANCES * o.stableTolerance) ? 0 : stable;
         const atPeak = E >= peak * (1 - o.stableTolerance);
-        const base = o.holdTime * holdScale(s.instanceCount) * (atPeak ? peakHoldFactor : 1);
+        const base = o.holdTime * holdScale(s.instanceCount) * (atPeak ? PEAK_HOLD_FACTOR : 1);
         // At about the highest ceiling found, maxHold grows with the hold (holdScale): capped at
         // 30 s, 10 processes each held 20-30 s whatever the ceiling's history. Below it (a newcomer
         // took part of the share) the cap stays, so the share is probed for again sooner.
@@ -313,7 +308,7 @@ function probeController(options: ProbeOptions, peakHoldFactor: number): RateCon
           const base = climbStep(o.probeStep / s.instanceCount, E, requests);
           // While the ceiling is only the start's estimate, steps of a tenth of it at least.
           const step = estimate ? Math.max(base, E * UNSURE_STEP) : base;
-          if (peakHoldFactor > 1 && !estimate && atPeak) target += creepAbove(E, o.cruiseMargin, k, step, g);
+          if (!estimate && atPeak) target += creepAbove(E, o.cruiseMargin, k, step, g);
           else target += ((g ** (k + 1) - 1) / (g - 1)) * step;
           target = Math.max(target, climbBack(E, recall, k) * (1 - o.cruiseMargin));
         }
@@ -329,18 +324,19 @@ function probeController(options: ProbeOptions, peakHoldFactor: number): RateCon
 }
 
 /**
- * Rounds of a shared budget's probe at about its highest ceiling that creep by half a cruise
+ * Rounds of the probe at about the highest ceiling found that creep by half a cruise
  * margin each (from the cruise rate to one margin above the ceiling) before its steps double.
  */
 const CREEP_ROUNDS = 4;
 
 /**
- * What a shared budget's probe adds to its cruise rate in round `k` at about the highest ceiling
+ * What the probe adds to its cruise rate in round `k` at about the highest ceiling
  * `E` its kept cuts found (units/min): half a cruise margin of `E` a round for
  * {@link CREEP_ROUNDS} rounds (to the ceiling, then a margin above it), then the usual steps
- * doubling from `step`. Every member pauses on the probe's 429; a ceiling held 16-32 s is most
- * often the same quota, and a strict server (nginx's limit_req) answers 429 once its small burst
- * is spent: creeping, the budget sends at about the quota for several rounds before that 429,
+ * doubling from `step`. The probe's 429 pauses the process (every member of a shared budget); a
+ * ceiling held 16-32 s is most often the same quota, and a strict server (nginx's limit_req)
+ * answers 429 once its small burst is spent: creeping, it sends at about the quota for several
+ * rounds before that 429,
  * and the overshoot its cut reads is a margin, not the 6-14 % of doubled steps. A raised quota
  * is still found by the doubling after those rounds.
  */

@@ -1,6 +1,6 @@
 import { EventEmitter } from 'node:events';
 import { controllerNameOf, keepsNoState, resolveController } from '../controllers/index.js';
-import { sharedBudgetProbe } from '../controllers/probe.js';
+import { probe } from '../controllers/probe.js';
 import { ASYNC_DISPOSE } from '../dispose.js';
 import { AdaptiveRateLimitError, ConfigError, SHARED_BUDGET_UNAVAILABLE } from '../errors.js';
 import { kFailed, kNoCrowdWait, kSuccess, kThrottled, kWaitBound } from '../internal.js';
@@ -104,10 +104,9 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
     const min = resolved.minUnitsPerMinute;
     const max = resolved.maxUnitsPerMinute;
     const initial = resolved.initialUnitsPerMinute;
-    // The probe controller by name runs with a shared budget's holds and probe (probe.ts, sharedBudgetProbe).
+    // The probe controller by name, with the options given, once for the budget.
     const alone = resolveController(resolved.controller, resolved);
-    const controller =
-      resolved.controller === 'probe' ? keepsNoState(sharedBudgetProbe(resolved.probe)) : alone;
+    const controller = resolved.controller === 'probe' ? keepsNoState(probe(resolved.probe)) : alone;
     this.#member = new MemberState(this, {
       name: this.#opts.name,
       initialRate: initial,
