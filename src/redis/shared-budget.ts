@@ -1,6 +1,5 @@
 import { EventEmitter } from 'node:events';
-import { controllerNameOf, keepsNoState, resolveController } from '../controllers/index.js';
-import { probe } from '../controllers/probe.js';
+import { controllerNameOf, resolveController } from '../controllers/index.js';
 import { ASYNC_DISPOSE } from '../dispose.js';
 import { AdaptiveRateLimitError, ConfigError, SHARED_BUDGET_UNAVAILABLE } from '../errors.js';
 import { kFailed, kNoCrowdWait, kSuccess, kThrottled, kWaitBound } from '../internal.js';
@@ -104,9 +103,8 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
     const min = resolved.minUnitsPerMinute;
     const max = resolved.maxUnitsPerMinute;
     const initial = resolved.initialUnitsPerMinute;
-    // The probe controller by name, with the options given, once for the budget.
-    const alone = resolveController(resolved.controller, resolved);
-    const controller = resolved.controller === 'probe' ? keepsNoState(probe(resolved.probe)) : alone;
+    // One controller: the budget's (once for the budget) and a degraded member's (on its own).
+    const controller = resolveController(resolved.controller, resolved);
     this.#member = new MemberState(this, {
       name: this.#opts.name,
       initialRate: initial,
@@ -125,9 +123,9 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
             // The budget's controller decides once for the budget (budget-controller.ts); the local
             // one applies this member's part of its cuts (member-controller.ts).
             // Named after the budget's controller (what metrics and NODE_DEBUG show).
-            // Degraded, the member runs on its own (its pauses pause only itself): a single
-            // limiter's controller, without the budget's longer holds.
-            controller: Object.assign(memberController(alone, view), {
+            // Degraded, the member runs the same controller on its own state (its pauses pause
+            // only itself), as a single limiter.
+            controller: Object.assign(memberController(controller, view), {
               name: controllerNameOf(resolved.controller),
             }),
             instanceCount: 1,
