@@ -1,13 +1,7 @@
-import { once } from 'node:events';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { Agent } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
-import { ManualClock } from '../src/clock.js';
-import { rateLimitedFetch } from '../src/http/fetch.js';
-import { adaptiveRateLimit } from '../src/http/interceptor.js';
 import { UsageScanner } from '../src/http/llm.js';
 import type { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
+import { type LlmClientKind, llmClient, serveLocal } from './helpers/llm-clients.js';
 
 // `api: 'openai'`: a JSON answer longer than the 8 MiB kept for its `usage` (embeddings of a few
 // hundred texts: 2,048 base64 vectors of 1,536 dimensions are 17 MB) has its `usage` at its end:
@@ -46,60 +40,26 @@ function bigAnswer(): string {
 async function serve() {
   const big = bigAnswer();
   let n = 0;
-  const server: Server = createServer(async (req, res) => {
+  return serveLocal(async (req, res) => {
     for await (const _ of req);
     // The first answer announces the bucket; the second is the large one.
     res.writeHead(200, QUOTA).end(n++ === 0 ? '{}' : big);
-  });
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  cleanups.push(() => new Promise((resolve) => server.close(resolve)));
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  }, cleanups);
 }
 
-type Kind = 'fetch wrapper' | 'interceptor';
-
-function client(kind: Kind, origin: string) {
-  const options = {
-    limiters: { llm: { origins: [origin], api: 'openai' as const } },
-    clock: new ManualClock(),
-  };
-  const headers = { 'content-type': 'application/json', authorization: 'Bearer k' };
-  const body = JSON.stringify({ model: 'text-embedding-3-small', input: 'abcd' });
-  if (kind === 'fetch wrapper') {
-    const f = rateLimitedFetch(options);
-    cleanups.push(() => f.close());
-    return {
-      limiter: f.registry.get('llm') as AdaptiveRateLimiter,
-      call: async () => (await f(`${origin}/v1/embeddings`, { method: 'POST', headers, body })).text(),
-    };
-  }
-  const interceptor = adaptiveRateLimit({ ...options, default: false });
-  const agent = new Agent().compose(interceptor);
-  cleanups.push(
-    () => agent.close(),
-    () => interceptor.close(),
-  );
-  return {
-    limiter: interceptor.registry.get('llm') as AdaptiveRateLimiter,
-    call: async () => {
-      const answer = await agent.request({ origin, path: '/v1/embeddings', method: 'POST', headers, body });
-      return answer.body.text();
-    },
-  };
-}
+const BODY = JSON.stringify({ model: 'text-embedding-3-small', input: 'abcd' });
 
 const tokens = (limiter: AdaptiveRateLimiter) => limiter.snapshot().budgets?.tokens?.tokens ?? Number.NaN;
 
 describe("api: 'openai': a JSON answer longer than 8 MiB", () => {
-  it.each<Kind>(['fetch wrapper', 'interceptor'])(
+  it.each<LlmClientKind>(['fetch wrapper', 'interceptor'])(
     'is corrected by the usage at its end: %s',
     async (kind) => {
       const origin = await serve();
-      const { limiter, call } = client(kind, origin);
-      await call();
+      const { limiter, post } = llmClient(kind, origin, 'openai', cleanups);
+      await post('/v1/embeddings', BODY);
       const before = tokens(limiter);
-      expect((await call()).length).toBeGreaterThan(8 * 1024 * 1024);
+      expect((await post('/v1/embeddings', BODY)).length).toBeGreaterThan(8 * 1024 * 1024);
       expect(before - tokens(limiter)).toBe(30_000);
     },
   );

@@ -1,11 +1,9 @@
-import { once } from 'node:events';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
 import { rateLimitedFetch } from '../src/http/fetch.js';
 import type { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
 import { llmAgent } from './helpers/llm-agent.js';
+import { serveLocal } from './helpers/llm-clients.js';
 
 // `api: 'openai'`: a file uploaded (`/v1/files`, `/v1/uploads`) or a batch created
 // (`/v1/batches`) runs no model: it draws a request and no tokens. Such a call's body is
@@ -30,16 +28,12 @@ const QUOTA = {
 
 /** A chat answers with a usage of 6,000 tokens; anything else with a file's or a batch's JSON. */
 async function serve() {
-  const server: Server = createServer(async (req, res) => {
+  return serveLocal(async (req, res) => {
     for await (const _ of req);
     const chat = req.url === '/v1/chat/completions';
     const body = chat ? { usage: { prompt_tokens: 5_000, completion_tokens: 1_000 } } : { id: 'file-1' };
     res.writeHead(200, QUOTA).end(JSON.stringify(body));
-  });
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  cleanups.push(() => new Promise((resolve) => server.close(resolve)));
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  }, cleanups);
 }
 
 type Kind = "Node's fetch through the interceptor" | 'the fetch wrapper';

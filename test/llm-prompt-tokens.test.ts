@@ -1,12 +1,6 @@
-import { once } from 'node:events';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { Agent } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
-import { ManualClock } from '../src/clock.js';
-import { rateLimitedFetch } from '../src/http/fetch.js';
-import { adaptiveRateLimit } from '../src/http/interceptor.js';
 import type { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
+import { type LlmClientKind, llmClient, serveLocal } from './helpers/llm-clients.js';
 import { until } from './helpers/rate-limited-server.js';
 
 // `api: 'openai'` and `'anthropic'`: what a call is charged before it is sent must read the whole prompt. A real
@@ -45,68 +39,25 @@ async function serve(api: Api) {
   const quota = api === 'openai' ? OPENAI : ANTHROPIC;
   const held: (() => void)[] = [];
   let arrived = 0;
-  const server: Server = createServer(async (req, res) => {
+  const origin = await serveLocal(async (req, res) => {
     for await (const _ of req);
     arrived++;
     held.push(() => res.writeHead(200, quota).end('{}'));
-  });
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  cleanups.push(() => new Promise((resolve) => server.close(resolve)));
+  }, cleanups);
   const release = () => {
     for (const end of held.splice(0)) end();
   };
-  const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   return { origin, release, arrived: () => arrived };
-}
-
-type Kind = 'fetch wrapper' | 'interceptor';
-
-function client(kind: Kind, origin: string, api: Api) {
-  const options = {
-    limiters: { llm: { origins: [origin], api } },
-    clock: new ManualClock(),
-  };
-  const headers = { 'content-type': 'application/json', authorization: 'Bearer k' };
-  if (kind === 'fetch wrapper') {
-    const f = rateLimitedFetch(options);
-    cleanups.push(() => f.close());
-    return {
-      limiter: f.registry.get('llm') as AdaptiveRateLimiter,
-      call: async (path: string, body: unknown) => {
-        const answer = await f(`${origin}${path}`, { method: 'POST', headers, body: JSON.stringify(body) });
-        await answer.text();
-      },
-    };
-  }
-  const interceptor = adaptiveRateLimit({ ...options, default: false });
-  const agent = new Agent().compose(interceptor);
-  cleanups.push(
-    () => agent.close(),
-    () => interceptor.close(),
-  );
-  return {
-    limiter: interceptor.registry.get('llm') as AdaptiveRateLimiter,
-    call: async (path: string, body: unknown) => {
-      const answer = await agent.request({
-        origin,
-        path,
-        method: 'POST',
-        headers,
-        body: JSON.stringify(body),
-      });
-      await answer.body.text();
-    },
-  };
 }
 
 const tokens = (limiter: AdaptiveRateLimiter, api: Api) =>
   limiter.snapshot().budgets?.[api === 'openai' ? 'tokens' : 'input_tokens']?.tokens ?? Number.NaN;
 
 /** The tokens a call draws before it is sent (its answer held, the clock still). */
-async function drawn(kind: Kind, path: string, body: unknown, api: Api = 'openai'): Promise<number> {
+async function drawn(kind: LlmClientKind, path: string, body: unknown, api: Api = 'openai'): Promise<number> {
   const { origin, release, arrived } = await serve(api);
-  const { limiter, call } = client(kind, origin, api);
+  const { limiter, post } = llmClient(kind, origin, api, cleanups);
+  const call = (path: string, body: unknown) => post(path, JSON.stringify(body));
   // A first call reads the bucket the API announces.
   const first = call(path, { ...(body as object), input: 'hi', prompt: 'hi' });
   await until(() => arrived() === 1, 'the first call to arrive');
@@ -125,7 +76,7 @@ describe("api: 'openai': a prompt given as tokens is charged its tokens", () => 
   // per text. Such a prompt was charged 1 token, so a batch of them went out at once into 429s.
   const ids = (n: number) => Array.from({ length: n }, (_, i) => i);
 
-  it.each<Kind>(['fetch wrapper', 'interceptor'])(
+  it.each<LlmClientKind>(['fetch wrapper', 'interceptor'])(
     'embeddings, input as arrays of token ids: %s',
     async (kind) => {
       const input = [ids(3_000), ids(2_000)];
@@ -133,7 +84,7 @@ describe("api: 'openai': a prompt given as tokens is charged its tokens", () => 
     },
   );
 
-  it.each<Kind>(['fetch wrapper', 'interceptor'])(
+  it.each<LlmClientKind>(['fetch wrapper', 'interceptor'])(
     'completions, prompt as one array of token ids: %s',
     async (kind) => {
       const prompt = ids(4_000);
@@ -147,7 +98,7 @@ describe("api: 'openai': a prompt given as tokens is charged its tokens", () => 
 describe("api: 'openai': the Responses API's instructions are part of the prompt", () => {
   // The Responses API's system prompt is `instructions`, next to `input`: a long one was not
   // counted, so such calls were charged their `input` alone.
-  it.each<Kind>(['fetch wrapper', 'interceptor'])(
+  it.each<LlmClientKind>(['fetch wrapper', 'interceptor'])(
     'a call with 8,000 characters of instructions: %s',
     async (kind) => {
       const body = {
@@ -174,7 +125,7 @@ describe('the tools a call declares are part of its prompt', () => {
   ];
   const messages = [{ role: 'user', content: 'abcd' }];
 
-  it.each<Kind>(['fetch wrapper', 'interceptor'])(
+  it.each<LlmClientKind>(['fetch wrapper', 'interceptor'])(
     'Anthropic: tools in the input estimate: %s',
     async (kind) => {
       const body = { model: 'claude-x', max_tokens: 10, tools, messages };
@@ -184,16 +135,19 @@ describe('the tools a call declares are part of its prompt', () => {
     },
   );
 
-  it.each<Kind>(['fetch wrapper', 'interceptor'])('OpenAI: tools in the estimate: %s', async (kind) => {
-    const openaiTools = tools.map(({ name, description, input_schema }) => ({
-      type: 'function',
-      function: { name, description, parameters: input_schema },
-    }));
-    const body = { model: 'gpt-4o', max_tokens: 10, tools: openaiTools, messages };
-    const drawnTokens = await drawn(kind, '/v1/chat/completions', body);
-    expect(drawnTokens).toBeGreaterThanOrEqual(2_001);
-    expect(drawnTokens).toBeLessThan(2_100);
-  });
+  it.each<LlmClientKind>(['fetch wrapper', 'interceptor'])(
+    'OpenAI: tools in the estimate: %s',
+    async (kind) => {
+      const openaiTools = tools.map(({ name, description, input_schema }) => ({
+        type: 'function',
+        function: { name, description, parameters: input_schema },
+      }));
+      const body = { model: 'gpt-4o', max_tokens: 10, tools: openaiTools, messages };
+      const drawnTokens = await drawn(kind, '/v1/chat/completions', body);
+      expect(drawnTokens).toBeGreaterThanOrEqual(2_001);
+      expect(drawnTokens).toBeLessThan(2_100);
+    },
+  );
 });
 
 describe("the tool calls and their results in a call's history are part of its prompt", () => {
@@ -203,7 +157,7 @@ describe("the tool calls and their results in a call's history are part of its p
   // with a file's content as a tool's output was charged a few tokens.
   const long = 'x'.repeat(8_000);
 
-  it.each<Kind>(['fetch wrapper', 'interceptor'])(
+  it.each<LlmClientKind>(['fetch wrapper', 'interceptor'])(
     "the Responses API's function call output: %s",
     async (kind) => {
       const input = [
@@ -220,7 +174,7 @@ describe("the tool calls and their results in a call's history are part of its p
     },
   );
 
-  it.each<Kind>(['fetch wrapper', 'interceptor'])(
+  it.each<LlmClientKind>(['fetch wrapper', 'interceptor'])(
     "Chat Completions' tool call arguments: %s",
     async (kind) => {
       const messages = [
@@ -242,7 +196,7 @@ describe("the tool calls and their results in a call's history are part of its p
     },
   );
 
-  it.each<Kind>(['fetch wrapper', 'interceptor'])("Anthropic's tool_use input: %s", async (kind) => {
+  it.each<LlmClientKind>(['fetch wrapper', 'interceptor'])("Anthropic's tool_use input: %s", async (kind) => {
     const messages = [
       { role: 'user', content: 'abcd' },
       { role: 'assistant', content: [{ type: 'tool_use', id: 't1', name: 'write', input: { text: long } }] },
@@ -270,15 +224,18 @@ describe("Anthropic's plain-text documents are part of the prompt", () => {
   };
 
   for (const [name, source] of Object.entries(sources)) {
-    it.each<Kind>(['fetch wrapper', 'interceptor'])(`a document of source type ${name}: %s`, async (kind) => {
-      const content = [
-        { type: 'document', source, citations: { enabled: true } },
-        { type: 'text', text: 'abcd' },
-      ];
-      const body = { model: 'claude-x', max_tokens: 10, messages: [{ role: 'user', content }] };
-      const input = await drawn(kind, '/v1/messages', body, 'anthropic');
-      expect(input).toBeGreaterThanOrEqual(2_001);
-      expect(input).toBeLessThan(2_100);
-    });
+    it.each<LlmClientKind>(['fetch wrapper', 'interceptor'])(
+      `a document of source type ${name}: %s`,
+      async (kind) => {
+        const content = [
+          { type: 'document', source, citations: { enabled: true } },
+          { type: 'text', text: 'abcd' },
+        ];
+        const body = { model: 'claude-x', max_tokens: 10, messages: [{ role: 'user', content }] };
+        const input = await drawn(kind, '/v1/messages', body, 'anthropic');
+        expect(input).toBeGreaterThanOrEqual(2_001);
+        expect(input).toBeLessThan(2_100);
+      },
+    );
   }
 });
