@@ -253,10 +253,14 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
     const found = this[kTouchOrigin](key);
     if (found !== undefined) return { key, limiter: found, instance: found, own: true };
     // The first partition seen takes the limiter of the origin (or the named limiter) itself: one
-    // credential is metered, named and shown exactly as without partitions.
-    const claimed = name !== undefined ? this.#claims.get(name) : this.#perOrigin.claim(origin, partition.id);
-    if (name !== undefined && claimed === undefined) this.#claims.set(name, partition.id);
-    if (claimed === undefined || claimed === partition.id) return undefined;
+    // credential is metered, named and shown exactly as without partitions. Not a partition whose
+    // own limiter gave way to a pause record: it gets that limiter back, pause and all.
+    if (this.#closed || !this.#perOrigin.pausedNow(key)) {
+      const claimed =
+        name !== undefined ? this.#claims.get(name) : this.#perOrigin.claim(origin, partition.id);
+      if (name !== undefined && claimed === undefined) this.#claims.set(name, partition.id);
+      if (claimed === undefined || claimed === partition.id) return undefined;
+    }
     const label = partition.name?.();
     const limiterName = label === undefined ? key : partitionKey(name ?? origin, label);
     if (this.#closed) {
