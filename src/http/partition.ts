@@ -167,7 +167,9 @@ function signer(value: string): string {
     if (name === 'credential') text = text.split('/')[0] ?? text;
     found.push(`${name}=${text}`);
   }
-  return found.length > 1 ? found.join(' ') : value;
+  // A value that names no signer (malformed) is keyed by its scheme, not by the value, which changes
+  // with every request: each would be a partition of its own, unpaused and at full rate.
+  return found.join(' ');
 }
 
 /**

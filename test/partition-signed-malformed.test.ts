@@ -1,0 +1,43 @@
+import { describe, expect, it } from 'vitest';
+import { ManualClock } from '../src/clock.js';
+import { rateLimitedFetch } from '../src/http/fetch.js';
+import { cleanups, serve } from './helpers/interceptor-fixtures.js';
+
+// docs/partitions.md: schemes that sign each request are partitioned by who signs. A value of such
+// a scheme that names no signer (a Digest without `username`, a SigV4 without `Credential=`) must
+// not make every request a partition of its own: each would start unpaused, at full rate.
+
+describe('a signed authorization that names no signer', () => {
+  const cases: [string, (n: number) => string][] = [
+    ['Digest without username or realm', (n) => `Digest nonce="${n}", uri="/x", response="r${n}"`],
+    [
+      'AWS SigV4 without Credential=',
+      (n) => `AWS4-HMAC-SHA256 SignedHeaders=host;x-amz-date, Signature=${n.toString(16).padStart(64, '0')}`,
+    ],
+    ['OAuth 1 without consumer key or token', (n) => `OAuth oauth_nonce="${n}", oauth_signature="s${n}"`],
+    ['HTTP Signature without keyId', (n) => `Signature algorithm="hmac-sha256", signature="s${n}"`],
+  ];
+  for (const [what, value] of cases) {
+    it(`${what}: the second request waits out the first one's Retry-After, unsent`, async () => {
+      const server = await serve({
+        respond: (_req, res) => {
+          res.writeHead(429, { 'retry-after': '600' }).end('slow down');
+          return true;
+        },
+      });
+      const f = rateLimitedFetch({ clock: new ManualClock(), maxAttempts: 1 });
+      cleanups.push(() => f.close());
+      const call = (n: number) =>
+        f(`${server.origin}/x`, { headers: { authorization: value(n) } }).then(
+          (r) => r.status,
+          (e: unknown) => (e instanceof Error ? e.name : e),
+        );
+      expect(await call(1)).toBe(429);
+      // Before: a partition of its own (the value changes with each request), unpaused: sent.
+      expect(await call(2)).toBe('RateLimitRejectedError');
+      expect(await call(3)).toBe('RateLimitRejectedError');
+      expect(server.received.length).toBe(1);
+      expect(f.registry.names()).toHaveLength(1);
+    });
+  }
+});
