@@ -113,7 +113,26 @@ function nameIndex(name: unknown, names: readonly string[]): number {
 
 function noteValue(found: Found | undefined, size: number, at: number, value: unknown): Found | undefined {
   if (value === undefined || value === null) return found;
-  return note(found, size, at, Array.isArray(value) ? value.map(String).join(', ') : String(value));
+  const text = Array.isArray(value) ? value.map(sent).join(', ') : sent(value);
+  return note(found, size, at, text);
+}
+
+/**
+ * A header value as it is sent and read: without the white space around it (fetch's `Headers`
+ * strips it, a server reads none), so that `'Bearer t '` and `'Bearer t'` are one partition.
+ */
+function sent(value: unknown): string {
+  const text = String(value);
+  let start = 0;
+  let end = text.length;
+  while (start < end && isHttpSpace(text.charCodeAt(start))) start++;
+  while (end > start && isHttpSpace(text.charCodeAt(end - 1))) end--;
+  return start === 0 && end === text.length ? text : text.slice(start, end);
+}
+
+/** Tab, line feed, carriage return, space: the white space fetch strips around a header value. */
+function isHttpSpace(code: number): boolean {
+  return code === 32 || code === 9 || code === 10 || code === 13;
 }
 
 function note(found: Found | undefined, size: number, at: number, text: string): Found {
