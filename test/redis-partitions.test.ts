@@ -38,6 +38,20 @@ describe('shared budgets per partition: checks', () => {
     expect(error.issues[0]).toMatchObject({ path: 'partitionSecret', received: 'a string of 12 characters' });
     expect(error.message).not.toContain('short-secret');
   });
+
+  it("names a misspelt partitionSecret key by its value's kind and length, never the value", () => {
+    const value = 'the deployment secret 0123456789';
+    for (const key of ['partitionSecrets', 'PartitionSecret', 'partition_secret', 'partitionSecert']) {
+      for (const make of [adaptiveRateLimit, rateLimitedFetch]) {
+        const error = configError(() => make({ [key]: value } as never));
+        expect(error.issues[0]).toMatchObject({ path: key, received: 'a string of 32 characters' });
+        expect(error.message).toMatch(/did you mean "partitionSecret"/);
+        // Before: the unknown key's value was shown as received, the secret in full.
+        expect(JSON.stringify(error.issues)).not.toContain('0123456789');
+        expect(error.message).not.toContain('0123456789');
+      }
+    }
+  });
 });
 
 describeRedis('shared budgets per partition on a real Redis', () => {
