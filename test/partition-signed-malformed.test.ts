@@ -41,3 +41,28 @@ describe('a signed authorization that names no signer', () => {
     });
   }
 });
+
+describe('a Digest authorization that names its user by username* (RFC 7616)', () => {
+  it("one user's Retry-After does not pause another user of the same realm", async () => {
+    const digest = (user: string, n: number) =>
+      `Digest username*=UTF-8''${user}, realm="api", nonce="${n}", uri="/x", response="r${n}"`;
+    const server = await serve({
+      respond: (req, res) => {
+        if (!String(req.headers.authorization).includes("UTF-8''J%C3%A4s%C3%B8n")) return false;
+        res.writeHead(429, { 'retry-after': '600' }).end('slow down');
+        return true;
+      },
+    });
+    const f = rateLimitedFetch({ clock: new ManualClock(), maxAttempts: 1 });
+    cleanups.push(() => f.close());
+    const call = (user: string, n: number) =>
+      f(`${server.origin}/x`, { headers: { authorization: digest(user, n) } }).then(
+        (r) => r.status,
+        (e: unknown) => (e instanceof Error ? e.name : e),
+      );
+    expect(await call('J%C3%A4s%C3%B8n', 1)).toBe(429);
+    expect(await call('J%C3%A4s%C3%B8n', 2)).toBe('RateLimitRejectedError');
+    // Before: both users were one partition (the realm alone), and the other user was refused.
+    expect(await call('%C3%85sa', 3)).toBe(200);
+  });
+});

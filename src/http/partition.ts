@@ -150,7 +150,8 @@ const SIGNED_SCHEMES: Readonly<Record<string, readonly string[]>> = {
   'aws4-hmac-sha256': ['credential'],
   'aws4-ecdsa-p256-sha256': ['credential'],
   oauth: ['oauth_consumer_key', 'oauth_token'],
-  digest: ['username', 'realm'],
+  // RFC 7616's `username*` names a user that `username` cannot (not ASCII).
+  digest: ['username', 'username*', 'realm'],
   signature: ['keyid'],
 };
 
