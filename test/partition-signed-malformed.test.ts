@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
 import { rateLimitedFetch } from '../src/http/fetch.js';
+import { credentialParts } from '../src/http/partition.js';
 import { cleanups, serve } from './helpers/interceptor-fixtures.js';
 
 // docs/partitions.md: schemes that sign each request are partitioned by who signs. A value of such
@@ -64,5 +65,34 @@ describe('a Digest authorization that names its user by username* (RFC 7616)', (
     expect(await call('J%C3%A4s%C3%B8n', 2)).toBe('RateLimitRejectedError');
     // Before: both users were one partition (the realm alone), and the other user was refused.
     expect(await call('%C3%85sa', 3)).toBe(200);
+  });
+});
+
+describe('the auth-params that name who signs', () => {
+  it('reads a quoted value whole (a comma in it), whatever the order of the params', () => {
+    const names = ['authorization'];
+    const digest = (user: string, n: number) =>
+      `Digest username="${user}", realm="api", nonce="${n}", uri="/x", qop=auth, response="r${n}"`;
+    // Before: `username="Doe` for both users, one partition.
+    expect(credentialParts({ authorization: digest('Doe, John', 1) }, names)).not.toEqual(
+      credentialParts({ authorization: digest('Doe, Jane', 2) }, names),
+    );
+    expect(credentialParts({ authorization: digest('Doe, John', 1) }, names)).toEqual([
+      'authorization',
+      'digest username=Doe, John realm=api',
+    ]);
+    expect(
+      credentialParts({ authorization: 'Digest realm="api", nonce="2", username="Doe, John"' }, names),
+    ).toEqual(credentialParts({ authorization: digest('Doe, John', 1) }, names));
+    expect(credentialParts({ authorization: 'Digest username="a\\"b", realm=api' }, names)).toEqual([
+      'authorization',
+      'digest username=a"b realm=api',
+    ]);
+    // A hostile value is read in linear time: many commas before an `=`.
+    const hostile = `OAuth ${','.repeat(200_000)}oauth_token=t`;
+    expect(credentialParts({ authorization: hostile }, names)).toEqual([
+      'authorization',
+      'oauth oauth_token=t',
+    ]);
   });
 });

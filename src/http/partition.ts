@@ -173,16 +173,13 @@ function signer(value: string): string {
   }
   const params = SIGNED_SCHEMES[scheme];
   if (params === undefined) return value;
+  const values = new Map<string, string>();
+  for (const [name, text] of authParams(rest)) if (params.includes(name)) values.set(name, text);
+  // In the order of `params`, whatever the value's order: one signer, one key.
   const found: string[] = [scheme];
-  for (const param of rest.split(',')) {
-    const eq = param.indexOf('=');
-    if (eq < 0) continue;
-    const name = param.slice(0, eq).trim().toLowerCase();
-    if (!params.includes(name)) continue;
-    let text = param
-      .slice(eq + 1)
-      .trim()
-      .replace(/^"|"$/g, '');
+  for (const name of params) {
+    let text = values.get(name);
+    if (text === undefined) continue;
     // AWS's Credential is the key id, then the date, region and service of the signing key.
     if (name === 'credential') text = text.split('/')[0] ?? text;
     found.push(`${name}=${text}`);
@@ -190,6 +187,43 @@ function signer(value: string): string {
   // A value that names no signer (malformed) is keyed by its scheme, not by the value, which changes
   // with every request: each would be a partition of its own, unpaused and at full rate.
   return found.join(' ');
+}
+
+/**
+ * The auth-params of a credential (`name=token` or `name="quoted, string"`, comma-separated):
+ * names in lower case, quoted values unquoted (a comma in them is part of the value).
+ */
+function* authParams(text: string): Generator<[string, string]> {
+  let at = 0;
+  // The next `=` is looked for again only once passed: linear in the value's length.
+  let eq = -1;
+  while (at < text.length) {
+    if (eq < at) eq = text.indexOf('=', at);
+    if (eq < 0) return;
+    const comma = text.indexOf(',', at);
+    if (comma >= 0 && comma < eq) {
+      at = comma + 1; // a part without `=`
+      continue;
+    }
+    const name = text.slice(at, eq).trim().toLowerCase();
+    let i = eq + 1;
+    while (text[i] === ' ' || text[i] === '\t') i++;
+    let value = '';
+    if (text[i] === '"') {
+      for (i++; i < text.length && text[i] !== '"'; i++) {
+        if (text[i] === '\\') i++;
+        value += text[i] ?? '';
+      }
+      const next = text.indexOf(',', i);
+      at = next < 0 ? text.length : next + 1;
+    } else {
+      const next = text.indexOf(',', i);
+      const end = next < 0 ? text.length : next;
+      value = text.slice(i, end).trim();
+      at = end + 1;
+    }
+    yield [name, value];
+  }
 }
 
 /**
