@@ -125,4 +125,48 @@ describeRedis('shared budgets per partition on a real Redis', () => {
     }
     await waitFor('members', async () => (await redis.keys(`arl:{${name}#*}:members`)).length === 2);
   });
+
+  it("replace() leaves a request waiting in a partition's budget served, and closes that budget after it", async () => {
+    const api = await serve();
+    const config = {
+      origins: [api.origin],
+      maxWait: 600_000,
+      // One request a minute: the second waits in the line.
+      initialUnitsPerMinute: 1,
+      maxUnitsPerMinute: 1,
+      shared: { redis: server.url, name: `replace-${process.pid}`, heartbeatInterval: 50 },
+    };
+    const f = rateLimitedFetch({
+      limiters: { api: config },
+      default: false,
+      partitionSecret: SECRET,
+      maxAttempts: 1,
+    });
+    cleanups.push(() => f.close());
+    const abort = new AbortController();
+    cleanups.push(() => abort.abort());
+    const call = (token: string) =>
+      f(`${api.origin}/b`, { headers: { authorization: token }, signal: abort.signal }).then(
+        (r) => r.status,
+        (e: unknown) => e,
+      );
+    expect(await call(TOKEN_B)).toBe(200);
+    let waiting: unknown;
+    void call(TOKEN_B).then((s) => (waiting = s));
+    const key = f.registry.names().find((n) => n.startsWith('api#')) as string;
+    const old = f.registry.get(key);
+    await waitFor("B's second request in its budget's line", async () => (old?.snapshot().queued ?? 0) > 0);
+
+    f.registry.replace('api', { ...config, initialUnitsPerMinute: 60, maxUnitsPerMinute: 60 });
+    // A request through the new config (a budget of its own, joined in Redis) goes meanwhile.
+    expect(await call(TOKEN_A)).toBe(200);
+    // Before: refused with reason `closed` ("closed with 1 units waiting") by the replace.
+    expect(waiting).toBeUndefined();
+    expect(old?.snapshot().closed).toBe(false);
+    abort.abort(new Error('the caller gave up'));
+    await waitFor('the abort', async () => waiting !== undefined);
+    expect(waiting).toMatchObject({ message: 'the caller gave up' });
+    // Nothing waits in it any more: the budget taken out is closed.
+    await waitFor('the old budget closed', async () => old?.snapshot().closed === true);
+  });
 });

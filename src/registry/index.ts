@@ -38,7 +38,7 @@ import {
   unknownRegistryKeys,
 } from './options.js';
 import { OriginPool, type PoolOwner } from './origin-pool.js';
-import { LazySharedBudget, makeSharedBudget } from './shared.js';
+import { LazySharedBudget, makeSharedBudget, retireSharedBudget } from './shared.js';
 import { SharedPartitions } from './shared-partitions.js';
 
 export type { RegistryOptions } from './options.js';
@@ -491,10 +491,14 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
     this.#unindex(name, old);
     this.#named.set(name, entry);
     this.#index(name, entry);
-    // Its partitions were made from the old config: not closed (as the old limiter is not).
+    // Its partitions were made from the old config: not closed (as the old limiter is not); a
+    // partition's shared budget leaves Redis once nothing waits in it or holds it.
     for (const partition of this.#dropPartitionsOf(name)) this.#retire(partition);
     this.#claims.delete(name);
-    this.#sharedPartitions.closeWhere(name);
+    for (const budget of this.#sharedPartitions.takeWhere(name)) {
+      retireSharedBudget(budget);
+      this.#retire(budget);
+    }
     this.#changes++;
     old.retire();
     // A `limiter` instance is its owner's to close; one the registry made (a limiter, a shared
