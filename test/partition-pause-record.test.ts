@@ -100,4 +100,44 @@ describe('a pause record of the origin limiter (credential A) and the claim that
     for (const x of busy) for (const res of x.held) res.writeHead(200).end('ok');
     await Promise.all(held);
   });
+
+  it("B's own recorded pause is kept when the origin's limiter was dropped idle (B does not claim it)", async () => {
+    // B is refused with Retry-After: 600; A (the origin limiter's first credential) is answered 200.
+    let sentForB = 0;
+    const server = await serve({
+      respond: (req, res) => {
+        if (req.headers.authorization !== 'Bearer B') return false;
+        sentForB++;
+        res.writeHead(429, { 'retry-after': '600' }).end('slow');
+        return true;
+      },
+    });
+    const other = await serve();
+    const third = await serve();
+    const clock = new ManualClock();
+    const registry = new RateLimiterRegistry({ clock, maxOriginLimiters: 2 });
+    cleanups.push(() => registry.close());
+    const f = rateLimitedFetch({ registry, maxAttempts: 1 });
+    cleanups.push(() => f.close());
+    const call = (origin: string, key?: string) =>
+      f(`${origin}/x`, { headers: key === undefined ? {} : { authorization: `Bearer ${key}` } }).then(
+        (r) => r.status,
+        (e: unknown) => (e instanceof Error ? e.name : e),
+      );
+
+    expect(await call(server.origin, 'A')).toBe(200); // A claims the origin's limiter
+    expect(await call(server.origin, 'B')).toBe(429); // B's own limiter, paused 600 s
+    // Two other origins make room: the origin's idle limiter goes, then B's paused one becomes a
+    // pause record.
+    expect(await call(other.origin)).toBe(200);
+    expect(await call(third.origin)).toBe(200);
+    const origin = new URL(server.origin).origin;
+    expect(registry.names().some((n) => n.startsWith(origin))).toBe(false);
+
+    // B calls again within its 600 s: its pause is its own, and is kept.
+    // Before: B claimed the origin's new limiter, unpaused, and its request was sent (a second 429).
+    expect(await call(server.origin, 'B')).toBe('RateLimitRejectedError');
+    expect(sentForB).toBe(1);
+    expect(registry.get(origin)?.snapshot().pausedUntil).toBeUndefined();
+  });
 });

@@ -38,6 +38,20 @@ describe('shared budgets per partition: checks', () => {
     expect(error.issues[0]).toMatchObject({ path: 'partitionSecret', received: 'a string of 12 characters' });
     expect(error.message).not.toContain('short-secret');
   });
+
+  it("names a misspelt partitionSecret key by its value's kind and length, never the value", () => {
+    const value = 'the deployment secret 0123456789';
+    for (const key of ['partitionSecrets', 'PartitionSecret', 'partition_secret', 'partitionSecert']) {
+      for (const make of [adaptiveRateLimit, rateLimitedFetch]) {
+        const error = configError(() => make({ [key]: value } as never));
+        expect(error.issues[0]).toMatchObject({ path: key, received: 'a string of 32 characters' });
+        expect(error.message).toMatch(/did you mean "partitionSecret"/);
+        // Before: the unknown key's value was shown as received, the secret in full.
+        expect(JSON.stringify(error.issues)).not.toContain('0123456789');
+        expect(error.message).not.toContain('0123456789');
+      }
+    }
+  });
 });
 
 describeRedis('shared budgets per partition on a real Redis', () => {
@@ -110,5 +124,49 @@ describeRedis('shared budgets per partition on a real Redis', () => {
       expect(JSON.stringify([keys, one.registry.names(), two.registry.names()])).not.toContain(secret);
     }
     await waitFor('members', async () => (await redis.keys(`arl:{${name}#*}:members`)).length === 2);
+  });
+
+  it("replace() leaves a request waiting in a partition's budget served, and closes that budget after it", async () => {
+    const api = await serve();
+    const config = {
+      origins: [api.origin],
+      maxWait: 600_000,
+      // One request a minute: the second waits in the line.
+      initialUnitsPerMinute: 1,
+      maxUnitsPerMinute: 1,
+      shared: { redis: server.url, name: `replace-${process.pid}`, heartbeatInterval: 50 },
+    };
+    const f = rateLimitedFetch({
+      limiters: { api: config },
+      default: false,
+      partitionSecret: SECRET,
+      maxAttempts: 1,
+    });
+    cleanups.push(() => f.close());
+    const abort = new AbortController();
+    cleanups.push(() => abort.abort());
+    const call = (token: string) =>
+      f(`${api.origin}/b`, { headers: { authorization: token }, signal: abort.signal }).then(
+        (r) => r.status,
+        (e: unknown) => e,
+      );
+    expect(await call(TOKEN_B)).toBe(200);
+    let waiting: unknown;
+    void call(TOKEN_B).then((s) => (waiting = s));
+    const key = f.registry.names().find((n) => n.startsWith('api#')) as string;
+    const old = f.registry.get(key);
+    await waitFor("B's second request in its budget's line", async () => (old?.snapshot().queued ?? 0) > 0);
+
+    f.registry.replace('api', { ...config, initialUnitsPerMinute: 60, maxUnitsPerMinute: 60 });
+    // A request through the new config (a budget of its own, joined in Redis) goes meanwhile.
+    expect(await call(TOKEN_A)).toBe(200);
+    // Before: refused with reason `closed` ("closed with 1 units waiting") by the replace.
+    expect(waiting).toBeUndefined();
+    expect(old?.snapshot().closed).toBe(false);
+    abort.abort(new Error('the caller gave up'));
+    await waitFor('the abort', async () => waiting !== undefined);
+    expect(waiting).toMatchObject({ message: 'the caller gave up' });
+    // Nothing waits in it any more: the budget taken out is closed.
+    await waitFor('the old budget closed', async () => old?.snapshot().closed === true);
   });
 });

@@ -189,10 +189,15 @@ function unknownKeyIssues(value: object, known: readonly string[], path: string)
     }));
 }
 
+/** The known key `key` is a near miss of (a typo, another case), if any. */
+export function nearMiss(key: string, known: readonly string[]): string | undefined {
+  const lower = key.toLowerCase();
+  return known.find((k) => distance(k.toLowerCase(), lower) <= (lower.length > 4 ? 2 : 1));
+}
+
 /** `unknown key (expected one of: ...)`, with the known key meant when it is a near miss. */
 export function unknownKeyMessage(key: string, known: readonly string[]): string {
-  const lower = key.toLowerCase();
-  const meant = known.find((k) => distance(k.toLowerCase(), lower) <= (lower.length > 4 ? 2 : 1));
+  const meant = nearMiss(key, known);
   const hint = meant === undefined ? '' : `did you mean "${meant}"? `;
   return `unknown key (${hint}expected one of: ${known.join(', ')})`;
 }

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { DEFAULT_MAX_ATTEMPTS } from '../attempt-loop.js';
 import type { Clock } from '../clock.js';
 import { systemClock } from '../clock.js';
-import { limiterName, unknownKeyMessage } from '../config/rules.js';
+import { limiterName, nearMiss, unknownKeyMessage } from '../config/rules.js';
 import type { LimiterConfig } from '../config/schema.js';
 import { ConfigError, configErrorFrom, configPath } from '../errors.js';
 import type { HeaderRecord } from '../headers.js';
@@ -221,7 +221,12 @@ export function resolveInterceptorOptions(
     throw new ConfigError(
       issues.map((issue) =>
         issue.message === 'unknown key' && !issue.path.includes('.')
-          ? { ...issue, message: unknownKeyMessage(issue.path, known) }
+          ? {
+              ...issue,
+              message: unknownKeyMessage(issue.path, known),
+              // A misspelt `partitionSecret` holds the secret all the same.
+              ...(isSecretKey(issue.path) && { received: secretShape(own[issue.path]) }),
+            }
           : issue.path === 'partitionSecret'
             ? // A secret is never shown: its kind and length only.
               { ...issue, received: secretShape(own.partitionSecret) }
@@ -294,6 +299,11 @@ function coversNoOrigin(config: LimiterConfig): boolean {
 }
 
 /** What an error tells of a bad `partitionSecret`: its kind and length, never its value. */
+/** Whether an unknown key of the options is meant as `partitionSecret`, or names a secret. */
+function isSecretKey(key: string): boolean {
+  return /secret/i.test(key) || nearMiss(key, ['partitionSecret']) !== undefined;
+}
+
 function secretShape(value: unknown): string {
   if (typeof value === 'string') return `a string of ${value.length} characters`;
   if (value instanceof Uint8Array) return `${value.length} bytes`;

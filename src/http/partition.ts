@@ -113,7 +113,26 @@ function nameIndex(name: unknown, names: readonly string[]): number {
 
 function noteValue(found: Found | undefined, size: number, at: number, value: unknown): Found | undefined {
   if (value === undefined || value === null) return found;
-  return note(found, size, at, Array.isArray(value) ? value.map(String).join(', ') : String(value));
+  const text = Array.isArray(value) ? value.map(sent).join(', ') : sent(value);
+  return note(found, size, at, text);
+}
+
+/**
+ * A header value as it is sent and read: without the white space around it (fetch's `Headers`
+ * strips it, a server reads none), so that `'Bearer t '` and `'Bearer t'` are one partition.
+ */
+function sent(value: unknown): string {
+  const text = String(value);
+  let start = 0;
+  let end = text.length;
+  while (start < end && isHttpSpace(text.charCodeAt(start))) start++;
+  while (end > start && isHttpSpace(text.charCodeAt(end - 1))) end--;
+  return start === 0 && end === text.length ? text : text.slice(start, end);
+}
+
+/** Tab, line feed, carriage return, space: the white space fetch strips around a header value. */
+function isHttpSpace(code: number): boolean {
+  return code === 32 || code === 9 || code === 10 || code === 13;
 }
 
 function note(found: Found | undefined, size: number, at: number, text: string): Found {
@@ -131,7 +150,8 @@ const SIGNED_SCHEMES: Readonly<Record<string, readonly string[]>> = {
   'aws4-hmac-sha256': ['credential'],
   'aws4-ecdsa-p256-sha256': ['credential'],
   oauth: ['oauth_consumer_key', 'oauth_token'],
-  digest: ['username', 'realm'],
+  // RFC 7616's `username*` names a user that `username` cannot (not ASCII).
+  digest: ['username', 'username*', 'realm'],
   signature: ['keyid'],
 };
 
@@ -153,21 +173,57 @@ function signer(value: string): string {
   }
   const params = SIGNED_SCHEMES[scheme];
   if (params === undefined) return value;
+  const values = new Map<string, string>();
+  for (const [name, text] of authParams(rest)) if (params.includes(name)) values.set(name, text);
+  // In the order of `params`, whatever the value's order: one signer, one key.
   const found: string[] = [scheme];
-  for (const param of rest.split(',')) {
-    const eq = param.indexOf('=');
-    if (eq < 0) continue;
-    const name = param.slice(0, eq).trim().toLowerCase();
-    if (!params.includes(name)) continue;
-    let text = param
-      .slice(eq + 1)
-      .trim()
-      .replace(/^"|"$/g, '');
+  for (const name of params) {
+    let text = values.get(name);
+    if (text === undefined) continue;
     // AWS's Credential is the key id, then the date, region and service of the signing key.
     if (name === 'credential') text = text.split('/')[0] ?? text;
     found.push(`${name}=${text}`);
   }
-  return found.length > 1 ? found.join(' ') : value;
+  // A value that names no signer (malformed) is keyed by its scheme, not by the value, which changes
+  // with every request: each would be a partition of its own, unpaused and at full rate.
+  return found.join(' ');
+}
+
+/**
+ * The auth-params of a credential (`name=token` or `name="quoted, string"`, comma-separated):
+ * names in lower case, quoted values unquoted (a comma in them is part of the value).
+ */
+function* authParams(text: string): Generator<[string, string]> {
+  let at = 0;
+  // The next `=` is looked for again only once passed: linear in the value's length.
+  let eq = -1;
+  while (at < text.length) {
+    if (eq < at) eq = text.indexOf('=', at);
+    if (eq < 0) return;
+    const comma = text.indexOf(',', at);
+    if (comma >= 0 && comma < eq) {
+      at = comma + 1; // a part without `=`
+      continue;
+    }
+    const name = text.slice(at, eq).trim().toLowerCase();
+    let i = eq + 1;
+    while (text[i] === ' ' || text[i] === '\t') i++;
+    let value = '';
+    if (text[i] === '"') {
+      for (i++; i < text.length && text[i] !== '"'; i++) {
+        if (text[i] === '\\') i++;
+        value += text[i] ?? '';
+      }
+      const next = text.indexOf(',', i);
+      at = next < 0 ? text.length : next + 1;
+    } else {
+      const next = text.indexOf(',', i);
+      const end = next < 0 ? text.length : next;
+      value = text.slice(i, end).trim();
+      at = end + 1;
+    }
+    yield [name, value];
+  }
 }
 
 /**

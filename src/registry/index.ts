@@ -38,7 +38,7 @@ import {
   unknownRegistryKeys,
 } from './options.js';
 import { OriginPool, type PoolOwner } from './origin-pool.js';
-import { LazySharedBudget, makeSharedBudget } from './shared.js';
+import { LazySharedBudget, makeSharedBudget, retireSharedBudget } from './shared.js';
 import { SharedPartitions } from './shared-partitions.js';
 
 export type { RegistryOptions } from './options.js';
@@ -253,10 +253,14 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
     const found = this[kTouchOrigin](key);
     if (found !== undefined) return { key, limiter: found, instance: found, own: true };
     // The first partition seen takes the limiter of the origin (or the named limiter) itself: one
-    // credential is metered, named and shown exactly as without partitions.
-    const claimed = name !== undefined ? this.#claims.get(name) : this.#perOrigin.claim(origin, partition.id);
-    if (name !== undefined && claimed === undefined) this.#claims.set(name, partition.id);
-    if (claimed === undefined || claimed === partition.id) return undefined;
+    // credential is metered, named and shown exactly as without partitions. Not a partition whose
+    // own limiter gave way to a pause record: it gets that limiter back, pause and all.
+    if (this.#closed || !this.#perOrigin.pausedNow(key)) {
+      const claimed =
+        name !== undefined ? this.#claims.get(name) : this.#perOrigin.claim(origin, partition.id);
+      if (name !== undefined && claimed === undefined) this.#claims.set(name, partition.id);
+      if (claimed === undefined || claimed === partition.id) return undefined;
+    }
     const label = partition.name?.();
     const limiterName = label === undefined ? key : partitionKey(name ?? origin, label);
     if (this.#closed) {
@@ -487,10 +491,14 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
     this.#unindex(name, old);
     this.#named.set(name, entry);
     this.#index(name, entry);
-    // Its partitions were made from the old config: not closed (as the old limiter is not).
+    // Its partitions were made from the old config: not closed (as the old limiter is not); a
+    // partition's shared budget leaves Redis once nothing waits in it or holds it.
     for (const partition of this.#dropPartitionsOf(name)) this.#retire(partition);
     this.#claims.delete(name);
-    this.#sharedPartitions.closeWhere(name);
+    for (const budget of this.#sharedPartitions.takeWhere(name)) {
+      retireSharedBudget(budget);
+      this.#retire(budget);
+    }
     this.#changes++;
     old.retire();
     // A `limiter` instance is its owner's to close; one the registry made (a limiter, a shared

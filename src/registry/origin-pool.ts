@@ -174,6 +174,12 @@ export class OriginPool {
     return { until: until > this.#clock.now() ? until : undefined, claim };
   }
 
+  /** Whether a running pause is kept for `key` (see {@link takePause}); the record stays. */
+  pausedNow(key: string): boolean {
+    const until = this.#paused.get(key);
+    return until !== undefined && until > this.#clock.now();
+  }
+
   /**
    * Counts a request in progress through the limiter of `key` (when the pool holds `limiter` for
    * it): that limiter is not dropped until the returned function is called (once).

@@ -1,13 +1,9 @@
 import type { Clock } from '../clock.js';
-import type { AdaptiveRateLimiter } from '../limiter/adaptive.js';
 import type { RateLimiter } from '../limiter/types.js';
+import type { LazySharedBudget } from './shared.js';
 
 /** A shared budget of one partition: what its requests acquire from, its local limiter, its close. */
-export interface PartitionBudget extends RateLimiter {
-  /** The budget's local limiter (this process's share), once its code has loaded. */
-  readonly limiter: AdaptiveRateLimiter | undefined;
-  close(): Promise<void>;
-}
+export type PartitionBudget = LazySharedBudget;
 
 interface Entry {
   readonly budget: PartitionBudget;
@@ -68,11 +64,14 @@ export class SharedPartitions {
     const entry = this.#entries.get(key);
     if (entry === undefined || entry.budget !== budget) return undefined;
     entry.inFlight++;
+    // Held by the budget too: one that `replace` takes out is not closed under the request.
+    const release = entry.budget.hold();
     let done = false;
     return () => {
       if (done) return;
       done = true;
       entry.inFlight--;
+      release();
     };
   }
 
@@ -88,6 +87,17 @@ export class SharedPartitions {
 
   keys(): IterableIterator<string> {
     return this.#entries.keys();
+  }
+
+  /** Forgets the budgets of the named limiter `named`, not closed; returns them. */
+  takeWhere(named: string): PartitionBudget[] {
+    const taken: PartitionBudget[] = [];
+    for (const [key, entry] of this.#entries) {
+      if (entry.named !== named) continue;
+      this.#entries.delete(key);
+      taken.push(entry.budget);
+    }
+    return taken;
   }
 
   /** Closes and forgets the budgets of the named limiter `named` (every one, without `named`). */
