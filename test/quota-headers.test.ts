@@ -249,6 +249,36 @@ describe('OpenAI profile', () => {
     expect(
       readOpenai(h({ 'x-ratelimit-limit-requests': '60', 'x-ratelimit-remaining-requests': '-3' })),
     ).toBeUndefined();
+    // A limit sent but not a number is garbage, not a limit left out.
+    expect(
+      readOpenai(h({ 'x-ratelimit-limit-tokens': 'x', 'x-ratelimit-remaining-tokens': '900' })),
+    ).toBeUndefined();
+  });
+
+  it("reads Azure OpenAI's remaining without a limit as a lower bound of the limit", () => {
+    const quotas = readOpenai(
+      h({ 'x-ratelimit-remaining-requests': '59', 'x-ratelimit-remaining-tokens': '0' }),
+    );
+    expect(quotas).toEqual([
+      {
+        policy: 'openai:requests',
+        budget: 'requests',
+        remaining: 59,
+        limit: 59,
+        windowMs: 60_000,
+        asAnnounced: true,
+        limitIsLowerBound: true,
+      },
+      {
+        policy: 'openai:tokens',
+        budget: 'tokens',
+        remaining: 0,
+        limit: 0,
+        windowMs: 60_000,
+        asAnnounced: true,
+        limitIsLowerBound: true,
+      },
+    ]);
   });
 });
 

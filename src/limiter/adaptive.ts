@@ -29,6 +29,7 @@ import { BudgetedPermit, BudgetSet, budgetsGate, type Costs, checkCharge } from 
 import { Ceilings } from './ceiling.js';
 import { CROWD_LEARNED, CrowdWait } from './crowd-wait.js';
 import { LazyEmitter, type LimiterEventMap, refusal } from './events.js';
+import { LimitFloors } from './limit-floor.js';
 import {
   type AdaptiveLimiterOptions,
   type BudgetOptions,
@@ -46,6 +47,7 @@ import type {
   LimiterSnapshot,
   Permit,
   RateLimiter,
+  ReadQuota,
   WaitBound,
 } from './types.js';
 import { type CancellableAcquireOptions, signalFor, WaitingLine } from './waiting-line.js';
@@ -85,6 +87,8 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   #slowStart: SlowStart | undefined;
   /** The ceilings the API announced, made at the first announcement. */
   #ceilings: Ceilings | undefined;
+  /** Limits read from `remaining` alone (see limit-floor.ts); made at the first such quota. */
+  #floors: LimitFloors | undefined;
   #closed = false;
   /** The bucket when it is the announced one (`burst: 'announced'`), which counts units in flight. */
   readonly #announced: AnnouncedBucket | undefined;
@@ -679,8 +683,13 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
    * An answer for `ownUnits` units announced `quota` (or nothing): the ceiling moves, and a policy
    * with nothing left pauses until its reset, unless the answer had a Retry-After, which wins.
    */
-  #announce(quota: Quota, ownUnits: number, now: number, retryAfterMs: number | undefined): void {
+  #announce(given: Quota, ownUnits: number, now: number, retryAfterMs: number | undefined): void {
     this.#ceilings ??= new Ceilings(this.#announced === undefined);
+    let quota = given;
+    if (quota !== undefined && (this.#floors !== undefined || quota.some(lowerBound))) {
+      this.#floors ??= new LimitFloors();
+      quota = this.#floors.apply(quota);
+    }
     const { pauseMs, requestedMs } = this.#ceilings.answer(quota, ownUnits, now, this.#opts);
     if (pauseMs > 0 && retryAfterMs === undefined) {
       this.#pauseFor(now, pauseMs, requestedMs);
@@ -887,4 +896,9 @@ function validUnits(units: unknown): units is number {
 
 function badUnits(method: string, units: unknown): InvalidArgumentError {
   return new InvalidArgumentError(method, 'units', 'expected a positive finite number', units);
+}
+
+/** Whether `quota` carries a limit read from its `remaining` (see limit-floor.ts). */
+function lowerBound(quota: AnnouncedQuota | undefined): boolean {
+  return (quota as ReadQuota | undefined)?.limitIsLowerBound === true;
 }

@@ -231,4 +231,9 @@ export interface ReadQuota extends AnnouncedQuota {
   readonly burstPerMinute?: number | undefined;
   /** The reader already gives the ceiling the API means (a refilling LLM budget): not told apart. */
   readonly asAnnounced?: true | undefined;
+  /**
+   * The API sent `remaining` but no limit (Azure OpenAI): `limit` is that `remaining`, a lower
+   * bound, and the limiter reads the highest of the policy so far as its limit (see limit-floor.ts).
+   */
+  readonly limitIsLowerBound?: true | undefined;
 }

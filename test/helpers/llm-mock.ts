@@ -74,6 +74,12 @@ export interface LlmMockOptions {
   tokensPerChunk?: number;
   /** OpenAI only: send `retry-after` (whole seconds) on a rate-limit 429. @default false */
   retryAfter?: boolean;
+  /**
+   * OpenAI only: answer as Azure OpenAI does: `x-ratelimit-remaining-{requests,tokens}` alone (no
+   * `-limit-`, no `-reset-`), and a rate-limit 429 with `retry-after-ms` and `retry-after`.
+   * @default false
+   */
+  azure?: boolean;
   /** @default systemClock */
   clock?: Clock;
   /** Wall-clock ms (epoch) at the clock's reading when the server starts, for Anthropic's resets. @default Date.now() */
@@ -231,14 +237,20 @@ export async function startLlmMock(options: LlmMockOptions): Promise<LlmMock> {
     return state;
   };
 
-  const openaiHeaders = (s: ModelState): Record<string, string> => ({
-    'x-ratelimit-limit-requests': String(s.requests.limitPerMinute),
-    'x-ratelimit-limit-tokens': String(s.tokens.limitPerMinute),
-    'x-ratelimit-remaining-requests': String(Math.max(0, Math.floor(s.requests.level))),
-    'x-ratelimit-remaining-tokens': String(Math.max(0, Math.floor(s.tokens.level))),
-    'x-ratelimit-reset-requests': goDuration(s.requests.msUntilFull()),
-    'x-ratelimit-reset-tokens': goDuration(s.tokens.msUntilFull()),
-  });
+  const openaiHeaders = (s: ModelState): Record<string, string> =>
+    options.azure === true
+      ? {
+          'x-ratelimit-remaining-requests': String(Math.max(0, Math.floor(s.requests.level))),
+          'x-ratelimit-remaining-tokens': String(Math.max(0, Math.floor(s.tokens.level))),
+        }
+      : {
+          'x-ratelimit-limit-requests': String(s.requests.limitPerMinute),
+          'x-ratelimit-limit-tokens': String(s.tokens.limitPerMinute),
+          'x-ratelimit-remaining-requests': String(Math.max(0, Math.floor(s.requests.level))),
+          'x-ratelimit-remaining-tokens': String(Math.max(0, Math.floor(s.tokens.level))),
+          'x-ratelimit-reset-requests': goDuration(s.requests.msUntilFull()),
+          'x-ratelimit-reset-tokens': goDuration(s.tokens.msUntilFull()),
+        };
 
   const anthropicHeaders = (s: ModelState): Record<string, string> => {
     const now = wallClock();
@@ -365,8 +377,9 @@ export async function startLlmMock(options: LlmMockOptions): Promise<LlmMock> {
           ? `Request too large for ${model} on ${what}: Limit ${bucket.limitPerMinute}, Requested ${amount}.`
           : `Rate limit reached for ${model} on ${what}: Limit ${bucket.limitPerMinute}, Used ${Math.ceil(bucket.capacity - bucket.level)}, Requested ${amount}. Please try again in ${goDuration(waitMs)}.`;
         const headers = openaiHeaders(state);
-        if (options.retryAfter === true)
+        if (options.retryAfter === true || options.azure === true)
           headers['retry-after'] = String(Math.max(1, Math.ceil(waitMs / 1000)));
+        if (options.azure === true) headers['retry-after-ms'] = String(Math.ceil(waitMs));
         json(res, 429, headers, {
           error: { message, type: budget, param: null, code: 'rate_limit_exceeded' },
         });

@@ -39,19 +39,22 @@ interface Budget {
   limit: number;
   remaining: number;
   resetMs: number | undefined;
+  /** No limit was sent: `limit` is `remaining`, a lower bound of it (Azure OpenAI). */
+  lowerBound?: true;
 }
 
 function budget(headers: HeaderLookup, kind: 'requests' | 'tokens'): Budget | undefined {
-  const limit = nonNegativeInteger(singleText(headers, `x-ratelimit-limit-${kind}`));
+  const sent = singleText(headers, `x-ratelimit-limit-${kind}`);
+  const limit = nonNegativeInteger(sent);
   const remaining = nonNegativeInteger(singleText(headers, `x-ratelimit-remaining-${kind}`));
-  if (limit === undefined || remaining === undefined || limit === 0 || remaining > limit) return undefined;
+  if (remaining === undefined) return undefined;
   const reset = singleText(headers, `x-ratelimit-reset-${kind}`);
   const seconds = nonNegativeInteger(reset);
-  return {
-    limit,
-    remaining,
-    resetMs: parseGoDuration(reset) ?? (seconds === undefined ? undefined : seconds * 1000),
-  };
+  const resetMs = parseGoDuration(reset) ?? (seconds === undefined ? undefined : seconds * 1000);
+  // Azure OpenAI sends `remaining` alone: a refilling bucket holds at most its limit.
+  if (sent === undefined) return { limit: remaining, remaining, resetMs, lowerBound: true };
+  if (limit === undefined || limit === 0 || remaining > limit) return undefined;
+  return { limit, remaining, resetMs };
 }
 
 /**
@@ -62,7 +65,8 @@ function budget(headers: HeaderLookup, kind: 'requests' | 'tokens'): Budget | un
  * counts requests; `api: 'openai'` meters both). Both refill continuously over a minute, so each
  * ceiling is its limit per minute, and with nothing left the limiter pauses for one unit to refill
  * (the reset over the units missing), not for the whole reset. Azure OpenAI's integer-second
- * resets are read as seconds.
+ * resets are read as seconds; where it sends `remaining` with no limit, that `remaining` is a lower
+ * bound of the limit (`limitIsLowerBound`: the limiter takes the highest read as the limit).
  */
 export function readOpenai(headers: HeaderLookup): AnnouncedQuota[] | undefined {
   const out: AnnouncedQuota[] = [];
@@ -75,6 +79,20 @@ export function readOpenai(headers: HeaderLookup): AnnouncedQuota[] | undefined 
 
 /** A budget that refills continuously over a minute, in its own units. */
 export function refilling(policy: string, name: string, b: Budget): ReadQuota {
+  if (b.lowerBound === true) {
+    // The limit is not known, so neither is one unit's refill: `remaining` and the lower bound
+    // (0 when nothing is left: the limiter's highest so far stands, if any) are all it reads.
+    const { remaining } = b;
+    return {
+      policy,
+      budget: name,
+      remaining,
+      limit: remaining,
+      windowMs: WINDOW_MS,
+      asAnnounced: true,
+      limitIsLowerBound: true,
+    };
+  }
   const missing = b.limit - b.remaining;
   // One unit refills in the reset over the units missing; without a reset, in a minute over the limit.
   const oneUnitMs = b.resetMs !== undefined && missing > 0 ? b.resetMs / missing : WINDOW_MS / b.limit;
