@@ -93,6 +93,14 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   /** The bucket when it is the announced one (`burst: 'announced'`), which counts units in flight. */
   readonly #announced: AnnouncedBucket | undefined;
   #inFlight = 0;
+  /**
+   * The announced bucket's permits in flight, in the order they were granted: each one's units by
+   * its number (`#granted`, from `#grantNumber`). An answer's `remaining` has not counted the units
+   * granted after its request (see `AnnouncedBucket.sync`).
+   */
+  readonly #flight = new Map<number, number>();
+  readonly #grantNumber = new WeakMap<LimiterPermit, number>();
+  #granted = 0;
   /** This budget's name when the limiter has several budgets (or is one of them). */
   /**
    * Of a limiter of several budgets (its first budget, or one of the others'): the budget's name,
@@ -550,7 +558,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   [kSuccess](permit: LimiterPermit, unitsUsed: number | undefined, given: Quota): void {
     const now = this.#clock.now();
     const quota = this.#own(given);
-    if (this.#announced !== undefined) this.#inFlight -= permit.units;
+    const sentAfter = this.#landed(permit);
     const used = unitsCounted(permit, unitsUsed);
     const book = this.#book;
     book.measured.record(used, now);
@@ -564,7 +572,8 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
       this.#bucket.charge(used - permit.units, now);
       this.#line?.kick(now); // a refund may let the head go now
     }
-    if (quota !== undefined || this.#ceilings !== undefined) this.#announce(quota, used, now, undefined);
+    if (quota !== undefined || this.#ceilings !== undefined)
+      this.#announce(quota, used, now, undefined, sentAfter);
     if (this.#pause.active(now) || this.#bucket.unlimited) return;
     // The built-in controllers raise only after a wait: skip building their state otherwise.
     if (!book.waited && book.builtIn) return;
@@ -583,7 +592,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     const quota = this.#own(givenQuota);
     // A wait that is only an exhausted policy's reset is left to the policy (its learned shape).
     const retryAfterMs = quotaWait && quota?.some((q) => q.remaining === 0) ? undefined : given;
-    if (this.#announced !== undefined) this.#inFlight -= permit.units;
+    const sentAfter = this.#landed(permit);
     this.#answered(permit.units, false, now);
     const cut = this.#book.throttled(permit, now);
     // The pause first: a custom controller that throws must not let sends through a Retry-After.
@@ -592,7 +601,8 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     if (pauseMs > 0 && retryAfterMs !== undefined) this.#pauseFor(now, pauseMs, retryAfterMs);
     else if (retryAfterMs === undefined && quota === undefined) this.#crowdWait(now);
     // A throttled request is not counted against the quota: 0 units of this process's part.
-    if (quota !== undefined || this.#ceilings !== undefined) this.#announce(quota, 0, now, retryAfterMs);
+    if (quota !== undefined || this.#ceilings !== undefined)
+      this.#announce(quota, 0, now, retryAfterMs, sentAfter);
     try {
       if (cut) {
         const leavingUnlimited = this.#bucket.unlimited;
@@ -619,7 +629,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     if (counted && this.listenerCount('failed') > 0)
       this.emit('failed', { limiter: this.#opts.name, retryAfterMs });
     const quota = this.#own(given);
-    if (this.#announced !== undefined) this.#inFlight -= permit.units;
+    const sentAfter = this.#landed(permit);
     if (this.#slowStart !== undefined) {
       const now = this.#clock.now();
       this.#answered(permit.units, false, now);
@@ -628,8 +638,23 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     if (retryAfterMs !== undefined && retryAfterMs > 0) this.pauseFor(retryAfterMs);
     // No HTTP answer (a transport error, a request not sent) left no policy out: not counted.
     if (quota !== undefined || (answered && this.#ceilings !== undefined)) {
-      this.#announce(quota, 0, this.#clock.now(), retryAfterMs);
+      this.#announce(quota, 0, this.#clock.now(), retryAfterMs, sentAfter);
     }
+  }
+
+  /**
+   * `permit` was answered (or ends unanswered): its units leave the announced bucket's flight. The
+   * units granted after it and still in flight (0 without the announced bucket): its answer's
+   * `remaining` has not counted them.
+   */
+  #landed(permit: LimiterPermit): number {
+    if (this.#announced === undefined) return 0;
+    this.#inFlight -= permit.units;
+    const number = this.#grantNumber.get(permit);
+    if (number === undefined || !this.#flight.delete(number)) return 0;
+    let after = 0;
+    for (const [n, units] of this.#flight) if (n > number) after += units;
+    return after;
   }
 
   /**
@@ -683,7 +708,13 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
    * An answer for `ownUnits` units announced `quota` (or nothing): the ceiling moves, and a policy
    * with nothing left pauses until its reset, unless the answer had a Retry-After, which wins.
    */
-  #announce(given: Quota, ownUnits: number, now: number, retryAfterMs: number | undefined): void {
+  #announce(
+    given: Quota,
+    ownUnits: number,
+    now: number,
+    retryAfterMs: number | undefined,
+    sentAfter = 0,
+  ): void {
     this.#ceilings ??= new Ceilings(this.#announced === undefined);
     let quota = given;
     if (quota !== undefined && (this.#floors !== undefined || quota.some(lowerBound))) {
@@ -697,7 +728,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     }
     this.#applyCeiling(now);
     if (this.#announced !== undefined && quota !== undefined) {
-      this.#announced.sync(quota, this.#inFlight, now);
+      this.#announced.sync(quota, this.#inFlight, now, sentAfter);
       this.#line?.kick(now);
     }
   }
@@ -750,14 +781,19 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   #grant(units: number, now: number, since: number): LimiterPermit {
     if (this.#watched !== watchGeneration()) this.#watched = handToWatchers(this);
     this.#book.accepted.open(now);
-    if (this.#announced !== undefined) this.#inFlight += units;
     this.#slowStart?.granted(units);
     if (this.#bucket.unlimited) this.#book.grantedUnlimited(units, now);
     this.#bucket.take(units, now, since < now);
+    const permit = new LimiterPermit(this, units, this.#book.epoch, now - since);
+    if (this.#announced !== undefined) {
+      this.#inFlight += units;
+      this.#flight.set(++this.#granted, units);
+      this.#grantNumber.set(permit, this.#granted);
+    }
     if (this.listenerCount('acquired') > 0) {
       this.emit('acquired', { limiter: this.#opts.name, units, waited: now - since });
     }
-    return new LimiterPermit(this, units, this.#book.epoch, now - since);
+    return permit;
   }
 
   /** @internal See {@link WaitBound}: this limiter's `maxWait`, refused as its rate wait is (`max-wait`). */

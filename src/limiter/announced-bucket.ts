@@ -11,8 +11,9 @@ import type { AnnouncedQuota } from './types.js';
  * below 0) and less the units still in flight, and refills at min(rate, ceiling); with several
  * policies, the binding one counts (the smallest `limit`, the lowest `remaining`), whatever order
  * they are listed in. The full bucket is spent at the start, then grants are paced by the refill.
- * Each later announcement lowers the level to its `remaining` less the reserve (not below 0) when
- * that is lower (other clients drain the same quota); a refund never lifts it above that
+ * Each later announcement lowers the level to its `remaining` less the reserve (not below 0) and
+ * less the units granted after the answered request and still in flight (the API had not counted
+ * them), when that is lower (other clients drain the same quota); a refund never lifts it above that
  * `remaining` (refilled since) plus what was taken after it. A request larger than the bucket is
  * served once the bucket is full and leaves it in debt, so the long-run rate holds for any size.
  * Rates are units/min; times ms on the limiter's clock.
@@ -51,9 +52,15 @@ export class AnnouncedBucket extends TokenBucket {
    * Reads an announcement: of the quotas with a `limit` and a `remaining`, the binding one sizes
    * the bucket (whatever order they are listed in): its size is the smallest `limit`, and the
    * level becomes the lowest `remaining` less the reserve and less `inFlight` (units granted and
-   * not yet answered) at the first announcement, and at most that afterwards.
+   * not yet answered) at the first announcement; afterwards at most the `remaining` less the
+   * reserve and less `sentAfter`: the units granted after the answered request and still in flight.
+   * Those reach the API after it, so its `remaining` has not counted them (the units granted before
+   * it had, in the common order: the reserve covers the others). Left out, the level forgot them
+   * whenever another process's drain lowered `remaining` below it: two processes starting together
+   * on one key each granted the whole `remaining` again, and every call they had in flight beyond
+   * it drew a 429.
    */
-  sync(quotas: readonly AnnouncedQuota[], inFlight: number, now: number): void {
+  sync(quotas: readonly AnnouncedQuota[], inFlight: number, now: number, sentAfter = 0): void {
     let limit = Number.POSITIVE_INFINITY;
     let remaining = Number.POSITIVE_INFINITY;
     for (const q of quotas) {
@@ -67,9 +74,9 @@ export class AnnouncedBucket extends TokenBucket {
     this.#limit = limit;
     this.resize();
     if (this.free) return;
-    // The announcement alone never puts the bucket in debt (units in flight at the first one may).
+    // The announcement alone never puts the bucket in debt (units in flight may).
     const announced = Math.max(0, remaining - this.reserve);
-    const level = first ? announced - inFlight : announced;
+    const level = announced - (first ? inFlight : sentAfter);
     this.tokens = Math.min(this.capacity, first ? level : Math.min(this.tokens, level));
     this.#headroom = Math.max(0, announced - this.tokens);
   }
