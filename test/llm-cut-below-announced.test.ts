@@ -1,9 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { ManualClock } from '../src/clock.js';
-import { rateLimitedFetch } from '../src/http/fetch.js';
 import type { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
 import { drive } from './helpers/drive.js';
-import { startLlmMock } from './helpers/llm-mock.js';
+import { llmMockAndClients } from './helpers/llm-clients.js';
 
 // Two processes on one key start together with a backlog of calls. Each reads the API's full
 // bucket (a minute of tokens) and spends it in a second or two, so the tokens it saw accepted
@@ -20,20 +18,16 @@ afterEach(async () => {
 
 describe("api: 'openai': two processes on one key starting together", () => {
   it('cut their token budgets below the announced rate at the first 429', async () => {
-    const clock = new ManualClock();
-    const mock = await startLlmMock({
-      api: 'openai',
-      limits: { tokensPerMinute: 20_000, requestsPerMinute: 200 },
+    const {
       clock,
-    });
-    cleanups.push(() => mock.close());
+      mock,
+      client: fetchClient,
+    } = await llmMockAndClients(
+      { api: 'openai', limits: { tokensPerMinute: 20_000, requestsPerMinute: 200 } },
+      cleanups,
+    );
     const client = () => {
-      const f = rateLimitedFetch({
-        limiters: { llm: { origins: [mock.origin], api: 'openai' } },
-        rejection: 'error',
-        clock,
-      });
-      cleanups.push(() => f.close());
+      const f = fetchClient();
       const cuts: number[] = [];
       (f.registry.get('llm') as AdaptiveRateLimiter).on('decreased', (e) => {
         if (e.budget === 'tokens' && e.cause === 'throttle') cuts.push(e.to);
