@@ -202,6 +202,19 @@ describe('partition options', () => {
     expect(server.received).toHaveLength(0);
   });
 
+  it('says a partition function that returns a Promise cannot be async', async () => {
+    const server = await perTokenApi('none');
+    installGlobal({ partition: (async () => 'tenant') as unknown as () => string });
+
+    const error = await fetch(`${server.origin}/x`).catch((e: Error) => e.cause);
+
+    expect(error).toBeInstanceOf(InvalidCallbackValueError);
+    expect(String((error as Error).message)).toMatch(
+      /returned a Promise \(partition runs as the request is sent: it cannot be async\)/,
+    );
+    expect(server.received).toHaveLength(0);
+  });
+
   it('caps requests in flight per partition, or per origin with maxConcurrentPer', async () => {
     const held: ServerResponse[] = [];
     const server = await RateLimitedServer.start({

@@ -1,9 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { ManualClock } from '../src/clock.js';
-import { rateLimitedFetch } from '../src/http/fetch.js';
 import type { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
 import { drive } from './helpers/drive.js';
-import { startLlmMock } from './helpers/llm-mock.js';
+import { llmMockAndClients } from './helpers/llm-clients.js';
 
 // Azure OpenAI announces `x-ratelimit-remaining-{requests,tokens}` and never its limits. A token
 // budget whose first 429 came after one small call (another process drained the minute) was cut
@@ -19,23 +17,10 @@ afterEach(async () => {
 
 describe("api: 'openai' against Azure OpenAI's headers (remaining without limit)", () => {
   it('cuts a fresh token budget from the highest remaining read, and the next call is not refused', async () => {
-    const clock = new ManualClock();
-    const mock = await startLlmMock({
-      api: 'openai',
-      azure: true,
-      limits: { tokensPerMinute: 10_000 },
-      clock,
-    });
-    cleanups.push(() => mock.close());
-    const client = () => {
-      const f = rateLimitedFetch({
-        limiters: { llm: { origins: [mock.origin], api: 'openai' } },
-        rejection: 'error',
-        clock,
-      });
-      cleanups.push(() => f.close());
-      return f;
-    };
+    const { clock, mock, client } = await llmMockAndClients(
+      { api: 'openai', azure: true, limits: { tokensPerMinute: 10_000 } },
+      cleanups,
+    );
     const call = (f: typeof fetch, chars: number) =>
       f(`${mock.origin}/v1/chat/completions`, {
         method: 'POST',

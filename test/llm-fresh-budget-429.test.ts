@@ -1,9 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { ManualClock } from '../src/clock.js';
-import { rateLimitedFetch } from '../src/http/fetch.js';
 import type { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
 import { drive } from './helpers/drive.js';
-import { startLlmMock } from './helpers/llm-mock.js';
+import { llmMockAndClients } from './helpers/llm-clients.js';
 
 // A token budget with no rate yet (unlimited until its first 429) whose first 429 comes after a
 // few small calls: another process drained the quota. The vendors' 429 announce the limit
@@ -19,22 +17,10 @@ afterEach(async () => {
 
 describe.each(['openai', 'anthropic'] as const)("api: '%s': a fresh token budget's first 429", (api) => {
   it('cuts from the limit the 429 announces, and the call passes on its retry', async () => {
-    const clock = new ManualClock();
-    const mock = await startLlmMock({
-      api,
-      limits: { tokensPerMinute: 10_000, inputTokensPerMinute: 10_000 },
-      clock,
-    });
-    cleanups.push(() => mock.close());
-    const client = () => {
-      const f = rateLimitedFetch({
-        limiters: { llm: { origins: [mock.origin], api } },
-        rejection: 'error',
-        clock,
-      });
-      cleanups.push(() => f.close());
-      return f;
-    };
+    const { clock, mock, client } = await llmMockAndClients(
+      { api, limits: { tokensPerMinute: 10_000, inputTokensPerMinute: 10_000 } },
+      cleanups,
+    );
     const url = `${mock.origin}${api === 'openai' ? '/v1/chat/completions' : '/v1/messages'}`;
     const call = (f: typeof fetch, chars: number) =>
       f(url, {

@@ -11,10 +11,31 @@ import { until } from './helpers/rate-limited-server.js';
 // record is A's pause. When the origin's limiter is made again, the first credential seen claims
 // it again: A's, so B does not inherit A's Retry-After.
 
+/**
+ * The origin `respond` answers (see `serve`), two other origins, and a fetch wrapper over a
+ * registry of at most 2 origin limiters on a manual clock; `call` sends with `Bearer <key>`.
+ */
+async function threeOrigins(options: Parameters<typeof serve>[0]) {
+  const server = await serve(options);
+  const other = await serve();
+  const third = await serve();
+  const clock = new ManualClock();
+  const registry = new RateLimiterRegistry({ clock, maxOriginLimiters: 2 });
+  cleanups.push(() => registry.close());
+  const f = rateLimitedFetch({ registry, maxAttempts: 1 });
+  cleanups.push(() => f.close());
+  const call = (origin: string, key?: string, signal?: AbortSignal) =>
+    f(`${origin}/x`, { headers: key === undefined ? {} : { authorization: `Bearer ${key}` }, signal }).then(
+      (r) => r.status,
+      (e: unknown) => (e instanceof Error ? e.name : e),
+    );
+  return { server, other, third, registry, call };
+}
+
 describe('a pause record of the origin limiter (credential A) and the claim that follows', () => {
   it("B, never throttled, is not held by A's Retry-After: 600 after both limiters were dropped", async () => {
     // A is refused with Retry-After: 600; everyone else is answered 200.
-    const server = await serve({
+    const { server, other, third, registry, call } = await threeOrigins({
       respond: (req, res) => {
         if (req.headers.authorization === 'Bearer A')
           res.writeHead(429, { 'retry-after': '600' }).end('slow');
@@ -22,17 +43,6 @@ describe('a pause record of the origin limiter (credential A) and the claim that
         return true;
       },
     });
-    const other = await serve();
-    const third = await serve();
-    const clock = new ManualClock();
-    const registry = new RateLimiterRegistry({ clock, maxOriginLimiters: 2 });
-    cleanups.push(() => registry.close());
-    const f = rateLimitedFetch({ registry, maxAttempts: 1 });
-    cleanups.push(() => f.close());
-    const call = (origin: string, key?: string, signal?: AbortSignal) =>
-      f(`${origin}/x`, { headers: key === undefined ? {} : { authorization: `Bearer ${key}` }, signal }).then(
-        (r) => r.status,
-      );
 
     expect(await call(server.origin, 'A')).toBe(429); // A claims the origin's limiter; paused 600 s
     expect(await call(server.origin, 'B')).toBe(200); // B's own partition limiter
@@ -104,7 +114,7 @@ describe('a pause record of the origin limiter (credential A) and the claim that
   it("B's own recorded pause is kept when the origin's limiter was dropped idle (B does not claim it)", async () => {
     // B is refused with Retry-After: 600; A (the origin limiter's first credential) is answered 200.
     let sentForB = 0;
-    const server = await serve({
+    const { server, other, third, registry, call } = await threeOrigins({
       respond: (req, res) => {
         if (req.headers.authorization !== 'Bearer B') return false;
         sentForB++;
@@ -112,18 +122,6 @@ describe('a pause record of the origin limiter (credential A) and the claim that
         return true;
       },
     });
-    const other = await serve();
-    const third = await serve();
-    const clock = new ManualClock();
-    const registry = new RateLimiterRegistry({ clock, maxOriginLimiters: 2 });
-    cleanups.push(() => registry.close());
-    const f = rateLimitedFetch({ registry, maxAttempts: 1 });
-    cleanups.push(() => f.close());
-    const call = (origin: string, key?: string) =>
-      f(`${origin}/x`, { headers: key === undefined ? {} : { authorization: `Bearer ${key}` } }).then(
-        (r) => r.status,
-        (e: unknown) => (e instanceof Error ? e.name : e),
-      );
 
     expect(await call(server.origin, 'A')).toBe(200); // A claims the origin's limiter
     expect(await call(server.origin, 'B')).toBe(429); // B's own limiter, paused 600 s

@@ -267,7 +267,9 @@ describeRedis('shared budget in JSON config, on a real Redis', () => {
       });
       const name = `replaced-in-flight-${adapter === 'interceptor' ? 'i' : 'f'}-${process.pid}`;
       const members = `arl:{${name}}:members`;
-      const shared = { redis: server.url, name, heartbeatInterval: 50 };
+      // A heartbeat of a second: at 50 ms, a loaded machine (the whole suite on 2 cores) missed
+      // the member's timeout and pruned it before the count below (0 members, not 1).
+      const shared = { redis: server.url, name, heartbeatInterval: 1_000 };
       const config = {
         limiters: { api: { origins: [api.origin], initialUnitsPerMinute: 60_000, shared } },
         default: false as const,

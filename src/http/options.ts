@@ -69,7 +69,8 @@ export interface InterceptorOptions {
    * The partition a request belongs to: each (origin, partition) gets a limiter of its own, so
    * that one customer's 429s and pauses never slow another's requests. Return a key (a string, or
    * a list of parts such as `[token, model]`), or `undefined` for none (the request shares its
-   * origin's limiter). The key is hashed with a per-process random key at once and never kept or
+   * origin's limiter), at once: a Promise (an async function) fails the request with
+   * `InvalidCallbackValueError`. The key is hashed with a per-process random key at once and never kept or
    * shown; the partition is named by a short id (`https://api.example.com#Zt3kQ0b9xY1w`), or by
    * `partitionName`. A limiter's own `partitionBy` wins over it; limiters given as instances
    * (`limiter`, `shared`) are not partitioned. See docs/partitions.md.

@@ -248,10 +248,13 @@ export function partitionParts(key: unknown, describe: () => string): string[] |
 
 function badKey(value: unknown, describe: () => string): InvalidCallbackValueError {
   // The value may be a credential: only its type is told.
-  const type = value === null ? 'null' : Array.isArray(value) ? 'array' : typeof value;
+  const promise = typeof (value as { then?: unknown } | null)?.then === 'function';
+  const type = value === null ? 'null' : Array.isArray(value) ? 'array' : promise ? 'Promise' : typeof value;
+  const article = /^[aeiou]/.test(type) ? 'an' : 'a';
+  const hint = promise ? ' (partition runs as the request is sent: it cannot be async)' : '';
   return new InvalidCallbackValueError(
     'partition',
-    `partition(${describe()}) returned a ${type}; expected a string, a list of strings, or undefined`,
+    `partition(${describe()}) returned ${article} ${type}${hint}; expected a string, a list of strings, or undefined`,
     type,
   );
 }

@@ -208,6 +208,16 @@ export class RateBook {
       // That estimate stands as the measured rate too, so CUBIC's W is not cut twice.
       measured = base;
     }
+    // Never from above what the API announces it allows: a reading above it is the API's stored
+    // bucket spent at once (a minute of an LLM budget, taken in a second, read as 390,000 tokens
+    // a minute of 20,000), and a cut to 70 % of that left the ceiling sending at the whole quota:
+    // two processes on one key at twice it, their retries into 429s, for nine cuts.
+    const ceiling = this.announcedRate;
+    if (ceiling !== undefined && base > ceiling) {
+      base = this.clamp(ceiling);
+      if (accepted !== undefined && accepted > base) accepted = base;
+      if (measured !== undefined && measured > base) measured = base;
+    }
     const read = this.#state(now, base, accepted);
     const state: RateControllerState = refill ? { ...read, acceptedRateIsRefill: true } : read;
     const proposed = this.#controller.onThrottled(

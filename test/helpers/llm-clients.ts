@@ -6,6 +6,7 @@ import type { LlmApi } from '../../src/config/api.js';
 import { rateLimitedFetch } from '../../src/http/fetch.js';
 import type { AdaptiveRateLimiter } from '../../src/limiter/adaptive.js';
 import { llmAgent } from './llm-agent.js';
+import { type LlmMockOptions, startLlmMock } from './llm-mock.js';
 
 /** A node:http server on 127.0.0.1 answering with `handler`, closed by the test's `cleanups`: its origin. */
 export async function serveLocal(handler: RequestListener, cleanups: (() => unknown)[]): Promise<string> {
@@ -46,4 +47,25 @@ export function llmClient(kind: LlmClientKind, origin: string, api: LlmApi, clea
     post: async (path: string, body: string) =>
       (await agent.request({ origin, path, method: 'POST', headers, body })).body.text(),
   };
+}
+
+/**
+ * The LLM mock (`startLlmMock`) on a manual clock, and `client()`: a fetch wrapper metering it as
+ * its API (`rejection: 'error'`) on the same clock, as one more process on the same key would.
+ * Everything is closed by the test's `cleanups`.
+ */
+export async function llmMockAndClients(options: Omit<LlmMockOptions, 'clock'>, cleanups: (() => unknown)[]) {
+  const clock = new ManualClock();
+  const mock = await startLlmMock({ ...options, clock });
+  cleanups.push(() => mock.close());
+  const client = () => {
+    const f = rateLimitedFetch({
+      limiters: { llm: { origins: [mock.origin], api: options.api } },
+      rejection: 'error',
+      clock,
+    });
+    cleanups.push(() => f.close());
+    return f;
+  };
+  return { clock, mock, client };
 }
