@@ -41,6 +41,24 @@ describe("api: 'openai', two processes bursting on one key", () => {
     expect(limiter.snapshot().tokens).toBeCloseTo(0, 0);
   });
 
+  it('answered out of order: only the calls granted after the answered one count, not those before', () => {
+    const clock = new ManualClock();
+    const limiter = new AdaptiveRateLimiter({ name: 'tokens', burst: 'announced', clock, reserve: 0 });
+    const quota = (remaining: number) => [{ limit: 20_000, remaining, windowMs: minute }];
+    const first = limiter.tryAcquire(100);
+    if (first === undefined) throw new Error('not granted');
+    first.success(undefined, quota(19_900));
+    // Four calls of different sizes; the third is answered first, while the other three are out.
+    const sent = [100, 200, 400, 800].map((units) => limiter.tryAcquire(units));
+    if (sent.some((p) => p === undefined)) throw new Error('not granted');
+    sent[2]?.success(undefined, quota(3_000));
+    // Of the calls still out, only the one granted after the third (800) is unseen by its answer.
+    expect(limiter.snapshot().tokens).toBeCloseTo(2_200, 0);
+    // The first answered later: the two granted after it and still out (200, 800) count.
+    sent[0]?.success(undefined, quota(1_500));
+    expect(limiter.snapshot().tokens).toBeCloseTo(500, 0);
+  });
+
   it('40 calls each, at once: at most 33 429s at the server, no other error', async () => {
     const clock = new ManualClock();
     const mock = await startLlmMock({

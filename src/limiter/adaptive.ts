@@ -101,6 +101,8 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   readonly #flight = new Map<number, number>();
   readonly #grantNumber = new WeakMap<LimiterPermit, number>();
   #granted = 0;
+  /** The units of `#flight`. */
+  #flightUnits = 0;
   /** This budget's name when the limiter has several budgets (or is one of them). */
   /**
    * Of a limiter of several budgets (its first budget, or one of the others'): the budget's name,
@@ -651,10 +653,18 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     if (this.#announced === undefined) return 0;
     this.#inFlight -= permit.units;
     const number = this.#grantNumber.get(permit);
-    if (number === undefined || !this.#flight.delete(number)) return 0;
-    let after = 0;
-    for (const [n, units] of this.#flight) if (n > number) after += units;
-    return after;
+    const units = number === undefined ? undefined : this.#flight.get(number);
+    if (number === undefined || units === undefined) return 0;
+    this.#flight.delete(number);
+    this.#flightUnits -= units;
+    // The map is in grant order and answers come mostly in that order: the permits granted before
+    // this one and still in flight are few, so count those and take them from the total.
+    let before = 0;
+    for (const [n, held] of this.#flight) {
+      if (n > number) break;
+      before += held;
+    }
+    return this.#flightUnits - before;
   }
 
   /**
@@ -788,6 +798,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     if (this.#announced !== undefined) {
       this.#inFlight += units;
       this.#flight.set(++this.#granted, units);
+      this.#flightUnits += units;
       this.#grantNumber.set(permit, this.#granted);
     }
     if (this.listenerCount('acquired') > 0) {
