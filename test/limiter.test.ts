@@ -762,6 +762,18 @@ describe('AdaptiveRateLimiter: options, update, close and events', () => {
     expect(limiter.rate).toBe(3_000);
   });
 
+  it('refuses to change what is built once (burst, reserve, slowStart) rather than ignore it', () => {
+    const { limiter } = setup({ burst: 'announced', reserve: 1_500 });
+    expect(() => limiter.update({ reserve: 0 })).toThrow(/reserve: cannot change at run time.*received 0/);
+    expect(() => limiter.update({ slowStart: false })).toThrow(/slowStart: cannot change at run time/);
+    expect(() => limiter.update({ burst: 'paced' })).toThrow(/burst: cannot change at run time/);
+    // The same values are accepted: a whole options object can be passed again.
+    limiter.update({ burst: 'announced', reserve: 1_500, slowStart: 10 });
+    // Nothing changed: 10,000 a minute announced, 1.5 s of it (250) kept back.
+    limiter.tryAcquire(1)!.success(undefined, [{ limit: 10_000, remaining: 10_000, windowMs: 60_000 }]);
+    expect(limiter.snapshot().tokens).toBeCloseTo(9_750, 0);
+  });
+
   it('refuses update(null) with the ConfigError update(5) gives, and keeps its options', () => {
     const { limiter } = setup({ initialUnitsPerMinute: 600, maxWait: 5_000 });
     for (const options of [null, 5]) {

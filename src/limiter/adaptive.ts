@@ -400,10 +400,12 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
         { path: 'clock', message: 'cannot change at run time', received: options.clock },
       ]);
     }
-    if (options.burst !== undefined && options.burst !== this.#opts.burst) {
-      throw new ConfigError([
-        { path: 'burst', message: 'cannot change at run time', received: options.burst },
-      ]);
+    // The bucket's kind and reserve and the cold start are built once: a change would be ignored.
+    for (const field of ['burst', 'reserve', 'slowStart'] as const) {
+      const value = options[field];
+      if (value !== undefined && value !== this.#opts[field]) {
+        throw new ConfigError([{ path: field, message: 'cannot change at run time', received: value }]);
+      }
     }
     if (
       options.budgets !== undefined &&

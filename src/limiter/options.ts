@@ -64,7 +64,7 @@ export interface AdaptiveLimiterOptions {
    * (1,500 at 40,000 units/min keeps 1,000), at most half the announced `limit` (a bucket of 10 a
    * second keeps 5, not 15): requests granted in one order reach the server in another, and a
    * bucket spent to its last unit draws 429s. An announcement never sets the level below 0. A
-   * number >= 0. @default 1500
+   * number >= 0. Fixed at creation. @default 1500
    */
   reserve?: number;
   /**
@@ -87,7 +87,7 @@ export interface AdaptiveLimiterOptions {
    * and not yet answered) at first, growing by the units of each success (doubling each round
    * trip), until the first throttle (a rate takes over) or until it no longer binds (an answer
    * finds nobody waiting and less than half of it in flight). `false`: none, everything goes at
-   * once until the first throttle. A whole number >= 1, or false. @default 10
+   * once until the first throttle. A whole number >= 1, or false. Fixed at creation. @default 10
    */
   slowStart?: number | false;
   /**
