@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, expectTypeOf, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
 import { ConfigError, InvalidCallbackValueError } from '../src/errors.js';
 import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
@@ -125,6 +125,39 @@ describe('wrap options: signal', () => {
       clock.advance(1_000);
     }
     expect(await second).toBe(2);
+    limiter.close();
+  });
+});
+
+describe("wrap options: the functions are typed by the wrapped function's arguments", () => {
+  // They were typed `(...args: never[])`: the docs' `(request) => ({ tokens: request.max_tokens })`
+  // ran in JavaScript and failed to compile in TypeScript (`npm run typecheck` checks this file).
+  it('units, costs and signal read the call typed, unannotated', async () => {
+    const clock = new ManualClock();
+    const limiter = new AdaptiveRateLimiter({
+      clock,
+      initialUnitsPerMinute: 600,
+      budgets: { requests: {}, tokens: { initialUnitsPerMinute: 60_000 } },
+    });
+    type Request = { max_tokens: number; weight: number; signal?: AbortSignal };
+    const seen: number[] = [];
+    const call = wrap(limiter, async (request: Request, tag: string) => `${tag}:${request.max_tokens}`, {
+      units: (request, tag) => {
+        expectTypeOf(tag).toEqualTypeOf<string>();
+        return request.weight;
+      },
+      costs: (request) => {
+        seen.push(request.max_tokens);
+        return { tokens: request.max_tokens };
+      },
+      signal: (request) => request.signal,
+    });
+    expect(await call({ max_tokens: 1_200, weight: 2 }, 'a')).toBe('a:1200');
+    expect(seen).toEqual([1_200]);
+    // Each paced bucket (a request, 10 tokens) went into debt by what the call drew (2, and 1,200).
+    const { budgets } = limiter.snapshot();
+    expect(budgets?.requests?.tokens).toBeLessThan(0);
+    expect(budgets?.tokens?.tokens).toBeLessThan(-1_000);
     limiter.close();
   });
 });

@@ -10,17 +10,18 @@ const success: Outcome = { kind: 'success' };
 
 /**
  * How {@link wrap} meters and judges a call. Any other key is refused (a `ConfigError` at its
- * path, with the key meant when it is a near miss).
+ * path, with the key meant when it is a near miss). `R` is the wrapped function's result, `A` its
+ * arguments, which `units`, `costs` and `signal` take typed (`(request) => request.max_tokens`).
  */
-export interface WrapOptions<R> {
+export interface WrapOptions<R, A extends unknown[] = never[]> {
   /** The cost of a call in units, or a function of its arguments (the call's request body among them). @default 1 */
-  units?: number | ((...args: never[]) => number);
+  units?: number | ((...args: A) => number);
   /**
    * What a call draws from the limiter's other budgets (see `AdaptiveLimiterOptions.budgets`), by
    * name, or a function of its arguments: `(request) => ({ tokens: request.max_tokens })`. A
    * limiter without budgets ignores it. @default {}
    */
-  costs?: Readonly<Record<string, number>> | ((...args: never[]) => Readonly<Record<string, number>>);
+  costs?: Readonly<Record<string, number>> | ((...args: A) => Readonly<Record<string, number>>);
   /** Classifies a resolved result. @default every result is a success */
   classify?: (result: R) => Outcome;
   /**
@@ -39,7 +40,7 @@ export interface WrapOptions<R> {
    * do; an aborted signal rejects before any attempt. An attempt already running is not stopped:
    * give `fn` the signal too. @default none
    */
-  signal?: AbortSignal | ((...args: never[]) => AbortSignal | undefined);
+  signal?: AbortSignal | ((...args: A) => AbortSignal | undefined);
 }
 
 /** The keys of {@link WrapOptions}: any other is refused with its near miss. */
@@ -55,7 +56,7 @@ const WRAP_KEYS = ['units', 'costs', 'classify', 'classifyError', 'maxAttempts',
 export function wrap<A extends unknown[], R>(
   limiter: RateLimiter,
   fn: (...args: A) => Promise<R>,
-  options: WrapOptions<R> = {},
+  options: WrapOptions<R, A> = {},
 ): (...args: A) => Promise<R> {
   const issues = wrapIssues(limiter, fn, options);
   if (issues.length > 0) throw new ConfigError(issues, 'wrap arguments');
@@ -75,16 +76,12 @@ export function wrap<A extends unknown[], R>(
     let callSignal: AbortSignal | undefined;
     try {
       callUnits =
-        typeof units === 'function'
-          ? checkedUnits((units as unknown as (...a: A) => unknown).apply(this, args))
-          : units;
+        typeof units === 'function' ? checkedUnits((units as (...a: A) => unknown).apply(this, args)) : units;
       callCosts =
-        typeof costs === 'function'
-          ? checkedCosts((costs as unknown as (...a: A) => unknown).apply(this, args))
-          : costs;
+        typeof costs === 'function' ? checkedCosts((costs as (...a: A) => unknown).apply(this, args)) : costs;
       callSignal =
         typeof signal === 'function'
-          ? checkedSignal((signal as unknown as (...a: A) => unknown).apply(this, args))
+          ? checkedSignal((signal as (...a: A) => unknown).apply(this, args))
           : signal;
     } catch (error) {
       // The decorated function returns a promise: a throw of `units`, `costs` or `signal` rejects
