@@ -2,7 +2,7 @@ import { describe, expect, expectTypeOf, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
 import { ConfigError, InvalidCallbackValueError } from '../src/errors.js';
 import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
-import { wrap } from '../src/wrap/wrap.js';
+import { type WrapOptions, wrap } from '../src/wrap/wrap.js';
 
 // wrap's options are checked as every other options object of the library (an unknown key is a
 // ConfigError at its path, with its near miss: a typo of maxAttempts once ran a non-idempotent call
@@ -158,6 +158,16 @@ describe("wrap options: the functions are typed by the wrapped function's argume
     const { budgets } = limiter.snapshot();
     expect(budgets?.requests?.tokens).toBeLessThan(0);
     expect(budgets?.tokens?.tokens).toBeLessThan(-1_000);
+    limiter.close();
+  });
+  it('an options object typed apart (WrapOptions<R>) still fits a function of any arguments', async () => {
+    const limiter = new AdaptiveRateLimiter({ clock: new ManualClock() }); // unlimited: no wait
+    type Request = { weight: number };
+    const fixed: WrapOptions<number> = { units: 2 };
+    const byRequest: WrapOptions<number> = { units: (request: Request) => request.weight };
+    const fn = async (request: Request) => request.weight;
+    expect(await wrap(limiter, fn, fixed)({ weight: 3 })).toBe(3);
+    expect(await wrap(limiter, fn, byRequest)({ weight: 1 })).toBe(1);
     limiter.close();
   });
 });

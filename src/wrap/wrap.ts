@@ -13,7 +13,8 @@ const success: Outcome = { kind: 'success' };
  * path, with the key meant when it is a near miss). `R` is the wrapped function's result, `A` its
  * arguments, which `units`, `costs` and `signal` take typed (`(request) => request.max_tokens`).
  */
-export interface WrapOptions<R, A extends unknown[] = never[]> {
+// biome-ignore lint/suspicious/noExplicitAny: an options object typed apart from its `wrap` call (`WrapOptions<R>`) fits any function's arguments, as before `A` typed them.
+export interface WrapOptions<R, A extends unknown[] = any[]> {
   /** The cost of a call in units, or a function of its arguments (the call's request body among them). @default 1 */
   units?: number | ((...args: A) => number);
   /**
