@@ -47,6 +47,7 @@ export const kTake = Symbol('adaptive-rate-limit.take');
 export const kReadyAt = Symbol('adaptive-rate-limit.readyAt');
 export const kPredictWait = Symbol('adaptive-rate-limit.predictWait');
 export const kHeldBack = Symbol('adaptive-rate-limit.heldBack');
+export const kGiveBack = Symbol('adaptive-rate-limit.giveBack');
 
 // What a shared budget asks of its local limiter.
 export const kAlignSlots = Symbol('adaptive-rate-limit.alignSlots');

@@ -13,6 +13,7 @@ import {
   kCanGrant,
   kFailed,
   kFlight,
+  kGiveBack,
   kHeldBack,
   kNoCrowdWait,
   kPredictWait,
@@ -390,6 +391,13 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   /** @internal */
   [kPredictWait](units: number, queuedUnits: number, now: number): number {
     return this.#bucket.predictWait(units, queuedUnits, this.#pause.left(now), now);
+  }
+
+  /** @internal Gives back `units` a request drew and the API never counted (a refused call's draw). */
+  [kGiveBack](units: number): void {
+    const now = this.#clock.now();
+    this.#bucket.charge(-units, now, true);
+    this.#line?.kick(now);
   }
 
   /** @internal This budget held a request of the limiter it belongs to back. */
