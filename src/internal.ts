@@ -32,6 +32,8 @@ export const kNoAnswer = Symbol('adaptive-rate-limit.noAnswer');
  * says (see `throttledByQuota`).
  */
 export const kQuotaWait = Symbol('adaptive-rate-limit.quotaWait');
+/** A permit's number in its limiter's announced-bucket flight (see `AdaptiveRateLimiter`). */
+export const kFlight = Symbol('adaptive-rate-limit.flight');
 
 // An acquire an adapter cancels without an AbortSignal (`WaitCancel`, in src/limiter/waiting-line.ts).
 export const kWaitCancel = Symbol('adaptive-rate-limit.waitCancel');
@@ -45,6 +47,7 @@ export const kTake = Symbol('adaptive-rate-limit.take');
 export const kReadyAt = Symbol('adaptive-rate-limit.readyAt');
 export const kPredictWait = Symbol('adaptive-rate-limit.predictWait');
 export const kHeldBack = Symbol('adaptive-rate-limit.heldBack');
+export const kGiveBack = Symbol('adaptive-rate-limit.giveBack');
 
 // What a shared budget asks of its local limiter.
 export const kAlignSlots = Symbol('adaptive-rate-limit.alignSlots');

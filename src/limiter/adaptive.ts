@@ -12,6 +12,8 @@ import {
   kAlignSlots,
   kCanGrant,
   kFailed,
+  kFlight,
+  kGiveBack,
   kHeldBack,
   kNoCrowdWait,
   kPredictWait,
@@ -95,11 +97,15 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   #inFlight = 0;
   /**
    * The announced bucket's permits in flight, in the order they were granted: each one's units by
-   * its number (`#granted`, from `#grantNumber`). An answer's `remaining` has not counted the units
+   * its number (`#granted`, kept on the permit). An answer's `remaining` has not counted the units
    * granted after its request (see `AnnouncedBucket.sync`).
    */
   readonly #flight = new Map<number, number>();
-  readonly #grantNumber = new WeakMap<LimiterPermit, number>();
+  /**
+   * Takes a permit its caller dropped unsettled out of `#flight` once it is collected: it is never
+   * answered, and its entry stayed for the life of the limiter, walked over by every later answer.
+   */
+  readonly #dropped: FinalizationRegistry<number> | undefined;
   #granted = 0;
   /** The units of `#flight`. */
   #flightUnits = 0;
@@ -145,6 +151,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     if (burst === 'announced') {
       this.#announced = new AnnouncedBucket(rate, now, this.#opts.reserve);
       this.#bucket = this.#announced;
+      this.#dropped = new FinalizationRegistry((number) => this.#forget(number));
     } else this.#bucket = burst === 'second' ? new TokenBucket(rate, now) : new Pacer(rate, now);
     this.#book = new RateBook(this.#opts, controller, this.#pause, now, rate);
     if (this.#bucket.unlimited && this.#opts.slowStart !== false)
@@ -384,6 +391,13 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   /** @internal */
   [kPredictWait](units: number, queuedUnits: number, now: number): number {
     return this.#bucket.predictWait(units, queuedUnits, this.#pause.left(now), now);
+  }
+
+  /** @internal Gives back `units` a request drew and the API never counted (a refused call's draw). */
+  [kGiveBack](units: number): void {
+    const now = this.#clock.now();
+    this.#bucket.charge(-units, now, true);
+    this.#line?.kick(now);
   }
 
   /** @internal This budget held a request of the limiter it belongs to back. */
@@ -654,11 +668,9 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   #landed(permit: LimiterPermit): number {
     if (this.#announced === undefined) return 0;
     this.#inFlight -= permit.units;
-    const number = this.#grantNumber.get(permit);
-    const units = number === undefined ? undefined : this.#flight.get(number);
-    if (number === undefined || units === undefined) return 0;
-    this.#flight.delete(number);
-    this.#flightUnits -= units;
+    const number = permit[kFlight];
+    if (!this.#flight.has(number)) return 0;
+    this.#forget(number);
     // The map is in grant order and answers come mostly in that order: the permits granted before
     // this one and still in flight are few, so count those and take them from the total.
     let before = 0;
@@ -667,6 +679,14 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
       before += held;
     }
     return this.#flightUnits - before;
+  }
+
+  /** Permit `number` leaves the announced bucket's flight. */
+  #forget(number: number): void {
+    const units = this.#flight.get(number);
+    if (units === undefined) return;
+    this.#flight.delete(number);
+    this.#flightUnits -= units;
   }
 
   /**
@@ -801,7 +821,8 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
       this.#inFlight += units;
       this.#flight.set(++this.#granted, units);
       this.#flightUnits += units;
-      this.#grantNumber.set(permit, this.#granted);
+      permit[kFlight] = this.#granted;
+      this.#dropped?.register(permit, this.#granted);
     }
     if (this.listenerCount('acquired') > 0) {
       this.emit('acquired', { limiter: this.#opts.name, units, waited: now - since });

@@ -14,7 +14,7 @@ import type { AnnouncedQuota } from './types.js';
  * Each later announcement lowers the level to its `remaining` less the reserve (not below 0) and
  * less the units granted after the answered request and still in flight (the API had not counted
  * them), when that is lower (other clients drain the same quota); a refund never lifts it above that
- * `remaining` (refilled since) plus what was taken after it. A request larger than the bucket is
+ * `remaining` less those units (refilled since) plus what was taken after it. A request larger than the bucket is
  * served once the bucket is full and leaves it in debt, so the long-run rate holds for any size.
  * Rates are units/min; times ms on the limiter's clock.
  */
@@ -23,11 +23,19 @@ export class AnnouncedBucket extends TokenBucket {
   /** The announced bucket size (units); `undefined` until announced. */
   #limit: number | undefined;
   /**
-   * How far a refund may lift the level: the last announced level (refilled since) less the level,
+   * How far a refund may lift the level: the last announced level (less the units granted after
+   * the answered call and still in flight, at a later announcement; refilled since) less the level,
    * plus what was taken or charged since (the API had not counted it when it announced). Unknown
    * (no bound) until the first announcement.
    */
   #headroom = Number.POSITIVE_INFINITY;
+  /**
+   * What a later announcement's level took off for the units granted after the answered call and
+   * still in flight (the API had not counted them): a refund of one of those calls that the API
+   * never counts (a refused call's draw, given back before its answer) may lift the level by it,
+   * a refund of a call the API counted (the answered one's `usage`) may not.
+   */
+  #uncounted = 0;
 
   constructor(rate: number, now: number, reserveMs: number) {
     super(rate, now);
@@ -78,7 +86,11 @@ export class AnnouncedBucket extends TokenBucket {
     const announced = Math.max(0, remaining - this.reserve);
     const level = announced - (first ? inFlight : sentAfter);
     this.tokens = Math.min(this.capacity, first ? level : Math.min(this.tokens, level));
-    this.#headroom = Math.max(0, announced - this.tokens);
+    // A later answer's level already counts the units granted after its call: a refund (of the
+    // answered call, which the API counted) lifting past it sends them again. Only a refused
+    // call's draw, given back, may lift it by what that took off (`#uncounted`).
+    this.#headroom = Math.max(0, (first ? announced : level) - this.tokens);
+    this.#uncounted = Math.max(0, announced - this.tokens - this.#headroom);
   }
 
   override take(units: number, now?: number): void {
@@ -93,9 +105,11 @@ export class AnnouncedBucket extends TokenBucket {
    * by then: the real cost of the calls it had admitted (an LLM call whose `usage` came under its
    * estimate, in the same answer's headers), nothing for the calls it refused. A refund on top of
    * a level the announcement lowered counted the difference twice: 3,000 input tokens above the
-   * API's `remaining`, with other processes on the same key, and the calls went into 429s.
+   * API's `remaining`, with other processes on the same key, and the calls went into 429s. A later
+   * announcement's level counts the units in flight it had not (see `sync`): only an `uncounted`
+   * refund (a refused call's draw, given back) may lift it by those.
    */
-  override charge(delta: number, now: number): void {
+  override charge(delta: number, now: number, uncounted = false): void {
     if (this.free) return;
     this.refill(now);
     this.#headroom = Math.min(this.#headroom, Math.max(0, this.capacity - this.tokens));
@@ -104,8 +118,13 @@ export class AnnouncedBucket extends TokenBucket {
       this.#headroom += delta;
       return;
     }
-    const lift = Math.min(-delta, this.#headroom);
+    let lift = Math.min(-delta, this.#headroom);
     this.#headroom -= lift;
+    if (uncounted) {
+      const more = Math.min(-delta - lift, this.#uncounted);
+      this.#uncounted -= more;
+      lift += more;
+    }
     if (lift > 0) super.charge(-lift, now);
   }
 

@@ -30,8 +30,11 @@ export interface RateGate {
   take(units: number, now: number, waited?: boolean): void;
   /** Nothing free from `now` (leaving "unlimited" on a throttle). */
   empty(now: number): void;
-  /** Charges (or refunds, when negative) `delta` units. */
-  charge(delta: number, now: number): void;
+  /**
+   * Charges (or refunds, when negative) `delta` units; `uncounted`: a refund of a request the API
+   * never counted (a refused call's draw, given back before its answer is read).
+   */
+  charge(delta: number, now: number, uncounted?: boolean): void;
   /** The time (ms) at which `units` may be taken, counting from `start`, if nobody takes any before. */
   readyAt(units: number, start: number): number;
   /**

@@ -1,6 +1,7 @@
 import { InvalidArgumentError } from '../errors.js';
 import {
   kCanGrant,
+  kGiveBack,
   kHeldBack,
   kNoAnswer,
   kNotSent,
@@ -28,8 +29,8 @@ export interface BudgetBooks {
   [kPredictWait](units: number, queuedUnits: number, now: number): number;
   /** This budget held a request back: it waited (the controllers raise only after a wait). */
   [kHeldBack](): void;
-  /** Charges (refunds, when negative) units after the permit was settled. */
-  charge(units: number): void;
+  /** Gives back `units` a request drew that the API never counted (see {@link BudgetSet.refund}). */
+  [kGiveBack](units: number): void;
 }
 
 interface Queued {
@@ -178,7 +179,7 @@ export class BudgetSet {
 
   /** Gives `units` back to budget `name`: what a refused request drew from it (see {@link BudgetedPermit}). */
   refund(name: string, units: number): void {
-    for (const [n, books] of this.#books) if (n === name) books.charge(-units);
+    for (const [n, books] of this.#books) if (n === name) books[kGiveBack](units);
   }
 
   readyAt(costs: Costs, start: number): number {
