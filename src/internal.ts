@@ -32,8 +32,6 @@ export const kNoAnswer = Symbol('adaptive-rate-limit.noAnswer');
  * says (see `throttledByQuota`).
  */
 export const kQuotaWait = Symbol('adaptive-rate-limit.quotaWait');
-/** A permit's number in its limiter's announced-bucket flight (see `AdaptiveRateLimiter`). */
-export const kFlight = Symbol('adaptive-rate-limit.flight');
 
 // An acquire an adapter cancels without an AbortSignal (`WaitCancel`, in src/limiter/waiting-line.ts).
 export const kWaitCancel = Symbol('adaptive-rate-limit.waitCancel');

@@ -12,7 +12,6 @@ import {
   kAlignSlots,
   kCanGrant,
   kFailed,
-  kFlight,
   kGiveBack,
   kHeldBack,
   kNoCrowdWait,
@@ -31,6 +30,7 @@ import { BudgetedPermit, BudgetSet, budgetsGate, type Costs, checkCharge } from 
 import { Ceilings } from './ceiling.js';
 import { CROWD_LEARNED, CrowdWait } from './crowd-wait.js';
 import { LazyEmitter, type LimiterEventMap, refusal } from './events.js';
+import { Flight } from './flight.js';
 import { LimitFloors } from './limit-floor.js';
 import {
   type AdaptiveLimiterOptions,
@@ -94,21 +94,8 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   #closed = false;
   /** The bucket when it is the announced one (`burst: 'announced'`), which counts units in flight. */
   readonly #announced: AnnouncedBucket | undefined;
-  #inFlight = 0;
-  /**
-   * The announced bucket's permits in flight, in the order they were granted: each one's units by
-   * its number (`#granted`, kept on the permit). An answer's `remaining` has not counted the units
-   * granted after its request (see `AnnouncedBucket.sync`).
-   */
-  readonly #flight = new Map<number, number>();
-  /**
-   * Takes a permit its caller dropped unsettled out of `#flight` once it is collected: it is never
-   * answered, and its entry stayed for the life of the limiter, walked over by every later answer.
-   */
-  readonly #dropped: FinalizationRegistry<number> | undefined;
-  #granted = 0;
-  /** The units of `#flight`. */
-  #flightUnits = 0;
+  /** The announced bucket's calls in flight (see `AnnouncedBucket.sync`); none for another bucket. */
+  readonly #flight: Flight<LimiterPermit> | undefined;
   /** This budget's name when the limiter has several budgets (or is one of them). */
   /**
    * Of a limiter of several budgets (its first budget, or one of the others'): the budget's name,
@@ -151,7 +138,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     if (burst === 'announced') {
       this.#announced = new AnnouncedBucket(rate, now, this.#opts.reserve);
       this.#bucket = this.#announced;
-      this.#dropped = new FinalizationRegistry((number) => this.#forget(number));
+      this.#flight = new Flight();
     } else this.#bucket = burst === 'second' ? new TokenBucket(rate, now) : new Pacer(rate, now);
     this.#book = new RateBook(this.#opts, controller, this.#pause, now, rate);
     if (this.#bucket.unlimited && this.#opts.slowStart !== false)
@@ -666,27 +653,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
    * `remaining` has not counted them.
    */
   #landed(permit: LimiterPermit): number {
-    if (this.#announced === undefined) return 0;
-    this.#inFlight -= permit.units;
-    const number = permit[kFlight];
-    if (!this.#flight.has(number)) return 0;
-    this.#forget(number);
-    // The map is in grant order and answers come mostly in that order: the permits granted before
-    // this one and still in flight are few, so count those and take them from the total.
-    let before = 0;
-    for (const [n, held] of this.#flight) {
-      if (n > number) break;
-      before += held;
-    }
-    return this.#flightUnits - before;
-  }
-
-  /** Permit `number` leaves the announced bucket's flight. */
-  #forget(number: number): void {
-    const units = this.#flight.get(number);
-    if (units === undefined) return;
-    this.#flight.delete(number);
-    this.#flightUnits -= units;
+    return this.#flight === undefined ? 0 : this.#flight.landed(permit, permit.units);
   }
 
   /**
@@ -760,7 +727,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     }
     this.#applyCeiling(now);
     if (this.#announced !== undefined && quota !== undefined) {
-      this.#announced.sync(quota, this.#inFlight, now, sentAfter);
+      this.#announced.sync(quota, this.#flight?.units ?? 0, now, sentAfter);
       this.#line?.kick(now);
     }
   }
@@ -817,13 +784,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     if (this.#bucket.unlimited) this.#book.grantedUnlimited(units, now);
     this.#bucket.take(units, now, since < now);
     const permit = new LimiterPermit(this, units, this.#book.epoch, now - since);
-    if (this.#announced !== undefined) {
-      this.#inFlight += units;
-      this.#flight.set(++this.#granted, units);
-      this.#flightUnits += units;
-      permit[kFlight] = this.#granted;
-      this.#dropped?.register(permit, this.#granted);
-    }
+    this.#flight?.granted(permit, units);
     if (this.listenerCount('acquired') > 0) {
       this.emit('acquired', { limiter: this.#opts.name, units, waited: now - since });
     }

@@ -1,14 +1,5 @@
 import { InvalidArgumentError } from '../errors.js';
-import {
-  kFailed,
-  kFlight,
-  kNoAnswer,
-  kNotSent,
-  kQuiet,
-  kQuotaWait,
-  kSuccess,
-  kThrottled,
-} from '../internal.js';
+import { kFailed, kNoAnswer, kNotSent, kQuiet, kQuotaWait, kSuccess, kThrottled } from '../internal.js';
 import type { AcquireOptions, AnnouncedQuota, Permit } from './types.js';
 
 type Quota = readonly AnnouncedQuota[] | undefined;
@@ -40,8 +31,6 @@ export interface PermitSink {
 /** The permit an `AdaptiveRateLimiter` grants. The first call settles it; later calls do nothing. */
 export class LimiterPermit implements Permit {
   #sink: PermitSink | undefined;
-  /** @internal Its number in its limiter's announced bucket's flight, while it is in flight; 0: none. */
-  [kFlight] = 0;
 
   /** @internal */
   constructor(
