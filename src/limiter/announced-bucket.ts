@@ -13,10 +13,10 @@ import type { AnnouncedQuota } from './types.js';
  * they are listed in. The full bucket is spent at the start, then grants are paced by the refill.
  * Each later announcement lowers the level to its `remaining` less the reserve (not below 0) and
  * less the units granted after the answered request and still in flight (the API had not counted
- * them), when that is lower (other clients drain the same quota); a refund never lifts it above that
- * `remaining` less those units (refilled since) plus what was taken after it. A request larger than the bucket is
- * served once the bucket is full and leaves it in debt, so the long-run rate holds for any size.
- * Rates are units/min; times ms on the limiter's clock.
+ * them), when that is lower (other clients drain the same quota); a refund never lifts it above
+ * that `remaining` less those units (refilled since) plus what was taken after it. A request
+ * larger than the bucket is served once the bucket is full and leaves it in debt, so the long-run
+ * rate holds for any size. Rates are units/min; times ms on the limiter's clock.
  */
 export class AnnouncedBucket extends TokenBucket {
   readonly #reserveMs: number;
