@@ -76,14 +76,9 @@ export function wrap<A extends unknown[], R>(
     let callCosts: Readonly<Record<string, number>> | undefined;
     let callSignal: AbortSignal | undefined;
     try {
-      callUnits =
-        typeof units === 'function' ? checkedUnits((units as (...a: A) => unknown).apply(this, args)) : units;
-      callCosts =
-        typeof costs === 'function' ? checkedCosts((costs as (...a: A) => unknown).apply(this, args)) : costs;
-      callSignal =
-        typeof signal === 'function'
-          ? checkedSignal((signal as (...a: A) => unknown).apply(this, args))
-          : signal;
+      callUnits = typeof units === 'function' ? checkedUnits(units.apply(this, args)) : units;
+      callCosts = typeof costs === 'function' ? checkedCosts(costs.apply(this, args)) : costs;
+      callSignal = typeof signal === 'function' ? checkedSignal(signal.apply(this, args)) : signal;
     } catch (error) {
       // The decorated function returns a promise: a throw of `units`, `costs` or `signal` rejects
       // it, as a throw of `fn` does, never escapes the call (a `.catch()` or `Promise.allSettled` sees it).
