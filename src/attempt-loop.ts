@@ -335,7 +335,8 @@ export function retries(
 /** Settles a permit with an outcome. */
 export function feed(permit: Permit, outcome: Outcome): void {
   if (outcome.kind === 'throttled') {
-    if (outcome.quotaWait === true)
+    if (outcome.pauseOnly === true) permit.failed(outcome.retryAfterMs, outcome.quota);
+    else if (outcome.quotaWait === true)
       throttledByQuota(permit, outcome.retryAfterMs, outcome.quota, outcome.budgets);
     else permit.throttled(outcome.retryAfterMs, outcome.quota, outcome.budgets);
   } else if (outcome.kind === 'failed') {

@@ -240,3 +240,82 @@ describe('LlmMeter', () => {
     expect(anthropic.refusal(input)).toEqual({ kind: 'rate', budgets: ['input_tokens'] });
   });
 });
+
+// Regression: OpenAI's 429 for a limit per day (RPD, TPD) was read as the per-minute budget its
+// `error.type` names, and the "Please try again in 7m12s." of its message was not read at all:
+// the budget was cut, and without a Retry-After the retry went soon into another 429.
+describe("LlmMeter.refusal: an OpenAI rate limit's message", () => {
+  const openai = new LlmMeter('openai');
+  const refused = (message: unknown, type: unknown = 'requests') => ({
+    error: { message, type, param: null, code: 'rate_limit_exceeded' },
+  });
+  const rpd = (limit: number, wait: string) =>
+    `Rate limit reached for gpt-4o-mini in organization org-x on requests per day (RPD): Limit ${limit}, Used ${limit}, Requested 1. Please try again in ${wait}. Visit https://platform.openai.com/account/rate-limits to learn more.`;
+
+  it.each([
+    ['7m12s', 200, 432_000],
+    ['1m26.4s', 1_000, 86_400],
+  ])('reads a limit per day and the wait it asks for (%s)', (wait, limit, waitMs) => {
+    expect(openai.refusal(refused(rpd(limit, wait)))).toStrictEqual({
+      kind: 'rate',
+      budgets: ['requests'],
+      waitMs,
+      daily: true,
+    });
+  });
+
+  it('reads a tokens-per-day limit, named in the message alone', () => {
+    const tpd =
+      'Rate limit reached for gpt-4o in organization org-x on tokens per day (TPD): Limit 2000000, Used 1999000, Requested 5000. Please try again in 3m36s.';
+    expect(openai.refusal(refused(tpd, null))).toStrictEqual({
+      kind: 'rate',
+      budgets: undefined,
+      waitMs: 216_000,
+      daily: true,
+    });
+  });
+
+  it.each([
+    ['1.002s', 1_002],
+    ['20ms', 20],
+  ])('reads a per-minute limit with the wait it asks for (%s), no limit per day', (wait, waitMs) => {
+    const tpm = `Rate limit reached for gpt-4o in organization org-x on tokens per min (TPM): Limit 30000, Used 29000, Requested 1500. Please try again in ${wait}. Visit https://platform.openai.com/account/rate-limits to learn more.`;
+    expect(openai.refusal(refused(tpm, 'tokens'))).toStrictEqual({
+      kind: 'rate',
+      budgets: ['tokens'],
+      waitMs,
+    });
+  });
+
+  it('gives no wait when the message asks for none', () => {
+    const noWait =
+      'Rate limit reached for gpt-4o-mini in organization org-x on requests per day (RPD): Limit 200, Used 200, Requested 1.';
+    expect(openai.refusal(refused(noWait))).toStrictEqual({
+      kind: 'rate',
+      budgets: ['requests'],
+      daily: true,
+    });
+    const tpm =
+      'Rate limit reached for gpt-4o on tokens per min (TPM): Limit 30000, Used 29000, Requested 1500.';
+    expect(openai.refusal(refused(tpm, 'tokens'))).toStrictEqual({ kind: 'rate', budgets: ['tokens'] });
+  });
+
+  it.each(['a moment', '-5s', '12', '7m12', '5sec', '1e3s', '1,5s', '.', '', `${'9'.repeat(400)}h`])(
+    'gives no wait, and does not throw, for a duration that does not read (%j)',
+    (wait) => {
+      expect(openai.refusal(refused(rpd(200, wait)))).toStrictEqual({
+        kind: 'rate',
+        budgets: ['requests'],
+        daily: true,
+      });
+      const tpm = `Rate limit reached on tokens per min (TPM): Limit 30000, Used 29000, Requested 1500. Please try again in ${wait}.`;
+      expect(openai.refusal(refused(tpm, 'tokens'))).toStrictEqual({ kind: 'rate', budgets: ['tokens'] });
+    },
+  );
+
+  it('reads nothing more from a message that is no string', () => {
+    for (const message of [42, null, { text: 'Please try again in 1s.' }, ['Please try again in 1s.']]) {
+      expect(openai.refusal(refused(message))).toStrictEqual({ kind: 'rate', budgets: ['requests'] });
+    }
+  });
+});

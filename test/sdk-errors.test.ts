@@ -180,6 +180,37 @@ describe('classifyThrown: the SDKs’ errors', () => {
     );
     expect(classifyThrown(error)).toEqual({ kind: 'throttled', retryAfterMs: 2000, budgets: ['tokens'] });
   });
+
+  // Regression: openai's 429 for a limit per day was a throttle of the requests budget (cut), its
+  // message's wait not read: without a header, the retry came soon into another 429.
+  const daily = (headers: Headers) =>
+    new OpenAI.RateLimitError(
+      429,
+      {
+        type: 'requests',
+        code: 'rate_limit_exceeded',
+        message:
+          'Rate limit reached for gpt-4o-mini in organization org-x on requests per day (RPD): Limit 200, Used 200, Requested 1. Please try again in 7m12s. Visit https://platform.openai.com/account/rate-limits to learn more.',
+      },
+      undefined,
+      headers,
+    );
+
+  it("reads openai's 429 for a limit per day as a pause for its message's wait, no budget cut", () => {
+    expect(classifyThrown(daily(new Headers()))).toStrictEqual({
+      kind: 'throttled',
+      retryAfterMs: 432_000,
+      pauseOnly: true,
+    });
+  });
+
+  it("takes the 429's Retry-After over its message's wait", () => {
+    expect(classifyThrown(daily(new Headers({ 'retry-after': '2' })))).toStrictEqual({
+      kind: 'throttled',
+      retryAfterMs: 2000,
+      pauseOnly: true,
+    });
+  });
 });
 
 describe('wrap reads the SDKs’ errors', () => {

@@ -1,5 +1,7 @@
 import { API_BUDGETS, type LlmApi } from '../config/api.js';
 import type { Costs } from '../limiter/budgets.js';
+import type { Outcome } from '../limiter/types.js';
+import { parseGoDuration } from './quota-headers/openai.js';
 
 /** Characters per token of the estimate before an answer (both vendors document about 4). */
 const CHARS_PER_TOKEN = 4;
@@ -38,7 +40,21 @@ export function refusedCall(status: number): boolean {
 export type LlmRefusal =
   | { readonly kind: 'quota'; readonly reason: string }
   | { readonly kind: 'call'; readonly reason: string }
-  | { readonly kind: 'rate'; readonly budgets: readonly string[] | undefined };
+  | RateRefusal;
+
+/**
+ * A 429 for a rate limit: the budgets that ran out, when it says; the wait its message asks for
+ * (`waitMs`, OpenAI's "Please try again in 7m12s."), when it says one that reads; and `daily`
+ * when the limit it names is one per day (OpenAI's RPD, TPD), not a per-minute budget's.
+ */
+interface RateRefusal {
+  readonly kind: 'rate';
+  readonly budgets: readonly string[] | undefined;
+  /** ms, from the message's Go duration; absent when it gives none or one that does not read. */
+  readonly waitMs?: number;
+  /** The message names a limit per day ("per day", "(RPD)", "(TPD)"). */
+  readonly daily?: true;
+}
 
 /**
  * Whether an OpenAI 429's message says the call alone asks more than the whole limit ("Request too
@@ -49,6 +65,23 @@ function tooLarge(message: string): boolean {
   if (/\brequest too large\b/i.test(message)) return true;
   const numbers = /\bLimit (\d+), Requested (\d+)\b/.exec(message);
   return numbers !== null && Number(numbers[2]) > Number(numbers[1]);
+}
+
+/**
+ * The wait an OpenAI 429's message asks for, in ms: its "Please try again in <duration>", a Go
+ * duration (`7m12s`, `1m26.4s`, `1.002s`, `20ms`) read by {@link parseGoDuration}. `undefined`
+ * when the message gives none, or one that does not read (a sign, a bare number, words): it is
+ * then not used, never an error.
+ */
+function askedWait(message: string): number | undefined {
+  const asked = /\btry again in (\S+)/i.exec(message);
+  // The sentence's full stop follows the duration ("in 1.002s."): a Go duration ends in its unit.
+  return asked === null ? undefined : parseGoDuration((asked[1] as string).replace(/[.,;:]+$/, ''));
+}
+
+/** Whether an OpenAI 429's message names a limit per day (requests or tokens per day). */
+function dailyLimit(message: string): boolean {
+  return /\bper day\b|\((?:RPD|TPD)\)/i.test(message);
 }
 
 /**
@@ -134,7 +167,10 @@ export class LlmMeter {
    * How a 429 reads, from its JSON body (`undefined` when not read). OpenAI's "Request too large"
    * (`error.type` `tokens`, `code` `rate_limit_exceeded`) is a `call`: the call is refused as a
    * 4xx that is not a throttle is (see {@link refusedCall}). Only the body is read: neither
-   * vendor's headers tell a spend cap from a rate limit (a spend cap's body says it).
+   * vendor's headers tell a spend cap from a rate limit (a spend cap's body says it). An OpenAI
+   * rate limit's message also gives the wait it asks for ("Please try again in 7m12s.": `waitMs`)
+   * and whether its limit is one per day (`daily`: "requests per day (RPD)"); see
+   * {@link rateLimitOutcome} for what they do.
    */
   refusal(body: unknown): LlmRefusal {
     const error = isObject(body) && isObject(body.error) ? body.error : undefined;
@@ -145,10 +181,22 @@ export class LlmMeter {
       const message = typeof error?.message === 'string' ? error.message : '';
       if (tooLarge(message)) return { kind: 'call', reason: 'request_too_large' };
       const type = error?.type;
-      if (type === 'requests' || type === 'tokens') return { kind: 'rate', budgets: [type] };
-      if (/\(TPM\)|tokens per min/i.test(message)) return { kind: 'rate', budgets: ['tokens'] };
-      if (/\(RPM\)|requests per min/i.test(message)) return { kind: 'rate', budgets: ['requests'] };
-      return { kind: 'rate', budgets: undefined };
+      const budgets: readonly string[] | undefined =
+        type === 'requests' || type === 'tokens'
+          ? [type]
+          : /\(TPM\)|tokens per min/i.test(message)
+            ? ['tokens']
+            : /\(RPM\)|requests per min/i.test(message)
+              ? ['requests']
+              : undefined;
+      const rate: { kind: 'rate'; budgets: typeof budgets; waitMs?: number; daily?: true } = {
+        kind: 'rate',
+        budgets,
+      };
+      const waitMs = askedWait(message);
+      if (waitMs !== undefined) rate.waitMs = waitMs;
+      if (dailyLimit(message)) rate.daily = true;
+      return rate;
     }
     const details = isObject(error?.details) ? error.details : undefined;
     if (details?.error_code === 'enforced_spend_limit_reached') {
@@ -165,6 +213,45 @@ export class LlmMeter {
     const before = this.#average.get(budget);
     this.#average.set(budget, before === undefined ? value : before + AVERAGE_WEIGHT * (value - before));
   }
+}
+
+/**
+ * The outcome of a 429 judged throttled by its status and headers (`throttled`) that the body
+ * reads as a rate limit (`refusal`).
+ *
+ * - The wait the message asks for (`waitMs`) is the answer's wait only when its headers ask for
+ *   none (`retry-after-ms`, `Retry-After`, a `classify` callback's `retryAfterMs`): the header
+ *   wins. It then does what a `Retry-After` of that length does: the limiter pauses (at most
+ *   `maxPause`) and the retry goes after it; a wait longer than `maxWait` refuses the retry (the
+ *   caller gets the 429) and the calls that come while it lasts (`RateLimitRejectedError`
+ *   `max-wait`, or the library's 429 with `rejection: 'response'`).
+ * - A limit per day (`daily`) is no per-minute budget's: nothing is cut. With a wait (the message's
+ *   or the headers') it pauses every budget of the limiter for it, without a cut (`pauseOnly`, fed
+ *   as a failed answer with that wait is), and the call is retried after it as a throttled one is.
+ *   Every budget, not only the one `error.type` names: a daily requests limit refuses every call
+ *   (each draws a request), and under a daily tokens limit only the calls that run no model (a
+ *   list of models) would pass; those wait too, for at most `maxPause`. Without a wait, the daily
+ *   429 fails: no cut, no pause, no retry (a retry sent at once would meet the same limit).
+ * - Otherwise the budgets it names are cut (`budgets`), and only those.
+ */
+export function rateLimitOutcome(
+  throttled: Extract<Outcome, { kind: 'throttled' }>,
+  refusal: RateRefusal,
+): Outcome {
+  const retryAfterMs = throttled.retryAfterMs ?? refusal.waitMs;
+  if (refusal.daily === true) {
+    const { quota } = throttled;
+    if (retryAfterMs === undefined)
+      return quota === undefined ? { kind: 'failed' } : { kind: 'failed', quota };
+    return quota === undefined
+      ? { kind: 'throttled', retryAfterMs, pauseOnly: true }
+      : { kind: 'throttled', retryAfterMs, quota, pauseOnly: true };
+  }
+  const waited =
+    throttled.retryAfterMs === undefined && retryAfterMs !== undefined
+      ? { ...throttled, retryAfterMs }
+      : throttled;
+  return refusal.budgets === undefined ? waited : { ...waited, budgets: refusal.budgets };
 }
 
 /**

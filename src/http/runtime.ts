@@ -20,7 +20,7 @@ import { LazySharedBudget } from '../registry/shared.js';
 import { type AdapterWait, AdapterWaits } from './adapter-close.js';
 import { classifyResponse, type ResponseRules } from './classify.js';
 import { ConcurrencyGate } from './concurrency.js';
-import { bodyObject, type LlmEstimate, LlmMeter, refusedCall } from './llm.js';
+import { bodyObject, type LlmEstimate, LlmMeter, rateLimitOutcome, refusedCall } from './llm.js';
 import type { OutgoingRequest, ResolvedInterceptorOptions } from './options.js';
 import {
   credentialParts,
@@ -400,7 +400,8 @@ export class HttpRuntime {
    * A 4xx it judges a success (400 `invalid_request_error`: the API refused the call without
    * doing it) is `refused`: the call gives back its token budgets' draws (see `BudgetedPermit`),
    * and so is a 429 that says the call alone is larger than a whole budget (OpenAI's "Request too
-   * large"): no cut, no pause, no retry.
+   * large"): no cut, no pause, no retry. A rate limit's 429 is judged by {@link rateLimitOutcome}:
+   * the wait its message asks for when its headers ask for none, and no cut for a limit per day.
    */
   classify(
     { status, headers }: { readonly status: number; readonly headers: ResponseHeaders },
@@ -416,7 +417,7 @@ export class HttpRuntime {
     const refusal = llm.refusal(body);
     if (refusal.kind === 'quota') return { kind: 'failed', quota: outcome.quota };
     if (refusal.kind === 'call') return { kind: 'success', quota: outcome.quota, refused: true };
-    return refusal.budgets === undefined ? outcome : { ...outcome, budgets: refusal.budgets };
+    return rateLimitOutcome(outcome, refusal);
   }
 
   /** An LLM API's estimate of a request (`undefined` for another limiter); see {@link LlmMeter}. */

@@ -117,6 +117,12 @@ export type Outcome =
        * shape says (see `throttledByQuota`).
        */
       quotaWait?: true;
+      /**
+       * @internal The answer asks for `retryAfterMs` and is no budget's throttle (OpenAI's limit
+       * per day): every budget pauses for it without a cut, as for a failed answer with that wait,
+       * and the request is sent again as a throttled one is (see `rateLimitOutcome`).
+       */
+      pauseOnly?: true;
     }
   | {
       kind: 'failed';

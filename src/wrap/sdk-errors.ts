@@ -1,6 +1,6 @@
 import { headerLookup, type ResponseHeaders } from '../headers.js';
 import { neverSent } from '../http/classify.js';
-import { LlmMeter, type LlmRefusal } from '../http/llm.js';
+import { LlmMeter, type LlmRefusal, rateLimitOutcome } from '../http/llm.js';
 import { REFUSAL_HEADER } from '../http/refusal.js';
 import { retryAfterFromHeaders } from '../http/retry-after.js';
 import type { Outcome } from '../limiter/types.js';
@@ -111,7 +111,9 @@ function llmRefusal(error: Bag): LlmRefusal | undefined {
  *   An LLM SDK's rate-limit 429 names the budget it is about (`budgets`: openai's `error.type`
  *   `requests` or `tokens`, the budget Anthropic's message names), so a limiter with those
  *   `budgets` cuts only that one when the call drew from it (`wrap`'s `costs`); else the budgets
- *   the call drew from, as a limiter without them does.
+ *   the call drew from, as a limiter without them does. An openai 429's message gives its wait
+ *   when no header does ("Please try again in 7m12s."), and one for a limit per day (RPD, TPD)
+ *   cuts no budget: it pauses the limiter for that wait (see `rateLimitOutcome`).
  *
  * It never throws: a header value that is a number is read as its text (`'retry-after': 5`), one
  * that is neither (`null`) as no header, and an error it cannot read otherwise (a getter that
@@ -157,10 +159,10 @@ function classifyBag(error: unknown): Outcome {
   // A wait on a failure is kept only for a server error (a 503 "come back later").
   const retryAfterMs = throttled || (status ?? 0) >= 500 ? retryAfterOfError(error) : undefined;
   const kind = throttled ? 'throttled' : 'failed';
-  // The budget the 429 names (openai's `error.type` `tokens`): only that one is cut.
-  const budgets = llm?.kind === 'rate' ? llm.budgets : undefined;
   const outcome: Outcome = retryAfterMs === undefined ? { kind } : { kind, retryAfterMs };
-  return budgets === undefined || outcome.kind !== 'throttled' ? outcome : { ...outcome, budgets };
+  // The budget the 429 names (openai's `error.type` `tokens`): only that one is cut; the wait its
+  // message asks for when no header does; a limit per day cut nowhere (see `rateLimitOutcome`).
+  return llm?.kind === 'rate' && outcome.kind === 'throttled' ? rateLimitOutcome(outcome, llm) : outcome;
 }
 
 /** The wait an error's headers ask for, or its own `retryAfterMs`; `undefined` when neither. */

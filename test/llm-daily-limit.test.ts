@@ -1,0 +1,134 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { afterEach, describe, expect, it } from 'vitest';
+import { ManualClock } from '../src/clock.js';
+import { RateLimitRejectedError } from '../src/errors.js';
+import { rateLimitedFetch } from '../src/http/fetch.js';
+import type { RateLimiterRegistry } from '../src/registry/index.js';
+import { llmAgent } from './helpers/llm-agent.js';
+import { serveLocal } from './helpers/llm-clients.js';
+import { until } from './helpers/rate-limited-server.js';
+import { settled } from './helpers/settled.js';
+
+// Regression: with `api: 'openai'`, OpenAI's 429 for a limit per day (RPD, TPD) was read as the
+// per-minute budget its `error.type` names: that budget was cut, and without a Retry-After the
+// retry went after a bare 429's short wait into another 429. Its message's "Please try again in
+// 7m12s." was not read, nor a per-minute 429's "Please try again in 1.002s.".
+
+const cleanups: (() => unknown)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+const RPD =
+  'Rate limit reached for gpt-4o-mini in organization org-x on requests per day (RPD): Limit 200, Used 200, Requested 1. Please try again in 7m12s. Visit https://platform.openai.com/account/rate-limits to learn more.';
+const TPM =
+  'Rate limit reached for gpt-4o-mini in organization org-x on tokens per min (TPM): Limit 30000, Used 29000, Requested 1500. Please try again in 1.002s. Visit https://platform.openai.com/account/rate-limits to learn more.';
+
+/**
+ * An OpenAI-like API on 127.0.0.1 whose first answer is a 429 with `message` (`type` its
+ * `error.type`) and `headers` (no Retry-After unless given), and every later one a 200 with usage.
+ */
+async function refusingOnce(message: string, type: string, headers: Record<string, string> = {}) {
+  const server = { attempts: 0 };
+  const origin = await serveLocal((req: IncomingMessage, res: ServerResponse) => {
+    req.resume();
+    server.attempts++;
+    const json = { 'content-type': 'application/json' };
+    if (server.attempts === 1) {
+      const error = { message, type, param: null, code: 'rate_limit_exceeded' };
+      res.writeHead(429, { ...json, ...headers }).end(JSON.stringify({ error }));
+    } else res.writeHead(200, json).end('{"usage":{"prompt_tokens":3,"completion_tokens":2}}');
+  }, cleanups);
+  return { origin, server };
+}
+
+const body = JSON.stringify({
+  model: 'gpt-4o-mini',
+  max_tokens: 10,
+  messages: [{ role: 'user', content: 'hi' }],
+});
+
+type Adapter = 'fetch wrapper' | 'interceptor';
+
+/** The adapter under test metering `origin` as `api: 'openai'` on `clock`: its registry and a POST's status. */
+function client(adapter: Adapter, origin: string, clock: ManualClock) {
+  if (adapter === 'fetch wrapper') {
+    const fetch = rateLimitedFetch({
+      limiters: { llm: { origins: [origin], api: 'openai' } },
+      rejection: 'error',
+      clock,
+    });
+    cleanups.push(() => fetch.close());
+    const post = async () => {
+      const res = await fetch(`${origin}/v1/chat/completions`, { method: 'POST', body });
+      await res.text();
+      return res.status;
+    };
+    return { registry: fetch.registry, post };
+  }
+  const { interceptor, agent } = llmAgent({ origin, api: 'openai', rejection: 'error', clock }, cleanups);
+  const post = async () => {
+    const res = await agent.request({ origin, path: '/v1/chat/completions', method: 'POST', body });
+    await res.body.text();
+    return res.statusCode;
+  };
+  return { registry: interceptor.registry, post };
+}
+
+/** Each budget's cuts and the end of its pause (on the manual clock), of the limiter `llm`. */
+function budgets(registry: RateLimiterRegistry) {
+  const all = registry.get('llm')?.snapshot().budgets ?? {};
+  return Object.fromEntries(Object.entries(all).map(([name, b]) => [name, [b.cuts, b.pausedUntil]]));
+}
+
+describe.each(['fetch wrapper', 'interceptor'] as const)(
+  "api: 'openai', the %s: a 429 for a limit per day without Retry-After",
+  (adapter) => {
+    it('pauses every budget for the wait its message asks for, cuts none, and hands the 429 back past maxWait', async () => {
+      const { origin, server } = await refusingOnce(RPD, 'requests');
+      const clock = new ManualClock();
+      const { registry, post } = client(adapter, origin, clock);
+      // 7m12s is past maxWait (60 s): the retry is refused, and the caller gets the API's 429.
+      const first = settled(post());
+      await until(() => first.done, 'the 429 handed back');
+      expect(first.value).toBe(429);
+      expect(server.attempts).toBe(1);
+      expect(budgets(registry)).toEqual({ requests: [0, 432_000], tokens: [0, 432_000] });
+      // A call while the pause lasts is refused before it is sent, as behind a long Retry-After.
+      await expect(post()).rejects.toBeInstanceOf(RateLimitRejectedError);
+      expect(server.attempts).toBe(1);
+      clock.advance(432_000);
+      expect(await post()).toBe(200);
+      expect(server.attempts).toBe(2);
+    });
+  },
+);
+
+describe("api: 'openai', the fetch wrapper: the wait a 429's message asks for", () => {
+  it('times the retry of a per-minute 429 without Retry-After, and cuts the budget it names', async () => {
+    const { origin, server } = await refusingOnce(TPM, 'tokens');
+    const clock = new ManualClock();
+    const { registry, post } = client('fetch wrapper', origin, clock);
+    const call = settled(post());
+    await until(() => budgets(registry).tokens?.[1] !== undefined, 'the 429 judged');
+    expect(budgets(registry)).toEqual({ requests: [0, undefined], tokens: [1, 1_002] });
+    expect(server.attempts).toBe(1);
+    clock.advance(1_002);
+    await until(() => call.done, 'the retry');
+    expect(call.value).toBe(200);
+    expect(server.attempts).toBe(2);
+  });
+
+  it("takes the 429's Retry-After over its message's wait, and cuts no budget for a limit per day", async () => {
+    const { origin, server } = await refusingOnce(RPD, 'requests', { 'retry-after': '2' });
+    const clock = new ManualClock();
+    const { registry, post } = client('fetch wrapper', origin, clock);
+    const call = settled(post());
+    await until(() => budgets(registry).requests?.[1] !== undefined, 'the 429 judged');
+    expect(budgets(registry)).toEqual({ requests: [0, 2_000], tokens: [0, 2_000] });
+    clock.advance(2_000);
+    await until(() => call.done, 'the retry');
+    expect(call.value).toBe(200);
+    expect(server.attempts).toBe(2);
+  });
+});
