@@ -235,8 +235,9 @@ export class LlmMeter {
  *   as a failed answer with that wait is), and the call is retried after it as a throttled one is.
  *   Every budget, not only the one `error.type` names: a daily requests limit refuses every call
  *   (each draws a request), and under a daily tokens limit only the calls that run no model (a
- *   list of models) would pass; those wait too, for at most `maxPause`. Without a wait, the daily
- *   429 fails: no cut, no pause, no retry (a retry sent at once would meet the same limit).
+ *   list of models) would pass; those wait too, for at most `maxPause`. Without a wait (or one of
+ *   0), the daily 429 fails: no cut, no pause, no retry (a retry sent at once would meet the same
+ *   limit).
  * - Otherwise the budgets it names are cut (`budgets`), and only those.
  */
 export function rateLimitOutcome(
@@ -246,7 +247,9 @@ export function rateLimitOutcome(
   const retryAfterMs = throttled.retryAfterMs ?? refusal.waitMs;
   if (refusal.daily === true) {
     const { quota } = throttled;
-    if (retryAfterMs === undefined)
+    // A wait of 0 (the message's "0s", the header's `retry-after-ms: 0`) is none: the limit per
+    // day has not gone in no time, and a retry at once would meet it.
+    if (retryAfterMs === undefined || retryAfterMs === 0)
       return quota === undefined ? { kind: 'failed' } : { kind: 'failed', quota };
     return quota === undefined
       ? { kind: 'throttled', retryAfterMs, pauseOnly: true }
