@@ -69,14 +69,19 @@ function tooLarge(message: string): boolean {
 
 /**
  * The wait an OpenAI 429's message asks for, in ms: its "Please try again in <duration>", a Go
- * duration (`7m12s`, `1m26.4s`, `1.002s`, `20ms`) read by {@link parseGoDuration}. `undefined`
+ * duration (`7m12s`, `1m26.4s`, `1.002s`, `20ms`) read by {@link parseGoDuration}, rounded up to
+ * whole ms (never a retry before the wait asked, as a header's wait). `undefined`
  * when the message gives none, or one that does not read (a sign, a bare number, words): it is
  * then not used, never an error.
  */
 function askedWait(message: string): number | undefined {
   const asked = /\btry again in (\S+)/i.exec(message);
+  if (asked === null) return undefined;
   // The sentence's full stop follows the duration ("in 1.002s."): a Go duration ends in its unit.
-  return asked === null ? undefined : parseGoDuration((asked[1] as string).replace(/[.,;:]+$/, ''));
+  const ms = parseGoDuration((asked[1] as string).replace(/[.,;:]+$/, ''));
+  // Rounded up to whole ms, as a header's wait is: "1.005s" is 1004.9999999999999 in floating
+  // point, "20us" 0.02 (to the nanosecond first, a Go duration's finest unit, then up).
+  return ms === undefined ? undefined : Math.ceil(Math.round(ms * 1e6) / 1e6);
 }
 
 /** Whether an OpenAI 429's message names a limit per day (requests or tokens per day). */
@@ -230,8 +235,9 @@ export class LlmMeter {
  *   as a failed answer with that wait is), and the call is retried after it as a throttled one is.
  *   Every budget, not only the one `error.type` names: a daily requests limit refuses every call
  *   (each draws a request), and under a daily tokens limit only the calls that run no model (a
- *   list of models) would pass; those wait too, for at most `maxPause`. Without a wait, the daily
- *   429 fails: no cut, no pause, no retry (a retry sent at once would meet the same limit).
+ *   list of models) would pass; those wait too, for at most `maxPause`. Without a wait (or one of
+ *   0), the daily 429 fails: no cut, no pause, no retry (a retry sent at once would meet the same
+ *   limit).
  * - Otherwise the budgets it names are cut (`budgets`), and only those.
  */
 export function rateLimitOutcome(
@@ -241,7 +247,9 @@ export function rateLimitOutcome(
   const retryAfterMs = throttled.retryAfterMs ?? refusal.waitMs;
   if (refusal.daily === true) {
     const { quota } = throttled;
-    if (retryAfterMs === undefined)
+    // A wait of 0 (the message's "0s", the header's `retry-after-ms: 0`) is none: the limit per
+    // day has not gone in no time, and a retry at once would meet it.
+    if (retryAfterMs === undefined || retryAfterMs === 0)
       return quota === undefined ? { kind: 'failed' } : { kind: 'failed', quota };
     return quota === undefined
       ? { kind: 'throttled', retryAfterMs, pauseOnly: true }
