@@ -231,11 +231,11 @@ export class LlmMeter {
  *   caller gets the 429) and the calls that come while it lasts (`RateLimitRejectedError`
  *   `max-wait`, or the library's 429 with `rejection: 'response'`).
  * - A limit per day (`daily`) is no per-minute budget's: nothing is cut. With a wait (the message's
- *   or the headers') it pauses every budget of the limiter for it, without a cut (`pauseOnly`, fed
+ *   or the headers') it pauses every budget the call drew from, without a cut (`pauseOnly`, fed
  *   as a failed answer with that wait is), and the call is retried after it as a throttled one is.
- *   Every budget, not only the one `error.type` names: a daily requests limit refuses every call
- *   (each draws a request), and under a daily tokens limit only the calls that run no model (a
- *   list of models) would pass; those wait too, for at most `maxPause`. Without a wait (or one of
+ *   Not only the one `error.type` names: a daily requests limit refuses every call (each draws a
+ *   request), and under a daily tokens limit only the calls that run no model (a list of models)
+ *   would pass; those wait too, as every call draws a request, for at most `maxPause`. Without a wait (or one of
  *   0), the daily 429 fails: no cut, no pause, no retry (a retry sent at once would meet the same
  *   limit).
  * - Otherwise the budgets it names are cut (`budgets`), and only those.
