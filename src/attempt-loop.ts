@@ -1,6 +1,12 @@
 import { isLimiterRefusal } from './errors.js';
 import { kRefused, kWaitCancel } from './internal.js';
-import { noAnswer, notSent, throttledByQuota, usedOrUndefined } from './limiter/permit.js';
+import {
+  noAnswer,
+  notSent,
+  throttledByQuota,
+  throttledWithoutCut,
+  usedOrUndefined,
+} from './limiter/permit.js';
 import type { AcquireOptions, Outcome, Permit, RateLimiter } from './limiter/types.js';
 import type { CancellableAcquireOptions, WaitCancel } from './limiter/waiting-line.js';
 
@@ -335,7 +341,7 @@ export function retries(
 /** Settles a permit with an outcome. */
 export function feed(permit: Permit, outcome: Outcome): void {
   if (outcome.kind === 'throttled') {
-    if (outcome.pauseOnly === true) permit.failed(outcome.retryAfterMs, outcome.quota);
+    if (outcome.pauseOnly === true) throttledWithoutCut(permit, outcome.retryAfterMs, outcome.quota);
     else if (outcome.quotaWait === true)
       throttledByQuota(permit, outcome.retryAfterMs, outcome.quota, outcome.budgets);
     else permit.throttled(outcome.retryAfterMs, outcome.quota, outcome.budgets);

@@ -32,6 +32,11 @@ export const kNoAnswer = Symbol('adaptive-rate-limit.noAnswer');
  * says (see `throttledByQuota`).
  */
 export const kQuotaWait = Symbol('adaptive-rate-limit.quotaWait');
+/**
+ * A permit throttled by an answer that asks for a wait and is no budget's throttle (OpenAI's limit
+ * per day): the limiter pauses and counts a throttle, without a cut (see `throttledWithoutCut`).
+ */
+export const kPauseOnly = Symbol('adaptive-rate-limit.pauseOnly');
 
 // An acquire an adapter cancels without an AbortSignal (`WaitCancel`, in src/limiter/waiting-line.ts).
 export const kWaitCancel = Symbol('adaptive-rate-limit.waitCancel');

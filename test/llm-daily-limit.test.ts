@@ -88,12 +88,23 @@ describe.each(['fetch wrapper', 'interceptor'] as const)(
       const { origin, server } = await refusingOnce(RPD, 'requests');
       const clock = new ManualClock();
       const { registry, post } = client(adapter, origin, clock);
+      const events: string[] = [];
       // 7m12s is past maxWait (60 s): the retry is refused, and the caller gets the API's 429.
       const first = settled(post());
+      registry.get('llm')?.on('throttled', (e) => events.push(`throttled ${e.budget} cut=${e.cut}`));
+      registry.get('llm')?.on('failed', (e) => events.push(`failed ${e.budget}`));
       await until(() => first.done, 'the 429 handed back');
       expect(first.value).toBe(429);
       expect(server.attempts).toBe(1);
       expect(budgets(registry)).toEqual({ requests: [0, 432_000], tokens: [0, 432_000] });
+      // A throttle of each budget that pauses, in the events, the snapshot and so the metrics, with
+      // no cut: not a failed answer.
+      expect(events).toEqual(['throttled requests cut=false', 'throttled tokens cut=false']);
+      const all = registry.get('llm')?.snapshot().budgets ?? {};
+      expect(Object.values(all).map((b) => [b.throttles, b.cuts])).toEqual([
+        [1, 0],
+        [1, 0],
+      ]);
       // A call while the pause lasts is refused before it is sent, as behind a long Retry-After.
       await expect(post()).rejects.toBeInstanceOf(RateLimitRejectedError);
       expect(server.attempts).toBe(1);

@@ -231,8 +231,9 @@ export class LlmMeter {
  *   caller gets the 429) and the calls that come while it lasts (`RateLimitRejectedError`
  *   `max-wait`, or the library's 429 with `rejection: 'response'`).
  * - A limit per day (`daily`) is no per-minute budget's: nothing is cut. With a wait (the message's
- *   or the headers') it pauses every budget the call drew from, without a cut (`pauseOnly`, fed
- *   as a failed answer with that wait is), and the call is retried after it as a throttled one is.
+ *   or the headers') it pauses every budget the call drew from, without a cut (`pauseOnly`: a
+ *   throttle in the events and metrics, `cut: false`), and the call is retried after it as a
+ *   throttled one is.
  *   Not only the one `error.type` names: a daily requests limit refuses every call (each draws a
  *   request), and under a daily tokens limit only the calls that run no model (a list of models)
  *   would pass; those wait too, as every call draws a request, for at most `maxPause`. Without a wait (or one of

@@ -591,7 +591,13 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   }
 
   /** @internal */
-  [kThrottled](permit: LimiterPermit, given: number | undefined, givenQuota: Quota, quotaWait = false): void {
+  [kThrottled](
+    permit: LimiterPermit,
+    given: number | undefined,
+    givenQuota: Quota,
+    quotaWait = false,
+    noCut = false,
+  ): void {
     if (this.#watched !== watchGeneration()) this.#watched = handToWatchers(this);
     const now = this.#clock.now();
     const quota = this.#own(givenQuota);
@@ -599,7 +605,9 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     const retryAfterMs = quotaWait && quota?.some((q) => q.remaining === 0) ? undefined : given;
     const sentAfter = this.#landed(permit);
     this.#answered(permit.units, false, now);
-    const cut = this.#book.throttled(permit, now);
+    // Counted as a throttle either way; `noCut`: an answer that is no budget's throttle (see
+    // `throttledWithoutCut`) only pauses.
+    const cut = this.#book.throttled(permit, now) && !noCut;
     // The pause first: a custom controller that throws must not let sends through a Retry-After.
     const pauseMs =
       retryAfterMs !== undefined && retryAfterMs > 0 ? Math.min(retryAfterMs, this.#opts.maxPause) : 0;

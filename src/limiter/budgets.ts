@@ -5,6 +5,7 @@ import {
   kHeldBack,
   kNoAnswer,
   kNotSent,
+  kPauseOnly,
   kPredictWait,
   kQuiet,
   kQuotaWait,
@@ -388,6 +389,18 @@ export class BudgetedPermit implements Permit {
     checkWait('throttled', retryAfterMs);
     checkQuota('throttled', quota);
     this.#throttled(retryAfterMs, quota, budgets, false);
+  }
+
+  /**
+   * No budget's throttle, with a wait (see `throttledWithoutCut`): every budget the request drew
+   * from pauses for it and counts a throttle, none is cut, and each keeps its draw (as `failed()`).
+   */
+  [kPauseOnly](retryAfterMs: number | undefined, quota?: Quota): void {
+    checkWait('throttled', retryAfterMs);
+    checkQuota('throttled', quota);
+    this.#first[kPauseOnly](retryAfterMs, this.#quotaOf(this.#firstName, quota));
+    for (const [name, permit] of this.#others) permit[kPauseOnly](retryAfterMs, this.#quotaOf(name, quota));
+    this.#settled();
   }
 
   /** A throttle whose wait is only an exhausted policy's reset (see `throttledByQuota`). */

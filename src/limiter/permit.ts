@@ -1,5 +1,14 @@
 import { InvalidArgumentError } from '../errors.js';
-import { kFailed, kNoAnswer, kNotSent, kQuiet, kQuotaWait, kSuccess, kThrottled } from '../internal.js';
+import {
+  kFailed,
+  kNoAnswer,
+  kNotSent,
+  kPauseOnly,
+  kQuiet,
+  kQuotaWait,
+  kSuccess,
+  kThrottled,
+} from '../internal.js';
 import type { AcquireOptions, AnnouncedQuota, Permit } from './types.js';
 
 type Quota = readonly AnnouncedQuota[] | undefined;
@@ -7,12 +16,16 @@ type Quota = readonly AnnouncedQuota[] | undefined;
 /** @internal What a permit reports to: its limiter. */
 export interface PermitSink {
   [kSuccess](permit: LimiterPermit, unitsUsed: number | undefined, quota: Quota): void;
-  /** `quotaWait`: `retryAfterMs` is only an exhausted policy's reset (see `throttledByQuota`). */
+  /**
+   * `quotaWait`: `retryAfterMs` is only an exhausted policy's reset (see `throttledByQuota`);
+   * `noCut`: a throttle that pauses and cuts nothing (see `throttledWithoutCut`).
+   */
   [kThrottled](
     permit: LimiterPermit,
     retryAfterMs: number | undefined,
     quota: Quota,
     quotaWait?: boolean,
+    noCut?: boolean,
   ): void;
   /**
    * `counted` false: a quiet end ({@link LimiterPermit[kQuiet]}), no `failed` event; `answered`
@@ -70,6 +83,13 @@ export class LimiterPermit implements Permit {
     const sink = this.#sink;
     this.#sink = undefined;
     sink?.[kThrottled](this, retryAfterMs, quota, true);
+  }
+
+  /** @internal Settles it as `throttled()` does, without a cut (see `throttledWithoutCut`). */
+  [kPauseOnly](retryAfterMs: number | undefined, quota: Quota): void {
+    const sink = this.#sink;
+    this.#sink = undefined;
+    sink?.[kThrottled](this, retryAfterMs, quota, false, true);
   }
 
   failed(retryAfterMs?: number, quota?: Quota): void {
@@ -249,6 +269,18 @@ export function throttledByQuota(
       budgets,
     );
   else permit.throttled(retryAfterMs, quota, budgets);
+}
+
+/**
+ * Settles the permit of a throttled answer that is no budget's throttle and asks for a wait
+ * (OpenAI's limit per day): as `throttled()`, counted as a throttle (its event, its metric) and
+ * paused for `retryAfterMs`, but no rate is cut, nor the announced quotas' shapes changed beyond
+ * what `quota` says. A permit of your own limiter, or of a shared budget: `failed()` with the wait.
+ */
+export function throttledWithoutCut(permit: Permit, retryAfterMs: number | undefined, quota: Quota): void {
+  if (kPauseOnly in permit)
+    (permit as { [kPauseOnly](ms: number | undefined, q: Quota): void })[kPauseOnly](retryAfterMs, quota);
+  else permit.failed(retryAfterMs, quota);
 }
 
 /**

@@ -119,8 +119,9 @@ export type Outcome =
       quotaWait?: true;
       /**
        * @internal The answer asks for `retryAfterMs` and is no budget's throttle (OpenAI's limit
-       * per day): the budgets the call drew from pause for it without a cut, as for a failed answer with that wait,
-       * and the request is sent again as a throttled one is (see `rateLimitOutcome`).
+       * per day): the budgets the call drew from count a throttle and pause for it, without a cut
+       * (`throttledWithoutCut`), and the request is sent again as a throttled one is (see
+       * `rateLimitOutcome`).
        */
       pauseOnly?: true;
     }
