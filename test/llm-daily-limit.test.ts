@@ -59,20 +59,25 @@ function client(adapter: Adapter, origin: string, clock: ManualClock) {
       clock,
     });
     cleanups.push(() => fetch.close());
+    const told: (string | null)[] = [];
     const post = async () => {
       const res = await fetch(`${origin}/v1/chat/completions`, { method: 'POST', body });
       await res.text();
+      told.push(res.headers.get('x-should-retry'));
       return res.status;
     };
-    return { registry: fetch.registry, post };
+    return { registry: fetch.registry, post, told };
   }
   const { interceptor, agent } = llmAgent({ origin, api: 'openai', rejection: 'error', clock }, cleanups);
+  const told: (string | null)[] = [];
   const post = async () => {
     const res = await agent.request({ origin, path: '/v1/chat/completions', method: 'POST', body });
     await res.body.text();
+    const retry = res.headers['x-should-retry'];
+    told.push(typeof retry === 'string' ? retry : null);
     return res.statusCode;
   };
-  return { registry: interceptor.registry, post };
+  return { registry: interceptor.registry, post, told };
 }
 
 /** Each budget's cuts and the end of its pause (on the manual clock), of the limiter `llm`. */
@@ -87,7 +92,7 @@ describe.each(['fetch wrapper', 'interceptor'] as const)(
     it('pauses every budget for the wait its message asks for, cuts none, and hands the 429 back past maxWait', async () => {
       const { origin, server } = await refusingOnce(RPD, 'requests');
       const clock = new ManualClock();
-      const { registry, post } = client(adapter, origin, clock);
+      const { registry, post, told } = client(adapter, origin, clock);
       const events: string[] = [];
       // 7m12s is past maxWait (60 s): the retry is refused, and the caller gets the API's 429.
       const first = settled(post());
@@ -95,6 +100,8 @@ describe.each(['fetch wrapper', 'interceptor'] as const)(
       registry.get('llm')?.on('failed', (e) => events.push(`failed ${e.budget}`));
       await until(() => first.done, 'the 429 handed back');
       expect(first.value).toBe(429);
+      // An SDK is told not to retry it: its retry within seconds would meet the limiter's pause.
+      expect(told).toEqual(['false']);
       expect(server.attempts).toBe(1);
       expect(budgets(registry)).toEqual({ requests: [0, 432_000], tokens: [0, 432_000] });
       // A throttle of each budget that pauses, in the events, the snapshot and so the metrics, with

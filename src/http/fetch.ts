@@ -12,7 +12,7 @@ import { type AdapterWait, closedRefusal } from './adapter-close.js';
 import { errorOutcome } from './classify.js';
 import { slotBound } from './concurrency.js';
 import { holdResponse } from './held-response.js';
-import { llmAnswer, readRefusal, refusalBody } from './llm-answers.js';
+import { heldRefusal, llmAnswer, readRefusal, refusalBody } from './llm-answers.js';
 import { type InterceptorOptions, type OutgoingRequest, resolveInterceptorOptions } from './options.js';
 import { withLazyBody } from './outgoing-body.js';
 import { refusalResponse } from './refusal.js';
@@ -165,7 +165,7 @@ export function rateLimitedFetch(options: RateLimitedFetchOptions = {}): RateLim
         classifyError: errorOutcome,
         canRetry: () => bodies.replayable,
         // Read into memory while the retry waits: an unread body would keep its connection.
-        hold: holdResponse,
+        hold: (r) => heldRefusal(r, holdResponse(r)),
         discard: (r) => dropBody(r.body),
       });
       return estimate === undefined ? response : llmAnswer(response, route, estimate, resolved.rejection);

@@ -95,11 +95,22 @@ export function refusalBody(response: Response): unknown {
 }
 
 /**
+ * `held`, the copy of `response` that waits while its retry does (`holdResponse`), with the parsed
+ * body of the 429 it copies: the caller's answer is judged on it when the retry is refused.
+ */
+export function heldRefusal(response: Response, held: Response): Response {
+  if (refusalBodies.has(response)) refusalBodies.set(held, refusalBodies.get(response));
+  return held;
+}
+
+/**
  * The answer the caller gets from an LLM API's limiter: a spend cap or used-up quota ends with
  * `QuotaExhaustedError` (`rejection: 'error'`) or the API's 429 with `x-should-retry: false`
  * (`'response'`: the SDKs do not retry it); a 429 for a call larger than a whole budget (OpenAI's
  * "Request too large") is the API's 429 with `x-should-retry: false` in both modes, as a refused
- * call's 4xx is the API's answer; a success's `usage` corrects the estimate as its body passes.
+ * call's 4xx is the API's answer, and so is a 429 for a limit per day that reaches the caller (its
+ * wait passed `maxWait`, or it gave none: an SDK's retry within seconds would meet the same limit,
+ * or the limiter's pause); a success's `usage` corrects the estimate as its body passes.
  */
 export function llmAnswer(
   response: Response,
@@ -110,7 +121,7 @@ export function llmAnswer(
   const llm = route.llm as LlmMeter;
   if (response.status === 429) {
     const refusal = llm.refusal(refusalBody(response));
-    if (refusal.kind === 'rate') return response;
+    if (refusal.kind === 'rate' && refusal.daily !== true) return response;
     if (refusal.kind === 'quota' && rejection === 'error')
       throw new QuotaExhaustedError(route.name, refusal.reason, response.status, response);
     const headers = new Headers(response.headers);

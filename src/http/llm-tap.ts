@@ -16,7 +16,8 @@ type Handler = Dispatcher.DispatchHandler;
  * end; a 429 for a spend cap or a used-up quota (told by its body, which the
  * interceptor holds before a 429 reaches the caller: `refusalBody`) reaches the caller with
  * `x-should-retry: false`, or as `QuotaExhaustedError` with `rejection: 'error'`; a 429 for a call
- * larger than a whole budget (OpenAI's "Request too large") with `x-should-retry: false` in both.
+ * larger than a whole budget (OpenAI's "Request too large") or for a limit per day with
+ * `x-should-retry: false` in both.
  */
 export function usageTap(
   handler: Handler,
@@ -46,7 +47,8 @@ export function usageTap(
     onResponseStart: (controller, status, headers, message) => {
       if (status === 429) {
         const refusal = (route.llm as LlmMeter).refusal(refusalBody());
-        if (refusal.kind !== 'rate') {
+        // A limit per day's 429 that reaches the caller: told not to retry too (see `llmAnswer`).
+        if (refusal.kind !== 'rate' || refusal.daily === true) {
           if (refusal.kind === 'quota' && rejection === 'error') {
             // A held 429 has been read whole (aborting it ends nothing): its end is the error.
             refused = new QuotaExhaustedError(route.name, refusal.reason, status);
