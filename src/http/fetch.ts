@@ -165,7 +165,7 @@ export function rateLimitedFetch(options: RateLimitedFetchOptions = {}): RateLim
         classifyError: errorOutcome,
         canRetry: () => bodies.replayable,
         // Read into memory while the retry waits: an unread body would keep its connection.
-        hold: (r) => heldRefusal(r, holdResponse(r)),
+        hold: holdWithRefusal,
         discard: (r) => dropBody(r.body),
       });
       return estimate === undefined ? response : llmAnswer(response, route, estimate, resolved.rejection);
@@ -473,4 +473,9 @@ function tryNormalize(url: URL): string | undefined {
   } catch {
     return undefined;
   }
+}
+
+/** A retried answer held in memory (`holdResponse`), keeping its 429's parsed body (`heldRefusal`). */
+function holdWithRefusal(response: Response): Response {
+  return heldRefusal(response, holdResponse(response));
 }
