@@ -150,3 +150,28 @@ describe("api: 'openai', the fetch wrapper: the wait a 429's message asks for", 
     expect(server.attempts).toBe(2);
   });
 });
+
+describe("api: 'openai', the fetch wrapper: a daily wait longer than maxPause", () => {
+  const TWO_HOURS = RPD.replace('7m12s', '2h0m0s');
+
+  it('pauses for maxPause (10 min by default), as behind a long Retry-After, and for the whole wait with a larger maxPause', async () => {
+    for (const [maxPause, paused] of [
+      [undefined, 600_000],
+      [3 * 3_600_000, 7_200_000],
+    ] as const) {
+      const { origin } = await refusingOnce(TWO_HOURS, 'requests');
+      const clock = new ManualClock();
+      const fetch = rateLimitedFetch({
+        limiters: {
+          llm: { origins: [origin], api: 'openai', ...(maxPause === undefined ? {} : { maxPause }) },
+        },
+        clock,
+      });
+      cleanups.push(() => fetch.close());
+      const res = await fetch(`${origin}/v1/chat/completions`, { method: 'POST', body });
+      await res.text();
+      expect(res.status).toBe(429);
+      expect(budgets(fetch.registry)).toEqual({ requests: [0, paused], tokens: [0, paused] });
+    }
+  });
+});
