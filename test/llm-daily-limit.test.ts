@@ -28,7 +28,7 @@ const TPM =
  * An OpenAI-like API on 127.0.0.1 whose first answer is a 429 with `message` (`type` its
  * `error.type`) and `headers` (no Retry-After unless given), and every later one a 200 with usage.
  */
-async function refusingOnce(message: string, type: string, headers: Record<string, string> = {}) {
+async function refusingOnce(message: string, type: string | undefined, headers: Record<string, string> = {}) {
   const server = { attempts: 0 };
   const origin = await serveLocal((req: IncomingMessage, res: ServerResponse) => {
     req.resume();
@@ -175,3 +175,23 @@ describe("api: 'openai', the fetch wrapper: a daily wait longer than maxPause", 
     }
   });
 });
+
+describe.each(['fetch wrapper', 'interceptor'] as const)(
+  "api: 'openai', the %s: Azure OpenAI's 429 with no Retry-After",
+  (adapter) => {
+    it('times the retry by its message\'s "retry after 6 seconds" and cuts the budget it names', async () => {
+      const azure =
+        'Requests to the ChatCompletions_Create Operation under Azure OpenAI API version 2024-02-01 have exceeded token rate limit of your current OpenAI S0 pricing tier. Please retry after 6 seconds.';
+      const { origin, server } = await refusingOnce(azure, undefined);
+      const clock = new ManualClock();
+      const { registry, post } = client(adapter, origin, clock);
+      const call = settled(post());
+      await until(() => budgets(registry).tokens?.[1] !== undefined, 'the 429 judged');
+      expect(budgets(registry)).toEqual({ requests: [0, undefined], tokens: [1, 6_000] });
+      clock.advance(6_000);
+      await until(() => call.done, 'the retry');
+      expect(call.value).toBe(200);
+      expect(server.attempts).toBe(2);
+    });
+  },
+);

@@ -319,3 +319,46 @@ describe("LlmMeter.refusal: an OpenAI rate limit's message", () => {
     }
   });
 });
+
+// Regression: Azure OpenAI's 429 (no `error.type`; it has been sent without a `retry-after`
+// header) says its wait as "Please retry after 6 seconds." and its budget as "token rate limit" or
+// "call rate limit": neither was read, so its retry went after a bare 429's short wait, and every
+// budget the call drew from was cut.
+describe("LlmMeter.refusal: Azure OpenAI's 429 message, read with api: 'openai'", () => {
+  const openai = new LlmMeter('openai');
+  const azure = (message: string) => ({ error: { code: '429', message } });
+  const tokens =
+    'Requests to the ChatCompletions_Create Operation under Azure OpenAI API version 2024-02-01 have exceeded token rate limit of your current OpenAI S0 pricing tier. Please retry after 6 seconds. Please go here: https://aka.ms/oai/quotaincrease if you would like to further increase the default rate limit.';
+  const calls =
+    'Requests to the Embeddings_Create Operation under Azure OpenAI API version 2023-07-01-preview have exceeded call rate limit of your current OpenAI S0 pricing tier. Please retry after 1 second. Please go here: https://aka.ms/oai/quotaincrease if you would like to further increase the default rate limit.';
+
+  it('reads the wait in seconds and the budget its message names', () => {
+    expect(openai.refusal(azure(tokens))).toStrictEqual({ kind: 'rate', budgets: ['tokens'], waitMs: 6_000 });
+    expect(openai.refusal(azure(calls))).toStrictEqual({
+      kind: 'rate',
+      budgets: ['requests'],
+      waitMs: 1_000,
+    });
+  });
+
+  it('reads Azure API Management\'s "Try again in 59 seconds." in front of it', () => {
+    const apim = 'Rate limit is exceeded. Try again in 59 seconds.';
+    expect(openai.refusal(azure(apim))).toStrictEqual({ kind: 'rate', budgets: undefined, waitMs: 59_000 });
+  });
+
+  it.each([
+    'Please retry after a while.',
+    'Please retry after -6 seconds.',
+    'Please retry after 6.5 seconds.',
+    'Please retry after 6s.',
+    `Please retry after ${'9'.repeat(12)} seconds.`,
+  ])('gives no wait for a wait that does not read (%j)', (message) => {
+    expect(openai.refusal(azure(message))).toStrictEqual({ kind: 'rate', budgets: undefined });
+  });
+
+  it("keeps OpenAI's own Go duration first when a message has both", () => {
+    const both =
+      'Rate limit reached on tokens per min (TPM). Please try again in 1.5s. Or retry after 9 seconds.';
+    expect(openai.refusal(azure(both))).toStrictEqual({ kind: 'rate', budgets: ['tokens'], waitMs: 1_500 });
+  });
+});

@@ -211,6 +211,26 @@ describe('classifyThrown: the SDKs’ errors', () => {
       pauseOnly: true,
     });
   });
+
+  // Regression: Azure OpenAI's 429 through the openai SDK (no `error.type`, no retry-after header)
+  // gave no wait and named no budget: its "Please retry after 6 seconds." was not read.
+  it("reads Azure OpenAI's 429 message: its wait in seconds and the budget it names", () => {
+    const error = new OpenAI.RateLimitError(
+      429,
+      {
+        code: '429',
+        message:
+          'Requests to the ChatCompletions_Create Operation under Azure OpenAI API version 2024-02-01 have exceeded token rate limit of your current OpenAI S0 pricing tier. Please retry after 6 seconds.',
+      },
+      undefined,
+      new Headers(),
+    );
+    expect(classifyThrown(error)).toStrictEqual({
+      kind: 'throttled',
+      retryAfterMs: 6_000,
+      budgets: ['tokens'],
+    });
+  });
 });
 
 describe('wrap reads the SDKs’ errors', () => {

@@ -44,7 +44,8 @@ export type LlmRefusal =
 
 /**
  * A 429 for a rate limit: the budgets that ran out, when it says; the wait its message asks for
- * (`waitMs`, OpenAI's "Please try again in 7m12s."), when it says one that reads; and `daily`
+ * (`waitMs`, OpenAI's "Please try again in 7m12s.", Azure OpenAI's "Please retry after 6
+ * seconds."), when it says one that reads; and `daily`
  * when the limit it names is one per day (OpenAI's RPD, TPD), not a per-minute budget's.
  */
 interface RateRefusal {
@@ -71,17 +72,37 @@ function tooLarge(message: string): boolean {
  * The wait an OpenAI 429's message asks for, in ms: its "Please try again in <duration>", a Go
  * duration (`7m12s`, `1m26.4s`, `1.002s`, `20ms`) read by {@link parseGoDuration}, rounded up to
  * whole ms (never a retry before the wait asked, as a header's wait). `undefined`
- * when the message gives none, or one that does not read (a sign, a bare number, words): it is
- * then not used, never an error.
+ * when the message gives none, or one that does not read (a sign, a bare number, words), and no
+ * whole seconds either ({@link secondsWait}): it is then not used, never an error.
  */
 function askedWait(message: string): number | undefined {
   const asked = /\btry again in (\S+)/i.exec(message);
-  if (asked === null) return undefined;
   // The sentence's full stop follows the duration ("in 1.002s."): a Go duration ends in its unit.
-  const ms = parseGoDuration((asked[1] as string).replace(/[.,;:]+$/, ''));
+  const ms = asked === null ? undefined : parseGoDuration((asked[1] as string).replace(/[.,;:]+$/, ''));
   // Rounded up to whole ms, as a header's wait is: "1.005s" is 1004.9999999999999 in floating
   // point, "20us" 0.02 (to the nanosecond first, a Go duration's finest unit, then up).
-  return ms === undefined ? undefined : Math.ceil(Math.round(ms * 1e6) / 1e6);
+  return ms === undefined ? secondsWait(message) : Math.ceil(Math.round(ms * 1e6) / 1e6);
+}
+
+/**
+ * The wait a 429's message asks for in whole seconds, in ms: Azure OpenAI's "Please retry after 6
+ * seconds." (Azure has sent 429s with no `retry-after` header), and Azure API Management's "Try
+ * again in 59 seconds." in front of it. `undefined` when the message says neither.
+ */
+function secondsWait(message: string): number | undefined {
+  const asked = /\b(?:retry after|try again in) (\d{1,9}) seconds?\b/i.exec(message);
+  return asked === null ? undefined : Number(asked[1]) * 1_000;
+}
+
+/**
+ * The budget an OpenAI 429's message names when its `error.type` does not: OpenAI's "tokens per
+ * min (TPM)" and "requests per min (RPM)", Azure OpenAI's "exceeded token rate limit" and
+ * "exceeded call rate limit" (its 429s have no `error.type`).
+ */
+function namedBudget(message: string): readonly string[] | undefined {
+  if (/\(TPM\)|tokens per min|\btoken rate limit\b/i.test(message)) return ['tokens'];
+  if (/\(RPM\)|requests per min|\bcall rate limit\b/i.test(message)) return ['requests'];
+  return undefined;
 }
 
 /** Whether an OpenAI 429's message names a limit per day (requests or tokens per day). */
@@ -173,7 +194,8 @@ export class LlmMeter {
    * (`error.type` `tokens`, `code` `rate_limit_exceeded`) is a `call`: the call is refused as a
    * 4xx that is not a throttle is (see {@link refusedCall}). Only the body is read: neither
    * vendor's headers tell a spend cap from a rate limit (a spend cap's body says it). An OpenAI
-   * rate limit's message also gives the wait it asks for ("Please try again in 7m12s.": `waitMs`)
+   * rate limit's message also gives the wait it asks for ("Please try again in 7m12s.", Azure
+   * OpenAI's "Please retry after 6 seconds.": `waitMs`)
    * and whether its limit is one per day (`daily`: "requests per day (RPD)"); see
    * {@link rateLimitOutcome} for what they do.
    */
@@ -187,13 +209,7 @@ export class LlmMeter {
       if (tooLarge(message)) return { kind: 'call', reason: 'request_too_large' };
       const type = error?.type;
       const budgets: readonly string[] | undefined =
-        type === 'requests' || type === 'tokens'
-          ? [type]
-          : /\(TPM\)|tokens per min/i.test(message)
-            ? ['tokens']
-            : /\(RPM\)|requests per min/i.test(message)
-              ? ['requests']
-              : undefined;
+        type === 'requests' || type === 'tokens' ? [type] : namedBudget(message);
       const rate: { kind: 'rate'; budgets: typeof budgets; waitMs?: number; daily?: true } = {
         kind: 'rate',
         budgets,

@@ -112,7 +112,8 @@ function llmRefusal(error: Bag): LlmRefusal | undefined {
  *   `requests` or `tokens`, the budget Anthropic's message names), so a limiter with those
  *   `budgets` cuts only that one when the call drew from it (`wrap`'s `costs`); else the budgets
  *   the call drew from, as a limiter without them does. An openai 429's message gives its wait
- *   when no header does ("Please try again in 7m12s."), and one for a limit per day (RPD, TPD)
+ *   when no header does ("Please try again in 7m12s.", Azure OpenAI's "Please retry after 6
+ *   seconds."), and one for a limit per day (RPD, TPD)
  *   cuts no budget: it pauses the limiter for that wait (see `rateLimitOutcome`).
  *
  * It never throws: a header value that is a number is read as its text (`'retry-after': 5`), one
