@@ -75,6 +75,34 @@ describe('the message reading on a long message', () => {
   });
 });
 
+describe('a whole-seconds wait of 0', () => {
+  // Regression: API Management's "Try again in 0 seconds." (under a second left, in whole
+  // seconds) was read as a wait of 0: the limiter took no pause at all, not even the crowd wait
+  // of a bare 429 (what it was before the change), so the calls behind it went on at the cut rate
+  // into the same limit.
+  it('is no wait: the 429 is a bare one', () => {
+    expect(openai.refusal(azure('Rate limit is exceeded. Try again in 0 seconds.'))).toStrictEqual({
+      kind: 'rate',
+      budgets: undefined,
+    });
+    expect(
+      openai.refusal(azure('... exceeded call rate limit ... Please retry after 0 seconds.')),
+    ).toStrictEqual({
+      kind: 'rate',
+      budgets: ['requests'],
+    });
+    expect(classifyThrown(azureError('Rate limit is exceeded. Try again in 0 seconds.'))).toStrictEqual({
+      kind: 'throttled',
+    });
+  });
+
+  it('is none for a limit per day too: the daily 429 fails, as with no wait', () => {
+    expect(classifyThrown(azureError('Limit per day reached. Please retry after 0 seconds.'))).toStrictEqual({
+      kind: 'failed',
+    });
+  });
+});
+
 describe('what held', () => {
   it.each([
     ['Please retry after 6 Seconds.', 6_000],
@@ -191,6 +219,25 @@ describe.each(['fetch wrapper', 'interceptor'] as const)("api: 'openai', the %s"
     await until(() => budgets(registry).tokens?.[1] !== undefined, 'the 429 judged');
     expect(budgets(registry)).toEqual({ requests: [0, undefined], tokens: [1, 2_000] });
     clock.advance(2_000);
+    await until(() => call.done, 'the retry');
+    expect(call.value).toBe(200);
+    expect(server.attempts).toBe(2);
+  });
+});
+
+describe("api: 'openai', the fetch wrapper: API Management's \"Try again in 0 seconds.\"", () => {
+  it('pauses as after a bare 429 (its crowd wait), not at all', async () => {
+    const { origin, server } = await refusingOnce(azure('Rate limit is exceeded. Try again in 0 seconds.'));
+    const clock = new ManualClock();
+    const { registry, post } = client('fetch wrapper', origin, clock);
+    const call = settled(post());
+    await until(
+      () => (registry.get('llm')?.snapshot().budgets?.requests?.throttles ?? 0) > 0,
+      'the 429 judged',
+    );
+    const paused = Object.values(registry.get('llm')?.snapshot().budgets ?? {}).map((b) => b.pausedUntil);
+    expect(paused.every((until) => until !== undefined && until > 0)).toBe(true);
+    clock.advance(60_000);
     await until(() => call.done, 'the retry');
     expect(call.value).toBe(200);
     expect(server.attempts).toBe(2);

@@ -97,11 +97,14 @@ function withoutStops(word: string): string {
 /**
  * The wait a 429's message asks for in whole seconds, in ms: Azure OpenAI's "Please retry after 6
  * seconds." (Azure has sent 429s with no `retry-after` header), and Azure API Management's "Try
- * again in 59 seconds." in front of it. `undefined` when the message says neither.
+ * again in 59 seconds." in front of it. `undefined` when the message says neither, or 0 seconds:
+ * in whole seconds that is under one left, not none (a retry at once would meet the limit), so
+ * the 429 is a bare one.
  */
 function secondsWait(message: string): number | undefined {
   const asked = /\b(?:retry after|try again in) (\d{1,9}) seconds?\b/i.exec(message);
-  return asked === null ? undefined : Number(asked[1]) * 1_000;
+  const seconds = asked === null ? 0 : Number(asked[1]);
+  return seconds === 0 ? undefined : seconds * 1_000;
 }
 
 /**
