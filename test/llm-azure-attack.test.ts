@@ -243,3 +243,28 @@ describe("api: 'openai', the fetch wrapper: API Management's \"Try again in 0 se
     expect(server.attempts).toBe(2);
   });
 });
+
+// Regression: Azure API Management's own 429 body is `{ "statusCode": 429, "message": "Rate limit
+// is exceeded. Try again in 59 seconds." }`, with no `error`: its message was not read (the docs
+// said it was), so without a Retry-After header the 429 was a bare one. wrap cannot read it: the
+// openai SDK keeps only a body's `error`.
+describe.each(['fetch wrapper', 'interceptor'] as const)(
+  "api: 'openai', the %s: API Management's 429 body",
+  (adapter) => {
+    it('times the retry by its "Try again in 59 seconds."', async () => {
+      const { origin, server } = await refusingOnce({
+        statusCode: 429,
+        message: 'Rate limit is exceeded. Try again in 59 seconds.',
+      });
+      const clock = new ManualClock();
+      const { registry, post } = client(adapter, origin, clock);
+      const call = settled(post());
+      await until(() => budgets(registry).tokens?.[1] !== undefined, 'the 429 judged');
+      expect(budgets(registry)).toEqual({ requests: [1, 59_000], tokens: [1, 59_000] });
+      clock.advance(59_000);
+      await until(() => call.done, 'the retry');
+      expect(call.value).toBe(200);
+      expect(server.attempts).toBe(2);
+    });
+  },
+);

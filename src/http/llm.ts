@@ -218,7 +218,9 @@ export class LlmMeter {
       if (error?.code === 'insufficient_quota' || error?.type === 'insufficient_quota') {
         return { kind: 'quota', reason: 'insufficient_quota' };
       }
-      const message = typeof error?.message === 'string' ? error.message : '';
+      // Azure API Management's own 429 has no `error`: `{ "statusCode": 429, "message": ... }`.
+      const said = error === undefined && isObject(body) ? body.message : error?.message;
+      const message = typeof said === 'string' ? said : '';
       if (tooLarge(message)) return { kind: 'call', reason: 'request_too_large' };
       const type = error?.type;
       const budgets: readonly string[] | undefined =
