@@ -268,3 +268,30 @@ describe.each(['fetch wrapper', 'interceptor'] as const)(
     });
   },
 );
+
+describe.each(['fetch wrapper', 'interceptor'] as const)(
+  "api: 'openai', the %s: a gzipped Azure 429",
+  (adapter) => {
+    it('reads its message as the plain one (both adapters alike)', async () => {
+      const { gzipSync } = await import('node:zlib');
+      const json = azure('Requests ... have exceeded call rate limit ... Please retry after 7 seconds.');
+      let attempts = 0;
+      const origin = await serveLocal((req: IncomingMessage, res: ServerResponse) => {
+        req.resume();
+        attempts++;
+        const type = { 'content-type': 'application/json' };
+        if (attempts === 1)
+          res.writeHead(429, { ...type, 'content-encoding': 'gzip' }).end(gzipSync(JSON.stringify(json)));
+        else res.writeHead(200, type).end('{"usage":{"prompt_tokens":3,"completion_tokens":2}}');
+      }, cleanups);
+      const clock = new ManualClock();
+      const { registry, post } = client(adapter, origin, clock);
+      const call = settled(post());
+      await until(() => budgets(registry).requests?.[1] !== undefined, 'the 429 judged');
+      expect(budgets(registry)).toEqual({ requests: [1, 7_000], tokens: [0, undefined] });
+      clock.advance(7_000);
+      await until(() => call.done, 'the retry');
+      expect(call.value).toBe(200);
+    });
+  },
+);
