@@ -45,8 +45,8 @@ export type LlmRefusal =
 /**
  * A 429 for a rate limit: the budgets that ran out, when it says; the wait its message asks for
  * (`waitMs`, OpenAI's "Please try again in 7m12s.", Azure OpenAI's "Please retry after 6
- * seconds."), when it says one that reads; and `daily`
- * when the limit it names is one per day (OpenAI's RPD, TPD), not a per-minute budget's.
+ * seconds."), when it says one that reads; and `daily` when the limit it names is one per day
+ * (OpenAI's RPD, TPD), not a per-minute budget's.
  */
 interface RateRefusal {
   readonly kind: 'rate';

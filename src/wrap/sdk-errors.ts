@@ -113,8 +113,8 @@ function llmRefusal(error: Bag): LlmRefusal | undefined {
  *   `budgets` cuts only that one when the call drew from it (`wrap`'s `costs`); else the budgets
  *   the call drew from, as a limiter without them does. An openai 429's message gives its wait
  *   when no header does ("Please try again in 7m12s.", Azure OpenAI's "Please retry after 6
- *   seconds."), and one for a limit per day (RPD, TPD)
- *   cuts no budget: it pauses the limiter for that wait (see `rateLimitOutcome`).
+ *   seconds."), and one for a limit per day (RPD, TPD) cuts no budget: it pauses the limiter for
+ *   that wait (see `rateLimitOutcome`).
  *
  * It never throws: a header value that is a number is read as its text (`'retry-after': 5`), one
  * that is neither (`null`) as no header, and an error it cannot read otherwise (a getter that
