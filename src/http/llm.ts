@@ -208,9 +208,8 @@ export class LlmMeter {
    * 4xx that is not a throttle is (see {@link refusedCall}). Only the body is read: neither
    * vendor's headers tell a spend cap from a rate limit (a spend cap's body says it). An OpenAI
    * rate limit's message also gives the wait it asks for ("Please try again in 7m12s.", Azure
-   * OpenAI's "Please retry after 6 seconds.": `waitMs`)
-   * and whether its limit is one per day (`daily`: "requests per day (RPD)"); see
-   * {@link rateLimitOutcome} for what they do.
+   * OpenAI's "Please retry after 6 seconds.": `waitMs`) and whether its limit is one per day
+   * (`daily`: "requests per day (RPD)"); see {@link rateLimitOutcome} for what they do.
    */
   refusal(body: unknown): LlmRefusal {
     const error = isObject(body) && isObject(body.error) ? body.error : undefined;
