@@ -3,12 +3,10 @@ import { runInNewContext } from 'node:vm';
 import OpenAI from 'openai';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
-import { rateLimitedFetch } from '../src/http/fetch.js';
 import { LlmMeter } from '../src/http/llm.js';
 import { classifyThrown } from '../src/index.js';
-import type { RateLimiterRegistry } from '../src/registry/index.js';
-import { llmAgent } from './helpers/llm-agent.js';
-import { serveLocal } from './helpers/llm-clients.js';
+import { type LlmClientKind, serveLocal } from './helpers/llm-clients.js';
+import { budgetsOf, openaiClient, refusingOnce } from './helpers/llm-refusing.js';
 import { until } from './helpers/rate-limited-server.js';
 import { settled } from './helpers/settled.js';
 
@@ -159,75 +157,43 @@ describe('what held', () => {
   });
 });
 
-/** An API on 127.0.0.1 whose first answer is a 429 with `json` and `headers`, later ones a 200. */
-async function refusingOnce(json: unknown, headers: Record<string, string> = {}) {
-  const server = { attempts: 0 };
-  const origin = await serveLocal((req: IncomingMessage, res: ServerResponse) => {
-    req.resume();
-    server.attempts++;
-    const type = { 'content-type': 'application/json' };
-    if (server.attempts === 1) res.writeHead(429, { ...type, ...headers }).end(JSON.stringify(json));
-    else res.writeHead(200, type).end('{"usage":{"prompt_tokens":3,"completion_tokens":2}}');
-  }, cleanups);
-  return { origin, server };
-}
+const client = (adapter: LlmClientKind, origin: string, clock: ManualClock) =>
+  openaiClient(adapter, origin, clock, cleanups);
 
-const body = JSON.stringify({
-  model: 'gpt-4o-mini',
-  max_tokens: 10,
-  messages: [{ role: 'user', content: 'hi' }],
-});
-
-function client(adapter: 'fetch wrapper' | 'interceptor', origin: string, clock: ManualClock) {
-  if (adapter === 'fetch wrapper') {
-    const fetch = rateLimitedFetch({
-      limiters: { llm: { origins: [origin], api: 'openai' } },
-      rejection: 'error',
-      clock,
+// Regression: Azure OpenAI's 429 (no `error.type`; it has been sent without a Retry-After header)
+// was a bare 429 in both adapters: its "Please retry after 6 seconds." was not read, and every
+// budget the call drew from was cut, not the one its "token rate limit" names.
+describe.each(['fetch wrapper', 'interceptor'] as const)(
+  "api: 'openai', the %s: Azure OpenAI's 429",
+  (adapter) => {
+    it.each([
+      ['no header: the wait its message asks for', {}, 6_000],
+      ['a Retry-After header over the message', { 'retry-after': '2' }, 2_000],
+    ] as const)('%s, and a cut of the budget it names', async (_name, headers, wait) => {
+      const { origin, server } = await refusingOnce(
+        azure('Requests ... have exceeded token rate limit ... Please retry after 6 seconds.'),
+        cleanups,
+        headers,
+      );
+      const clock = new ManualClock();
+      const { registry, post } = client(adapter, origin, clock);
+      const call = settled(post());
+      await until(() => budgetsOf(registry).tokens?.[1] !== undefined, 'the 429 judged');
+      expect(budgetsOf(registry)).toEqual({ requests: [0, undefined], tokens: [1, wait] });
+      clock.advance(wait);
+      await until(() => call.done, 'the retry');
+      expect(call.value).toBe(200);
+      expect(server.attempts).toBe(2);
     });
-    cleanups.push(() => fetch.close());
-    const post = async () => {
-      const res = await fetch(`${origin}/v1/chat/completions`, { method: 'POST', body });
-      await res.text();
-      return res.status;
-    };
-    return { registry: fetch.registry, post };
-  }
-  const { interceptor, agent } = llmAgent({ origin, api: 'openai', rejection: 'error', clock }, cleanups);
-  const post = async () => {
-    const res = await agent.request({ origin, path: '/v1/chat/completions', method: 'POST', body });
-    await res.body.text();
-    return res.statusCode;
-  };
-  return { registry: interceptor.registry, post };
-}
-
-function budgets(registry: RateLimiterRegistry) {
-  const all = registry.get('llm')?.snapshot().budgets ?? {};
-  return Object.fromEntries(Object.entries(all).map(([name, b]) => [name, [b.cuts, b.pausedUntil]]));
-}
-
-describe.each(['fetch wrapper', 'interceptor'] as const)("api: 'openai', the %s", (adapter) => {
-  it('takes a Retry-After header over the message, both adapters alike', async () => {
-    const { origin, server } = await refusingOnce(
-      azure('Requests ... have exceeded token rate limit ... Please retry after 6 seconds.'),
-      { 'retry-after': '2' },
-    );
-    const clock = new ManualClock();
-    const { registry, post } = client(adapter, origin, clock);
-    const call = settled(post());
-    await until(() => budgets(registry).tokens?.[1] !== undefined, 'the 429 judged');
-    expect(budgets(registry)).toEqual({ requests: [0, undefined], tokens: [1, 2_000] });
-    clock.advance(2_000);
-    await until(() => call.done, 'the retry');
-    expect(call.value).toBe(200);
-    expect(server.attempts).toBe(2);
-  });
-});
+  },
+);
 
 describe("api: 'openai', the fetch wrapper: API Management's \"Try again in 0 seconds.\"", () => {
   it('pauses as after a bare 429 (its crowd wait), not at all', async () => {
-    const { origin, server } = await refusingOnce(azure('Rate limit is exceeded. Try again in 0 seconds.'));
+    const { origin, server } = await refusingOnce(
+      azure('Rate limit is exceeded. Try again in 0 seconds.'),
+      cleanups,
+    );
     const clock = new ManualClock();
     const { registry, post } = client('fetch wrapper', origin, clock);
     const call = settled(post());
@@ -252,15 +218,15 @@ describe.each(['fetch wrapper', 'interceptor'] as const)(
   "api: 'openai', the %s: API Management's 429 body",
   (adapter) => {
     it('times the retry by its "Try again in 59 seconds."', async () => {
-      const { origin, server } = await refusingOnce({
-        statusCode: 429,
-        message: 'Rate limit is exceeded. Try again in 59 seconds.',
-      });
+      const { origin, server } = await refusingOnce(
+        { statusCode: 429, message: 'Rate limit is exceeded. Try again in 59 seconds.' },
+        cleanups,
+      );
       const clock = new ManualClock();
       const { registry, post } = client(adapter, origin, clock);
       const call = settled(post());
-      await until(() => budgets(registry).tokens?.[1] !== undefined, 'the 429 judged');
-      expect(budgets(registry)).toEqual({ requests: [1, 59_000], tokens: [1, 59_000] });
+      await until(() => budgetsOf(registry).tokens?.[1] !== undefined, 'the 429 judged');
+      expect(budgetsOf(registry)).toEqual({ requests: [1, 59_000], tokens: [1, 59_000] });
       clock.advance(59_000);
       await until(() => call.done, 'the retry');
       expect(call.value).toBe(200);
@@ -287,8 +253,8 @@ describe.each(['fetch wrapper', 'interceptor'] as const)(
       const clock = new ManualClock();
       const { registry, post } = client(adapter, origin, clock);
       const call = settled(post());
-      await until(() => budgets(registry).requests?.[1] !== undefined, 'the 429 judged');
-      expect(budgets(registry)).toEqual({ requests: [1, 7_000], tokens: [0, undefined] });
+      await until(() => budgetsOf(registry).requests?.[1] !== undefined, 'the 429 judged');
+      expect(budgetsOf(registry)).toEqual({ requests: [1, 7_000], tokens: [0, undefined] });
       clock.advance(7_000);
       await until(() => call.done, 'the retry');
       expect(call.value).toBe(200);

@@ -1,11 +1,9 @@
-import type { IncomingMessage, ServerResponse } from 'node:http';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
 import { RateLimitRejectedError } from '../src/errors.js';
 import { rateLimitedFetch } from '../src/http/fetch.js';
-import type { RateLimiterRegistry } from '../src/registry/index.js';
-import { llmAgent } from './helpers/llm-agent.js';
-import { serveLocal } from './helpers/llm-clients.js';
+import type { LlmClientKind } from './helpers/llm-clients.js';
+import { budgetsOf, CHAT_BODY, openaiClient, refusingOnce } from './helpers/llm-refusing.js';
 import { until } from './helpers/rate-limited-server.js';
 import { settled } from './helpers/settled.js';
 
@@ -24,73 +22,20 @@ const RPD =
 const TPM =
   'Rate limit reached for gpt-4o-mini in organization org-x on tokens per min (TPM): Limit 30000, Used 29000, Requested 1500. Please try again in 1.002s. Visit https://platform.openai.com/account/rate-limits to learn more.';
 
-/**
- * An OpenAI-like API on 127.0.0.1 whose first answer is a 429 with `message` (`type` its
- * `error.type`) and `headers` (no Retry-After unless given), and every later one a 200 with usage.
- */
-async function refusingOnce(message: string, type: string | undefined, headers: Record<string, string> = {}) {
-  const server = { attempts: 0 };
-  const origin = await serveLocal((req: IncomingMessage, res: ServerResponse) => {
-    req.resume();
-    server.attempts++;
-    const json = { 'content-type': 'application/json' };
-    if (server.attempts === 1) {
-      const error = { message, type, param: null, code: 'rate_limit_exceeded' };
-      res.writeHead(429, { ...json, ...headers }).end(JSON.stringify({ error }));
-    } else res.writeHead(200, json).end('{"usage":{"prompt_tokens":3,"completion_tokens":2}}');
-  }, cleanups);
-  return { origin, server };
+/** The API answers its first call with OpenAI's 429 of `message` (`type` its `error.type`) and `headers`. */
+function refusingWith(message: string, type: string, headers: Record<string, string> = {}) {
+  const error = { message, type, param: null, code: 'rate_limit_exceeded' };
+  return refusingOnce({ error }, cleanups, headers);
 }
 
-const body = JSON.stringify({
-  model: 'gpt-4o-mini',
-  max_tokens: 10,
-  messages: [{ role: 'user', content: 'hi' }],
-});
-
-type Adapter = 'fetch wrapper' | 'interceptor';
-
-/** The adapter under test metering `origin` as `api: 'openai'` on `clock`: its registry and a POST's status. */
-function client(adapter: Adapter, origin: string, clock: ManualClock) {
-  if (adapter === 'fetch wrapper') {
-    const fetch = rateLimitedFetch({
-      limiters: { llm: { origins: [origin], api: 'openai' } },
-      rejection: 'error',
-      clock,
-    });
-    cleanups.push(() => fetch.close());
-    const told: (string | null)[] = [];
-    const post = async () => {
-      const res = await fetch(`${origin}/v1/chat/completions`, { method: 'POST', body });
-      await res.text();
-      told.push(res.headers.get('x-should-retry'));
-      return res.status;
-    };
-    return { registry: fetch.registry, post, told };
-  }
-  const { interceptor, agent } = llmAgent({ origin, api: 'openai', rejection: 'error', clock }, cleanups);
-  const told: (string | null)[] = [];
-  const post = async () => {
-    const res = await agent.request({ origin, path: '/v1/chat/completions', method: 'POST', body });
-    await res.body.text();
-    const retry = res.headers['x-should-retry'];
-    told.push(typeof retry === 'string' ? retry : null);
-    return res.statusCode;
-  };
-  return { registry: interceptor.registry, post, told };
-}
-
-/** Each budget's cuts and the end of its pause (on the manual clock), of the limiter `llm`. */
-function budgets(registry: RateLimiterRegistry) {
-  const all = registry.get('llm')?.snapshot().budgets ?? {};
-  return Object.fromEntries(Object.entries(all).map(([name, b]) => [name, [b.cuts, b.pausedUntil]]));
-}
+const client = (adapter: LlmClientKind, origin: string, clock: ManualClock) =>
+  openaiClient(adapter, origin, clock, cleanups);
 
 describe.each(['fetch wrapper', 'interceptor'] as const)(
   "api: 'openai', the %s: a 429 for a limit per day without Retry-After",
   (adapter) => {
     it('pauses every budget for the wait its message asks for, cuts none, and hands the 429 back past maxWait', async () => {
-      const { origin, server } = await refusingOnce(RPD, 'requests');
+      const { origin, server } = await refusingWith(RPD, 'requests');
       const clock = new ManualClock();
       const { registry, post, told } = client(adapter, origin, clock);
       const events: string[] = [];
@@ -103,7 +48,7 @@ describe.each(['fetch wrapper', 'interceptor'] as const)(
       // An SDK is told not to retry it: its retry within seconds would meet the limiter's pause.
       expect(told).toEqual(['false']);
       expect(server.attempts).toBe(1);
-      expect(budgets(registry)).toEqual({ requests: [0, 432_000], tokens: [0, 432_000] });
+      expect(budgetsOf(registry)).toEqual({ requests: [0, 432_000], tokens: [0, 432_000] });
       // A throttle of each budget that pauses, in the events, the snapshot and so the metrics, with
       // no cut: not a failed answer.
       expect(events).toEqual(['throttled requests cut=false', 'throttled tokens cut=false']);
@@ -124,12 +69,12 @@ describe.each(['fetch wrapper', 'interceptor'] as const)(
 
 describe("api: 'openai', the fetch wrapper: the wait a 429's message asks for", () => {
   it('times the retry of a per-minute 429 without Retry-After, and cuts the budget it names', async () => {
-    const { origin, server } = await refusingOnce(TPM, 'tokens');
+    const { origin, server } = await refusingWith(TPM, 'tokens');
     const clock = new ManualClock();
     const { registry, post } = client('fetch wrapper', origin, clock);
     const call = settled(post());
-    await until(() => budgets(registry).tokens?.[1] !== undefined, 'the 429 judged');
-    expect(budgets(registry)).toEqual({ requests: [0, undefined], tokens: [1, 1_002] });
+    await until(() => budgetsOf(registry).tokens?.[1] !== undefined, 'the 429 judged');
+    expect(budgetsOf(registry)).toEqual({ requests: [0, undefined], tokens: [1, 1_002] });
     expect(server.attempts).toBe(1);
     clock.advance(1_002);
     await until(() => call.done, 'the retry');
@@ -138,12 +83,12 @@ describe("api: 'openai', the fetch wrapper: the wait a 429's message asks for", 
   });
 
   it("takes the 429's Retry-After over its message's wait, and cuts no budget for a limit per day", async () => {
-    const { origin, server } = await refusingOnce(RPD, 'requests', { 'retry-after': '2' });
+    const { origin, server } = await refusingWith(RPD, 'requests', { 'retry-after': '2' });
     const clock = new ManualClock();
     const { registry, post } = client('fetch wrapper', origin, clock);
     const call = settled(post());
-    await until(() => budgets(registry).requests?.[1] !== undefined, 'the 429 judged');
-    expect(budgets(registry)).toEqual({ requests: [0, 2_000], tokens: [0, 2_000] });
+    await until(() => budgetsOf(registry).requests?.[1] !== undefined, 'the 429 judged');
+    expect(budgetsOf(registry)).toEqual({ requests: [0, 2_000], tokens: [0, 2_000] });
     clock.advance(2_000);
     await until(() => call.done, 'the retry');
     expect(call.value).toBe(200);
@@ -159,7 +104,7 @@ describe("api: 'openai', the fetch wrapper: a daily wait longer than maxPause", 
       [undefined, 600_000],
       [3 * 3_600_000, 7_200_000],
     ] as const) {
-      const { origin } = await refusingOnce(TWO_HOURS, 'requests');
+      const { origin } = await refusingWith(TWO_HOURS, 'requests');
       const clock = new ManualClock();
       const fetch = rateLimitedFetch({
         limiters: {
@@ -168,30 +113,10 @@ describe("api: 'openai', the fetch wrapper: a daily wait longer than maxPause", 
         clock,
       });
       cleanups.push(() => fetch.close());
-      const res = await fetch(`${origin}/v1/chat/completions`, { method: 'POST', body });
+      const res = await fetch(`${origin}/v1/chat/completions`, { method: 'POST', body: CHAT_BODY });
       await res.text();
       expect(res.status).toBe(429);
-      expect(budgets(fetch.registry)).toEqual({ requests: [0, paused], tokens: [0, paused] });
+      expect(budgetsOf(fetch.registry)).toEqual({ requests: [0, paused], tokens: [0, paused] });
     }
   });
 });
-
-describe.each(['fetch wrapper', 'interceptor'] as const)(
-  "api: 'openai', the %s: Azure OpenAI's 429 with no Retry-After",
-  (adapter) => {
-    it('times the retry by its message\'s "retry after 6 seconds" and cuts the budget it names', async () => {
-      const azure =
-        'Requests to the ChatCompletions_Create Operation under Azure OpenAI API version 2024-02-01 have exceeded token rate limit of your current OpenAI S0 pricing tier. Please retry after 6 seconds.';
-      const { origin, server } = await refusingOnce(azure, undefined);
-      const clock = new ManualClock();
-      const { registry, post } = client(adapter, origin, clock);
-      const call = settled(post());
-      await until(() => budgets(registry).tokens?.[1] !== undefined, 'the 429 judged');
-      expect(budgets(registry)).toEqual({ requests: [0, undefined], tokens: [1, 6_000] });
-      clock.advance(6_000);
-      await until(() => call.done, 'the retry');
-      expect(call.value).toBe(200);
-      expect(server.attempts).toBe(2);
-    });
-  },
-);
