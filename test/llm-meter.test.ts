@@ -255,6 +255,9 @@ describe("LlmMeter.refusal: an OpenAI rate limit's message", () => {
   it.each([
     ['7m12s', 200, 432_000],
     ['1m26.4s', 1_000, 86_400],
+    // Its parts apart: "1m" alone read as 60 s.
+    ['1m 30s', 200, 90_000],
+    ['1h 2m 3.5s', 200, 3_723_500],
   ])('reads a limit per day and the wait it asks for (%s)', (wait, limit, waitMs) => {
     expect(openai.refusal(refused(rpd(limit, wait)))).toStrictEqual({
       kind: 'rate',
@@ -278,6 +281,7 @@ describe("LlmMeter.refusal: an OpenAI rate limit's message", () => {
   it.each([
     ['1.002s', 1_002],
     ['20ms', 20],
+    ['1s 500ms', 1_500],
   ])('reads a per-minute limit with the wait it asks for (%s), no limit per day', (wait, waitMs) => {
     const tpm = `Rate limit reached for gpt-4o in organization org-x on tokens per min (TPM): Limit 30000, Used 29000, Requested 1500. Please try again in ${wait}. Visit https://platform.openai.com/account/rate-limits to learn more.`;
     expect(openai.refusal(refused(tpm, 'tokens'))).toStrictEqual({

@@ -70,15 +70,17 @@ function tooLarge(message: string): boolean {
 
 /**
  * The wait an OpenAI 429's message asks for, in ms: its "Please try again in <duration>", a Go
- * duration (`7m12s`, `1m26.4s`, `1.002s`, `20ms`) read by {@link parseGoDuration}, rounded up to
+ * duration (`7m12s`, `1m26.4s`, `1.002s`, `20ms`; its parts apart too, `1m 30s`) read by {@link parseGoDuration}, rounded up to
  * whole ms (never a retry before the wait asked, as a header's wait). `undefined`
  * when the message gives none, or one that does not read (a sign, a bare number, words), and no
  * whole seconds either ({@link secondsWait}): it is then not used, never an error.
  */
 function askedWait(message: string): number | undefined {
-  const asked = /\btry again in (\S+)/i.exec(message);
+  // Its parts may stand apart ("1m 30s"): read as one, or "1m" alone was a wait of 60 s.
+  const asked = /\btry again in (\S+(?: \d[\d.]*(?:h|m|s|ms|us|µs|ns)(?=[\s.,;:]|$))*)/i.exec(message);
   // The sentence's full stop follows the duration ("in 1.002s."): a Go duration ends in its unit.
-  const ms = asked === null ? undefined : parseGoDuration(withoutStops(asked[1] as string));
+  const word = asked === null ? undefined : withoutStops((asked[1] as string).replaceAll(' ', ''));
+  const ms = word === undefined ? undefined : parseGoDuration(word);
   // Rounded up to whole ms, as a header's wait is: "1.005s" is 1004.9999999999999 in floating
   // point, "20us" 0.02 (to the nanosecond first, a Go duration's finest unit, then up).
   return ms === undefined ? secondsWait(message) : Math.ceil(Math.round(ms * 1e6) / 1e6);
