@@ -51,6 +51,11 @@ export const kReadyAt = Symbol('adaptive-rate-limit.readyAt');
 export const kPredictWait = Symbol('adaptive-rate-limit.predictWait');
 export const kHeldBack = Symbol('adaptive-rate-limit.heldBack');
 export const kGiveBack = Symbol('adaptive-rate-limit.giveBack');
+/**
+ * Charges units a limiter's announced quotas never counted: a refused call's `usage`, charged in
+ * place of the estimate it gave back (see `AnnouncedBucket.charge`).
+ */
+export const kChargeUncounted = Symbol('adaptive-rate-limit.chargeUncounted');
 
 // What a shared budget asks of its local limiter.
 export const kAlignSlots = Symbol('adaptive-rate-limit.alignSlots');

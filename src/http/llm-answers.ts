@@ -1,5 +1,6 @@
 import type { Clock } from '../clock.js';
 import { QuotaExhaustedError, ThrottledBodyTimeoutError, ThrottledBodyTooLongError } from '../errors.js';
+import { kChargeUncounted } from '../internal.js';
 import type { Costs } from '../limiter/budgets.js';
 import { keepUpToCap } from './attempt.js';
 import { warnCorrectionThrew } from './handler-threw.js';
@@ -179,5 +180,9 @@ export function correct(
     // A usage past the largest number (two counts' sum) cannot be charged: the estimate stands.
     if (units !== charged && Number.isFinite(units - charged)) delta[budget] = units - charged;
   }
-  if (Object.keys(delta).length > 0) route.adaptive.charge(delta);
+  if (Object.keys(delta).length === 0) return;
+  // A refused call's estimate was given back as one the API never counted: so is its usage, which
+  // the answer's `remaining` need not hold. An admitted call's is in it (see `AnnouncedBucket`).
+  if (refused) route.adaptive[kChargeUncounted](delta);
+  else route.adaptive.charge(delta);
 }

@@ -11,6 +11,7 @@ import {
 import {
   kAlignSlots,
   kCanGrant,
+  kChargeUncounted,
   kFailed,
   kGiveBack,
   kHeldBack,
@@ -346,13 +347,27 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
    */
   charge(units: number | Costs): void {
     checkCharge(units, this.#budgetName, this.#budgets?.names ?? []);
+    this.#charge(units, false);
+  }
+
+  /**
+   * @internal Charges `units` as `charge` does, units the API's announced quotas never counted: a
+   * refused call's `usage`, in place of the estimate it gave back. The announced bucket sets no
+   * part of them against what its announcements took off (see `AnnouncedBucket.charge`).
+   */
+  [kChargeUncounted](units: Costs): void {
+    checkCharge(units, this.#budgetName, this.#budgets?.names ?? []);
+    this.#charge(units, true);
+  }
+
+  #charge(units: number | Costs, uncounted: boolean): void {
     const now = this.#clock.now();
     const own = typeof units === 'number' ? units : units[this.#budgetName ?? ''];
-    if (own !== undefined && Number.isFinite(own) && own !== 0) this.#bucket.charge(own, now);
+    if (own !== undefined && Number.isFinite(own) && own !== 0) this.#bucket.charge(own, now, uncounted);
     if (typeof units === 'object') {
       for (const [name, sub] of this.#subs ?? []) {
         const delta = units[name];
-        if (delta !== undefined && Number.isFinite(delta) && delta !== 0) sub.charge(delta);
+        if (delta !== undefined && Number.isFinite(delta) && delta !== 0) sub.#charge(delta, uncounted);
       }
     }
     this.#line?.kick(now);

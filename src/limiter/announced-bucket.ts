@@ -14,9 +14,10 @@ import type { AnnouncedQuota } from './types.js';
  * Each later announcement lowers the level to its `remaining` less the reserve (not below 0) and
  * less the units granted after the answered request and still in flight (the API had not counted
  * them), when that is lower (other clients drain the same quota); a refund never lifts it above
- * that `remaining` less those units (refilled since) plus what was taken after it. A request
- * larger than the bucket is served once the bucket is full and leaves it in debt, so the long-run
- * rate holds for any size. Rates are units/min; times ms on the limiter's clock.
+ * that `remaining` less those units (refilled since) plus what was taken after it, and a charge
+ * lowers it only by what the announcements did not already take off. A request larger than the
+ * bucket is served once the bucket is full and leaves it in debt, so the long-run rate holds for
+ * any size. Rates are units/min; times ms on the limiter's clock.
  */
 export class AnnouncedBucket extends TokenBucket {
   readonly #reserveMs: number;
@@ -36,6 +37,18 @@ export class AnnouncedBucket extends TokenBucket {
    * a refund of a call the API counted (the answered one's `usage`) may not.
    */
   #uncounted = 0;
+  /**
+   * How far a charge may go without lowering the level: how far this process's own count of the
+   * bucket (what it drew, charged and was given back, refilled) is above the level, because the
+   * announcements took off what the API had counted and this process had not yet. An
+   * announcement's `remaining` counted the real cost of the calls the API had admitted, and a
+   * call's `usage` comes after its answer's headers (at the end of its body): a `usage` above the
+   * estimate is already off the level those headers set. Charged again, the excess was counted
+   * twice: an LLM call whose prompt used 4,000 tokens for an estimate of 2,000 left the level 2,000
+   * tokens below the API's `remaining`. An `uncounted` charge (a refused call's `usage`, which the
+   * API did not admit) lowers the level whole.
+   */
+  #counted = 0;
 
   constructor(rate: number, now: number, reserveMs: number) {
     super(rate, now);
@@ -85,7 +98,13 @@ export class AnnouncedBucket extends TokenBucket {
     // The announcement alone never puts the bucket in debt (units in flight may).
     const announced = Math.max(0, remaining - this.reserve);
     const level = announced - (first ? inFlight : sentAfter);
+    // This process's own count: before the first announcement, a full bucket less the units in
+    // flight (the API's buckets start full); afterwards, the level plus what was set aside.
+    const own = first ? this.capacity - inFlight : this.tokens + this.#counted;
     this.tokens = Math.min(this.capacity, first ? level : Math.min(this.tokens, level));
+    // What the announcement took off below that count, the API had counted and this process had
+    // not yet: the `usage` above the estimate of a call it admitted, charged at its body's end.
+    this.#counted = Math.max(0, Math.min(this.capacity, own) - this.tokens);
     // A later answer's level already counts the units granted after its call: a refund (of the
     // answered call, which the API counted) lifting past it sends them again. Only a refused
     // call's draw, given back, may lift it by what that took off (`#uncounted`).
@@ -99,23 +118,32 @@ export class AnnouncedBucket extends TokenBucket {
   }
 
   /**
-   * Charges `delta` units (more used than drawn), or refunds them (negative) up to the headroom:
-   * a refund never lifts the level above what the API last announced, refilled since, plus what
-   * this process took after that announcement. The announcement counted what the API had charged
-   * by then: the real cost of the calls it had admitted (an LLM call whose `usage` came under its
-   * estimate, in the same answer's headers), nothing for the calls it refused. A refund on top of
-   * a level the announcement lowered counted the difference twice: 3,000 input tokens above the
-   * API's `remaining`, with other processes on the same key, and the calls went into 429s. A later
-   * announcement's level counts the units in flight it had not (see `sync`): only an `uncounted`
-   * refund (a refused call's draw, given back) may lift it by those.
+   * Charges `delta` units (more used than drawn) beyond what the announcements already took off
+   * the level, or refunds them (negative) up to the headroom: a refund never lifts the level above
+   * what the API last announced, refilled since, plus what this process took after that
+   * announcement. The announcement counted what the API had charged by then: the real cost of the
+   * calls it had admitted (an LLM call whose `usage` came under or over its estimate, in the same
+   * answer's headers), nothing for the calls it refused. A refund on top of a level the
+   * announcement lowered counted the difference twice: 3,000 input tokens above the API's
+   * `remaining`, with other processes on the same key, and the calls went into 429s. A charge
+   * taken off it again counted the excess twice too, below the API's `remaining` (see
+   * `#counted`). A later announcement's level counts the units in flight it had not (see `sync`):
+   * only an `uncounted` refund (a refused call's draw, given back) may lift it by those.
    */
   override charge(delta: number, now: number, uncounted = false): void {
     if (this.free) return;
     this.refill(now);
-    this.#headroom = Math.min(this.#headroom, Math.max(0, this.capacity - this.tokens));
+    // This process's own count is never above a full bucket, nor the API's level above it.
+    const room = Math.max(0, this.capacity - this.tokens);
+    this.#headroom = Math.min(this.#headroom, room);
+    this.#counted = Math.min(this.#counted, room);
     if (delta >= 0) {
-      super.charge(delta, now);
-      this.#headroom += delta;
+      const counted = uncounted ? 0 : Math.min(delta, this.#counted);
+      this.#counted -= counted;
+      if (delta > counted) {
+        super.charge(delta - counted, now);
+        this.#headroom += delta - counted;
+      }
       return;
     }
     let lift = Math.min(-delta, this.#headroom);
@@ -126,6 +154,9 @@ export class AnnouncedBucket extends TokenBucket {
       lift += more;
     }
     if (lift > 0) super.charge(-lift, now);
+    // What the level could not take back, this process's own count did: a later charge (another
+    // call's `usage` above its estimate, in the same `remaining`) is set against it first.
+    this.#counted = Math.min(this.#counted - delta - lift, Math.max(0, this.capacity - this.tokens));
   }
 
   protected override resize(): void {

@@ -31,8 +31,9 @@ export interface RateGate {
   /** Nothing free from `now` (leaving "unlimited" on a throttle). */
   empty(now: number): void;
   /**
-   * Charges (or refunds, when negative) `delta` units; `uncounted`: a refund of a request the API
-   * never counted (a refused call's draw, given back before its answer is read).
+   * Charges (or refunds, when negative) `delta` units; `uncounted`: units of a request the API
+   * never counted (a refused call's draw, given back before its answer is read, or its `usage`,
+   * charged in their place).
    */
   charge(delta: number, now: number, uncounted?: boolean): void;
   /** The time (ms) at which `units` may be taken, counting from `start`, if nobody takes any before. */
