@@ -233,8 +233,9 @@ describe('probe on a limiter: a share found after the start', () => {
     const cruise = limiter.rate;
     expect(cruise).toBeLessThan(1_500);
     // The start's 3,000 does not count as the highest ceiling found: that share is, and its hold is
-    // that ceiling's (4 x 4 s), doubled, up to maxHold (30 s): no probe yet 29 s after the drain.
-    send(29_000);
+    // that ceiling's (4 x 4 s), doubled for each find in a row (64 s here; at that ceiling the cap
+    // is 4 x maxHold, 120 s, not maxHold's 30 s): no probe yet 63 s after the drain.
+    send(63_000);
     expect(cuts).toBe(7);
     expect(limiter.rate).toBe(cruise);
     // It still probes after the doubled hold.

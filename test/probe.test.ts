@@ -164,23 +164,23 @@ describe('probe: onSuccess (golden table, default options)', () => {
     ],
     ['never above the maximum', { ...afterFirst, sinceLastDecrease: 25_000, maxRate: 2950 }, 2950],
     [
-      'the same ceiling twice in a row doubles the hold (32 s, up to maxHold: 30 s)',
-      { rate: 2958.5, decreases: [FIRST, SECOND], sinceLastDecrease: 30_999 },
+      'the same ceiling twice in a row doubles the hold (32 s; at the highest ceiling found, up to 4 x maxHold: 120 s)',
+      { rate: 2958.5, decreases: [FIRST, SECOND], sinceLastDecrease: 32_999 },
       undefined,
     ],
     [
       'and creeps after it',
-      { rate: 2958.5, decreases: [FIRST, SECOND], sinceLastDecrease: 31_000 },
+      { rate: 2958.5, decreases: [FIRST, SECOND], sinceLastDecrease: 33_000 },
       3050 * 0.985,
     ],
     [
-      'with 10 instances at the highest ceiling found, the doubled hold passes maxHold, up to 5 times it (150 s, not 30 s)',
-      { rate: 2958.5, decreases: [FIRST, SECOND], sinceLastDecrease: 150_999, instanceCount: 10 },
+      'with 10 instances at the highest ceiling found, the doubled hold passes maxHold, up to 4 x 5 times it (160 s, not 30 s)',
+      { rate: 2958.5, decreases: [FIRST, SECOND], sinceLastDecrease: 160_999, instanceCount: 10 },
       undefined,
     ],
     [
       'and those 10 creep after it',
-      { rate: 2958.5, decreases: [FIRST, SECOND], sinceLastDecrease: 151_000, instanceCount: 10 },
+      { rate: 2958.5, decreases: [FIRST, SECOND], sinceLastDecrease: 161_000, instanceCount: 10 },
       3050 * 0.985,
     ],
     [
@@ -251,13 +251,13 @@ describe('probe: onSuccess (golden table, default options)', () => {
       2000 * 0.97 + 60,
     ],
     [
-      'a ceiling the start found once does not count as the highest: the share found twice is, and its hold doubles (4 x 8 s, up to maxHold: 30 s)',
-      { rate: 1210 * 0.97, decreases: START_THEN_SHARE, sinceLastDecrease: 30_999 },
+      'a ceiling the start found once does not count as the highest: the share found twice is, and its hold doubles (4 x 8 s: 32 s, past maxHold)',
+      { rate: 1210 * 0.97, decreases: START_THEN_SHARE, sinceLastDecrease: 32_999 },
       undefined,
     ],
     [
       'and creeps after it',
-      { rate: 1210 * 0.97, decreases: START_THEN_SHARE, sinceLastDecrease: 31_000 },
+      { rate: 1210 * 0.97, decreases: START_THEN_SHARE, sinceLastDecrease: 33_000 },
       1210 * 0.985,
     ],
     [
@@ -444,12 +444,12 @@ describe('probe: onSuccess (golden table, default options)', () => {
 
 describe('probe: options', () => {
   it('takes its options, as the limiter does by name', () => {
-    const slow = probe({ probeStep: 6, holdTime: 1_000, maxHold: 1_000 });
-    // Drain 1 s, the hold (4 x 1 s, capped at maxHold: 1 s), four rounds of creep, then a step.
+    const slow = probe({ probeStep: 6, holdTime: 250, maxHold: 250 });
+    // Drain 1 s, the hold (4 x 250 ms, capped at 4 x maxHold: 1 s), four rounds of creep, then a step.
     const s = state({ rate: 2700, decreases: [FIRST], sinceLastDecrease: 10_000 });
     expect(slow.onSuccess(s)).toBeCloseTo(3096);
     expect(
-      resolveController('probe', { probe: { probeStep: 6, holdTime: 1_000, maxHold: 1_000 } }).onSuccess(s),
+      resolveController('probe', { probe: { probeStep: 6, holdTime: 250, maxHold: 250 } }).onSuccess(s),
     ).toBeCloseTo(3096);
   });
 

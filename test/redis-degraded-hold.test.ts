@@ -69,9 +69,14 @@ describe('a shared budget member while the store is down (ManualClock, the defau
     send(5_000);
     const cruise = single.rate; // drained, then cruising 3 % below the ceiling
     expect(member.limiter.rate).toBe(cruise);
-    // The hold (4 x 4 s, doubled: the ceiling found again; 30 s, maxHold) is over: both probe, in
-    // step. The member does not wait for the budget's next cut from the others.
-    send(27_000);
+    // The hold (4 x 4 s, doubled: the ceiling found again; 32 s, past maxHold's 30 s, as at the
+    // highest ceiling found the cap is 4 times it) holds both past 31 s after the cut ...
+    send(26_500);
+    expect(single.rate).toBe(cruise);
+    expect(member.limiter.rate).toBe(cruise);
+    // ... and then is over: both probe, in step. The member does not wait for the budget's next
+    // cut from the others.
+    send(2_500);
     expect(single.rate).toBeGreaterThan(cruise);
     expect(member.limiter.rate).toBe(single.rate);
   });

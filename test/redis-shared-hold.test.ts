@@ -29,13 +29,19 @@ describe('the probe holds 4 times as long at its highest ceiling (its 429 pauses
     // At its highest ceiling the probe creeps by half a margin of it (45) a round.
     ['one find of the ceiling: after 1 + 16 s', { decreases: [FIRST], sinceLastDecrease: 17_000 }, 2955],
     [
-      'found twice: not after 1 + 8 s (30 s, maxHold)',
+      'found twice: not after 1 + 8 s (the hold doubled: 32 s)',
       { rate: 2958.5, decreases: [FIRST, SECOND], sinceLastDecrease: 9000 },
       undefined,
     ],
+    // At the highest ceiling the cap is 4 times maxHold (120 s): the doubled hold is not cut to 30 s.
     [
-      'found twice: after 1 + 30 s',
+      'found twice: not after 1 + 30 s (maxHold)',
       { rate: 2958.5, decreases: [FIRST, SECOND], sinceLastDecrease: 31_000 },
+      undefined,
+    ],
+    [
+      'found twice: after 1 + 32 s',
+      { rate: 2958.5, decreases: [FIRST, SECOND], sinceLastDecrease: 33_000 },
       3050 * 0.985,
     ],
     // Below the highest ceiling found (read low, or a quota that dropped and may come back): the
