@@ -70,10 +70,11 @@ function tooLarge(message: string): boolean {
 
 /**
  * The wait an OpenAI 429's message asks for, in ms: its "Please try again in <duration>", a Go
- * duration (`7m12s`, `1m26.4s`, `1.002s`, `20ms`; its parts apart too, `1m 30s`) read by {@link parseGoDuration}, rounded up to
- * whole ms (never a retry before the wait asked, as a header's wait). `undefined`
- * when the message gives none, or one that does not read (a sign, a bare number, words), and no
- * whole seconds either ({@link secondsWait}): it is then not used, never an error.
+ * duration (`7m12s`, `1m26.4s`, `1.002s`, `20ms`; its parts apart too, `1m 30s`) read by
+ * {@link parseGoDuration}, rounded up to whole ms (never a retry before the wait asked, as a
+ * header's wait). `undefined` when the message gives none, or one that does not read (a sign, a
+ * bare number, words), and no whole seconds either ({@link secondsWait}): it is then not used,
+ * never an error.
  */
 function askedWait(message: string): number | undefined {
   // Its parts may stand apart ("1m 30s"): read as one, or "1m" alone was a wait of 60 s.

@@ -46,7 +46,9 @@ export class AnnouncedBucket extends TokenBucket {
    * estimate is already off the level those headers set. Charged again, the excess was counted
    * twice: an LLM call whose prompt used 4,000 tokens for an estimate of 2,000 left the level 2,000
    * tokens below the API's `remaining`. An `uncounted` charge (a refused call's `usage`, which the
-   * API did not admit) lowers the level whole.
+   * API did not admit) lowers the level whole. What other processes on the same key drew is in it
+   * too, and a charge the API had not counted yet (output streamed after the headers) may then go
+   * unseen until the next answer's `remaining` counts it: never above what the API announced.
    */
   #counted = 0;
 
