@@ -213,21 +213,27 @@ describe("api: 'openai', the fetch wrapper: API Management's \"Try again in 0 se
 // Regression: Azure API Management's own 429 body is `{ "statusCode": 429, "message": "Rate limit
 // is exceeded. Try again in 59 seconds." }`, with no `error`: its message was not read (the docs
 // said it was), so without a Retry-After header the 429 was a bare one. wrap cannot read it: the
-// openai SDK keeps only a body's `error`.
+// openai SDK keeps only a body's `error`. And the budget it is about was not read either: its
+// `llm-token-limit` policy's "Token limit is exceeded." (tokens a minute) cut the requests budget
+// too, and its `rate-limit` policy's "Rate limit is exceeded." (calls) the tokens budget.
 describe.each(['fetch wrapper', 'interceptor'] as const)(
   "api: 'openai', the %s: API Management's 429 body",
   (adapter) => {
-    it('times the retry by its "Try again in 59 seconds."', async () => {
-      const { origin, server } = await refusingOnce(
-        { statusCode: 429, message: 'Rate limit is exceeded. Try again in 59 seconds.' },
-        cleanups,
-      );
+    it.each([
+      ['Rate limit is exceeded. Try again in 59 seconds.', { requests: [1, 59_000], tokens: [0, undefined] }],
+      [
+        'Token limit is exceeded. Try again in 41 seconds.',
+        { requests: [0, undefined], tokens: [1, 41_000] },
+      ],
+    ] as const)('times the retry by %j, and cuts the budget it names', async (message, judged) => {
+      const { origin, server } = await refusingOnce({ statusCode: 429, message }, cleanups);
       const clock = new ManualClock();
       const { registry, post } = client(adapter, origin, clock);
       const call = settled(post());
-      await until(() => budgetsOf(registry).tokens?.[1] !== undefined, 'the 429 judged');
-      expect(budgetsOf(registry)).toEqual({ requests: [1, 59_000], tokens: [1, 59_000] });
-      clock.advance(59_000);
+      const budget = judged.requests[0] === 1 ? 'requests' : 'tokens';
+      await until(() => budgetsOf(registry)[budget]?.[1] !== undefined, 'the 429 judged');
+      expect(budgetsOf(registry)).toEqual(judged);
+      clock.advance(Math.max(judged.requests[1] ?? 0, judged.tokens[1] ?? 0));
       await until(() => call.done, 'the retry');
       expect(call.value).toBe(200);
       expect(server.attempts).toBe(2);

@@ -350,6 +350,32 @@ describe("LlmMeter.refusal: Azure OpenAI's 429 message, read with api: 'openai'"
     expect(openai.refusal(azure(apim))).toStrictEqual({ kind: 'rate', budgets: undefined, waitMs: 59_000 });
   });
 
+  // API Management's own body (`{ statusCode: 429, message }`, no `error`): its `llm-token-limit`
+  // policy limits tokens a minute, its `rate-limit` policies count calls. "Rate limit is exceeded."
+  // names the requests only in that body: other gateways say it of any limit (above).
+  it.each([
+    ['Token limit is exceeded. Try again in 41 seconds.', ['tokens'], 41_000],
+    ['Rate limit is exceeded. Try again in 5 seconds.', ['requests'], 5_000],
+    ['Token limit is exceeded.', ['tokens'], undefined],
+  ] as const)("reads API Management's own body: %j", (message, budgets, waitMs) => {
+    const expected = waitMs === undefined ? { kind: 'rate', budgets } : { kind: 'rate', budgets, waitMs };
+    expect(openai.refusal({ statusCode: 429, message })).toStrictEqual(expected);
+    // What an SDK keeps of it as its error's `error`, read as wrap reads it.
+    expect(openai.refusal({ error: { statusCode: 429, message } })).toStrictEqual(expected);
+  });
+
+  it('reads "Token limit is exceeded" in any body, "Rate limit is exceeded" in no other', () => {
+    expect(openai.refusal(azure('Token limit is exceeded. Try again in 3 seconds.'))).toStrictEqual({
+      kind: 'rate',
+      budgets: ['tokens'],
+      waitMs: 3_000,
+    });
+    expect(openai.refusal({ statusCode: 503, message: 'Rate limit is exceeded.' })).toStrictEqual({
+      kind: 'rate',
+      budgets: undefined,
+    });
+  });
+
   it.each([
     'Please retry after a while.',
     'Please retry after -6 seconds.',

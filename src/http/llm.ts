@@ -113,12 +113,23 @@ function secondsWait(message: string): number | undefined {
 /**
  * The budget an OpenAI 429's message names when its `error.type` does not: OpenAI's "tokens per
  * min (TPM)" and "requests per min (RPM)", Azure OpenAI's "exceeded token rate limit" and
- * "exceeded call rate limit" (its 429s have no `error.type`).
+ * "exceeded call rate limit" (its 429s have no `error.type`), and Azure API Management's "Token
+ * limit is exceeded." (its `llm-token-limit` policy: tokens a minute; a token quota over a longer
+ * period is a 403). API Management's "Rate limit is exceeded." (its `rate-limit` and
+ * `rate-limit-by-key` policies, which count calls) names the requests only in API Management's own
+ * body (`gateway`: `{ "statusCode": 429, "message": ... }`): other gateways say it of any limit.
  */
-function namedBudget(message: string): readonly string[] | undefined {
-  if (/\(TPM\)|tokens per min|\btoken rate limit\b/i.test(message)) return ['tokens'];
+function namedBudget(message: string, gateway: boolean): readonly string[] | undefined {
+  if (/\(TPM\)|tokens per min|\btoken rate limit\b|\btoken limit is exceeded\b/i.test(message))
+    return ['tokens'];
   if (/\(RPM\)|requests per min|\bcall rate limit\b/i.test(message)) return ['requests'];
+  if (gateway && /^rate limit is exceeded\b/i.test(message)) return ['requests'];
   return undefined;
+}
+
+/** Whether a 429's body (or what an SDK kept of it) is Azure API Management's own: `{ statusCode: 429, message }`. */
+function apimBody(body: unknown): boolean {
+  return isObject(body) && body.statusCode === 429 && typeof body.message === 'string';
 }
 
 /** Whether an OpenAI 429's message names a limit per day (requests or tokens per day). */
@@ -225,8 +236,9 @@ export class LlmMeter {
       const message = typeof said === 'string' ? said : '';
       if (tooLarge(message)) return { kind: 'call', reason: 'request_too_large' };
       const type = error?.type;
+      const gateway = apimBody(error === undefined ? body : error);
       const budgets: readonly string[] | undefined =
-        type === 'requests' || type === 'tokens' ? [type] : namedBudget(message);
+        type === 'requests' || type === 'tokens' ? [type] : namedBudget(message, gateway);
       const rate: { kind: 'rate'; budgets: typeof budgets; waitMs?: number; daily?: true } = {
         kind: 'rate',
         budgets,
