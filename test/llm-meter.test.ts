@@ -360,7 +360,7 @@ describe("LlmMeter.refusal: Azure OpenAI's 429 message, read with api: 'openai'"
   ] as const)("reads API Management's own body: %j", (message, budgets, waitMs) => {
     const expected = waitMs === undefined ? { kind: 'rate', budgets } : { kind: 'rate', budgets, waitMs };
     expect(openai.refusal({ statusCode: 429, message })).toStrictEqual(expected);
-    // What an SDK keeps of it as its error's `error`, read as wrap reads it.
+    // The same body kept as an error's `error` (the shape `wrap` hands an SDK error's body in).
     expect(openai.refusal({ error: { statusCode: 429, message } })).toStrictEqual(expected);
   });
 

@@ -127,7 +127,10 @@ function namedBudget(message: string, gateway: boolean): readonly string[] | und
   return undefined;
 }
 
-/** Whether a 429's body (or what an SDK kept of it) is Azure API Management's own: `{ statusCode: 429, message }`. */
+/**
+ * Whether a 429's body (or the part of it an error kept) is Azure API Management's own:
+ * `{ statusCode: 429, message }`.
+ */
 function apimBody(body: unknown): boolean {
   return isObject(body) && body.statusCode === 429 && typeof body.message === 'string';
 }
