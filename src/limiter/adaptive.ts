@@ -432,6 +432,8 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
       ]);
     }
     const next = resolveLimiterOptions(options, this.#opts);
+    // Given a first rate: the limiter no longer waits a crowd wait (see crowd-wait.ts).
+    if (options.initialUnitsPerMinute !== undefined) this.#crowd = undefined;
     const controller =
       options.controller !== undefined ||
       options.aimd !== undefined ||
@@ -586,7 +588,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     const crowd = this.#crowd;
     if (typeof crowd === 'number') {
       if (crowd < CROWD_LEARNED) this.#crowd = crowd + 1;
-    } else crowd?.success(this.#pause.active(now));
+    } else crowd?.success(this.#pause.active(now) || crowd.sentBefore(permit.grantedAt));
     this.#answered(permit.units, true, now);
     if (used !== permit.units) {
       this.#bucket.charge(used - permit.units, now);
@@ -627,7 +629,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     const pauseMs =
       retryAfterMs !== undefined && retryAfterMs > 0 ? Math.min(retryAfterMs, this.#opts.maxPause) : 0;
     if (pauseMs > 0 && retryAfterMs !== undefined) this.#pauseFor(now, pauseMs, retryAfterMs);
-    else if (retryAfterMs === undefined && quota === undefined) this.#crowdWait(now);
+    else if (retryAfterMs === undefined && quota === undefined) this.#crowdWait(now, permit.grantedAt);
     // A throttled request is not counted against the quota: 0 units of this process's part.
     if (quota !== undefined || this.#ceilings !== undefined)
       this.#announce(quota, 0, now, retryAfterMs, sentAfter);
@@ -702,12 +704,14 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
    * A 429 with no Retry-After and no quota: a limiter that has not learned a rate, and has never
    * been told a quota, waits a random crowd wait (see crowd-wait.ts).
    */
-  #crowdWait(now: number): void {
+  #crowdWait(now: number, grantedAt: number): void {
     let crowd = this.#crowd;
     if (crowd === undefined || this.#ceilings !== undefined) return;
     // Nothing is granted while paused: a 429 now answers a request sent before the pause began
-    // (one of a burst that met the empty bucket together), not another 429 in a row.
+    // (one of a burst that met the empty bucket together), not another 429 in a row; so does
+    // one answered after the wait for a request granted before it began.
     if (this.#pause.active(now)) return;
+    if (typeof crowd !== 'number' && crowd.sentBefore(grantedAt)) return;
     if (typeof crowd === 'number') {
       // A limiter that has learned the rate never needs the state.
       if (crowd >= CROWD_LEARNED) return;
@@ -806,7 +810,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     this.#slowStart?.granted(units);
     if (this.#bucket.unlimited) this.#book.grantedUnlimited(units, now);
     this.#bucket.take(units, now, since < now);
-    const permit = new LimiterPermit(this, units, this.#book.epoch, now - since);
+    const permit = new LimiterPermit(this, units, this.#book.epoch, now - since, now);
     this.#flight?.granted(permit, units);
     if (this.listenerCount('acquired') > 0) {
       this.emit('acquired', { limiter: this.#opts.name, units, waited: now - since });

@@ -5,10 +5,11 @@
  * enough to learn the quota alone, and all of them meet the empty bucket at about the same time,
  * so each waits a random time drawn over a window (exponential backoff with full jitter, as in the
  * adaptive token bucket of Farkiani, Liu and Crowley): the crowd's retries spread over the time
- * the quota needs to serve them. The limiter asks for no wait while one runs: nothing is sent
- * during it, so a 429 then answers a request sent with the first, and is not another in a row;
- * likewise a success then answers a request sent before the wait, and does not end the row (the
- * bucket that 429 emptied has not been seen to refill).
+ * the quota needs to serve them. A 429 that answers a request sent before the wait began (one
+ * answered while it runs, when nothing is sent, or a slow answer after it: `sentBefore`, by the
+ * permit's grant time) was sent with the first and is not another in a row: the limiter asks for no
+ * wait; likewise such a success does not end the row (the bucket that 429 emptied has not been
+ * seen to refill).
  *
  * The first window is {@link CROWD_FIRST_WINDOW} for a limiter with no success yet, shorter by
  * the part of {@link CROWD_LEARNED} successes it has had (what got through says the quota is not
@@ -62,6 +63,8 @@ export class CrowdWait {
   #slice = 0;
   /** Where the last wait ends (clock ms). */
   #waited = 0;
+  /** Where the last wait began (clock ms; -Infinity: none yet). */
+  #began = Number.NEGATIVE_INFINITY;
 
   /** `successes`: the limiter's before its first 429 that said nothing. */
   constructor(successes = 0) {
@@ -77,6 +80,11 @@ export class CrowdWait {
   success(sentBefore = false): void {
     this.#successes++;
     if (!sentBefore) this.#inARow = 0;
+  }
+
+  /** Whether a request granted at `grantedAt` (clock ms) was sent before the last wait began. */
+  sentBefore(grantedAt: number): boolean {
+    return grantedAt <= this.#began;
   }
 
   /** Whether the limiter has learned the server's rate (a 429 then needs no crowd wait). */
@@ -128,6 +136,7 @@ export class CrowdWait {
     to = Math.min(to, longest);
     const wait = to <= from ? Math.max(to, 0) : from + random * (to - from);
     this.#waited = now + wait;
+    if (wait > 0) this.#began = now;
     return wait;
   }
 }

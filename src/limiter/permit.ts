@@ -53,6 +53,8 @@ export class LimiterPermit implements Permit {
     readonly epoch: number,
     /** ms it waited in the queue. */
     readonly waitedMs = 0,
+    /** When it was granted (clock ms). */
+    readonly grantedAt = Number.NEGATIVE_INFINITY,
   ) {
     this.#sink = sink;
   }
