@@ -18,7 +18,7 @@ import { settled } from './helpers/settled.js';
 const flush = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 /** A fresh limiter (no initial rate) on a manual clock, drawing the middle of each window. */
-function fresh(options: { maxWait?: number } = {}) {
+function fresh(options: { maxWait?: number; maxPause?: number } = {}) {
   const clock = new ManualClock();
   const limiter = new AdaptiveRateLimiter({ clock, random: () => 0.5, ...options });
   return { clock, limiter };
@@ -83,6 +83,24 @@ describe('the crowd wait and the requests sent before it', () => {
     take(limiter).throttled();
     // As test/crowd-wait.test.ts: late in a window of 0.55 of 50 s, not past the first window.
     expect(limiter.snapshot().pausedUntil).toBeCloseTo(26_600 + 16_500 + 0.5 * (27_500 - 16_500), 6);
+  });
+});
+
+describe('a maxPause shorter than the crowd wait', () => {
+  // Regression: the wait was drawn over the whole window (a minute) and then cut to maxPause, so
+  // every process of a crowd drawing past it paused exactly maxPause and came back together.
+  it('draws the wait within maxPause: processes drawing apart come back apart', () => {
+    const pauses = [0.2, 0.8].map((draw) => {
+      const limiter = new AdaptiveRateLimiter({
+        clock: new ManualClock(),
+        random: () => draw,
+        maxPause: 10_000,
+      });
+      take(limiter).throttled();
+      return limiter.snapshot().pausedUntil;
+    });
+    expect(pauses[0]).toBeLessThan(pauses[1] ?? 0);
+    expect(pauses[1]).toBeLessThanOrEqual(10_000);
   });
 });
 

@@ -358,6 +358,51 @@ describe('AdaptiveRateLimiter: a fixed window told from a refilling bucket', () 
     expect(limiter.snapshot().announcedRate).toBeLessThan(900);
   });
 
+  it('its own calls answered out of order are its own: a slow call is counted when granted, not when answered', () => {
+    const { clock, limiter } = setup({ slowStart: false });
+    const ps = permits(limiter, 42);
+    // The API counts a call when it arrives (in grant order): every fast (odd) answer sees the
+    // slow (even) call before it counted too, and the slow answers come last with older readings.
+    for (let i = 1; i < 42; i += 2) {
+      clock.advance(10);
+      ps[i]?.success(undefined, hour(4_880 - (i + 1), 3_000_000 - 10 * i, 900));
+    }
+    expect(limiter.snapshot().announcedRate).toBe(900);
+    for (let i = 0; i < 42; i += 2) {
+      clock.advance(10);
+      ps[i]?.success(undefined, hour(4_880 - (i + 1), 3_000_000 - 10 * i, 900));
+    }
+    // Not another client's drain (a part of 3/4), nor a refill (a bucket at the hour's average).
+    expect(limiter.snapshot().announcedRate).toBe(900);
+  });
+
+  it('a slow answer older than the last reading neither pauses nor moves the ceiling', () => {
+    const { clock, limiter } = setup({ maxPause: 3_600_000 });
+    const [slow, a, b] = permits(limiter, 3);
+    a?.success(undefined, hour(4_000, 3_000_000, 900));
+    clock.advance(50);
+    b?.success(undefined, hour(3_999, 2_999_950, 900));
+    // Granted before both: what it read is older than what they did.
+    slow?.success(undefined, hour(0, 2_999_900, 900));
+    expect(limiter.snapshot().pausedUntil).toBeUndefined();
+    expect(limiter.snapshot().announcedRate).toBe(900);
+  });
+
+  it('its 429s, which the API did not count, are not counted as its part of the drain', () => {
+    const { clock, limiter } = setup({ slowStart: false });
+    const ps = permits(limiter, 60);
+    // Per pair of its calls: one throttled (not counted), one answered; another client takes one
+    // unit between: the remaining falls by 2, 1 of them this process's (a part of 1/2).
+    let remaining = 4_880;
+    for (let i = 0; i < 60; i += 2) {
+      clock.advance(10);
+      ps[i]?.throttled(undefined, hour(remaining, 3_000_000 - 10 * i, 900));
+      remaining -= 2;
+      ps[i + 1]?.success(undefined, hour(remaining, 3_000_000 - 10 * i, 900));
+    }
+    expect(limiter.snapshot().announcedRate).toBeLessThan(900);
+  });
+
   it('a quota its reader gives as announced (an LLM budget) keeps remaining over its reset', () => {
     const { clock, limiter } = setup();
     const [a, b] = permits(limiter, 2);

@@ -88,6 +88,8 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   #outside: { waiting: number; onClose: Set<() => void> | undefined } | undefined;
   /** The cap on units in flight of an unlimited limiter's cold start; unset once dropped. */
   #slowStart: SlowStart | undefined;
+  /** Units granted so far: each permit's place in grant order (see `Ceilings.answer`). */
+  #grantedUnits = 0;
   /** The ceilings the API announced, made at the first announcement. */
   #ceilings: Ceilings | undefined;
   /** Limits read from `remaining` alone (see limit-floor.ts); made at the first such quota. */
@@ -595,7 +597,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
       this.#line?.kick(now); // a refund may let the head go now
     }
     if (quota !== undefined || this.#ceilings !== undefined)
-      this.#announce(quota, used, now, undefined, sentAfter);
+      this.#announce(quota, used, now, undefined, sentAfter, permit);
     if (this.#pause.active(now) || this.#bucket.unlimited) return;
     // The built-in controllers raise only after a wait: skip building their state otherwise.
     if (!book.waited && book.builtIn) return;
@@ -632,7 +634,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     else if (retryAfterMs === undefined && quota === undefined) this.#crowdWait(now, permit.grantedAt);
     // A throttled request is not counted against the quota: 0 units of this process's part.
     if (quota !== undefined || this.#ceilings !== undefined)
-      this.#announce(quota, 0, now, retryAfterMs, sentAfter);
+      this.#announce(quota, 0, now, retryAfterMs, sentAfter, permit);
     try {
       if (cut) {
         const leavingUnlimited = this.#bucket.unlimited;
@@ -668,7 +670,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     if (retryAfterMs !== undefined && retryAfterMs > 0) this.pauseFor(retryAfterMs);
     // No HTTP answer (a transport error, a request not sent) left no policy out: not counted.
     if (quota !== undefined || (answered && this.#ceilings !== undefined)) {
-      this.#announce(quota, 0, this.#clock.now(), retryAfterMs, sentAfter);
+      this.#announce(quota, 0, this.#clock.now(), retryAfterMs, sentAfter, permit);
     }
   }
 
@@ -718,9 +720,10 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
       crowd = new CrowdWait(crowd);
       this.#crowd = crowd;
     }
-    const wait = crowd.throttled(drawFrom(this.#opts.random), this.#opts.maxWait, now);
-    const ms = Math.min(wait, this.#opts.maxPause);
-    if (ms > 0) this.#pauseFor(now, ms, wait);
+    // Drawn within `maxPause` too: a wait cut to it would send the whole crowd back together.
+    const { maxWait, maxPause } = this.#opts;
+    const wait = crowd.throttled(drawFrom(this.#opts.random), Math.min(maxWait, maxPause), now);
+    if (wait > 0) this.#pauseFor(now, wait, wait);
   }
 
   /** @internal A shared budget's local limiter: no crowd wait (the budget's books answer). */
@@ -731,15 +734,17 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   // ---- announced quotas (see ceiling.ts) ----------------------------------------------------
 
   /**
-   * An answer for `ownUnits` units announced `quota` (or nothing): the ceiling moves, and a policy
-   * with nothing left pauses until its reset, unless the answer had a Retry-After, which wins.
+   * The answer to `permit`, for `ownUnits` units, announced `quota` (or nothing): the ceiling
+   * moves, and a policy with nothing left pauses until its reset, unless the answer had a
+   * Retry-After, which wins.
    */
   #announce(
     given: Quota,
     ownUnits: number,
     now: number,
     retryAfterMs: number | undefined,
-    sentAfter = 0,
+    sentAfter: number,
+    permit: LimiterPermit,
   ): void {
     this.#ceilings ??= new Ceilings(this.#announced === undefined);
     let quota = given;
@@ -747,7 +752,14 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
       this.#floors ??= new LimitFloors();
       quota = this.#floors.apply(quota);
     }
-    const { pauseMs, requestedMs } = this.#ceilings.answer(quota, ownUnits, now, this.#opts);
+    const { pauseMs, requestedMs } = this.#ceilings.answer(
+      quota,
+      ownUnits,
+      now,
+      this.#opts,
+      permit.grantSeq,
+      permit.units,
+    );
     if (pauseMs > 0 && retryAfterMs === undefined) {
       this.#pauseFor(now, pauseMs, requestedMs);
       this.#arm(now);
@@ -810,7 +822,8 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     this.#slowStart?.granted(units);
     if (this.#bucket.unlimited) this.#book.grantedUnlimited(units, now);
     this.#bucket.take(units, now, since < now);
-    const permit = new LimiterPermit(this, units, this.#book.epoch, now - since, now);
+    this.#grantedUnits += units;
+    const permit = new LimiterPermit(this, units, this.#book.epoch, now - since, now, this.#grantedUnits);
     this.#flight?.granted(permit, units);
     if (this.listenerCount('acquired') > 0) {
       this.emit('acquired', { limiter: this.#opts.name, units, waited: now - since });

@@ -41,9 +41,18 @@ interface Policy {
   missed: number;
   /** The number of the last answer that announced it. */
   seenIn: number;
+  /**
+   * The grant order (`LimiterPermit.grantSeq`: units granted up to and with it) of the request
+   * whose answer was last read; 0 when unknown.
+   */
+  granted: number;
   /** This process's part of what drains the quota, in (0, 1]. */
   part: number;
-  /** Units this process got answers for since the last reading. */
+  /**
+   * Units this process got answers for since the last reading; with a grant order, what those
+   * answers counted other than they were granted (a 429's units, which the API did not count,
+   * below 0; a call that used more than it was granted, above).
+   */
   own: number;
   /** The drop of `remaining` and this process's units over the readings of the current sample. */
   dropSum: number;
@@ -140,14 +149,22 @@ export class Ceilings {
    * @param limits `maxPause`: the limiter's cap on a pause (ms), also the longest reset read
    * without a window; `instanceCount`: a new policy's part starts at 1/`instanceCount`, until
    * this process's part is measured.
+   * @param granted The request's place in grant order (units granted up to and with it; 0:
+   * unknown) and `units` it was granted. An API counts a call when it arrives, so the units it
+   * counted between two readings are those granted between the two requests, whichever answer
+   * came first; and the answer to a request granted before the one last read (a slow call) is
+   * older than that reading: it moves nothing.
    */
   answer(
     quotas: readonly AnnouncedQuota[] | undefined,
     ownUnits: number,
     now: number,
     limits: { readonly maxPause: number; readonly instanceCount: number },
+    granted = 0,
+    units = 0,
   ): Announced {
-    for (const policy of this.#policies.values()) policy.own += ownUnits;
+    const own = granted > 0 ? ownUnits - units : ownUnits;
+    for (const policy of this.#policies.values()) policy.own += own;
     if (this.#policies.size === 0 && (quotas === undefined || quotas.length === 0)) return NOTHING;
     const answer = ++this.#answers;
     let announced = NOTHING;
@@ -155,7 +172,7 @@ export class Ceilings {
       const name = typeof quota?.policy === 'string' ? quota.policy : 'default';
       // The first announcement of a name in an answer counts.
       if (this.#policies.get(name)?.seenIn === answer) continue;
-      const pause = this.#read(name, quota, now, limits, answer);
+      const pause = this.#read(name, quota, now, limits, answer, granted);
       if (pause !== undefined && pause.requestedMs > announced.requestedMs) announced = pause;
     }
     for (const [name, policy] of this.#policies) {
@@ -172,6 +189,7 @@ export class Ceilings {
     now: number,
     { maxPause, instanceCount }: { readonly maxPause: number; readonly instanceCount: number },
     answer: number,
+    granted: number,
   ): Announced | undefined {
     const remaining = amount(quota.remaining);
     const limit = amount(quota.limit);
@@ -191,7 +209,9 @@ export class Ceilings {
         : Number.POSITIVE_INFINITY;
     const resetAt = resetMs === undefined ? undefined : now + resetMs;
     const unitMs = Number.isFinite(byQuota) ? 60_000 / byQuota : undefined;
-    const short = resetMs !== undefined && resetMs <= Math.max(SHORT_RESET_MS, 2 * (unitMs ?? 0));
+    // A reset already past (0: a `Date` ahead of the clock that made the reset) is no unit's refill.
+    const short =
+      resetMs !== undefined && resetMs > 0 && resetMs <= Math.max(SHORT_RESET_MS, 2 * (unitMs ?? 0));
     const read = quota as ReadQuota;
     let policy = this.#policies.get(name);
     if (policy === undefined) {
@@ -203,6 +223,7 @@ export class Ceilings {
         resetAt,
         missed: 0,
         seenIn: answer,
+        granted,
         part: 1 / instanceCount,
         own: 0,
         dropSum: 0,
@@ -214,7 +235,16 @@ export class Ceilings {
         burst: burst !== undefined && burst > 0 ? burst : Number.POSITIVE_INFINITY,
       };
       this.#policies.set(name, policy);
+    } else if (granted > 0 && granted < policy.granted) {
+      // A slow call's answer: its `remaining` is older than the reading it would replace.
+      policy.missed = 0;
+      policy.seenIn = answer;
+      return NOTHING;
     } else {
+      // What the API counted of this process's calls since the last reading: the units granted
+      // between the two requests, less what their answers said it did not count.
+      if (granted > 0 && policy.granted > 0) policy.own = Math.max(0, policy.own + granted - policy.granted);
+      policy.granted = granted;
       if (!policy.asAnnounced) policy.shape = shapeOf(policy, remaining, resetAt, short, now);
       this.#measurePart(policy, remaining, resetAt);
       policy.shortResetAt = short ? (policy.shortResetAt ?? resetAt) : undefined;

@@ -22,8 +22,9 @@
  * of the excess, fewer at each slice, and slices that grew would send the last of them far past
  * the time the bucket needs to serve them (a crowd's completion is its last process's). From the
  * fifth in a row (a crowd several times the window) each slice is {@link CROWD_SLICE_GROWTH}
- * times the last, so a crowd of any size spreads out. No wait is more than the cap (`maxWait`, so the
- * wait alone never makes a retry refused) nor {@link CROWD_MAX_WINDOW}. Once the limiter has had
+ * times the last, so a crowd of any size spreads out. No wait is more than the cap (the lower of
+ * `maxWait`, so the wait alone never makes a retry refused, and `maxPause`, so no draw is cut to
+ * the same end as the others) nor {@link CROWD_MAX_WINDOW}. Once the limiter has had
  * {@link CROWD_LEARNED} successes it has learned a rate: its cut and pacing recover from a 429
  * without this wait.
  *
