@@ -133,13 +133,14 @@ describe('AdaptiveRateLimiter: the bucket and the queue', () => {
     for (let i = 0; i < 53; i++) acquire(1);
     acquire(2, { waitedMs: 60_000 - 3 });
     for (let i = 0; i < 30; i++) acquire(1);
-    // Wakes at 0.125 ms (the first queued, alone), 2.25 ms (slots 0.25 to 2.25) and 4.375 ms
-    // (slots from 2.375): the retry goes in the last, after its deadline and its 1 ms of slack,
-    // but its slot came before its deadline, so it is served, not refused.
+    // Wakes at 0.125 ms (the first queued, alone), 2.25 ms (slots 0.25 to 2.25), then at the
+    // retry's deadline (3 ms), which cuts short the wake put off to 4.375 ms (slots from 2.375):
+    // the retry waits behind the head, with an earlier deadline than the waiters before it. Its
+    // slot came before its deadline, so it is served then, not refused.
     clock.advance(5);
     await flush();
     expect(refused).toEqual([]);
-    expect(grants.filter((g) => g.units === 2)).toEqual([{ units: 2, at: 4.375 }]);
+    expect(grants.filter((g) => g.units === 2)).toEqual([{ units: 2, at: 3 }]);
     limiter.close();
   });
 
@@ -155,9 +156,10 @@ describe('AdaptiveRateLimiter: the bucket and the queue', () => {
     for (let i = 0; i < 20; i++) acquire(1);
     clock.advance(3);
     await flush();
-    // The retry's slot came by its deadline: it is served in the put-off wake, not refused.
+    // The retry's slot came by its deadline: it is served, not refused, in a wake at its own
+    // deadline (it waits behind a waiter whose deadline is later), not in the one put off to 2 ms.
     expect(refused).toEqual([]);
-    expect(grants.filter((g) => g.units === 2)).toEqual([{ units: 2, at: 2 }]);
+    expect(grants.filter((g) => g.units === 2)).toEqual([{ units: 2, at: 0.5 }]);
     limiter.close();
   });
 

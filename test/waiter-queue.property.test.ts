@@ -100,7 +100,67 @@ describe('WaiterQueue against a model', () => {
         }
         expect(order).toEqual(live.map((h) => h.id));
       }),
-      { numRuns: 300 },
+      { numRuns: 200 },
+    );
+  });
+});
+
+// The waiters behind the head whose deadline comes before one queued earlier (see
+// `WaiterQueue.earlyBehind`), against the same kind of model: after every push, leave and serve,
+// the one it names is alive and behind the head, and no such waiter has an earlier deadline; each
+// waiter's tag follows it through every renumbering.
+
+type DeadlineOp = { kind: 'push'; deadline: number } | { kind: 'leave'; pick: number } | { kind: 'serve' };
+
+const deadlineOp: fc.Arbitrary<DeadlineOp> = fc.oneof(
+  { weight: 4, arbitrary: fc.nat(1_000).map((deadline) => ({ kind: 'push', deadline }) as DeadlineOp) },
+  { weight: 4, arbitrary: fc.nat().map((pick) => ({ kind: 'leave', pick }) as DeadlineOp) },
+  { weight: 1, arbitrary: fc.constant({ kind: 'serve' } as DeadlineOp) },
+);
+
+describe('WaiterQueue: the early waiters behind the head, against a model', () => {
+  it('names the earliest deadline behind the head among those queued after a later one', () => {
+    fc.assert(
+      fc.property(fc.array(deadlineOp, { minLength: 100, maxLength: 400 }), (ops) => {
+        const line = {};
+        const queue = new WaiterQueue<number>(line);
+        const live: { id: number; deadline: number; holder: { waitSeq: number; waitingIn: unknown } }[] = [];
+        let next = 0;
+        for (const o of ops) {
+          if (o.kind === 'push') {
+            const id = next++;
+            const seq = queue.push(id, 0, o.deadline, () => {});
+            const holder = { waitSeq: -1, waitingIn: line as unknown };
+            queue.hold(seq, holder);
+            queue.tag(seq, id);
+            live.push({ id, deadline: o.deadline, holder });
+          } else if (o.kind === 'leave') {
+            if (live.length === 0) continue;
+            const [w] = live.splice(o.pick % live.length, 1);
+            queue.remove(w!.holder.waitSeq);
+          } else {
+            const seq = queue.first();
+            if (seq === -1) continue;
+            expect(queue.units(seq)).toBe(live.shift()!.id);
+            queue.remove(seq);
+          }
+          for (const w of live) expect(queue.tagOf(w.holder.waitSeq)).toBe(w.id);
+          // The model: behind the head, the waiters with a later deadline somewhere before them.
+          let latest = Number.NEGATIVE_INFINITY;
+          let earliest = Number.POSITIVE_INFINITY;
+          live.forEach((w, i) => {
+            if (i > 0 && w.deadline < latest) earliest = Math.min(earliest, w.deadline);
+            latest = Math.max(latest, w.deadline);
+          });
+          const early = queue.earlyBehind();
+          if (earliest === Number.POSITIVE_INFINITY) continue;
+          expect(early).not.toBe(-1);
+          expect(early).not.toBe(queue.first());
+          expect(queue.alive(early)).toBe(true);
+          expect(queue.deadline(early)).toBeLessThanOrEqual(earliest);
+        }
+      }),
+      { numRuns: 200 },
     );
   });
 });

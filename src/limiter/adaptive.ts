@@ -27,7 +27,14 @@ import {
 } from '../internal.js';
 import { AnnouncedBucket } from './announced-bucket.js';
 import { type RateGate, TokenBucket } from './bucket.js';
-import { BudgetedPermit, BudgetSet, budgetsGate, type Costs, checkCharge } from './budgets.js';
+import {
+  BudgetedPermit,
+  BudgetSet,
+  type BudgetWaiter,
+  budgetsGate,
+  type Costs,
+  checkCharge,
+} from './budgets.js';
 import { Ceilings } from './ceiling.js';
 import { CROWD_LEARNED, CrowdWait } from './crowd-wait.js';
 import { LazyEmitter, type LimiterEventMap, refusal } from './events.js';
@@ -302,12 +309,13 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     // The budgets listen to a signal: a cancel of the adapter's aborts one.
     const signal = cancel === undefined ? options?.signal : signalFor(cancel);
     // Before the line's own abort listener: the costs leave with their waiter.
+    let entry: BudgetWaiter;
     try {
-      budgets.push(costs, signal, held);
+      entry = budgets.push(costs, signal, held);
     } catch (error) {
       return Promise.reject(error);
     }
-    return line.enqueue(units, now, now + maxWait, signal);
+    return line.enqueue(units, now, now + maxWait, signal, undefined, entry);
   }
 
   /** The budgets that cannot grant `units` of the first and `costs` of the others at `now`. */
@@ -933,9 +941,13 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
         this.#heldBack(budgets.headHeld());
         return this.#grantAll(units, budgets.head(), now, since, true);
       },
-      rejection: (reason, units, detail, waitMs) => {
-        // The line rejects from its head (an expired waiter) or every waiter in order (closed).
-        if (budgets !== undefined) budgets.shift();
+      rejection: (reason, units, detail, waitMs, behind) => {
+        // The line rejects from its head (an expired waiter) or every waiter in order (closed),
+        // or a waiter behind the head whose deadline came first.
+        if (budgets !== undefined) {
+          if (behind === undefined) budgets.shift();
+          else budgets.drop(behind.tag as BudgetWaiter);
+        }
         return this.#rejection(reason, units, detail, waitMs);
       },
       resumed: () => this.emit('resumed', { limiter: this.#opts.name }),

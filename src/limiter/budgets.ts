@@ -34,6 +34,11 @@ export interface BudgetBooks {
   [kGiveBack](units: number): void;
 }
 
+/** A waiter of the budgets' line, as {@link BudgetSet.push} names it. */
+export interface BudgetWaiter {
+  readonly costs: Costs;
+}
+
 interface Queued {
   readonly costs: Costs;
   dead: boolean;
@@ -208,7 +213,7 @@ export class BudgetSet {
    * A waiter joins the end of the line (`held`: the budgets that held it back, when it heads it);
    * an abort of `signal` marks it dead before the line hears of it.
    */
-  push(costs: Costs, signal: AbortSignal | undefined, held: readonly string[]): void {
+  push(costs: Costs, signal: AbortSignal | undefined, held: readonly string[]): BudgetWaiter {
     const entry: Queued = { costs, dead: false, held };
     if (signal !== undefined) {
       // Removed when the waiter leaves the line: a long-lived signal (an app's shutdown) passed to
@@ -222,6 +227,12 @@ export class BudgetSet {
     this.#queue.push(entry);
     this.#live++;
     this.#count(costs, 1);
+    return entry;
+  }
+
+  /** Waiter `entry` (what {@link push} returned) left from behind the head (its deadline passed). */
+  drop(entry: BudgetWaiter): void {
+    this.#kill(entry as Queued);
   }
 
   /**

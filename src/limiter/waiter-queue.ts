@@ -104,6 +104,17 @@ export class WaiterQueue<T> {
   #watches: (AbortWatch | undefined)[] | undefined;
   /** The holder of each slot's number (see {@link SeqHolder}); made at the first. */
   #holders: (SeqHolder | undefined)[] | undefined;
+  /** What each slot's waiter is to the line's owner (see {@link tag}); made at the first. */
+  #tags: unknown[] | undefined;
+  /**
+   * The waiters queued with a deadline earlier than one queued before them (a retry, with less of
+   * its `maxWait` left, behind a first attempt): a min-heap of their deadlines and numbers, so the
+   * line refuses each at its own deadline, not when it reaches the head. Empty while deadlines
+   * only grow down the line (the usual case: one `maxWait`, queued in time order).
+   */
+  #early: number[] = [];
+  /** The latest deadline queued since the queue was last empty. */
+  #latest = Number.NEGATIVE_INFINITY;
   /** The line whose waiters these are: a holder's `waitingIn` let go when it is this. */
   readonly #line: unknown;
   /** Live waiters. */
@@ -132,7 +143,70 @@ export class WaiterQueue<T> {
     nums[i * NUMS + 2] = deadline;
     this.#fns[i] = resolve;
     this.size++;
+    if (deadline < this.#latest) this.#heapPush(deadline, seq);
+    else this.#latest = deadline;
     return seq;
+  }
+
+  /**
+   * The live waiter behind the head with the earliest deadline among those queued earlier than a
+   * waiter before them (see `#early`), or -1: a waiter that may expire before the head does.
+   */
+  earlyBehind(): number {
+    const heap = this.#early;
+    const head = this.first();
+    while (heap.length > 0) {
+      const seq = heap[1]!;
+      if (seq !== head && this.alive(seq)) return seq;
+      this.#heapPop();
+    }
+    return -1;
+  }
+
+  /** Keeps `value` with waiter `seq` until it leaves: what it is to the line's owner. */
+  tag(seq: number, value: unknown): void {
+    this.#tags ??= new Array(this.#mask + 1).fill(undefined);
+    this.#tags[seq & this.#mask] = value;
+  }
+
+  /** What {@link tag} kept with waiter `seq`. */
+  tagOf(seq: number): unknown {
+    return this.#tags?.[seq & this.#mask];
+  }
+
+  #heapPush(deadline: number, seq: number): void {
+    const heap = this.#early;
+    let i = heap.length / 2;
+    heap.push(deadline, seq);
+    while (i > 0) {
+      const parent = (i - 1) >> 1;
+      if (heap[parent * 2]! <= deadline) break;
+      heap[i * 2] = heap[parent * 2]!;
+      heap[i * 2 + 1] = heap[parent * 2 + 1]!;
+      i = parent;
+    }
+    heap[i * 2] = deadline;
+    heap[i * 2 + 1] = seq;
+  }
+
+  #heapPop(): void {
+    const heap = this.#early;
+    const seq = heap.pop()!;
+    const deadline = heap.pop()!;
+    const n = heap.length / 2;
+    if (n === 0) return;
+    let i = 0;
+    for (;;) {
+      let child = i * 2 + 1;
+      if (child >= n) break;
+      if (child + 1 < n && heap[(child + 1) * 2]! < heap[child * 2]!) child++;
+      if (heap[child * 2]! >= deadline) break;
+      heap[i * 2] = heap[child * 2]!;
+      heap[i * 2 + 1] = heap[child * 2 + 1]!;
+      i = child;
+    }
+    heap[i * 2] = deadline;
+    heap[i * 2 + 1] = seq;
   }
 
   /**
@@ -205,6 +279,7 @@ export class WaiterQueue<T> {
       holders![i] = undefined;
       if (holder.waitingIn === this.#line && holder.waitSeq === seq) holder.waitingIn = undefined;
     }
+    if (this.#tags !== undefined) this.#tags[i] = undefined;
     if (seq === this.#head) this.#head++;
     if (this.size === 0) this.#empty();
   }
@@ -212,11 +287,14 @@ export class WaiterQueue<T> {
   /** No live waiter left: the slots are free, and a large ring is given back. */
   #empty(): void {
     this.#head = this.#tail;
+    this.#latest = Number.NEGATIVE_INFINITY;
+    if (this.#early.length > 0) this.#early = [];
     if (this.#mask >= IDLE_CAPACITY) {
       this.#nums = undefined;
       this.#fns = [];
       this.#watches = undefined;
       this.#holders = undefined;
+      this.#tags = undefined;
       this.#mask = -1;
     }
   }
@@ -232,6 +310,11 @@ export class WaiterQueue<T> {
     const fns = this.#fns;
     const watches = this.#watches;
     const holders = this.#holders;
+    const tags = this.#tags;
+    // The early waiters are found again under their new numbers.
+    const early = this.#early.length > 0;
+    if (early) this.#early = [];
+    let latest = Number.NEGATIVE_INFINITY;
     let to = this.#head;
     for (let from = this.#head; from < this.#tail; from++) {
       const f = from & mask;
@@ -253,6 +336,15 @@ export class WaiterQueue<T> {
           holders[f] = undefined;
           if (holder !== undefined) holder.waitSeq = to;
         }
+        if (tags !== undefined) {
+          tags[t] = tags[f];
+          tags[f] = undefined;
+        }
+      }
+      if (early) {
+        const deadline = nums[(to & mask) * NUMS + 2]!;
+        if (deadline < latest) this.#heapPush(deadline, to);
+        else latest = deadline;
       }
       to++;
     }
@@ -267,8 +359,10 @@ export class WaiterQueue<T> {
     const oldNums = this.#nums;
     const oldWatches = this.#watches;
     const oldHolders = this.#holders;
+    const oldTags = this.#tags;
     const watches = oldWatches && new Array<AbortWatch | undefined>(capacity).fill(undefined);
     const holders = oldHolders && new Array<SeqHolder | undefined>(capacity).fill(undefined);
+    const tags = oldTags && new Array<unknown>(capacity).fill(undefined);
     for (let seq = this.#head; seq < this.#tail; seq++) {
       const from = seq & this.#mask;
       const to = seq & mask;
@@ -276,11 +370,13 @@ export class WaiterQueue<T> {
       fns[to] = this.#fns[from];
       if (watches !== undefined) watches[to] = oldWatches![from];
       if (holders !== undefined) holders[to] = oldHolders![from];
+      if (tags !== undefined) tags[to] = oldTags![from];
     }
     this.#nums = nums;
     this.#fns = fns;
     this.#watches = watches;
     this.#holders = holders;
+    this.#tags = tags;
     this.#mask = mask;
   }
 }

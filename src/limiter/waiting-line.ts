@@ -84,8 +84,18 @@ export interface LineOwner {
   heldBack(units: number): boolean;
   /** Grants `units` at `now` to a waiter queued at `since`. */
   grant(units: number, now: number, since: number): Permit;
-  /** The error that refuses `units`; tells the listeners (`rejected`). */
-  rejection(reason: RejectionReason, units: number, detail: string, waitMs?: number): RateLimitRejectedError;
+  /**
+   * The error that refuses `units`; tells the listeners (`rejected`). The line refuses its head,
+   * or every waiter in order (closed), or, `behind` the head, a waiter whose deadline came first:
+   * `behind` is then what {@link WaitingLine.enqueue} was given as its `tag`.
+   */
+  rejection(
+    reason: RejectionReason,
+    units: number,
+    detail: string,
+    waitMs?: number,
+    behind?: { tag: unknown },
+  ): RateLimitRejectedError;
   /** A pause ended (the `resumed` event). */
   resumed(): void;
   /**
@@ -147,7 +157,8 @@ export class WaitingLine implements CancellableLine {
 
   /**
    * Queues `units` from `now` until `deadline` (ms); an abort of `signal`, or `cancel` (see
-   * {@link WaitCancel}), takes them out again.
+   * {@link WaitCancel}), takes them out again. `tag`: what the owner is told of the waiter if it
+   * is refused from behind the head (see {@link LineOwner.rejection}).
    */
   enqueue(
     units: number,
@@ -155,6 +166,7 @@ export class WaitingLine implements CancellableLine {
     deadline: number,
     signal: AbortSignal | undefined,
     cancel?: WaitCancel | undefined,
+    tag?: unknown,
   ): Promise<Permit> {
     let promise = QUEUED;
     let settle: Settle<Permit>;
@@ -174,10 +186,12 @@ export class WaitingLine implements CancellableLine {
         cancel.waitingIn = this;
         this.#queue.hold(seq, cancel);
       }
+      if (tag !== undefined) this.#queue.tag(seq, tag);
       this.#queuedUnits += units;
       counted = true;
-      // Only the head's turn and deadline arm the timer: a waiter behind it changes neither.
-      if (this.#queue.size === 1) this.arm(now);
+      // The head's turn and deadline arm the timer, and the deadline of a waiter behind it that
+      // comes sooner than one before it (a retry with less of its maxWait left).
+      if (this.#queue.size === 1 || deadline < this.#timerAt) this.arm(now);
     } catch (error) {
       // Out of the line again (a signal whose addEventListener throws): left there, it held the
       // head with no timer, and every later acquire waited for ever.
@@ -221,6 +235,8 @@ export class WaitingLine implements CancellableLine {
     const head = queue.first();
     if (head !== -1) {
       at = Math.min(at, queue.deadline(head));
+      const early = queue.earlyBehind();
+      if (early !== -1) at = Math.min(at, queue.deadline(early));
       const units = queue.units(head);
       if (!this.#owner.heldBack(units)) {
         const bucket = this.#bucket;
@@ -309,8 +325,13 @@ export class WaitingLine implements CancellableLine {
       } else if (now >= deadline) {
         this.#expire(head);
       } else {
-        return;
+        break;
       }
+    }
+    // Behind the head that waits on, a waiter whose deadline came first: it cannot go before it.
+    for (let early = queue.earlyBehind(); early !== -1; early = queue.earlyBehind()) {
+      if (now < queue.deadline(early)) break;
+      this.#expire(early, true);
     }
   }
 
@@ -329,20 +350,23 @@ export class WaitingLine implements CancellableLine {
     return turn <= deadline + TIMER_SLACK_MS;
   }
 
-  /** Rejects the head `seq`: its deadline passed. */
-  #expire(seq: number): void {
+  /** Rejects waiter `seq`, the head or (`behind`) one behind it: its deadline passed. */
+  #expire(seq: number, behind = false): void {
     const queue = this.#queue;
     const units = queue.units(seq);
     const enqueuedAt = queue.enqueuedAt(seq);
     const settle = queue.resolver(seq);
+    const tag = behind ? { tag: queue.tagOf(seq) } : undefined;
     queue.remove(seq);
     this.#queuedUnits -= units;
     const now = this.#clock.now();
     const waited = now - enqueuedAt;
     const detail = `waited ${Math.round(waited)} ms, maxWait is ${this.#owner.maxWait()} ms`;
-    // It was the head: the wait left is its own turn.
-    const left = this.#bucket.predictWait(units, 0, this.#pause.left(now), now);
-    refuseTo(settle, this.#owner.rejection('max-wait', units, detail, left));
+    // The wait left is at least its own turn (behind the head: the head's too).
+    const head = behind ? queue.first() : -1;
+    const ahead = head === -1 ? 0 : queue.units(head);
+    const left = this.#bucket.predictWait(units, ahead, this.#pause.left(now), now);
+    refuseTo(settle, this.#owner.rejection('max-wait', units, detail, left, tag));
   }
 
   /** Takes waiter `seq` out (aborted or cancelled), if it still waits: its units go back, it rejects with `reason`. */
