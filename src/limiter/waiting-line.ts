@@ -355,13 +355,18 @@ export class WaitingLine implements CancellableLine {
     const queue = this.#queue;
     const units = queue.units(seq);
     const enqueuedAt = queue.enqueuedAt(seq);
+    const deadline = queue.deadline(seq);
     const settle = queue.resolver(seq);
     const tag = behind ? { tag: queue.tagOf(seq) } : undefined;
     queue.remove(seq);
     this.#queuedUnits -= units;
     const now = this.#clock.now();
     const waited = now - enqueuedAt;
-    const detail = `waited ${Math.round(waited)} ms, maxWait is ${this.#owner.maxWait()} ms`;
+    // Its deadline is its maxWait less what its request's earlier attempts waited.
+    const maxWait = this.#owner.maxWait();
+    const before = Math.round(enqueuedAt + maxWait - deadline);
+    const earlier = before > 0 ? ` (${Math.round(waited) + before} ms with its earlier attempts)` : '';
+    const detail = `waited ${Math.round(waited)} ms${earlier}, maxWait is ${maxWait} ms`;
     // The wait left is at least its own turn (behind the head: the head's too).
     const head = behind ? queue.first() : -1;
     const ahead = head === -1 ? 0 : queue.units(head);
