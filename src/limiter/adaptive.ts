@@ -99,8 +99,6 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   #grantedUnits = 0;
   /** The ceilings the API announced, made at the first announcement. */
   #ceilings: Ceilings | undefined;
-  /** Limits read from `remaining` alone (see limit-floor.ts); made at the first such quota. */
-  #floors: LimitFloors | undefined;
   #closed = false;
   /** The bucket when it is the announced one (`burst: 'announced'`), which counts units in flight. */
   readonly #announced: AnnouncedBucket | undefined;
@@ -755,12 +753,15 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     permit: LimiterPermit,
   ): void {
     this.#ceilings ??= new Ceilings(this.#announced === undefined);
+    const ceilings = this.#ceilings;
     let quota = given;
-    if (quota !== undefined && (this.#floors !== undefined || quota.some(lowerBound))) {
-      this.#floors ??= new LimitFloors();
-      quota = this.#floors.apply(quota);
+    // Limits read from `remaining` alone (see limit-floor.ts), kept with the ceilings (one field
+    // fewer on every limiter), made at the first such quota.
+    if (quota !== undefined && (ceilings.floors !== undefined || quota.some(lowerBound))) {
+      ceilings.floors ??= new LimitFloors();
+      quota = ceilings.floors.apply(quota);
     }
-    const { pauseMs, requestedMs } = this.#ceilings.answer(
+    const { pauseMs, requestedMs } = ceilings.answer(
       quota,
       ownUnits,
       now,

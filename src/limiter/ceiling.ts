@@ -1,4 +1,5 @@
 import type { RateGate } from './bucket.js';
+import type { LimitFloors } from './limit-floor.js';
 import type { AnnouncedQuota, ReadQuota } from './types.js';
 
 /** A policy missing from this many answers in a row is stale: it no longer caps the rate. */
@@ -101,6 +102,8 @@ export class Ceilings {
   #expiresAt = Number.POSITIVE_INFINITY;
   /** Answers with an announcement so far. */
   #answers = 0;
+  /** The limiter's floors under announced limits (see limit-floor.ts), kept here for it. */
+  floors: LimitFloors | undefined;
   /**
    * Whether this process's part is measured: not for the announced bucket (`burst: 'announced'`),
    * which follows `remaining` itself, and whose own units (charged at admission, answered seconds
