@@ -376,16 +376,27 @@ describe('AdaptiveRateLimiter: a fixed window told from a refilling bucket', () 
     expect(limiter.snapshot().announcedRate).toBe(900);
   });
 
-  it('a slow answer older than the last reading neither pauses nor moves the ceiling', () => {
+  it('a slow answer older than the last reading (more left) neither pauses nor moves the ceiling', () => {
     const { clock, limiter } = setup({ maxPause: 3_600_000 });
     const [slow, a, b] = permits(limiter, 3);
     a?.success(undefined, hour(4_000, 3_000_000, 900));
     clock.advance(50);
     b?.success(undefined, hour(3_999, 2_999_950, 900));
-    // Granted before both: what it read is older than what they did.
-    slow?.success(undefined, hour(0, 2_999_900, 900));
-    expect(limiter.snapshot().pausedUntil).toBeUndefined();
+    // Granted before both, answered with more left: what it read is older than what they did.
+    // Read as the last reading, it was a refill: a bucket paced at the hour's average.
+    slow?.success(undefined, hour(4_001, 2_999_900, 900));
     expect(limiter.snapshot().announcedRate).toBe(900);
+  });
+
+  it('an answer granted before the last one read but with less left reached the API after it: read', () => {
+    const { clock, limiter } = setup({ maxPause: 3_600_000 });
+    const [early, a, b] = permits(limiter, 3);
+    a?.success(undefined, hour(2, 3_000_000, 900));
+    clock.advance(50);
+    b?.success(undefined, hour(1, 2_999_950, 900));
+    // Sent on another connection, it arrived last and took the last unit: the window is spent.
+    early?.success(undefined, hour(0, 2_999_900, 900));
+    expect(limiter.snapshot().pausedUntil).toBe(clock.now() + 2_999_900);
   });
 
   it('its 429s, which the API did not count, are not counted as its part of the drain', () => {

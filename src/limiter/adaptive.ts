@@ -639,8 +639,14 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     if (pauseMs > 0 && retryAfterMs !== undefined) this.#pauseFor(now, pauseMs, retryAfterMs);
     else if (retryAfterMs === undefined && quota === undefined) this.#crowdWait(now, permit.grantedAt);
     // A throttled request is not counted against the quota: 0 units of this process's part.
-    if (quota !== undefined || this.#ceilings !== undefined)
-      this.#announce(quota, 0, now, retryAfterMs, sentAfter, permit);
+    const announced =
+      quota !== undefined || this.#ceilings !== undefined
+        ? this.#announce(quota, 0, now, retryAfterMs, sentAfter, permit)
+        : 0;
+    // The wait left to the policy, which asked none (an answer it did not read: a slow call's,
+    // older than the last reading): the route's wait stands.
+    if (retryAfterMs === undefined && announced === 0 && given !== undefined && given > 0)
+      this.#pauseFor(now, Math.min(given, this.#opts.maxPause), given);
     try {
       if (cut) {
         const leavingUnlimited = this.#bucket.unlimited;
@@ -677,6 +683,9 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     // No HTTP answer (a transport error, a request not sent) left no policy out: not counted.
     if (quota !== undefined || (answered && this.#ceilings !== undefined)) {
       this.#announce(quota, 0, this.#clock.now(), retryAfterMs, sentAfter, permit);
+    } else if (!counted && !answered) {
+      // Never sent (see `notSent`): its units are in the grant order, but the API never saw them.
+      this.#ceilings?.uncounted(permit.units);
     }
   }
 
@@ -751,7 +760,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     retryAfterMs: number | undefined,
     sentAfter: number,
     permit: LimiterPermit,
-  ): void {
+  ): number {
     this.#ceilings ??= new Ceilings(this.#announced === undefined);
     const ceilings = this.#ceilings;
     let quota = given;
@@ -778,6 +787,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
       this.#announced.sync(quota, this.#flight?.units ?? 0, now, sentAfter);
       this.#line?.kick(now);
     }
+    return pauseMs;
   }
 
   /** Gives the bucket the lowest fresh ceiling at `now`; waiters may go sooner or later. */

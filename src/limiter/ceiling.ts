@@ -145,6 +145,11 @@ export class Ceilings {
     return this.#policies.size === 0;
   }
 
+  /** `units` granted that the API never counted (a request never sent): not this process's part. */
+  uncounted(units: number): void {
+    for (const policy of this.#policies.values()) policy.own -= units;
+  }
+
   /**
    * An answer arrived at `now` for `ownUnits` units of this process (0 for one the server did not
    * count, a throttled one), announcing `quotas` (`undefined`: none).
@@ -238,16 +243,20 @@ export class Ceilings {
         burst: burst !== undefined && burst > 0 ? burst : Number.POSITIVE_INFINITY,
       };
       this.#policies.set(name, policy);
-    } else if (granted > 0 && granted < policy.granted) {
-      // A slow call's answer: its `remaining` is older than the reading it would replace.
+    } else if (granted > 0 && granted < policy.granted && !noMoreLeft(remaining, policy.remaining)) {
+      // A slow call's answer, granted before the request last read and with more left than its
+      // answer said (or no `remaining`): an older reading than the one it would replace.
       policy.missed = 0;
       policy.seenIn = answer;
       return NOTHING;
     } else {
       // What the API counted of this process's calls since the last reading: the units granted
-      // between the two requests, less what their answers said it did not count.
-      if (granted > 0 && policy.granted > 0) policy.own = Math.max(0, policy.own + granted - policy.granted);
-      policy.granted = granted;
+      // between the two requests, less what their answers said it did not count. A request
+      // granted before the one last read, answered with no more left, reached the API after it
+      // (sent on another connection): read, with no units granted since.
+      if (granted > 0 && policy.granted > 0)
+        policy.own = Math.max(0, policy.own + Math.max(0, granted - policy.granted));
+      policy.granted = Math.max(policy.granted, granted);
       if (!policy.asAnnounced) policy.shape = shapeOf(policy, remaining, resetAt, short, now);
       this.#measurePart(policy, remaining, resetAt);
       policy.shortResetAt = short ? (policy.shortResetAt ?? resetAt) : undefined;
@@ -342,6 +351,11 @@ function shapeOf(
   if (!short && remaining <= last.remaining && Math.abs(resetAt - last.resetAt) <= SAME_RESET_MS)
     return 'window';
   return last.shape;
+}
+
+/** Whether a reading of `remaining` has no more left than `last` did (both known). */
+function noMoreLeft(remaining: number | undefined, last: number | undefined): boolean {
+  return remaining !== undefined && last !== undefined && remaining <= last;
 }
 
 /** A finite number >= 0, or `undefined` (garbage and negative numbers are ignored). */

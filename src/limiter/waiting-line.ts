@@ -177,7 +177,9 @@ export class WaitingLine implements CancellableLine {
       settle = captured!;
       captured = undefined;
     }
-    const seq = this.#queue.push(units, now, deadline, settle);
+    // What its request waited before (maxWait less the wait it is given), by the maxWait of now.
+    const before = Math.max(0, this.#owner.maxWait() - (deadline - now));
+    const seq = this.#queue.push(units, now, deadline, settle, before);
     // As in an executor: what throws from here on rejects the promise.
     let counted = false;
     try {
@@ -355,7 +357,7 @@ export class WaitingLine implements CancellableLine {
     const queue = this.#queue;
     const units = queue.units(seq);
     const enqueuedAt = queue.enqueuedAt(seq);
-    const deadline = queue.deadline(seq);
+    const before = Math.round(queue.waitedBefore(seq));
     const settle = queue.resolver(seq);
     const tag = behind ? { tag: queue.tagOf(seq) } : undefined;
     queue.remove(seq);
@@ -364,7 +366,6 @@ export class WaitingLine implements CancellableLine {
     const waited = now - enqueuedAt;
     // Its deadline is its maxWait less what its request's earlier attempts waited.
     const maxWait = this.#owner.maxWait();
-    const before = Math.round(enqueuedAt + maxWait - deadline);
     const earlier = before > 0 ? ` (${Math.round(waited) + before} ms with its earlier attempts)` : '';
     const detail = `waited ${Math.round(waited)} ms${earlier}, maxWait is ${maxWait} ms`;
     // The wait left is at least its own turn (behind the head: the head's too).
