@@ -44,8 +44,8 @@ export function refuseTo<T>(waiter: Settle<T>, error: unknown): void {
 const FIRST_CAPACITY = 16;
 /** An empty queue larger than this gives its arrays back (a burst of waiters is not kept for ever). */
 const IDLE_CAPACITY = 1024;
-/** Numbers per waiter in {@link WaiterQueue}'s flat array: units, enqueued at, deadline, waited before. */
-const NUMS = 4;
+/** Numbers per waiter in {@link WaiterQueue}'s flat array: units, enqueued at, deadline. */
+const NUMS = 3;
 
 /**
  * What names a waiter from outside the queue by its sequence number (an adapter's `WaitCancel`):
@@ -130,7 +130,7 @@ export class WaiterQueue<T> {
   }
 
   /** Queues a waiter; returns its sequence number. */
-  push(units: number, enqueuedAt: number, deadline: number, resolve: Settle<T>, before = 0): number {
+  push(units: number, enqueuedAt: number, deadline: number, resolve: Settle<T>): number {
     if (this.#tail - this.#head > this.#mask) {
       if (this.size * 2 <= this.#tail - this.#head && this.size < this.#mask) this.#compact();
       else this.#grow();
@@ -141,7 +141,6 @@ export class WaiterQueue<T> {
     nums[i * NUMS] = units;
     nums[i * NUMS + 1] = enqueuedAt;
     nums[i * NUMS + 2] = deadline;
-    nums[i * NUMS + 3] = before;
     this.#fns[i] = resolve;
     this.size++;
     if (deadline < this.#latest) this.#heapPush(deadline, seq);
@@ -254,11 +253,6 @@ export class WaiterQueue<T> {
 
   deadline(seq: number): number {
     return this.#nums![(seq & this.#mask) * NUMS + 2]!;
-  }
-
-  /** What waiter `seq`'s request waited before it was queued (its earlier attempts), ms. */
-  waitedBefore(seq: number): number {
-    return this.#nums![(seq & this.#mask) * NUMS + 3]!;
   }
 
   resolver(seq: number): Settle<T> {

@@ -177,9 +177,7 @@ export class WaitingLine implements CancellableLine {
       settle = captured!;
       captured = undefined;
     }
-    // What its request waited before (maxWait less the wait it is given), by the maxWait of now.
-    const before = Math.max(0, this.#owner.maxWait() - (deadline - now));
-    const seq = this.#queue.push(units, now, deadline, settle, before);
+    const seq = this.#queue.push(units, now, deadline, settle);
     // As in an executor: what throws from here on rejects the promise.
     let counted = false;
     try {
@@ -357,17 +355,21 @@ export class WaitingLine implements CancellableLine {
     const queue = this.#queue;
     const units = queue.units(seq);
     const enqueuedAt = queue.enqueuedAt(seq);
-    const before = Math.round(queue.waitedBefore(seq));
+    const given = Math.round(queue.deadline(seq) - enqueuedAt);
     const settle = queue.resolver(seq);
     const tag = behind ? { tag: queue.tagOf(seq) } : undefined;
     queue.remove(seq);
     this.#queuedUnits -= units;
     const now = this.#clock.now();
     const waited = now - enqueuedAt;
-    // Its deadline is its maxWait less what its request's earlier attempts waited.
+    // The wait it was given: maxWait, less what its request's earlier attempts waited (or a
+    // maxWait changed since it was queued).
     const maxWait = this.#owner.maxWait();
-    const earlier = before > 0 ? ` (${Math.round(waited) + before} ms with its earlier attempts)` : '';
-    const detail = `waited ${Math.round(waited)} ms${earlier}, maxWait is ${maxWait} ms`;
+    const wait = Math.round(waited);
+    const detail =
+      given === Math.round(maxWait)
+        ? `waited ${wait} ms, maxWait is ${maxWait} ms`
+        : `waited ${wait} ms of the ${given} ms it was given, maxWait is ${maxWait} ms`;
     // The wait left is at least its own turn (behind the head: the head's too).
     const head = behind ? queue.first() : -1;
     const ahead = head === -1 ? 0 : queue.units(head);
