@@ -160,8 +160,8 @@ export class Ceilings {
    * @param granted The request's place in grant order (units granted up to and with it; 0:
    * unknown) and `units` it was granted. An API counts a call when it arrives, so the units it
    * counted between two readings are those granted between the two requests, whichever answer
-   * came first; and the answer to a request granted before the one last read (a slow call) is
-   * older than that reading: it moves nothing.
+   * came first; and the answer to a request granted before the one last read with more left
+   * than that reading (a slow call) is older than it: it moves nothing.
    */
   answer(
     quotas: readonly AnnouncedQuota[] | undefined,

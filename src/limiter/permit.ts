@@ -55,7 +55,7 @@ export class LimiterPermit implements Permit {
     readonly waitedMs = 0,
     /** When it was granted (clock ms). */
     readonly grantedAt = Number.NEGATIVE_INFINITY,
-    /** The units its limiter had granted when it was granted, its own included: its place in grant order. */
+    /** The units its limiter had granted when it was granted, its own included (grant order). */
     readonly grantSeq = 0,
   ) {
     this.#sink = sink;
