@@ -116,6 +116,49 @@ describe('a waiter whose deadline comes before the head’s', () => {
   });
 });
 
+describe('a budgeted waiter whose signal the line cannot listen to', () => {
+  it('takes its costs out of the budgets as it is refused: the next waiter goes with its own', async () => {
+    const clock = new ManualClock();
+    const limiter = new AdaptiveRateLimiter({
+      clock,
+      slowStart: false,
+      budgets: {
+        requests: { initialUnitsPerMinute: 600 },
+        tokens: { initialUnitsPerMinute: 6_000, burst: 'second' },
+      },
+    });
+    limiter.pauseFor(5_000);
+    // The budgets listen to it first; the line's listener, the second, throws.
+    let listeners = 0;
+    const signal = {
+      aborted: false,
+      addEventListener: () => {
+        if (++listeners === 2) throw new Error('no second listener');
+      },
+      removeEventListener: () => {},
+    } as unknown as AbortSignal;
+    const granted: [string, number][] = [];
+    const acquire = (name: string, tokens: number, options: { signal?: AbortSignal } = {}) =>
+      limiter.acquire(1, { costs: { tokens }, ...options }).then(
+        () => granted.push([name, clock.now()]),
+        (error: Error) => granted.push([`${name}: ${error.message}`, clock.now()]),
+      );
+    acquire('first', 100);
+    acquire('odd', 100, { signal });
+    acquire('third', 10);
+    await flush();
+    await advance(clock, 6_000, 100);
+    // The third waits for its own 10 tokens (100 ms) after the first took the 100, not for the
+    // 100 of the waiter that was never queued (a second).
+    expect(granted).toEqual([
+      ['odd: no second listener', 0],
+      ['first', 5_000],
+      ['third', 5_100],
+    ]);
+    limiter.close();
+  });
+});
+
 describe('WaiterQueue: the early waiters behind the head', () => {
   it('finds the earliest deadline behind the head, by their numbers after a compaction', () => {
     const queue = new WaiterQueue<number>();

@@ -962,6 +962,8 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
         return this.#rejection(reason, units, detail, waitMs);
       },
       resumed: () => this.emit('resumed', { limiter: this.#opts.name }),
+      // Its costs leave the budgets' line too (they listened to its signal; the line could not).
+      notQueued: (tag) => budgets?.drop(tag as BudgetWaiter),
       canceled: (units, waited, reason) => {
         if (this.#watched !== watchGeneration()) this.#watched = handToWatchers(this);
         // An adapter's close refuses its waits (the limiter left open): the caller gets that

@@ -103,6 +103,8 @@ export interface LineOwner {
    * `canceled` event; a refusal of the adapter's close, `rejected`).
    */
   canceled(units: number, waited: number, reason: unknown): void;
+  /** A waiter given `tag` left as it was queued (its signal could not be listened to). */
+  notQueued(tag: unknown): void;
 }
 
 /**
@@ -199,6 +201,7 @@ export class WaitingLine implements CancellableLine {
         this.#queue.remove(seq);
         if (counted) this.#queuedUnits -= units;
       }
+      if (tag !== undefined) this.#owner.notQueued(tag);
       refuseTo(settle, error);
     }
     return promise;
