@@ -33,6 +33,32 @@ async function advance(clock: ManualClock, ms: number, step = 500) {
   }
 }
 
+/**
+ * 600 requests a minute (one each 100 ms) and 6,000 tokens a minute in a bucket of 100, paused
+ * for `pauseMs`; `acquire(name, tokens, options)` records each grant or refusal with its time.
+ */
+function budgeted(pauseMs: number) {
+  const clock = new ManualClock();
+  const limiter = new AdaptiveRateLimiter({
+    clock,
+    slowStart: false,
+    maxWait: 60_000,
+    budgets: {
+      requests: { initialUnitsPerMinute: 600 },
+      tokens: { initialUnitsPerMinute: 6_000, burst: 'second' },
+    },
+  });
+  limiter.pauseFor(pauseMs);
+  const granted: [string, number][] = [];
+  const acquire = (name: string, tokens: number, options: { waitedMs?: number; signal?: AbortSignal } = {}) =>
+    limiter.acquire(1, { costs: { tokens }, ...options }).then(
+      () => granted.push([name, clock.now()]),
+      (error: RateLimitRejectedError) =>
+        granted.push([`${name}: ${error.reason ?? error.message}`, clock.now()]),
+    );
+  return { clock, limiter, granted, acquire };
+}
+
 describe('a waiter whose deadline comes before the head’s', () => {
   it('is refused at its own deadline when a pause grows past it (the retry behind a first attempt)', async () => {
     const clock = new ManualClock();
@@ -82,26 +108,9 @@ describe('a waiter whose deadline comes before the head’s', () => {
   });
 
   it('takes its costs out of the budgets when it leaves from behind the head: the next waiter goes with its own', async () => {
-    const clock = new ManualClock();
-    // 600 requests a minute (one each 100 ms), 6,000 tokens a minute in a bucket of 100.
-    const limiter = new AdaptiveRateLimiter({
-      clock,
-      slowStart: false,
-      maxWait: 60_000,
-      budgets: {
-        requests: { initialUnitsPerMinute: 600 },
-        tokens: { initialUnitsPerMinute: 6_000, burst: 'second' },
-      },
-    });
-    limiter.pauseFor(5_000);
-    const granted: [string, number][] = [];
-    const acquire = (name: string, tokens: number, waitedMs?: number) =>
-      limiter.acquire(1, { costs: { tokens }, waitedMs }).then(
-        () => granted.push([name, clock.now()]),
-        (error: RateLimitRejectedError) => granted.push([`${name}: ${error.reason}`, clock.now()]),
-      );
+    const { clock, limiter, granted, acquire } = budgeted(5_000);
     acquire('first', 100);
-    acquire('retry', 100, 50_000); // 10 s left
+    acquire('retry', 100, { waitedMs: 50_000 }); // 10 s left
     acquire('third', 10);
     limiter.pauseFor(30_000); // a 429's Retry-After, after they were queued
     await advance(clock, 31_000, 100);
@@ -118,16 +127,7 @@ describe('a waiter whose deadline comes before the head’s', () => {
 
 describe('a budgeted waiter whose signal the line cannot listen to', () => {
   it('takes its costs out of the budgets as it is refused: the next waiter goes with its own', async () => {
-    const clock = new ManualClock();
-    const limiter = new AdaptiveRateLimiter({
-      clock,
-      slowStart: false,
-      budgets: {
-        requests: { initialUnitsPerMinute: 600 },
-        tokens: { initialUnitsPerMinute: 6_000, burst: 'second' },
-      },
-    });
-    limiter.pauseFor(5_000);
+    const { clock, limiter, granted, acquire } = budgeted(5_000);
     // The budgets listen to it first; the line's listener, the second, throws.
     let listeners = 0;
     const signal = {
@@ -137,12 +137,6 @@ describe('a budgeted waiter whose signal the line cannot listen to', () => {
       },
       removeEventListener: () => {},
     } as unknown as AbortSignal;
-    const granted: [string, number][] = [];
-    const acquire = (name: string, tokens: number, options: { signal?: AbortSignal } = {}) =>
-      limiter.acquire(1, { costs: { tokens }, ...options }).then(
-        () => granted.push([name, clock.now()]),
-        (error: Error) => granted.push([`${name}: ${error.message}`, clock.now()]),
-      );
     acquire('first', 100);
     acquire('odd', 100, { signal });
     acquire('third', 10);
