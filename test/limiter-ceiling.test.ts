@@ -376,7 +376,7 @@ describe('AdaptiveRateLimiter: a fixed window told from a refilling bucket', () 
     expect(limiter.snapshot().announcedRate).toBe(900);
   });
 
-  it('a slow answer older than the last reading (more left) neither pauses nor moves the ceiling', () => {
+  it('a slow answer older than the last reading (more left) does not move the ceiling', () => {
     const { clock, limiter } = setup({ maxPause: 3_600_000 });
     const [slow, a, b] = permits(limiter, 3);
     a?.success(undefined, hour(4_000, 3_000_000, 900));
