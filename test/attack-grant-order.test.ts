@@ -121,6 +121,20 @@ describe('grant order: own units of an announced fixed window', () => {
     expect(limiter.snapshot().pausedUntil).toBeDefined();
   });
 
+  it('an exhausted-policy 429 whose policy read no pause (its name twice, the first with more left) keeps the route’s wait', () => {
+    const { limiter } = setup({ slowStart: false, maxPause: 3_600_000 });
+    const [a] = permits(limiter, 1);
+    const w = (remaining: number) => ({
+      policy: 'w',
+      limit: 100,
+      windowMs: 10_000,
+      remaining,
+      resetMs: 8_000,
+    });
+    throttledByQuota(a as Permit, 8_000, [w(3), w(0)]);
+    expect(limiter.snapshot().pausedUntil).toBe(8_000);
+  });
+
   it('held: a reset already past (resetMs 0) does not make a fixed window read as a refilling bucket', () => {
     const { clock, limiter } = setup({ slowStart: false });
     const ps = permits(limiter, 6);

@@ -643,8 +643,8 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
       quota !== undefined || this.#ceilings !== undefined
         ? this.#announce(quota, 0, now, retryAfterMs, sentAfter, permit)
         : 0;
-    // The wait left to the policy, which asked none (an answer it did not read: a slow call's,
-    // older than the last reading): the route's wait stands.
+    // The wait left to the policy, which set none (the exhausted policy's name announced twice in
+    // the answer, and only the first announcement, with more left, is read): the route's wait stands.
     if (retryAfterMs === undefined && announced === 0 && given !== undefined && given > 0)
       this.#pauseFor(now, Math.min(given, this.#opts.maxPause), given);
     try {

@@ -44,15 +44,15 @@ interface Policy {
   seenIn: number;
   /**
    * The grant order (`LimiterPermit.grantSeq`: units granted up to and with it) of the request
-   * whose answer was last read; 0 when unknown.
+   * whose answer was last read.
    */
   granted: number;
   /** This process's part of what drains the quota, in (0, 1]. */
   part: number;
   /**
-   * Units this process got answers for since the last reading; with a grant order, what those
-   * answers counted other than they were granted (a 429's units, which the API did not count,
-   * below 0; a call that used more than it was granted, above).
+   * What the answers since the last reading counted other than their calls were granted (a 429's
+   * units, which the API did not count, below 0; a call that used more than it was granted,
+   * above); the units granted between two readings are added when the second is read.
    */
   own: number;
   /** The drop of `remaining` and this process's units over the readings of the current sample. */
@@ -157,8 +157,8 @@ export class Ceilings {
    * @param limits `maxPause`: the limiter's cap on a pause (ms), also the longest reset read
    * without a window; `instanceCount`: a new policy's part starts at 1/`instanceCount`, until
    * this process's part is measured.
-   * @param granted The request's place in grant order (units granted up to and with it; 0:
-   * unknown) and `units` it was granted. An API counts a call when it arrives, so the units it
+   * @param granted The request's place in grant order (units granted up to and with it) and
+   * `units` it was granted. An API counts a call when it arrives, so the units it
    * counted between two readings are those granted between the two requests, whichever answer
    * came first; and the answer to a request granted before the one last read with more left
    * than that reading (a slow call) is older than it: it moves nothing.
@@ -168,10 +168,10 @@ export class Ceilings {
     ownUnits: number,
     now: number,
     limits: { readonly maxPause: number; readonly instanceCount: number },
-    granted = 0,
-    units = 0,
+    granted: number,
+    units: number,
   ): Announced {
-    const own = granted > 0 ? ownUnits - units : ownUnits;
+    const own = ownUnits - units;
     for (const policy of this.#policies.values()) policy.own += own;
     if (this.#policies.size === 0 && (quotas === undefined || quotas.length === 0)) return NOTHING;
     const answer = ++this.#answers;
@@ -243,7 +243,7 @@ export class Ceilings {
         burst: burst !== undefined && burst > 0 ? burst : Number.POSITIVE_INFINITY,
       };
       this.#policies.set(name, policy);
-    } else if (granted > 0 && granted < policy.granted && !noMoreLeft(remaining, policy.remaining)) {
+    } else if (granted < policy.granted && !noMoreLeft(remaining, policy.remaining)) {
       // A slow call's answer, granted before the request last read and with more left than its
       // answer said (or no `remaining`): an older reading than the one it would replace.
       policy.missed = 0;
@@ -254,8 +254,7 @@ export class Ceilings {
       // between the two requests, less what their answers said it did not count. A request
       // granted before the one last read, answered with no more left, reached the API after it
       // (sent on another connection): read, with no units granted since.
-      if (granted > 0 && policy.granted > 0)
-        policy.own = Math.max(0, policy.own + Math.max(0, granted - policy.granted));
+      policy.own = Math.max(0, policy.own + Math.max(0, granted - policy.granted));
       policy.granted = Math.max(policy.granted, granted);
       if (!policy.asAnnounced) policy.shape = shapeOf(policy, remaining, resetAt, short, now);
       this.#measurePart(policy, remaining, resetAt);

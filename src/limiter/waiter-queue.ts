@@ -151,10 +151,10 @@ export class WaiterQueue<T> {
   /**
    * The live waiter behind the head with the earliest deadline among those queued earlier than a
    * waiter before them (see `#early`), or -1: a waiter that may expire before the head does.
+   * `head` is {@link first}'s answer when the caller has it.
    */
-  earlyBehind(): number {
+  earlyBehind(head = this.first()): number {
     const heap = this.#early;
-    const head = this.first();
     while (heap.length > 0) {
       const seq = heap[1]!;
       if (seq !== head && this.alive(seq)) return seq;

@@ -238,7 +238,7 @@ export class WaitingLine implements CancellableLine {
     const head = queue.first();
     if (head !== -1) {
       at = Math.min(at, queue.deadline(head));
-      const early = queue.earlyBehind();
+      const early = queue.earlyBehind(head);
       if (early !== -1) at = Math.min(at, queue.deadline(early));
       const units = queue.units(head);
       if (!this.#owner.heldBack(units)) {
