@@ -134,7 +134,7 @@ describe('RateLimiterRegistry: partitions', () => {
     (await p1?.limiter?.acquire())?.throttled(60_000);
     const p2 = registry[kPartitionForOrigin](ORIGIN, part('p2')); // p1's pause becomes a record
     const release = registry[kHoldOrigin](p2!.key, p2!.limiter!);
-    expect(registry[kPartitionForOrigin](ORIGIN, part('p3'))?.limiter).toBe(registry.get('api'));
+    expect(registry[kPartitionForOrigin](ORIGIN, part('p3'))?.limiter).toBe(registry.get('api#(overflow)'));
 
     const again = registry[kPartitionForOrigin](ORIGIN, part('p1'));
 
@@ -155,7 +155,7 @@ describe('RateLimiterRegistry: partitions', () => {
     expect(registry.names()).toEqual([ORIGIN, `${ORIGIN}#pB`]);
   });
 
-  it('partitions a named limiter by its config, overflowing into the named limiter itself', async () => {
+  it("partitions a named limiter by its config, overflowing into the named limiter's overflow limiter, not the first partition's", async () => {
     const { registry } = setup({
       limiters: { api: { origins: [ORIGIN], maxWait: 5_000 } },
       maxOriginLimiters: 1,
@@ -168,7 +168,16 @@ describe('RateLimiterRegistry: partitions', () => {
     expect(p1?.key).toBe(partitionKey('api', 'p1'));
     expect(p1 && limiterOrigins(p1.limiter as AdaptiveRateLimiter)).toEqual([ORIGIN]);
     expect(registry.configFor('api#p1')).toBe(registry.configFor('api'));
-    expect(p2?.limiter).toBe(registry.get('api'));
+    const overflow = registry.get('api#(overflow)');
+    expect(p2?.limiter).toBe(overflow);
+    expect(p2?.limiter).not.toBe(registry.get('api'));
+    expect(registry.configFor('api#(overflow)')).toBe(registry.configFor('api'));
+    expect(overflow && limiterOrigins(overflow)).toEqual([ORIGIN]);
+    expect(registry.names()).toContain('api#(overflow)');
+    // It goes with its named limiter.
+    registry.remove('api');
+    expect(overflow?.snapshot().closed).toBe(true);
+    expect(registry.names()).not.toContain('api#(overflow)');
   });
 
   it('leaves a limiter instance unpartitioned, and with default: false passes partitions through', () => {

@@ -211,6 +211,12 @@ function hasCode(error: unknown, codes: ReadonlySet<string>, depth: number): boo
   return cause !== undefined && hasCode(cause, codes, depth + 1);
 }
 
+/**
+ * undici's codes for a request it refused as given (`InvalidArgumentError`: a `transfer-encoding`
+ * or `content-length` header it will not send; `NotSupportedError`: `expect: 100-continue`).
+ */
+const REFUSED_CODES: ReadonlySet<string> = new Set(['UND_ERR_INVALID_ARG', 'UND_ERR_NOT_SUPPORTED']);
+
 const NOT_SENT: Outcome = { kind: 'failed', notSent: true };
 const NO_ANSWER: Outcome = { kind: 'failed', noAnswer: true };
 
@@ -218,11 +224,14 @@ const NO_ANSWER: Outcome = { kind: 'failed', noAnswer: true };
  * The outcome of a request whose attempt ended in `error` before any answer: failed (no cut; no
  * answer, so none that left an announced policy out), and for one that never reached the server (see {@link neverSent}) its LLM token draws given back.
  * `unstarted`: undici never started the attempt (no `onRequestStart`), so a closed or destroyed
- * dispatcher's error (see {@link dispatcherClosed}) refused it before any write too. Without that
+ * dispatcher's error (see {@link dispatcherClosed}) refused it before any write too, as did an
+ * error for a request undici will not send as given (`REFUSED_CODES`). Without that
  * knowledge (the fetch wrapper) such an error is an answer-less failure: undici gives it also to a
  * request it had written (destroyed in flight), or to a redirect's or retry's second dispatch
  * after the first was written.
  */
 export function errorOutcome(error: unknown, unstarted = false): Outcome {
-  return neverSent(error) || (unstarted && dispatcherClosed(error)) ? NOT_SENT : NO_ANSWER;
+  return neverSent(error) || (unstarted && (dispatcherClosed(error) || hasCode(error, REFUSED_CODES, 0)))
+    ? NOT_SENT
+    : NO_ANSWER;
 }

@@ -129,6 +129,11 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
   readonly #claims = new Map<string, string>();
   /** The limiter shared by new origins that find no room among the per-origin ones; made on first need. */
   #overflow: AdaptiveRateLimiter | undefined;
+  /**
+   * Of a named limiter, the limiter its new partitions share when they find no room, by its
+   * registry name (`<name>#(overflow)`); made on first need, from the named limiter's config.
+   */
+  readonly #namedOverflow = new Map<string, AdaptiveRateLimiter>();
   #closed = false;
   /**
    * Limiters it made that left it without being closed (a named one `replace` took out, its
@@ -228,8 +233,9 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
    * {@link partitionKey} of the named limiter's name or the origin. The first partition seen uses
    * the limiter of the origin (or the named limiter) itself: `undefined` for it, as for requests
    * without a partition. Partitions count against
-   * `maxOriginLimiters` as origins do; when there is no room, a named limiter's partition shares
-   * the named limiter itself and an origin's partition the overflow limiter.
+   * `maxOriginLimiters` as origins do; when there is no room, a new partition shares the overflow
+   * limiter of its named limiter or of the origins (never the first partition's limiter, whose
+   * pause is that partition's own).
    */
   [kPartitionForOrigin](origin: string, partition: PartitionRef): PartitionRoute | undefined {
     const name = this.#owner(origin);
@@ -269,13 +275,11 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
       return { key, limiter, instance: limiter, own: false };
     }
     const pausedUntil = this.#perOrigin.takePause(key)?.until;
-    // No room: the named limiter itself, or the overflow limiter. A partition whose pause was
-    // kept as a record gets its own limiter even then (see #perOriginFor): its pause is its own.
+    // No room: the overflow limiter of the named limiter or of the origins. A partition whose
+    // pause was kept as a record gets its own limiter even then (see #perOriginFor): its pause is
+    // its own.
     if (!this.#perOrigin.makeRoom() && pausedUntil === undefined) {
-      const shared =
-        name !== undefined
-          ? (this.#named.get(name)?.limiter as AdaptiveRateLimiter)
-          : this.#overflowLimiter(config);
+      const shared = name !== undefined ? this.#namedOverflowOf(name, config) : this.#overflowLimiter(config);
       return { key, limiter: shared, instance: shared, own: false };
     }
     const limiter = makeLimiter(limiterName, config, this.#clock);
@@ -374,6 +378,19 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
     return limiter;
   }
 
+  #namedOverflowOf(name: string, config: Omit<LimiterConfig, 'origins'>): AdaptiveRateLimiter {
+    const key = partitionKey(name, OVERFLOW);
+    let limiter = this.#namedOverflow.get(key);
+    if (limiter === undefined) {
+      limiter = makeLimiter(key, config, this.#clock);
+      const entry = this.#named.get(name);
+      if (entry !== undefined) setLimiterOrigins(limiter, entry.exact);
+      this.#namedOverflow.set(key, limiter);
+      this.#announce('added', key, limiter);
+    }
+    return limiter;
+  }
+
   #overflowLimiter(config: Omit<LimiterConfig, 'origins'>): AdaptiveRateLimiter {
     if (this.#overflow === undefined) {
       this.#overflow = makeLimiter(OVERFLOW, config, this.#clock);
@@ -399,7 +416,8 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
     const named = this.#named.get(name);
     if (named !== undefined) return named.config;
     const owner = this.#perOrigin.ownerOf(name);
-    const partitioned = owner?.named ?? this.#sharedPartitions.namedOf(name);
+    const overflowOf = this.#namedOverflow.has(name) ? name.slice(0, -OVERFLOW.length - 1) : undefined;
+    const partitioned = owner?.named ?? overflowOf ?? this.#sharedPartitions.namedOf(name);
     if (partitioned !== undefined) return this.#named.get(partitioned)?.config;
     const perOrigin = owner !== undefined || (name === OVERFLOW && this.#overflow !== undefined);
     return perOrigin && this.#default !== false ? this.#default : undefined;
@@ -416,15 +434,23 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
     const named = this.#named.get(name);
     if (named !== undefined) return named.limiter;
     if (name === OVERFLOW && this.#overflow !== undefined) return this.#overflow;
-    return this.#perOrigin.get(name) ?? this.#sharedPartitions.get(name)?.limiter;
+    return (
+      this.#perOrigin.get(name) ?? this.#namedOverflow.get(name) ?? this.#sharedPartitions.get(name)?.limiter
+    );
   }
 
   /**
    * The named limiters in declaration order, then the per-origin and partition ones, least
-   * recently used first, then `(overflow)` if it was needed.
+   * recently used first, then the named limiters' overflow limiters (`<name>#(overflow)`) and
+   * `(overflow)`, those that were needed.
    */
   names(): string[] {
-    const names = [...this.#named.keys(), ...this.#perOrigin.keys(), ...this.#sharedPartitions.keys()];
+    const names = [
+      ...this.#named.keys(),
+      ...this.#perOrigin.keys(),
+      ...this.#sharedPartitions.keys(),
+      ...this.#namedOverflow.keys(),
+    ];
     if (this.#overflow !== undefined && !this.#named.has(OVERFLOW)) names.push(OVERFLOW);
     return names;
   }
@@ -494,6 +520,8 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
     // Its partitions were made from the old config: not closed (as the old limiter is not); a
     // partition's shared budget leaves Redis once nothing waits in it or holds it.
     for (const partition of this.#dropPartitionsOf(name)) this.#retire(partition);
+    const overflow = this.#takeNamedOverflow(name);
+    if (overflow !== undefined) this.#retire(overflow);
     this.#claims.delete(name);
     for (const budget of this.#sharedPartitions.takeWhere(name)) {
       retireSharedBudget(budget);
@@ -519,15 +547,25 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
    */
   remove(name: string): boolean {
     const named = this.#named.get(name);
+    const overflow = named === undefined ? this.#namedOverflow.get(name) : undefined;
+    if (overflow !== undefined) {
+      this.#namedOverflow.delete(name);
+      overflow.close();
+      this.#announce('removed', name, overflow);
+      return true;
+    }
     const perOrigin = named === undefined ? this.#perOrigin.get(name) : undefined;
     if (named === undefined && perOrigin === undefined) return false;
     let limiter: AdaptiveRateLimiter | undefined;
+    // A partition's limiter is told removed with its partition, as it was told added.
+    const partition = perOrigin === undefined ? undefined : this.#perOrigin.ownerOf(name)?.partition;
     if (named !== undefined) {
       this.#unindex(name, named);
       this.#named.delete(name);
       limiter = named.limiter;
       named.close();
       for (const partition of this.#dropPartitionsOf(name)) partition.close();
+      this.#takeNamedOverflow(name)?.close();
       this.#claims.delete(name);
       this.#sharedPartitions.closeWhere(name);
     } else if (perOrigin !== undefined) {
@@ -535,7 +573,7 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
       limiter = perOrigin;
       limiter.close();
     }
-    this.#announce('removed', name, limiter);
+    this.#announce('removed', name, limiter, partition);
     return true;
   }
 
@@ -552,6 +590,7 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
     for (const limiter of this.#perOrigin.limiters()) limiter.close();
     this.#sharedPartitions.closeWhere();
     this.#overflow?.close();
+    for (const limiter of this.#namedOverflow.values()) limiter.close();
     const retired = [...this.#retired];
     this.#retired.clear();
     for (const ref of retired) {
@@ -607,6 +646,14 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
       (key) => this.#owner(originOfKey(key)) === name,
     );
     for (const limiter of dropped) this.#retire(limiter);
+  }
+
+  /** Takes the overflow limiter of the named limiter `name` out of the registry, if it has one. */
+  #takeNamedOverflow(name: string): AdaptiveRateLimiter | undefined {
+    const key = partitionKey(name, OVERFLOW);
+    const limiter = this.#namedOverflow.get(key);
+    this.#namedOverflow.delete(key);
+    return limiter;
   }
 
   /** Drops the partitions of the named limiter `name` and their kept pauses; returns their limiters. */

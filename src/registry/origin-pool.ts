@@ -274,12 +274,21 @@ export class OriginPool {
     }
   }
 
-  /** `busy` (requests queued, in flight or in a gate), the end of its pause, or `idle`. */
+  /**
+   * `busy` (requests queued, in flight or in a gate), the end of its pause, or `idle`. Of a limiter
+   * with budgets, the latest pause of any (a tokens budget's 429 pauses that budget alone): its
+   * record pauses the next limiter whole until then, as every call draws from each budget.
+   */
   #stateOf(entry: OriginEntry): 'busy' | 'idle' | number {
     if (entry.inFlight > 0 || this.#isBusy(entry.limiter)) return 'busy';
     const snapshot = entry.limiter.snapshot();
     if (snapshot.queued > 0) return 'busy';
-    return snapshot.pausedUntil ?? 'idle';
+    let until = snapshot.pausedUntil;
+    for (const budget of Object.values(snapshot.budgets ?? {})) {
+      const end = budget.pausedUntil;
+      if (end !== undefined && (until === undefined || end > until)) until = end;
+    }
+    return until ?? 'idle';
   }
 
   /**
