@@ -244,7 +244,42 @@ function keyText(key: PropertyKey): string {
   return typeof key === 'string' ? JSON.stringify(key) : String(key);
 }
 
-export function configErrorFrom(error: ZodError, input: unknown, source: string, prefix = ''): ConfigError {
+/**
+ * The keys of the object `schema` (a zod schema; optional, nullable and default wrappers looked
+ * through) expects at `path`, walking objects by key and records by their values; `undefined`
+ * where there is no such object.
+ */
+function keysAt(schema: unknown, path: readonly PropertyKey[]): readonly string[] | undefined {
+  type Def = { innerType?: unknown; shape?: Record<string, unknown>; valueType?: unknown };
+  const defOf = (s: unknown) => (s as { _zod?: { def?: Def } } | undefined)?._zod?.def;
+  const unwrap = (s: unknown) => {
+    for (let i = 0; i < 8 && defOf(s)?.innerType !== undefined; i++) s = defOf(s)?.innerType;
+    return s;
+  };
+  let s = unwrap(schema);
+  for (const key of path) {
+    const def = defOf(s);
+    if (def?.shape !== undefined && typeof key === 'string' && Object.hasOwn(def.shape, key))
+      s = def.shape[key];
+    else if (def?.valueType !== undefined) s = def.valueType;
+    else return undefined;
+    s = unwrap(s);
+  }
+  const shape = defOf(s)?.shape;
+  return shape === undefined ? undefined : Object.keys(shape);
+}
+
+/**
+ * A {@link ConfigError} for each issue of `error`. `schema`: the schema that made it; an unknown
+ * key is then told the keys expected there, and the one meant when it is a near miss.
+ */
+export function configErrorFrom(
+  error: ZodError,
+  input: unknown,
+  source: string,
+  prefix = '',
+  schema?: unknown,
+): ConfigError {
   // `prefix` is a path as printed already (`limiters."a.b".maxConcurrent`).
   const join = (path: readonly PropertyKey[]) =>
     prefix === '' ? configPath(path) : path.length === 0 ? prefix : `${prefix}.${configPath(path)}`;
@@ -254,7 +289,7 @@ export function configErrorFrom(error: ZodError, input: unknown, source: string,
       issue.code === 'unrecognized_keys'
         ? issue.keys.map((key) => ({
             path: join([...issue.path, key]),
-            message: 'unknown key',
+            message: unknownKeyAt(schema, issue.path, key),
             received: valueAt(input, [...issue.path, key]),
           }))
         : [
@@ -269,6 +304,38 @@ export function configErrorFrom(error: ZodError, input: unknown, source: string,
     ),
     source,
   );
+}
+
+function unknownKeyAt(schema: unknown, path: readonly PropertyKey[], key: PropertyKey): string {
+  const known = schema === undefined ? undefined : keysAt(schema, path);
+  return known === undefined || typeof key !== 'string' ? 'unknown key' : unknownKeyMessage(key, known);
+}
+
+/** The known key `key` is a near miss of (a typo, another case), if any. */
+export function nearMiss(key: string, known: readonly string[]): string | undefined {
+  const lower = key.toLowerCase();
+  return known.find((k) => distance(k.toLowerCase(), lower) <= (lower.length > 4 ? 2 : 1));
+}
+
+/** `unknown key (expected one of: ...)`, with the known key meant when it is a near miss. */
+export function unknownKeyMessage(key: string, known: readonly string[]): string {
+  const meant = nearMiss(key, known);
+  const hint = meant === undefined ? '' : `did you mean "${meant}"? `;
+  return `unknown key (${hint}expected one of: ${known.join(', ')})`;
+}
+
+/** Edit distance (insertions, deletions, substitutions) between two short strings. */
+function distance(a: string, b: string): number {
+  let row = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const next = [i];
+    for (let j = 1; j <= b.length; j++) {
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      next[j] = Math.min((row[j] ?? 0) + 1, (next[j - 1] ?? 0) + 1, (row[j - 1] ?? 0) + cost);
+    }
+    row = next;
+  }
+  return row[b.length] ?? 0;
 }
 
 function valueAt(input: unknown, path: readonly PropertyKey[]): unknown {

@@ -133,15 +133,21 @@ describe('AdaptiveRateLimiter: announced quotas', () => {
   });
 
   it.each([
-    ['a negative remaining', { remaining: -5, resetMs: 10_000 }],
-    ['a NaN reset', { remaining: 5, resetMs: Number.NaN }],
-    ['a string', { remaining: '5', resetMs: 10_000 } as unknown as AnnouncedQuota],
-    ['an infinite window', { limit: 5, windowMs: Number.POSITIVE_INFINITY }],
-    ['a zero window', { limit: 5, windowMs: 0 }],
-    ['nothing at all', {}],
-  ])('ignores %s', (_name, quota) => {
+    ['a negative remaining', { remaining: -5, resetMs: 10_000 }, 'remaining -5'],
+    ['a NaN reset', { remaining: 5, resetMs: Number.NaN }, 'resetMs NaN'],
+    ['a string', { remaining: '5', resetMs: 10_000 } as unknown as AnnouncedQuota, 'remaining "5"'],
+    ['an infinite window', { limit: 5, windowMs: Number.POSITIVE_INFINITY }, 'windowMs Infinity'],
+    ['a zero window', { limit: 5, windowMs: 0 }, 'windowMs 0'],
+  ])('refuses %s (naming the field and its value), and reads nothing from it', (_name, quota, field) => {
     const { limiter } = setup();
-    answer(limiter, [quota]);
+    expect(() => answer(limiter, [quota])).toThrow(field);
+    expect(limiter.snapshot().announcedRate).toBeUndefined();
+    expect(limiter.snapshot().pausedUntil).toBeUndefined();
+  });
+
+  it('ignores a quota that announces nothing', () => {
+    const { limiter } = setup();
+    answer(limiter, [{}]);
     expect(limiter.snapshot().announcedRate).toBeUndefined();
     expect(limiter.snapshot().pausedUntil).toBeUndefined();
   });

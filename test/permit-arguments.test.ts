@@ -136,7 +136,7 @@ describe('a permit given a list of quotas with a hole', () => {
         ] as const) {
           expect(call).toThrow(InvalidArgumentError);
           expect(call).toThrow(
-            `${method}(): quota[1]: expected an announced quota (an object) (received ${String(hole)})`,
+            `${method}(): quota[1]: expected an announced quota { policy, remaining, resetMs, limit, windowMs }: ${String(hole)} is not an object (received ${String(hole)})`,
           );
         }
       }

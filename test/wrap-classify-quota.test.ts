@@ -27,7 +27,9 @@ describe('wrap: a classify whose quota list holds a hole', () => {
       const first = await call().catch((e: unknown) => e);
       expect(first).toBeInstanceOf(InvalidCallbackValueError);
       expect((first as InvalidCallbackValueError).callback).toBe('classify');
-      expect((first as Error).message).toMatch(/quota an array of objects/);
+      expect((first as Error).message).toMatch(
+        /quota an array of \{ policy, remaining, resetMs, limit, windowMs \}/,
+      );
       for (let i = 0; i < 9; i++) await call().catch(() => undefined);
       // Another caller of the same limiter, with nothing wrong in it.
       const plain = wrap(limiter, async () => 'plain');
@@ -58,7 +60,7 @@ describe('runAttempts: an outcome its permit refuses', () => {
       });
       await expect(run).rejects.toThrow(InvalidArgumentError);
       await expect(run).rejects.toThrow(
-        'success(): quota[0]: expected an announced quota (an object) (received null)',
+        'success(): quota[0]: expected an announced quota { policy, remaining, resetMs, limit, windowMs }: null is not an object (received null)',
       );
     }
     expect(limiter.tryAcquire()).toBeDefined();

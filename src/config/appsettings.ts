@@ -66,8 +66,16 @@ function valueKind(field: unknown): Kind | undefined {
   let node = field as z.ZodType | undefined;
   for (let depth = 0; node !== undefined && depth < 8; depth++) {
     if (node === durationSchema) return 'duration';
-    const def = node._zod.def as { type: string; innerType?: z.ZodType; in?: z.ZodType; element?: z.ZodType };
+    const def = node._zod.def as {
+      type: string;
+      innerType?: z.ZodType;
+      in?: z.ZodType;
+      element?: z.ZodType;
+      options?: z.ZodType[];
+    };
     if (def.type === 'number') return 'number';
+    // A number or a literal (`maxUnitsPerMinute`: a number, or Infinity): a number.
+    if (def.type === 'union') return def.options?.some((o) => valueKind(o) === 'number') ? 'number' : undefined;
     if (def.type === 'array') return valueKind(def.element) === 'number' ? 'numbers' : undefined;
     node = def.innerType ?? def.in;
   }

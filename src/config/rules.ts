@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { ConfigError, type ConfigIssue, configErrorFrom, configPath } from '../errors.js';
+import { ConfigError, type ConfigIssue, configErrorFrom, configPath, unknownKeyMessage } from '../errors.js';
 import { limiterFieldsSchema, RATE_FIELDS, resolveLimiterOptions } from '../limiter/options.js';
 import type { RateLimiter } from '../limiter/types.js';
 import { normalizeOrigin, originMatcher, patternKey } from '../origin.js';
@@ -150,6 +150,8 @@ export function exactOrigin(pattern: string): string | undefined {
   return normalizeOrigin(pattern);
 }
 
+export { nearMiss, unknownKeyMessage } from '../errors.js';
+
 /** What a `__proto__` key is told: an object literal or `JSON.parse` would set the prototype with it, or drop it. */
 export const PROTO_MESSAGE =
   '"__proto__" cannot be a key or a limiter name: objects treat it as their prototype';
@@ -187,33 +189,6 @@ function unknownKeyIssues(value: object, known: readonly string[], path: string)
       message: unknownKeyMessage(key, known),
       received: (value as Record<string, unknown>)[key],
     }));
-}
-
-/** The known key `key` is a near miss of (a typo, another case), if any. */
-export function nearMiss(key: string, known: readonly string[]): string | undefined {
-  const lower = key.toLowerCase();
-  return known.find((k) => distance(k.toLowerCase(), lower) <= (lower.length > 4 ? 2 : 1));
-}
-
-/** `unknown key (expected one of: ...)`, with the known key meant when it is a near miss. */
-export function unknownKeyMessage(key: string, known: readonly string[]): string {
-  const meant = nearMiss(key, known);
-  const hint = meant === undefined ? '' : `did you mean "${meant}"? `;
-  return `unknown key (${hint}expected one of: ${known.join(', ')})`;
-}
-
-/** Edit distance (insertions, deletions, substitutions) between two short strings. */
-function distance(a: string, b: string): number {
-  let row = Array.from({ length: b.length + 1 }, (_, j) => j);
-  for (let i = 1; i <= a.length; i++) {
-    const next = [i];
-    for (let j = 1; j <= b.length; j++) {
-      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
-      next[j] = Math.min((row[j] ?? 0) + 1, (next[j - 1] ?? 0) + 1, (row[j - 1] ?? 0) + cost);
-    }
-    row = next;
-  }
-  return row[b.length] ?? 0;
 }
 
 /** The keys of a {@link LimiterConfig} allowed next to a `limiter` instance. */

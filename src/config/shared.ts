@@ -8,7 +8,8 @@ export const REDIS_URL_MESSAGE =
 
 /**
  * Whether `url` is a Redis URL the budget can connect to: a `redis:` or `rediss:` URL with a
- * host (ioredis reads it), or a cluster's ({@link parseClusterUrl}). Its path, when it has one,
+ * host (ioredis reads it) and a port that is not 0 (none connects), or a cluster's
+ * ({@link parseClusterUrl}). Its path, when it has one,
  * is a database number (`/0`): ioredis sends the path as it is to `SELECT`, and Redis's refusal
  * of `/abc` was an unhandled rejection that ended the process at the first request. Its user and
  * password decode (`%ZZ` made ioredis throw `URIError: URI malformed` at every request).
@@ -22,6 +23,7 @@ export function isRedisUrl(url: string): boolean {
     return (
       (parsed.protocol === 'redis:' || parsed.protocol === 'rediss:') &&
       parsed.hostname !== '' &&
+      parsed.port !== '0' &&
       /^(?:\/\d*)?$/.test(parsed.pathname)
     );
   } catch {

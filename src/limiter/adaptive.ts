@@ -48,7 +48,7 @@ import {
 } from './options.js';
 import { Pacer } from './pacer.js';
 import { Pause } from './pause.js';
-import { badSignal, LimiterPermit, unitsCounted, waitedBefore } from './permit.js';
+import { badOptions, LimiterPermit, unitsCounted, waitedBefore } from './permit.js';
 import { drawFrom, RateBook } from './rate-book.js';
 import { SlowStart } from './slow-start.js';
 import type {
@@ -233,9 +233,11 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
 
   acquire(units = 1, options?: AcquireOptions): Promise<Permit> {
     if (!validUnits(units)) return Promise.reject(badUnits('acquire', units));
+    if (options !== undefined) {
+      const bad = badOptions('acquire', options);
+      if (bad !== undefined) return Promise.reject(bad);
+    }
     const signal = options?.signal;
-    if (signal != null && typeof signal.addEventListener !== 'function')
-      return Promise.reject(badSignal('acquire', options));
     if (signal?.aborted) return Promise.reject(signal.reason);
     if (this.#closed) return Promise.reject(this.#rejection('closed', units, 'closed'));
     const now = this.#clock.now();
@@ -493,7 +495,8 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
    * Like any change of rate it clears `waited`; the cut bookkeeping is kept.
    */
   setRate(rate: number): void {
-    if (!(rate > 0)) throw new InvalidArgumentError('setRate', 'rate', 'expected a positive number', rate);
+    if (typeof rate !== 'number' || !(rate > 0))
+      throw new InvalidArgumentError('setRate', 'rate', 'expected a positive number', rate);
     const now = this.#clock.now();
     const next = this.#book.clamp(rate);
     if (next !== this.#bucket.rate) this.#changeRate(next, now, 'update');
@@ -517,7 +520,8 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
    * A shorter pause than the current one changes nothing.
    */
   pauseFor(ms: number): void {
-    if (!(ms >= 0)) throw new InvalidArgumentError('pauseFor', 'ms', 'expected a number >= 0', ms);
+    if (typeof ms !== 'number' || !(ms >= 0))
+      throw new InvalidArgumentError('pauseFor', 'ms', 'expected a number >= 0', ms);
     const now = this.#clock.now();
     const capped = Math.min(ms, this.#opts.maxPause);
     if (capped > 0) this.#pauseFor(now, capped, ms);

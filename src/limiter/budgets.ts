@@ -399,6 +399,13 @@ export class BudgetedPermit implements Permit {
   throttled(retryAfterMs?: number, quota?: Quota, budgets?: readonly string[]): void {
     checkWait('throttled', retryAfterMs);
     checkQuota('throttled', quota);
+    if (budgets !== undefined && !(Array.isArray(budgets) && budgets.every((b) => typeof b === 'string')))
+      throw new InvalidArgumentError(
+        'throttled',
+        'budgets',
+        'expected an array of budget names (strings), or undefined',
+        budgets,
+      );
     this.#throttled(retryAfterMs, quota, budgets, false);
   }
 

@@ -5,8 +5,10 @@ import { kWaitBound } from '../internal.js';
 import { LazyEmitter, type LimiterEventMap, refusal } from './events.js';
 import { Fifo } from './fifo.js';
 import { LIMITER_DEFAULTS, limiterFieldsSchema } from './options.js';
-import { badSignal, waitedBefore } from './permit.js';
-import type { AcquireOptions, Permit, RateLimiter, WaitBound } from './types.js';
+import { badOptions, checkQuota, checkUnitsUsed, checkWait, waitedBefore } from './permit.js';
+import type { AcquireOptions, AnnouncedQuota, Permit, RateLimiter, WaitBound } from './types.js';
+
+type Quota = readonly AnnouncedQuota[] | undefined;
 
 /** Permits are counted in floats when units are; a shortfall below this is no shortfall. */
 const EPSILON = 1e-9;
@@ -42,13 +44,16 @@ export interface FixedWindowSnapshot {
   closed: boolean;
 }
 
-const optionsSchema = z.object({
-  name: limiterFieldsSchema.shape.name,
-  limitForPeriod: z.number().int().min(1),
-  limitRefreshPeriod: z.number().positive().finite(),
-  timeoutDuration: z.number().nonnegative().finite(),
-  clock: limiterFieldsSchema.shape.clock,
-});
+const optionsSchema = z
+  .object({
+    name: limiterFieldsSchema.shape.name,
+    limitForPeriod: z.number().int().min(1),
+    limitRefreshPeriod: z.number().positive().finite(),
+    timeoutDuration: z.number().nonnegative().finite(),
+    clock: limiterFieldsSchema.shape.clock,
+  })
+  // A misspelled option (`timeoutDurations`) is a ConfigError naming the one meant, never ignored.
+  .strict();
 const SOURCE = 'fixed-window limiter options';
 
 interface Waiter {
@@ -112,7 +117,7 @@ export class FixedWindowRateLimiter extends LazyEmitter<FixedWindowEventMap> imp
   constructor(options: FixedWindowLimiterOptions) {
     super();
     const parsed = optionsSchema.safeParse(options);
-    if (!parsed.success) throw configErrorFrom(parsed.error, options, SOURCE);
+    if (!parsed.success) throw configErrorFrom(parsed.error, options, SOURCE, '', optionsSchema);
     const o = parsed.data;
     this.name = o.name ?? LIMITER_DEFAULTS.name;
     this.#clock = o.clock ?? systemClock;
@@ -126,8 +131,8 @@ export class FixedWindowRateLimiter extends LazyEmitter<FixedWindowEventMap> imp
   acquire(units = 1, options?: AcquireOptions): Promise<Permit> {
     const invalid = checkUnits('acquire', units);
     if (invalid) return Promise.reject(invalid);
-    const notSignal = badSignal('acquire', options);
-    if (notSignal) return Promise.reject(notSignal);
+    const bad = badOptions('acquire', options);
+    if (bad) return Promise.reject(bad);
     const signal = options?.signal;
     if (signal?.aborted) return Promise.reject(signal.reason);
     if (this.#closed)
@@ -415,9 +420,31 @@ function badArgument(
   return new InvalidArgumentError(method, argument, issue?.message ?? 'invalid', received);
 }
 
-const ignore = (): void => {};
+/**
+ * A fixed window does not adapt: the feedback is checked as the `Permit` contract says (a bad
+ * argument is an {@link InvalidArgumentError}, as on an adaptive limiter's permit) and ignored.
+ */
+const FEEDBACK: Pick<Permit, 'success' | 'throttled' | 'failed'> = {
+  success(unitsUsed?: number, quota?: Quota) {
+    checkUnitsUsed(unitsUsed);
+    checkQuota('success', quota);
+  },
+  throttled(retryAfterMs?: number, quota?: Quota) {
+    checkWait('throttled', retryAfterMs);
+    checkQuota('throttled', quota);
+  },
+  failed(retryAfterMs?: number, quota?: Quota) {
+    checkWait('failed', retryAfterMs);
+    checkQuota('failed', quota);
+  },
+};
 
-/** A fixed window does not adapt: the feedback is accepted and ignored. */
 function permitOf(units: number, waitedMs: number): Permit {
-  return { units, waitedMs, success: ignore, throttled: ignore, failed: ignore };
+  return {
+    units,
+    waitedMs,
+    success: FEEDBACK.success,
+    throttled: FEEDBACK.throttled,
+    failed: FEEDBACK.failed,
+  };
 }

@@ -194,7 +194,10 @@ const limiterFieldsObject = z.object({
   ),
   initialUnitsPerMinute: rate,
   minUnitsPerMinute: rate,
-  maxUnitsPerMinute: z.number().positive(),
+  // Infinity is the default (unbounded): given, it lifts a cap at run time.
+  maxUnitsPerMinute: z.union([z.number().positive(), z.literal(Number.POSITIVE_INFINITY)], {
+    error: 'expected a number > 0, or Infinity (unbounded)',
+  }),
   instanceCount: z.number().int().positive().finite(),
   maxWait: ms,
   queueLimit: z.number().int().nonnegative(),
@@ -292,7 +295,7 @@ export function resolveLimiterOptions(
     random: Math.random,
   };
   if (!parsed.success) {
-    const issues = configErrorFrom(parsed.error, options, SOURCE).issues;
+    const issues = configErrorFrom(parsed.error, options, SOURCE, '', limiterFieldsSchema).issues;
     // The rates are plain numbers: once valid, the input's are the parsed ones.
     const ratesValid = !issues.some(
       (i) => i.path === '' || (RATE_FIELDS as readonly string[]).includes(i.path),

@@ -1,4 +1,4 @@
-import { InvalidArgumentError } from '../errors.js';
+import { InvalidArgumentError, unknownKeyMessage } from '../errors.js';
 import {
   kFailed,
   kNoAnswer,
@@ -138,20 +138,76 @@ export function checkQuota(method: string, quota: unknown): void {
       'expected an array of announced quotas, or undefined',
       quota,
     );
-  let at = 0;
-  while (at < quota.length && isQuotaObject(quota[at])) at++;
-  if (at < quota.length)
-    throw new InvalidArgumentError(
-      method,
-      `quota[${at}]`,
-      'expected an announced quota (an object)',
-      quota[at],
-    );
+  for (let at = 0; at < quota.length; at++) {
+    const problem = quotaProblem(quota[at]);
+    if (problem !== undefined)
+      throw new InvalidArgumentError(
+        method,
+        `quota[${at}]`,
+        `expected an announced quota { policy, remaining, resetMs, limit, windowMs }: ${problem}`,
+        quota[at],
+      );
+  }
 }
 
-/** Whether `q` can be read as an announced quota: an object (its fields are read as given). @internal */
-export function isQuotaObject(q: unknown): boolean {
-  return typeof q === 'object' && q !== null && !Array.isArray(q);
+/** Fields of an announced quota: the least each may be (`> 0` when `positive`). */
+const QUOTA_FIELDS = [
+  ['remaining', false],
+  ['resetMs', false],
+  ['limit', true],
+  ['windowMs', true],
+] as const;
+
+/**
+ * What is wrong with one announced quota (not an object; `policy` not a string; `remaining` or
+ * `resetMs` not a finite number >= 0; `limit` or `windowMs` not one > 0); `undefined`: nothing.
+ * @internal
+ */
+export function quotaProblem(q: unknown): string | undefined {
+  if (typeof q !== 'object' || q === null || Array.isArray(q)) return `${describeValue(q)} is not an object`;
+  const quota = q as Record<string, unknown>;
+  if (quota.policy !== undefined && typeof quota.policy !== 'string') return 'policy is not a string';
+  for (const [field, positive] of QUOTA_FIELDS) {
+    const x = quota[field];
+    if (x === undefined) continue;
+    if (!validQuotaField(x, positive)) {
+      return `${field} ${describeValue(x)} is not a finite number ${positive ? '> 0' : '>= 0'}`;
+    }
+  }
+  return undefined;
+}
+
+/**
+ * `q` (an object) with only its valid fields (see {@link quotaProblem}), or `q` itself when all
+ * are: what a server announced, without the numbers no announced quota has. @internal
+ */
+export function validQuotaFields<Q extends object>(q: Q): Q {
+  const quota = q as Record<string, unknown>;
+  let out: Record<string, unknown> | undefined;
+  if (quota.policy !== undefined && typeof quota.policy !== 'string') out = { ...quota, policy: undefined };
+  for (const [field, positive] of QUOTA_FIELDS) {
+    const x = quota[field];
+    if (x === undefined || validQuotaField(x, positive)) continue;
+    out ??= { ...quota };
+    out[field] = undefined;
+  }
+  return (out ?? q) as Q;
+}
+
+function validQuotaField(x: unknown, positive: boolean): boolean {
+  return typeof x === 'number' && Number.isFinite(x) && x >= 0 && !(positive && x === 0);
+}
+
+function describeValue(x: unknown): string {
+  if (typeof x === 'string') return JSON.stringify(x);
+  if (typeof x === 'object' && x !== null) {
+    try {
+      return JSON.stringify(x);
+    } catch {
+      return String(x);
+    }
+  }
+  return String(x);
 }
 
 /**
@@ -224,6 +280,42 @@ export function badSignal(
     "expected an AbortSignal (an AbortController's .signal)",
     signal,
   );
+}
+
+const ACQUIRE_KEYS: readonly string[] = ['signal', 'waitedMs', 'costs'];
+
+/**
+ * The refusal of acquire options that are not what {@link AcquireOptions} says, or `undefined`:
+ * not an object, an unknown key (`signl`, or `maxWait`, which is the limiter's), a `signal` that
+ * is no `AbortSignal` (see {@link badSignal}), a `waitedMs` that is no finite number >= 0. Each
+ * would be ignored otherwise: an abort that never ends the wait, a wait longer than asked.
+ * @internal
+ */
+export function badOptions(
+  method: string,
+  options: AcquireOptions | undefined,
+): InvalidArgumentError | undefined {
+  if (options === undefined) return undefined;
+  if (typeof options !== 'object' || options === null || Array.isArray(options))
+    return new InvalidArgumentError(
+      method,
+      'options',
+      'expected an object of { signal, waitedMs, costs }',
+      options,
+    );
+  for (const key in options) {
+    if (!ACQUIRE_KEYS.includes(key))
+      return new InvalidArgumentError(
+        method,
+        key,
+        unknownKeyMessage(key, ACQUIRE_KEYS),
+        options[key as keyof AcquireOptions],
+      );
+  }
+  const waited: unknown = options.waitedMs;
+  if (waited !== undefined && !(typeof waited === 'number' && waited >= 0 && Number.isFinite(waited)))
+    return new InvalidArgumentError(method, 'waitedMs', 'expected a finite number of ms >= 0', waited);
+  return badSignal(method, options);
 }
 
 /** `waitedMs` of acquire options when valid (a finite number >= 0), else 0. */

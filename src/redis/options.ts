@@ -8,8 +8,8 @@ import {
   sharedLimiterIssues,
   sharedTimings,
 } from '../config/shared.js';
-import { ConfigError, configErrorFrom } from '../errors.js';
-import type { AdaptiveLimiterOptions } from '../limiter/options.js';
+import { ConfigError, configErrorFrom, unknownKeyMessage } from '../errors.js';
+import { type AdaptiveLimiterOptions, limiterFieldsSchema } from '../limiter/options.js';
 import type { RedisClient } from './client.js';
 import type { BudgetStore } from './store.js';
 
@@ -98,6 +98,23 @@ export function resolveSharedOptions(options: SharedBudgetOptions): ResolvedShar
       [{ path: 'redis', message: REDIS_URL_MESSAGE, received: redis }],
       'shared budget options',
     );
+  }
+  // A key neither the budget nor its limiter knows (`heartbeatIntervl`) is named here, with the
+  // one meant: the limiter would call it one of its own options.
+  const known = [
+    ...Object.keys(sharedSchema.shape),
+    'redis',
+    'store',
+    ...Object.keys(limiterFieldsSchema.shape),
+  ];
+  const unknown = Object.keys(options).filter((key) => !known.includes(key));
+  if (unknown.length > 0) {
+    const issues = unknown.map((key) => ({
+      path: key,
+      message: unknownKeyMessage(key, known),
+      received: (options as unknown as Record<string, unknown>)[key],
+    }));
+    throw new ConfigError(issues, 'shared budget options');
   }
   const refused = sharedLimiterIssues(options as { budgets?: unknown; burst?: unknown });
   if (refused.length > 0) throw new ConfigError(refused, 'shared budget options');

@@ -1,7 +1,7 @@
 import { DEFAULT_MAX_ATTEMPTS, runAttempts } from '../attempt-loop.js';
 import { unknownKeyMessage } from '../config/rules.js';
 import { ConfigError, type ConfigIssue, InvalidCallbackValueError } from '../errors.js';
-import { isQuotaObject } from '../limiter/permit.js';
+import { quotaProblem } from '../limiter/permit.js';
 import type { Outcome, RateLimiter } from '../limiter/types.js';
 import { redact } from '../redact.js';
 import { classifyThrown } from './sdk-errors.js';
@@ -228,13 +228,14 @@ function checkedOutcome(callback: 'classify' | 'classifyError', outcome: unknown
     outcome !== null &&
     KINDS.has(o.kind as string) &&
     (o.kind === 'success' ? isWait(o.units) : isWait(o.retryAfterMs)) &&
-    (o.quota === undefined || (Array.isArray(o.quota) && o.quota.every(isQuotaObject))) &&
+    (o.quota === undefined ||
+      (Array.isArray(o.quota) && o.quota.every((q) => quotaProblem(q) === undefined))) &&
     (o.budgets === undefined ||
       (Array.isArray(o.budgets) && o.budgets.every((b: unknown) => typeof b === 'string')));
   if (valid) return outcome as Outcome;
   throw new InvalidCallbackValueError(
     callback,
-    `${callback} returned ${describeOutcome(outcome)}; expected { kind: 'success' | 'throttled' | 'failed' } (units or retryAfterMs a finite number >= 0, quota an array of objects)`,
+    `${callback} returned ${describeOutcome(outcome)}; expected { kind: 'success' | 'throttled' | 'failed' } (units or retryAfterMs a finite number >= 0, quota an array of { policy, remaining, resetMs, limit, windowMs }, numbers finite and >= 0, limit and windowMs > 0)`,
     outcome,
   );
 }

@@ -1,6 +1,7 @@
 import type { HeaderProfile, QuotaFromHeaders } from '../../config/types.js';
 import { InvalidCallbackValueError } from '../../errors.js';
 import type { HeaderLookup, HeaderRecord } from '../../headers.js';
+import { quotaProblem, validQuotaFields } from '../../limiter/permit.js';
 import type { AnnouncedQuota } from '../../limiter/types.js';
 import { readAnthropic } from './anthropic.js';
 import { readGithub } from './github.js';
@@ -41,6 +42,7 @@ export function quotaReader(
     let out = chosen === false ? undefined : readIetf(headers);
     const more = vendor?.(headers, nowMs);
     if (more !== undefined) out = out === undefined ? more : [...out, ...more];
+    if (out !== undefined) out = withValidFields(out);
     if (quotaFromHeaders !== undefined) {
       const own = ownQuota(quotaFromHeaders(record()));
       if (own !== undefined) out = out === undefined ? own : [...out, ...own];
@@ -49,13 +51,21 @@ export function quotaReader(
   };
 }
 
-/** Fields of an announced quota: the least each may be (`> 0` when `positive`). */
-const QUOTA_FIELDS = [
-  ['remaining', false],
-  ['resetMs', false],
-  ['limit', true],
-  ['windowMs', true],
-] as const;
+/**
+ * The quotas a server's headers announced, each without a number no announced quota has (a
+ * `limit` of 0, say): the readers take what the headers say, and a permit refuses such a quota.
+ */
+function withValidFields(quotas: AnnouncedQuota[]): AnnouncedQuota[] {
+  let out: AnnouncedQuota[] | undefined;
+  for (let i = 0; i < quotas.length; i++) {
+    const q = quotas[i] as AnnouncedQuota;
+    const valid = validQuotaFields(q);
+    if (valid === q) continue;
+    out ??= [...quotas];
+    out[i] = valid;
+  }
+  return out ?? quotas;
+}
 
 /**
  * What `quotaFromHeaders` returned, checked as `classify`'s answer is.
@@ -76,21 +86,6 @@ function ownQuota(value: unknown): AnnouncedQuota[] | undefined {
     }
   }
   return list as AnnouncedQuota[];
-}
-
-/** What is wrong with one announced quota; `undefined`: nothing. */
-function quotaProblem(q: unknown): string | undefined {
-  if (typeof q !== 'object' || q === null || Array.isArray(q)) return `${describe(q)} is not an object`;
-  const quota = q as Record<string, unknown>;
-  if (quota.policy !== undefined && typeof quota.policy !== 'string') return 'policy is not a string';
-  for (const [field, positive] of QUOTA_FIELDS) {
-    const x = quota[field];
-    if (x === undefined) continue;
-    if (typeof x !== 'number' || !Number.isFinite(x) || x < 0 || (positive && x === 0)) {
-      return `${field} ${describe(x)} is not a finite number ${positive ? '> 0' : '>= 0'}`;
-    }
-  }
-  return undefined;
 }
 
 function describe(x: unknown): string {
