@@ -75,7 +75,8 @@ function valueKind(field: unknown): Kind | undefined {
     };
     if (def.type === 'number') return 'number';
     // A number or a literal (`maxUnitsPerMinute`: a number, or Infinity): a number.
-    if (def.type === 'union') return def.options?.some((o) => valueKind(o) === 'number') ? 'number' : undefined;
+    if (def.type === 'union')
+      return def.options?.some((o) => valueKind(o) === 'number') ? 'number' : undefined;
     if (def.type === 'array') return valueKind(def.element) === 'number' ? 'numbers' : undefined;
     node = def.innerType ?? def.in;
   }
