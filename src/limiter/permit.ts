@@ -198,7 +198,8 @@ function validQuotaField(x: unknown, positive: boolean): boolean {
   return typeof x === 'number' && Number.isFinite(x) && x >= 0 && !(positive && x === 0);
 }
 
-function describeValue(x: unknown): string {
+/** A value as a message shows it: strings and objects as JSON. @internal */
+export function describeValue(x: unknown): string {
   if (typeof x === 'string') return JSON.stringify(x);
   if (typeof x === 'object' && x !== null) {
     try {

@@ -1,7 +1,7 @@
 import type { HeaderProfile, QuotaFromHeaders } from '../../config/types.js';
 import { InvalidCallbackValueError } from '../../errors.js';
 import type { HeaderLookup, HeaderRecord } from '../../headers.js';
-import { quotaProblem, validQuotaFields } from '../../limiter/permit.js';
+import { describeValue, quotaProblem, validQuotaFields } from '../../limiter/permit.js';
 import type { AnnouncedQuota } from '../../limiter/types.js';
 import { readAnthropic } from './anthropic.js';
 import { readGithub } from './github.js';
@@ -80,22 +80,10 @@ function ownQuota(value: unknown): AnnouncedQuota[] | undefined {
     if (problem !== undefined) {
       throw new InvalidCallbackValueError(
         'quotaFromHeaders',
-        `quotaFromHeaders returned ${describe(value)}: ${problem}; expected { policy, remaining, resetMs, limit, windowMs }, a list of them, or undefined`,
+        `quotaFromHeaders returned ${describeValue(value)}: ${problem}; expected { policy, remaining, resetMs, limit, windowMs }, a list of them, or undefined`,
         value,
       );
     }
   }
   return list as AnnouncedQuota[];
-}
-
-function describe(x: unknown): string {
-  if (typeof x === 'string') return JSON.stringify(x);
-  if (typeof x === 'object' && x !== null) {
-    try {
-      return JSON.stringify(x);
-    } catch {
-      return String(x);
-    }
-  }
-  return String(x);
 }
