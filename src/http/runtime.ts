@@ -15,7 +15,7 @@ import {
 import type { AdaptiveRateLimiter } from '../limiter/adaptive.js';
 import type { Outcome, RateLimiter } from '../limiter/types.js';
 import { setLimiterSlotGate } from '../limiter/watch.js';
-import { RateLimiterRegistry } from '../registry/index.js';
+import { OVERFLOW, RateLimiterRegistry } from '../registry/index.js';
 import { LazySharedBudget } from '../registry/shared.js';
 import { type AdapterWait, AdapterWaits } from './adapter-close.js';
 import { classifyResponse, type ResponseRules } from './classify.js';
@@ -103,6 +103,8 @@ export class HttpRuntime {
   readonly #rules: ResponseRules;
   /** One gate per limiter (per `limiter` instance): a named limiter's origins share its cap. */
   readonly #gates = new WeakMap<RateLimiter, ConcurrencyGate>();
+  /** The last gate of each named limiter with `maxConcurrent`, by its name (see `#resolve`). */
+  readonly #namedGates = new Map<string, ConcurrencyGate>();
   /** One LLM meter per limiter (its running averages). */
   readonly #meters = new WeakMap<RateLimiter, LlmMeter>();
   readonly #removeBusyCheck: () => void;
@@ -178,8 +180,11 @@ export class HttpRuntime {
     }
     const known = this.#routes.get(origin);
     if (known === null) return undefined;
+    // The overflow limiter's route is looked up again at each request: the origin gets a limiter
+    // of its own once there is room (another's 429 would pause it for good otherwise).
     if (
       known !== undefined &&
+      known.name !== OVERFLOW &&
       (known.held === undefined || this.registry[kTouchOrigin](known.held) === known.limiter)
     ) {
       return known;
@@ -200,6 +205,7 @@ export class HttpRuntime {
     const { key, instance, own } = found;
     // A shared budget's local limiter comes once its code has loaded: attached then.
     if (found.limiter !== undefined && found.limiter !== route.limiter) attachDiagnostics(found.limiter);
+    else if (found.instance instanceof LazySharedBudget) found.instance.onLimiter(attachDiagnostics);
     const known = this.#partitionRoutes.get(key);
     if (known !== undefined && known.limiter === instance) return known;
     let gate = route.gate;
@@ -245,16 +251,20 @@ export class HttpRuntime {
     const { limiter, adaptive } = found;
     // A limiter instance without an AdaptiveRateLimiter (neither one nor holding one) publishes nothing.
     if (adaptive !== undefined) attachDiagnostics(adaptive);
+    else if (limiter instanceof LazySharedBudget) limiter.onLimiter(attachDiagnostics);
     const config = this.registry.configFor(found.name);
     const maxConcurrent = config?.maxConcurrent;
     let gate: ConcurrencyGate | undefined;
     if (maxConcurrent !== undefined) {
+      const named = found.name !== origin && found.name !== OVERFLOW;
       gate = this.#gates.get(limiter);
+      // A named limiter `replace` made anew with the same cap keeps the gate of the one it
+      // replaced: the requests in flight through that one still hold their slots.
+      if (gate === undefined && named) gate = this.#namedGates.get(found.name);
       // A `limiter` instance outlives a `replace` that changes its cap: a new cap, a new gate.
-      if (gate === undefined || gate.max !== maxConcurrent) {
-        gate = new ConcurrencyGate(maxConcurrent);
-        this.#gates.set(limiter, gate);
-      }
+      if (gate === undefined || gate.max !== maxConcurrent) gate = new ConcurrencyGate(maxConcurrent);
+      this.#gates.set(limiter, gate);
+      if (named) this.#namedGates.set(found.name, gate);
       // The metrics count the waits for its slots under the limiter (a shared budget's local
       // limiter once its code has loaded).
       const slots = gate;

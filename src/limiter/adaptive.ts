@@ -180,6 +180,14 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     return sub;
   }
 
+  /**
+   * Hands this limiter to the watchers (the metrics) once per generation; not the limiter of one
+   * of the other budgets, whose events its owner tells under its own name.
+   */
+  #handToWatchers(): number {
+    return this.#member?.forward === undefined ? handToWatchers(this) : watchGeneration();
+  }
+
   /** This limiter's budget's name when it is one of several, else `undefined`. */
   get #budgetName(): string | undefined {
     return this.#member?.name;
@@ -627,7 +635,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     quotaWait = false,
     noCut = false,
   ): void {
-    if (this.#watched !== watchGeneration()) this.#watched = handToWatchers(this);
+    if (this.#watched !== watchGeneration()) this.#watched = this.#handToWatchers();
     const now = this.#clock.now();
     const quota = this.#own(givenQuota);
     // A wait that is only an exhausted policy's reset is left to the policy (its learned shape).
@@ -673,7 +681,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     counted = true,
     answered = true,
   ): void {
-    if (this.#watched !== watchGeneration()) this.#watched = handToWatchers(this);
+    if (this.#watched !== watchGeneration()) this.#watched = this.#handToWatchers();
     if (counted && this.listenerCount('failed') > 0)
       this.emit('failed', { limiter: this.#opts.name, retryAfterMs });
     const quota = this.#own(given);
@@ -840,7 +848,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   }
 
   #grant(units: number, now: number, since: number): LimiterPermit {
-    if (this.#watched !== watchGeneration()) this.#watched = handToWatchers(this);
+    if (this.#watched !== watchGeneration()) this.#watched = this.#handToWatchers();
     this.#book.accepted.open(now);
     this.#slowStart?.granted(units);
     if (this.#bucket.unlimited) this.#book.grantedUnlimited(units, now);
@@ -914,7 +922,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     detail: string,
     waitMs?: number,
   ): RateLimitRejectedError {
-    if (this.#watched !== watchGeneration()) this.#watched = handToWatchers(this);
+    if (this.#watched !== watchGeneration()) this.#watched = this.#handToWatchers();
     return refusal((e) => this.emit('rejected', e), this.#opts.name, reason, units, detail, waitMs);
   }
 
@@ -969,7 +977,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
       // Its costs leave the budgets' line too (they listened to its signal; the line could not).
       notQueued: (tag) => budgets?.drop(tag as BudgetWaiter),
       canceled: (units, waited, reason) => {
-        if (this.#watched !== watchGeneration()) this.#watched = handToWatchers(this);
+        if (this.#watched !== watchGeneration()) this.#watched = this.#handToWatchers();
         // An adapter's close refuses its waits (the limiter left open): the caller gets that
         // refusal, and the listeners hear it as one.
         if (reason instanceof RateLimitRejectedError) {

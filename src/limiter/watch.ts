@@ -79,6 +79,21 @@ export function limiterPartition(limiter: WatchedLimiter): string | undefined {
   return partitions.get(limiter);
 }
 
+const retired = new WeakSet<object>();
+
+/**
+ * @internal The registry tells that it took `limiter` out unclosed (`replace`, a dropped
+ * partition): it serves what it holds, and a newer limiter of its name serves the rest.
+ */
+export function setLimiterRetired(limiter: object): void {
+  retired.add(limiter);
+}
+
+/** Whether the registry took `limiter` out unclosed (see {@link setLimiterRetired}). */
+export function limiterRetired(limiter: object): boolean {
+  return retired.has(limiter);
+}
+
 /** What a watcher reads of a `maxConcurrent` gate: the requests waiting for one of its slots now. */
 export interface SlotGate {
   readonly waiting: number;

@@ -16,6 +16,7 @@ import {
   addLimiterWatcher,
   limiterOrigins,
   limiterPartition,
+  limiterRetired,
   limiterSlotGate,
   type SlotGate,
 } from '../limiter/watch.js';
@@ -237,7 +238,7 @@ class LimiterMetrics {
       // while the one it dropped lives on until it is collected, reported its old rate).
       const bySeries = new Map<
         Series,
-        { queued: number; slots: number | undefined; watched: Watched; s: LimiterSnapshot }
+        { queued: number; slots: number | undefined; watched: Watched; s: LimiterSnapshot; retired: boolean }
       >();
       // A gate an origin's partitions share counts once, under the first of them read.
       const gates = new Set<SlotGate>();
@@ -265,13 +266,19 @@ class LimiterMetrics {
           slots = gate.waiting;
         }
         const seen = bySeries.get(watched.series);
-        // `#live` keeps the order limiters were first watched in: the later one is the newer.
-        if (seen === undefined) bySeries.set(watched.series, { queued: s.queued, slots, watched, s });
+        // `#live` keeps the order limiters were first watched in: the later one is the newer,
+        // unless the registry took it out (`replace`): its gauges give way to the one in its place.
+        const retired = limiterRetired(limiter);
+        if (seen === undefined)
+          bySeries.set(watched.series, { queued: s.queued, slots, watched, s, retired });
         else {
           seen.queued += s.queued;
           if (slots !== undefined) seen.slots = (seen.slots ?? 0) + slots;
-          seen.watched = watched;
-          seen.s = s;
+          if (!retired || seen.retired) {
+            seen.watched = watched;
+            seen.s = s;
+            seen.retired = retired;
+          }
         }
       }
       for (const [{ attributes }, { queued: count, slots, watched, s }] of bySeries) {
@@ -336,7 +343,7 @@ class LimiterMetrics {
     const failed = { [ATTRIBUTES.result]: 'failed' };
     const listeners: Watched['listeners'] = {
       acquired: (e) => {
-        if (!series.kept) this.#keep(series);
+        if (!series.kept) watched.series = series = this.#keep(series);
         // As ASP.NET Core's time_in_queue: only requests that waited. Recording each request
         // sent at once (a zero) would cost the SDK an attribute hash per request, several µs;
         // they are `requests{result="acquired"}`.
@@ -346,11 +353,11 @@ class LimiterMetrics {
         } else series.acquired++;
       },
       rejected: (e) => {
-        if (!series.kept) this.#keep(series);
+        if (!series.kept) watched.series = series = this.#keep(series);
         series.rejected.set(e.reason, (series.rejected.get(e.reason) ?? 0) + 1);
       },
       canceled: () => {
-        if (!series.kept) this.#keep(series);
+        if (!series.kept) watched.series = series = this.#keep(series);
         series.canceled++;
       },
       throttled: (e) => {
@@ -389,11 +396,28 @@ class LimiterMetrics {
     return series;
   }
 
-  /** Reports `series` again (made, or counted into after `#prune` left it out). */
-  #keep(series: Series): void {
+  /**
+   * Reports `series` again (made, or counted into after `#prune` left it out), and returns the
+   * series to count into from now on: when another limiter made a series of the same key while
+   * this one was left out (a limiter made again under its name), that one, with this one's totals
+   * added: the reported totals never go down, and neither limiter's counts are lost.
+   */
+  #keep(series: Series): Series {
+    const current = this.#series.get(series.key);
+    if (current !== undefined && current !== series) {
+      current.acquired += series.acquired;
+      current.waited += series.waited;
+      current.canceled += series.canceled;
+      for (const [reason, n] of series.rejected)
+        current.rejected.set(reason, (current.rejected.get(reason) ?? 0) + n);
+      series.acquired = series.waited = series.canceled = 0;
+      series.rejected.clear();
+      return current;
+    }
     if (this.#series.size >= MAX_KEPT_SERIES) this.#prune();
     series.kept = true;
     this.#series.set(series.key, series);
+    return series;
   }
 
   /**

@@ -20,7 +20,7 @@ import {
 } from '../internal.js';
 import type { AdaptiveRateLimiter } from '../limiter/adaptive.js';
 import type { RateLimiter } from '../limiter/types.js';
-import { setLimiterOrigins, setLimiterPartition } from '../limiter/watch.js';
+import { setLimiterOrigins, setLimiterPartition, setLimiterRetired } from '../limiter/watch.js';
 import { normalizeOrigin } from '../origin.js';
 import {
   buildEntry,
@@ -521,7 +521,10 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
     // partition's shared budget leaves Redis once nothing waits in it or holds it.
     for (const partition of this.#dropPartitionsOf(name)) this.#retire(partition);
     const overflow = this.#takeNamedOverflow(name);
-    if (overflow !== undefined) this.#retire(overflow);
+    if (overflow !== undefined) {
+      this.#retire(overflow);
+      this.#announce('removed', partitionKey(name, OVERFLOW), overflow);
+    }
     this.#claims.delete(name);
     for (const budget of this.#sharedPartitions.takeWhere(name)) {
       retireSharedBudget(budget);
@@ -565,7 +568,11 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
       limiter = named.limiter;
       named.close();
       for (const partition of this.#dropPartitionsOf(name)) partition.close();
-      this.#takeNamedOverflow(name)?.close();
+      const overflow = this.#takeNamedOverflow(name);
+      if (overflow !== undefined) {
+        overflow.close();
+        this.#announce('removed', partitionKey(name, OVERFLOW), overflow);
+      }
       this.#claims.delete(name);
       this.#sharedPartitions.closeWhere(name);
     } else if (perOrigin !== undefined) {
@@ -606,6 +613,7 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
 
   /** Keeps `limiter`, taken out unclosed, to close with the registry (see `#retired`). */
   #retire(limiter: { close(): unknown }): void {
+    setLimiterRetired(limiter);
     for (const ref of this.#retired) if (ref.deref() === undefined) this.#retired.delete(ref);
     this.#retired.add(new WeakRef(limiter));
   }
