@@ -14,7 +14,7 @@ import {
 } from '../internal.js';
 import type { AdaptiveRateLimiter } from '../limiter/adaptive.js';
 import type { Outcome, RateLimiter } from '../limiter/types.js';
-import { setLimiterSlotGate } from '../limiter/watch.js';
+import { limiterRetired, setLimiterSlotGate } from '../limiter/watch.js';
 import { OVERFLOW, RateLimiterRegistry } from '../registry/index.js';
 import { LazySharedBudget } from '../registry/shared.js';
 import { type AdapterWait, AdapterWaits } from './adapter-close.js';
@@ -104,7 +104,7 @@ export class HttpRuntime {
   /** One gate per limiter (per `limiter` instance): a named limiter's origins share its cap. */
   readonly #gates = new WeakMap<RateLimiter, ConcurrencyGate>();
   /** The last gate of each named limiter with `maxConcurrent`, by its name (see `#resolve`). */
-  readonly #namedGates = new Map<string, ConcurrencyGate>();
+  readonly #namedGates = new Map<string, { limiter: RateLimiter; gate: ConcurrencyGate }>();
   /** One LLM meter per limiter (its running averages). */
   readonly #meters = new WeakMap<RateLimiter, LlmMeter>();
   readonly #removeBusyCheck: () => void;
@@ -180,11 +180,13 @@ export class HttpRuntime {
     }
     const known = this.#routes.get(origin);
     if (known === null) return undefined;
-    // The overflow limiter's route is looked up again at each request: the origin gets a limiter
-    // of its own once there is room (another's 429 would pause it for good otherwise).
+    // The overflow limiter's route is looked up again once its requests are done (none in flight
+    // or waiting at its `maxConcurrent` gate, which a new limiter's would not count): the origin
+    // gets a limiter of its own once there is room (another's 429 would pause it for good).
     if (
       known !== undefined &&
-      known.name !== OVERFLOW &&
+      (known.name !== OVERFLOW ||
+        (known.gate !== undefined && known.gate.inFlight + known.gate.waiting > 0)) &&
       (known.held === undefined || this.registry[kTouchOrigin](known.held) === known.limiter)
     ) {
       return known;
@@ -259,12 +261,15 @@ export class HttpRuntime {
       const named = found.name !== origin && found.name !== OVERFLOW;
       gate = this.#gates.get(limiter);
       // A named limiter `replace` made anew with the same cap keeps the gate of the one it
-      // replaced: the requests in flight through that one still hold their slots.
-      if (gate === undefined && named) gate = this.#namedGates.get(found.name);
+      // replaced: the requests in flight through that one still hold their slots. Not after
+      // `remove` (its limiter is closed, not taken out), nor a `limiter` instance's gate.
+      const before = named && gate === undefined ? this.#namedGates.get(found.name) : undefined;
+      if (before !== undefined && limiterRetired(before.limiter) && config?.limiter === undefined)
+        gate = before.gate;
       // A `limiter` instance outlives a `replace` that changes its cap: a new cap, a new gate.
       if (gate === undefined || gate.max !== maxConcurrent) gate = new ConcurrencyGate(maxConcurrent);
       this.#gates.set(limiter, gate);
-      if (named) this.#namedGates.set(found.name, gate);
+      if (named) this.#namedGates.set(found.name, { limiter, gate });
       // The metrics count the waits for its slots under the limiter (a shared budget's local
       // limiter once its code has loaded).
       const slots = gate;

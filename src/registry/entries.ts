@@ -75,10 +75,14 @@ export function buildEntry(
     issues.push({ path, message: LIMITER_NAME_MESSAGE, received: name });
   } else if (name === '__proto__') {
     issues.push({ path, message: PROTO_MESSAGE, received: name });
-  } else if (name === OVERFLOW) {
-    // The registry's own limiter for origins that find no room: `get('(overflow)')` gave this
-    // one, and both were counted as one series.
-    issues.push({ path, message: `${OVERFLOW} is the registry's own limiter's name`, received: name });
+  } else if (name === OVERFLOW || name.endsWith(`#${OVERFLOW}`)) {
+    // The registry's own limiters for origins and partitions that find no room (`(overflow)`, a
+    // named limiter's `<name>#(overflow)`): `get` gave this one, and both were counted as one series.
+    issues.push({
+      path,
+      message: `${name} is the name of one of the registry's own limiters`,
+      received: name,
+    });
   }
   if (typeof config !== 'object' || config === null) {
     return { issues: [...issues, { path, message: 'expected a limiter config object', received: config }] };

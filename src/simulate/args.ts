@@ -19,7 +19,8 @@ samples) is refused before it runs.
 Scenarios and modes
   --scenario NAME        a scenario, all, or a comma list (default steady):
                          ${SCENARIOS.map((s) => s.name).join(', ')}
-  --modes LIST           none, fixed, aimd, cubic, probe, defaults, custom (default: the scenario's)
+  --modes LIST           none, fixed, aimd, cubic, probe, defaults, custom, api (llm only)
+                         (default: the scenario's)
   --controller PATH      a module exporting a RateController as default or \`controller\`;
                          adds the custom mode
   --shared               also runs each limited mode with ONE budget shared by the instances,
@@ -134,17 +135,37 @@ export type Values = ReturnType<
 
 /** Parses the CLI's arguments (without node and the script); a bad flag throws {@link UsageError}. */
 export function parseFlags(args: readonly string[]): Values {
+  let parsed: ReturnType<typeof parseTokens>;
   try {
-    return parseArgs({
-      args: [...args],
-      options: OPTIONS,
-      strict: true,
-      allowPositionals: false,
-      allowNegative: true,
-    }).values;
+    parsed = parseTokens(args);
   } catch (error) {
     throw new UsageError((error as Error).message);
   }
+  // A flag given twice would keep its last value in silence (`--quota 100 --quota 200`).
+  const given = new Map<string, string | undefined>();
+  for (const token of parsed.tokens) {
+    if (token.kind !== 'option') continue;
+    const before = given.get(token.name);
+    if (given.has(token.name)) {
+      const values = [before, token.value].filter((v) => v !== undefined).map((v) => `"${v}"`);
+      throw new UsageError(
+        `--${token.name}: given twice${values.length > 0 ? ` (${values.join(', ')})` : ''}`,
+      );
+    }
+    given.set(token.name, token.value);
+  }
+  return parsed.values;
+}
+
+function parseTokens(args: readonly string[]) {
+  return parseArgs({
+    args: [...args],
+    options: OPTIONS,
+    strict: true,
+    allowPositionals: false,
+    allowNegative: true,
+    tokens: true,
+  });
 }
 
 /** The scenarios `--scenario` names: one, a comma list, or all. */

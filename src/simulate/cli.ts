@@ -16,8 +16,8 @@ import { loadControllerModule } from './controller-module.js';
 import { applyOverrides, LIMITER_FLAGS } from './overrides.js';
 import { ProgressBar } from './progress.js';
 import { type ReportGroup, renderHtml } from './report-html.js';
-import { limiterOptionsFor, type ModeResult, runMode } from './run.js';
-import { cloneParams, SCENARIOS } from './scenarios.js';
+import { limiterOptionsFor, type ModeResult, type ModeSpec, runMode } from './run.js';
+import { cloneParams, SCENARIOS, type SimParams } from './scenarios.js';
 import { describeParams, formatTable, tableLegend } from './table.js';
 import { VirtualClock } from './virtual-clock.js';
 import { checkWorkload } from './workload.js';
@@ -73,11 +73,20 @@ async function run(args: readonly string[], io: CliIo): Promise<number> {
   const custom =
     values.controller !== undefined ? await loadControllerModule(values.controller, io.cwd) : undefined;
   const requested = values.modes === undefined ? undefined : parseModes(values.modes);
+  if (custom !== undefined && requested !== undefined && !requested.includes('custom'))
+    throw new UsageError(
+      `--controller: --modes "${values.modes}" runs no custom mode; add custom to --modes to run ${values.controller}`,
+    );
+  // The api mode is an LLM API's preset: in the llm scenario only (left out of the others).
+  if (requested?.includes('api') && scenarios.every((s) => s.params.llm === undefined))
+    throw new UsageError(
+      `--modes: the api mode needs an LLM API: only with --scenario llm, received --scenario "${values.scenario ?? 'steady'}"`,
+    );
   const plan = scenarios.map((scenario) => ({
     scenario,
     params: applyOverrides(cloneParams(scenario.params), values, `scenario ${scenario.name}`),
     modes: modesFor(
-      requested ?? scenario.modes,
+      (requested ?? scenario.modes).filter((m) => m !== 'api' || scenario.params.llm !== undefined),
       custom,
       requested === undefined,
       // A shared budget leases one budget of units: not an LLM API's pair of budgets.
@@ -85,6 +94,8 @@ async function run(args: readonly string[], io: CliIo): Promise<number> {
       values.headers ?? scenario.headers === true,
     ),
   }));
+
+  refuseUnread(plan, values);
 
   // A command that would run for hours or run out of memory fails at once, naming its flags.
   const wantSeries = values.html !== undefined || values.series === true;
@@ -120,12 +131,22 @@ async function run(args: readonly string[], io: CliIo): Promise<number> {
     for (const mode of modes) {
       progress.label = `${scenario.name} / ${mode.label}`;
       const base = doneMs;
-      results.push(
-        await runMode(scenario.name, params, mode, {
-          series: wantSeries,
-          onProgress: (virtualMs) => progress.update(base + virtualMs),
-        }),
-      );
+      try {
+        results.push(
+          await runMode(scenario.name, params, mode, {
+            series: wantSeries,
+            onProgress: (virtualMs) => progress.update(base + virtualMs),
+          }),
+        );
+      } catch (error) {
+        // A custom controller that throws mid-run: one line naming the flag, its file and the run.
+        if (mode !== custom) throw error;
+        progress.clear();
+        const reason = error instanceof Error ? error.message : String(error);
+        throw new UsageError(
+          `--controller ${values.controller}: the controller threw during ${scenario.name} / ${mode.label}: ${reason}`,
+        );
+      }
       doneMs += params.minutes * 60_000;
     }
     groups.push({
@@ -142,7 +163,7 @@ async function run(args: readonly string[], io: CliIo): Promise<number> {
 
   if (values.html !== undefined) {
     const file = resolve(io.cwd, values.html);
-    const command = [io.command ?? 'npm run simulate --', ...args].join(' ');
+    const command = [io.command ?? 'npm run simulate --', ...args.map(shellWord)].join(' ');
     try {
       writeFileSync(file, renderHtml(groups, { command, tookMs }));
     } catch (error) {
@@ -168,6 +189,59 @@ async function run(args: readonly string[], io: CliIo): Promise<number> {
     io.stdout.write(`${took}\n`);
   }
   return 0;
+}
+
+/** Flags that only some modes read, by the mode names that read them. */
+const MODE_FLAGS: readonly (readonly [keyof Values, readonly string[]])[] = [
+  ['increase-step', ['aimd']],
+  ['increase-interval', ['aimd']],
+  ['decrease-factor', ['aimd']],
+  ['beta', ['cubic']],
+  ['scale-constant', ['cubic']],
+  ['fixed-units-per-minute', ['fixed']],
+];
+
+/** The flags a crowd's instances do not read: each sends its few requests one at a time. */
+const CROWD_UNREAD: readonly (keyof Values)[] = [
+  'demand',
+  'arrivals',
+  'burst-at',
+  'burst-for',
+  'burst-factor',
+];
+
+/**
+ * Refuses a flag that nothing in the run reads (it would change nothing, in silence): a mode's
+ * option with no such mode, a shared budget's with no shared mode, a crowd scenario's demand, a
+ * token bucket's size against a leaky bucket.
+ */
+function refuseUnread(
+  plan: readonly { scenario: { name: string }; params: SimParams; modes: readonly ModeSpec[] }[],
+  values: Values,
+): void {
+  const modes = plan.flatMap((p) => p.modes);
+  for (const [flag, readers] of MODE_FLAGS) {
+    if (values[flag] !== undefined && !modes.some((m) => readers.includes(m.name)))
+      throw new UsageError(`--${flag}: no mode that runs reads it (only ${readers.join(', ')})`);
+  }
+  for (const flag of ['heartbeat-interval', 'floor-fraction'] as const) {
+    if (values[flag] !== undefined && !modes.some((m) => m.shared === true))
+      throw new UsageError(`--${flag}: no shared mode runs (add --shared)`);
+  }
+  // With several scenarios (`all`), a flag one of them reads is taken.
+  const names = plan.map((p) => p.scenario.name).join(', ');
+  const crowd = CROWD_UNREAD.find((f) => values[f] !== undefined);
+  if (crowd !== undefined && plan.every((p) => p.params.crowd !== undefined))
+    throw new UsageError(
+      `--${crowd}: ${names} does not read it (each instance sends its requests one at a time)`,
+    );
+  if (values['api-burst-seconds'] !== undefined && plan.every((p) => p.params.leakyBucket !== undefined))
+    throw new UsageError(`--api-burst-seconds: ${names}'s API is a leaky bucket (its size is --leaky-burst)`);
+}
+
+/** `arg` as a POSIX shell reads it back: quoted when it holds anything but plain characters. */
+function shellWord(arg: string): string {
+  return /^[\w@%+=:,./-]+$/.test(arg) ? arg : `'${arg.replaceAll("'", "'\\''")}'`;
 }
 
 /** The flag of each limiter option the flags set (the fixed mode's three rates: its own flag). */

@@ -168,6 +168,8 @@ function recoveryOf(
   const endS = Math.floor((params.minutes * 60_000) / 1000);
   const dropS = Math.floor(drop.atMs / 1000);
   const backS = Math.ceil((drop.atMs + drop.durationMs) / 1000);
+  // A drop that lasts past the run's end has no recovery to measure.
+  if (backS >= endS) return { seconds: null, recovered: null };
   // The minute before the drop; a drop in the first minute compares with what came before it.
   const span = Math.min(60, dropS);
   if (span === 0) return { seconds: null, recovered: null };

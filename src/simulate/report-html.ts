@@ -7,6 +7,8 @@ import { describeParams, tableCells, tableLegend } from './table.js';
 export interface ReportGroup {
   scenario: string;
   description: string;
+  /** Whether no flag changed the scenario's parameters: its description is shown only then. */
+  unchanged?: boolean;
   results: ModeResult[];
 }
 
@@ -135,7 +137,7 @@ function section(group: ReportGroup, gi: number): string {
   ).join('\n');
   return `<section class="scenario" id="scenario-${gi}">
 <h2>${escapeHtml(group.scenario)}</h2>
-<p>${first ? `${escapeHtml(describeParams(first))}. ` : ''}${escapeHtml(group.description)}</p>
+<p>${first ? `${escapeHtml(describeParams(first))}. ` : ''}${group.unchanged === false ? '' : escapeHtml(group.description)}</p>
 <table>
 <thead><tr>${header.map((h) => `<th scope="col">${escapeHtml(h)}</th>`).join('')}</tr></thead>
 <tbody>
