@@ -1,28 +1,13 @@
-import type { ServerResponse } from 'node:http';
 import { request } from 'undici';
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
 import { rateLimitedFetch } from '../src/http/fetch.js';
 import type { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
 import { RateLimiterRegistry } from '../src/registry/index.js';
-import { agentWith, cleanups, get, limit, serve } from './helpers/interceptor-fixtures.js';
+import { agentWith, cleanups, get, holdingServer, limit, serve } from './helpers/interceptor-fixtures.js';
 import { settled } from './helpers/settled.js';
 
 const flush = () => new Promise<void>((resolve) => setImmediate(resolve));
-
-/** A server that holds every request to /slow (kept in `held`) and answers the rest 200. */
-async function holding() {
-  const held: ServerResponse[] = [];
-  const server = await serve({
-    capacity: 1_000,
-    respond: (req, res) => {
-      if (req.url !== '/slow') return false;
-      held.push(res);
-      return true;
-    },
-  });
-  return { server, held };
-}
 
 describe('the (overflow) limiter: an origin leaves it once there is room', () => {
   // maxOriginLimiters: 1, A's limiter busy with a request in flight: B and C share (overflow),
@@ -46,7 +31,7 @@ describe('the (overflow) limiter: an origin leaves it once there is room', () =>
           return r.status;
         };
       }
-      const a = await holding();
+      const a = await holdingServer({ capacity: 1_000 });
       const b = await serve({ capacity: 1_000 });
       const c = await serve({
         capacity: 1_000,
@@ -81,7 +66,7 @@ describe('the (overflow) limiter: an origin leaves it once there is room', () =>
 
 describe('replace keeps the maxConcurrent cap of requests still in flight', () => {
   it('interceptor: a replace with the same maxConcurrent: 1 does not let a second request go while the first is in flight', async () => {
-    const a = await holding();
+    const a = await holdingServer({ capacity: 1_000 });
     const config = { origins: [a.server.origin], maxConcurrent: 1, maxWait: 60_000 };
     const rl = limit({ clock: new ManualClock(), limiters: { api: config } });
     const agent = agentWith(rl);

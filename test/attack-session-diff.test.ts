@@ -4,7 +4,7 @@ import { ManualClock } from '../src/clock.js';
 import { ConfigError } from '../src/errors.js';
 import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
 import { RateLimiterRegistry } from '../src/registry/index.js';
-import { agentWith, cleanups, get, limit, serve } from './helpers/interceptor-fixtures.js';
+import { agentWith, cleanups, get, holdingServer, limit } from './helpers/interceptor-fixtures.js';
 import { settled } from './helpers/settled.js';
 
 // Attacks on the change 6e3b30a..HEAD: real node:http servers on 127.0.0.1, limiters on a
@@ -19,24 +19,10 @@ function releaseAfter(...servers: { held: ServerResponse[] }[]) {
   });
 }
 
-/** A server that holds every request to /slow (kept in `held`) and answers the rest 200. */
-async function holding() {
-  const held: ServerResponse[] = [];
-  const server = await serve({
-    capacity: 1_000,
-    respond: (req, res) => {
-      if (req.url !== '/slow') return false;
-      held.push(res);
-      return true;
-    },
-  });
-  return { server, held };
-}
-
 describe("#namedGates: a gate carried over by a limiter's name", () => {
   it('remove, then add under the same name for another origin: the new API is not held back by the old one in flight', async () => {
-    const a = await holding();
-    const b = await holding();
+    const a = await holdingServer({ capacity: 1_000 });
+    const b = await holdingServer({ capacity: 1_000 });
     const rl = limit({
       clock: new ManualClock(),
       limiters: { api: { origins: [a.server.origin], maxConcurrent: 1, maxWait: 60_000 } },
@@ -57,8 +43,8 @@ describe("#namedGates: a gate carried over by a limiter's name", () => {
   });
 
   it("replace of a named limiter sharing a `limiter` instance with another: after the replace it shares that other one's cap for good", async () => {
-    const a = await holding();
-    const b = await holding();
+    const a = await holdingServer({ capacity: 1_000 });
+    const b = await holdingServer({ capacity: 1_000 });
     const clock = new ManualClock();
     const shared = new AdaptiveRateLimiter({ clock, initialUnitsPerMinute: 600_000 });
     const own = new AdaptiveRateLimiter({ clock, initialUnitsPerMinute: 600_000 });
@@ -97,8 +83,8 @@ describe('the (overflow) route looked up at each request', () => {
     const registry = new RateLimiterRegistry({ clock, maxOriginLimiters: 1, default: { maxConcurrent: 1 } });
     cleanups.push(() => registry.close());
     const agent = agentWith(limit({ registry, maxAttempts: 1 }));
-    const a = await holding();
-    const x = await holding();
+    const a = await holdingServer({ capacity: 1_000 });
+    const x = await holdingServer({ capacity: 1_000 });
     releaseAfter(a, x);
 
     const slowA = get(agent, `${a.server.origin}/slow`); // A's limiter busy: no room

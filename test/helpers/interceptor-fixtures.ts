@@ -50,9 +50,12 @@ export async function serve(options: RateLimitedServerOptions = {}): Promise<Rat
  * A server that holds every request to `/slow` (its response not started, kept in `held`) and
  * answers the rest as {@link serve} does: a request in flight for as long as a test wants.
  */
-export async function holdingServer(): Promise<{ server: RateLimitedServer; held: ServerResponse[] }> {
+export async function holdingServer(
+  options: Omit<RateLimitedServerOptions, 'respond'> = {},
+): Promise<{ server: RateLimitedServer; held: ServerResponse[] }> {
   const held: ServerResponse[] = [];
   const server = await serve({
+    ...options,
     respond: (req, res) => {
       if (req.url !== '/slow') return false;
       held.push(res);
