@@ -267,10 +267,7 @@ export function checkWait(method: string, retryAfterMs: unknown): void {
  * anything is queued: such a waiter would sit in the line for good, ahead of every later one.
  * @internal
  */
-export function badSignal(
-  method: string,
-  options: AcquireOptions | undefined,
-): InvalidArgumentError | undefined {
+function badSignal(method: string, options: AcquireOptions | undefined): InvalidArgumentError | undefined {
   const signal: unknown = options?.signal;
   if (signal == null) return undefined;
   if (typeof signal === 'object' && typeof (signal as AbortSignal).addEventListener === 'function')
