@@ -168,7 +168,9 @@ export function rateLimitedFetch(options: RateLimitedFetchOptions = {}): RateLim
         hold: holdWithRefusal,
         discard: (r) => dropBody(r.body),
       });
-      return estimate === undefined ? response : llmAnswer(response, route, estimate, resolved.rejection);
+      return estimate === undefined
+        ? response
+        : llmAnswer(response, route, estimate, resolved.rejection, () => runtime.hold(route));
     } catch (error) {
       bodies.close();
       const refused = refusalResponse(error, resolved.rejection);

@@ -111,13 +111,18 @@ export function heldRefusal(response: Response, held: Response): Response {
  * "Request too large") is the API's 429 with `x-should-retry: false` in both modes, as a refused
  * call's 4xx is the API's answer, and so is a 429 for a limit per day that reaches the caller (its
  * wait passed `maxWait`, or it gave none: an SDK's retry within seconds would meet the same limit,
- * or the limiter's pause); a success's `usage` corrects the estimate as its body passes.
+ * or the limiter's pause); a success's `usage` corrects the estimate as its body passes. While it
+ * passes (a stream may run for minutes), `hold` keeps the route's limiter from being dropped (as
+ * idle, or to make room for another partition), so that the correction charges the limiter the
+ * next call draws from: until the body ends, fails or is cancelled, or the answer is garbage
+ * unread.
  */
 export function llmAnswer(
   response: Response,
   route: Route,
   estimate: LlmEstimate,
   rejection: RejectionMode,
+  hold: () => () => void,
 ): Response {
   const llm = route.llm as LlmMeter;
   if (response.status === 429) {
@@ -135,22 +140,29 @@ export function llmAnswer(
   const type = response.headers.get('content-type') ?? undefined;
   if (!UsageScanner.reads(type)) return response;
   const scanner = new UsageScanner(type as string);
-  const tapped = response.body.pipeThrough(
-    new TransformStream<Uint8Array, Uint8Array>({
-      transform(chunk, controller) {
-        controller.enqueue(chunk);
-        scanner.push(chunk);
-      },
-      flush() {
-        // The caller reads the whole answer whatever the correction does; a throw is reported.
-        try {
-          correct(route, estimate, scanner.end(), refused);
-        } catch (error) {
-          warnCorrectionThrew(error, route.name);
-        }
-      },
-    }),
-  );
+  const held: Held = { release: hold() };
+  const letGo = () => endHold(held);
+  // `cancel` (the caller cancelled the body, or its source failed) is in Node 20's streams, not
+  // yet in TypeScript's `Transformer`.
+  const tap: Transformer<Uint8Array, Uint8Array> & { cancel(reason: unknown): void } = {
+    transform(chunk, controller) {
+      controller.enqueue(chunk);
+      scanner.push(chunk);
+    },
+    flush() {
+      // The caller reads the whole answer whatever the correction does; a throw is reported.
+      try {
+        correct(route, estimate, scanner.end(), refused);
+      } catch (error) {
+        warnCorrectionThrew(error, route.name);
+      } finally {
+        letGo();
+      }
+    },
+    // No usage to read.
+    cancel: letGo,
+  };
+  const tapped = response.body.pipeThrough(new TransformStream(tap));
   const answer = new Response(tapped, {
     status: response.status,
     statusText: response.statusText,
@@ -159,8 +171,23 @@ export function llmAnswer(
   // What a wrapped answer would lose: where it came from.
   Object.defineProperty(answer, 'url', { value: response.url });
   Object.defineProperty(answer, 'redirected', { value: response.redirected });
+  unreadAnswers.register(answer, held);
   return answer;
 }
+
+/** A hold on a route's limiter while an answer passes, ended once. */
+interface Held {
+  release: (() => void) | undefined;
+}
+
+function endHold(held: Held): void {
+  const end = held.release;
+  held.release = undefined;
+  end?.();
+}
+
+/** An answer dropped with its body unread ends its hold (`held` does not reach the answer). */
+const unreadAnswers = new FinalizationRegistry<Held>(endHold);
 
 /**
  * Charges the difference between what the answer's `usage` says and the estimate; for a refused

@@ -17,7 +17,9 @@ type Handler = Dispatcher.DispatchHandler;
  * interceptor holds before a 429 reaches the caller: `refusalBody`) reaches the caller with
  * `x-should-retry: false`, or as `QuotaExhaustedError` with `rejection: 'error'`; a 429 for a call
  * larger than a whole budget (OpenAI's "Request too large") or for a limit per day with
- * `x-should-retry: false` in both.
+ * `x-should-retry: false` in both. While an answer whose `usage` is read passes (a stream may run
+ * for minutes), `hold` keeps the route's limiter from being dropped (as idle, or to make room for
+ * another partition), so that the correction charges the limiter the next call draws from.
  */
 export function usageTap(
   handler: Handler,
@@ -25,8 +27,16 @@ export function usageTap(
   estimate: LlmEstimate,
   rejection: RejectionMode,
   refusalBody: () => unknown,
+  hold: () => () => void,
 ): Handler {
   let scanner: UsageScanner | undefined;
+  /** Ends the hold taken while an answer whose `usage` is read passes (see `hold`). */
+  let release: (() => void) | undefined;
+  const letGo = () => {
+    const end = release;
+    release = undefined;
+    end?.();
+  };
   /**
    * A compressed answer's bytes (see `decodedBody`), kept up to {@link MAX_JSON_BYTES} and read
    * at its end; `undefined`: the answer is read as it passes, or was longer.
@@ -69,6 +79,7 @@ export function usageTap(
           scanner = new UsageScanner(text as string);
           const encoding = headers['content-encoding'];
           if (encoding !== undefined && isEncoded(encoding)) encoded = { encoding, chunks: [], bytes: 0 };
+          release ??= hold();
         }
       }
       return handler.onResponseStart?.(controller, status, headers, message);
@@ -98,11 +109,16 @@ export function usageTap(
           correct(route, estimate, ended.end(), refusedCallAnswer);
         } catch (error) {
           warnCorrectionThrew(error, route.name);
+        } finally {
+          letGo();
         }
       }
       return handler.onResponseEnd?.(controller, trailers);
     },
-    onResponseError: (controller, error) => fail(controller, refused ?? error),
+    onResponseError: (controller, error) => {
+      letGo();
+      return fail(controller, refused ?? error);
+    },
   };
 
   function keep(chunk: Uint8Array): void {

@@ -55,7 +55,13 @@ export function findDraw(request: DrawingRequest, origin: string, opts: Dispatch
   const estimate = runtime.estimate(request.route, view);
   if (estimate === undefined) return;
   request.costs = estimate.costs;
-  request.handler = usageTap(request.handler, request.route, estimate, runtime.options.rejection, () =>
-    request.refusalBody(request.controller.attempt),
+  const route = request.route;
+  request.handler = usageTap(
+    request.handler,
+    route,
+    estimate,
+    runtime.options.rejection,
+    () => request.refusalBody(request.controller.attempt),
+    () => runtime.hold(route),
   );
 }

@@ -1,0 +1,161 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { describe, expect, it } from 'vitest';
+import { ManualClock } from '../src/clock.js';
+import { rateLimitedFetch } from '../src/http/fetch.js';
+import { RateLimiterRegistry } from '../src/registry/index.js';
+import { agentWith, cleanups, limit, serve } from './helpers/interceptor-fixtures.js';
+import { until } from './helpers/rate-limited-server.js';
+
+// A partition's limiter is held while its LLM answer's body passes: a stream runs for minutes,
+// and its `usage` (read at its end) must charge the limiter the partition's next call draws from,
+// not one dropped (to make room for another partition, or as idle) while the stream ran. Real
+// node:http servers on 127.0.0.1; the limiters on a ManualClock.
+
+const json = { 'content-type': 'application/json' };
+/** OpenAI's headers on every answer: a tokens budget of 10,000 a minute, nearly full. */
+const quota = {
+  'x-ratelimit-limit-tokens': '10000',
+  'x-ratelimit-remaining-tokens': '9990',
+  'x-ratelimit-reset-tokens': '60ms',
+};
+const USED = 5_000;
+
+/** An OpenAI-like API: key `streamer` gets a stream held open after its first event until `end()`. */
+async function streamingApi() {
+  const streams: ServerResponse[] = [];
+  const server = await serve({
+    respond: (req: IncomingMessage, res: ServerResponse) => {
+      if (req.headers.authorization === 'Bearer streamer') {
+        res.writeHead(200, { ...quota, 'content-type': 'text/event-stream' });
+        res.write('data: {"choices":[{"delta":{"content":"he"}}]}\n\n');
+        streams.push(res);
+      } else {
+        res
+          .writeHead(200, { ...quota, ...json })
+          .end(JSON.stringify({ usage: { prompt_tokens: 3, completion_tokens: 2 } }));
+      }
+      return true;
+    },
+  });
+  const end = (res: ServerResponse) => {
+    res.write(`data: {"choices":[],"usage":{"prompt_tokens":${USED},"completion_tokens":0}}\n\n`);
+    res.end('data: [DONE]\n\n');
+  };
+  return { server, streams, end };
+}
+
+const chat = JSON.stringify({
+  model: 'm',
+  max_tokens: 10,
+  stream: true,
+  stream_options: { include_usage: true },
+  messages: [{ role: 'user', content: 'hi' }],
+});
+
+type Send = (key: string) => Promise<Response>;
+
+function registryFor(origin: string, clock: ManualClock) {
+  const registry = new RateLimiterRegistry({
+    limiters: { openai: { origins: [origin], api: 'openai' } },
+    maxOriginLimiters: 1,
+    clock,
+  });
+  cleanups.push(() => registry.close());
+  return registry;
+}
+
+const viaFetch = (registry: RateLimiterRegistry, origin: string): Send => {
+  const fetch = rateLimitedFetch({ registry });
+  cleanups.push(() => fetch.close());
+  return (key) =>
+    fetch(`${origin}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { ...json, authorization: `Bearer ${key}` },
+      body: chat,
+    });
+};
+
+const viaInterceptor = (registry: RateLimiterRegistry, origin: string): Send => {
+  const dispatcher = agentWith(limit({ registry }));
+  return (key) =>
+    fetch(`${origin}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { ...json, authorization: `Bearer ${key}` },
+      body: chat,
+      dispatcher,
+    } as RequestInit);
+};
+
+describe.each([
+  ['the fetch wrapper', viaFetch],
+  ['the interceptor', viaInterceptor],
+])("a partition's limiter while its LLM stream runs (%s)", (_name, adapter) => {
+  it('is not dropped to make room for another partition: the usage at the end charges the limiter its next call draws from', async () => {
+    const { server, streams, end } = await streamingApi();
+    const clock = new ManualClock();
+    const registry = registryFor(server.origin, clock);
+    const send = adapter(registry, server.origin);
+
+    expect((await send('first')).status).toBe(200); // claims the named limiter itself
+    const stream = await send('streamer');
+    expect(stream.status).toBe(200);
+    const key = registry.names().find((n) => n.startsWith('openai#')) as string;
+    const limiter = registry.get(key);
+    expect(limiter).toBeDefined();
+
+    // A third partition needs room (maxOriginLimiters: 1) while the stream runs.
+    const third = await send('third');
+    expect(third.status).toBe(200);
+    await third.text();
+    expect(registry.get(key)).toBe(limiter);
+
+    const tokens = () => registry.get(key)?.snapshot().budgets?.tokens?.tokens as number;
+    const before = tokens();
+    expect(Number.isFinite(before)).toBe(true);
+    const body = stream.text();
+    await until(() => streams.length === 1, 'the stream held at the server');
+    end(streams[0] as ServerResponse);
+    expect(await body).toContain('[DONE]');
+    // The usage (5,000 tokens against an estimate of about 10) was charged to the limiter the
+    // registry still holds for the partition.
+    expect(registry.get(key)).toBe(limiter);
+    expect(tokens()).toBeLessThan(before - USED / 2);
+  });
+
+  it('is let go once the stream is cancelled: the partition can be dropped again', async () => {
+    const { server, streams } = await streamingApi();
+    const clock = new ManualClock();
+    const registry = registryFor(server.origin, clock);
+    const send = adapter(registry, server.origin);
+
+    expect((await send('first')).status).toBe(200);
+    const stream = await send('streamer');
+    const key = registry.names().find((n) => n.startsWith('openai#')) as string;
+    await until(() => streams.length === 1, 'the stream held at the server');
+    await stream.body?.cancel();
+
+    // Nothing holds the streamer's limiter now: the third partition takes its room.
+    const third = await send('third');
+    await third.text();
+    expect(registry.get(key)).toBeUndefined();
+  });
+
+  it('is let go once the stream fails (its connection reset)', async () => {
+    const { server, streams } = await streamingApi();
+    const clock = new ManualClock();
+    const registry = registryFor(server.origin, clock);
+    const send = adapter(registry, server.origin);
+
+    expect((await send('first')).status).toBe(200);
+    const stream = await send('streamer');
+    const key = registry.names().find((n) => n.startsWith('openai#')) as string;
+    await until(() => streams.length === 1, 'the stream held at the server');
+    const body = stream.text().catch((e: unknown) => e);
+    (streams[0] as ServerResponse).socket?.destroy();
+    expect(await body).toBeInstanceOf(Error);
+
+    const third = await send('third');
+    await third.text();
+    expect(registry.get(key)).toBeUndefined();
+  });
+});
