@@ -86,35 +86,46 @@ const viaInterceptor = (registry: RateLimiterRegistry, origin: string): Send => 
     } as RequestInit);
 };
 
+/**
+ * A registry of one partitioned OpenAI limiter with room for one partition besides the named
+ * limiter's own: a first call claims that one, then the streamer's stream starts (held open at
+ * the server) on a partition limiter of its own, `key`.
+ */
+async function streaming(adapter: (registry: RateLimiterRegistry, origin: string) => Send) {
+  const { server, streams, end } = await streamingApi();
+  const registry = registryFor(server.origin, new ManualClock());
+  const send = adapter(registry, server.origin);
+  expect((await send('first')).status).toBe(200); // claims the named limiter itself
+  const stream = await send('streamer');
+  expect(stream.status).toBe(200);
+  await until(() => streams.length === 1, 'the stream held at the server');
+  const key = registry.names().find((n) => n.startsWith('openai#')) as string;
+  /** A third partition's call, read whole: it needs room (maxOriginLimiters: 1). */
+  const third = async () => {
+    const answer = await send('third');
+    expect(answer.status).toBe(200);
+    await answer.text();
+  };
+  return { registry, stream, key, third, server: streams[0] as ServerResponse, end };
+}
+
 describe.each([
   ['the fetch wrapper', viaFetch],
   ['the interceptor', viaInterceptor],
 ])("a partition's limiter while its LLM stream runs (%s)", (_name, adapter) => {
   it('is not dropped to make room for another partition: the usage at the end charges the limiter its next call draws from', async () => {
-    const { server, streams, end } = await streamingApi();
-    const clock = new ManualClock();
-    const registry = registryFor(server.origin, clock);
-    const send = adapter(registry, server.origin);
-
-    expect((await send('first')).status).toBe(200); // claims the named limiter itself
-    const stream = await send('streamer');
-    expect(stream.status).toBe(200);
-    const key = registry.names().find((n) => n.startsWith('openai#')) as string;
+    const { registry, stream, key, third, server, end } = await streaming(adapter);
     const limiter = registry.get(key);
     expect(limiter).toBeDefined();
 
-    // A third partition needs room (maxOriginLimiters: 1) while the stream runs.
-    const third = await send('third');
-    expect(third.status).toBe(200);
-    await third.text();
+    await third();
     expect(registry.get(key)).toBe(limiter);
 
     const tokens = () => registry.get(key)?.snapshot().budgets?.tokens?.tokens as number;
     const before = tokens();
     expect(Number.isFinite(before)).toBe(true);
     const body = stream.text();
-    await until(() => streams.length === 1, 'the stream held at the server');
-    end(streams[0] as ServerResponse);
+    end(server);
     expect(await body).toContain('[DONE]');
     // The usage (5,000 tokens against an estimate of about 10) was charged to the limiter the
     // registry still holds for the partition.
@@ -123,39 +134,19 @@ describe.each([
   });
 
   it('is let go once the stream is cancelled: the partition can be dropped again', async () => {
-    const { server, streams } = await streamingApi();
-    const clock = new ManualClock();
-    const registry = registryFor(server.origin, clock);
-    const send = adapter(registry, server.origin);
-
-    expect((await send('first')).status).toBe(200);
-    const stream = await send('streamer');
-    const key = registry.names().find((n) => n.startsWith('openai#')) as string;
-    await until(() => streams.length === 1, 'the stream held at the server');
+    const { registry, stream, key, third } = await streaming(adapter);
     await stream.body?.cancel();
-
     // Nothing holds the streamer's limiter now: the third partition takes its room.
-    const third = await send('third');
-    await third.text();
+    await third();
     expect(registry.get(key)).toBeUndefined();
   });
 
   it('is let go once the stream fails (its connection reset)', async () => {
-    const { server, streams } = await streamingApi();
-    const clock = new ManualClock();
-    const registry = registryFor(server.origin, clock);
-    const send = adapter(registry, server.origin);
-
-    expect((await send('first')).status).toBe(200);
-    const stream = await send('streamer');
-    const key = registry.names().find((n) => n.startsWith('openai#')) as string;
-    await until(() => streams.length === 1, 'the stream held at the server');
+    const { registry, stream, key, third, server } = await streaming(adapter);
     const body = stream.text().catch((e: unknown) => e);
-    (streams[0] as ServerResponse).socket?.destroy();
+    server.socket?.destroy();
     expect(await body).toBeInstanceOf(Error);
-
-    const third = await send('third');
-    await third.text();
+    await third();
     expect(registry.get(key)).toBeUndefined();
   });
 });

@@ -150,14 +150,9 @@ export function llmAnswer(
       scanner.push(chunk);
     },
     flush() {
-      // The caller reads the whole answer whatever the correction does; a throw is reported.
-      try {
-        correct(route, estimate, scanner.end(), refused);
-      } catch (error) {
-        warnCorrectionThrew(error, route.name);
-      } finally {
-        letGo();
-      }
+      // The caller reads the whole answer whatever the correction does.
+      correctAtEnd(route, estimate, scanner.end(), refused);
+      letGo();
     },
     // No usage to read.
     cancel: letGo,
@@ -188,6 +183,23 @@ function endHold(held: Held): void {
 
 /** An answer dropped with its body unread ends its hold (`held` does not reach the answer). */
 const unreadAnswers = new FinalizationRegistry<Held>(endHold);
+
+/**
+ * {@link correct}, at an answer's end: a throw (a listener's, a custom controller's) is reported,
+ * never thrown, so that the caller is told the end whatever the correction does.
+ */
+export function correctAtEnd(
+  route: Route,
+  estimate: LlmEstimate,
+  usage: Usage | undefined,
+  refused: boolean,
+): void {
+  try {
+    correct(route, estimate, usage, refused);
+  } catch (error) {
+    warnCorrectionThrew(error, route.name);
+  }
+}
 
 /**
  * Charges the difference between what the answer's `usage` says and the estimate; for a refused

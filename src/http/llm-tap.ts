@@ -1,8 +1,7 @@
 import type { Dispatcher } from 'undici';
 import { QuotaExhaustedError } from '../errors.js';
-import { warnCorrectionThrew } from './handler-threw.js';
 import { type LlmEstimate, type LlmMeter, MAX_JSON_BYTES, refusedCall, UsageScanner } from './llm.js';
-import { correct } from './llm-answers.js';
+import { correctAtEnd } from './llm-answers.js';
 import { decodedBody, isEncoded } from './llm-decode.js';
 import { withRawHeaders } from './raw-headers.js';
 import type { RejectionMode } from './refusal.js';
@@ -103,15 +102,9 @@ export function usageTap(
           encoded = undefined;
           if (decoded !== undefined) ended.push(decoded);
         }
-        // The caller is told the end whatever the correction does: a throw here would skip it
-        // (the call would never end); it is reported instead.
-        try {
-          correct(route, estimate, ended.end(), refusedCallAnswer);
-        } catch (error) {
-          warnCorrectionThrew(error, route.name);
-        } finally {
-          letGo();
-        }
+        // A throw here would skip the caller's end (the call would never end): reported instead.
+        correctAtEnd(route, estimate, ended.end(), refusedCallAnswer);
+        letGo();
       }
       return handler.onResponseEnd?.(controller, trailers);
     },
