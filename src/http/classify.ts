@@ -231,7 +231,12 @@ const NO_ANSWER: Outcome = { kind: 'failed', noAnswer: true };
  * after the first was written.
  */
 export function errorOutcome(error: unknown, unstarted = false): Outcome {
-  return neverSent(error) || (unstarted && (dispatcherClosed(error) || hasCode(error, REFUSED_CODES, 0)))
-    ? NOT_SENT
-    : NO_ANSWER;
+  try {
+    return neverSent(error) || (unstarted && (dispatcherClosed(error) || hasCode(error, REFUSED_CODES, 0)))
+      ? NOT_SENT
+      : NO_ANSWER;
+  } catch {
+    // An error whose fields throw when read (a Proxy): the caller gets it as it is, not the read's.
+    return NO_ANSWER;
+  }
 }

@@ -53,14 +53,16 @@ export type RateLimitedFetch = typeof fetch & {
  * Request bodies are sent again as they are when they can be (a string, bytes, Blob, FormData,
  * URLSearchParams); a `Request` object's body is cloned for each attempt (`Request.clone()`, which
  * keeps it in memory until the request is over); a stream or async iterable `init.body` is kept
- * while sent, up to `maxReplayBodyBytes`, and a longer one is not retried.
+ * while sent, up to `maxReplayBodyBytes`, and a longer one is not retried. A `Request` whose body
+ * was read already is refused with a `TypeError`, as `fetch` refuses it, before it draws anything.
+ * A 429 whose body the wrapped `fetch` read already (one that logs it) is retried as any other.
  *
  * Not http(s) URLs (`data:`, `blob:`) and origins without a limiter (`default: false`) are passed
  * through. A call is metered against the origin it is made to; an answer from another origin
  * that `fetch` followed a redirect to is returned as it is (not retried), and its `Retry-After`
  * pauses that origin's limiter. A request the limiter refuses rejects with `RateLimitRejectedError`; an aborted one
  * with the signal's reason (the same object), at once, even while it waits. The fetch's own
- * errors reject as they are, but for the one it builds from a URL with secrets (a password:
+ * errors reject as they are (one whose fields throw when read too), but for the one it builds from a URL with secrets (a password:
  * "Request cannot be constructed from a URL that includes credentials: <url>"): a copy of the
  * same class, masked.
  *
@@ -85,6 +87,9 @@ export function rateLimitedFetch(options: RateLimitedFetchOptions = {}): RateLim
     const url = requestUrl(input, request);
     const origin = url === undefined ? undefined : tryNormalize(url);
     const originRoute = origin === undefined ? undefined : runtime.route(origin);
+    // A `Request` whose body was read already cannot be sent: refused as `fetch` refuses it (a
+    // `TypeError`), before anything is drawn.
+    if (request?.bodyUsed === true && init?.body == null) throw usedBodyError(request);
     if (origin === undefined || originRoute === undefined || url === undefined)
       return send(input, init).catch((error: unknown) => {
         throw fetchError(error, input, request, init);
@@ -387,6 +392,14 @@ function toStream(iterable: unknown): ReadableStream<Uint8Array> {
   });
 }
 
+/** What `fetch` rejects a `Request` with when its body was read already, said of the request. */
+function usedBodyError(request: Request): TypeError {
+  const { origin, pathname } = new URL(request.url);
+  return new TypeError(
+    `adaptive-rate-limit: the Request's body was read already (bodyUsed), so it cannot be sent: ${request.method} ${origin}${pathname}; make a new Request`,
+  );
+}
+
 /**
  * What the wrapper rethrows for a fetch's rejection: the error fetch builds from the URL it was
  * given, which names that URL ("Request cannot be constructed from a URL that includes
@@ -402,7 +415,12 @@ function fetchError(
 ): unknown {
   if (error === abortReason(signalOf(request, init))) return error;
   const url = urlText(input, request);
-  return url !== undefined && namesUrl(error, url) ? redactError(error) : error;
+  try {
+    return url !== undefined && namesUrl(error, url) ? redactError(error) : error;
+  } catch {
+    // An error whose fields throw when read (a Proxy) names nothing that can be read: as it is.
+    return error;
+  }
 }
 
 /**

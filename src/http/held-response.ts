@@ -14,8 +14,10 @@ import { keepUpToCap, MAX_HELD_BODY_BYTES } from './attempt.js';
  */
 export function holdResponse(response: Response): Response {
   const source = response.body;
-  // No body, or one that is not a web stream (a polyfill's Node stream): returned as it is.
-  if (source == null || typeof source.getReader !== 'function') return response;
+  // No body, one that is not a web stream (a polyfill's Node stream), or one read already (by a
+  // fetch that logs its 429s, say: it holds no connection): returned as it is.
+  if (source == null || typeof source.getReader !== 'function' || source.locked || response.bodyUsed)
+    return response;
   const reader = source.getReader();
   const kept = { chunks: [] as Uint8Array[], bytes: 0 };
   const { chunks } = kept;

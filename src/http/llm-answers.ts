@@ -27,7 +27,9 @@ const refusalBodies = new WeakMap<Response, unknown>();
 export async function readRefusal(response: Response, clock: Clock): Promise<Response> {
   const held = { chunks: [] as Uint8Array[], bytes: 0 };
   let cut: unknown;
-  const reader = response.body?.getReader();
+  // A body read already (by a fetch that logs its 429s, say) is judged as none.
+  const source = response.bodyUsed || response.body?.locked === true ? null : response.body;
+  const reader = source?.getReader();
   // The time is up: the pending read ends (`done`) as the cancel closes the stream.
   const timer =
     reader === undefined

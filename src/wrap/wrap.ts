@@ -98,7 +98,15 @@ export function wrap<A extends unknown[], R>(
         } catch (thrown) {
           // The call's own error stays reachable (a `classifyError` that threw, or returned
           // what no outcome is: a forgotten `return`).
-          if (thrown instanceof Error && thrown.cause === undefined) thrown.cause = error;
+          // Not on the call's own error (rethrown as it is: no cause pointing at itself), nor on
+          // one that takes no new field (frozen).
+          if (
+            thrown instanceof Error &&
+            thrown !== error &&
+            thrown.cause === undefined &&
+            Object.isExtensible(thrown)
+          )
+            thrown.cause = error;
           throw thrown;
         }
       },
