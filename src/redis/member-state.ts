@@ -4,6 +4,7 @@ import type { RateController, RateControllerState } from '../controllers/types.j
 import { ConfigError } from '../errors.js';
 import { kAlignSlots, kRecentAcceptedRate } from '../internal.js';
 import type { AdaptiveRateLimiter } from '../limiter/adaptive.js';
+import { warnListenerThrew } from '../limiter/listener-threw.js';
 import { redactText } from '../redact.js';
 import { BudgetController, type CutPlan } from './budget-controller.js';
 import type { MemberView } from './member-controller.js';
@@ -268,8 +269,17 @@ export class MemberState {
     const reply = checkHeartbeat(answer, this.#before, this.#bounds);
     this.#repaired(reply.repaired);
     this.#recover(reply.members);
+    const known = this.#era.generation;
     this.#learn(seq, reply.generation, reply.epoch);
     if (seq < this.#appliedSeq) return;
+    // The state was lost and made again with no rate (a budget with no initial rate): the
+    // store's budget is unlimited until a 429, as a process that joins now is, so this member's
+    // limiter is too, not held at its share of a rate nothing keeps any more (no proposal is made
+    // without a rate).
+    if (known !== undefined && this.#era.generation !== known && reply.rate === undefined) {
+      this.#fractionLearned = false;
+      if (!this.#closed) this.limiter.setRate(Number.POSITIVE_INFINITY);
+    }
     this.#appliedSeq = seq;
     const now = this.#clock.now();
     this.#setMembers(reply.members);
@@ -337,7 +347,7 @@ export class MemberState {
         { code: BUDGET_DEGRADED_WARNING },
       );
     }
-    this.#events.emit('degraded', { budget: this.#name, error, rate });
+    this.#emit('degraded', { budget: this.#name, error, rate });
   }
 
   /** The budget is closing: replies no longer change the local limiter, failures no longer degrade. */
@@ -399,7 +409,7 @@ export class MemberState {
         { code: BUDGET_REPAIRED_WARNING },
       );
     }
-    this.#events.emit('repaired', { budget: this.#name, repaired });
+    this.#emit('repaired', { budget: this.#name, repaired });
   }
 
   /** ms left of the local limiter's pause. */
@@ -425,6 +435,20 @@ export class MemberState {
       this.#era = { epoch, generation };
     } else if (epoch > this.#era.epoch || (seq >= this.#appliedSeq && epoch !== this.#era.epoch)) {
       this.#era = { epoch, generation };
+    }
+  }
+
+  /**
+   * Tells the budget's listeners of `event`: one that throws (a metrics or logging bug) is
+   * reported (`ARL_LISTENER_THREW`), as a limiter's is, and the reply is applied on: thrown out of
+   * here, it read as the store failing (the member degraded, the reply's pause not applied), and
+   * out of a `degraded` listener, as a heartbeat's unhandled rejection.
+   */
+  #emit<K extends keyof SharedBudgetEventMap>(event: K, ...args: SharedBudgetEventMap[K]): void {
+    try {
+      this.#events.emit(event, ...(args as never));
+    } catch (thrown) {
+      warnListenerThrew(thrown, this.#name, event);
     }
   }
 
@@ -455,7 +479,7 @@ export class MemberState {
     if (members === this.#members) return;
     const from = this.#members;
     this.#members = members;
-    this.#events.emit('members', { budget: this.#name, from, to: members });
+    this.#emit('members', { budget: this.#name, from, to: members });
   }
 
   #recover(members: number): void {
@@ -470,6 +494,6 @@ export class MemberState {
         },
       );
     }
-    this.#events.emit('recovered', { budget: this.#name, members });
+    this.#emit('recovered', { budget: this.#name, members });
   }
 }

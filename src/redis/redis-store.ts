@@ -131,20 +131,32 @@ export class RedisBudgetStore implements BudgetStore {
       measured,
       index,
       proposed,
-    ] = reply as [string, number, number, number, string, number, string, string, string, number, number];
+    ] = reply as [
+      string,
+      unknown,
+      unknown,
+      unknown,
+      string,
+      unknown,
+      string,
+      string,
+      string,
+      unknown,
+      unknown,
+    ];
     this.#learnClock(now, sentAt, performance.now());
     return {
       generation,
       rate: number(rate),
-      epoch,
-      pauseRemaining,
-      members,
+      epoch: integer(epoch),
+      pauseRemaining: integer(pauseRemaining),
+      members: integer(members),
       share: number(share),
       accepted: Number(accepted),
       measured: Number(measured),
-      index,
-      proposed: proposed === 1,
-      now,
+      index: integer(index),
+      proposed: integer(proposed) === 1,
+      now: integer(now),
       books: books(reply.slice(11, 21)),
       repaired: this.#repaired(reply[21]),
     };
@@ -168,12 +180,12 @@ export class RedisBudgetStore implements BudgetStore {
       finite(r.random),
       r.maxPause ?? DEFAULT_MAX_PAUSE_MS,
     ])) as unknown[];
-    const [cut, stale, rate, epoch, generation] = reply as [number, number, string, number, string];
+    const [cut, stale, rate, epoch, generation] = reply as [unknown, unknown, string, unknown, string];
     return {
-      cut: cut === 1,
-      stale: stale === 1,
+      cut: integer(cut) === 1,
+      stale: integer(stale) === 1,
       rate: number(rate),
-      epoch,
+      epoch: integer(epoch),
       generation,
       books: books(reply.slice(5, 15)),
       repaired: this.#repaired(reply[15]),
@@ -356,19 +368,27 @@ function finite(x: number): number {
 /** The controller's books as a script lists them (scripts.ts: BOOKS). */
 function books(list: unknown[]): ControllerBooks {
   const [version, before, measured, sinceCut, pauseSinceCut, sinceIncrease, waited, cuts, random, units] =
-    list as [number, string, string, string, string, string, number, string, string, string];
+    list as [unknown, string, string, string, string, string, unknown, string, string, string];
   return {
-    version,
+    version: integer(version),
     rateBeforeLastDecrease: number(before),
     measuredRateAtLastDecrease: number(measured),
     sinceLastDecrease: Number(sinceCut),
     pauseSinceLastDecrease: Number(pauseSinceCut),
     sinceLastIncrease: Number(sinceIncrease),
-    waited: waited === 1,
+    waited: integer(waited) === 1,
     decreases: unpackDecreases(cuts),
     random: number(random),
     acceptedSinceLastDecrease: Number(units),
   };
+}
+
+/**
+ * A script's integer as the client gives it: a number, or its text from a client made with
+ * ioredis' `stringNumbers` (read as the number; anything else is left for the checks to refuse).
+ */
+function integer(x: unknown): number {
+  return (typeof x === 'string' && /^-?\d+$/.test(x) ? Number(x) : x) as number;
 }
 
 /** A script's optional number: `''` is none. */

@@ -408,7 +408,8 @@ function checkedGeneration(generation: unknown, before: KnownBefore): string {
 
 /**
  * The controller's books answered, each number checked: a count or a duration not a finite
- * number >= 0 is 0 (the version: -1, which no change matches), an optional rate is none, a cut
+ * number >= 0 is 0 (the version: -1, which no change matches), the paused time since the cut at
+ * most the time since the cut, an optional rate is none, a cut
  * record that is not numbers >= 0 is dropped, the random number outside [0, 1) is none.
  */
 function checkBooks(b: ControllerBooks): ControllerBooks {
@@ -420,7 +421,9 @@ function checkBooks(b: ControllerBooks): ControllerBooks {
     rateBeforeLastDecrease: optional(b.rateBeforeLastDecrease),
     measuredRateAtLastDecrease: optional(b.measuredRateAtLastDecrease),
     sinceLastDecrease: or0(b.sinceLastDecrease),
-    pauseSinceLastDecrease: or0(b.pauseSinceLastDecrease),
+    // Paused no longer than the time since the cut: a banked pause edited larger (a day) held a
+    // CUBIC budget's curve at its start for good.
+    pauseSinceLastDecrease: Math.min(or0(b.pauseSinceLastDecrease), or0(b.sinceLastDecrease)),
     sinceLastIncrease: or0(b.sinceLastIncrease),
     waited: b.waited === true,
     decreases: decreases
