@@ -250,6 +250,47 @@ export function parseHttpDate(value: string, nowMs: number): number | undefined 
 
 const DAYS_IN_MONTH = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
 
+/** RFC 3339's `date-time` (its `T` and `Z` in either case, or a space for the `T`, as section 5.6 allows). */
+const RFC_3339 =
+  /^(?<year>\d{4})-(?<month>\d{2})-(?<day>\d{2})[Tt ](?<hh>\d{2}):(?<mm>\d{2}):(?<ss>\d{2})(?<frac>\.\d+)?(?:[Zz]|(?<sign>[+-])(?<oh>\d{2}):(?<om>\d{2}))$/;
+
+/**
+ * An RFC 3339 instant (`2025-02-24T22:26:00Z`, `…T23:26:00.5+01:00`) as ms since the epoch, or
+ * `undefined` for anything else (never `Date.parse`, which reads `-5` as 2001 and a time with no
+ * offset in the machine's zone). Surrounding whitespace is ignored; a leap second (`:60`) is read
+ * as the last ms of its minute.
+ */
+export function parseRfc3339(text: string): number | undefined {
+  const groups = RFC_3339.exec(text.trim())?.groups;
+  if (groups === undefined) return undefined;
+  const {
+    year = '',
+    month = '',
+    day = '',
+    hh = '',
+    mm = '',
+    ss = '',
+    frac,
+    sign,
+    oh = '0',
+    om = '0',
+  } = groups;
+  const y = Number(year);
+  const monthIndex = Number(month) - 1;
+  const date = Number(day);
+  const leapYear = y % 4 === 0 && (y % 100 !== 0 || y % 400 === 0);
+  const lastDay = monthIndex === 1 ? (leapYear ? 29 : 28) : DAYS_IN_MONTH[monthIndex];
+  if (lastDay === undefined || date < 1 || date > lastDay) return undefined;
+  if (Number(hh) > 23 || Number(mm) > 59 || Number(ss) > 60 || Number(oh) > 23 || Number(om) > 59)
+    return undefined;
+  const instant = new Date(0);
+  instant.setUTCFullYear(y, monthIndex, date);
+  instant.setUTCHours(Number(hh), Number(mm), Math.min(59, Number(ss)));
+  const ms = Number(ss) === 60 ? 999 : Math.floor(Number(`0${frac ?? ''}`) * 1000);
+  const offset = sign === undefined ? 0 : (sign === '-' ? -1 : 1) * (Number(oh) * 60 + Number(om)) * 60_000;
+  return instant.getTime() + ms - offset;
+}
+
 /** Whether a list member is only a day name: the first half of an HTTP-date that a comma split apart. */
 export function isDayName(member: string): boolean {
   return DAY_NAME_ONLY.test(member);

@@ -84,7 +84,9 @@ function askedWait(message: string): number | undefined {
   const ms = word === undefined ? undefined : parseGoDuration(word);
   // Rounded up to whole ms, as a header's wait is: "1.005s" is 1004.9999999999999 in floating
   // point, "20us" 0.02 (to the nanosecond first, a Go duration's finest unit, then up).
-  return ms === undefined ? secondsWait(message) : Math.ceil(Math.round(ms * 1e6) / 1e6);
+  // At most the largest whole ms (a message's 1e303 ms overflowed the rounding to Infinity).
+  if (ms === undefined) return secondsWait(message);
+  return Math.min(Math.ceil(Math.round(ms * 1e6) / 1e6), Number.MAX_SAFE_INTEGER);
 }
 
 /**

@@ -1,4 +1,4 @@
-import { type HeaderLookup, nonNegativeInteger, serverNow, singleText } from '../../headers.js';
+import { type HeaderLookup, nonNegativeInteger, parseRfc3339, serverNow, singleText } from '../../headers.js';
 import type { AnnouncedQuota } from '../../limiter/types.js';
 import { refilling } from './openai.js';
 
@@ -25,8 +25,9 @@ export function readAnthropic(headers: HeaderLookup, nowMs: number): AnnouncedQu
     const remaining = nonNegativeInteger(singleText(headers, `anthropic-ratelimit-${header}-remaining`));
     if (limit === undefined || remaining === undefined || limit === 0) continue;
     const reset = singleText(headers, `anthropic-ratelimit-${header}-reset`);
-    const at = reset === undefined ? Number.NaN : Date.parse(reset);
-    const resetMs = Number.isFinite(at) ? Math.max(0, at - now) : undefined;
+    // An RFC 3339 instant, as Anthropic documents it; anything else is no reset.
+    const at = reset === undefined ? undefined : parseRfc3339(reset);
+    const resetMs = at === undefined ? undefined : Math.max(0, at - now);
     out.push(refilling(`anthropic:${name}`, name, { limit, remaining: Math.min(remaining, limit), resetMs }));
   }
   return out.length === 0 ? undefined : out;

@@ -41,6 +41,13 @@ export function readGithub(headers: HeaderLookup, nowMs: number): ReadQuota[] | 
   const resetMs = reset === undefined ? undefined : Math.max(0, reset * 1000 - serverNow(headers, nowMs));
   const burstPerMinute = resource === 'graphql' ? GRAPHQL_BURST_PER_MINUTE : BURST_PER_MINUTE;
   return [
-    { policy: `github:${resource}`, remaining, resetMs, limit, windowMs: WINDOWS[resource], burstPerMinute },
+    {
+      policy: `github:${resource}`,
+      remaining,
+      resetMs,
+      limit,
+      windowMs: Object.hasOwn(WINDOWS, resource) ? WINDOWS[resource] : undefined,
+      burstPerMinute,
+    },
   ];
 }
