@@ -8,6 +8,7 @@ import {
   kAddBusyCheck,
   kChanges,
   kHoldOrigin,
+  kKeepPause,
   kPartitionForOrigin,
   kRouteForOrigin,
   kTouchOrigin,
@@ -53,6 +54,12 @@ export interface Route {
   readonly sharedBudget: boolean;
   /** What reads the quotas its responses announce (`headers`, `quotaFromHeaders`); none: `undefined`. */
   readonly quotas: QuotaReader | undefined;
+  /**
+   * The key (an origin, or a partition's key) whose requests an overflow limiter serves here
+   * because the registry had no room: a 429's pause is kept for it too (see `kKeepPause`), so
+   * its next limiter of its own starts with it. `undefined` on any other route.
+   */
+  readonly overflowed: string | undefined;
   /** The limiter's name (for errors). */
   readonly name: string;
   /** Its `AdaptiveRateLimiter`, for corrections after the answer; none for another kind. */
@@ -227,6 +234,7 @@ export class HttpRuntime {
       limiter: instance,
       gate,
       held: own ? key : undefined,
+      overflowed: own ? undefined : key,
       sharedBudget: false,
       quotas: route.quotas,
       partitioner: undefined,
@@ -288,6 +296,7 @@ export class HttpRuntime {
       limiter,
       gate,
       held,
+      overflowed: found.name === OVERFLOW ? origin : undefined,
       sharedBudget: held === undefined && limiter instanceof LazySharedBudget,
       quotas: quotaReader(config?.headers ?? api, config?.quotaFromHeaders),
       partitioner: partitionable ? this.#partitioner(config) : undefined,
@@ -423,6 +432,27 @@ export class HttpRuntime {
     record: () => HeaderRecord,
     route?: Route,
     body?: unknown,
+  ): Outcome {
+    const outcome = this.#outcome(status, headers, record, route, body);
+    // Through an overflow limiter, the pause is the requests' key's too: kept for its own next
+    // limiter, or it was lost once the key left the overflow limiter.
+    const key = route?.overflowed;
+    if (
+      key !== undefined &&
+      outcome.kind === 'throttled' &&
+      outcome.retryAfterMs !== undefined &&
+      outcome.retryAfterMs > 0
+    )
+      this.registry[kKeepPause](key, outcome.retryAfterMs);
+    return outcome;
+  }
+
+  #outcome(
+    status: number,
+    headers: ResponseHeaders,
+    record: () => HeaderRecord,
+    route: Route | undefined,
+    body: unknown,
   ): Outcome {
     const outcome = classifyResponse(status, headers, this.#rules, record, route?.quotas);
     const llm = route?.llm;

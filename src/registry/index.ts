@@ -13,6 +13,7 @@ import {
   kAddBusyCheck,
   kChanges,
   kHoldOrigin,
+  kKeepPause,
   kLimiterForOrigin,
   kPartitionForOrigin,
   kRouteForOrigin,
@@ -406,6 +407,15 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
    */
   [kTouchOrigin](key: string): AdaptiveRateLimiter | undefined {
     return this.#perOrigin.touch(key);
+  }
+
+  /**
+   * @internal Keeps the pause of `ms` that the server of `key` (an origin, or a partition's key)
+   * asked for with a 429 answered through an overflow limiter, for `key`'s next limiter of its
+   * own: leaving the overflow limiter, it starts paused until then (capped by its `maxPause`).
+   */
+  [kKeepPause](key: string, ms: number): void {
+    if (!this.#closed) this.#perOrigin.keepPause(key, this.#clock.now() + ms);
   }
 
   /**

@@ -47,8 +47,8 @@ export interface RegistryOptions {
    */
   maxPausedOrigins?: number;
   /**
-   * A per-origin limiter that is idle (nothing queued, not paused) and was not looked up for this
-   * long (ms) is dropped; the next request to its origin starts a fresh one. Checked lazily,
+   * A per-origin limiter that is idle (nothing queued, not paused) and was not used for this long
+   * (ms: looked up, or busy when the registry made room for another) is dropped; the next request to its origin starts a fresh one. Checked lazily,
    * during `limiterFor`, at most every `idleTimeout / 10` ms: no timers. @default 600_000
    */
   idleTimeout?: number;

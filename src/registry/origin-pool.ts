@@ -142,7 +142,10 @@ export class OriginPool {
         recordRoom = undefined;
         continue;
       }
-      // Busy, or a pause with no room to keep it: looked at again after the others.
+      // Busy, or a pause with no room to keep it: looked at again after the others, as used now
+      // (the idle sweep reads the order as the order of use: one moved behind without it kept an
+      // idle limiter past idleTimeout ahead of it).
+      entry.usedAt = now;
       this.#moveToEnd(origin, entry);
     }
     return false;
@@ -172,6 +175,22 @@ export class OriginPool {
     const claim = this.#pausedClaims.get(key);
     this.#pausedClaims.delete(key);
     return { until: until > this.#clock.now() ? until : undefined, claim };
+  }
+
+  /**
+   * Keeps a pause until `until` for `key`, which has no limiter of its own here: a 429 its
+   * server answered through an overflow limiter. Its next limiter starts with it (see
+   * {@link takePause}), so the pause is not lost when the key leaves the overflow limiter.
+   * Within `maxPausedOrigins`, as a dropped limiter's pause is.
+   */
+  keepPause(key: string, until: number): void {
+    if (this.#perOrigin.has(key)) return;
+    const had = this.#paused.get(key);
+    if (had !== undefined) {
+      if (until > had) this.#paused.set(key, until);
+      return;
+    }
+    if (this.#roomForRecord(this.#clock.now())) this.#paused.set(key, until);
   }
 
   /** Whether a running pause is kept for `key` (see {@link takePause}); the record stays. */
