@@ -150,7 +150,11 @@ describe("undici's pipeline() through the interceptor", () => {
         return true;
       },
     });
-    const rl = limit({ limiters: { x: { origins: [server.origin], ...NEVER_BINDS } }, default: false, clock });
+    const rl = limit({
+      limiters: { x: { origins: [server.origin], ...NEVER_BINDS } },
+      default: false,
+      clock,
+    });
     const out: string[] = [];
     const duplex = pipeline(
       `${server.origin}/up`,

@@ -207,12 +207,7 @@ export function correctAtEnd(
  * Charges the difference between what the answer's `usage` says and the estimate; for a refused
  * call (`refusedCall`), whose estimate was given back when its answer came, what `usage` says.
  */
-export function correct(
-  route: Route,
-  estimate: LlmEstimate,
-  usage: Usage | undefined,
-  refused = false,
-): void {
+function correct(route: Route, estimate: LlmEstimate, usage: Usage | undefined, refused = false): void {
   const used = (route.llm as LlmMeter).used(usage, estimate, refused);
   if (used === undefined || route.adaptive === undefined) return;
   const delta: Record<string, number> = {};
