@@ -186,9 +186,12 @@ export class RateBook {
     }
     if (rate === Number.POSITIVE_INFINITY) {
       // Unlimited until now: start from what the server accepted (this process's share of the
-      // quota while it throttles). Without any success yet, from what was sent: the units sent
-      // since the first grant (over at least a second), or the smoothed rate if higher.
-      if (accepted !== undefined) base = this.clamp(accepted);
+      // quota while it throttles). Without any success yet, or none in the window (a quiet spell:
+      // the window read what this process sent, nothing, not what the server lets through), from
+      // what was sent: the units sent since the first grant (over at least a second), or the
+      // smoothed rate if higher. A cut to the empty window's 0 went to the minimum, 1 a minute:
+      // a token budget's next call of 500 tokens then waited 500 minutes.
+      if (accepted !== undefined && accepted > 0) base = this.clamp(accepted);
       else {
         const sent = this.#unlimitedSent;
         const average = ((sent?.units ?? 0) * 60_000) / Math.max(now - (sent?.since ?? now), 1_000);
