@@ -1,6 +1,6 @@
 import type { ServerResponse } from 'node:http';
 import type { Dispatcher } from 'undici';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
 import { rateLimitedFetch } from '../src/http/fetch.js';
 import type { InterceptorOptions } from '../src/http/options.js';
@@ -19,6 +19,7 @@ import {
 import type { RateLimitedServer } from './helpers/rate-limited-server.js';
 import { until } from './helpers/rate-limited-server.js';
 import { settled } from './helpers/settled.js';
+import { failOnUnhandledRejections, flush } from './helpers/unhandled.js';
 
 // Attacks, through the HTTP adapters and `wrap`, on the line's early deadlines: a retry of a
 // throttled request re-acquires with what it waited, so it has less of its maxWait left than a
@@ -26,19 +27,7 @@ import { settled } from './helpers/settled.js';
 // node:http servers on 127.0.0.1, real undici Agents; a ManualClock drives the limiter; state is
 // asserted, never a duration.
 
-const flush = () => new Promise<void>((resolve) => setImmediate(resolve));
-
-const unhandled: unknown[] = [];
-const onUnhandled = (reason: unknown) => unhandled.push(reason);
-beforeEach(() => {
-  unhandled.length = 0;
-  process.on('unhandledRejection', onUnhandled);
-});
-afterEach(async () => {
-  await flush();
-  process.off('unhandledRejection', onUnhandled);
-  expect(unhandled).toEqual([]);
-});
+failOnUnhandledRejections();
 
 /**
  * A server: `/a` is held at its first request (answered by the test), then 200; every other

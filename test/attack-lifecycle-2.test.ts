@@ -2,7 +2,7 @@ import type { ServerResponse } from 'node:http';
 import { Writable } from 'node:stream';
 import { pipeline as pipe } from 'node:stream/promises';
 import { interceptors, pipeline, request } from 'undici';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
 import { type AdaptiveRateLimitInterceptor, runtimeOf } from '../src/http/interceptor.js';
 import {
@@ -16,23 +16,13 @@ import {
 } from './helpers/interceptor-fixtures.js';
 import { until } from './helpers/rate-limited-server.js';
 import { settled } from './helpers/settled.js';
+import { failOnUnhandledRejections } from './helpers/unhandled.js';
 
-// Lifecycle attack, second round (see /work/runs/attack-lifecycle-2.md): no bug was found; these
+// Lifecycle attack, second round: no bug was found; these
 // pin promised behaviour at phases no other file drives. Real node:http servers, real undici
 // agents, a ManualClock for the limiters; state is asserted, never a duration.
 
-const flush = () => new Promise<void>((resolve) => setImmediate(resolve));
-const unhandled: unknown[] = [];
-const onUnhandled = (reason: unknown) => unhandled.push(reason);
-beforeEach(() => {
-  unhandled.length = 0;
-  process.on('unhandledRejection', onUnhandled);
-});
-afterEach(async () => {
-  await flush();
-  process.off('unhandledRejection', onUnhandled);
-  expect(unhandled).toEqual([]);
-});
+failOnUnhandledRejections();
 
 function gateOf(rl: AdaptiveRateLimitInterceptor, origin: string) {
   const gate = runtimeOf(rl).route(origin)?.gate;

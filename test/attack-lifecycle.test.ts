@@ -1,29 +1,19 @@
 import type { ServerResponse } from 'node:http';
 import { request } from 'undici';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
 import { rateLimitedFetch } from '../src/http/fetch.js';
 import { runtimeOf } from '../src/http/interceptor.js';
 import { agentWith, cleanups, limit, NEVER_BINDS, serve } from './helpers/interceptor-fixtures.js';
 import { until } from './helpers/rate-limited-server.js';
 import { settled } from './helpers/settled.js';
+import { failOnUnhandledRejections, flush } from './helpers/unhandled.js';
 
 // Lifecycle attack (see /work/runs/attack-lifecycle.md): no bug was found; these pin promised
 // behaviour at phases no other file drives through both adapters. Real node:http servers, real
 // undici agents, a ManualClock for the limiters; state is asserted, never a duration.
 
-const flush = () => new Promise<void>((resolve) => setImmediate(resolve));
-const unhandled: unknown[] = [];
-const onUnhandled = (reason: unknown) => unhandled.push(reason);
-beforeEach(() => {
-  unhandled.length = 0;
-  process.on('unhandledRejection', onUnhandled);
-});
-afterEach(async () => {
-  await flush();
-  process.off('unhandledRejection', onUnhandled);
-  expect(unhandled).toEqual([]);
-});
+failOnUnhandledRejections();
 
 const CALL = JSON.stringify({ model: 'm', max_tokens: 10, messages: [{ role: 'user', content: 'hi' }] });
 

@@ -168,7 +168,9 @@ export function llmAnswer(
   // What a wrapped answer would lose: where it came from.
   Object.defineProperty(answer, 'url', { value: response.url });
   Object.defineProperty(answer, 'redirected', { value: response.redirected });
-  unreadAnswers.register(answer, held);
+  // On the body, not the answer: a caller that keeps only the body's reader (an SDK's stream)
+  // lets the answer go while the stream runs.
+  unreadAnswers.register(tapped, held);
   return answer;
 }
 
@@ -183,7 +185,7 @@ function endHold(held: Held): void {
   end?.();
 }
 
-/** An answer dropped with its body unread ends its hold (`held` does not reach the answer). */
+/** An answer's body dropped unread ends its hold (`held` does not reach the body). */
 const unreadAnswers = new FinalizationRegistry<Held>(endHold);
 
 /**

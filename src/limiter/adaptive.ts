@@ -663,7 +663,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
       if (cut) {
         const leavingUnlimited = this.#bucket.unlimited;
         const capped = this.#slowStart !== undefined;
-        this.#changeRate(this.#book.cut(now, this.#bucket.rate, capped), now, 'throttle');
+        this.#changeRate(this.#book.cut(now, this.#bucket.rate, capped, permit.units), now, 'throttle');
         // Leaving "unlimited": the server just said no, so the bucket starts empty.
         if (leavingUnlimited) this.#bucket.empty(now);
       }
@@ -804,7 +804,11 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
 
   /** Gives the bucket the lowest fresh ceiling at `now`; waiters may go sooner or later. */
   #applyCeiling(now: number): void {
-    const ceiling = this.#ceilings?.applyTo(this.#bucket, now);
+    const ceilings = this.#ceilings;
+    if (ceilings === undefined) return;
+    const ceiling = ceilings.applyTo(this.#bucket, now);
+    const quotaRate = ceilings.longRun(now);
+    this.#book.announcedQuotaRate = Number.isFinite(quotaRate) ? quotaRate : undefined;
     if (ceiling === undefined) return;
     this.#book.announcedRate = Number.isFinite(ceiling) ? ceiling : undefined;
     this.#line?.kick(now);

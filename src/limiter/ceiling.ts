@@ -98,6 +98,8 @@ export class Ceilings {
   readonly #policies = new Map<string, Policy>();
   /** The lowest fresh ceiling (units/min), `Infinity` when none. */
   #lowest = Number.POSITIVE_INFINITY;
+  /** The lowest fresh ceiling leaving out what `remaining` says until its reset: see {@link longRun}. */
+  #longRun = Number.POSITIVE_INFINITY;
   /** The earliest reset of a `byRemaining` ceiling: past it, the ceilings are computed again. */
   #expiresAt = Number.POSITIVE_INFINITY;
   /** Answers with an announcement so far. */
@@ -119,6 +121,16 @@ export class Ceilings {
   lowest(now: number): number {
     if (now >= this.#expiresAt) this.#recompute(now);
     return this.#lowest;
+  }
+
+  /**
+   * The lowest ceiling the quotas set over their windows at `now` (units/min), `Infinity` when
+   * none: {@link lowest} without the lower "remaining over the time to its reset" of a window
+   * that others drained, which holds only until that reset.
+   */
+  longRun(now: number): number {
+    if (now >= this.#expiresAt) this.#recompute(now);
+    return this.#longRun;
   }
 
   /**
@@ -302,6 +314,7 @@ export class Ceilings {
 
   #recompute(now: number): void {
     let lowest = Number.POSITIVE_INFINITY;
+    let longRun = Number.POSITIVE_INFINITY;
     let expiresAt = Number.POSITIVE_INFINITY;
     for (const policy of this.#policies.values()) {
       // A refilling bucket: its quota over its window (a `remaining` near 0 is the bucket
@@ -310,8 +323,10 @@ export class Ceilings {
       if (policy.shape === 'bucket' && Number.isFinite(policy.byQuota)) {
         const rate = policy.byQuota * policy.part;
         if (rate < lowest) lowest = rate;
+        if (rate < longRun) longRun = rate;
         continue;
       }
+      const alone = policy.shape === 'window' && policy.part >= ALONE_PART;
       let rate = policy.byQuota;
       if (policy.byRemaining < rate) {
         if (policy.resetAt !== undefined && policy.resetAt <= now)
@@ -323,11 +338,17 @@ export class Ceilings {
       }
       rate *= policy.part;
       // Never slower than the window's average: the burst lifts the ceiling, it never lowers it.
-      const alone = policy.shape === 'window' && policy.part >= ALONE_PART;
       if (alone && Number.isFinite(policy.burst) && policy.burst > rate) rate = policy.burst;
       if (rate < lowest) lowest = rate;
+      // Over its window, without what remains until the reset; a quota with no window known has
+      // only what remains.
+      let overWindow = policy.byQuota * policy.part;
+      if (alone && Number.isFinite(policy.burst) && policy.burst > overWindow) overWindow = policy.burst;
+      const quotaRate = Number.isFinite(policy.byQuota) ? overWindow : rate;
+      if (quotaRate < longRun) longRun = quotaRate;
     }
     this.#lowest = lowest;
+    this.#longRun = longRun;
     this.#expiresAt = expiresAt;
   }
 }

@@ -94,6 +94,19 @@ export class RateBook {
     if (rate !== undefined || this.#asking !== undefined) this.#asked().announced = rate;
   }
 
+  /**
+   * The lowest ceiling the API's quotas set over their windows (units/min; see
+   * `Ceilings.longRun`): at or above {@link announcedRate}, which a window that others drained
+   * holds lower until its reset.
+   */
+  get announcedQuotaRate(): number | undefined {
+    return this.#asking?.announcedQuota;
+  }
+
+  set announcedQuotaRate(rate: number | undefined) {
+    if (rate !== undefined || this.#asking !== undefined) this.#asked().announcedQuota = rate;
+  }
+
   /** AIMD, CUBIC or probe by name, which answer `undefined` to a success when nothing waited. */
   get builtIn(): boolean {
     return typeof this.#opts.controller === 'string';
@@ -152,7 +165,7 @@ export class RateBook {
    * `capped`: the cold start's cap on units in flight still held the sends back. Such a first cut,
    * or one read over the first second's floor (few answers), is booked `startCapped`.
    */
-  cut(now: number, rate: number, capped = false): number {
+  cut(now: number, rate: number, capped = false, units = 1): number {
     let base = rate;
     let measured = this.measured.value;
     // At many requests a second, the window less every pause in it: a 429 soon after a
@@ -214,8 +227,12 @@ export class RateBook {
     // Never from above what the API announces it allows: a reading above it is the API's stored
     // bucket spent at once (a minute of an LLM budget, taken in a second, read as 390,000 tokens
     // a minute of 20,000), and a cut to 70 % of that left the ceiling sending at the whole quota:
-    // two processes on one key at twice it, their retries into 429s, for nine cuts.
-    const ceiling = this.announcedRate;
+    // two processes on one key at twice it, their retries into 429s, for nine cuts. What the
+    // quota allows over its window, not what a window others drained has left until its reset:
+    // that ceiling holds the sends back until the reset by itself, and a cut from it (1,000
+    // tokens left for 40 minutes: 25 a minute) stayed the rate after the reset, each next call
+    // refused at maxWait, no success to raise it, for an hour.
+    const ceiling = this.announcedQuotaRate ?? this.announcedRate;
     if (ceiling !== undefined && base > ceiling) {
       base = this.clamp(ceiling);
       if (accepted !== undefined && accepted > base) accepted = base;
@@ -226,7 +243,7 @@ export class RateBook {
     const proposed = this.#controller.onThrottled(
       measured === state.measuredRate ? state : { ...state, measuredRate: measured },
     );
-    const target = cutTarget(proposed, base);
+    const target = Math.max(cutTarget(proposed, base), Math.min(rate, this.#servesWithinWait(units)));
     this.#rateBeforeLastDecrease = base;
     this.#measuredAtLastDecrease = measured;
     // A new array each time: a state handed out earlier keeps what it showed.
@@ -245,6 +262,18 @@ export class RateBook {
     this.lastCutAt = now;
     this.cuts++; // the epoch too
     return this.clamp(target);
+  }
+
+  /**
+   * The rate (units/min) at which a call of `units` waits at most {@link WITHIN_WAIT} of `maxWait`
+   * once the bucket is empty: a cut goes no lower than it (nor above the rate before it).
+   * Below it the next call of that size is refused at `maxWait`, and so is every one after it: no
+   * success comes to raise the rate (a token budget cut to 8 a minute after an hour with one call
+   * of 500 tokens, its next calls refused for most of an hour).
+   */
+  #servesWithinWait(units: number): number {
+    const { maxWait } = this.#opts;
+    return maxWait > 0 && Number.isFinite(maxWait) ? (units * 60_000) / (maxWait * WITHIN_WAIT) : 0;
   }
 
   /**
@@ -358,6 +387,8 @@ class Asking {
   at = 0;
   /** The lowest fresh ceiling the API announced (`RateBook.announcedRate`): kept here, as an idle limiter has none. */
   announced: number | undefined;
+  /** `RateBook.announcedQuotaRate`, kept here for the same reason. */
+  announcedQuota: number | undefined;
   readonly pausedInLast: PausedIn;
   readonly pausedWithEarlier: PausedIn;
 
@@ -399,6 +430,12 @@ function blankState(): Writable<RateControllerState> {
  * rules it had.
  */
 const MANY_REQUESTS = 3_000;
+/**
+ * The part of `maxWait` a call of the size a cut answered may wait at the cut rate (see
+ * `RateBook.#servesWithinWait`). At half, the simulator's `llm` scenario (heavy-tailed calls, a
+ * few of thousands of tokens) drew more 429s: a large call's cut held above its share.
+ */
+const WITHIN_WAIT = 0.9;
 
 /**
  * The longest time paused since a burst's first cut (ms) over which the cut after it reads the
