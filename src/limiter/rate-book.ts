@@ -243,7 +243,7 @@ export class RateBook {
     const proposed = this.#controller.onThrottled(
       measured === state.measuredRate ? state : { ...state, measuredRate: measured },
     );
-    const target = Math.max(cutTarget(proposed, base), Math.min(rate, this.#servesWithinWait(units)));
+    const target = this.#servedWithinWait(cutTarget(proposed, base), rate, units);
     this.#rateBeforeLastDecrease = base;
     this.#measuredAtLastDecrease = measured;
     // A new array each time: a state handed out earlier keeps what it showed.
@@ -265,15 +265,19 @@ export class RateBook {
   }
 
   /**
-   * The rate (units/min) at which a call of `units` waits at most {@link WITHIN_WAIT} of `maxWait`
-   * once the bucket is empty: a cut goes no lower than it (nor above the rate before it).
-   * Below it the next call of that size is refused at `maxWait`, and so is every one after it: no
-   * success comes to raise the rate (a token budget cut to 8 a minute after an hour with one call
-   * of 500 tokens, its next calls refused for most of an hour).
+   * `target`, the rate a cut goes to, or, for a call of `units` larger than a second of it (a
+   * call of many tokens), the rate at which such a call waits at most {@link WITHIN_WAIT} of
+   * `maxWait` when that is higher (never above `rate`, the rate before the cut). Below it the
+   * next call of that size is refused at `maxWait`, and so is every one after it: no success
+   * comes to raise the rate (a token budget cut to 8 a minute after an hour with one call of 500
+   * tokens, its next calls refused for most of an hour). A call of a second of the rate or less
+   * goes at once whenever the bucket has it: no floor (with a `maxWait` of 500 ms, a floor of
+   * 133 calls a minute held a process at twice a server's 60, half its sends answered 429).
    */
-  #servesWithinWait(units: number): number {
+  #servedWithinWait(target: number, rate: number, units: number): number {
     const { maxWait } = this.#opts;
-    return maxWait > 0 && Number.isFinite(maxWait) ? (units * 60_000) / (maxWait * WITHIN_WAIT) : 0;
+    if (!(maxWait > 0) || !Number.isFinite(maxWait) || units <= Math.max(target / 60, 1)) return target;
+    return Math.max(target, Math.min(rate, (units * 60_000) / (maxWait * WITHIN_WAIT)));
   }
 
   /**
@@ -432,7 +436,7 @@ function blankState(): Writable<RateControllerState> {
 const MANY_REQUESTS = 3_000;
 /**
  * The part of `maxWait` a call of the size a cut answered may wait at the cut rate (see
- * `RateBook.#servesWithinWait`). At half, the simulator's `llm` scenario (heavy-tailed calls, a
+ * `RateBook.#servedWithinWait`). At half, the simulator's `llm` scenario (heavy-tailed calls, a
  * few of thousands of tokens) drew more 429s: a large call's cut held above its share.
  */
 const WITHIN_WAIT = 0.9;
