@@ -132,20 +132,6 @@ describe('classifyThrown: the SDKs’ errors', () => {
       { kind: 'failed' },
     ],
     [
-      'openai\'s "Request too large" (Limit below Requested)',
-      new OpenAI.RateLimitError(
-        429,
-        {
-          type: 'tokens',
-          code: 'rate_limit_exceeded',
-          message: 'Request too large for gpt-4o on tokens per min (TPM): Limit 10000, Requested 50000.',
-        },
-        undefined,
-        new Headers(),
-      ),
-      { kind: 'failed' },
-    ],
-    [
       "Anthropic's enforced_spend_limit_reached",
       new Anthropic.RateLimitError(
         429,
@@ -164,6 +150,33 @@ describe('classifyThrown: the SDKs’ errors', () => {
     ],
   ])('%s is a failure', (_name, error, outcome) => {
     expect(classifyThrown(error)).toEqual(outcome);
+  });
+
+  it.each([
+    [
+      'openai\'s "Request too large" (Limit below Requested)',
+      new OpenAI.RateLimitError(
+        429,
+        {
+          type: 'tokens',
+          code: 'rate_limit_exceeded',
+          message: 'Request too large for gpt-4o on tokens per min (TPM): Limit 10000, Requested 50000.',
+        },
+        undefined,
+        new Headers(),
+      ),
+    ],
+    [
+      "openai's 400 context_length_exceeded",
+      new OpenAI.BadRequestError(
+        400,
+        { type: 'invalid_request_error', code: 'context_length_exceeded', message: 'too long' },
+        undefined,
+        new Headers(),
+      ),
+    ],
+  ])('%s is a call the API refused: its draws given back, no retry, no cut', (_name, error) => {
+    expect(classifyThrown(error)).toEqual({ kind: 'success', refused: true });
   });
 
   it("keeps openai's rate-limit 429 on tokens a throttle of the tokens budget (Used and Requested within the Limit)", () => {

@@ -1,6 +1,6 @@
 import { headerLookup, type ResponseHeaders } from '../headers.js';
 import { neverSent } from '../http/classify.js';
-import { LlmMeter, type LlmRefusal, rateLimitOutcome } from '../http/llm.js';
+import { LlmMeter, type LlmRefusal, rateLimitOutcome, refusedCall } from '../http/llm.js';
 import { REFUSAL_HEADER } from '../http/refusal.js';
 import { retryAfterFromHeaders } from '../http/retry-after.js';
 import type { Outcome } from '../limiter/types.js';
@@ -106,8 +106,12 @@ function llmRefusal(error: Bag): LlmRefusal | undefined {
  * - failed: anything else; a 5xx with such a wait pauses the limiter without a cut, as the HTTP
  *   adapters do. So is a 429 the library made itself (`x-adaptive-rate-limit: rejected`, the
  *   adapters' `rejection: 'response'`): no server said it. So is an LLM API's 429 that no retry
- *   can pass (a spend cap, openai's `insufficient_quota` and "Request too large", Anthropic's
+ *   can pass (a spend cap, openai's `insufficient_quota`, Anthropic's
  *   `enforced_spend_limit_reached`): the call ends at once with the SDK's error, as with `api`.
+ * - a call the API refused (openai's "Request too large" 429, an LLM API's 4xx with its error
+ *   body, such as a context too long): `{ kind: 'success', refused: true }`, as with `api`: the
+ *   API ran nothing, so the call's draws from the other budgets are given back, no cut, no retry;
+ *   the call ends with the SDK's error.
  *   An LLM SDK's rate-limit 429 names the budget it is about (`budgets`: openai's `error.type`
  *   `requests` or `tokens`, the budget Anthropic's message names), so a limiter with those
  *   `budgets` cuts only that one when the call drew from it (`wrap`'s `costs`); else the budgets
@@ -140,6 +144,7 @@ export function classifyThrown(error: unknown): Outcome {
 }
 
 const NO_ANSWER: Outcome = { kind: 'failed', noAnswer: true };
+const REFUSED_CALL: Outcome = { kind: 'success', refused: true };
 const NOT_SENT: Outcome = { kind: 'failed', notSent: true };
 
 function classifyBag(error: unknown): Outcome {
@@ -149,7 +154,12 @@ function classifyBag(error: unknown): Outcome {
   if (headers !== undefined && headerLookup(headers)(REFUSAL_HEADER) !== undefined) return { kind: 'failed' };
   const status = statusOfError(error);
   const llm = status === 429 ? llmRefusal(error) : undefined;
-  // No retry can pass a spend cap, a used-up quota or a call above a whole budget.
+  // A call above a whole budget (openai's "Request too large"), or an LLM API's 4xx refusing the
+  // call (a context too long): the API ran nothing, so its token draws are given back, as the
+  // HTTP adapters with `api` give them back; no retry can pass it.
+  if (llm?.kind === 'call' || (status !== undefined && refusedCall(status) && isBag(error.error)))
+    return REFUSED_CALL;
+  // No retry can pass a spend cap or a used-up quota.
   if (llm !== undefined && llm.kind !== 'rate') return { kind: 'failed' };
   const throttled = status === 429 || isAwsThrottling(error);
   // No status and no headers: no HTTP answer came (a connection reset, a timeout, the function's

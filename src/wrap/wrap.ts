@@ -147,7 +147,7 @@ function wrapIssues(limiter: unknown, fn: unknown, options: unknown): ConfigIssu
       received: units,
     });
   }
-  if (costs !== undefined && (typeof costs !== 'object' || costs === null) && typeof costs !== 'function') {
+  if (costs !== undefined && !isCostsObject(costs) && typeof costs !== 'function') {
     issues.push({
       path: 'costs',
       message: 'expected an object of units per budget, or a function of the arguments',
@@ -195,12 +195,27 @@ function checkedUnits(n: unknown): number {
  * limiter's acquire, which names the budget). @throws {InvalidCallbackValueError}
  */
 function checkedCosts(costs: unknown): Readonly<Record<string, number>> | undefined {
-  if (costs === undefined || (typeof costs === 'object' && costs !== null && !Array.isArray(costs)))
+  if (costs === undefined || isCostsObject(costs))
     return costs as Readonly<Record<string, number>> | undefined;
+  // A promise (an `async` costs function) is read as an object with no budget: nothing drawn.
+  const what = isThenable(costs)
+    ? 'a promise (costs must answer at once: not an async function)'
+    : String(costs);
   throw new InvalidCallbackValueError(
     'costs',
-    `costs returned ${String(costs)}; expected an object of units per budget, or undefined`,
+    `costs returned ${what}; expected an object of units per budget, or undefined`,
     costs,
+  );
+}
+
+/** An object of units per budget: not an array, not a promise. */
+function isCostsObject(costs: unknown): boolean {
+  return typeof costs === 'object' && costs !== null && !Array.isArray(costs) && !isThenable(costs);
+}
+
+function isThenable(value: unknown): boolean {
+  return (
+    typeof value === 'object' && value !== null && typeof (value as { then?: unknown }).then === 'function'
   );
 }
 
