@@ -57,7 +57,7 @@ describe('wrap with budgets: bugs', () => {
     // Today: the call is sent, and the tokens budget never sees its 800 tokens.
     expect({ sent, tokens: limiter.snapshot().budgets?.tokens?.tokens, before }).toMatchObject({ sent: 0 });
     expect(out?.error).toBeInstanceOf(InvalidCallbackValueError);
-    expect((out?.error as InvalidCallbackValueError).callback).toBe('costs');
+    expect((out as { error: InvalidCallbackValueError }).error.callback).toBe('costs');
   });
 
   it('openai\'s "Request too large" 429 gives its tokens back (no retry, no cut, and no debt), as with api', async () => {
@@ -147,7 +147,11 @@ describe('wrap with budgets: what held (pinned)', () => {
             param: null,
             code: 'rate_limit_exceeded',
           },
-          { 'retry-after-ms': '1500', 'x-ratelimit-reset-tokens': '6m0s', 'x-ratelimit-remaining-tokens': '0' },
+          {
+            'retry-after-ms': '1500',
+            'x-ratelimit-reset-tokens': '6m0s',
+            'x-ratelimit-remaining-tokens': '0',
+          },
         );
       },
       { costs: { tokens: 1_000 } },
@@ -204,7 +208,8 @@ describe('wrap with budgets: what held (pinned)', () => {
         type: 'error',
         error: {
           type: 'rate_limit_error',
-          message: 'This request would exceed the rate limit for your organization of 50 requests per minute.',
+          message:
+            'This request would exceed the rate limit for your organization of 50 requests per minute.',
         },
       },
       undefined,
