@@ -208,7 +208,12 @@ export class RateBook {
       else {
         const sent = this.#unlimitedSent;
         const average = ((sent?.units ?? 0) * 60_000) / Math.max(now - (sent?.since ?? now), 1_000);
-        base = this.clamp(Math.max(measured ?? 0, average));
+        // After a few answers only, at least the throttled call itself over the window: the
+        // average since the first grant counts a quiet hour in it (one call of 500 tokens before
+        // it: 8 tokens a minute, and the next call of 500 held for most of an hour). Not after
+        // many: a busy process's call of thousands of tokens read that way is far above its share.
+        const call = this.accepted.fewAnswers ? (units * 60_000) / ACCEPTED_WINDOW_MS : 0;
+        base = this.clamp(Math.max(measured ?? 0, average, call));
       }
       // Nothing measured (fewer than 16 successes) and the API announced a higher rate (its
       // headers, the 429's own included): a few small calls on a token budget that others drained
@@ -243,7 +248,7 @@ export class RateBook {
     const proposed = this.#controller.onThrottled(
       measured === state.measuredRate ? state : { ...state, measuredRate: measured },
     );
-    const target = this.#servedWithinWait(cutTarget(proposed, base), rate, units);
+    const target = cutTarget(proposed, base);
     this.#rateBeforeLastDecrease = base;
     this.#measuredAtLastDecrease = measured;
     // A new array each time: a state handed out earlier keeps what it showed.
@@ -262,22 +267,6 @@ export class RateBook {
     this.lastCutAt = now;
     this.cuts++; // the epoch too
     return this.clamp(target);
-  }
-
-  /**
-   * `target`, the rate a cut goes to, or, for a call of `units` larger than a second of it (a
-   * call of many tokens), the rate at which such a call waits at most {@link WITHIN_WAIT} of
-   * `maxWait` when that is higher (never above `rate`, the rate before the cut). Below it the
-   * next call of that size is refused at `maxWait`, and so is every one after it: no success
-   * comes to raise the rate (a token budget cut to 8 a minute after an hour with one call of 500
-   * tokens, its next calls refused for most of an hour). A call of a second of the rate or less
-   * goes at once whenever the bucket has it: no floor (with a `maxWait` of 500 ms, a floor of
-   * 133 calls a minute held a process at twice a server's 60, half its sends answered 429).
-   */
-  #servedWithinWait(target: number, rate: number, units: number): number {
-    const { maxWait } = this.#opts;
-    if (!(maxWait > 0) || !Number.isFinite(maxWait) || units <= Math.max(target / 60, 1)) return target;
-    return Math.max(target, Math.min(rate, (units * 60_000) / (maxWait * WITHIN_WAIT)));
   }
 
   /**
@@ -434,12 +423,8 @@ function blankState(): Writable<RateControllerState> {
  * rules it had.
  */
 const MANY_REQUESTS = 3_000;
-/**
- * The part of `maxWait` a call of the size a cut answered may wait at the cut rate (see
- * `RateBook.#servedWithinWait`). At half, the simulator's `llm` scenario (heavy-tailed calls, a
- * few of thousands of tokens) drew more 429s: a large call's cut held above its share.
- */
-const WITHIN_WAIT = 0.9;
+/** The accepted rate's window (12 slots of 250 ms, accepted-rate.ts): a throttled call's units over it (see `cut`). */
+const ACCEPTED_WINDOW_MS = 3_000;
 
 /**
  * The longest time paused since a burst's first cut (ms) over which the cut after it reads the

@@ -70,6 +70,19 @@ export function headersOfError(error: unknown): ResponseHeaders {
   return undefined;
 }
 
+/**
+ * Whether an SDK error's `error` is an LLM API's error body: openai's (`{ message, type, param,
+ * code }`) or Anthropic's whole body (`{ type: 'error', error: { type, message } }`), not any
+ * SDK's parsed body (a Stainless-generated SDK of another API keeps its own there).
+ */
+function isLlmErrorBody(body: unknown): boolean {
+  if (!isBag(body)) return false;
+  if (body.type === 'error') return isBag(body.error) && typeof body.error.type === 'string';
+  return (
+    typeof body.message === 'string' && typeof body.type === 'string' && ('param' in body || 'code' in body)
+  );
+}
+
 /** Whether an error is the AWS SDK's throttling: a code of {@link AWS_THROTTLING_CODES}, or `$retryable.throttling`. */
 function isAwsThrottling(error: Bag): boolean {
   for (const code of [error.name, error.Code]) {
@@ -157,7 +170,10 @@ function classifyBag(error: unknown): Outcome {
   // A call above a whole budget (openai's "Request too large"), or an LLM API's 4xx refusing the
   // call (a context too long): the API ran nothing, so its token draws are given back, as the
   // HTTP adapters with `api` give them back; no retry can pass it.
-  if (llm?.kind === 'call' || (status !== undefined && refusedCall(status) && isBag(error.error)))
+  if (
+    llm?.kind === 'call' ||
+    (status !== undefined && refusedCall(status) && !isAwsThrottling(error) && isLlmErrorBody(error.error))
+  )
     return REFUSED_CALL;
   // No retry can pass a spend cap or a used-up quota.
   if (llm !== undefined && llm.kind !== 'rate') return { kind: 'failed' };

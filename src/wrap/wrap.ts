@@ -198,9 +198,10 @@ function checkedCosts(costs: unknown): Readonly<Record<string, number>> | undefi
   if (costs === undefined || isCostsObject(costs))
     return costs as Readonly<Record<string, number>> | undefined;
   // A promise (an `async` costs function) is read as an object with no budget: nothing drawn.
-  const what = isThenable(costs)
-    ? 'a promise (costs must answer at once: not an async function)'
-    : String(costs);
+  // Refused, with its rejection handled: unhandled, one ends a Node process.
+  const thenable = isThenable(costs);
+  if (thenable) (costs as PromiseLike<unknown>).then(undefined, () => {});
+  const what = thenable ? 'a promise (costs must answer at once: not an async function)' : String(costs);
   throw new InvalidCallbackValueError(
     'costs',
     `costs returned ${what}; expected an object of units per budget, or undefined`,
