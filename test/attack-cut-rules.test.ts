@@ -2,53 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
 import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
 import type { Permit } from '../src/limiter/types.js';
-
-const tick = () => new Promise<void>((resolve) => setImmediate(resolve));
-
-/**
- * One caller asking every `everyMs` through `limiter` (its own options) for `units`; a server
- * whose refilling bucket lets `perMinute` units a minute through (holding at most `units`), each
- * call answered at once: a 200, or a 429 with Retry-After 1 s. The 429s and successes over the
- * last `measureMs` of `runMs`.
- */
-async function against(
-  limiter: AdaptiveRateLimiter,
-  clock: ManualClock,
-  perMinute: number,
-  units: number,
-  everyMs: number,
-  runMs: number,
-  measureMs: number,
-) {
-  let level = units;
-  let last = clock.now();
-  const counts = { ok: 0, throttled: 0 };
-  const start = clock.now();
-  const answer = (permit: Permit) => {
-    const now = clock.now();
-    level = Math.min(units, level + ((now - last) * perMinute) / 60_000);
-    last = now;
-    const counted = now - start >= runMs - measureMs;
-    if (level >= units) {
-      level -= units;
-      if (counted) counts.ok++;
-      permit.success();
-    } else {
-      if (counted) counts.throttled++;
-      permit.throttled(1_000);
-    }
-  };
-  for (let t = 0; t < runMs; t += everyMs) {
-    limiter.acquire(units).then(answer, () => {});
-    await tick();
-    for (let s = 0; s < everyMs; s += 50) {
-      clock.advance(50);
-      await tick();
-    }
-  }
-  limiter.close();
-  return counts;
-}
+import { against } from './helpers/refilling-answers.js';
+import { flush as tick } from './helpers/unhandled.js';
 
 describe('rule (2): the floor "serves a call within 90 % of maxWait" holds a limiter above what the server lets through', () => {
   it('a limiter with maxWait 500 ms against a server of 60 requests a minute stays at 133/min: half its sends are 429s, for good', async () => {
@@ -57,7 +12,7 @@ describe('rule (2): the floor "serves a call within 90 % of maxWait" holds a lim
     // 60,000 / (500 * 0.9) = 133/min: 207 429s of 414 sends in those 5 minutes, and fewer
     // successes than before (the Retry-After pauses of the 429s take the room).
     const clock = new ManualClock();
-    const limiter = new AdaptiveRateLimiter({ clock, maxWait: 500 });
+    const limiter = new AdaptiveRateLimiter({ clock, maxWait: 500, random: () => 0.5 });
     const counts = await against(limiter, clock, 60, 1, 250, 600_000, 300_000);
     expect(limiter.snapshot().rate).toBeLessThanOrEqual(66);
     expect(counts.throttled).toBeLessThanOrEqual(counts.ok / 10);
@@ -80,7 +35,14 @@ async function crowdAgainst(
   const clock = new ManualClock();
   const limiters = Array.from(
     { length: n },
-    () => new AdaptiveRateLimiter({ clock, maxWait, instanceCount: n, initialUnitsPerMinute: 300 }),
+    () =>
+      new AdaptiveRateLimiter({
+        clock,
+        maxWait,
+        instanceCount: n,
+        initialUnitsPerMinute: 300,
+        random: () => 0.5,
+      }),
   );
   let level = n;
   let last = clock.now();

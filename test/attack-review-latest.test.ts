@@ -1,68 +1,23 @@
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
 import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
-import type { Permit } from '../src/limiter/types.js';
 import { classifyThrown } from '../src/wrap/sdk-errors.js';
 import { wrap } from '../src/wrap/wrap.js';
-
-const tick = () => new Promise<void>((resolve) => setImmediate(resolve));
-
-/**
- * One caller asking every `everyMs` through `limiter` for `units`; a server whose refilling bucket
- * lets `perMinute` units a minute through (holding at most `units`), each call answered at once: a
- * 200, or a 429 with Retry-After 1 s. The 429s and successes over the last `measureMs` of `runMs`.
- * (The harness of test/attack-cut-rules.test.ts.)
- */
-async function against(
-  limiter: AdaptiveRateLimiter,
-  clock: ManualClock,
-  perMinute: number,
-  units: number,
-  everyMs: number,
-  runMs: number,
-  measureMs: number,
-) {
-  let level = units;
-  let last = clock.now();
-  const counts = { ok: 0, throttled: 0 };
-  const start = clock.now();
-  const answer = (permit: Permit) => {
-    const now = clock.now();
-    level = Math.min(units, level + ((now - last) * perMinute) / 60_000);
-    last = now;
-    const counted = now - start >= runMs - measureMs;
-    if (level >= units) {
-      level -= units;
-      if (counted) counts.ok++;
-      permit.success();
-    } else {
-      if (counted) counts.throttled++;
-      permit.throttled(1_000);
-    }
-  };
-  for (let t = 0; t < runMs; t += everyMs) {
-    limiter.acquire(units).then(answer, () => {});
-    await tick();
-    for (let s = 0; s < everyMs; s += 50) {
-      clock.advance(50);
-      await tick();
-    }
-  }
-  const rate = limiter.snapshot().rate;
-  limiter.close();
-  return { ...counts, rate };
-}
+import { against } from './helpers/refilling-answers.js';
+import { flush as tick } from './helpers/unhandled.js';
 
 describe('3ddc7ca: the floor of a cut by a call of more than a second of the rate', () => {
   it('calls of 3 units, maxWait 500 ms, a server of 60 units a minute: the cut stops at the floor: rate held at 5x the server, 3 of 4 sends 429s (calls of 1 unit are not)', async () => {
     const clock = new ManualClock();
-    const limiter = new AdaptiveRateLimiter({ clock, maxWait: 500 });
+    const limiter = new AdaptiveRateLimiter({ clock, maxWait: 500, random: () => 0.5 });
     // Calls of 1 unit in the same run: rate 42, 2 429s for 233 successes (the commit's own test).
     // Calls of 3: a cut below 180/min (3 units > a second of it) floors at 3 * 60,000 / 450 = 400,
     // capped by the rate before it: no cut at all. Today: rate 324, 253 429s for 85 successes.
     const counts = await against(limiter, clock, 60, 3, 250, 600_000, 300_000);
     expect(counts.rate).toBeLessThanOrEqual(66);
-    expect(counts.throttled).toBeLessThanOrEqual(counts.ok / 10);
+    // The code before the floor drew 10 429s for some 60 successes here (calls of 3 units with a
+    // maxWait of 500 ms pause often): a quarter bounds that, not the floor's 253 for 85.
+    expect(counts.throttled).toBeLessThanOrEqual(counts.ok / 4);
   });
 });
 

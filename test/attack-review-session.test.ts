@@ -1,4 +1,4 @@
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { ServerResponse } from 'node:http';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
@@ -6,51 +6,20 @@ import { ManualClock } from '../src/clock.js';
 import { rateLimitedFetch } from '../src/http/fetch.js';
 import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
 import { RateLimiterRegistry } from '../src/registry/index.js';
-import { cleanups, serve } from './helpers/interceptor-fixtures.js';
+import { cleanups } from './helpers/interceptor-fixtures.js';
+import { STREAM_CHAT as chat, grantedWithin, streamingApi } from './helpers/llm-stream.js';
 import { until } from './helpers/rate-limited-server.js';
 
-// Review of the fixes in aba7b55..HEAD. Real node:http servers on 127.0.0.1, ManualClock.
+// A review of a session's fixes (LLM stream holds, first cuts after a quiet spell). Real node:http servers on 127.0.0.1, ManualClock.
+
+const json = { 'content-type': 'application/json' };
 
 setFlagsFromString('--expose-gc');
 const gc = runInNewContext('gc') as () => void;
 
-const json = { 'content-type': 'application/json' };
-const quota = {
-  'x-ratelimit-limit-tokens': '10000',
-  'x-ratelimit-remaining-tokens': '9990',
-  'x-ratelimit-reset-tokens': '60ms',
-};
-const USED = 5_000;
-const chat = JSON.stringify({
-  model: 'm',
-  max_tokens: 10,
-  stream: true,
-  stream_options: { include_usage: true },
-  messages: [{ role: 'user', content: 'hi' }],
-});
-
-async function streamingApi() {
-  const streams: ServerResponse[] = [];
-  const server = await serve({
-    respond: (req: IncomingMessage, res: ServerResponse) => {
-      if (req.headers.authorization === 'Bearer streamer') {
-        res.writeHead(200, { ...quota, 'content-type': 'text/event-stream' });
-        res.write('data: {"choices":[{"delta":{"content":"he"}}]}\n\n');
-        streams.push(res);
-      } else {
-        res
-          .writeHead(200, { ...quota, ...json })
-          .end(JSON.stringify({ usage: { prompt_tokens: 3, completion_tokens: 2 } }));
-      }
-      return true;
-    },
-  });
-  return { server, streams };
-}
-
 describe("the fetch wrapper's hold on a partition's limiter while its LLM stream passes", () => {
   it('is kept while the caller reads the body stream it took from the answer (the Response object itself dropped)', async () => {
-    const { server, streams } = await streamingApi();
+    const { server, streams, end } = await streamingApi();
     const clock = new ManualClock();
     const registry = new RateLimiterRegistry({
       limiters: { openai: { origins: [server.origin], api: 'openai' } },
@@ -94,9 +63,7 @@ describe("the fetch wrapper's hold on a partition's limiter while its LLM stream
     await third.text();
     // The stream still runs, and its usage is yet to come: its limiter must still be the one held.
     expect(registry.get(key)).toBe(limiter);
-    const res = streams[0] as ServerResponse;
-    res.write(`data: {"choices":[],"usage":{"prompt_tokens":${USED},"completion_tokens":0}}\n\n`);
-    res.end('data: [DONE]\n\n');
+    end(streams[0] as ServerResponse);
     for (let i = 0; i < 20; i++) if ((await reader.read()).done) break;
   });
 });
@@ -120,21 +87,7 @@ describe('a first cut after a quiet spell, of a budget still unlimited', () => {
       // The process sent 500-1,000 tokens in 200-400 ms: the cut reads it averaged over the whole
       // hour since its first grant (8-12 tokens a minute), as the empty window's 0 did before.
       expect(limiter.snapshot().budgets?.tokens?.rate).toBeGreaterThan(500);
-      let result: unknown;
-      limiter.acquire(1, { costs }).then(
-        (permit) => {
-          result = 'granted';
-          permit.success();
-        },
-        (error: unknown) => {
-          result = error;
-        },
-      );
-      for (let s = 0; s < 60 && result === undefined; s++) {
-        clock.advance(1_000);
-        await new Promise<void>((resolve) => setImmediate(resolve));
-      }
-      expect(result).toBe('granted');
+      expect(await grantedWithin(limiter, clock, costs)).toBe('granted');
     },
   );
 });

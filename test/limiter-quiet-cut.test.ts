@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
 import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
+import { grantedWithin } from './helpers/llm-stream.js';
 
 // A first 429 after a quiet spell, on a limiter (or a budget) still unlimited: its accepted-rate
 // window holds no answer (the process sent nothing), so it is no reading of what the server lets
@@ -38,21 +39,7 @@ describe('a first cut after a quiet spell', () => {
       expect(tokens?.acceptedRate).toBe(0);
       // The next call of 500 tokens is granted within maxWait (60 s), the clock moved a second at a
       // time (before: refused, its wait some 500 minutes).
-      let result: unknown;
-      limiter.acquire(1, { costs: { tokens: 500 } }).then(
-        (permit) => {
-          result = 'granted';
-          permit.success();
-        },
-        (error: unknown) => {
-          result = error;
-        },
-      );
-      for (let s = 0; s < 60 && result === undefined; s++) {
-        clock.advance(1_000);
-        await new Promise<void>((resolve) => setImmediate(resolve));
-      }
-      expect(result).toBe('granted');
+      expect(await grantedWithin(limiter, clock, { tokens: 500 })).toBe('granted');
     },
   );
 

@@ -1,9 +1,10 @@
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { ServerResponse } from 'node:http';
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
 import { rateLimitedFetch } from '../src/http/fetch.js';
 import { RateLimiterRegistry } from '../src/registry/index.js';
-import { agentWith, cleanups, limit, serve } from './helpers/interceptor-fixtures.js';
+import { agentWith, cleanups, limit } from './helpers/interceptor-fixtures.js';
+import { STREAM_CHAT as chat, streamingApi, STREAM_USED as USED } from './helpers/llm-stream.js';
 import { until } from './helpers/rate-limited-server.js';
 
 // A partition's limiter is held while its LLM answer's body passes: a stream runs for minutes,
@@ -12,45 +13,6 @@ import { until } from './helpers/rate-limited-server.js';
 // node:http servers on 127.0.0.1; the limiters on a ManualClock.
 
 const json = { 'content-type': 'application/json' };
-/** OpenAI's headers on every answer: a tokens budget of 10,000 a minute, nearly full. */
-const quota = {
-  'x-ratelimit-limit-tokens': '10000',
-  'x-ratelimit-remaining-tokens': '9990',
-  'x-ratelimit-reset-tokens': '60ms',
-};
-const USED = 5_000;
-
-/** An OpenAI-like API: key `streamer` gets a stream held open after its first event until `end()`. */
-async function streamingApi() {
-  const streams: ServerResponse[] = [];
-  const server = await serve({
-    respond: (req: IncomingMessage, res: ServerResponse) => {
-      if (req.headers.authorization === 'Bearer streamer') {
-        res.writeHead(200, { ...quota, 'content-type': 'text/event-stream' });
-        res.write('data: {"choices":[{"delta":{"content":"he"}}]}\n\n');
-        streams.push(res);
-      } else {
-        res
-          .writeHead(200, { ...quota, ...json })
-          .end(JSON.stringify({ usage: { prompt_tokens: 3, completion_tokens: 2 } }));
-      }
-      return true;
-    },
-  });
-  const end = (res: ServerResponse) => {
-    res.write(`data: {"choices":[],"usage":{"prompt_tokens":${USED},"completion_tokens":0}}\n\n`);
-    res.end('data: [DONE]\n\n');
-  };
-  return { server, streams, end };
-}
-
-const chat = JSON.stringify({
-  model: 'm',
-  max_tokens: 10,
-  stream: true,
-  stream_options: { include_usage: true },
-  messages: [{ role: 'user', content: 'hi' }],
-});
 
 type Send = (key: string) => Promise<Response>;
 
