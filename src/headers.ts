@@ -250,7 +250,7 @@ export function parseHttpDate(value: string, nowMs: number): number | undefined 
 
 const DAYS_IN_MONTH = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
 
-/** RFC 3339's `date-time` (its `T` and `Z` in either case, or a space for the `T`, as section 5.6 allows). */
+/** RFC 3339's `date-time`: its `T` and `Z` in either case, or a space for the `T` (section 5.6). */
 const RFC_3339 =
   /^(?<year>\d{4})-(?<month>\d{2})-(?<day>\d{2})[Tt ](?<hh>\d{2}):(?<mm>\d{2}):(?<ss>\d{2})(?<frac>\.\d+)?(?:[Zz]|(?<sign>[+-])(?<oh>\d{2}):(?<om>\d{2}))$/;
 

@@ -71,5 +71,5 @@ export const kHoldOrigin = Symbol('adaptive-rate-limit.holdOrigin');
 export const kAddBusyCheck = Symbol('adaptive-rate-limit.addBusyCheck');
 export const kChanges = Symbol('adaptive-rate-limit.changes');
 export const kTouchOrigin = Symbol('adaptive-rate-limit.touchOrigin');
-/** Registry: keeps the pause a key's server asked for through an overflow limiter (see `OriginPool.keepPause`). */
+/** Registry: keeps a key's pause, answered through an overflow limiter (`OriginPool.keepPause`). */
 export const kKeepPause = Symbol('adaptive-rate-limit.keepPause');

@@ -62,9 +62,9 @@ export type RateLimitedFetch = typeof fetch & {
  * that `fetch` followed a redirect to is returned as it is (not retried), and its `Retry-After`
  * pauses that origin's limiter. A request the limiter refuses rejects with `RateLimitRejectedError`; an aborted one
  * with the signal's reason (the same object), at once, even while it waits. The fetch's own
- * errors reject as they are (one whose fields throw when read too), but for the one it builds from a URL with secrets (a password:
- * "Request cannot be constructed from a URL that includes credentials: <url>"): a copy of the
- * same class, masked.
+ * errors reject as they are (one whose fields throw when read too), but for the one it builds
+ * from a URL with secrets (a password: "Request cannot be constructed from a URL that includes
+ * credentials: <url>"): a copy of the same class, masked.
  *
  * @throws {ConfigError} when an option is invalid, naming each bad field and the value received.
  */

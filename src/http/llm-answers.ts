@@ -116,8 +116,7 @@ export function heldRefusal(response: Response, held: Response): Response {
  * or the limiter's pause); a success's `usage` corrects the estimate as its body passes. While it
  * passes (a stream may run for minutes), `hold` keeps the route's limiter from being dropped (as
  * idle, or to make room for another partition), so that the correction charges the limiter the
- * next call draws from: until the body ends, fails or is cancelled, or the answer is garbage
- * unread.
+ * next call draws from: until the body ends, fails or is cancelled, or is collected unread.
  */
 export function llmAnswer(
   response: Response,

@@ -48,8 +48,9 @@ export interface RegistryOptions {
   maxPausedOrigins?: number;
   /**
    * A per-origin limiter that is idle (nothing queued, not paused) and was not used for this long
-   * (ms: looked up, or busy when the registry made room for another) is dropped; the next request to its origin starts a fresh one. Checked lazily,
-   * during `limiterFor`, at most every `idleTimeout / 10` ms: no timers. @default 600_000
+   * (ms: looked up, or busy when the registry made room for another) is dropped; the next request
+   * to its origin starts a fresh one. Checked lazily, during `limiterFor`, at most every
+   * `idleTimeout / 10` ms: no timers. @default 600_000
    */
   idleTimeout?: number;
 }
