@@ -237,9 +237,7 @@ export function parseHttpDate(value: string, nowMs: number): number | undefined 
   }
   const monthIndex = MONTHS.indexOf(month);
   const date = Number(day);
-  const leapYear = year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0);
-  const lastDay = monthIndex === 1 ? (leapYear ? 29 : 28) : DAYS_IN_MONTH[monthIndex];
-  if (lastDay === undefined || date < 1 || date > lastDay) return undefined;
+  if (!isDayOfMonth(year, monthIndex, date)) return undefined;
   if (Number(hh) > 23 || Number(mm) > 59 || Number(ss) > 60) return undefined;
   // Not Date.UTC, which reads years 0-99 as 1900-1999.
   const instant = new Date(0);
@@ -249,6 +247,13 @@ export function parseHttpDate(value: string, nowMs: number): number | undefined 
 }
 
 const DAYS_IN_MONTH = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+
+/** Whether `date` (1-31) is a day of month `monthIndex` (0-11) of `year`, by the Gregorian calendar. */
+function isDayOfMonth(year: number, monthIndex: number, date: number): boolean {
+  const leapYear = year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0);
+  const lastDay = monthIndex === 1 ? (leapYear ? 29 : 28) : DAYS_IN_MONTH[monthIndex];
+  return lastDay !== undefined && date >= 1 && date <= lastDay;
+}
 
 /** RFC 3339's `date-time`: its `T` and `Z` in either case, or a space for the `T` (section 5.6). */
 const RFC_3339 =
@@ -278,9 +283,7 @@ export function parseRfc3339(text: string): number | undefined {
   const y = Number(year);
   const monthIndex = Number(month) - 1;
   const date = Number(day);
-  const leapYear = y % 4 === 0 && (y % 100 !== 0 || y % 400 === 0);
-  const lastDay = monthIndex === 1 ? (leapYear ? 29 : 28) : DAYS_IN_MONTH[monthIndex];
-  if (lastDay === undefined || date < 1 || date > lastDay) return undefined;
+  if (!isDayOfMonth(y, monthIndex, date)) return undefined;
   if (Number(hh) > 23 || Number(mm) > 59 || Number(ss) > 60 || Number(oh) > 23 || Number(om) > 59)
     return undefined;
   const instant = new Date(0);

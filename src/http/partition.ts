@@ -2,6 +2,7 @@ import { createHmac, randomBytes } from 'node:crypto';
 import type { HeaderProfile } from '../config/types.js';
 import { InvalidCallbackValueError } from '../errors.js';
 import { API_CREDENTIAL_HEADERS, VENDOR_CREDENTIAL_HEADERS } from '../redact.js';
+import { isThenable } from '../thenable.js';
 
 /**
  * What a partition function returns: a key (or the parts of one, such as a credential and a
@@ -248,7 +249,7 @@ export function partitionParts(key: unknown, describe: () => string): string[] |
 
 function badKey(value: unknown, describe: () => string): InvalidCallbackValueError {
   // The value may be a credential: only its type is told.
-  const promise = typeof (value as { then?: unknown } | null)?.then === 'function';
+  const promise = isThenable(value);
   const type = value === null ? 'null' : Array.isArray(value) ? 'array' : promise ? 'Promise' : typeof value;
   const article = /^[aeiou]/.test(type) ? 'an' : 'a';
   const hint = promise ? ' (partition runs as the request is sent: it cannot be async)' : '';

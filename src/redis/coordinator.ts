@@ -5,6 +5,7 @@ import type { AdaptiveRateLimiter } from '../limiter/adaptive.js';
 import { throttledByQuota } from '../limiter/permit.js';
 import { drawFrom } from '../limiter/rate-book.js';
 import type { AnnouncedQuota, Permit } from '../limiter/types.js';
+import { isThenable } from '../thenable.js';
 import type { CutPlan } from './budget-controller.js';
 import type { MemberState, SharedState } from './member-state.js';
 import type { ResolvedSharedOptions } from './options.js';
@@ -451,7 +452,7 @@ export class Coordinator {
       fail(error);
       return undefined;
     }
-    if (isPromiseLike(answer)) return Promise.resolve(answer).then(apply).catch(fail);
+    if (isThenable<T>(answer)) return Promise.resolve(answer).then(apply).catch(fail);
     try {
       apply(answer);
     } catch (error) {
@@ -465,8 +466,4 @@ export class Coordinator {
     this.#pending.add(promise);
     void promise.finally(() => this.#pending.delete(promise));
   }
-}
-
-function isPromiseLike<T>(value: Answer<T>): value is Promise<T> {
-  return typeof (value as { then?: unknown } | null)?.then === 'function';
 }

@@ -4,6 +4,7 @@ import { ConfigError, type ConfigIssue, InvalidCallbackValueError } from '../err
 import { quotaProblem } from '../limiter/permit.js';
 import type { Outcome, RateLimiter } from '../limiter/types.js';
 import { redact } from '../redact.js';
+import { isThenable } from '../thenable.js';
 import { classifyThrown } from './sdk-errors.js';
 
 const success: Outcome = { kind: 'success' };
@@ -200,7 +201,7 @@ function checkedCosts(costs: unknown): Readonly<Record<string, number>> | undefi
   // A promise (an `async` costs function) is read as an object with no budget: nothing drawn.
   // Refused, with its rejection handled: unhandled, one ends a Node process.
   const thenable = isThenable(costs);
-  if (thenable) (costs as PromiseLike<unknown>).then(undefined, () => {});
+  if (thenable) costs.then(undefined, () => {});
   const what = thenable ? 'a promise (costs must answer at once: not an async function)' : String(costs);
   throw new InvalidCallbackValueError(
     'costs',
@@ -212,12 +213,6 @@ function checkedCosts(costs: unknown): Readonly<Record<string, number>> | undefi
 /** An object of units per budget: not an array, not a promise. */
 function isCostsObject(costs: unknown): boolean {
   return typeof costs === 'object' && costs !== null && !Array.isArray(costs) && !isThenable(costs);
-}
-
-function isThenable(value: unknown): boolean {
-  return (
-    typeof value === 'object' && value !== null && typeof (value as { then?: unknown }).then === 'function'
-  );
 }
 
 /** Whether `signal` can be listened to as an AbortSignal (one of another realm or a polyfill too). */
