@@ -158,8 +158,8 @@ describeRedis('shared budget: what Redis holds is checked before it is used', ()
     expect(said).toHaveLength(1);
     expect(said[0]).toContain(`${keys().reports} ${all[1]!.id}`);
     expect(said[0]).toContain(`${keys().reports} stranger`);
-    // The member's own report is back with its next heartbeat.
-    expect(await redis.hget(keys().reports, all[1]!.id)).toMatch(/^\S+ \S+ \S+$/);
+    // The member's own report is back with its next heartbeat (its timeout the fourth number).
+    expect(await redis.hget(keys().reports, all[1]!.id)).toMatch(/^\S+ \S+ \S+ \S+$/);
   });
 
   it('the state key replaced by a string (no TTL): deleted, a fresh generation', async () => {

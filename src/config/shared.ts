@@ -97,10 +97,13 @@ export interface SharedConfig {
    */
   heartbeatInterval?: number;
   /**
-   * A member that has not sent a heartbeat for this long (ms) is dropped from the budget. Keep
-   * it above `redisTimeout` + `heartbeatInterval`: a member whose heartbeats come that far apart
-   * (a slow link, a long pause of its event loop) and is dropped between them keeps sending its
-   * share while the others split the whole rate among the rest.
+   * This process is dropped from the budget once it has sent no heartbeat for this long (ms).
+   * Each member sends its own with its heartbeats, and the others judge it by that, not by
+   * theirs: members with different `heartbeatInterval`s (and so different defaults) share one
+   * budget, none dropped between its own heartbeats. Keep it above `redisTimeout` +
+   * `heartbeatInterval`: a member whose heartbeats come that far apart (a slow link, a long
+   * pause of its event loop) and is dropped between them keeps sending its share while the
+   * others split the whole rate among the rest.
    * Sent to Redis, so rounded up to a whole ms; above 2^53-1 ms (`Number.MAX_SAFE_INTEGER`) it
    * is a `ConfigError`.
    * @default max(4 × heartbeatInterval, redisTimeout + 2 × heartbeatInterval): 1.5 s
@@ -187,13 +190,14 @@ export const DEFAULT_STATE_TTL = 3_600_000;
 /**
  * A shared budget's timings with their defaults, and what in them cannot share (each issue names
  * the field, and the other field it is held against). `memberTimeout` and `stateTtl` are sent to
- * Redis: rounded up to whole ms, and refused above `Number.MAX_SAFE_INTEGER`. `memberTimeout` defaults to `redisTimeout`
- * plus two heartbeats (at least 4): a live member's heartbeats may come a call's whole timeout
- * apart (the next is armed after the answer), and dropped sooner it would keep sending its share
- * while the others split the rate among fewer members. `stateTtl` defaults to an hour, or twice
- * `memberTimeout` when that is longer. Refused: a `memberTimeout` within one heartbeat (every
- * member dropped between its own heartbeats), a `stateTtl` within `memberTimeout` (the state, its
- * learned rate and cuts, expiring between the heartbeats).
+ * Redis: rounded up to whole ms, and refused above `Number.MAX_SAFE_INTEGER`. `memberTimeout` (how
+ * long the others wait for this member's next heartbeat: each member's own, sent with its report)
+ * defaults to `redisTimeout` plus two heartbeats (at least 4): a live member's heartbeats may
+ * come a call's whole timeout apart (the next is armed after the answer), and dropped sooner it
+ * would keep sending its share while the others split the rate among fewer members. `stateTtl`
+ * defaults to an hour, or twice `memberTimeout` when that is longer. Refused: a `memberTimeout`
+ * within one heartbeat (every member dropped between its own heartbeats), a `stateTtl` within
+ * `memberTimeout` (the state, its learned rate and cuts, expiring between the heartbeats).
  */
 export function sharedTimings(o: Partial<SharedTimings>): {
   timings: SharedTimings;

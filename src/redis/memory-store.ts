@@ -24,6 +24,8 @@ interface Report {
   demand: number;
   accepted: number;
   measured: number;
+  /** The member's own `memberTimeout` (ms): how long the others wait for its next heartbeat. */
+  timeout: number;
 }
 
 export interface MemoryBudgetStoreOptions {
@@ -104,18 +106,22 @@ export class MemoryBudgetStore implements BudgetStore {
     const generation = this.#create(now, r.ttl);
     const members = this.#members;
     members.set(r.id, now);
+    // Each member is judged by the timeout it sent with its report (members of one budget may beat
+    // at different intervals, each timeout fitting its own heartbeat); one without, by this one's.
     for (const [id, seen] of members) {
-      if (seen > now - r.memberTimeout) continue;
+      if (seen > now - (this.#reports.get(id)?.timeout ?? r.memberTimeout)) continue;
       members.delete(id);
       this.#reports.delete(id);
     }
     const report = this.#reports.get(r.id);
-    if (report === undefined)
-      this.#reports.set(r.id, { demand: r.demand, accepted: r.accepted, measured: r.measured });
-    else {
+    if (report === undefined) {
+      const { demand, accepted, measured, memberTimeout: timeout } = r;
+      this.#reports.set(r.id, { demand, accepted, measured, timeout });
+    } else {
       report.demand = r.demand;
       report.accepted = r.accepted;
       report.measured = r.measured;
+      report.timeout = r.memberTimeout;
     }
 
     let rate = this.#rate ?? r.initialRate;

@@ -10,7 +10,8 @@
  *                                        books: version, lastChangeAt, rateBefore, measuredAtCut, waited,
  *                                        decreases ("before accepted since;..."), random, acceptedSinceCut
  *   KEYS[2] `<prefix>{<name>}:members`  zset: member id -> last heartbeat (server ms)
- *   KEYS[3] `<prefix>{<name>}:reports`  hash: member id -> "demand accepted measured" (units/min)
+ *   KEYS[3] `<prefix>{<name>}:reports`  hash: member id -> "demand accepted measured timeout"
+ *                                        (units/min; the member's own memberTimeout, ms)
  *
  * The rules are written once in TypeScript (store.ts, memory-store.ts); these scripts mirror
  * them, and test/redis-store.test.ts runs both on the same sequences.
@@ -79,17 +80,24 @@ end
 
 /**
  * What every script reads back is checked before it is used (a member checks the answers again:
- * store.ts, checkHeartbeat): a key of another type than the budget's is deleted; a state hash with a field that
- * fails its check (not a finite number, out of its bounds, a time more than a day in the
- * future, a pause that ends more than the caller's maxPause and a day from now, a cut record
- * that is not three numbers) is deleted, so the script creates a fresh generation, as after a
- * lost state (a pause longer than the caller's own maxPause is not broken: members with another
- * maxPause may share the budget, and each caps the pause it takes); a time or a member's last
- * heartbeat ahead of the server's clock by more than a second, and less than a day, is set to now
- * (after a failover to a server whose clock is behind, the state and its learned rate are kept),
- * a member's a day or more ahead is dropped; a report that is not three finite numbers >= 0, or whose member is not
- * live, is dropped. Each repair is listed in `repaired` as "key field", answered to the caller
- * (which warns once). No value is answered: only the key and the field.
+ * store.ts, checkHeartbeat): a key of another type than the budget's is deleted; a state hash
+ * with a field that fails its check (not a finite number, out of its bounds, a time more than a
+ * day in the future, a pause that ends more than the caller's maxPause and a day from now, a cut
+ * record that is not three numbers), or without its generation, is deleted, so the script
+ * creates a fresh generation, as after a lost state (a pause longer than the caller's own
+ * maxPause is not broken: members with another maxPause may share the budget, and each caps the
+ * pause it takes); a time or a member's last heartbeat ahead of the server's clock by more than a
+ * second, and less than a day, is set to now (after a failover to a server whose clock is behind,
+ * the state and its learned rate are kept), a member's a day or more ahead is dropped; a report
+ * that is not three finite numbers >= 0 and a timeout > 0, or whose member is not live, is
+ * dropped. Each repair is listed in `repaired` as "key field", answered to the caller (which
+ * warns once). No value is answered: only the key and the field.
+ *
+ * A state without its generation (the field deleted by hand: every script writes it first) was
+ * taken for a new generation that went on at the old epoch and books: a 429 of a request sent
+ * before counts as sent at a new generation's start (epoch 0, sentEpochIn in store.ts), so none
+ * of the burst in flight cut the budget, and their local cuts were undone. The memory store
+ * cannot hold such a state.
  */
 const CHECK = `
 local repaired = {}
@@ -165,6 +173,10 @@ local function check(maxPause)
       break
     end
   end
+  if redis.call('EXISTS', KEYS[1]) == 1 and redis.call('HEXISTS', KEYS[1], 'generation') == 0 then
+    redis.call('DEL', KEYS[1])
+    table.insert(repaired, KEYS[1] .. ' generation')
+  end
   -- Times ahead of this clock by more than the slack (the server's clock is behind the one that
   -- wrote them: a failover, a restore) are now; the state, and its learned rate, are kept.
   for _, field in ipairs({ 'createdAt', 'lastChangeAt', 'lastCutAt', 'pauseFrom' }) do
@@ -182,12 +194,17 @@ local function check(maxPause)
     end
   end
 end
+-- A member's timeout in its report: a finite number of ms > 0.
+local function timeoutOk(text)
+  local v = tonumber(text)
+  return finite(v) and v > 0
+end
 -- The reports after the dead members were dropped: each parsed, and its member live, or dropped.
 local function checkReports()
   local all = redis.call('HGETALL', KEYS[3])
   for i = 1, #all, 2 do
-    local d, a, m = string.match(all[i + 1], '^(%S+) (%S+) (%S+)$')
-    local ok = d ~= nil and atLeast0(d) and atLeast0(a) and atLeast0(m)
+    local d, a, m, t = string.match(all[i + 1], '^(%S+) (%S+) (%S+) (%S+)$')
+    local ok = d ~= nil and atLeast0(d) and atLeast0(a) and atLeast0(m) and timeoutOk(t)
     if not ok or not redis.call('ZSCORE', KEYS[2], all[i]) then
       redis.call('HDEL', KEYS[3], all[i])
       table.insert(repaired, KEYS[3] .. ' ' .. all[i])
@@ -205,10 +222,12 @@ end
 `;
 
 /**
- * One heartbeat: registers the member, drops the members silent for longer than the timeout,
- * sets the member's proposal (a new whole rate computed from the books at one version) when the
- * books are still at that version, records this member's report, and returns the shared state
- * with the members' sums, this member's share and place, and the controller's books.
+ * One heartbeat: registers the member, drops the members silent for longer than their own
+ * timeouts (each member's, sent with its report; a member whose report is missing or broken is
+ * judged by this caller's), sets the member's proposal (a new whole rate computed from the books
+ * at one version) when the books are still at that version, records this member's report (with
+ * its timeout), and returns the shared state with the members' sums, this member's share and
+ * place, and the controller's books.
  *
  * ARGV: id, demand, accepted, measured, waited (0|1), memberTimeoutMs, floorFraction, initialRate|'',
  *   minRate, maxRate|'', ttlMs, candidateGeneration, proposalGeneration|'', proposalVersion|'',
@@ -228,16 +247,29 @@ check(tonumber(ARGV[17]))
 local gen = generation(ARGV[12], ttl)
 
 redis.call('ZADD', KEYS[2], now, id)
+-- Each member is judged by the timeout it sent with its report (members of one budget may beat at
+-- different intervals, each timeout fitting its own heartbeat), this caller's when it has none.
+local timeouts = {}
+local sent = redis.call('HGETALL', KEYS[3])
+for i = 1, #sent, 2 do
+  local t = string.match(sent[i + 1], '^%S+ %S+ %S+ (%S+)$')
+  if timeoutOk(t) then timeouts[sent[i]] = tonumber(t) end
+end
+local dead = {}
+local seen = redis.call('ZRANGE', KEYS[2], 0, -1, 'WITHSCORES')
+for i = 1, #seen, 2 do
+  local at = tonumber(seen[i + 1]) or -math.huge
+  if at <= now - (timeouts[seen[i]] or timeout) then table.insert(dead, seen[i]) end
+end
 -- In chunks: Lua's unpack takes at most a few thousand values, and a fleet of short-lived
 -- processes that never left can leave more members than that.
-local dead = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now - timeout)
 for i = 1, #dead, ${DEAD_CHUNK} do
   local last = math.min(i + ${DEAD_CHUNK - 1}, #dead)
   redis.call('ZREM', KEYS[2], unpack(dead, i, last))
   redis.call('HDEL', KEYS[3], unpack(dead, i, last))
 end
 checkReports()
-redis.call('HSET', KEYS[3], id, ARGV[2] .. ' ' .. ARGV[3] .. ' ' .. ARGV[4])
+redis.call('HSET', KEYS[3], id, ARGV[2] .. ' ' .. ARGV[3] .. ' ' .. ARGV[4] .. ' ' .. ARGV[6])
 
 local rate = tonumber(redis.call('HGET', KEYS[1], 'rate'))
 if rate == nil and ARGV[8] ~= '' then rate = tonumber(ARGV[8]) end
@@ -269,7 +301,7 @@ local accepted = 0
 local measured = 0
 local all = redis.call('HVALS', KEYS[3])
 for i = 1, #all do
-  local d, a, m = string.match(all[i], '^(%S+) (%S+) (%S+)$')
+  local d, a, m = string.match(all[i], '^(%S+) (%S+) (%S+) %S+$')
   demands[i] = tonumber(d)
   accepted = accepted + tonumber(a)
   measured = measured + tonumber(m)

@@ -24,9 +24,10 @@ import { CUTS_KEPT, clampRate } from '../limiter/rate-book.js';
 export interface BudgetStore {
   /**
    * One heartbeat of a member: registers it (now), drops the members silent for longer than
-   * `memberTimeout`, sets its proposal when the books are still at the version it was computed
-   * from ({@link isCurrent}), records its report, and answers the shared state with the
-   * members' sums and this member's share ({@link demandWeightedShare}).
+   * their own `memberTimeout` (each member's, kept with its report; one with no report is judged
+   * by this request's), sets its proposal when the books are still at the version it was
+   * computed from ({@link isCurrent}), records its report with its `memberTimeout`, and answers
+   * the shared state with the members' sums and this member's share ({@link demandWeightedShare}).
    */
   heartbeat(request: HeartbeatRequest): Answer<HeartbeatReply>;
   /**
@@ -78,7 +79,11 @@ export interface HeartbeatRequest {
    * member proposes it. `undefined`: none.
    */
   proposal?: Proposal | undefined;
-  /** ms without a heartbeat after which a member is dropped. */
+  /**
+   * ms without a heartbeat after which THIS member is dropped: kept with its report, the others'
+   * heartbeats judge it by this, so members with different heartbeat intervals (each timeout
+   * fitting its own) share one budget. Also what a member with no report is judged by here.
+   */
   memberTimeout: number;
   /** Part of the rate kept as a floor, split between the members (0 to 1). */
   floorFraction: number;
