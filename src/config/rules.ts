@@ -27,7 +27,10 @@ export const partitionBy = z.union(
   { error: 'expected false or a list of header names' },
 );
 
-const HEADERS_MESSAGE = `expected ${HEADER_PROFILES.map((p) => `'${p}'`).join(', ')} or false`;
+const PROFILES = HEADER_PROFILES.map((p) => `'${p}'`).join(', ');
+
+/** What `headers` takes, as its errors say it (the limiters' and `wrap`'s). */
+export const HEADERS_MESSAGE = `expected ${PROFILES} or false`;
 
 /** The rule of `headers` (a profile, in any case in JSON as .NET binds enums, or `false`). */
 export const headerProfile = z.preprocess(

@@ -86,9 +86,10 @@ export interface LimiterConfig extends Omit<AdaptiveLimiterOptions, 'clock' | 'n
   api?: LlmApi;
   /**
    * Which response headers announce the quota, giving the limiter a ceiling (HTTP adapters):
-   * `'standard'` reads the IETF RateLimit fields; `'github'`, `'openai'`, `'shopify'` read them
-   * and that vendor's own headers as it documents them; `false` reads none. A vendor form is
-   * never guessed from the headers. See the README, "Quota headers". @default 'standard'
+   * `'standard'` reads the IETF RateLimit fields; `'github'`, `'openai'`, `'anthropic'`,
+   * `'shopify'` read them and that vendor's own headers as it documents them; `false` reads none.
+   * A vendor form is never guessed from the headers. See docs/how-it-works.md, "Quota headers";
+   * `wrap`'s `headers` reads a thrown error's the same way. @default 'standard'
    */
   headers?: HeaderProfile | false;
   /**

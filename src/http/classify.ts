@@ -156,12 +156,27 @@ function judge(
     // Only an exhausted RateLimit asks for the wait, and the route read that policy (`quota`): the
     // limiter pauses as the policy's learned shape says (a refilling bucket: one unit), as it does
     // for the same reading on a success. `headers: false` reads no quota: the wait stands.
-    if (asked === undefined && quota?.some((q) => q.remaining === 0 && q.resetMs === retryAfterMs)) {
+    if (onlyQuotaReset(asked, retryAfterMs, quota)) {
       return { kind: 'throttled', retryAfterMs, quotaWait: true };
     }
     return { kind: 'throttled', retryAfterMs };
   }
   return retryAfterMs === undefined ? FAILED : { kind: 'failed', retryAfterMs };
+}
+
+/**
+ * Whether a throttle's wait `retryAfterMs` is only the reset of an exhausted policy that `quota`
+ * holds (`remaining` 0): no wait was asked for in so many words (`asked`: `retry-after-ms`,
+ * `Retry-After`, a `classify` callback's). Such a throttle is marked `quotaWait`, by the HTTP
+ * adapters and by `wrap` alike.
+ */
+export function onlyQuotaReset(
+  asked: number | undefined,
+  retryAfterMs: number,
+  quota: readonly AnnouncedQuota[] | undefined,
+): boolean {
+  if (asked !== undefined || quota === undefined) return false;
+  return quota.some((q) => q.remaining === 0 && q.resetMs === retryAfterMs);
 }
 
 /**

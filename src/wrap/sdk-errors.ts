@@ -138,7 +138,8 @@ function llmRefusal(error: Bag): LlmRefusal | undefined {
  * throws) gives its kind without a wait.
  *
  * For anything else (an SDK's own error class, GitHub's 403), give `wrap` a `classifyError` of your
- * own, falling back to this one.
+ * own, falling back to this one. It reads no announced quota: `wrap`'s `headers` reads those from
+ * the same headers, whichever `classifyError` judged the error.
  */
 export function classifyThrown(error: unknown): Outcome {
   try {

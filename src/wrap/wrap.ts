@@ -1,10 +1,12 @@
 import { DEFAULT_MAX_ATTEMPTS, runAttempts } from '../attempt-loop.js';
-import { unknownKeyMessage } from '../config/rules.js';
+import { HEADERS_MESSAGE, headerProfile, unknownKeyMessage } from '../config/rules.js';
+import type { HeaderProfile } from '../config/types.js';
 import { ConfigError, type ConfigIssue, InvalidCallbackValueError } from '../errors.js';
 import { quotaProblem } from '../limiter/permit.js';
 import type { Outcome, RateLimiter } from '../limiter/types.js';
 import { redact } from '../redact.js';
 import { isThenable } from '../thenable.js';
+import { errorQuota } from './error-quota.js';
 import { classifyThrown } from './sdk-errors.js';
 
 const success: Outcome = { kind: 'success' };
@@ -30,9 +32,21 @@ export interface WrapOptions<R, A extends unknown[] = any[]> {
    * Classifies a thrown error. @default `classifyThrown`: an SDK's 429 (`status`, `statusCode`,
    * `response.status`, `response.statusCode`, `$metadata.httpStatusCode`) or an AWS throttling
    * error is throttled, with the wait its headers ask for (`retry-after-ms`, `Retry-After`);
-   * anything else failed.
+   * anything else failed. The quotas the headers announce are read by `headers`, not here.
    */
   classifyError?: (error: unknown) => Outcome;
+  /**
+   * Which response headers of a thrown error announce the quota, read as the HTTP adapters'
+   * `headers` reads an answer's (the same profiles and readers), giving the limiter a ceiling:
+   * `'openai'` (`x-ratelimit-remaining-requests`, ...), `'anthropic'` (`anthropic-ratelimit-*`),
+   * `'github'`, `'shopify'`, each with the IETF RateLimit fields; `'standard'` those alone;
+   * `false` none. The headers are the error's (an openai or Anthropic `APIError`'s `headers`, a
+   * `Headers` or a record; `response.headers`; `$response.headers`: see `classifyThrown`), read
+   * whatever `classifyError` says of it; what its outcome carries in `quota` is added after them.
+   * A resolved result carries no headers: give `classify` its `quota` instead. @default false
+   * (unlike the HTTP adapters' `'standard'`: an error's quotas are read when a profile is named)
+   */
+  headers?: HeaderProfile | false;
   /** Attempts in all when a call is throttled (a throttled call was not processed). @default 4 */
   maxAttempts?: number;
   /**
@@ -46,7 +60,16 @@ export interface WrapOptions<R, A extends unknown[] = any[]> {
 }
 
 /** The keys of {@link WrapOptions}: any other is refused with its near miss. */
-const WRAP_KEYS = ['units', 'costs', 'classify', 'classifyError', 'maxAttempts', 'signal'];
+const WRAP_KEYS = [
+  // What a call draws, how its outcome is read, how often it is sent, what cancels its waits.
+  'units',
+  'costs',
+  'classify',
+  'classifyError',
+  'headers',
+  'maxAttempts',
+  'signal',
+];
 
 /**
  * Decorates an async function with a limiter (any {@link RateLimiter}: adaptive, fixed window, a
@@ -70,6 +93,9 @@ export function wrap<A extends unknown[], R>(
     classifyError = classifyThrown,
     signal,
   } = options;
+  // The profile as the registry takes it (`'OpenAI'` is `'openai'`), checked above.
+  const profile = headerProfile.parse(options.headers ?? false) as HeaderProfile | false;
+  const quotaOfError = errorQuota(profile);
   // A function, not an arrow: a wrapped method (`api.get = wrap(limiter, api.get)`) keeps its
   // `this`, and so do `units` and `costs`.
   return function (this: unknown, ...args: A): Promise<R> {
@@ -94,8 +120,9 @@ export function wrap<A extends unknown[], R>(
       send: () => fn.apply(this, args),
       classify: (result) => checkedOutcome('classify', classify(result)),
       classifyError: (error) => {
+        let outcome: Outcome;
         try {
-          return checkedOutcome('classifyError', classifyError(error));
+          outcome = checkedOutcome('classifyError', classifyError(error));
         } catch (thrown) {
           // The call's own error stays reachable (a `classifyError` that threw, or returned
           // what no outcome is: a forgotten `return`).
@@ -110,6 +137,7 @@ export function wrap<A extends unknown[], R>(
             thrown.cause = error;
           throw thrown;
         }
+        return quotaOfError === undefined ? outcome : quotaOfError(error, outcome);
       },
     });
   };
@@ -136,7 +164,8 @@ function wrapIssues(limiter: unknown, fn: unknown, options: unknown): ConfigIssu
       });
     }
   }
-  const { units, costs, maxAttempts, classify, classifyError, signal } = options as WrapOptions<unknown>;
+  const { units, costs, maxAttempts, classify, classifyError, headers, signal } =
+    options as WrapOptions<unknown>;
   if (
     units !== undefined &&
     typeof units !== 'function' &&
@@ -161,6 +190,9 @@ function wrapIssues(limiter: unknown, fn: unknown, options: unknown): ConfigIssu
       message: 'expected an AbortSignal, or a function of the arguments returning one',
       received: signal,
     });
+  }
+  if (headers !== undefined && !headerProfile.safeParse(headers).success) {
+    issues.push({ path: 'headers', message: HEADERS_MESSAGE, received: headers });
   }
   if (maxAttempts !== undefined && !(Number.isInteger(maxAttempts) && maxAttempts >= 1)) {
     issues.push({ path: 'maxAttempts', message: 'expected an integer >= 1', received: maxAttempts });
