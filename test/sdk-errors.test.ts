@@ -99,6 +99,21 @@ describe('classifyThrown: the SDKs’ errors', () => {
   });
 
   it.each([
+    [
+      'a 404 with Retry-After (a wait kept only on a server error)',
+      { status: 404, headers: { 'retry-after': '9' } },
+    ],
+    ['a 400 of an SDK of no LLM API', { status: 400, error: { message: 'bad' } }],
+    ['an Octokit 403 with no quota header', { status: 403, response: { status: 403, headers: {} } }],
+    ['a 401, axios-shaped', { response: { status: 401, headers: {} } }],
+  ])(
+    '%s is an answer the server processed: a success of its units, as the HTTP adapters count it',
+    (_name, error) => {
+      expect(classifyThrown(error)).toEqual({ kind: 'success' });
+    },
+  );
+
+  it.each([
     ['a plain Error (no HTTP answer)', new Error('boom'), { kind: 'failed', noAnswer: true }],
     [
       'a connection refused (never sent)',
@@ -106,11 +121,6 @@ describe('classifyThrown: the SDKs’ errors', () => {
       { kind: 'failed', notSent: true },
     ],
     ['a string', 'boom', { kind: 'failed', noAnswer: true }],
-    [
-      'a 404 with Retry-After (kept only on a server error)',
-      { status: 404, headers: { 'retry-after': '9' } },
-      { kind: 'failed' },
-    ],
     [
       'a 503 with Retry-After',
       { response: { status: 503, headers: new Headers({ 'retry-after': '9' }) } },

@@ -116,6 +116,8 @@ function llmRefusal(error: Bag): LlmRefusal | undefined {
  *   503); with the wait the error's headers ask for ({@link headersOfError}: `retry-after-ms`,
  *   `Retry-After`, an exhausted `ratelimit`), else the error's own `retryAfterMs` when it is a
  *   number >= 0.
+ * - success: any other 4xx (a 404, a 400 without an LLM API's error body), an answer the server
+ *   processed, as the HTTP adapters count it; the call still ends with the SDK's error.
  * - failed: anything else; a 5xx with such a wait pauses the limiter without a cut, as the HTTP
  *   adapters do. So is a 429 the library made itself (`x-adaptive-rate-limit: rejected`, the
  *   adapters' `rejection: 'response'`): no server said it. So is an LLM API's 429 that no retry
@@ -159,6 +161,7 @@ export function classifyThrown(error: unknown): Outcome {
 
 const NO_ANSWER: Outcome = { kind: 'failed', noAnswer: true };
 const REFUSED_CALL: Outcome = { kind: 'success', refused: true };
+const SERVER_ANSWERED: Outcome = { kind: 'success' };
 const NOT_SENT: Outcome = { kind: 'failed', notSent: true };
 
 function classifyBag(error: unknown): Outcome {
@@ -184,6 +187,9 @@ function classifyBag(error: unknown): Outcome {
   // its LLM token draws back, as the HTTP adapters do.
   if (!throttled && status === undefined && headers === undefined)
     return neverSent(error) ? NOT_SENT : NO_ANSWER;
+  // Any other 4xx is an answer the server processed, as the HTTP adapters count one (a 404, a
+  // 400): a success of its units, so that the accepted rate a cut starts from counts it.
+  if (!throttled && status !== undefined && status >= 400 && status < 500) return SERVER_ANSWERED;
   // A wait on a failure is kept only for a server error (a 503 "come back later").
   const retryAfterMs = throttled || (status ?? 0) >= 500 ? retryAfterOfError(error) : undefined;
   const kind = throttled ? 'throttled' : 'failed';
