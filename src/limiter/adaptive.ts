@@ -562,7 +562,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
       announcedRate: this.#announcedRate(now),
       minRate: book.minRate,
       maxRate: book.maxRate,
-      measuredRate: book.measured.value,
+      measuredRate: book.measured.valueAt(now),
       acceptedRate: book.acceptedRate(now),
       tokens: bucket.tokens,
       capacity: bucket.capacity,

@@ -187,7 +187,8 @@ export class BudgetController {
     /** The accepted rate the controller reads as its estimate of the quota (the probe's ceiling). */
     let estimate = accepted;
     let base = state.rate;
-    if (!Number.isFinite(base)) {
+    const leaving = !Number.isFinite(base);
+    if (leaving) {
       // Read fresh (`fresh`: every member reported after the throttle), the accepted sum is what
       // the members sent: from a start without a rate every request before the first 429 got
       // through (the server's burst), so it bounds the quota from above and measures nothing below
@@ -196,13 +197,19 @@ export class BudgetController {
       // measured rate (AIMD's and CUBIC's) stay the sum: their cuts are already multiplicative.
       if (fresh && accepted !== undefined) estimate = accepted / 2;
       // Leaving "unlimited", as a single limiter does: from what the server accepted of the
-      // members; without any success yet, from what they sent (their measured sum, else this
-      // member's rate scaled by its part).
+      // members; with nothing accepted in the window (no success yet, or a quiet spell), from what
+      // they sent (their measured sum) or this member's own base scaled by its part, whichever is
+      // higher. The member's base is its book's (`RateBook.cut`: the quiet-window rule, at least
+      // the throttled call over the window after few answers); the measured sum alone, closed
+      // over a quiet hour (one call of 500 tokens in it: 8 a minute), cut a tokens budget to 4 a
+      // minute, and its next calls were refused at maxWait.
       if (accepted !== undefined && accepted > 0) base = accepted;
-      else base = this.#measured > 0 ? this.#measured : localBase / Math.max(fraction, 1e-6);
+      else base = Math.max(this.#measured, localBase / Math.max(fraction, 1e-6));
       base = this.#clamp(base);
     }
-    const measured = accepted !== undefined && accepted > 0 ? accepted : state.measuredRate;
+    // That base stands as the measured rate too when nothing was accepted, as a single limiter's
+    // does, so CUBIC's W is not cut from the quiet hour's average.
+    const measured = accepted !== undefined && accepted > 0 ? accepted : leaving ? base : state.measuredRate;
     const proposed = this.#inner.onThrottled({
       ...state,
       rate: base,
