@@ -60,6 +60,7 @@ export const kChargeUncounted = Symbol('adaptive-rate-limit.chargeUncounted');
 // What a shared budget asks of its local limiter.
 export const kAlignSlots = Symbol('adaptive-rate-limit.alignSlots');
 export const kRecentAcceptedRate = Symbol('adaptive-rate-limit.recentAcceptedRate');
+export const kLastAnswerAt = Symbol('adaptive-rate-limit.lastAnswerAt');
 /** A shared budget's local limiter: the budget's books, not a crowd wait, answer a bare 429. */
 export const kNoCrowdWait = Symbol('adaptive-rate-limit.noCrowdWait');
 

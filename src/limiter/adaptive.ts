@@ -15,6 +15,7 @@ import {
   kFailed,
   kGiveBack,
   kHeldBack,
+  kLastAnswerAt,
   kNoCrowdWait,
   kPredictWait,
   kReadyAt,
@@ -562,7 +563,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
       announcedRate: this.#announcedRate(now),
       minRate: book.minRate,
       maxRate: book.maxRate,
-      measuredRate: book.measured.valueAt(now),
+      measuredRate: book.measured.value,
       acceptedRate: book.acceptedRate(now),
       tokens: bucket.tokens,
       capacity: bucket.capacity,
@@ -592,6 +593,11 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
    */
   [kRecentAcceptedRate](): number | undefined {
     return this.#book.recentAcceptedRate(this.#clock.now());
+  }
+
+  /** @internal When the last answer was counted in the measured send rate (ms; see `MeasuredRate.lastAt`). */
+  [kLastAnswerAt](): number | undefined {
+    return this.#book.measured.lastAt;
   }
 
   // ---- feedback from permits -------------------------------------------------------------

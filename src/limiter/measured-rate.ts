@@ -18,8 +18,12 @@ export class MeasuredRate {
   /** Responses in the open bucket, and their smoothed rate (responses/min). */
   #count = 0;
   #requests: number | undefined;
-  /** The span of the last closed bucket (ms): the sender's own spacing of responses, at least a bucket. */
-  #span = BUCKET_MS;
+  #lastAt: number | undefined;
+
+  /** When the last response was counted (ms); `undefined` before the first. */
+  get lastAt(): number | undefined {
+    return this.#lastAt;
+  }
 
   /** The smoothed rate of responses (requests/min, whatever their units), `undefined` until a first bucket closes. */
   get requests(): number | undefined {
@@ -29,19 +33,6 @@ export class MeasuredRate {
   /** The smoothed rate in units/min, `undefined` until a first bucket closes. */
   get value(): number | undefined {
     return this.#rate;
-  }
-
-  /**
-   * The smoothed rate in units/min at `now`: {@link value}, faded for the time since the open
-   * bucket began with no response closing it. Each span of the sender's own spacing (the last
-   * closed bucket's, at least a bucket) past the first blends in a 0, as `record` would blend
-   * empty buckets: a process that sent 13,000 a minute and then nothing for an hour reads near 0,
-   * not 13,000 (a shared budget's member gave that as its demand and kept most of the budget).
-   */
-  valueAt(now: number): number | undefined {
-    if (this.#rate === undefined || this.#bucket === undefined) return this.#rate;
-    const idle = Math.floor((now - this.#bucket) / this.#span) - 1;
-    return idle > 0 ? this.#rate * (1 - SMOOTHING) ** idle : this.#rate;
   }
 
   /** Counts the units of one response received at `now`. */
@@ -55,12 +46,12 @@ export class MeasuredRate {
       const count = (this.#count * 60_000) / (bucket - this.#bucket);
       this.#requests =
         this.#requests === undefined ? count : count * SMOOTHING + this.#requests * (1 - SMOOTHING);
-      this.#span = bucket - this.#bucket;
       this.#bucket = bucket;
       this.#units = 0;
       this.#count = 0;
     }
     this.#units += units;
     this.#count++;
+    this.#lastAt = now;
   }
 }

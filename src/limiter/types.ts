@@ -199,11 +199,6 @@ export interface LimiterSnapshot {
   announcedRate: number | undefined;
   minRate: number;
   maxRate: number;
-  /**
-   * The smoothed rate of answered units (units/min), faded for the time since the last answer
-   * (an idle limiter reads near 0, not what it sent before going idle); `undefined` before the
-   * first half-second of answers.
-   */
   measuredRate: number | undefined;
   /**
    * Units/min of successful responses over the last 3 s, less the time a Retry-After pause took of

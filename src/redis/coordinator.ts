@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { Clock } from '../clock.js';
+import { kLastAnswerAt } from '../internal.js';
 import type { AdaptiveRateLimiter } from '../limiter/adaptive.js';
 import { throttledByQuota } from '../limiter/permit.js';
 import { drawFrom } from '../limiter/rate-book.js';
@@ -74,6 +75,15 @@ function givesAway(plan: CutPlan | undefined): boolean {
 /** A backlog of queued units counts as demand to be served within this many ms. */
 const BACKLOG_MS = 1_000;
 
+/**
+ * A member with no answer for this long (ms) reports no measured demand, only its backlog. The
+ * measured send rate moves only when an answer comes, so a member idle for an hour kept
+ * reporting what it sent before and kept most of the budget (95 %) while the one member sending
+ * was refused. A minute: the gaps of a bursty sender (a batch of LLM calls every few seconds, a
+ * job every 30 s) keep its demand; an idle member gives its part back within a minute.
+ */
+const IDLE_DEMAND_MS = 60_000;
+
 /** What a {@link Coordinator} is made with. Rates are the whole budget's, units/min. */
 export interface CoordinatorInit {
   readonly opts: ResolvedSharedOptions;
@@ -135,7 +145,9 @@ export class Coordinator {
    * The budget's first cut, waiting for fresh reports: the throttled permit's era, when (member
    * clock), and when the throttle's Retry-After pause ends.
    */
-  #firstCut: { readonly sent: Era; readonly at: number; readonly until: number } | undefined;
+  #firstCut:
+    | { readonly sent: Era; readonly at: number; readonly until: number; readonly plan: CutPlan }
+    | undefined;
   /** When (member clock) this member's own pause ({@link OWN_PAUSE_MS}) ends; 0: none taken. */
   #ownPauseUntil = 0;
 
@@ -273,7 +285,7 @@ export class Coordinator {
         // Leaving "unlimited" while every member pauses: cut from fresh reports (#firstCutNow);
         // the local limiter took its part of this estimate meanwhile.
         const now = this.#clock.now();
-        this.#firstCut ??= { sent, at: now, until: now + pauseMs };
+        this.#firstCut ??= { sent, at: now, until: now + pauseMs, plan: cut };
       } else this.#track(this.#cut(sent, cut, CUT_TRIES));
     }
     // The member answered waits (its local limiter paused above); the others too, unless the budget
@@ -321,7 +333,8 @@ export class Coordinator {
     if (waiting === undefined || sentAt - waiting.at < FIRST_CUT_WAIT * this.#opts.heartbeatInterval) return;
     this.#firstCut = undefined;
     if (this.#closed || this.#member.degraded || !this.#member.unlimited) return;
-    this.#track(this.#cut(waiting.sent, this.#member.freshFirstCut(sentAt < waiting.until), CUT_TRIES));
+    const plan = this.#member.freshFirstCut(waiting.plan, sentAt < waiting.until);
+    this.#track(this.#cut(waiting.sent, plan, CUT_TRIES));
   }
 
   /** A permit failed: shares its Retry-After pause. */
@@ -365,7 +378,10 @@ export class Coordinator {
     const sentAt = this.#clock.now();
     // Away (paused for a second of its own): no demand, so the others take its part meanwhile.
     const away = this.#away(sentAt);
-    const demand = away ? 0 : (snap.measuredRate ?? 0) + (snap.queuedUnits * 60_000) / BACKLOG_MS;
+    const lastAnswerAt = this.#limiter[kLastAnswerAt]();
+    const idle = lastAnswerAt === undefined || sentAt - lastAnswerAt > IDLE_DEMAND_MS;
+    const measuredDemand = idle ? 0 : (snap.measuredRate ?? 0);
+    const demand = away ? 0 : measuredDemand + (snap.queuedUnits * 60_000) / BACKLOG_MS;
     const accepted = member.acceptedRate();
     const o = this.#opts;
     const seq = ++this.#seq;

@@ -169,12 +169,15 @@ export class MemberState {
   /**
    * The budget's first cut (leaving "unlimited") computed from the last heartbeat's answer, whose
    * reports every member made after the throttle (coordinator.ts): the fresh accepted sum, halved
-   * (see BudgetController.cut); not `fresh` (read after the pause ended), as any cut.
+   * (see BudgetController.cut); not `fresh` (read after the pause ended), as any cut. `first`:
+   * the plan computed at the throttle, whose base (this member's part of it) the cut starts from
+   * when nothing was accepted: the local limiter's rate has taken that plan's cut already, and
+   * read as a base it cut the budget twice (10,000 -> 5,000 a minute with a long Retry-After).
    */
-  freshFirstCut(fresh = true): CutPlan {
+  freshFirstCut(first: CutPlan, fresh = true): CutPlan {
     const now = this.#clock.now();
     const part = this.#part;
-    return this.#controller.cut(now, this.acceptedRate(), this.limiter.rate, part, fresh);
+    return this.#controller.cut(now, this.acceptedRate(), first.rateBefore * part, part, fresh);
   }
 
   /** True while the store cannot be reached. */

@@ -151,8 +151,9 @@ export function classifyThrown(error: unknown): Outcome {
     // alone, without a wait. The default classifier of every wrapped call never throws: the
     // caller gets the SDK's own error, not one of ours.
     try {
-      const throttled = isBag(error) && (statusOfError(error) === 429 || isAwsThrottling(error));
-      return { kind: throttled ? 'throttled' : 'failed' };
+      const status = statusOfError(error);
+      if (isBag(error) && (status === 429 || isAwsThrottling(error))) return { kind: 'throttled' };
+      return status !== undefined && status >= 400 && status < 500 ? SERVER_ANSWERED : { kind: 'failed' };
     } catch {
       return { kind: 'failed' };
     }

@@ -32,7 +32,9 @@ export interface WrapOptions<R, A extends unknown[] = any[]> {
    * Classifies a thrown error. @default `classifyThrown`: an SDK's 429 (`status`, `statusCode`,
    * `response.status`, `response.statusCode`, `$metadata.httpStatusCode`) or an AWS throttling
    * error is throttled, with the wait its headers ask for (`retry-after-ms`, `Retry-After`);
-   * anything else failed. The quotas the headers announce are read by `headers`, not here.
+   * any other 4xx is a success (an answer the server processed, as the HTTP adapters count it;
+   * the call still ends with the error); anything else failed. The quotas the headers announce
+   * are read by `headers`, not here.
    */
   classifyError?: (error: unknown) => Outcome;
   /**
