@@ -7,6 +7,7 @@ import {
   type SharedBudget,
   type SharedBudgetOptions,
 } from '../src/redis/index.js';
+import { acquiredWithin } from './helpers/acquired.js';
 import { flush } from './helpers/unhandled.js';
 
 // From a review of a change to the shared budget: each test names a bug the change had (a first
@@ -38,23 +39,9 @@ function member(clock: ManualClock, store: MemoryBudgetStore, options: Partial<S
   return b;
 }
 
-/** Acquires `units`, the clock moved a second at a time for at most 70 s: the permit, or `undefined` when refused. */
-async function take(b: SharedBudget, clock: ManualClock, units: number): Promise<Permit | undefined> {
-  let result: Permit | Error | undefined;
-  b.acquire(units).then(
-    (permit) => {
-      result = permit;
-    },
-    (error: Error) => {
-      result = error;
-    },
-  );
-  await flush();
-  for (let s = 0; s < 70 && result === undefined; s++) {
-    clock.advance(1_000);
-    await flush();
-  }
-  return result instanceof Error ? undefined : result;
+/** Acquires `units` of `b` within 70 s of the clock: the permit, or `undefined` when refused. */
+function take(b: SharedBudget, clock: ManualClock, units: number): Promise<Permit | undefined> {
+  return acquiredWithin(() => b.acquire(units), clock);
 }
 
 describe('a shared budget (memory store)', () => {

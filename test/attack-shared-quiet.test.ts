@@ -7,8 +7,8 @@ import {
   type SharedBudget,
   type SharedBudgetOptions,
 } from '../src/redis/index.js';
+import { acquiredWithin } from './helpers/acquired.js';
 import { describeRedis, withRedisServer } from './helpers/redis-server.js';
-import { flush } from './helpers/unhandled.js';
 
 // Attacks on a shared tokens budget (units = tokens, calls of 500-2,000) after a quiet spell, and
 // after a 429 from a window others drained. The single process (rate-book.ts, `RateBook.cut`) was
@@ -54,26 +54,9 @@ function member(clock: ManualClock, where: Where, options: Partial<SharedBudgetO
   return b;
 }
 
-/**
- * Acquires `units`, the clock moved a second at a time for at most 70 s (maxWait is 60 s): the
- * permit, or `undefined` when the acquire was refused.
- */
-async function take(b: SharedBudget, clock: ManualClock, units: number): Promise<Permit | undefined> {
-  let result: Permit | Error | undefined;
-  b.acquire(units).then(
-    (permit) => {
-      result = permit;
-    },
-    (error: Error) => {
-      result = error;
-    },
-  );
-  await flush();
-  for (let s = 0; s < 70 && result === undefined; s++) {
-    clock.advance(1_000);
-    await flush();
-  }
-  return result instanceof Error ? undefined : result;
+/** Acquires `units` of `b` within 70 s of the clock: the permit, or `undefined` when refused. */
+function take(b: SharedBudget, clock: ManualClock, units: number): Promise<Permit | undefined> {
+  return acquiredWithin(() => b.acquire(units), clock);
 }
 
 /** `calls` calls of `units` by `b`, 10 s apart, each answered a success (with `quota(i)`): how many were refused. */
