@@ -21,15 +21,22 @@ type ErrorQuota = (error: unknown, outcome: Outcome) => Outcome;
  * It never throws: an error without headers, or one whose headers cannot be read (a getter that
  * throws), adds nothing, and the caller gets the SDK's own error. An outcome of no HTTP answer
  * (`noAnswer`, `notSent`) is left as it is: the limiter reads no quota from it.
+ *
+ * `markQuotaWait`: the outcome's wait was read from the headers (the default `classifyThrown`),
+ * so one that is only an exhausted policy's reset is marked `quotaWait`; a wait a `classifyError`
+ * of the caller's own asked for stands as asked.
  */
-export function errorQuota(profile: HeaderProfile | false | undefined): ErrorQuota | undefined {
+export function errorQuota(
+  profile: HeaderProfile | false | undefined,
+  markQuotaWait: boolean,
+): ErrorQuota | undefined {
   if (profile === undefined || profile === false) return undefined;
   const read = quotaReader(profile, undefined);
   if (read === undefined) return undefined;
   return (error, outcome) => {
     if (noAnswer(outcome)) return outcome;
     try {
-      return withErrorQuota(read, error, outcome);
+      return withErrorQuota(read, error, outcome, markQuotaWait);
     } catch {
       // A header shape no reader expected (a getter, a Proxy that throws): nothing read.
       return outcome;
@@ -37,7 +44,12 @@ export function errorQuota(profile: HeaderProfile | false | undefined): ErrorQuo
   };
 }
 
-function withErrorQuota(read: QuotaReader, error: unknown, outcome: Outcome): Outcome {
+function withErrorQuota(
+  read: QuotaReader,
+  error: unknown,
+  outcome: Outcome,
+  markQuotaWait: boolean,
+): Outcome {
   const headers = headersOfError(error);
   if (headers === undefined) return outcome;
   const lookup = headerLookup(headers);
@@ -49,6 +61,7 @@ function withErrorQuota(read: QuotaReader, error: unknown, outcome: Outcome): Ou
   // A throttle whose only wait is an exhausted `ratelimit` policy's reset, and that policy read:
   // marked as the HTTP adapters mark it (the limiter pauses as the policy's learned shape says).
   if (
+    markQuotaWait &&
     outcome.kind === 'throttled' &&
     outcome.pauseOnly !== true &&
     outcome.retryAfterMs !== undefined &&

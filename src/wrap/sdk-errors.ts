@@ -153,20 +153,22 @@ export function classifyThrown(error: unknown): Outcome {
     try {
       const status = statusOfError(error);
       if (isBag(error) && (status === 429 || isAwsThrottling(error))) return { kind: 'throttled' };
-      return status !== undefined && status >= 400 && status < 500 ? SERVER_ANSWERED : { kind: 'failed' };
+      return status !== undefined && status >= 400 && status < 500 ? SERVER_ANSWERED() : { kind: 'failed' };
     } catch {
       return { kind: 'failed' };
     }
   }
 }
 
-const NO_ANSWER: Outcome = { kind: 'failed', noAnswer: true };
-const REFUSED_CALL: Outcome = { kind: 'success', refused: true };
-const SERVER_ANSWERED: Outcome = { kind: 'success' };
-const NOT_SENT: Outcome = { kind: 'failed', notSent: true };
+// A new outcome each time: a `classifyError` that falls back to `classifyThrown` may add its own
+// `quota` to the one it got, and a shared object would hand that quota to every later error.
+const NO_ANSWER = (): Outcome => ({ kind: 'failed', noAnswer: true });
+const REFUSED_CALL = (): Outcome => ({ kind: 'success', refused: true });
+const SERVER_ANSWERED = (): Outcome => ({ kind: 'success' });
+const NOT_SENT = (): Outcome => ({ kind: 'failed', notSent: true });
 
 function classifyBag(error: unknown): Outcome {
-  if (!isBag(error)) return NO_ANSWER;
+  if (!isBag(error)) return NO_ANSWER();
   const headers = headersOfError(error);
   // The library's own refusal (`rejection: 'response'`) was never sent: not the server's word.
   if (headers !== undefined && headerLookup(headers)(REFUSAL_HEADER) !== undefined) return { kind: 'failed' };
@@ -179,7 +181,7 @@ function classifyBag(error: unknown): Outcome {
     llm?.kind === 'call' ||
     (status !== undefined && refusedCall(status) && !isAwsThrottling(error) && isLlmErrorBody(error.error))
   )
-    return REFUSED_CALL;
+    return REFUSED_CALL();
   // No retry can pass a spend cap or a used-up quota.
   if (llm !== undefined && llm.kind !== 'rate') return { kind: 'failed' };
   const throttled = status === 429 || isAwsThrottling(error);
@@ -187,10 +189,10 @@ function classifyBag(error: unknown): Outcome {
   // own bug), so none that left an announced quota out; one that never reached the server gives
   // its LLM token draws back, as the HTTP adapters do.
   if (!throttled && status === undefined && headers === undefined)
-    return neverSent(error) ? NOT_SENT : NO_ANSWER;
+    return neverSent(error) ? NOT_SENT() : NO_ANSWER();
   // Any other 4xx is an answer the server processed, as the HTTP adapters count one (a 404, a
   // 400): a success of its units, so that the accepted rate a cut starts from counts it.
-  if (!throttled && status !== undefined && status >= 400 && status < 500) return SERVER_ANSWERED;
+  if (!throttled && status !== undefined && status >= 400 && status < 500) return SERVER_ANSWERED();
   // A wait on a failure is kept only for a server error (a 503 "come back later").
   const retryAfterMs = throttled || (status ?? 0) >= 500 ? retryAfterOfError(error) : undefined;
   const kind = throttled ? 'throttled' : 'failed';

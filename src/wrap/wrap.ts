@@ -97,7 +97,10 @@ export function wrap<A extends unknown[], R>(
   } = options;
   // The profile as the registry takes it (`'OpenAI'` is `'openai'`), checked above.
   const profile = headerProfile.parse(options.headers ?? false) as HeaderProfile | false;
-  const quotaOfError = errorQuota(profile);
+  // A wait only an exhausted policy's reset is marked so only when the default classifier read
+  // it from the headers: a `classifyError` of your own that asks for a wait asked for it, as a
+  // `classify` callback's wait is in the HTTP adapters.
+  const quotaOfError = errorQuota(profile, classifyError === classifyThrown);
   // A function, not an arrow: a wrapped method (`api.get = wrap(limiter, api.get)`) keeps its
   // `this`, and so do `units` and `costs`.
   return function (this: unknown, ...args: A): Promise<R> {
