@@ -175,6 +175,29 @@ describeRedis('on a real Redis', () => {
     await expectOwnTimeouts(store, elapse);
   });
 
+  // A rolling deploy: a member of a build from before the timeouts were sent reports three fields.
+  it("keeps an older build's report of three fields, its member judged by the caller's timeout", async () => {
+    const name = `old-report-${process.pid}-${names}`;
+    const store = new RedisBudgetStore({ redis: server.url, keyPrefix: 'arl:', name, redisTimeout: 2_000 });
+    stores.push(store);
+    const members = `arl:{${name}}:members`;
+    const reports = `arl:{${name}}:reports`;
+    expect((await store.heartbeat(beat('new', FAST.timeout))).members).toBe(1);
+    // The older member's heartbeat, as its script writes it: its score now, three fields.
+    const [now] = await redis.time();
+    await redis.zadd(members, Number(now) * 1_000, 'old');
+    await redis.hset(reports, 'old', '600 300 300');
+    const reply = await store.heartbeat(beat('new', FAST.timeout));
+    expect(reply.members).toBe(2);
+    expect(reply.repaired ?? []).toEqual([]);
+    expect(await redis.hget(reports, 'old')).toBe('600 300 300');
+    // Its demand counts: the share of the member reporting none is the floor's part.
+    expect(reply.share).toBeLessThan(RATE / 2);
+    // Silent past the caller's timeout (it sent none of its own): dropped.
+    await redis.zincrby(members, -(FAST.timeout + 300), 'old');
+    expect((await store.heartbeat(beat('new', FAST.timeout))).members).toBe(1);
+  });
+
   const REPAIRED = 'ARL_SHARED_BUDGET_STATE_REPAIRED';
   const warnings: string[] = [];
   const onWarning = (w: Error): void => {

@@ -89,8 +89,8 @@ end
  * pause it takes); a time or a member's last heartbeat ahead of the server's clock by more than a
  * second, and less than a day, is set to now (after a failover to a server whose clock is behind,
  * the state and its learned rate are kept), a member's a day or more ahead is dropped; a report
- * that is not three finite numbers >= 0 and a timeout > 0, or whose member is not live, is
- * dropped. Each repair is listed in `repaired` as "key field", answered to the caller (which
+ * that is not three finite numbers >= 0 and a timeout > 0 (or no timeout: a report of the build
+ * before, its member judged by the caller's timeout), or whose member is not live, is dropped. Each repair is listed in `repaired` as "key field", answered to the caller (which
  * warns once). No value is answered: only the key and the field.
  *
  * A state without its generation (the field deleted by hand: every script writes it first) was
@@ -199,12 +199,20 @@ local function timeoutOk(text)
   local v = tonumber(text)
   return finite(v) and v > 0
 end
+-- A report's fields: demand, accepted, measured, and the member's timeout; a report of a build
+-- from before members sent their timeouts has three fields (its timeout nil: its member is judged
+-- by the caller's), so that a rolling deploy keeps both builds' reports.
+local function parseReport(text)
+  local d, a, m, t = string.match(text, '^(%S+) (%S+) (%S+) (%S+)$')
+  if d == nil then d, a, m = string.match(text, '^(%S+) (%S+) (%S+)$') end
+  return d, a, m, t
+end
 -- The reports after the dead members were dropped: each parsed, and its member live, or dropped.
 local function checkReports()
   local all = redis.call('HGETALL', KEYS[3])
   for i = 1, #all, 2 do
-    local d, a, m, t = string.match(all[i + 1], '^(%S+) (%S+) (%S+) (%S+)$')
-    local ok = d ~= nil and atLeast0(d) and atLeast0(a) and atLeast0(m) and timeoutOk(t)
+    local d, a, m, t = parseReport(all[i + 1])
+    local ok = d ~= nil and atLeast0(d) and atLeast0(a) and atLeast0(m) and (t == nil or timeoutOk(t))
     if not ok or not redis.call('ZSCORE', KEYS[2], all[i]) then
       redis.call('HDEL', KEYS[3], all[i])
       table.insert(repaired, KEYS[3] .. ' ' .. all[i])
@@ -252,8 +260,8 @@ redis.call('ZADD', KEYS[2], now, id)
 local timeouts = {}
 local sent = redis.call('HGETALL', KEYS[3])
 for i = 1, #sent, 2 do
-  local t = string.match(sent[i + 1], '^%S+ %S+ %S+ (%S+)$')
-  if timeoutOk(t) then timeouts[sent[i]] = tonumber(t) end
+  local _, _, _, t = parseReport(sent[i + 1])
+  if t ~= nil and timeoutOk(t) then timeouts[sent[i]] = tonumber(t) end
 end
 local dead = {}
 local seen = redis.call('ZRANGE', KEYS[2], 0, -1, 'WITHSCORES')
@@ -301,7 +309,7 @@ local accepted = 0
 local measured = 0
 local all = redis.call('HVALS', KEYS[3])
 for i = 1, #all do
-  local d, a, m = string.match(all[i], '^(%S+) (%S+) (%S+) %S+$')
+  local d, a, m = parseReport(all[i])
   demands[i] = tonumber(d)
   accepted = accepted + tonumber(a)
   measured = measured + tonumber(m)
