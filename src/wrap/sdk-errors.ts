@@ -153,7 +153,7 @@ export function classifyThrown(error: unknown): Outcome {
     try {
       const status = statusOfError(error);
       if (isBag(error) && (status === 429 || isAwsThrottling(error))) return { kind: 'throttled' };
-      return status !== undefined && status >= 400 && status < 500 ? SERVER_ANSWERED() : { kind: 'failed' };
+      return clientError(status) ? SERVER_ANSWERED() : { kind: 'failed' };
     } catch {
       return { kind: 'failed' };
     }
@@ -166,6 +166,15 @@ const NO_ANSWER = (): Outcome => ({ kind: 'failed', noAnswer: true });
 const REFUSED_CALL = (): Outcome => ({ kind: 'success', refused: true });
 const SERVER_ANSWERED = (): Outcome => ({ kind: 'success' });
 const NOT_SENT = (): Outcome => ({ kind: 'failed', notSent: true });
+
+/**
+ * Whether `status` is a 4xx: past the throttles, an answer the server processed, as the HTTP
+ * adapters count one (a 404, a 400): a success of its units, so that the accepted rate a cut
+ * starts from counts it.
+ */
+function clientError(status: number | undefined): boolean {
+  return status !== undefined && status >= 400 && status < 500;
+}
 
 function classifyBag(error: unknown): Outcome {
   if (!isBag(error)) return NO_ANSWER();
@@ -190,9 +199,7 @@ function classifyBag(error: unknown): Outcome {
   // its LLM token draws back, as the HTTP adapters do.
   if (!throttled && status === undefined && headers === undefined)
     return neverSent(error) ? NOT_SENT() : NO_ANSWER();
-  // Any other 4xx is an answer the server processed, as the HTTP adapters count one (a 404, a
-  // 400): a success of its units, so that the accepted rate a cut starts from counts it.
-  if (!throttled && status !== undefined && status >= 400 && status < 500) return SERVER_ANSWERED();
+  if (!throttled && clientError(status)) return SERVER_ANSWERED();
   // A wait on a failure is kept only for a server error (a 503 "come back later").
   const retryAfterMs = throttled || (status ?? 0) >= 500 ? retryAfterOfError(error) : undefined;
   const kind = throttled ? 'throttled' : 'failed';
