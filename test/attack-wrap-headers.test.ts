@@ -371,16 +371,18 @@ describe('wrap headers: option values', () => {
   });
 
   it.each(['STANDARD', 'OpenAI', 'Anthropic', 'gitHub', 'SHOPIFY'])(
-    '%s is taken as its profile',
-    async (profile) => {
-      const { fed, limiter } = recording();
-      await throwThrough(
-        limiter,
-        sdkError(429, { 'ratelimit-policy': '"d";q=10;w=60', ratelimit: '"d";r=3;t=5' }),
-        profile as HeaderProfile,
-      );
-      const quota = fed[0]?.[2] as AnnouncedQuota[];
-      expect(quota.map((q) => q.policy)).toContain('d');
+    '%s is refused, as the limiters refuse it in code',
+    (profile) => {
+      const { limiter } = recording();
+      let thrown: unknown;
+      try {
+        wrap(limiter, async () => 1, { headers: profile as HeaderProfile });
+      } catch (e) {
+        thrown = e;
+      }
+      expect(thrown).toBeInstanceOf(ConfigError);
+      const issue = (thrown as ConfigError).issues[0];
+      expect([issue?.path, issue?.received]).toEqual(['headers', profile]);
     },
   );
 

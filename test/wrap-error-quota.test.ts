@@ -233,7 +233,7 @@ describe("wrap's headers: the quotas an SDK error announces reach the limiter", 
         throw recordError(OPENAI_HEADERS);
       },
       {
-        headers: 'OpenAI' as HeaderProfile, // any case, as the registry takes it
+        headers: 'openai',
         maxAttempts: 1,
         classifyError: (error) => ({ ...classifyThrown(error), quota: [own] }),
       },

@@ -95,8 +95,8 @@ export function wrap<A extends unknown[], R>(
     classifyError = classifyThrown,
     signal,
   } = options;
-  // The profile as the registry takes it (`'OpenAI'` is `'openai'`), checked above.
-  const profile = headerProfile.parse(options.headers ?? false) as HeaderProfile | false;
+  // Checked above: a profile's own name (lower case) or `false`.
+  const profile = options.headers ?? false;
   // A wait only an exhausted policy's reset is marked so only when the default classifier read
   // it from the headers: a `classifyError` of your own that asks for a wait asked for it, as a
   // `classify` callback's wait is in the HTTP adapters.
@@ -196,7 +196,9 @@ function wrapIssues(limiter: unknown, fn: unknown, options: unknown): ConfigIssu
       received: signal,
     });
   }
-  if (headers !== undefined && !headerProfile.safeParse(headers).success) {
+  // In code, a profile's own name, as the limiters' options take it (`'OpenAI'` is refused there
+  // too); only a JSON configuration binds it in any case.
+  if (headers !== undefined && headerProfile.safeParse(headers).data !== headers) {
     issues.push({ path: 'headers', message: HEADERS_MESSAGE, received: headers });
   }
   if (maxAttempts !== undefined && !(Number.isInteger(maxAttempts) && maxAttempts >= 1)) {
