@@ -194,6 +194,13 @@ local function check(maxPause)
     end
   end
 end
+`;
+
+/**
+ * The members' reports, read and parsed once per heartbeat: the timeouts the dead members are
+ * judged by, the check of each report, and the sums all come from one HGETALL.
+ */
+const REPORTS = `
 -- A member's timeout in its report: a finite number of ms > 0.
 local function timeoutOk(text)
   local v = tonumber(text)
@@ -207,17 +214,20 @@ local function parseReport(text)
   if d == nil then d, a, m = string.match(text, '^(%S+) (%S+) (%S+)$') end
   return d, a, m, t
 end
--- The reports after the dead members were dropped: each parsed, and its member live, or dropped.
-local function checkReports()
+-- The reports as stored, in the hash's order, each parsed: { id, ok, d, a, m, timeout }; ok:
+-- three finite numbers >= 0 and a timeout > 0 or none. \`timeout\` is the number of a timeout
+-- field that passes its check (nil without one), even in a report that fails on another field.
+local function readReports()
   local all = redis.call('HGETALL', KEYS[3])
+  local list = {}
   for i = 1, #all, 2 do
     local d, a, m, t = parseReport(all[i + 1])
     local ok = d ~= nil and atLeast0(d) and atLeast0(a) and atLeast0(m) and (t == nil or timeoutOk(t))
-    if not ok or not redis.call('ZSCORE', KEYS[2], all[i]) then
-      redis.call('HDEL', KEYS[3], all[i])
-      table.insert(repaired, KEYS[3] .. ' ' .. all[i])
-    end
+    local timeout = nil
+    if t ~= nil and timeoutOk(t) then timeout = tonumber(t) end
+    table.insert(list, { id = all[i], ok = ok, d = d, a = a, m = m, timeout = timeout })
   end
+  return list
 end
 `;
 
@@ -235,7 +245,8 @@ end
  * judged by this caller's), sets the member's proposal (a new whole rate computed from the books
  * at one version) when the books are still at that version, records this member's report (with
  * its timeout), and returns the shared state with the members' sums, this member's share and
- * place, and the controller's books.
+ * place, and the controller's books. The reports hash is read once (HGETALL), parsed once: the
+ * timeouts the members are judged by, the check of each report and the sums all come from it.
  *
  * ARGV: id, demand, accepted, measured, waited (0|1), memberTimeoutMs, floorFraction, initialRate|'',
  *   minRate, maxRate|'', ttlMs, candidateGeneration, proposalGeneration|'', proposalVersion|'',
@@ -243,7 +254,7 @@ end
  * Returns: { rate|'', epoch, pauseRemainingMs, members, share|'', serverNow, generation, accepted,
  *   measured, index, proposed (0|1), books..., repaired }
  */
-export const HEARTBEAT = `${NOW}${CHECK}${GENERATION}${CLAMP}${BOOKS}
+export const HEARTBEAT = `${NOW}${CHECK}${REPORTS}${GENERATION}${CLAMP}${BOOKS}
 local id = ARGV[1]
 local demand = tonumber(ARGV[2])
 local timeout = tonumber(ARGV[6])
@@ -255,19 +266,25 @@ check(tonumber(ARGV[17]))
 local gen = generation(ARGV[12], ttl)
 
 redis.call('ZADD', KEYS[2], now, id)
+local reports = readReports()
 -- Each member is judged by the timeout it sent with its report (members of one budget may beat at
 -- different intervals, each timeout fitting its own heartbeat), this caller's when it has none.
 local timeouts = {}
-local sent = redis.call('HGETALL', KEYS[3])
-for i = 1, #sent, 2 do
-  local _, _, _, t = parseReport(sent[i + 1])
-  if t ~= nil and timeoutOk(t) then timeouts[sent[i]] = tonumber(t) end
+for _, r in ipairs(reports) do
+  if r.timeout ~= nil then timeouts[r.id] = r.timeout end
 end
 local dead = {}
+local gone = {}
+local live = {}
 local seen = redis.call('ZRANGE', KEYS[2], 0, -1, 'WITHSCORES')
 for i = 1, #seen, 2 do
   local at = tonumber(seen[i + 1]) or -math.huge
-  if at <= now - (timeouts[seen[i]] or timeout) then table.insert(dead, seen[i]) end
+  if at <= now - (timeouts[seen[i]] or timeout) then
+    table.insert(dead, seen[i])
+    gone[seen[i]] = true
+  else
+    live[seen[i]] = true
+  end
 end
 -- In chunks: Lua's unpack takes at most a few thousand values, and a fleet of short-lived
 -- processes that never left can leave more members than that.
@@ -276,8 +293,29 @@ for i = 1, #dead, ${DEAD_CHUNK} do
   redis.call('ZREM', KEYS[2], unpack(dead, i, last))
   redis.call('HDEL', KEYS[3], unpack(dead, i, last))
 end
-checkReports()
-redis.call('HSET', KEYS[3], id, ARGV[2] .. ' ' .. ARGV[3] .. ' ' .. ARGV[4] .. ' ' .. ARGV[6])
+-- The reports left after the dead members were dropped: each one broken, or whose member is not
+-- live, is deleted (and listed as repaired); the others are kept, in the hash's order, and this
+-- member's own report takes its place among them (the end, when it had none or a broken one).
+local report = ARGV[2] .. ' ' .. ARGV[3] .. ' ' .. ARGV[4] .. ' ' .. ARGV[6]
+local own = { id = id }
+own.d, own.a, own.m = parseReport(report)
+local kept = {}
+local placed = false
+for _, r in ipairs(reports) do
+  if not gone[r.id] then
+    if not r.ok or not live[r.id] then
+      redis.call('HDEL', KEYS[3], r.id)
+      table.insert(repaired, KEYS[3] .. ' ' .. r.id)
+    elseif r.id == id then
+      table.insert(kept, own)
+      placed = true
+    else
+      table.insert(kept, r)
+    end
+  end
+end
+if not placed then table.insert(kept, own) end
+redis.call('HSET', KEYS[3], id, report)
 
 local rate = tonumber(redis.call('HGET', KEYS[1], 'rate'))
 if rate == nil and ARGV[8] ~= '' then rate = tonumber(ARGV[8]) end
@@ -307,12 +345,10 @@ end
 local demands = {}
 local accepted = 0
 local measured = 0
-local all = redis.call('HVALS', KEYS[3])
-for i = 1, #all do
-  local d, a, m = parseReport(all[i])
-  demands[i] = tonumber(d)
-  accepted = accepted + tonumber(a)
-  measured = measured + tonumber(m)
+for i, r in ipairs(kept) do
+  demands[i] = tonumber(r.d)
+  accepted = accepted + tonumber(r.a)
+  measured = measured + tonumber(r.m)
 end
 
 local share = ''
