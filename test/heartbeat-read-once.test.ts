@@ -1,18 +1,28 @@
 import type { Redis } from 'ioredis';
-import { afterAll, afterEach, expect, it } from 'vitest';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { ManualClock } from '../src/clock.js';
+import {
+  createSharedBudget,
+  MemoryBudgetStore,
+  type SharedBudget,
+  type SharedBudgetOptions,
+} from '../src/redis/index.js';
 import { RedisBudgetStore } from '../src/redis/redis-store.js';
-import { demandWeightedShare, type HeartbeatRequest } from '../src/redis/store.js';
+import { type BudgetStore, demandWeightedShare, type HeartbeatRequest } from '../src/redis/store.js';
 import { describeRedis, type RedisServer, withRedisServer } from './helpers/redis-server.js';
 
-// The heartbeat reads the members' reports once: the timeouts, the checks and the sums of one
-// parsed read.
+// The heartbeat reads the members' reports once (the timeouts, the checks and the sums of one
+// parsed read), and a member back from an outage holds its part for as long as the slowest
+// member heard before the outage may take to be heard again.
 
 const RATE = 600;
 const HOUR = 3_600_000;
 
 let names = 0;
+const open: SharedBudget[] = [];
 
-afterEach(() => {
+afterEach(async () => {
+  await Promise.all(open.splice(0).map((b) => b.close()));
   names++;
 });
 
@@ -81,6 +91,40 @@ describeRedis('one heartbeat, every use of the reports (a real Redis)', () => {
     expect(reply.measured).toBe(200 + 7 + 310);
     const share = demandWeightedShare(RATE, 0, [0, 50, 600], 0.05, 4);
     expect(reply.share! / share).toBeCloseTo(1, 12);
+    // The slow member's, the longest of the live members' (the dead one's is gone with it).
+    expect(reply.longestMemberTimeout).toBe(10_000);
+  });
+
+  it('answers the longest memberTimeout of the live members, as the memory store does', async () => {
+    const name = `longest-${process.pid}-${names}`;
+    const redisStore = new RedisBudgetStore({
+      redis: server.url,
+      keyPrefix: 'arl:',
+      name,
+      redisTimeout: 2_000,
+    });
+    stores.push(redisStore);
+    const members = `arl:{${name}}:members`;
+    const clock = new ManualClock(0);
+    const memory = new MemoryBudgetStore({ clock });
+    // Every last heartbeat moved back by `ms` (Redis's clock is real time), the memory's clock on.
+    const elapse = async (ms: number) => {
+      for (const id of await redis.zrange(members, '0', '-1')) await redis.zincrby(members, -ms, id);
+      clock.advance(ms);
+    };
+    const longest = async (id: string, memberTimeout: number) => {
+      const both = [
+        await redisStore.heartbeat(beat(id, { memberTimeout })),
+        memory.heartbeat(beat(id, { memberTimeout })),
+      ];
+      expect(both[0]!.longestMemberTimeout).toBe(both[1]!.longestMemberTimeout);
+      return both[1]!.longestMemberTimeout;
+    };
+    expect(await longest('fast', 1_200)).toBe(1_200);
+    expect(await longest('slow', 8_000)).toBe(8_000);
+    expect(await longest('fast', 1_200)).toBe(8_000);
+    await elapse(8_100); // the slow member silent past its own timeout: dropped
+    expect(await longest('fast', 1_200)).toBe(1_200);
   });
   it('reads the reports hash once per heartbeat', async () => {
     const name = `read-count-${process.pid}-${names}`;
@@ -110,5 +154,83 @@ describeRedis('one heartbeat, every use of the reports (a real Redis)', () => {
     }
     // Before: HGETALL for the timeouts, HGETALL to check them, HVALS for the sums.
     expect(reads).toEqual(['HGETALL']);
+  });
+});
+
+describe('a member back from an outage, among members of other heartbeats (memory store, manual clock)', () => {
+  function budgets(memory: MemoryBudgetStore, clock: ManualClock) {
+    const health = { down: false };
+    const guard = <T>(call: () => T): T => {
+      if (health.down) throw new Error('the store is down');
+      return call();
+    };
+    const store: BudgetStore = {
+      roundTrips: 0,
+      heartbeat: (r) => guard(() => memory.heartbeat(r)),
+      cut: (r) => guard(() => memory.cut(r)),
+      pause: (r) => guard(() => memory.pause(r)),
+      leave: (id) => guard(() => memory.leave(id)),
+    };
+    const member = (options: Partial<SharedBudgetOptions>) => {
+      const b = createSharedBudget({
+        name: `rejoin-${process.pid}-${names}`,
+        store,
+        clock,
+        initialUnitsPerMinute: RATE,
+        ...options,
+      });
+      b.on('degraded', () => {});
+      b.on('recovered', () => {});
+      open.push(b);
+      return b;
+    };
+    // The fast member's rejoining window was its own: 300 + 200 + 50 ms.
+    const fast = member({ heartbeatInterval: 50, memberTimeout: 300, redisTimeout: 200 });
+    // The slow one's memberTimeout is 8 s by default (4 heartbeats).
+    const slow = member({ heartbeatInterval: 2_000 });
+    return { health, fast, slow };
+  }
+
+  it('holds its part until the slowest member heard before the outage is heard again', () => {
+    const clock = new ManualClock(0);
+    const { health, fast, slow } = budgets(new MemoryBudgetStore({ clock }), clock);
+    clock.advance(4_000);
+    expect([fast.limiter.rate, slow.limiter.rate]).toEqual([RATE / 2, RATE / 2]);
+    health.down = true;
+    // 10 s, past the slow member's timeout: both degraded; the slow one's last try at 14 s.
+    clock.advance(10_010);
+    expect([fast.state.degraded, slow.state.degraded]).toEqual([true, true]);
+    health.down = false;
+    let highest = 0;
+    let slowBackAt: number | undefined;
+    for (let step = 0; step < 400; step++) {
+      clock.advance(10);
+      if (slowBackAt === undefined && !slow.state.degraded) slowBackAt = clock.now();
+      highest = Math.max(highest, fast.limiter.rate + slow.limiter.rate);
+    }
+    // The slow member is heard again at its next heartbeat, 2 s on; the fast one took the
+    // whole rate 550 ms after its own return, before (900 units/min, 1.5x, for 1.4 s).
+    expect(slowBackAt).toBe(16_000);
+    expect(fast.state.members).toBe(2);
+    expect(highest).toBeLessThanOrEqual(RATE * 1.01);
+    expect(fast.limiter.rate + slow.limiter.rate).toBeCloseTo(RATE, 6);
+  });
+
+  it('takes the part of a slow member that never comes back once its timeout has passed', () => {
+    const clock = new ManualClock(0);
+    const { health, fast, slow } = budgets(new MemoryBudgetStore({ clock }), clock);
+    clock.advance(4_000);
+    health.down = true;
+    clock.advance(10_010);
+    void slow.close(); // gone during the outage (it could not leave)
+    health.down = false;
+    clock.advance(100);
+    expect(fast.state).toMatchObject({ degraded: false, members: 1 });
+    expect(fast.limiter.rate).toBe(RATE / 2);
+    // Held for the slow member's timeout (8 s), a call's timeout and a heartbeat of its own.
+    clock.advance(8_000);
+    expect(fast.limiter.rate).toBe(RATE / 2);
+    clock.advance(400);
+    expect(fast.limiter.rate).toBeCloseTo(RATE, 6);
   });
 });

@@ -46,12 +46,14 @@ export interface MemberStateInit {
   readonly maxRate: number;
   /** The limiter's `maxPause` (ms): a shared pause answered longer is cut to it. */
   readonly maxPause: number;
+  /** This member's `memberTimeout` (ms): the longest known until a reply tells a longer one. */
+  readonly memberTimeout: number;
   /**
-   * How long (ms) after an outage the others may take to be heard again (memberTimeout, plus a
-   * call's timeout and a heartbeat): until then, or until as many members answer as before,
-   * this member's share is not raised.
+   * A call's timeout and a heartbeat of this member (`redisTimeout` + `heartbeatInterval`, ms):
+   * back from an outage, its share is held for the longest `memberTimeout` among the members
+   * heard before the outage plus this (see `#rejoined`).
    */
-  readonly rejoinMs: number;
+  readonly rejoinMarginMs: number;
   /** Members guessed (`instanceCount`) until the first reply. */
   readonly members: number;
   /** The budget's controller (AIMD, CUBIC, the probe controller, your own). */
@@ -89,7 +91,12 @@ export class MemberState {
   #rejoinUntil: number | undefined;
   /** The members known when the outage began. */
   #membersBefore = 1;
-  readonly #rejoinMs: number;
+  readonly #memberTimeout: number;
+  readonly #rejoinMarginMs: number;
+  /** The longest `memberTimeout` among the live members, as last answered (ms). */
+  #longestTimeout: number;
+  /** The same, when the outage began. */
+  #longestTimeoutBefore: number;
   #lastError: unknown;
   #rate: number | undefined;
   #share: number | undefined;
@@ -121,7 +128,10 @@ export class MemberState {
     this.#fraction = 1 / init.members;
     this.#controller = new BudgetController(init.controller, init);
     this.#bounds = { minRate, maxRate, maxPause: init.maxPause };
-    this.#rejoinMs = init.rejoinMs;
+    this.#memberTimeout = init.memberTimeout;
+    this.#rejoinMarginMs = init.rejoinMarginMs;
+    this.#longestTimeout = init.memberTimeout;
+    this.#longestTimeoutBefore = init.memberTimeout;
     // The local limiter's controller: a share of the budget's cut on a throttle, nothing on a
     // success (increases come with the heartbeat); on its own while degraded.
     const member = this;
@@ -286,6 +296,7 @@ export class MemberState {
     this.#appliedSeq = seq;
     const now = this.#clock.now();
     this.#setMembers(reply.members);
+    this.#longestTimeout = Math.max(this.#memberTimeout, reply.longestMemberTimeout ?? 0);
     this.#index = reply.index;
     if (Number.isFinite(reply.now)) this.#serverOffset = reply.now - (sentAt + now) / 2;
     this.#acceptedSum = reply.accepted;
@@ -337,6 +348,7 @@ export class MemberState {
     if (this.#degraded || this.#closed) return;
     this.#degraded = true;
     this.#membersBefore = this.#members;
+    this.#longestTimeoutBefore = this.#longestTimeout;
     const rate = this.limiter.rate;
     if (this.#events.listenerCount('degraded') === 0) {
       const detail = error instanceof Error ? error.message : String(error);
@@ -375,8 +387,13 @@ export class MemberState {
 
   /**
    * The share to apply at `now`, back from an outage: not above the local rate (its last share)
-   * while fewer than the members before the outage answer, for at most `rejoinMs`; so the
-   * members' rates never add up above the budget on the way back.
+   * while fewer than the members before the outage answer; so the members' rates never add up
+   * above the budget on the way back. For at most the longest `memberTimeout` among the members
+   * heard before the outage (each member's own, answered by the heartbeats), plus this member's
+   * `redisTimeout` and heartbeat: a member is heard again within its own timeout (it is kept above
+   * its call's timeout and heartbeat), so a member whose heartbeat is slower than this one's is
+   * waited for as long as it may take; this member's own timeout alone let it take the part of a
+   * slower member not heard yet, above the budget by that member's part until its next heartbeat.
    */
   #rejoined(now: number, members: number): number | undefined {
     const share = this.#share;
@@ -488,7 +505,7 @@ export class MemberState {
   #recover(members: number): void {
     if (!this.#degraded) return;
     this.#degraded = false;
-    this.#rejoinUntil = this.#clock.now() + this.#rejoinMs;
+    this.#rejoinUntil = this.#clock.now() + this.#longestTimeoutBefore + this.#rejoinMarginMs;
     if (this.#events.listenerCount('recovered') === 0) {
       process.emitWarning(
         redactText(`adaptive-rate-limit: shared budget "${this.#name}" recovered; sharing resumed`),

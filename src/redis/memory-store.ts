@@ -139,12 +139,14 @@ export class MemoryBudgetStore implements BudgetStore {
     if (r.acceptedUnits > 0) this.#acceptedSinceCut += r.acceptedUnits;
     let accepted = 0;
     let measured = 0;
+    let longestMemberTimeout = r.memberTimeout;
     const demands = this.#demands;
     demands.length = 0;
     for (const report of this.#reports.values()) {
       accepted += report.accepted;
       measured += report.measured;
       demands.push(report.demand);
+      longestMemberTimeout = Math.max(longestMemberTimeout, report.timeout);
     }
     const share =
       rate === undefined
@@ -164,6 +166,7 @@ export class MemoryBudgetStore implements BudgetStore {
       share,
       accepted,
       measured,
+      longestMemberTimeout,
       index,
       proposed,
       now,

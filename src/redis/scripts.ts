@@ -252,7 +252,7 @@ end
  *   minRate, maxRate|'', ttlMs, candidateGeneration, proposalGeneration|'', proposalVersion|'',
  *   proposalRate|'', acceptedUnits, maxPauseMs
  * Returns: { rate|'', epoch, pauseRemainingMs, members, share|'', serverNow, generation, accepted,
- *   measured, index, proposed (0|1), books..., repaired }
+ *   measured, index, proposed (0|1), books..., repaired, longestMemberTimeoutMs }
  */
 export const HEARTBEAT = `${NOW}${CHECK}${REPORTS}${GENERATION}${CLAMP}${BOOKS}
 local id = ARGV[1]
@@ -345,10 +345,13 @@ end
 local demands = {}
 local accepted = 0
 local measured = 0
+-- The longest memberTimeout of the live members (a report without one: this caller's).
+local longest = timeout
 for i, r in ipairs(kept) do
   demands[i] = tonumber(r.d)
   accepted = accepted + tonumber(r.a)
   measured = measured + tonumber(r.m)
+  if r.timeout ~= nil and r.timeout > longest then longest = r.timeout end
 end
 
 local share = ''
@@ -374,6 +377,7 @@ local reply = { rate, epoch, math.max(0, pausedUntil - now), members, share, now
   tostring(measured), index, proposed }
 for _, v in ipairs(books()) do table.insert(reply, v) end
 table.insert(reply, repaired)
+table.insert(reply, string.format('%.17g', longest))
 return reply
 `;
 
