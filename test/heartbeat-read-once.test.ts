@@ -95,6 +95,24 @@ describeRedis('one heartbeat, every use of the reports (a real Redis)', () => {
     expect(reply.longestMemberTimeout).toBe(10_000);
   });
 
+  it("judges a member whose report is broken by the caller's timeout, not the broken report's", async () => {
+    const name = `broken-timeout-${process.pid}-${names}`;
+    const store = new RedisBudgetStore({ redis: server.url, keyPrefix: 'arl:', name, redisTimeout: 2_000 });
+    stores.push(store);
+    const members = `arl:{${name}}:members`;
+    const reports = `arl:{${name}}:reports`;
+    await store.heartbeat(beat('new'));
+    const [seconds, micros] = await redis.time();
+    const now = Number(seconds) * 1_000 + Math.floor(Number(micros) / 1_000);
+    // Silent 5 s: past the caller's 1.2 s; the broken report's 10 s is no timeout to trust.
+    await redis.zadd(members, now - 5_000, 'broken');
+    await redis.hset(reports, 'broken', 'x 1 2 10000');
+    const reply = await store.heartbeat(beat('new'));
+    expect(await redis.zscore(members, 'broken')).toBeNull();
+    expect(reply.members).toBe(1);
+    expect(reply.longestMemberTimeout).toBe(1_200);
+  });
+
   it('answers the longest memberTimeout of the live members, as the memory store does', async () => {
     const name = `longest-${process.pid}-${names}`;
     const redisStore = new RedisBudgetStore({

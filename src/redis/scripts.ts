@@ -215,8 +215,8 @@ local function parseReport(text)
   return d, a, m, t
 end
 -- The reports as stored, in the hash's order, each parsed: { id, ok, d, a, m, timeout }; ok:
--- three finite numbers >= 0 and a timeout > 0 or none. \`timeout\` is the number of a timeout
--- field that passes its check (nil without one), even in a report that fails on another field.
+-- three finite numbers >= 0 and a timeout > 0 or none. \`timeout\`: the report's timeout when
+-- the report is whole (nil otherwise: its member is judged by the caller's, as a missing one's).
 local function readReports()
   local all = redis.call('HGETALL', KEYS[3])
   local list = {}
@@ -224,7 +224,7 @@ local function readReports()
     local d, a, m, t = parseReport(all[i + 1])
     local ok = d ~= nil and atLeast0(d) and atLeast0(a) and atLeast0(m) and (t == nil or timeoutOk(t))
     local timeout = nil
-    if t ~= nil and timeoutOk(t) then timeout = tonumber(t) end
+    if ok and t ~= nil then timeout = tonumber(t) end
     table.insert(list, { id = all[i], ok = ok, d = d, a = a, m = m, timeout = timeout })
   end
   return list
