@@ -91,6 +91,15 @@ export interface AttemptPlan<T> {
    * its replay cap as the retry went out). @default false
    */
   transportClosed?(error: unknown): boolean;
+  /**
+   * Waited for before a retry whose units were granted at once (its permit waited 0 ms) goes out:
+   * such a grant resolves in a microtask of the turn in which the answer it replaces ended, and
+   * the transport may not have settled that answer yet. The HTTP adapters wait one turn of the
+   * event loop here, as undici gives a keep-alive socket back to its pool only on the next turn:
+   * sent at once, the retry found the socket busy and opened a second connection. The abort,
+   * close and replay checks run after it, as for a retry granted later. @default none
+   */
+  beforeImmediateRetry?(): Promise<void>;
   /** Whether a throttled error may be sent again. @default true */
   canRetryError?(error: unknown): boolean;
   /**
@@ -190,6 +199,10 @@ async function attempts<T>(plan: AttemptPlan<T>, first: Permit | undefined): Pro
         if (held !== undefined) plan.discard?.(held.result);
         throw error;
       }
+    }
+    // A retry granted at once waits for its transport to settle the answer it replaces.
+    if (attempt > 1 && (permit.waitedMs ?? 0) === 0 && plan.beforeImmediateRetry !== undefined) {
+      await plan.beforeImmediateRetry();
     }
     // Aborted (or its adapter closed) after its units were granted, before it went: a grant
     // resolves a microtask before the send, and an abort in between must not send it. Nothing

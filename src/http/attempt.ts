@@ -43,6 +43,20 @@ export function keepUpToCap<T extends Uint8Array>(
   return new ThrottledBodyTooLongError(status, MAX_HELD_BODY_BYTES);
 }
 
+/**
+ * Resolves on the next turn of the event loop (`setImmediate`): what the retry of a throttled
+ * answer waits when its units were granted at once (`AttemptPlan.beforeImmediateRetry`), in the
+ * interceptor and in the fetch wrapper (Node's `fetch` is undici too). undici gives a keep-alive
+ * socket back to its pool only on the turn after the answer on it ended
+ * (`setImmediate(client[kResume])` in its HTTP/1 client); a retry dispatched in the grant's
+ * microtask found that socket still busy and opened a second connection, leaving the first idle.
+ * The grant comes in a microtask after undici's parser has returned, so this `setImmediate` runs
+ * after undici's own.
+ */
+export function untilSocketReturned(): Promise<void> {
+  return new Promise<void>((resolve) => setImmediate(resolve));
+}
+
 /** The side of a rate-limited request an attempt reports to; see `RateLimitedDispatch`. */
 export interface AttemptOwner {
   /** The caller's handler and the controller it knows (the same for every attempt). */

@@ -2,7 +2,13 @@ import type { AttemptPlan, LoopCancel } from '../attempt-loop.js';
 import type { Costs } from '../limiter/budgets.js';
 import type { Outcome, RateLimiter } from '../limiter/types.js';
 import { closedRefusal } from './adapter-close.js';
-import { Attempt, type AttemptJudge, type AttemptOwner, type BodyDeadline } from './attempt.js';
+import {
+  Attempt,
+  type AttemptJudge,
+  type AttemptOwner,
+  type BodyDeadline,
+  untilSocketReturned,
+} from './attempt.js';
 import type { CallerController } from './caller-controller.js';
 import { dispatcherClosed, errorOutcome } from './classify.js';
 import { slotBound } from './concurrency.js';
@@ -104,6 +110,11 @@ export class LoopPlan implements AttemptPlan<Attempt> {
 
   canRetry(): boolean {
     return this.#request.canRetry();
+  }
+
+  /** A retry granted at once waits for undici to take its socket back (see {@link untilSocketReturned}). */
+  beforeImmediateRetry(): Promise<void> {
+    return untilSocketReturned();
   }
 
   classify(attempt: Attempt): Outcome {

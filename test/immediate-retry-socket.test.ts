@@ -1,0 +1,192 @@
+import { once } from 'node:events';
+import { createServer, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Agent, type Dispatcher, request } from 'undici';
+import { describe, expect, it } from 'vitest';
+import { ManualClock } from '../src/clock.js';
+import { kFailed, kSuccess, kThrottled } from '../src/internal.js';
+import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
+import type { AdaptiveLimiterOptions } from '../src/limiter/options.js';
+import type { LimiterPermit } from '../src/limiter/permit.js';
+import type { AnnouncedQuota } from '../src/limiter/types.js';
+import { advanceUntil, cleanups, limit, NEVER_BINDS } from './helpers/interceptor-fixtures.js';
+import { settled } from './helpers/settled.js';
+import { failOnUnhandledRejections } from './helpers/unhandled.js';
+
+// Regression: the retry of a 429 whose permit was granted at once (`Retry-After: 0`) was
+// dispatched from the grant's microtask, before undici had given the 429's keep-alive socket back
+// to its pool (undici frees it on the next turn of the event loop, `setImmediate`): the retry
+// always opened a second connection to the server, and the first stayed idle. A retry granted
+// later (`Retry-After: 1`) reused the one socket. Real node:http server on 127.0.0.1, real undici
+// Agent, a ManualClock for the limiter; no duration is asserted.
+
+failOnUnhandledRejections();
+
+type Quota = readonly AnnouncedQuota[] | undefined;
+
+/** An adaptive limiter that counts the permits it grants and those told their answer. */
+class CountingLimiter extends AdaptiveRateLimiter {
+  granted = 0;
+  answered = 0;
+
+  constructor(options: AdaptiveLimiterOptions) {
+    super(options);
+    this.on('acquired', () => this.granted++);
+  }
+
+  override [kSuccess](permit: LimiterPermit, unitsUsed: number | undefined, quota: Quota): void {
+    this.answered++;
+    super[kSuccess](permit, unitsUsed, quota);
+  }
+
+  override [kThrottled](
+    permit: LimiterPermit,
+    retryAfterMs: number | undefined,
+    quota: Quota,
+    quotaWait?: boolean,
+    noCut?: boolean,
+  ): void {
+    this.answered++;
+    super[kThrottled](permit, retryAfterMs, quota, quotaWait, noCut);
+  }
+
+  override [kFailed](
+    permit: LimiterPermit,
+    retryAfterMs: number | undefined,
+    quota: Quota,
+    counted?: boolean,
+    answered?: boolean,
+  ): void {
+    this.answered++;
+    super[kFailed](permit, retryAfterMs, quota, counted, answered);
+  }
+}
+
+/**
+ * A keep-alive node:http server that answers its first request with a 429 (`Retry-After:
+ * retryAfter`, a small body) and every later one with a 200, counting the connections it accepts.
+ */
+async function throttleOnce(retryAfter: string) {
+  let requests = 0;
+  let connections = 0;
+  const server = createServer((req, res: ServerResponse) => {
+    req.resume();
+    req.on('end', () => {
+      requests++;
+      if (requests === 1) {
+        res.writeHead(429, { 'retry-after': retryAfter, 'content-type': 'text/plain' }).end('slow down');
+      } else res.writeHead(200, { 'content-type': 'text/plain' }).end('ok');
+    });
+  });
+  server.keepAliveTimeout = 60_000;
+  server.on('connection', () => connections++);
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  cleanups.push(async () => {
+    server.closeAllConnections();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  });
+  return {
+    origin: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    get requests() {
+      return requests;
+    },
+    get connections() {
+      return connections;
+    },
+  };
+}
+
+/** An Agent composed with the interceptor over a limiter the test owns (never binding). */
+function limitedAgent(origin: string, clock: ManualClock, agentOptions: Agent.Options = {}) {
+  const limiter = new CountingLimiter({ clock, ...NEVER_BINDS });
+  const rl = limit({ limiters: { x: { origins: [origin], limiter } }, default: false, clock });
+  const agent = new Agent(agentOptions);
+  cleanups.push(
+    () => agent.close(),
+    () => limiter.close(),
+  );
+  return { limiter, dispatcher: agent.compose(rl) };
+}
+
+async function get(dispatcher: Dispatcher, url: string) {
+  const response = await request(url, { dispatcher });
+  return { status: response.statusCode, body: await response.body.text() };
+}
+
+/** Two permits granted (the 429's and its retry's), both told their answer; nobody waiting. */
+function expectSettled(limiter: CountingLimiter) {
+  expect({ granted: limiter.granted, answered: limiter.answered }).toEqual({ granted: 2, answered: 2 });
+  const snapshot = limiter.snapshot();
+  expect(snapshot.queued).toBe(0);
+  expect(snapshot.queuedUnits).toBe(0);
+}
+
+describe('the retry of a 429 granted at once reuses its keep-alive socket', () => {
+  it('Retry-After: 0 through undici request: the retry goes over the 429 socket, one connection in all', async () => {
+    const server = await throttleOnce('0');
+    const { limiter, dispatcher } = limitedAgent(server.origin, new ManualClock());
+
+    const answer = await get(dispatcher, `${server.origin}/`);
+    expect(answer).toEqual({ status: 200, body: 'ok' });
+    expect(server.requests).toBe(2);
+    expect(server.connections).toBe(1);
+    expectSettled(limiter);
+  });
+
+  it('Retry-After: 0 through undici request with connections: 1: the retry takes the one socket', async () => {
+    const server = await throttleOnce('0');
+    const { limiter, dispatcher } = limitedAgent(server.origin, new ManualClock(), { connections: 1 });
+
+    const answer = await get(dispatcher, `${server.origin}/`);
+    expect(answer).toEqual({ status: 200, body: 'ok' });
+    expect(server.requests).toBe(2);
+    expect(server.connections).toBe(1);
+    expectSettled(limiter);
+  });
+
+  it("Retry-After: 0 through Node's fetch with the composed dispatcher: one connection in all", async () => {
+    const server = await throttleOnce('0');
+    const { limiter, dispatcher } = limitedAgent(server.origin, new ManualClock());
+
+    const response = await fetch(`${server.origin}/`, { dispatcher } as RequestInit);
+    expect(response.status).toBe(200);
+    expect(await response.text()).toBe('ok');
+    expect(server.requests).toBe(2);
+    expect(server.connections).toBe(1);
+    expectSettled(limiter);
+  });
+
+  it('an abort in the turn the retry waits for the socket: nothing more is sent, the caller gets its reason, the books settle', async () => {
+    const server = await throttleOnce('0');
+    const { limiter, dispatcher } = limitedAgent(server.origin, new ManualClock());
+    const abort = new AbortController();
+    const reason = new Error('caller gave up');
+    // The retry's grant (the second): the abort comes on the next turn, before the retry goes.
+    limiter.on('acquired', () => {
+      if (limiter.granted === 2) setImmediate(() => abort.abort(reason));
+    });
+
+    const error = await request(`${server.origin}/`, { dispatcher, signal: abort.signal }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(error).toBe(reason);
+    expect(server.requests).toBe(1);
+    expectSettled(limiter);
+  });
+
+  it('Retry-After: 1 (a retry granted after its pause): still one connection', async () => {
+    const server = await throttleOnce('1');
+    const clock = new ManualClock();
+    const { limiter, dispatcher } = limitedAgent(server.origin, clock);
+
+    const answer = settled(get(dispatcher, `${server.origin}/`));
+    await advanceUntil(clock, () => answer.done, 'the retry to be answered');
+    expect(answer.error).toBeUndefined();
+    expect(answer.value).toEqual({ status: 200, body: 'ok' });
+    expect(server.requests).toBe(2);
+    expect(server.connections).toBe(1);
+    expectSettled(limiter);
+  });
+});
