@@ -1,9 +1,10 @@
 import { once } from 'node:events';
 import { createServer, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { Agent, type Dispatcher, request } from 'undici';
+import { Agent, type Dispatcher, request, fetch as undiciFetch } from 'undici';
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
+import { rateLimitedFetch } from '../src/http/fetch.js';
 import { kFailed, kSuccess, kThrottled } from '../src/internal.js';
 import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
 import type { AdaptiveLimiterOptions } from '../src/limiter/options.js';
@@ -189,4 +190,43 @@ describe('the retry of a 429 granted at once reuses its keep-alive socket', () =
     expect(server.connections).toBe(1);
     expectSettled(limiter);
   });
+});
+
+describe('the fetch wrapper: the retry of a 429 granted at once reuses its keep-alive socket', () => {
+  /** `rateLimitedFetch` over a limiter the test owns, wrapping undici's fetch on an Agent, or Node's own fetch. */
+  function limitedFetch(origin: string, over: 'undici' | 'node') {
+    const clock = new ManualClock();
+    const limiter = new CountingLimiter({ clock, ...NEVER_BINDS });
+    cleanups.push(() => limiter.close());
+    let base: typeof fetch | undefined;
+    if (over === 'undici') {
+      const agent = new Agent();
+      cleanups.push(() => agent.close());
+      base = ((input: string, init?: object) =>
+        undiciFetch(input, { ...init, dispatcher: agent })) as unknown as typeof fetch;
+    }
+    const f = rateLimitedFetch({
+      limiters: { x: { origins: [origin], limiter } },
+      default: false,
+      clock,
+      ...(base === undefined ? {} : { fetch: base }),
+    });
+    cleanups.push(() => f.close());
+    return { limiter, f };
+  }
+
+  it.each(['undici', 'node'] as const)(
+    "Retry-After: 0 through rateLimitedFetch over %s's fetch: one connection in all",
+    async (over) => {
+      const server = await throttleOnce('0');
+      const { limiter, f } = limitedFetch(server.origin, over);
+
+      const response = await f(`${server.origin}/`);
+      expect(response.status).toBe(200);
+      expect(await response.text()).toBe('ok');
+      expect(server.requests).toBe(2);
+      expect(server.connections).toBe(1);
+      expectSettled(limiter);
+    },
+  );
 });

@@ -9,6 +9,7 @@ import { normalizeOrigin } from '../origin.js';
 import { redactError } from '../redact.js';
 import type { RateLimiterRegistry } from '../registry/index.js';
 import { type AdapterWait, closedRefusal } from './adapter-close.js';
+import { untilSocketReturned } from './attempt.js';
 import { errorOutcome } from './classify.js';
 import { slotBound } from './concurrency.js';
 import { holdResponse } from './held-response.js';
@@ -172,6 +173,7 @@ export function rateLimitedFetch(options: RateLimitedFetchOptions = {}): RateLim
         // Read into memory while the retry waits: an unread body would keep its connection.
         hold: holdWithRefusal,
         discard: (r) => dropBody(r.body),
+        beforeImmediateRetry: untilSocketReturned,
       });
       return estimate === undefined
         ? response
