@@ -2,7 +2,7 @@ import { once } from 'node:events';
 import { createServer, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Agent, type Dispatcher, request, fetch as undiciFetch } from 'undici';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { ManualClock } from '../src/clock.js';
 import { rateLimitedFetch } from '../src/http/fetch.js';
 import { kFailed, kSuccess, kThrottled } from '../src/internal.js';
@@ -229,4 +229,43 @@ describe('the fetch wrapper: the retry of a 429 granted at once reuses its keep-
       expectSettled(limiter);
     },
   );
+});
+
+describe('an immediate retry under fake timers', () => {
+  it('goes out with setImmediate faked after the import (a 429 with Retry-After: 0, then 200)', async () => {
+    const realSetTimeout = setTimeout;
+    const clock = new ManualClock();
+    const limiter = new AdaptiveRateLimiter({
+      clock,
+      initialUnitsPerMinute: 6_000_000,
+      minUnitsPerMinute: 6_000_000,
+    });
+    let calls = 0;
+    const stub = (async () => {
+      calls++;
+      return calls === 1
+        ? new Response('slow down', { status: 429, headers: { 'retry-after': '0' } })
+        : new Response('ok', { status: 200 });
+    }) as unknown as typeof fetch;
+    const f = rateLimitedFetch({
+      limiters: { x: { origins: ['https://api.example'], limiter } },
+      default: false,
+      clock,
+      fetch: stub,
+    });
+    vi.useFakeTimers({ toFake: ['setImmediate'] });
+    try {
+      // A real timer bounds the race: with the faked setImmediate the retry never went out.
+      const outcome = await Promise.race([
+        f('https://api.example/').then((r) => r.status),
+        new Promise<string>((resolve) => realSetTimeout(() => resolve('held'), 2_000)),
+      ]);
+      expect({ outcome, calls }).toEqual({ outcome: 200, calls: 2 });
+    } finally {
+      vi.runOnlyPendingTimers();
+      vi.useRealTimers();
+      await f.close();
+      await limiter.close();
+    }
+  });
 });

@@ -43,6 +43,9 @@ export function keepUpToCap<T extends Uint8Array>(
   return new ThrottledBodyTooLongError(status, MAX_HELD_BODY_BYTES);
 }
 
+/** `setImmediate` as the module found it (see {@link untilSocketReturned}). */
+const nextTurn = globalThis.setImmediate;
+
 /**
  * Resolves on the next turn of the event loop (`setImmediate`): what the retry of a throttled
  * answer waits when its units were granted at once (`AttemptPlan.beforeImmediateRetry`), in the
@@ -52,9 +55,14 @@ export function keepUpToCap<T extends Uint8Array>(
  * microtask found that socket still busy and opened a second connection, leaving the first idle.
  * The grant comes in a microtask after undici's parser has returned, so this `setImmediate` runs
  * after undici's own.
+ *
+ * The `setImmediate` of the module's load, not the global at the call: a test suite that fakes
+ * timers afterwards (vitest's and Jest's default sets fake `setImmediate`) would hold every
+ * immediate retry until it ran its timers, where such a retry had needed no timer. Under fake
+ * timers undici's own turn is faked too, and the retry may open a second connection, as before.
  */
 export function untilSocketReturned(): Promise<void> {
-  return new Promise<void>((resolve) => setImmediate(resolve));
+  return new Promise<void>((resolve) => nextTurn(resolve));
 }
 
 /** The side of a rate-limited request an attempt reports to; see `RateLimitedDispatch`. */
