@@ -5,11 +5,9 @@ import { Agent, type Dispatcher, interceptors, request } from 'undici';
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
 import { type AdaptiveRateLimitInterceptor, runtimeOf } from '../src/http/interceptor.js';
-import { kFailed, kSuccess, kThrottled } from '../src/internal.js';
-import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
+import type { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
 import type { AdaptiveLimiterOptions } from '../src/limiter/options.js';
-import type { LimiterPermit } from '../src/limiter/permit.js';
-import type { AnnouncedQuota } from '../src/limiter/types.js';
+import { CountingLimiter } from './helpers/counting-limiter.js';
 import {
   advanceUntil,
   agentWith,
@@ -30,57 +28,10 @@ import { failOnUnhandledRejections } from './helpers/unhandled.js';
 // node:http servers on 127.0.0.1, real undici Agents, a ManualClock for the limiters; every
 // loop is bounded, no duration is asserted.
 //
-// The books are read through a limiter we own (`limiters.x.limiter`): a subclass that counts the
-// permits it grants (the `acquired` event) and the answers told to it (every way a permit
-// settles ends in `kSuccess`, `kThrottled` or `kFailed`), so that `open` is the number of
-// permits granted and never settled: units still counted in flight.
+// The books are read through a limiter we own (`limiters.x.limiter`, a CountingLimiter): `open`
+// is the number of permits granted and never settled, units still counted in flight.
 
 failOnUnhandledRejections();
-
-type Quota = readonly AnnouncedQuota[] | undefined;
-
-/** An adaptive limiter that counts its grants and its settled permits. */
-class CountingLimiter extends AdaptiveRateLimiter {
-  granted = 0;
-  answered = { success: 0, throttled: 0, failed: 0 };
-
-  constructor(options: AdaptiveLimiterOptions) {
-    super(options);
-    this.on('acquired', () => this.granted++);
-  }
-
-  /** Permits granted and not settled. */
-  get open(): number {
-    return this.granted - this.answered.success - this.answered.throttled - this.answered.failed;
-  }
-
-  override [kSuccess](permit: LimiterPermit, unitsUsed: number | undefined, quota: Quota): void {
-    this.answered.success++;
-    super[kSuccess](permit, unitsUsed, quota);
-  }
-
-  override [kThrottled](
-    permit: LimiterPermit,
-    retryAfterMs: number | undefined,
-    quota: Quota,
-    quotaWait?: boolean,
-    noCut?: boolean,
-  ): void {
-    this.answered.throttled++;
-    super[kThrottled](permit, retryAfterMs, quota, quotaWait, noCut);
-  }
-
-  override [kFailed](
-    permit: LimiterPermit,
-    retryAfterMs: number | undefined,
-    quota: Quota,
-    counted?: boolean,
-    answered?: boolean,
-  ): void {
-    this.answered.failed++;
-    super[kFailed](permit, retryAfterMs, quota, counted, answered);
-  }
-}
 
 /** One request the scripted server received, answered by the test (or by `auto`). */
 interface Pending {

@@ -5,11 +5,8 @@ import { Agent, type Dispatcher, request, fetch as undiciFetch } from 'undici';
 import { describe, expect, it, vi } from 'vitest';
 import { ManualClock } from '../src/clock.js';
 import { rateLimitedFetch } from '../src/http/fetch.js';
-import { kFailed, kSuccess, kThrottled } from '../src/internal.js';
 import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
-import type { AdaptiveLimiterOptions } from '../src/limiter/options.js';
-import type { LimiterPermit } from '../src/limiter/permit.js';
-import type { AnnouncedQuota } from '../src/limiter/types.js';
+import { CountingLimiter } from './helpers/counting-limiter.js';
 import { advanceUntil, cleanups, limit, NEVER_BINDS } from './helpers/interceptor-fixtures.js';
 import { settled } from './helpers/settled.js';
 import { failOnUnhandledRejections } from './helpers/unhandled.js';
@@ -22,46 +19,6 @@ import { failOnUnhandledRejections } from './helpers/unhandled.js';
 // Agent, a ManualClock for the limiter; no duration is asserted.
 
 failOnUnhandledRejections();
-
-type Quota = readonly AnnouncedQuota[] | undefined;
-
-/** An adaptive limiter that counts the permits it grants and those told their answer. */
-class CountingLimiter extends AdaptiveRateLimiter {
-  granted = 0;
-  answered = 0;
-
-  constructor(options: AdaptiveLimiterOptions) {
-    super(options);
-    this.on('acquired', () => this.granted++);
-  }
-
-  override [kSuccess](permit: LimiterPermit, unitsUsed: number | undefined, quota: Quota): void {
-    this.answered++;
-    super[kSuccess](permit, unitsUsed, quota);
-  }
-
-  override [kThrottled](
-    permit: LimiterPermit,
-    retryAfterMs: number | undefined,
-    quota: Quota,
-    quotaWait?: boolean,
-    noCut?: boolean,
-  ): void {
-    this.answered++;
-    super[kThrottled](permit, retryAfterMs, quota, quotaWait, noCut);
-  }
-
-  override [kFailed](
-    permit: LimiterPermit,
-    retryAfterMs: number | undefined,
-    quota: Quota,
-    counted?: boolean,
-    answered?: boolean,
-  ): void {
-    this.answered++;
-    super[kFailed](permit, retryAfterMs, quota, counted, answered);
-  }
-}
 
 /**
  * A keep-alive node:http server that answers its first request with a 429 (`Retry-After:
@@ -117,7 +74,7 @@ async function get(dispatcher: Dispatcher, url: string) {
 
 /** Two permits granted (the 429's and its retry's), both told their answer; nobody waiting. */
 function expectSettled(limiter: CountingLimiter) {
-  expect({ granted: limiter.granted, answered: limiter.answered }).toEqual({ granted: 2, answered: 2 });
+  expect({ granted: limiter.granted, open: limiter.open }).toEqual({ granted: 2, open: 0 });
   const snapshot = limiter.snapshot();
   expect(snapshot.queued).toBe(0);
   expect(snapshot.queuedUnits).toBe(0);
