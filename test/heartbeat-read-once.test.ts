@@ -13,8 +13,7 @@ import { describeRedis, type RedisServer, withRedisServer } from './helpers/redi
 
 // The heartbeat reads the members' reports once (the timeouts, the checks and the sums of one
 // parsed read), and a member back from an outage holds its part for as long as the slowest
-// member the store dropped as dead may take to be heard again (a member present all along is not
-// waited for).
+// member heard before the outage may take to be heard again.
 
 const RATE = 600;
 const HOUR = 3_600_000;
@@ -92,8 +91,8 @@ describeRedis('one heartbeat, every use of the reports (a real Redis)', () => {
     expect(reply.measured).toBe(200 + 7 + 310);
     const share = demandWeightedShare(RATE, 0, [0, 50, 600], 0.05, 4);
     expect(reply.share! / share).toBeCloseTo(1, 12);
-    // The dead member's own timeout, recorded with the drop (the slow live one's is not waited for).
-    expect(reply.droppedTimeout).toBe(1_000);
+    // The slow member's, the longest of the live members' (the dead one's is gone with it).
+    expect(reply.longestMemberTimeout).toBe(10_000);
   });
 
   it("judges a member whose report is broken by the caller's timeout, not the broken report's", async () => {
@@ -111,11 +110,11 @@ describeRedis('one heartbeat, every use of the reports (a real Redis)', () => {
     const reply = await store.heartbeat(beat('new'));
     expect(await redis.zscore(members, 'broken')).toBeNull();
     expect(reply.members).toBe(1);
-    expect(reply.droppedTimeout).toBe(1_200);
+    expect(reply.longestMemberTimeout).toBe(1_200);
   });
 
-  it('answers the longest timeout of the members dropped as dead while its window lasts, as the memory store does', async () => {
-    const name = `dropped-${process.pid}-${names}`;
+  it('answers the longest memberTimeout of the live members, as the memory store does', async () => {
+    const name = `longest-${process.pid}-${names}`;
     const redisStore = new RedisBudgetStore({
       redis: server.url,
       keyPrefix: 'arl:',
@@ -124,49 +123,27 @@ describeRedis('one heartbeat, every use of the reports (a real Redis)', () => {
     });
     stores.push(redisStore);
     const members = `arl:{${name}}:members`;
-    const state = `arl:{${name}}:state`;
     const clock = new ManualClock(0);
     const memory = new MemoryBudgetStore({ clock });
-    // Every last heartbeat and the drop's time moved back by `ms` (Redis's clock is real time),
-    // the memory's clock on.
+    // Every last heartbeat moved back by `ms` (Redis's clock is real time), the memory's clock on.
     const elapse = async (ms: number) => {
       for (const id of await redis.zrange(members, '0', '-1')) await redis.zincrby(members, -ms, id);
-      if ((await redis.hget(state, 'droppedAt')) !== null) await redis.hincrby(state, 'droppedAt', -ms);
       clock.advance(ms);
     };
-    const dropped = async (id: string, memberTimeout: number, ttl = HOUR) => {
+    const longest = async (id: string, memberTimeout: number) => {
       const both = [
-        await redisStore.heartbeat(beat(id, { memberTimeout, ttl })),
-        memory.heartbeat(beat(id, { memberTimeout, ttl })),
+        await redisStore.heartbeat(beat(id, { memberTimeout })),
+        memory.heartbeat(beat(id, { memberTimeout })),
       ];
-      expect(both[0]!.droppedTimeout).toBe(both[1]!.droppedTimeout);
-      return both[1]!.droppedTimeout;
+      expect(both[0]!.longestMemberTimeout).toBe(both[1]!.longestMemberTimeout);
+      return both[1]!.longestMemberTimeout;
     };
-    // None dropped: none answered, however long a live member's timeout.
-    expect(await dropped('fast', 1_200)).toBeUndefined();
-    expect(await dropped('long', 600_000)).toBeUndefined();
-    expect(await dropped('slow', 8_000)).toBeUndefined();
-    await elapse(1_000);
-    expect(await dropped('fast', 1_200)).toBeUndefined();
+    expect(await longest('fast', 1_200)).toBe(1_200);
+    expect(await longest('slow', 8_000)).toBe(8_000);
+    expect(await longest('fast', 1_200)).toBe(8_000);
     await elapse(8_100); // the slow member silent past its own timeout: dropped
-    expect(await dropped('fast', 1_200)).toBe(8_000);
-    // Answered to a member heard after the drop too, while its window lasts.
-    expect(await dropped('short', 500)).toBe(8_000);
-    await elapse(600); // a short one dropped within the slow one's window: the longer is kept
-    expect(await dropped('fast', 1_200)).toBe(8_000);
-    await elapse(8_000); // the window (from the last drop) over: none answered
-    expect(await dropped('fast', 1_200)).toBeUndefined();
-    // A timeout past the ttl (a hand-edited report's 1e300) is taken as the ttl, to judge a
-    // member and to answer it dropped.
-    await redisStore.leave('long');
-    memory.leave('long');
-    expect(await dropped('huge', 1e300, 5_000)).toBeUndefined();
-    await elapse(3_000);
-    expect(await dropped('fast', 1_200, 5_000)).toBeUndefined();
-    await elapse(2_100);
-    expect(await dropped('fast', 1_200, 5_000)).toBe(5_000);
+    expect(await longest('fast', 1_200)).toBe(1_200);
   });
-
   it('reads the reports hash once per heartbeat', async () => {
     const name = `read-count-${process.pid}-${names}`;
     const store = new RedisBudgetStore({ redis: server.url, keyPrefix: 'arl:', name, redisTimeout: 2_000 });
@@ -199,7 +176,7 @@ describeRedis('one heartbeat, every use of the reports (a real Redis)', () => {
 });
 
 describe('a member back from an outage, among members of other heartbeats (memory store, manual clock)', () => {
-  function fleet(memory: MemoryBudgetStore, clock: ManualClock) {
+  function budgets(memory: MemoryBudgetStore, clock: ManualClock) {
     const health = { down: false };
     const guard = <T>(call: () => T): T => {
       if (health.down) throw new Error('the store is down');
@@ -225,11 +202,6 @@ describe('a member back from an outage, among members of other heartbeats (memor
       open.push(b);
       return b;
     };
-    return { health, member };
-  }
-
-  function budgets(memory: MemoryBudgetStore, clock: ManualClock) {
-    const { health, member } = fleet(memory, clock);
     // The fast member's rejoining window was its own: 300 + 200 + 50 ms.
     const fast = member({ heartbeatInterval: 50, memberTimeout: 300, redisTimeout: 200 });
     // The slow one's memberTimeout is 8 s by default (4 heartbeats).
@@ -237,7 +209,7 @@ describe('a member back from an outage, among members of other heartbeats (memor
     return { health, fast, slow };
   }
 
-  it('holds its part until the slowest member dropped as dead during the outage is heard again', () => {
+  it('holds its part until the slowest member heard before the outage is heard again', () => {
     const clock = new ManualClock(0);
     const { health, fast, slow } = budgets(new MemoryBudgetStore({ clock }), clock);
     clock.advance(4_000);
@@ -278,54 +250,5 @@ describe('a member back from an outage, among members of other heartbeats (memor
     expect(fast.limiter.rate).toBe(RATE / 2);
     clock.advance(400);
     expect(fast.limiter.rate).toBeCloseTo(RATE, 6);
-  });
-
-  it('does not wait for a present member with a long memberTimeout to take the part of a short one that died (review s62)', () => {
-    const clock = new ManualClock(0);
-    const { health, member } = fleet(new MemoryBudgetStore({ clock }), clock);
-    const fast = { heartbeatInterval: 50, memberTimeout: 300, redisTimeout: 200 };
-    const a = member(fast);
-    const b = member(fast);
-    // Beats as fast as the others; only its memberTimeout is long (10 min).
-    const c = member({ heartbeatInterval: 50, memberTimeout: 600_000, redisTimeout: 200 });
-    clock.advance(1_000);
-    expect(a.limiter.rate).toBeCloseTo(RATE / 3, 6);
-    health.down = true;
-    clock.advance(1_000);
-    void b.close(); // gone during the outage (it could not leave)
-    health.down = false;
-    clock.advance(100);
-    expect(a.state).toMatchObject({ degraded: false, members: 2 });
-    expect(c.state).toMatchObject({ degraded: false, members: 2 });
-    // b (dropped, 300 ms) is waited for, not c (present): its part is taken 300 + 200 + 50 ms on.
-    // Before, both held a third for c's 10 minutes, b's third unused.
-    clock.advance(600);
-    expect(a.limiter.rate).toBeCloseTo(RATE / 2, 6);
-    expect(c.limiter.rate).toBeCloseTo(RATE / 2, 6);
-  });
-
-  it('waits for a slow member dropped as dead when it comes back later than the member that dropped it', () => {
-    const clock = new ManualClock(0);
-    const { health, member } = fleet(new MemoryBudgetStore({ clock }), clock);
-    const fast = member({ heartbeatInterval: 50, memberTimeout: 300, redisTimeout: 200 });
-    // Its own hold, 800 + 200 + 200 ms, ends before the slow member's next heartbeat.
-    const mid = member({ heartbeatInterval: 200, memberTimeout: 800, redisTimeout: 200 });
-    const slow = member({ heartbeatInterval: 2_000 });
-    clock.advance(4_000);
-    health.down = true;
-    clock.advance(10_010);
-    health.down = false;
-    let highest = 0;
-    let slowBackAt: number | undefined;
-    for (let step = 0; step < 400; step++) {
-      clock.advance(10);
-      if (slowBackAt === undefined && !slow.state.degraded) slowBackAt = clock.now();
-      highest = Math.max(highest, fast.limiter.rate + mid.limiter.rate + slow.limiter.rate);
-    }
-    // The first one back drops both others; the drop (with the slow one's 8 s) is kept in the
-    // store, so the one back after it holds too until the slow one is heard, at 16 s.
-    expect(slowBackAt).toBe(16_000);
-    expect(highest).toBeLessThanOrEqual(RATE * 1.01);
-    expect(fast.limiter.rate + mid.limiter.rate + slow.limiter.rate).toBeCloseTo(RATE, 6);
   });
 });

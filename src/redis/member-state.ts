@@ -46,14 +46,12 @@ export interface MemberStateInit {
   readonly maxRate: number;
   /** The limiter's `maxPause` (ms): a shared pause answered longer is cut to it. */
   readonly maxPause: number;
-  /** This member's `memberTimeout` (ms): the hold back from an outage when no member was dropped. */
+  /** This member's `memberTimeout` (ms): the longest known until a reply tells a longer one. */
   readonly memberTimeout: number;
-  /** This member's `stateTtl` (ms): the longest a dropped member's timeout answered is taken as. */
-  readonly stateTtl: number;
   /**
    * A call's timeout and a heartbeat of this member (`redisTimeout` + `heartbeatInterval`, ms):
-   * back from an outage, its share is held for the longest `memberTimeout` among the members the
-   * store dropped as dead plus this (see `#rejoined`).
+   * back from an outage, its share is held for the longest `memberTimeout` among the members
+   * heard before the outage plus this (see `#rejoined`).
    */
   readonly rejoinMarginMs: number;
   /** Members guessed (`instanceCount`) until the first reply. */
@@ -86,22 +84,19 @@ export class MemberState {
   #closed = false;
   #degraded = false;
   /**
-   * Back from an outage, when (this member's clock) it recovered: its share is not raised while
-   * fewer members answer than before it, until this + `#rejoinTimeout` + `#rejoinMarginMs`: the
-   * others may not have been heard again yet (each counts as dead after its silence), so the
-   * share counts too few members. `undefined`: not rejoining.
+   * Back from an outage, until when (this member's clock) its share is not raised while fewer
+   * members answer than before it: the others may not have been heard again yet (each counts as
+   * dead after its silence), so the share counts too few members. `undefined`: not rejoining.
    */
-  #rejoinFrom: number | undefined;
-  /**
-   * How long (ms) to wait for members not heard yet, while rejoining: the longest timeout of the
-   * members the store dropped as dead, as answered (this member's own when none was).
-   */
-  #rejoinTimeout: number;
+  #rejoinUntil: number | undefined;
   /** The members known when the outage began. */
   #membersBefore = 1;
   readonly #memberTimeout: number;
-  readonly #stateTtl: number;
   readonly #rejoinMarginMs: number;
+  /** The longest `memberTimeout` among the live members, as last answered (ms). */
+  #longestTimeout: number;
+  /** The same, when the outage began. */
+  #longestTimeoutBefore: number;
   #lastError: unknown;
   #rate: number | undefined;
   #share: number | undefined;
@@ -135,8 +130,8 @@ export class MemberState {
     this.#bounds = { minRate, maxRate, maxPause: init.maxPause };
     this.#memberTimeout = init.memberTimeout;
     this.#rejoinMarginMs = init.rejoinMarginMs;
-    this.#stateTtl = init.stateTtl;
-    this.#rejoinTimeout = init.memberTimeout;
+    this.#longestTimeout = init.memberTimeout;
+    this.#longestTimeoutBefore = init.memberTimeout;
     // The local limiter's controller: a share of the budget's cut on a throttle, nothing on a
     // success (increases come with the heartbeat); on its own while degraded.
     const member = this;
@@ -286,7 +281,7 @@ export class MemberState {
   applyHeartbeat(seq: number, answer: HeartbeatReply, accepted: number, sentAt: number, away = false): void {
     const reply = checkHeartbeat(answer, this.#before, this.#bounds);
     this.#repaired(reply.repaired);
-    this.#recover(reply.members, reply.droppedTimeout);
+    this.#recover(reply.members);
     const known = this.#era.generation;
     this.#learn(seq, reply.generation, reply.epoch);
     if (seq < this.#appliedSeq) return;
@@ -301,10 +296,7 @@ export class MemberState {
     this.#appliedSeq = seq;
     const now = this.#clock.now();
     this.#setMembers(reply.members);
-    // A member dropped after the return (its timeout ran out since) is waited for as well.
-    if (this.#rejoinFrom !== undefined && reply.droppedTimeout !== undefined) {
-      this.#rejoinTimeout = Math.max(this.#rejoinTimeout, Math.min(reply.droppedTimeout, this.#stateTtl));
-    }
+    this.#longestTimeout = Math.max(this.#memberTimeout, reply.longestMemberTimeout ?? 0);
     this.#index = reply.index;
     if (Number.isFinite(reply.now)) this.#serverOffset = reply.now - (sentAt + now) / 2;
     this.#acceptedSum = reply.accepted;
@@ -356,6 +348,7 @@ export class MemberState {
     if (this.#degraded || this.#closed) return;
     this.#degraded = true;
     this.#membersBefore = this.#members;
+    this.#longestTimeoutBefore = this.#longestTimeout;
     const rate = this.limiter.rate;
     if (this.#events.listenerCount('degraded') === 0) {
       const detail = error instanceof Error ? error.message : String(error);
@@ -396,20 +389,17 @@ export class MemberState {
    * The share to apply at `now`, back from an outage: not above the local rate (its last share)
    * while fewer than the members before the outage answer; so the members' rates never add up
    * above the budget on the way back. For at most the longest `memberTimeout` among the members
-   * the store dropped as dead (answered by the heartbeats; this member's own when none was), plus
-   * this member's `redisTimeout` and heartbeat: a member is heard again within its own timeout
-   * (it is kept above its call's timeout and heartbeat), so a dropped member whose heartbeat is
-   * slower than this one's is waited for as long as it may take, and this member does not take
-   * its part before it is heard. A member present and counted all along is not waited for, however
-   * long its own timeout: holding for the longest timeout of every member heard before the outage
-   * left the part of a short-timeout member that really died unused for that long.
+   * heard before the outage (each member's own, answered by the heartbeats), plus this member's
+   * `redisTimeout` and heartbeat: a member is heard again within its own timeout (it is kept above
+   * its call's timeout and heartbeat), so a member whose heartbeat is slower than this one's is
+   * waited for as long as it may take; this member's own timeout alone let it take the part of a
+   * slower member not heard yet, above the budget by that member's part until its next heartbeat.
    */
   #rejoined(now: number, members: number): number | undefined {
     const share = this.#share;
-    const from = this.#rejoinFrom;
-    if (from === undefined) return share;
-    if (members >= this.#membersBefore || now >= from + this.#rejoinTimeout + this.#rejoinMarginMs) {
-      this.#rejoinFrom = undefined;
+    if (this.#rejoinUntil === undefined) return share;
+    if (members >= this.#membersBefore || now >= this.#rejoinUntil) {
+      this.#rejoinUntil = undefined;
       return share;
     }
     return share === undefined ? undefined : Math.min(share, this.limiter.rate);
@@ -512,11 +502,10 @@ export class MemberState {
     this.#emit('members', { budget: this.#name, from, to: members });
   }
 
-  #recover(members: number, droppedTimeout: number | undefined): void {
+  #recover(members: number): void {
     if (!this.#degraded) return;
     this.#degraded = false;
-    this.#rejoinFrom = this.#clock.now();
-    this.#rejoinTimeout = Math.min(droppedTimeout ?? this.#memberTimeout, this.#stateTtl);
+    this.#rejoinUntil = this.#clock.now() + this.#longestTimeoutBefore + this.#rejoinMarginMs;
     if (this.#events.listenerCount('recovered') === 0) {
       process.emitWarning(
         redactText(`adaptive-rate-limit: shared budget "${this.#name}" recovered; sharing resumed`),

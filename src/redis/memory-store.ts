@@ -62,12 +62,6 @@ export class MemoryBudgetStore implements BudgetStore {
   #decreases: readonly DecreaseRecord[] = [];
   #random: number | undefined;
   #acceptedSinceCut = 0;
-  /**
-   * The longest timeout (ms) of the members last dropped as dead, and when (ms; scripts.ts
-   * HEARTBEAT: `droppedTimeout`, `droppedAt`); `undefined`: none dropped.
-   */
-  #droppedTimeout: number | undefined;
-  #droppedAt = 0;
   #stateExpiresAt = Number.POSITIVE_INFINITY;
   // the members zset and the reports hash (they expire together, on heartbeats only)
   /** Member id -> time of its last heartbeat (ms), in order of joining. */
@@ -113,23 +107,11 @@ export class MemoryBudgetStore implements BudgetStore {
     const members = this.#members;
     members.set(r.id, now);
     // Each member is judged by the timeout it sent with its report (members of one budget may beat
-    // at different intervals, each timeout fitting its own heartbeat); one without, by this one's;
-    // at most the ttl (a report's 1e300 must not keep a member, or hold the others, forever).
-    // The longest timeout of the members dropped as dead (each at most the ttl), kept with the
-    // time of the drop; a record whose window has not passed keeps the longer (as the Lua does).
-    let dropped = this.#dropped(now, r.ttl);
-    let droppedAny = false;
+    // at different intervals, each timeout fitting its own heartbeat); one without, by this one's.
     for (const [id, seen] of members) {
-      const timeout = Math.min(this.#reports.get(id)?.timeout ?? r.memberTimeout, r.ttl);
-      if (seen > now - timeout) continue;
+      if (seen > now - (this.#reports.get(id)?.timeout ?? r.memberTimeout)) continue;
       members.delete(id);
       this.#reports.delete(id);
-      dropped = Math.max(dropped ?? 0, timeout);
-      droppedAny = true;
-    }
-    if (droppedAny) {
-      this.#droppedTimeout = dropped;
-      this.#droppedAt = now;
     }
     const report = this.#reports.get(r.id);
     if (report === undefined) {
@@ -157,12 +139,14 @@ export class MemoryBudgetStore implements BudgetStore {
     if (r.acceptedUnits > 0) this.#acceptedSinceCut += r.acceptedUnits;
     let accepted = 0;
     let measured = 0;
+    let longestMemberTimeout = r.memberTimeout;
     const demands = this.#demands;
     demands.length = 0;
     for (const report of this.#reports.values()) {
       accepted += report.accepted;
       measured += report.measured;
       demands.push(report.demand);
+      longestMemberTimeout = Math.max(longestMemberTimeout, report.timeout);
     }
     const share =
       rate === undefined
@@ -182,7 +166,7 @@ export class MemoryBudgetStore implements BudgetStore {
       share,
       accepted,
       measured,
-      droppedTimeout: dropped,
+      longestMemberTimeout,
       index,
       proposed,
       now,
@@ -300,13 +284,6 @@ export class MemoryBudgetStore implements BudgetStore {
   }
 
   /** Forgets what has expired, as Redis drops a key whose TTL ran out. */
-  /** The dropped members' timeout recorded, at most `ttl`, while its window lasts (else none). */
-  #dropped(now: number, ttl: number): number | undefined {
-    if (this.#droppedTimeout === undefined) return undefined;
-    const timeout = Math.min(this.#droppedTimeout, ttl);
-    return now < this.#droppedAt + timeout ? timeout : undefined;
-  }
-
   #expire(now: number): void {
     if (now >= this.#stateExpiresAt) {
       this.#generation = undefined;
@@ -324,8 +301,6 @@ export class MemoryBudgetStore implements BudgetStore {
       this.#decreases = [];
       this.#random = undefined;
       this.#acceptedSinceCut = 0;
-      this.#droppedTimeout = undefined;
-      this.#droppedAt = 0;
       this.#stateExpiresAt = Number.POSITIVE_INFINITY;
     }
     if (now >= this.#membersExpireAt || this.#members.size === 0) {

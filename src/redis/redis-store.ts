@@ -159,7 +159,7 @@ export class RedisBudgetStore implements BudgetStore {
       now: integer(now),
       books: books(reply.slice(11, 21)),
       repaired: this.#repaired(reply[21]),
-      droppedTimeout: typeof reply[22] === 'string' && reply[22] !== '' ? number(reply[22]) : undefined,
+      longestMemberTimeout: typeof reply[22] === 'string' ? number(reply[22]) : undefined,
     };
   }
 

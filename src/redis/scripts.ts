@@ -8,9 +8,7 @@
  *   KEYS[1] `<prefix>{<name>}:state`    hash: generation, createdAt, rate, epoch, lastCutAt, cuts,
  *                                        pausedUntil, pauseFrom, pauseBanked, and the controller's
  *                                        books: version, lastChangeAt, rateBefore, measuredAtCut, waited,
- *                                        decreases ("before accepted since;..."), random, acceptedSinceCut,
- *                                        droppedTimeout, droppedAt (the longest timeout of the members
- *                                        last dropped as dead, ms, and when, server ms)
+ *                                        decreases ("before accepted since;..."), random, acceptedSinceCut
  *   KEYS[2] `<prefix>{<name>}:members`  zset: member id -> last heartbeat (server ms)
  *   KEYS[3] `<prefix>{<name>}:reports`  hash: member id -> "demand accepted measured timeout"
  *                                        (units/min; the member's own memberTimeout, ms)
@@ -153,11 +151,6 @@ local function stateRules(maxPause)
       return finite(x) and x >= 0 and x < 1
     end,
     decreases = decreasesOk,
-    droppedAt = past,
-    droppedTimeout = function(v)
-      local x = tonumber(v)
-      return finite(x) and x > 0
-    end,
   }
 end
 -- The keys' types, then the state's fields; returns nothing (the repairs are in \`repaired\`).
@@ -186,7 +179,7 @@ local function check(maxPause)
   end
   -- Times ahead of this clock by more than the slack (the server's clock is behind the one that
   -- wrote them: a failover, a restore) are now; the state, and its learned rate, are kept.
-  for _, field in ipairs({ 'createdAt', 'lastChangeAt', 'lastCutAt', 'pauseFrom', 'droppedAt' }) do
+  for _, field in ipairs({ 'createdAt', 'lastChangeAt', 'lastCutAt', 'pauseFrom' }) do
     local at = tonumber(redis.call('HGET', KEYS[1], field))
     if at ~= nil and at > now + SLACK then redis.call('HSET', KEYS[1], field, now) end
   end
@@ -254,16 +247,12 @@ end
  * its timeout), and returns the shared state with the members' sums, this member's share and
  * place, and the controller's books. The reports hash is read once (HGETALL), parsed once: the
  * timeouts the members are judged by, the check of each report and the sums all come from it.
- * When it drops dead members it records in the state the longest timeout among them (each one's
- * own, the caller's for one without a valid report; at most the ttl) and the time, keeping the
- * longer of two records whose windows meet; it answers that timeout while the record's window
- * (drop + timeout) lasts, '' otherwise (store.ts: HeartbeatReply.droppedTimeout).
  *
  * ARGV: id, demand, accepted, measured, waited (0|1), memberTimeoutMs, floorFraction, initialRate|'',
  *   minRate, maxRate|'', ttlMs, candidateGeneration, proposalGeneration|'', proposalVersion|'',
  *   proposalRate|'', acceptedUnits, maxPauseMs
  * Returns: { rate|'', epoch, pauseRemainingMs, members, share|'', serverNow, generation, accepted,
- *   measured, index, proposed (0|1), books..., repaired, droppedTimeoutMs|'' }
+ *   measured, index, proposed (0|1), books..., repaired, longestMemberTimeoutMs }
  */
 export const HEARTBEAT = `${NOW}${CHECK}${REPORTS}${GENERATION}${CLAMP}${BOOKS}
 local id = ARGV[1]
@@ -279,12 +268,10 @@ local gen = generation(ARGV[12], ttl)
 redis.call('ZADD', KEYS[2], now, id)
 local reports = readReports()
 -- Each member is judged by the timeout it sent with its report (members of one budget may beat at
--- different intervals, each timeout fitting its own heartbeat), this caller's when it has none;
--- at most the ttl (a hand-edited report's 1e300 must not keep a member, or hold the others, forever).
-local ttlMs = tonumber(ttl)
+-- different intervals, each timeout fitting its own heartbeat), this caller's when it has none.
 local timeouts = {}
 for _, r in ipairs(reports) do
-  if r.timeout ~= nil then timeouts[r.id] = math.min(r.timeout, ttlMs) end
+  if r.timeout ~= nil then timeouts[r.id] = r.timeout end
 end
 local dead = {}
 local gone = {}
@@ -305,22 +292,6 @@ for i = 1, #dead, ${DEAD_CHUNK} do
   local last = math.min(i + ${DEAD_CHUNK - 1}, #dead)
   redis.call('ZREM', KEYS[2], unpack(dead, i, last))
   redis.call('HDEL', KEYS[3], unpack(dead, i, last))
-end
--- The longest timeout of the members dropped as dead (each at most the ttl), kept in the state so
--- that a member back from an outage later than the one that dropped them still waits for them; a
--- record whose window (drop + timeout) has not passed keeps the longer of the two.
-local droppedTimeout = tonumber(redis.call('HGET', KEYS[1], 'droppedTimeout'))
-local droppedAt = tonumber(redis.call('HGET', KEYS[1], 'droppedAt'))
-if droppedTimeout ~= nil then droppedTimeout = math.min(droppedTimeout, ttlMs) end
-if droppedTimeout == nil or droppedAt == nil or now >= droppedAt + droppedTimeout then droppedTimeout = nil end
-if #dead > 0 then
-  local longestDead = droppedTimeout or 0
-  for _, m in ipairs(dead) do
-    longestDead = math.max(longestDead, math.min(timeouts[m] or timeout, ttlMs))
-  end
-  droppedTimeout = longestDead
-  droppedAt = now
-  redis.call('HSET', KEYS[1], 'droppedTimeout', string.format('%.17g', droppedTimeout), 'droppedAt', now)
 end
 -- The reports left after the dead members were dropped: each one broken, or whose member is not
 -- live, is deleted (and listed as repaired); the others are kept, in the hash's order, and this
@@ -374,10 +345,13 @@ end
 local demands = {}
 local accepted = 0
 local measured = 0
+-- The longest memberTimeout of the live members (a report without one: this caller's).
+local longest = timeout
 for i, r in ipairs(kept) do
   demands[i] = tonumber(r.d)
   accepted = accepted + tonumber(r.a)
   measured = measured + tonumber(r.m)
+  if r.timeout ~= nil and r.timeout > longest then longest = r.timeout end
 end
 
 local share = ''
@@ -403,7 +377,7 @@ local reply = { rate, epoch, math.max(0, pausedUntil - now), members, share, now
   tostring(measured), index, proposed }
 for _, v in ipairs(books()) do table.insert(reply, v) end
 table.insert(reply, repaired)
-if droppedTimeout ~= nil then table.insert(reply, string.format('%.17g', droppedTimeout)) else table.insert(reply, '') end
+table.insert(reply, string.format('%.17g', longest))
 return reply
 `;
 

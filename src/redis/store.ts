@@ -159,14 +159,13 @@ export interface HeartbeatReply {
   /** The live members' measured send rates added up, units/min. */
   measured: number;
   /**
-   * The longest `memberTimeout` (ms) among the members the store last dropped as dead (each one's
-   * as sent with its report, the request's for one without; at most the request's `ttl`), while
-   * that drop's window (the drop's time + this timeout) lasts. A member back from an outage holds
-   * its part this long (member-state.ts, `#rejoined`): a dropped member may be a slow one not
-   * heard again yet; a member present and counted is not waited for. `undefined` (none dropped,
-   * the window over, or a store that does not answer it): the member's own `memberTimeout`.
+   * The longest `memberTimeout` among the live members (ms): each one's as sent with its report,
+   * the request's for one without (a report of the build before). A member back from an outage
+   * holds its part for this long at least (member-state.ts, `#rejoined`): a slower member heard
+   * before the outage may take that long to be heard again. `undefined` (a store that does not
+   * answer it): the request's own.
    */
-  droppedTimeout?: number | undefined;
+  longestMemberTimeout?: number | undefined;
   /**
    * What the store found broken and repaired before answering, each as `"key field"` (a key of
    * the wrong type, a state field that failed its check, a report dropped); none: `undefined` or
@@ -459,7 +458,7 @@ function checkBooks(b: ControllerBooks): ControllerBooks {
  * the rate as {@link checkedRate}; members a count >= 1 (else as known); the share in (0, rate]
  * (above the rate: the rate; not a number > 0: none, the local rate stays); the pause finite,
  * >= 0 and at most `maxPause`; the epoch and the place counts (the place below the members);
- * the sums finite >= 0; the dropped members' timeout finite > 0 (else none: the member's own); the
+ * the sums finite >= 0; the longest member timeout finite > 0 (else none: the member's own); the
  * books as {@link checkBooks}. The store's clock not finite is NaN,
  * which the member does not use.
  */
@@ -483,7 +482,7 @@ export function checkHeartbeat(
     share,
     accepted: atLeast0(reply.accepted) ? reply.accepted : 0,
     measured: atLeast0(reply.measured) ? reply.measured : 0,
-    droppedTimeout: positive(reply.droppedTimeout) ? reply.droppedTimeout : undefined,
+    longestMemberTimeout: positive(reply.longestMemberTimeout) ? reply.longestMemberTimeout : undefined,
     repaired: reply.repaired,
     index: isCount(reply.index) && reply.index < members ? reply.index : 0,
     proposed: reply.proposed === true,
