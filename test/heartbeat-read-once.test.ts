@@ -234,6 +234,50 @@ describe('a member back from an outage, among members of other heartbeats (memor
     expect(fast.limiter.rate + slow.limiter.rate).toBeCloseTo(RATE, 6);
   });
 
+  it('takes a timeout answered above its stateTtl as its stateTtl (a report edited by hand: 1e300)', () => {
+    const clock = new ManualClock(0);
+    const memory = new MemoryBudgetStore({ clock });
+    const health = { down: false };
+    const guard = <T>(call: () => T): T => {
+      if (health.down) throw new Error('the store is down');
+      return call();
+    };
+    const store: BudgetStore = {
+      roundTrips: 0,
+      heartbeat: (r) => guard(() => ({ ...memory.heartbeat(r), longestMemberTimeout: 1e300 })),
+      cut: (r) => guard(() => memory.cut(r)),
+      pause: (r) => guard(() => memory.pause(r)),
+      leave: (id) => guard(() => memory.leave(id)),
+    };
+    const member = (options: Partial<SharedBudgetOptions>) => {
+      const b = createSharedBudget({
+        name: `huge-${process.pid}-${names}`,
+        store,
+        clock,
+        initialUnitsPerMinute: RATE,
+        ...options,
+      });
+      b.on('degraded', () => {});
+      b.on('recovered', () => {});
+      open.push(b);
+      return b;
+    };
+    const fast = member({ heartbeatInterval: 50, memberTimeout: 300, redisTimeout: 200, stateTtl: 20_000 });
+    const gone = member({ heartbeatInterval: 50, memberTimeout: 300, redisTimeout: 200 });
+    clock.advance(1_000);
+    health.down = true;
+    clock.advance(1_000);
+    void gone.close(); // gone during the outage (it could not leave)
+    health.down = false;
+    clock.advance(100);
+    expect(fast.state).toMatchObject({ degraded: false, members: 1 });
+    // Held for its stateTtl (20 s), a call's timeout and a heartbeat, not for 1e300 ms.
+    clock.advance(20_000);
+    expect(fast.limiter.rate).toBe(RATE / 2);
+    clock.advance(400);
+    expect(fast.limiter.rate).toBeCloseTo(RATE, 6);
+  });
+
   it('takes the part of a slow member that never comes back once its timeout has passed', () => {
     const clock = new ManualClock(0);
     const { health, fast, slow } = budgets(new MemoryBudgetStore({ clock }), clock);

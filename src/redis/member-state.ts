@@ -48,6 +48,8 @@ export interface MemberStateInit {
   readonly maxPause: number;
   /** This member's `memberTimeout` (ms): the longest known until a reply tells a longer one. */
   readonly memberTimeout: number;
+  /** This member's `stateTtl` (ms): the longest `memberTimeout` a reply is taken to tell. */
+  readonly stateTtl: number;
   /**
    * A call's timeout and a heartbeat of this member (`redisTimeout` + `heartbeatInterval`, ms):
    * back from an outage, its share is held for the longest `memberTimeout` among the members
@@ -92,6 +94,7 @@ export class MemberState {
   /** The members known when the outage began. */
   #membersBefore = 1;
   readonly #memberTimeout: number;
+  readonly #stateTtl: number;
   readonly #rejoinMarginMs: number;
   /** The longest `memberTimeout` among the live members, as last answered (ms). */
   #longestTimeout: number;
@@ -129,6 +132,7 @@ export class MemberState {
     this.#controller = new BudgetController(init.controller, init);
     this.#bounds = { minRate, maxRate, maxPause: init.maxPause };
     this.#memberTimeout = init.memberTimeout;
+    this.#stateTtl = init.stateTtl;
     this.#rejoinMarginMs = init.rejoinMarginMs;
     this.#longestTimeout = init.memberTimeout;
     this.#longestTimeoutBefore = init.memberTimeout;
@@ -296,7 +300,11 @@ export class MemberState {
     this.#appliedSeq = seq;
     const now = this.#clock.now();
     this.#setMembers(reply.members);
-    this.#longestTimeout = Math.max(this.#memberTimeout, reply.longestMemberTimeout ?? 0);
+    // At most the state's ttl: a report edited by hand (1e300) holds no one back for ever.
+    this.#longestTimeout = Math.max(
+      this.#memberTimeout,
+      Math.min(reply.longestMemberTimeout ?? 0, this.#stateTtl),
+    );
     this.#index = reply.index;
     if (Number.isFinite(reply.now)) this.#serverOffset = reply.now - (sentAt + now) / 2;
     this.#acceptedSum = reply.accepted;

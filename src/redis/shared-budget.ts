@@ -112,6 +112,7 @@ export class SharedBudget extends EventEmitter<SharedBudgetEventMap> implements 
       maxRate: max,
       maxPause: resolved.maxPause,
       memberTimeout: this.#opts.memberTimeout,
+      stateTtl: this.#opts.stateTtl,
       rejoinMarginMs: this.#opts.redisTimeout + this.#opts.heartbeatInterval,
       members: guess,
       controller,
