@@ -8,7 +8,12 @@ import {
   type SharedBudgetOptions,
 } from '../src/redis/index.js';
 import { RedisBudgetStore } from '../src/redis/redis-store.js';
-import { type BudgetStore, demandWeightedShare, type HeartbeatRequest } from '../src/redis/store.js';
+import {
+  type BudgetStore,
+  demandWeightedShare,
+  type HeartbeatReply,
+  type HeartbeatRequest,
+} from '../src/redis/store.js';
 import { describeRedis, type RedisServer, withRedisServer } from './helpers/redis-server.js';
 
 // The heartbeat reads the members' reports once (the timeouts, the checks and the sums of one
@@ -176,7 +181,15 @@ describeRedis('one heartbeat, every use of the reports (a real Redis)', () => {
 });
 
 describe('a member back from an outage, among members of other heartbeats (memory store, manual clock)', () => {
-  function budgets(memory: MemoryBudgetStore, clock: ManualClock) {
+  /**
+   * Members of one budget on a memory store that is down while `health.down`; `answer` edits
+   * each heartbeat's reply (a store of the user's own, a report edited by hand).
+   */
+  function fleet(
+    memory: MemoryBudgetStore,
+    clock: ManualClock,
+    answer: (reply: HeartbeatReply) => HeartbeatReply = (reply) => reply,
+  ) {
     const health = { down: false };
     const guard = <T>(call: () => T): T => {
       if (health.down) throw new Error('the store is down');
@@ -184,7 +197,7 @@ describe('a member back from an outage, among members of other heartbeats (memor
     };
     const store: BudgetStore = {
       roundTrips: 0,
-      heartbeat: (r) => guard(() => memory.heartbeat(r)),
+      heartbeat: (r) => guard(() => answer(memory.heartbeat(r))),
       cut: (r) => guard(() => memory.cut(r)),
       pause: (r) => guard(() => memory.pause(r)),
       leave: (id) => guard(() => memory.leave(id)),
@@ -202,6 +215,11 @@ describe('a member back from an outage, among members of other heartbeats (memor
       open.push(b);
       return b;
     };
+    return { health, member };
+  }
+
+  function budgets(memory: MemoryBudgetStore, clock: ManualClock) {
+    const { health, member } = fleet(memory, clock);
     // The fast member's rejoining window was its own: 300 + 200 + 50 ms.
     const fast = member({ heartbeatInterval: 50, memberTimeout: 300, redisTimeout: 200 });
     // The slow one's memberTimeout is 8 s by default (4 heartbeats).
@@ -236,32 +254,10 @@ describe('a member back from an outage, among members of other heartbeats (memor
 
   it('takes a timeout answered above its stateTtl as its stateTtl (a report edited by hand: 1e300)', () => {
     const clock = new ManualClock(0);
-    const memory = new MemoryBudgetStore({ clock });
-    const health = { down: false };
-    const guard = <T>(call: () => T): T => {
-      if (health.down) throw new Error('the store is down');
-      return call();
-    };
-    const store: BudgetStore = {
-      roundTrips: 0,
-      heartbeat: (r) => guard(() => ({ ...memory.heartbeat(r), longestMemberTimeout: 1e300 })),
-      cut: (r) => guard(() => memory.cut(r)),
-      pause: (r) => guard(() => memory.pause(r)),
-      leave: (id) => guard(() => memory.leave(id)),
-    };
-    const member = (options: Partial<SharedBudgetOptions>) => {
-      const b = createSharedBudget({
-        name: `huge-${process.pid}-${names}`,
-        store,
-        clock,
-        initialUnitsPerMinute: RATE,
-        ...options,
-      });
-      b.on('degraded', () => {});
-      b.on('recovered', () => {});
-      open.push(b);
-      return b;
-    };
+    const { health, member } = fleet(new MemoryBudgetStore({ clock }), clock, (reply) => ({
+      ...reply,
+      longestMemberTimeout: 1e300,
+    }));
     const fast = member({ heartbeatInterval: 50, memberTimeout: 300, redisTimeout: 200, stateTtl: 20_000 });
     const gone = member({ heartbeatInterval: 50, memberTimeout: 300, redisTimeout: 200 });
     clock.advance(1_000);
