@@ -92,14 +92,14 @@ export interface AttemptPlan<T> {
    */
   transportClosed?(error: unknown): boolean;
   /**
-   * Waited for before a retry whose units were granted at once (its permit waited 0 ms) goes out:
-   * such a grant resolves in a microtask of the turn in which the answer it replaces ended, and
-   * the transport may not have settled that answer yet. The HTTP adapters wait one turn of the
-   * event loop here, as undici gives a keep-alive socket back to its pool only on the next turn:
-   * sent at once, the retry found the socket busy and opened a second connection. The abort,
-   * close and replay checks run after it, as for a retry granted later. @default none
+   * Waited for before every retry goes out, once its units are granted: a grant may resolve in a
+   * microtask of the turn in which the answer it replaces ended (granted at once, or by another
+   * answer that freed room in that turn), and the transport may not have settled that answer yet.
+   * The HTTP adapters wait one turn of the event loop here, as undici gives a keep-alive socket
+   * back to its pool only on the next turn: sent at once, the retry found the socket busy and
+   * opened a second connection. The abort, close and replay checks run after it. @default none
    */
-  beforeImmediateRetry?(): Promise<void>;
+  beforeRetry?(): Promise<void>;
   /** Whether a throttled error may be sent again. @default true */
   canRetryError?(error: unknown): boolean;
   /**
@@ -200,9 +200,9 @@ async function attempts<T>(plan: AttemptPlan<T>, first: Permit | undefined): Pro
         throw error;
       }
     }
-    // A retry granted at once waits for its transport to settle the answer it replaces.
-    if (attempt > 1 && (permit.waitedMs ?? 0) === 0 && plan.beforeImmediateRetry !== undefined) {
-      await plan.beforeImmediateRetry();
+    // A retry waits for its transport to settle the answer it replaces.
+    if (attempt > 1 && plan.beforeRetry !== undefined) {
+      await plan.beforeRetry();
     }
     // Aborted (or its adapter closed) after its units were granted, before it went: a grant
     // resolves a microtask before the send, and an abort in between must not send it. Nothing

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { type AttemptPlan, runAttempts } from '../src/attempt-loop.js';
 import { ManualClock } from '../src/clock.js';
 import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
+import { advanceUntil } from './helpers/interceptor-fixtures.js';
 
 // The attempt loop and a throttled answer it holds while the retry goes: dropped before the
 // retry is sent when it holds a connection, kept until the retry is answered when it holds
@@ -10,9 +11,9 @@ import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
 const closed = Object.assign(new Error('The client is destroyed'), { code: 'UND_ERR_DESTROYED' });
 
 /** A plan whose attempt 1 is throttled (answer '429') and attempt 2 does `second`; every step logged. */
-function plan(keepable: boolean, second: () => Promise<string>) {
+function plan(keepable: boolean, second: () => Promise<string>, clock = new ManualClock()) {
   const limiter = new AdaptiveRateLimiter({
-    clock: new ManualClock(),
+    clock,
     slowStart: false,
     initialUnitsPerMinute: 6_000_000,
   });
@@ -64,5 +65,37 @@ describe('runAttempts: the held answer while its retry goes', () => {
     const { log, plan: p } = plan(false, () => Promise.reject(closed));
     await expect(runAttempts(p)).rejects.toBe(closed);
     expect(log).toEqual(['send 1', 'discard 429', 'send 2']);
+  });
+});
+
+describe('runAttempts: a retry waits for its transport before it goes', () => {
+  /** `plan` whose throttled answer asks `retryAfterMs`, with `beforeRetry` logged. */
+  function planWithBeforeRetry(retryAfterMs: number) {
+    const clock = new ManualClock();
+    const made = plan(false, async () => 'ok', clock);
+    made.plan.classify = (r) => (r === '429' ? { kind: 'throttled', retryAfterMs } : { kind: 'success' });
+    made.plan.beforeRetry = async () => {
+      made.log.push('before retry');
+    };
+    return { ...made, clock };
+  }
+
+  it('granted at once (Retry-After: 0): beforeRetry runs before the drop and the send', async () => {
+    const { log, plan: p } = planWithBeforeRetry(0);
+    expect(await runAttempts(p)).toBe('ok');
+    expect(log).toEqual(['send 1', 'before retry', 'discard 429', 'send 2']);
+  });
+
+  // A retry granted by the line (its permit waited) may be granted in the turn another answer
+  // ended; it waits for its transport as one granted at once does.
+  it('granted after a wait in the line: beforeRetry runs too', async () => {
+    const { clock, log, limiter, plan: p } = planWithBeforeRetry(1_000);
+    const waited: number[] = [];
+    limiter.on('acquired', (event) => waited.push(event.waited));
+    const run = runAttempts(p);
+    await advanceUntil(clock, () => log.includes('send 2'), 'the retry sent');
+    expect(await run).toBe('ok');
+    expect(waited).toEqual([0, 1_000]);
+    expect(log).toEqual(['send 1', 'before retry', 'discard 429', 'send 2']);
   });
 });

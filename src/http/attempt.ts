@@ -48,17 +48,18 @@ const nextTurn = globalThis.setImmediate;
 
 /**
  * Resolves on the next turn of the event loop (`setImmediate`): what the retry of a throttled
- * answer waits when its units were granted at once (`AttemptPlan.beforeImmediateRetry`), in the
+ * answer waits once its units are granted (`AttemptPlan.beforeRetry`), in the
  * interceptor and in the fetch wrapper (Node's `fetch` is undici too). undici gives a keep-alive
  * socket back to its pool only on the turn after the answer on it ended
  * (`setImmediate(client[kResume])` in its HTTP/1 client); a retry dispatched in the grant's
  * microtask found that socket still busy and opened a second connection, leaving the first idle.
- * The grant comes in a microtask after undici's parser has returned, so this `setImmediate` runs
- * after undici's own.
+ * The grant comes in a microtask after undici's parser has returned (granted at once, or by another
+ * answer that freed room in the line in that turn), so this `setImmediate` runs after undici's own;
+ * a retry granted by a timer later loses one turn, nothing more.
  *
  * The `setImmediate` of the module's load, not the global at the call: a test suite that fakes
  * timers afterwards (vitest's and Jest's default sets fake `setImmediate`) would hold every
- * immediate retry until it ran its timers, where such a retry had needed no timer. Under fake
+ * retry until it ran its timers, where a retry granted at once had needed no timer. Under fake
  * timers undici's own turn is faked too, and the retry may open a second connection, as before.
  */
 export function untilSocketReturned(): Promise<void> {

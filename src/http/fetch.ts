@@ -173,7 +173,7 @@ export function rateLimitedFetch(options: RateLimitedFetchOptions = {}): RateLim
         // Read into memory while the retry waits: an unread body would keep its connection.
         hold: holdWithRefusal,
         discard: (r) => dropBody(r.body),
-        beforeImmediateRetry: untilSocketReturned,
+        beforeRetry: untilSocketReturned,
       });
       return estimate === undefined
         ? response

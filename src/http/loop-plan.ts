@@ -112,8 +112,8 @@ export class LoopPlan implements AttemptPlan<Attempt> {
     return this.#request.canRetry();
   }
 
-  /** A retry granted at once waits for undici to take its socket back (see {@link untilSocketReturned}). */
-  beforeImmediateRetry(): Promise<void> {
+  /** A retry waits for undici to take its socket back (see {@link untilSocketReturned}). */
+  beforeRetry(): Promise<void> {
     return untilSocketReturned();
   }
 
