@@ -297,8 +297,8 @@ end
 -- live, is deleted (and listed as repaired); the others are kept, in the hash's order, and this
 -- member's own report takes its place among them (the end, when it had none or a broken one).
 local report = ARGV[2] .. ' ' .. ARGV[3] .. ' ' .. ARGV[4] .. ' ' .. ARGV[6]
-local own = { id = id }
-own.d, own.a, own.m = parseReport(report)
+-- This member's own figures as sent (its timeout is \`timeout\`, the longest's start below).
+local own = { id = id, d = ARGV[2], a = ARGV[3], m = ARGV[4] }
 local kept = {}
 local placed = false
 for _, r in ipairs(reports) do
