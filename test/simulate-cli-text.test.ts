@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -9,6 +9,28 @@ import { cli } from './helpers/simulate-cli.js';
 describe('npm run simulate, read by a stranger', () => {
   const dir = mkdtempSync(join(tmpdir(), 'simulate-text-'));
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  // The page's first block is what a new user copies first: each command there runs (shortened to
+  // one minute; the one of every scenario and the one naming the reader's own module excepted).
+  it('runs each command of the first block of docs/simulator.md', async () => {
+    const page = readFileSync(new URL('../docs/simulator.md', import.meta.url), 'utf8');
+    const block = /```sh\n([\s\S]*?)```/.exec(page)?.[1] ?? '';
+    const commands = block
+      .split('\n')
+      .map((line) => line.replace(/#.*$/, '').trim())
+      .filter((line) => line.startsWith('npm run simulate'));
+    expect(commands.length).toBeGreaterThanOrEqual(5);
+    for (const command of commands) {
+      const args = command
+        .replace(/^npm run simulate( --)?/, '')
+        .trim()
+        .split(/\s+/)
+        .filter(Boolean);
+      if (args.includes('all') || args.some((a) => a.startsWith('./'))) continue;
+      const { code, stderr } = await cli([...args, '--minutes', '1']);
+      expect({ command, code, stderr }).toEqual({ command, code: 0, stderr: '' });
+    }
+  });
 
   it('titles each table with the parameters that ran, not the scenario’s words', async () => {
     const { code, stdout } = await cli([
