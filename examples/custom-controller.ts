@@ -1,5 +1,5 @@
 /**
- * Your own rate controller: the seed's StepController as a `RateController` object. It halves the
+ * Your own rate controller: RateLimiting.Adaptive's StepController as a `RateController` object. It halves the
  * rate on a throttle; on a success, when requests had to wait and `interval` has passed since the
  * last change, it adds `step` units/min (for the whole budget, so divided among the instances).
  * The limiter does the rest: clock, min and max, cooldown, pauses, instance share.
@@ -10,7 +10,7 @@ import { Agent } from 'undici';
 import { adaptiveRateLimit, type RateController } from '../src/index.js';
 import { startServer } from './server.js';
 
-/** The seed uses `interval: 30_000`; this demo steps every 250 ms to fit in a few seconds. */
+/** RateLimiting.Adaptive uses `interval: 30_000`; this demo steps every 250 ms to fit in a few seconds. */
 function stepController({ step, interval }: { step: number; interval: number }): RateController {
   return {
     onThrottled: (state) => Math.max(state.rate / 2, state.minRate),

@@ -1,8 +1,8 @@
 /**
  * Limiters per origin from a JSON file: `rate-limits.json` gives two APIs different limiters
  * (CUBIC that learns the limit; a fixed 600/min for an API whose limit is known) and lets every
- * other origin through. `appsettings.json` says the same in the seed's .NET shape (PascalCase keys,
- * `TimeSpan` durations, other sections ignored); both load into the same config.
+ * other origin through. `appsettings.json` says the same in the .NET shape of RateLimiting.Adaptive
+ * (PascalCase keys, `TimeSpan` durations, other sections ignored); both load into the same config.
  *
  *   node --import tsx examples/per-origin-config.ts
  */

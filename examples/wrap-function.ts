@@ -40,7 +40,7 @@ const returned = results.filter((r) => r.status === 'fulfilled').length;
 
 const snapshot = limiter.snapshot();
 console.log(
-  `limiter.wrap: ${returned} of ${results.length} calls returned an order, ${results.length - returned} threw`,
+  `wrap(limiter, fn): ${returned} of ${results.length} calls returned an order, ${results.length - returned} threw`,
 );
 console.log(
   `server (quota ${server.perMinute}/min): saw ${server.stats.requests} requests, answered ${server.stats.throttled} with 429; the wrapper caught ${throttledCalls} ApiErrors with status 429`,

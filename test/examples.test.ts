@@ -19,7 +19,7 @@ const examples: Record<string, RegExp> = {
     /^rate-limits\.json and appsettings\.json load into the same config\n[\s\S]*^orders-api \(cubic\): 40 of 40 answered 200/m,
   'custom-controller.ts': /^rate \(units\/min\): 300 -> 480 -> /m,
   'fetch-wrapper.ts': /^rateLimitedFetch: 50 of 50 POSTs answered 200 with their body intact/m,
-  'wrap-function.ts': /^limiter\.wrap: 60 of 60 calls returned an order, 0 threw/m,
+  'wrap-function.ts': /^wrap\(limiter, fn\): 60 of 60 calls returned an order, 0 threw/m,
   'prometheus-metrics.ts':
     /^prometheus example: 60 of 60 requests answered 200\n[\s\S]*^ {2}adaptive_rate_limit_request_time_in_queue_count\{[^}]*server_address="127\.0\.0\.1"[^}]*\} \d+$/m,
 };
