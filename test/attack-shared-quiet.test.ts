@@ -1,14 +1,9 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
 import type { AnnouncedQuota, Permit } from '../src/limiter/types.js';
-import {
-  createSharedBudget,
-  MemoryBudgetStore,
-  type SharedBudget,
-  type SharedBudgetOptions,
-} from '../src/redis/index.js';
+import { MemoryBudgetStore, type SharedBudget, type SharedBudgetOptions } from '../src/redis/index.js';
 import { acquiredWithin } from './helpers/acquired.js';
-import { describeRedis, withRedisServer } from './helpers/redis-server.js';
+import { describeRedis, sharedMembers, withRedisServer } from './helpers/redis-server.js';
 
 // Attacks on a shared tokens budget (units = tokens, calls of 500-2,000) after a quiet spell, and
 // after a 429 from a window others drained. The single process (rate-book.ts, `RateBook.cut`) was
@@ -29,29 +24,16 @@ import { describeRedis, withRedisServer } from './helpers/redis-server.js';
 const HOUR = 3_600_000;
 const CALL = 500;
 
-let names = 0;
-const open: SharedBudget[] = [];
-
-afterEach(async () => {
-  await Promise.all(open.splice(0).map((b) => b.close()));
-  names++;
-});
-
 type Where = { store: MemoryBudgetStore } | { redis: string };
 
+const { member: budget } = sharedMembers('quiet', { heartbeatInterval: 1_000 }, [
+  'degraded',
+  'recovered',
+  'repaired',
+]);
+
 function member(clock: ManualClock, where: Where, options: Partial<SharedBudgetOptions> = {}): SharedBudget {
-  const b = createSharedBudget({
-    name: `quiet-${process.pid}-${names}`,
-    clock,
-    heartbeatInterval: 1_000,
-    ...where,
-    ...options,
-  });
-  b.on('degraded', () => {});
-  b.on('recovered', () => {});
-  b.on('repaired', () => {});
-  open.push(b);
-  return b;
+  return budget({ clock, ...where, ...options });
 }
 
 /** Acquires `units` of `b` within 70 s of the clock: the permit, or `undefined` when refused. */

@@ -1,41 +1,32 @@
 import { Redis } from 'ioredis';
 import { afterEach, expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
-import { createSharedBudget, type SharedBudget, type SharedBudgetOptions } from '../src/redis/index.js';
-import { describeRedis, type RedisServer, withRedisServer } from './helpers/redis-server.js';
+import type { SharedBudget, SharedBudgetOptions } from '../src/redis/index.js';
+import { describeRedis, type RedisServer, sharedMembers, withRedisServer } from './helpers/redis-server.js';
 
 // Attacks on the Redis-shared budget, each on a real redis-server and a ManualClock (heartbeats
 // only when the test asks: `refresh`). Each test fails on the code it was written against.
 
-let names = 0;
-const open: SharedBudget[] = [];
 const clients: Redis[] = [];
 
-afterEach(async () => {
-  await Promise.all(open.splice(0).map((b) => b.close()));
+afterEach(() => {
   for (const c of clients.splice(0)) c.disconnect();
-  names++;
 });
+
+const { name, member: budget } = sharedMembers(
+  'attack',
+  { heartbeatInterval: 60_000, controller: 'aimd' }, // heartbeats only when the test asks (refresh)
+  ['degraded', 'recovered', 'repaired'],
+);
 
 function member(
   clock: ManualClock,
   options: Partial<SharedBudgetOptions> & Pick<SharedBudgetOptions, 'redis'>,
 ): SharedBudget {
-  const b = createSharedBudget({
-    name: `attack-${process.pid}-${names}`,
-    clock,
-    heartbeatInterval: 60_000, // heartbeats only when the test asks (refresh)
-    controller: 'aimd',
-    ...options,
-  });
-  b.on('degraded', () => {});
-  b.on('recovered', () => {});
-  b.on('repaired', () => {});
-  open.push(b);
-  return b;
+  return budget({ clock, ...options });
 }
 
-const stateKey = () => `arl:{attack-${process.pid}-${names}}:state`;
+const stateKey = () => `arl:{${name()}}:state`;
 
 /** Takes permits until the local limiter says no (bounded): a request of this member waited. */
 function drain(b: SharedBudget): void {
@@ -109,21 +100,22 @@ describeRedis('attack: the Redis-shared budget', () => {
     // the budget never rises again until a 429 (there may be none: it is below the quota).
     const climb = async (corrupt: boolean): Promise<number | undefined> => {
       const clock = new ManualClock();
+      // A budget of its own for each run.
       const b = member(clock, {
         redis: server.url,
+        name: name(corrupt ? 'attack-corrupt' : 'attack-clean'),
         controller: 'cubic',
         initialUnitsPerMinute: 600,
         maxUnitsPerMinute: 1_200,
       });
       await b.refresh();
-      if (corrupt) await redis.hset(stateKey(), 'pauseBanked', '86400000');
+      if (corrupt) await redis.hset(`arl:{${b.name}}:state`, 'pauseBanked', '86400000');
       await b.refresh();
       drain(b); // a request waited: CUBIC may raise the rate
       clock.advance(20_000);
       await b.refresh(); // carries the proposal made from the books aged 20 s
       const rate = (await b.refresh()).rate;
       await b.close();
-      names++;
       return rate;
     };
     expect(await climb(false)).toBe(1_200); // as the budget climbs without the write

@@ -1,68 +1,36 @@
 import type { Redis } from 'ioredis';
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
-import {
-  createSharedBudget,
-  MemoryBudgetStore,
-  type SharedBudget,
-  type SharedBudgetOptions,
-} from '../src/redis/index.js';
-import { RedisBudgetStore } from '../src/redis/redis-store.js';
+import { MemoryBudgetStore, type SharedBudgetOptions } from '../src/redis/index.js';
 import {
   type BudgetStore,
   demandWeightedShare,
   type HeartbeatReply,
   type HeartbeatRequest,
 } from '../src/redis/store.js';
-import { describeRedis, type RedisServer, withRedisServer } from './helpers/redis-server.js';
+import { describeRedis, heartbeatRequest, sharedMembers, withRedisServer } from './helpers/redis-server.js';
 
 // The heartbeat reads the members' reports once (the timeouts, the checks and the sums of one
 // parsed read), and a member back from an outage holds its part for as long as the slowest
 // member heard before the outage may take to be heard again.
 
 const RATE = 600;
-const HOUR = 3_600_000;
 
-let names = 0;
-const open: SharedBudget[] = [];
+const beat = (id: string, more: Partial<HeartbeatRequest> = {}) =>
+  heartbeatRequest(id, { initialRate: RATE, ...more });
 
-afterEach(async () => {
-  await Promise.all(open.splice(0).map((b) => b.close()));
-  names++;
-});
-
-function beat(id: string, more: Partial<HeartbeatRequest> = {}): HeartbeatRequest {
-  return {
-    id,
-    demand: 0,
-    accepted: 0,
-    measured: 0,
-    acceptedUnits: 0,
-    waited: false,
-    memberTimeout: 1_200,
-    floorFraction: 0.05,
-    initialRate: RATE,
-    minRate: 1,
-    maxRate: undefined,
-    ttl: HOUR,
-    ...more,
-  };
-}
+const { name: nameOf, member: budget } = sharedMembers('rejoin', { initialUnitsPerMinute: RATE }, [
+  'degraded',
+  'recovered',
+]);
 
 describeRedis('one heartbeat, every use of the reports (a real Redis)', () => {
   let redis: Redis;
-  let server: RedisServer;
-  const stores: RedisBudgetStore[] = [];
-
-  withRedisServer((started) => ({ server, redis } = started));
-  afterAll(async () => {
-    await Promise.all(stores.map((s) => s.close()));
-  });
+  const suite = withRedisServer((started) => ({ redis } = started));
 
   it('drops a dead member, keeps a report of three fields, deletes a broken one and a stray one, and sums the rest', async () => {
-    const name = `read-once-${process.pid}-${names}`;
-    const store = new RedisBudgetStore({ redis: server.url, keyPrefix: 'arl:', name, redisTimeout: 2_000 });
-    stores.push(store);
+    const name = nameOf('read-once');
+    const store = suite.store(name);
     const members = `arl:{${name}}:members`;
     const reports = `arl:{${name}}:reports`;
     expect((await store.heartbeat(beat('new'))).members).toBe(1);
@@ -101,9 +69,8 @@ describeRedis('one heartbeat, every use of the reports (a real Redis)', () => {
   });
 
   it("judges a member whose report is broken by the caller's timeout, not the broken report's", async () => {
-    const name = `broken-timeout-${process.pid}-${names}`;
-    const store = new RedisBudgetStore({ redis: server.url, keyPrefix: 'arl:', name, redisTimeout: 2_000 });
-    stores.push(store);
+    const name = nameOf('broken-timeout');
+    const store = suite.store(name);
     const members = `arl:{${name}}:members`;
     const reports = `arl:{${name}}:reports`;
     await store.heartbeat(beat('new'));
@@ -119,14 +86,8 @@ describeRedis('one heartbeat, every use of the reports (a real Redis)', () => {
   });
 
   it('answers the longest memberTimeout of the live members, as the memory store does', async () => {
-    const name = `longest-${process.pid}-${names}`;
-    const redisStore = new RedisBudgetStore({
-      redis: server.url,
-      keyPrefix: 'arl:',
-      name,
-      redisTimeout: 2_000,
-    });
-    stores.push(redisStore);
+    const name = nameOf('longest');
+    const redisStore = suite.store(name);
     const members = `arl:{${name}}:members`;
     const clock = new ManualClock(0);
     const memory = new MemoryBudgetStore({ clock });
@@ -150,9 +111,8 @@ describeRedis('one heartbeat, every use of the reports (a real Redis)', () => {
     expect(await longest('fast', 1_200)).toBe(1_200);
   });
   it('reads the reports hash once per heartbeat', async () => {
-    const name = `read-count-${process.pid}-${names}`;
-    const store = new RedisBudgetStore({ redis: server.url, keyPrefix: 'arl:', name, redisTimeout: 2_000 });
-    stores.push(store);
+    const name = nameOf('read-count');
+    const store = suite.store(name);
     const reports = `arl:{${name}}:reports`;
     for (const id of ['a', 'b', 'c']) await store.heartbeat(beat(id));
     // What the script sends Redis, as MONITOR shows it: each command with its arguments.
@@ -202,19 +162,7 @@ describe('a member back from an outage, among members of other heartbeats (memor
       pause: (r) => guard(() => memory.pause(r)),
       leave: (id) => guard(() => memory.leave(id)),
     };
-    const member = (options: Partial<SharedBudgetOptions>) => {
-      const b = createSharedBudget({
-        name: `rejoin-${process.pid}-${names}`,
-        store,
-        clock,
-        initialUnitsPerMinute: RATE,
-        ...options,
-      });
-      b.on('degraded', () => {});
-      b.on('recovered', () => {});
-      open.push(b);
-      return b;
-    };
+    const member = (options: Partial<SharedBudgetOptions>) => budget({ store, clock, ...options });
     return { health, member };
   }
 

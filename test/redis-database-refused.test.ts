@@ -1,8 +1,8 @@
 import { Redis } from 'ioredis';
-import { afterAll, beforeAll, expect, it, vi } from 'vitest';
+import { expect, it, vi } from 'vitest';
 import { ConfigError } from '../src/errors.js';
-import { createSharedBudget, type SharedBudget } from '../src/redis/index.js';
-import { describeRedis, RedisServer, waitFor } from './helpers/redis-server.js';
+import { createSharedBudget } from '../src/redis/index.js';
+import { describeRedis, type RedisServer, waitFor, withRedisServer } from './helpers/redis-server.js';
 
 // `redis://host:port/99`, a database beyond the server's (16 by default: 0-15), passes the URL
 // check: only Redis knows. ioredis reports the refused SELECT as an 'error' event and goes on in
@@ -13,15 +13,7 @@ import { describeRedis, RedisServer, waitFor } from './helpers/redis-server.js';
 
 describeRedis("a shared budget whose Redis refuses the URL's database", () => {
   let server: RedisServer;
-  const budgets: SharedBudget[] = [];
-
-  beforeAll(async () => {
-    server = await RedisServer.start();
-  });
-  afterAll(async () => {
-    for (const budget of budgets) await budget.close();
-    await server.kill();
-  });
+  const { closeAfter } = withRedisServer((started) => ({ server } = started));
 
   const refusal = (error: unknown) => {
     expect(error).toBeInstanceOf(ConfigError);
@@ -38,14 +30,15 @@ describeRedis("a shared budget whose Redis refuses the URL's database", () => {
   ])(
     '%s: the degraded event and every acquire end with a ConfigError naming redis and 99',
     async (_c, closed) => {
-      const budget = createSharedBudget({
-        redis: `${server.url}/99`,
-        name: `db99-${closed}`,
-        heartbeatInterval: 50,
-        redisTimeout: 500,
-        failClosed: closed,
-      });
-      budgets.push(budget);
+      const budget = closeAfter(
+        createSharedBudget({
+          redis: `${server.url}/99`,
+          name: `db99-${closed}`,
+          heartbeatInterval: 50,
+          redisTimeout: 500,
+          failClosed: closed,
+        }),
+      );
       const events: { error: unknown }[] = [];
       budget.on('degraded', (event) => events.push(event));
       await budget.ready();
@@ -73,13 +66,14 @@ describeRedis("a shared budget whose Redis refuses the URL's database", () => {
   // share, Infinity units/min", where every acquire is refused.
   it('the process warning (no degraded listener) says every acquire is refused, not served', async () => {
     const warn = vi.spyOn(process, 'emitWarning').mockImplementation(() => {});
-    const budget = createSharedBudget({
-      redis: `${server.url}/99`,
-      name: 'db99-warning',
-      heartbeatInterval: 50,
-      redisTimeout: 500,
-    });
-    budgets.push(budget);
+    const budget = closeAfter(
+      createSharedBudget({
+        redis: `${server.url}/99`,
+        name: 'db99-warning',
+        heartbeatInterval: 50,
+        redisTimeout: 500,
+      }),
+    );
     try {
       await budget.ready();
       await waitFor('the warning', () => warn.mock.calls.length > 0);

@@ -1,27 +1,13 @@
-import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
-import { createSharedBudget, type SharedBudget, type SharedBudgetOptions } from '../src/redis/index.js';
-import { describeRedis, RedisServer } from './helpers/redis-server.js';
+import { expect, it } from 'vitest';
+import type { SharedBudget, SharedBudgetOptions } from '../src/redis/index.js';
+import { describeRedis, type RedisServer, sharedMembers, withRedisServer } from './helpers/redis-server.js';
 
 // `failClosed`: nothing is served before Redis has answered once, and nothing after close().
 
-const open: SharedBudget[] = [];
-let names = 0;
-
-afterEach(async () => {
-  await Promise.all(open.splice(0).map((b) => b.close()));
-  names++;
-});
+const { member } = sharedMembers('fail-closed-start', { failClosed: true }, ['degraded']);
 
 function budget(redis: string, more: Partial<SharedBudgetOptions> = {}): SharedBudget {
-  const b = createSharedBudget({
-    redis,
-    name: `fail-closed-start-${process.pid}-${names}`,
-    failClosed: true,
-    ...more,
-  });
-  b.on('degraded', () => {});
-  open.push(b);
-  return b;
+  return member({ redis, ...more });
 }
 
 describeRedis('shared budget, failClosed: before Redis has answered', () => {
@@ -45,12 +31,7 @@ describeRedis('shared budget, failClosed: before Redis has answered', () => {
 
 describeRedis('shared budget, failClosed: closing while an acquire waits for the first heartbeat', () => {
   let server: RedisServer;
-  beforeAll(async () => {
-    server = await RedisServer.start(6397);
-  });
-  afterAll(async () => {
-    await server?.stop();
-  });
+  withRedisServer((started) => ({ server } = started), 6397);
 
   it('close() right after acquire(): the acquire is rejected as closed, not granted after close', async () => {
     const b = budget(server.url, { initialUnitsPerMinute: 600 });

@@ -1,8 +1,7 @@
 import { inspect } from 'node:util';
-import { Redis } from 'ioredis';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { createSharedBudget, type SharedBudget, SharedBudgetUnavailableError } from '../src/redis/index.js';
-import { describeRedis, RedisServer, waitFor } from './helpers/redis-server.js';
+import { describeRedis, type RedisServer, waitFor, withRedisServer } from './helpers/redis-server.js';
 
 // A login Redis refuses: ioredis's ReplyError carries the command it answered, password included
 // (`AUTH <password>`, or `HELLO 3 AUTH <user> <password>` with a user name). Regression: that
@@ -17,13 +16,10 @@ const printed = (value: unknown) => `${inspect(value, { depth: 10 })}\n${JSON.st
 describeRedis('a shared budget whose Redis refuses its login', () => {
   let server: RedisServer;
 
-  beforeAll(async () => {
-    server = await RedisServer.start();
-    const admin = new Redis(server.url);
-    await admin.config('SET', 'requirepass', 'the-right-one');
-    admin.disconnect();
+  withRedisServer(async (started) => {
+    server = started.server;
+    await started.redis.config('SET', 'requirepass', 'the-right-one');
   });
-  afterAll(() => server.kill());
 
   it.each([
     ['a password alone (AUTH)', ':'],

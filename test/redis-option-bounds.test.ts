@@ -1,43 +1,32 @@
-import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
+import { afterEach, expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
-import { createSharedBudget, type SharedBudget, type SharedBudgetOptions } from '../src/redis/index.js';
-import { describeRedis, RedisServer } from './helpers/redis-server.js';
+import type { SharedBudget, SharedBudgetOptions } from '../src/redis/index.js';
+import { describeRedis, type RedisServer, sharedMembers, withRedisServer } from './helpers/redis-server.js';
 
 // Durations the options check accepts must work against a real Redis (or be refused at creation).
 
 const RATE = 600;
-let names = 0;
-const open: SharedBudget[] = [];
 const errors: unknown[] = [];
 
-afterEach(async () => {
-  await Promise.all(open.splice(0).map((b) => b.close()));
+// After the members are closed (the hooks after a test run last registered, first).
+afterEach(() => {
   errors.length = 0;
-  names++;
 });
+
+const { member } = sharedMembers('option-bounds', { initialUnitsPerMinute: RATE }, []);
 
 describeRedis('shared budget: durations at the edge of what Node and Redis take', () => {
   let server: RedisServer;
-  beforeAll(async () => {
-    server = await RedisServer.start(6395);
-  });
-  afterAll(async () => {
-    await server?.stop();
-  });
-
-  const name = () => `option-bounds-${process.pid}-${names}`;
+  withRedisServer((started) => ({ server } = started), 6395);
 
   function budget(more: Partial<SharedBudgetOptions>): SharedBudget {
-    const b = createSharedBudget({
+    const b = member({
       redis: server.url,
       clock: new ManualClock(),
-      name: name(),
-      initialUnitsPerMinute: RATE,
       heartbeatInterval: 60_000, // heartbeats only when the test asks (refresh)
       ...more,
     });
     b.on('degraded', (e) => errors.push(e.error));
-    open.push(b);
     return b;
   }
 
@@ -67,14 +56,8 @@ describeRedis('shared budget: durations at the edge of what Node and Redis take'
   });
 
   it('redisTimeout above 2^31-1 ms is clamped as the clock clamps its timers: calls are not all timed out at once', async () => {
-    const b = createSharedBudget({
-      redis: server.url,
-      name: name(),
-      initialUnitsPerMinute: RATE,
-      redisTimeout: 2 ** 31,
-    });
+    const b = member({ redis: server.url, redisTimeout: 2 ** 31 });
     b.on('degraded', (e) => errors.push(e.error));
-    open.push(b);
     await b.ready();
     await b.refresh();
     await b.refresh();

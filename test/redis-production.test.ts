@@ -1,7 +1,7 @@
 import { once } from 'node:events';
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { Redis } from 'ioredis';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
 import { parseConfig } from '../src/config/schema.js';
 import { ConfigError } from '../src/errors.js';
@@ -18,7 +18,14 @@ import { PAUSE } from '../src/redis/scripts.js';
 import type { BudgetStore } from '../src/redis/store.js';
 import { RateLimiterRegistry } from '../src/registry/index.js';
 import { configError } from './helpers/config-error.js';
-import { describeRedis, RedisServer, waitFor, withRedisServer } from './helpers/redis-server.js';
+import {
+  describeRedis,
+  heartbeatRequest,
+  RedisServer,
+  sharedMembers,
+  waitFor,
+  withRedisServer,
+} from './helpers/redis-server.js';
 
 // What production does to a shared budget's keys and connection, on a real redis-server: a
 // counter in a form Lua reads and HINCRBY refuses, a failover that loses the last cut, members
@@ -26,15 +33,7 @@ import { describeRedis, RedisServer, waitFor, withRedisServer } from './helpers/
 // is behind, a connection that goes silent. Each case failed before its fix.
 
 const RATE = 600;
-let names = 0;
-const open: SharedBudget[] = [];
-
-afterEach(async () => {
-  await Promise.all(open.splice(0).map((b) => b.close()));
-  names++;
-});
-
-const nameOf = () => `prod-${process.pid}-${names}`;
+const { name: nameOf, member: make } = sharedMembers('prod', { initialUnitsPerMinute: RATE }, []);
 const keys = () => {
   const tag = `arl:{${nameOf()}}`;
   return { state: `${tag}:state`, members: `${tag}:members`, reports: `${tag}:reports` };
@@ -42,17 +41,14 @@ const keys = () => {
 
 function members(count: number, redis: string, clock: ManualClock, more: Partial<SharedBudgetOptions> = {}) {
   return Array.from({ length: count }, () => {
-    const b = createSharedBudget({
+    const b = make({
       redis,
       clock,
-      name: nameOf(),
-      initialUnitsPerMinute: RATE,
       heartbeatInterval: 60_000, // heartbeats only when the test asks (refresh)
       controller: 'aimd',
       ...more,
     });
     for (const event of ['degraded', 'recovered', 'repaired'] as const) b.on(event, () => {});
-    open.push(b);
     return b;
   });
 }
@@ -92,15 +88,12 @@ async function proxy(route: (client: Socket) => void): Promise<{ port: number; c
 
 /** A budget reaching Redis through `port`, heartbeating every 50 ms, and the events it said. */
 function through(port: number, more: Partial<SharedBudgetOptions> = {}) {
-  const budget = createSharedBudget({
+  const budget = make({
     redis: `redis://127.0.0.1:${port}`,
-    name: nameOf(),
-    initialUnitsPerMinute: RATE,
     heartbeatInterval: 50,
     controller: 'aimd',
     ...more,
   });
-  open.push(budget);
   const events: string[] = [];
   budget.on('degraded', () => events.push('degraded'));
   budget.on('recovered', () => events.push('recovered'));
@@ -266,20 +259,7 @@ describeRedis('shared budget in production: what Redis holds after a failover, a
       redisTimeout: 200,
     });
     const heartbeat = () =>
-      store.heartbeat({
-        id: 'a',
-        demand: 10,
-        accepted: 0,
-        measured: 0,
-        acceptedUnits: 0,
-        waited: false,
-        memberTimeout: 60_000,
-        floorFraction: 0.05,
-        initialRate: RATE,
-        minRate: 1,
-        maxRate: undefined,
-        ttl: 3_600_000,
-      });
+      store.heartbeat(heartbeatRequest('a', { demand: 10, memberTimeout: 60_000, initialRate: RATE }));
     try {
       expect((await heartbeat()).pauseRemaining).toBe(0); // connected
       expect((await heartbeat()).pauseRemaining).toBe(0); // the server's clock learnt, on a warm connection
@@ -367,18 +347,16 @@ describe('shared budget back from an outage (a store in memory, on a manual cloc
       leave: (id) => guard(() => memory.leave(id)),
     };
     const all = Array.from({ length: 3 }, () => {
-      const b = createSharedBudget({
+      const b = make({
         name: 'rejoin',
         store,
         clock,
-        initialUnitsPerMinute: RATE,
         controller: 'aimd',
         decreaseCooldown: 0,
         burst: 'second',
       });
       b.on('degraded', () => {});
       b.on('recovered', () => {});
-      open.push(b);
       return b;
     });
     for (let i = 0; i < 4; i++) clock.advance(250);
@@ -416,7 +394,7 @@ describe('shared budget failing closed (a store in memory, on a manual clock)', 
       pause: (r) => memory.pause(r),
       leave: (id) => memory.leave(id),
     };
-    const b = createSharedBudget({
+    const b = make({
       name: 'closed',
       store,
       clock,
@@ -424,7 +402,6 @@ describe('shared budget failing closed (a store in memory, on a manual clock)', 
       initialUnitsPerMinute: 60,
     });
     b.on('degraded', () => {});
-    open.push(b);
     await b.ready();
     const ends = Array.from({ length: 5 }, () =>
       b.acquire(1).then(

@@ -1,14 +1,9 @@
 import type { Redis } from 'ioredis';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
-import {
-  createSharedBudget,
-  MemoryBudgetStore,
-  type SharedBudget,
-  type SharedBudgetOptions,
-} from '../src/redis/index.js';
+import { MemoryBudgetStore, type SharedBudget, type SharedBudgetOptions } from '../src/redis/index.js';
 import type { BudgetStore, HeartbeatReply } from '../src/redis/store.js';
-import { describeRedis, type RedisServer, withRedisServer } from './helpers/redis-server.js';
+import { describeRedis, type RedisServer, sharedMembers, withRedisServer } from './helpers/redis-server.js';
 
 // What an operator's mistake or an eviction writes into a budget's keys, written with a client
 // into a real redis-server: the budget is back to sharing within two heartbeats, never above the
@@ -18,8 +13,12 @@ const RATE = 600;
 const MEMBERS = 3;
 const REPAIRED = 'ARL_SHARED_BUDGET_STATE_REPAIRED';
 
-let names = 0;
-const open: SharedBudget[] = [];
+const { name, member } = sharedMembers(
+  'repair',
+  { initialUnitsPerMinute: RATE, heartbeatInterval: 60_000 }, // heartbeats only when the test asks (refresh)
+  ['degraded'],
+);
+
 const warnings: Error[] = [];
 const onWarning = (w: Error): void => {
   if ((w as Error & { code?: string }).code === REPAIRED) warnings.push(w);
@@ -29,11 +28,10 @@ beforeEach(() => {
   process.on('warning', onWarning);
 });
 
-afterEach(async () => {
+// Before the members are closed (the hooks after a test run last registered, first).
+afterEach(() => {
   process.off('warning', onWarning);
   warnings.length = 0;
-  await Promise.all(open.splice(0).map((b) => b.close()));
-  names++;
 });
 
 /** Warnings are emitted on the next tick. */
@@ -43,20 +41,7 @@ const warned = async (): Promise<string[]> => {
 };
 
 function members(redis: string, clock: ManualClock, more: Partial<SharedBudgetOptions> = {}) {
-  return Array.from({ length: MEMBERS }, () => {
-    const b = createSharedBudget({
-      redis,
-      clock,
-      name: `repair-${process.pid}-${names}`,
-      initialUnitsPerMinute: RATE,
-      heartbeatInterval: 60_000, // heartbeats only when the test asks (refresh)
-      controller: 'aimd',
-      ...more,
-    });
-    b.on('degraded', () => {});
-    open.push(b);
-    return b;
-  });
+  return Array.from({ length: MEMBERS }, () => member({ redis, clock, controller: 'aimd', ...more }));
 }
 
 /**
@@ -96,7 +81,7 @@ describeRedis('shared budget: what Redis holds is checked before it is used', ()
   withRedisServer((started) => ({ server, redis } = started));
 
   const keys = () => {
-    const tag = `arl:{repair-${process.pid}-${names}}`;
+    const tag = `arl:{${name()}}`;
     return { state: `${tag}:state`, members: `${tag}:members`, reports: `${tag}:reports` };
   };
 
@@ -235,15 +220,7 @@ describe('shared budget: what a store answers is checked again by the member', (
     ['sums and a clock that are not numbers', { accepted: Number.NaN, measured: -1, now: Number.NaN }],
   ])('%s: the member keeps serving within the budget, not degraded', async (_what, broken) => {
     const clock = new ManualClock();
-    const b = createSharedBudget({
-      name: 'checked',
-      clock,
-      store: brokenStore(clock, broken),
-      initialUnitsPerMinute: RATE,
-      heartbeatInterval: 60_000,
-    });
-    b.on('degraded', () => {});
-    open.push(b);
+    const b = member({ name: 'checked', clock, store: brokenStore(clock, broken) });
     await b.refresh();
     await b.refresh();
     expect(b.state.degraded).toBe(false);

@@ -1,52 +1,43 @@
-import { Redis } from 'ioredis';
-import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
+import type { Redis } from 'ioredis';
+import { afterEach, expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
-import { createSharedBudget, type SharedBudget } from '../src/redis/index.js';
-import { describeRedis, RedisServer } from './helpers/redis-server.js';
+import type { SharedBudget } from '../src/redis/index.js';
+import { describeRedis, sharedMembers, withRedisServer } from './helpers/redis-server.js';
 
 // The state's counters (epoch, version) written beyond what a double counts exactly: the state is
 // repaired (a fresh generation), and 429s go on cutting the shared rate.
 
 const RATE = 600;
-let names = 0;
-const open: SharedBudget[] = [];
 const errors: unknown[] = [];
 const repairs: string[] = [];
 
-afterEach(async () => {
-  await Promise.all(open.splice(0).map((b) => b.close()));
+// After the members are closed (the hooks after a test run last registered, first).
+afterEach(() => {
   errors.length = 0;
   repairs.length = 0;
-  names++;
 });
 
-describeRedis('shared budget: counters beyond 2^53 in the state', () => {
-  let server: RedisServer;
-  let redis: Redis;
-  beforeAll(async () => {
-    server = await RedisServer.start(6396);
-    redis = new Redis(server.url);
-  });
-  afterAll(async () => {
-    redis?.disconnect();
-    await server?.stop();
-  });
+const { name, member } = sharedMembers('state-counters', { initialUnitsPerMinute: RATE }, []);
 
-  const name = () => `state-counters-${process.pid}-${names}`;
+describeRedis('shared budget: counters beyond 2^53 in the state', () => {
+  let url: string;
+  let redis: Redis;
+  withRedisServer((started) => {
+    url = started.server.url;
+    redis = started.redis;
+  }, 6396);
+
   const stateKey = () => `arl:{${name()}}:state`;
 
   function budget(clock: ManualClock): SharedBudget {
-    const b = createSharedBudget({
-      redis: server.url,
+    const b = member({
+      redis: url,
       clock,
-      name: name(),
-      initialUnitsPerMinute: RATE,
       heartbeatInterval: 60_000, // heartbeats only when the test asks (refresh)
       controller: 'aimd',
     });
     b.on('degraded', (e) => errors.push(e.error));
     b.on('repaired', (e) => repairs.push(...e.repaired));
-    open.push(b);
     return b;
   }
 

@@ -1,6 +1,6 @@
 import { getEventListeners } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, describe, expect, it, vi } from 'vitest';
 import { ManualClock } from '../src/clock.js';
 import type { RedisClient } from '../src/redis/client.js';
 import { createSharedBudget, MemoryBudgetStore, type SharedBudget } from '../src/redis/index.js';
@@ -15,26 +15,12 @@ import {
   type HeartbeatRequest,
   type PauseRequest,
 } from '../src/redis/store.js';
-import { describeRedis, RedisServer } from './helpers/redis-server.js';
+import { describeRedis, heartbeatRequest, withRedisServer } from './helpers/redis-server.js';
 
 const HOUR = 3_600_000;
 
 function beat(id: string, demand: number, more: Partial<HeartbeatRequest> = {}): HeartbeatRequest {
-  return {
-    id,
-    demand,
-    accepted: 0,
-    measured: 0,
-    acceptedUnits: 0,
-    waited: false,
-    memberTimeout: HOUR,
-    floorFraction: 0.05,
-    initialRate: 600,
-    minRate: 1,
-    maxRate: undefined,
-    ttl: HOUR,
-    ...more,
-  };
+  return heartbeatRequest(id, { demand, memberTimeout: HOUR, ...more });
 }
 
 type From = CutRequest['from'];
@@ -475,28 +461,11 @@ describe('SharedBudget on a MemoryBudgetStore and a manual clock', () => {
 });
 
 describeRedis('the Redis store and the memory store follow the same rules', () => {
-  let server: RedisServer;
   let names = 0;
-  const stores: RedisBudgetStore[] = [];
-
-  beforeAll(async () => {
-    server = await RedisServer.start();
-  });
-
-  afterAll(async () => {
-    await Promise.all(stores.map((s) => s.close()));
-    await server?.stop();
-  });
+  const suite = withRedisServer();
 
   function redisStore(): RedisBudgetStore {
-    const store = new RedisBudgetStore({
-      redis: server.url,
-      name: `parity-${process.pid}-${names++}`,
-      keyPrefix: 'arl-test:',
-      redisTimeout: 2_000,
-    });
-    stores.push(store);
-    return store;
+    return suite.store(`parity-${process.pid}-${names++}`, 'arl-test:');
   }
 
   it.each([

@@ -3,10 +3,10 @@ import { once } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { createSharedBudget, type SharedBudget } from '../src/redis/index.js';
+import { createSharedBudget } from '../src/redis/index.js';
 import { type QuotaServer, startQuotaServer } from './helpers/quota-server.js';
 import { RedisCluster } from './helpers/redis-cluster.js';
-import { describeRedis, RedisServer } from './helpers/redis-server.js';
+import { describeRedis, type RedisServer, withRedisServer } from './helpers/redis-server.js';
 
 const QUOTA = 3_000; // units/min
 const BURST = 50; // the server's bucket: one second of the quota
@@ -78,14 +78,14 @@ describeRedis('three processes sharing one budget through Redis', () => {
   let redis: RedisServer;
   let api: QuotaServer;
 
+  withRedisServer(({ server }) => {
+    redis = server;
+  });
   beforeAll(async () => {
-    redis = await RedisServer.start();
     api = await startQuotaServer(QUOTA, BURST);
   });
-
   afterAll(async () => {
     await api?.close();
-    await redis?.stop();
   });
 
   it('meters three processes of uneven demand against a 3,000 units/min quota: every answer counted, none refused', async () => {
@@ -171,18 +171,15 @@ describeRedis('three processes sharing one budget through a Redis Cluster (three
 
 describeRedis('a member killed with SIGKILL', () => {
   let redis: RedisServer;
-  const budgets: SharedBudget[] = [];
   const children: ChildProcess[] = [];
 
-  beforeAll(async () => {
-    redis = await RedisServer.start();
+  const { closeAfter } = withRedisServer(({ server }) => {
+    redis = server;
   });
-
-  afterAll(async () => {
+  // Before the budgets are closed (the hooks after the suite run last registered, first).
+  afterAll(() => {
     for (const child of children)
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-    await Promise.all(budgets.map((b) => b.close()));
-    await redis?.stop();
   });
 
   it('gives its share to the others once it has been silent for memberTimeout', async () => {
@@ -201,11 +198,9 @@ describeRedis('a member killed with SIGKILL', () => {
     children.push(child);
     await waitFor('the child joined', () => state().members !== undefined, 30_000);
     // ... and two here, as busy, until their local limiters close at the end.
-    const here = [0, 1].map(() => {
-      const b = createSharedBudget({ redis: redis.url, name, initialUnitsPerMinute: rate, ...settings });
-      budgets.push(b);
-      return b;
-    });
+    const here = [0, 1].map(() =>
+      closeAfter(createSharedBudget({ redis: redis.url, name, initialUnitsPerMinute: rate, ...settings })),
+    );
     const loops = here.flatMap((b) =>
       Array.from({ length: 200 }, async () => {
         for (;;) {

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
-import { afterEach, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { ConfigError } from '../src/errors.js';
 import {
   createSharedBudget,
@@ -8,28 +8,23 @@ import {
   type SharedBudgetOptions,
   SharedBudgetUnavailableError,
 } from '../src/redis/index.js';
-import { describeRedis, freePort, RedisServer, waitFor, withRedisServer } from './helpers/redis-server.js';
+import {
+  describeRedis,
+  freePort,
+  RedisServer,
+  sharedMembers,
+  waitFor,
+  withRedisServer,
+} from './helpers/redis-server.js';
 
-let names = 0;
-const open: SharedBudget[] = [];
+const { member } = sharedMembers('test', { heartbeatInterval: 50, controller: 'aimd' }, [
+  'degraded',
+  'recovered',
+]);
 
 function budget(options: Partial<SharedBudgetOptions> & Pick<SharedBudgetOptions, 'redis'>): SharedBudget {
-  const b = createSharedBudget({
-    name: `test-${process.pid}-${names}`,
-    heartbeatInterval: 50,
-    controller: 'aimd',
-    ...options,
-  });
-  b.on('degraded', () => {});
-  b.on('recovered', () => {});
-  open.push(b);
-  return b;
+  return member(options);
 }
-
-afterEach(async () => {
-  await Promise.all(open.splice(0).map((b) => b.close()));
-  names++;
-});
 
 describeRedis('shared budget on a real Redis', () => {
   let server: RedisServer;
@@ -230,9 +225,9 @@ describeRedis('shared budget when Redis fails', () => {
 
   it('keeps each member at its last share when Redis is killed mid-run, loses and hangs no request, and resumes sharing', async () => {
     const server = await RedisServer.start();
+    const opts = { redis: server.url, initialUnitsPerMinute: 12_000, redisTimeout: 200 };
+    const [busy, light] = [budget(opts), budget(opts)] as [SharedBudget, SharedBudget];
     try {
-      const opts = { redis: server.url, initialUnitsPerMinute: 12_000, redisTimeout: 200 };
-      const [busy, light] = [budget(opts), budget(opts)] as [SharedBudget, SharedBudget];
       const events: string[] = [];
       for (const m of [busy, light]) {
         m.on('degraded', () => events.push('degraded'));
@@ -279,7 +274,8 @@ describeRedis('shared budget when Redis fails', () => {
       for (const m of [busy, light]) expect((await m.refresh()).members).toBe(2);
       expect(busy.snapshot().queued + light.snapshot().queued).toBe(0);
     } finally {
-      await Promise.all(open.splice(0).map((b) => b.close()));
+      // Closed before the server stops.
+      await Promise.all([busy, light].map((b) => b.close()));
       await server.stop();
     }
   });

@@ -1,44 +1,30 @@
 import type { Redis } from 'ioredis';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
-import {
-  createSharedBudget,
-  MemoryBudgetStore,
-  type SharedBudget,
-  type SharedBudgetOptions,
-} from '../src/redis/index.js';
-import { RedisBudgetStore } from '../src/redis/redis-store.js';
+import { MemoryBudgetStore, type SharedBudgetOptions } from '../src/redis/index.js';
 import type { BudgetStore, HeartbeatRequest } from '../src/redis/store.js';
-import { describeRedis, type RedisServer, withRedisServer } from './helpers/redis-server.js';
+import {
+  describeRedis,
+  heartbeatRequest,
+  type RedisServer,
+  sharedMembers,
+  withRedisServer,
+} from './helpers/redis-server.js';
 
 // Members of one budget with different heartbeats: each is judged alive by its own memberTimeout
 // (the default follows its own heartbeat), published with its report. And a state hash whose
 // generation field is gone (HDEL by hand): a broken state, deleted, as after a loss.
 
 const RATE = 600;
-const HOUR = 3_600_000;
 /** The default memberTimeouts: max(4 heartbeats, redisTimeout (1 s) + 2 heartbeats). */
 const FAST = { heartbeatInterval: 100, timeout: 1_200 };
 const SLOW = { heartbeatInterval: 2_000, timeout: 8_000 };
 
-let names = 0;
-const open: SharedBudget[] = [];
-
-afterEach(async () => {
-  await Promise.all(open.splice(0).map((b) => b.close()));
-  names++;
-});
-
-function member(options: Partial<SharedBudgetOptions> & Pick<SharedBudgetOptions, 'clock'>) {
-  const b = createSharedBudget({
-    name: `member-timeouts-${process.pid}-${names}`,
-    initialUnitsPerMinute: RATE,
-    ...options,
-  });
-  b.on('degraded', () => {});
-  open.push(b);
-  return b;
-}
+const { name: nameOf, member: budget } = sharedMembers('member-timeouts', { initialUnitsPerMinute: RATE }, [
+  'degraded',
+]);
+const member = (options: Partial<SharedBudgetOptions> & Pick<SharedBudgetOptions, 'clock'>) =>
+  budget(options);
 
 describe('members of one budget with different heartbeats (memory store, manual clock)', () => {
   it('a fast member keeps a slow one between its heartbeats: rates within the budget', () => {
@@ -98,20 +84,7 @@ describe('members of one budget with different heartbeats (memory store, manual 
 
 /** A heartbeat of `id` (no demand) that says how long the others may wait for its next one. */
 function beat(id: string, memberTimeout: number): HeartbeatRequest {
-  return {
-    id,
-    demand: 0,
-    accepted: 0,
-    measured: 0,
-    acceptedUnits: 0,
-    waited: false,
-    memberTimeout,
-    floorFraction: 0.05,
-    initialRate: RATE,
-    minRate: 1,
-    maxRate: undefined,
-    ttl: HOUR,
-  };
+  return heartbeatRequest(id, { memberTimeout, initialRate: RATE });
 }
 
 /**
@@ -154,18 +127,11 @@ describe('the memory store judges each member by the timeout it sent', () => {
 describeRedis('on a real Redis', () => {
   let redis: Redis;
   let server: RedisServer;
-  const stores: RedisBudgetStore[] = [];
-
-  withRedisServer((started) => ({ server, redis } = started));
-  afterAll(async () => {
-    await Promise.all(stores.map((s) => s.close()));
-  });
+  const suite = withRedisServer((started) => ({ server, redis } = started));
 
   it('the Lua heartbeat judges each member by its own memberTimeout, as memory does', async () => {
-    const name = `own-timeouts-${process.pid}-${names}`;
-    const at = { redis: server.url, keyPrefix: 'arl:' };
-    const store = new RedisBudgetStore({ ...at, name, redisTimeout: 2_000 });
-    stores.push(store);
+    const name = nameOf('own-timeouts');
+    const store = suite.store(name);
     const key = `arl:{${name}}:members`;
     // Time passes for the members: every last heartbeat moved back by `ms` (the server's clock
     // is real time; the calls themselves take a few ms, far within the margins of 100 ms).
@@ -177,9 +143,8 @@ describeRedis('on a real Redis', () => {
 
   // A rolling deploy: a member of a build from before the timeouts were sent reports three fields.
   it("keeps an older build's report of three fields, its member judged by the caller's timeout", async () => {
-    const name = `old-report-${process.pid}-${names}`;
-    const store = new RedisBudgetStore({ redis: server.url, keyPrefix: 'arl:', name, redisTimeout: 2_000 });
-    stores.push(store);
+    const name = nameOf('old-report');
+    const store = suite.store(name);
     const members = `arl:{${name}}:members`;
     const reports = `arl:{${name}}:reports`;
     expect((await store.heartbeat(beat('new', FAST.timeout))).members).toBe(1);

@@ -11,7 +11,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, it } from 'vitest';
+import {
+  createSharedBudget,
+  type HeartbeatRequest,
+  type SharedBudget,
+  type SharedBudgetOptions,
+} from '../../src/redis/index.js';
+import { RedisBudgetStore } from '../../src/redis/redis-store.js';
 
 const BINARY = process.env.REDIS_SERVER ?? 'redis-server';
 
@@ -134,22 +141,101 @@ export async function waitFor(
   }
 }
 
+/** What {@link withRedisServer} gives a suite's tests. */
+export interface RedisSuite {
+  /** Keeps `made` until the suite ends: closed then, before the client and the server stop. */
+  closeAfter<T extends { close(): unknown }>(made: T): T;
+  /**
+   * A store of budget `name` on the suite's server (keys `${keyPrefix}{name}:…`, redisTimeout 2 s),
+   * closed when the suite ends.
+   */
+  store(name: string, keyPrefix?: string): RedisBudgetStore;
+}
+
 /**
- * Within a `describeRedis`: starts a redis-server and a client of it before the suite, hands both
- * to `use`, and ends both after the suite.
+ * Within a `describeRedis`: starts a redis-server (on `port`, or a free one) and a client of it
+ * before the suite, and hands both to `use` (awaited); after the suite, closes what was given to
+ * `closeAfter` or made by `store`, then ends the client and the server.
  */
-export function withRedisServer(use: (started: { server: RedisServer; redis: Redis }) => void): void {
+export function withRedisServer(
+  use: (started: { server: RedisServer; redis: Redis }) => unknown = () => {},
+  port?: number,
+): RedisSuite {
   let server: RedisServer | undefined;
   let redis: Redis | undefined;
+  const made: { close(): unknown }[] = [];
   beforeAll(async () => {
-    server = await RedisServer.start();
+    server = await RedisServer.start(port);
     redis = new Redis(server.url);
-    use({ server, redis });
+    await use({ server, redis });
   });
   afterAll(async () => {
+    await Promise.all(made.splice(0).map((m) => m.close()));
     redis?.disconnect();
     await server?.stop();
   });
+  const closeAfter = <T extends { close(): unknown }>(one: T): T => {
+    made.push(one);
+    return one;
+  };
+  return {
+    closeAfter,
+    store: (name, keyPrefix = 'arl:') => {
+      if (server === undefined) throw new Error("no redis-server: store() is for the suite's tests");
+      return closeAfter(new RedisBudgetStore({ redis: server.url, keyPrefix, name, redisTimeout: 2_000 }));
+    },
+  };
+}
+
+/** Events {@link sharedMembers} may listen to with no-ops, so that they raise no process warning. */
+type QuietEvent = 'degraded' | 'recovered' | 'repaired';
+
+/**
+ * Shared budgets of a test file: `member(options)` makes one named `name()` (`prefix-pid-n`, n
+ * moved on after each test) from `defaults` and `options`, listening to `quiet` with no-ops; each
+ * is closed after its test.
+ */
+export function sharedMembers(
+  prefix: string,
+  defaults: Partial<SharedBudgetOptions>,
+  quiet: readonly QuietEvent[],
+): { name: (of?: string) => string; member: (options: Partial<SharedBudgetOptions>) => SharedBudget } {
+  let n = 0;
+  const open: SharedBudget[] = [];
+  afterEach(async () => {
+    await Promise.all(open.splice(0).map((b) => b.close()));
+    n++;
+  });
+  const name = (of = prefix) => `${of}-${process.pid}-${n}`;
+  const member = (options: Partial<SharedBudgetOptions>) => {
+    const b = createSharedBudget({ name: name(), ...defaults, ...options } as SharedBudgetOptions);
+    for (const event of quiet) b.on(event, () => {});
+    open.push(b);
+    return b;
+  };
+  return { name, member };
+}
+
+/**
+ * A heartbeat of `id` with no demand and nothing sent: memberTimeout 1.2 s, floor 5 %, initial
+ * rate 600 units/min, min 1, no max, ttl 1 h; `more` over these.
+ */
+export function heartbeatRequest(id: string, more: Partial<HeartbeatRequest> = {}): HeartbeatRequest {
+  return {
+    id,
+    demand: 0,
+    accepted: 0,
+    measured: 0,
+    acceptedUnits: 0,
+    waited: false,
+    memberTimeout: 1_200,
+    floorFraction: 0.05,
+    initialRate: 600,
+    minRate: 1,
+    maxRate: undefined,
+    ttl: 3_600_000,
+    ...more,
+  };
 }
 
 function canConnect(port: number): Promise<boolean> {
