@@ -151,18 +151,22 @@ describe('a member back from an outage, among members of other heartbeats (memor
     answer: (reply: HeartbeatReply) => HeartbeatReply = (reply) => reply,
   ) {
     const health = { down: false };
-    const guard = <T>(call: () => T): T => {
-      if (health.down) throw new Error('the store is down');
-      return call();
+    /** A member's own store; `link.down`: its own link to the store is down too. */
+    const storeOf = (link = { down: false }): BudgetStore => {
+      const guard = <T>(call: () => T): T => {
+        if (health.down || link.down) throw new Error('the store is down');
+        return call();
+      };
+      return {
+        roundTrips: 0,
+        heartbeat: (r) => guard(() => answer(memory.heartbeat(r))),
+        cut: (r) => guard(() => memory.cut(r)),
+        pause: (r) => guard(() => memory.pause(r)),
+        leave: (id) => guard(() => memory.leave(id)),
+      };
     };
-    const store: BudgetStore = {
-      roundTrips: 0,
-      heartbeat: (r) => guard(() => answer(memory.heartbeat(r))),
-      cut: (r) => guard(() => memory.cut(r)),
-      pause: (r) => guard(() => memory.pause(r)),
-      leave: (id) => guard(() => memory.leave(id)),
-    };
-    const member = (options: Partial<SharedBudgetOptions>) => budget({ store, clock, ...options });
+    const member = (options: Partial<SharedBudgetOptions>, link?: { down: boolean }) =>
+      budget({ store: storeOf(link), clock, ...options });
     return { health, member };
   }
 
@@ -171,33 +175,62 @@ describe('a member back from an outage, among members of other heartbeats (memor
     // The fast member's rejoining window was its own: 300 + 200 + 50 ms.
     const fast = member({ heartbeatInterval: 50, memberTimeout: 300, redisTimeout: 200 });
     // The slow one's memberTimeout is 8 s by default (4 heartbeats).
-    const slow = member({ heartbeatInterval: 2_000 });
-    return { health, fast, slow };
+    const slowLink = { down: false };
+    const slow = member({ heartbeatInterval: 2_000 }, slowLink);
+    return { health, fast, slow, slowLink };
   }
 
   it('holds its part until the slowest member heard before the outage is heard again', () => {
     const clock = new ManualClock(0);
-    const { health, fast, slow } = budgets(new MemoryBudgetStore({ clock }), clock);
+    const { health, fast, slow, slowLink } = budgets(new MemoryBudgetStore({ clock }), clock);
     clock.advance(4_000);
     expect([fast.limiter.rate, slow.limiter.rate]).toEqual([RATE / 2, RATE / 2]);
     health.down = true;
-    // 10 s, past the slow member's timeout: both degraded; the slow one's last try at 14 s.
+    // 10 s, past the slow member's timeout: both degraded.
     clock.advance(10_010);
     expect([fast.state.degraded, slow.state.degraded]).toEqual([true, true]);
+    // The slow member's own link stays down 2 s longer (it tries every 250 ms while degraded).
+    slowLink.down = true;
     health.down = false;
     let highest = 0;
     let slowBackAt: number | undefined;
     for (let step = 0; step < 400; step++) {
       clock.advance(10);
+      if (clock.now() === 16_010) slowLink.down = false;
       if (slowBackAt === undefined && !slow.state.degraded) slowBackAt = clock.now();
       highest = Math.max(highest, fast.limiter.rate + slow.limiter.rate);
     }
-    // The slow member is heard again at its next heartbeat, 2 s on; the fast one took the
-    // whole rate 550 ms after its own return, before (900 units/min, 1.5x, for 1.4 s).
-    expect(slowBackAt).toBe(16_000);
+    // The slow member is heard again at its next try once its link is back; the fast one took
+    // the whole rate 550 ms after its own return, before (900 units/min, 1.5x, for 1.4 s).
+    expect(slowBackAt).toBe(16_250);
     expect(fast.state.members).toBe(2);
     expect(highest).toBeLessThanOrEqual(RATE * 1.01);
     expect(fast.limiter.rate + slow.limiter.rate).toBeCloseTo(RATE, 6);
+  });
+
+  // No member died: the fast one, back first, still counts the slow one, whose silence (its last
+  // heartbeat before the outage) runs out 400 ms later. Trying again only at its heartbeat, the
+  // slow one was heard 1 s after that: the fast one had dropped it and taken the whole rate
+  // while the slow one still sent its half (1.5x the budget).
+  it('a degraded member of a slow heartbeat tries again soon: heard before its silence runs out', () => {
+    const clock = new ManualClock(0);
+    const { health, member } = fleet(new MemoryBudgetStore({ clock }), clock);
+    const fast = member({ heartbeatInterval: 50, memberTimeout: 300, redisTimeout: 200 });
+    const slow = member({ heartbeatInterval: 2_000, memberTimeout: 7_000 });
+    clock.advance(4_000);
+    expect([fast.limiter.rate, slow.limiter.rate]).toEqual([RATE / 2, RATE / 2]);
+    health.down = true;
+    clock.advance(6_600); // to 10.6 s; the slow member's silence runs out at 11 s
+    health.down = false;
+    let highest = 0;
+    let fewest = 2;
+    for (let step = 0; step < 300; step++) {
+      clock.advance(10);
+      highest = Math.max(highest, fast.limiter.rate + slow.limiter.rate);
+      if (!fast.state.degraded) fewest = Math.min(fewest, fast.state.members);
+    }
+    expect({ fewest, degraded: slow.state.degraded }).toEqual({ fewest: 2, degraded: false });
+    expect(highest).toBeLessThanOrEqual(RATE * 1.01);
   });
 
   it('takes a timeout answered above its stateTtl as its stateTtl (a report edited by hand: 1e300)', () => {

@@ -46,6 +46,12 @@ const FIRST_CUT_MIN_PAUSE = 3;
 const OWN_PAUSE_MS = 1_000;
 
 /**
+ * The longest wait (ms) before a degraded member tries its heartbeat again: the default
+ * heartbeat. A member of a slower heartbeat tries this often until Redis answers again.
+ */
+const DEGRADED_RETRY_MS = 250;
+
+/**
  * While a pause of its own ({@link OWN_PAUSE_MS}) has at least this many heartbeat intervals left,
  * a member reports no demand: the others' shares, computed from the members' demands, take its
  * part of the rate for that second at their next heartbeat. The last such report is replaced by
@@ -353,7 +359,12 @@ export class Coordinator {
 
   #arm(): void {
     if (this.#closed || this.#timer !== undefined) return;
-    this.#timer = this.#clock.setTimeout(() => this.#tick(), this.#opts.heartbeatInterval);
+    // Degraded (its last heartbeat failed): tried again within DEGRADED_RETRY_MS, so that a
+    // member of a slow heartbeat is heard soon after Redis is back, before its silence (an
+    // outage long) can pass its memberTimeout and the others take its part while it still sends.
+    const interval = this.#opts.heartbeatInterval;
+    const wait = this.#member.degraded ? Math.min(interval, DEGRADED_RETRY_MS) : interval;
+    this.#timer = this.#clock.setTimeout(() => this.#tick(), wait);
   }
 
   /** Sends a heartbeat (or joins the one in flight); `undefined` when it was applied at once. */
