@@ -226,3 +226,18 @@ describe('an immediate retry under fake timers', () => {
     }
   });
 });
+
+describe('the turn a retry waits', () => {
+  it('is a setTimeout where the runtime has no setImmediate', async () => {
+    const saved = globalThis.setImmediate;
+    vi.resetModules();
+    (globalThis as { setImmediate?: unknown }).setImmediate = undefined;
+    try {
+      const { untilSocketReturned } = await import('../src/http/attempt.js');
+      await expect(untilSocketReturned()).resolves.toBeUndefined();
+    } finally {
+      globalThis.setImmediate = saved;
+      vi.resetModules();
+    }
+  });
+});

@@ -43,8 +43,12 @@ export function keepUpToCap<T extends Uint8Array>(
   return new ThrottledBodyTooLongError(status, MAX_HELD_BODY_BYTES);
 }
 
-/** `setImmediate` as the module found it (see {@link untilSocketReturned}). */
-const nextTurn = globalThis.setImmediate;
+/**
+ * `setImmediate` as the module found it (see {@link untilSocketReturned}); a macrotask of
+ * `setTimeout` in a runtime without one (the fetch wrapper runs on runtimes other than Node).
+ */
+const nextTurn: (step: () => void) => unknown =
+  typeof globalThis.setImmediate === 'function' ? globalThis.setImmediate : (step) => setTimeout(step, 0);
 
 /**
  * Resolves on the next turn of the event loop (`setImmediate`): what the retry of a throttled
