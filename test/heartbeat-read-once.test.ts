@@ -110,10 +110,11 @@ describeRedis('one heartbeat, every use of the reports (a real Redis)', () => {
     await elapse(8_100); // the slow member silent past its own timeout: dropped
     expect(await longest('fast', 1_200)).toBe(1_200);
   });
-  it('reads the reports hash once per heartbeat', async () => {
+  it('reads the reports hash and the members set once per heartbeat', async () => {
     const name = nameOf('read-count');
     const store = suite.store(name);
     const reports = `arl:{${name}}:reports`;
+    const members = `arl:{${name}}:members`;
     for (const id of ['a', 'b', 'c']) await store.heartbeat(beat(id));
     // What the script sends Redis, as MONITOR shows it: each command with its arguments.
     const monitor = await redis.monitor();
@@ -126,6 +127,7 @@ describeRedis('one heartbeat, every use of the reports (a real Redis)', () => {
         if (command.toLowerCase() === 'echo' && key === marker) resolve();
         const read = ['hgetall', 'hvals', 'hkeys', 'hget', 'hmget', 'hscan'];
         if (key === reports && read.includes(command.toLowerCase())) reads.push(command.toUpperCase());
+        if (key === members && command.toLowerCase() === 'zrange') reads.push(command.toUpperCase());
       });
     });
     try {
@@ -135,8 +137,9 @@ describeRedis('one heartbeat, every use of the reports (a real Redis)', () => {
     } finally {
       monitor.disconnect();
     }
-    // Before: HGETALL for the timeouts, HGETALL to check them, HVALS for the sums.
-    expect(reads).toEqual(['HGETALL']);
+    // Before: HGETALL for the timeouts, HGETALL to check them, HVALS for the sums; ZRANGE for
+    // the dead members, ZRANGE again for this member's index.
+    expect(reads).toEqual(['HGETALL', 'ZRANGE']);
   });
 });
 

@@ -276,6 +276,8 @@ end
 local dead = {}
 local gone = {}
 local live = {}
+-- The live members' ids: the set's members once the dead are dropped (read once).
+local ids = {}
 local seen = redis.call('ZRANGE', KEYS[2], 0, -1, 'WITHSCORES')
 for i = 1, #seen, 2 do
   local at = tonumber(seen[i + 1]) or -math.huge
@@ -284,6 +286,7 @@ for i = 1, #seen, 2 do
     gone[seen[i]] = true
   else
     live[seen[i]] = true
+    table.insert(ids, seen[i])
   end
 end
 -- In chunks: Lua's unpack takes at most a few thousand values, and a fleet of short-lived
@@ -334,7 +337,6 @@ local units = tonumber(ARGV[16]) or 0
 if units > 0 then redis.call('HSET', KEYS[1], 'acceptedSinceCut', tostring(num('acceptedSinceCut', 0) + units)) end
 local epoch = tonumber(redis.call('HGET', KEYS[1], 'epoch')) or 0
 local pausedUntil = tonumber(redis.call('HGET', KEYS[1], 'pausedUntil')) or 0
-local ids = redis.call('ZRANGE', KEYS[2], 0, -1)
 local members = #ids
 table.sort(ids)
 local index = 0
