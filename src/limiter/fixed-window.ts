@@ -4,7 +4,7 @@ import { configErrorFrom, InvalidArgumentError, type RateLimitRejectedError } fr
 import { kWaitBound } from '../internal.js';
 import { LazyEmitter, type LimiterEventMap, refusal } from './events.js';
 import { Fifo } from './fifo.js';
-import { LIMITER_DEFAULTS, limiterFieldsSchema } from './options.js';
+import { clockSchema, LIMITER_DEFAULTS, limiterFieldsSchema } from './options.js';
 import { badOptions, checkQuota, checkUnitsUsed, checkWait, waitedBefore } from './permit.js';
 import type { AcquireOptions, AnnouncedQuota, Permit, RateLimiter, WaitBound } from './types.js';
 
@@ -50,7 +50,7 @@ const optionsSchema = z
     limitForPeriod: z.number().int().min(1),
     limitRefreshPeriod: z.number().positive().finite(),
     timeoutDuration: z.number().nonnegative().finite(),
-    clock: limiterFieldsSchema.shape.clock,
+    clock: clockSchema.optional(),
   })
   // A misspelled option (`timeoutDurations`) is a ConfigError naming the one meant, never ignored.
   .strict();

@@ -134,17 +134,29 @@ export interface ResolvedLimiterOptions {
   random: () => number;
 }
 
+const CLOCK_METHODS = ['now', 'setTimeout', 'clearTimeout'] as const;
+
+/** What a bad `clock` is told: the three methods, and those it lacks. */
+function clockMessage(value: unknown): string {
+  const expected = 'expected a Clock with now(), setTimeout() and clearTimeout()';
+  if (typeof value !== 'object' || value === null) return expected;
+  const missing = CLOCK_METHODS.filter((m) => typeof (value as Record<string, unknown>)[m] !== 'function');
+  return `${expected}; not a function here: ${missing.map((m) => `${m}()`).join(', ')}`;
+}
+
 /**
- * A `clock` option of the registry and the HTTP adapters: an object with `now()` and `setTimeout()`.
+ * The `clock` option of every API that takes one (the limiters, the registry, the HTTP adapters, a
+ * shared budget): an object whose `now`, `setTimeout` and `clearTimeout` are functions. A clock
+ * without one failed later, with a raw TypeError at the first wait or abort (thrown from a timer
+ * or an abort listener: the end of the process).
  * @internal
  */
 export const clockSchema = z.custom<Clock>(
   (v) =>
     typeof v === 'object' &&
     v !== null &&
-    typeof (v as Clock).now === 'function' &&
-    typeof (v as Clock).setTimeout === 'function',
-  { message: 'expected a Clock with now(), setTimeout() and clearTimeout()' },
+    CLOCK_METHODS.every((m) => typeof (v as Record<string, unknown>)[m] === 'function'),
+  { error: (issue) => clockMessage(issue.input) },
 );
 
 export const LIMITER_DEFAULTS = {
@@ -234,10 +246,7 @@ const limiterFieldsObject = z.object({
       minCutFactor: z.number().gt(0).max(1).optional(),
     })
     .strict(),
-  clock: z.custom<Clock>(
-    (v) => typeof v === 'object' && v !== null && typeof (v as Clock).now === 'function',
-    { message: 'expected a Clock with now(), setTimeout() and clearTimeout()' },
-  ),
+  clock: clockSchema,
   burst: z.enum(['paced', 'second', 'announced'], { error: "expected 'paced', 'second' or 'announced'" }),
   reserve: ms,
   slowStart: z.union([z.literal(false), z.number().int().positive()], {
