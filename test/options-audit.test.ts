@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
+import { parseConfig } from '../src/config/schema.js';
+import { aimd, cubic, probe } from '../src/controllers/index.js';
 import { rateLimitedFetch } from '../src/http/fetch.js';
 import { adaptiveRateLimit } from '../src/http/interceptor.js';
 import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
@@ -55,5 +57,76 @@ describe('clock: now(), setTimeout() and clearTimeout() are checked by every API
       message: 'expected a Clock with now(), setTimeout() and clearTimeout()',
       received: 5,
     });
+  });
+});
+
+describe('aimd(), cubic() and probe() refuse a key they do not know', () => {
+  it('a typo is a ConfigError at its own path, with the key meant (a 30 % cut ran where 50 % was asked)', () => {
+    const cases: [() => unknown, string, string][] = [
+      [() => aimd({ decreaseFactr: 0.5 } as never), 'aimd.decreaseFactr', 'decreaseFactor'],
+      [() => cubic({ bet: 0.5 } as never), 'cubic.bet', 'beta'],
+      [() => probe({ holdTme: 5 } as never), 'probe.holdTme', 'holdTime'],
+    ];
+    for (const [make, path, meant] of cases) {
+      const error = configError(make);
+      expect(error.issues.map((i) => i.path)).toEqual([path]);
+      expect(error.issues[0]?.message).toContain(`did you mean "${meant}"? expected one of: `);
+      expect(error.issues[0]?.received).toBe(path === 'probe.holdTme' ? 5 : 0.5);
+      expect(error.message).toMatch(/^invalid rate limiter options:/);
+    }
+    expect(configError(() => aimd({ lazy: true } as never)).issues[0]?.message).toBe(
+      'unknown key (expected one of: decreaseFactor, increaseInterval, increaseStep)',
+    );
+  });
+
+  it('a known key with a bad value and an unknown key are told together', () => {
+    const error = configError(() => cubic({ beta: 2, scale: 1 } as never));
+    expect(error.issues.map((i) => i.path).sort()).toEqual(['cubic.beta', 'cubic.scale']);
+  });
+});
+
+describe("parseConfig applies the probe controller's maxHold >= holdTime rule", () => {
+  it('refuses maxHold below the default holdTime, at the path the file writes', () => {
+    const error = configError(() => parseConfig({ default: { probe: { maxHold: 1000 } } }));
+    expect(error.issues).toEqual([
+      { path: 'default.probe.maxHold', message: 'must be >= holdTime (4000)', received: 1000 },
+    ]);
+  });
+
+  it('reads durations as the limiter will, and tells the rule beside the other bad fields', () => {
+    const error = configError(() =>
+      parseConfig({
+        limiters: {
+          a: { origins: ['https://a.test'], probe: { holdTime: '10s', maxHold: '5s', cruiseMargin: 0.9 } },
+        },
+      }),
+    );
+    expect(error.issues.map((i) => [i.path, i.message])).toEqual([
+      ['limiters.a.probe.cruiseMargin', expect.any(String)],
+      ['limiters.a.probe.maxHold', 'must be >= holdTime (10000)'],
+    ]);
+    expect(
+      parseConfig({
+        limiters: { a: { origins: ['https://a.test'], probe: { holdTime: '10s', maxHold: '10s' } } },
+      }).limiters.a?.probe,
+    ).toEqual({ holdTime: 10_000, maxHold: 10_000 });
+  });
+
+  it('names an appsettings field as the file writes it', () => {
+    const error = configError(() =>
+      parseConfig({
+        AdaptiveRateLimiting: {
+          Limiters: {
+            a: { Origins: ['https://a.test'], Probe: { HoldTime: '00:00:10', MaxHold: '00:00:05' } },
+          },
+        },
+      }),
+    );
+    expect(error.issues.map((i) => i.path)).toEqual(['AdaptiveRateLimiting.Limiters.a.Probe.MaxHold']);
+  });
+
+  it('leaves a bad holdTime to its own rule', () => {
+    const error = configError(() => parseConfig({ default: { probe: { holdTime: 'soon', maxHold: 1 } } }));
+    expect(error.issues.map((i) => i.path)).toEqual(['default.probe.holdTime']);
   });
 });

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { maxHoldMessage } from '../controllers/probe.js';
 import { ConfigError, type ConfigIssue, configErrorFrom, configPath } from '../errors.js';
 import { CONTROLLER_MESSAGE, limiterFieldsSchema, RATE_FIELDS } from '../limiter/options.js';
 import { originMatcher } from '../origin.js';
@@ -60,6 +61,12 @@ const probeSchema = probeFields
     round: duration(probeFields.shape.round.unwrap()),
   })
   .strict();
+/** `probe`, with the probe controller's own cross-field rule (`maxHold` >= `holdTime`) on the ms parsed. */
+const probeWithRule = withRule(probeSchema, ['holdTime', 'maxHold'], (value) => {
+  const ms = (key: 'holdTime' | 'maxHold') => probeSchema.shape[key].safeParse(value[key]).data;
+  const message = maxHoldMessage({ holdTime: ms('holdTime'), maxHold: ms('maxHold') });
+  return message === undefined ? [] : [{ path: ['maxHold'], message, input: value.maxHold }];
+});
 
 /** One origin pattern, checked as the registry will read it. */
 const originPattern = z.string().superRefine((pattern, ctx) => {
@@ -75,7 +82,7 @@ const limiterOptionsSchema = limiterFieldsSchema.omit({ name: true, clock: true,
   maxPause: duration(fields.maxPause.unwrap()),
   aimd: aimdSchema.optional(),
   cubic: cubicSchema.optional(),
-  probe: probeSchema.optional(),
+  probe: probeWithRule.optional(),
   maxConcurrent: maxConcurrent.optional(),
   maxConcurrentPer: z
     .preprocess((v) => (typeof v === 'string' ? v.toLowerCase() : v), maxConcurrentPer)

@@ -614,15 +614,20 @@ function validate(options: ProbeOptions): Required<ProbeOptions> {
       appLimitedRatio: ['must be a number > 0 and <= 1', fraction],
       minCutFactor: ['must be a number > 0 and <= 1', fraction],
     },
-    (resolved) =>
-      resolved.maxHold < resolved.holdTime
-        ? [
-            {
-              path: 'probe.maxHold',
-              message: `must be >= holdTime (${resolved.holdTime})`,
-              received: resolved.maxHold,
-            },
-          ]
-        : [],
+    (resolved) => {
+      const message = maxHoldMessage(resolved);
+      return message === undefined ? [] : [{ path: 'probe.maxHold', message, received: resolved.maxHold }];
+    },
   );
+}
+
+/**
+ * The probe's cross-field rule, `maxHold` >= `holdTime` (each left out at its default): what a
+ * bad `maxHold` is told, or `undefined`. The factory checks it, and `parseConfig` on a config's
+ * `probe`, so that a config that passes there does not fail when its limiters are made.
+ */
+export function maxHoldMessage(options: Pick<ProbeOptions, 'holdTime' | 'maxHold'>): string | undefined {
+  const holdTime = options.holdTime ?? PROBE_DEFAULTS.holdTime;
+  const maxHold = options.maxHold ?? PROBE_DEFAULTS.maxHold;
+  return maxHold < holdTime ? `must be >= holdTime (${holdTime})` : undefined;
 }

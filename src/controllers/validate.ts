@@ -1,11 +1,15 @@
-import { ConfigError, type ConfigIssue } from '../errors.js';
+import { ConfigError, type ConfigIssue, unknownKeyMessage } from '../errors.js';
+
+/** The source a controller's bad option names: the options of the limiter it is made for. */
+const SOURCE = 'rate limiter options';
 
 /** The rule of one numeric controller option: what a bad value is told, and the test it passes. */
 export type NumberRule = readonly [message: string, ok: (value: number) => boolean];
 
 /**
  * A built-in controller's options (`aimd`, `cubic`, `probe`): each field left out takes its
- * default; every bad field is reported at once in one {@link ConfigError}, at `name.field`.
+ * default; every bad field is reported at once in one {@link ConfigError}, at `name.field`, and
+ * so is a key it does not know (`decreaseFactr`), with the one meant when it is a near miss.
  * `more` adds the cross-field issues, asked only when every field is valid.
  */
 export function validateNumbers<K extends string>(
@@ -16,11 +20,21 @@ export function validateNumbers<K extends string>(
   more?: (resolved: Record<K, number>) => ConfigIssue[],
 ): Record<K, number> {
   if (typeof options !== 'object' || options === null) {
-    throw new ConfigError([{ path: name, message: 'must be an object', received: options }]);
+    throw new ConfigError([{ path: name, message: 'must be an object', received: options }], SOURCE);
   }
   const given = options as Partial<Record<K, unknown>>;
   const issues: ConfigIssue[] = [];
   const resolved = {} as Record<K, number>;
+  const known = Object.keys(rules);
+  for (const key of Object.keys(given)) {
+    if (!Object.hasOwn(rules, key)) {
+      issues.push({
+        path: `${name}.${key}`,
+        message: unknownKeyMessage(key, known),
+        received: given[key as K],
+      });
+    }
+  }
   for (const key of Object.keys(rules) as K[]) {
     const [message, ok] = rules[key];
     const value = given[key];
@@ -32,7 +46,7 @@ export function validateNumbers<K extends string>(
     }
   }
   if (issues.length === 0 && more !== undefined) issues.push(...more(resolved));
-  if (issues.length > 0) throw new ConfigError(issues);
+  if (issues.length > 0) throw new ConfigError(issues, SOURCE);
   return resolved;
 }
 
