@@ -2,12 +2,14 @@ import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
 import { parseConfig } from '../src/config/schema.js';
 import { aimd, cubic, probe } from '../src/controllers/index.js';
+import { InvalidArgumentError, InvalidCallbackValueError } from '../src/errors.js';
 import { rateLimitedFetch } from '../src/http/fetch.js';
 import { adaptiveRateLimit } from '../src/http/interceptor.js';
 import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
 import { FixedWindowRateLimiter } from '../src/limiter/fixed-window.js';
 import { createSharedBudget, MemoryBudgetStore } from '../src/redis/index.js';
 import { RateLimiterRegistry } from '../src/registry/index.js';
+import { wrap } from '../src/wrap/wrap.js';
 import { configError } from './helpers/config-error.js';
 
 // The documented options against the code: each bad value a ConfigError naming the field and the
@@ -128,5 +130,50 @@ describe("parseConfig applies the probe controller's maxHold >= holdTime rule", 
   it('leaves a bad holdTime to its own rule', () => {
     const error = configError(() => parseConfig({ default: { probe: { holdTime: 'soon', maxHold: 1 } } }));
     expect(error.issues.map((i) => i.path)).toEqual(['default.probe.holdTime']);
+  });
+});
+
+describe("wrap's costs: the units per budget are checked by wrap(), and a costs callback's as its answer", () => {
+  const twoBudgets = () => new AdaptiveRateLimiter({ budgets: { requests: {}, tokens: {} } });
+
+  it('a static cost that is no finite number >= 0 is a ConfigError at costs.<budget> when wrap() is called', () => {
+    const limiter = twoBudgets();
+    const error = configError(() =>
+      wrap(limiter, async () => 1, { costs: { tokens: -5, images: Number.NaN, 'a.b': '3' as never } }),
+    );
+    expect(error.issues).toEqual([
+      { path: 'costs.tokens', message: 'expected a finite number >= 0', received: -5 },
+      { path: 'costs.images', message: 'expected a finite number >= 0', received: Number.NaN },
+      { path: 'costs."a.b"', message: 'expected a finite number >= 0', received: '3' },
+    ]);
+    limiter.close();
+  });
+
+  it('a costs callback that answers a bad number fails the call with InvalidCallbackValueError', async () => {
+    const limiter = twoBudgets();
+    for (const tokens of [-5, Number.NaN, Number.POSITIVE_INFINITY, '5']) {
+      const error = await wrap(limiter, async () => 1, { costs: () => ({ tokens }) as never })().catch(
+        (e: unknown) => e,
+      );
+      expect(error).toBeInstanceOf(InvalidCallbackValueError);
+      expect(error).toMatchObject({ callback: 'costs', received: { tokens } });
+      expect((error as Error).message).toBe(
+        `costs returned tokens: ${String(tokens)}; expected a finite number >= 0 for each budget`,
+      );
+    }
+    limiter.close();
+  });
+
+  it('an unknown budget name stays with acquire, which knows the budgets', async () => {
+    const limiter = twoBudgets();
+    expect(() => wrap(limiter, async () => 1, { costs: { tokns: 5 } })).not.toThrow();
+    const error = await wrap(limiter, async () => 1, { costs: () => ({ tokns: 5 }) })().catch(
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(InvalidArgumentError);
+    expect((error as Error).message).toContain('costs.tokns: no such budget');
+    const ok = await wrap(limiter, async () => 'done', { costs: () => ({ tokens: 0 }) })();
+    expect(ok).toBe('done');
+    limiter.close();
   });
 });

@@ -1,7 +1,7 @@
 import { DEFAULT_MAX_ATTEMPTS, runAttempts } from '../attempt-loop.js';
 import { HEADERS_MESSAGE, headerProfile, unknownKeyMessage } from '../config/rules.js';
 import type { HeaderProfile } from '../config/types.js';
-import { ConfigError, type ConfigIssue, InvalidCallbackValueError } from '../errors.js';
+import { ConfigError, type ConfigIssue, configPath, InvalidCallbackValueError } from '../errors.js';
 import { quotaProblem } from '../limiter/permit.js';
 import type { Outcome, RateLimiter } from '../limiter/types.js';
 import { redact } from '../redact.js';
@@ -188,6 +188,12 @@ function wrapIssues(limiter: unknown, fn: unknown, options: unknown): ConfigIssu
       message: 'expected an object of units per budget, or a function of the arguments',
       received: costs,
     });
+  } else if (costs !== undefined && typeof costs !== 'function') {
+    // Each budget's units, as acquire would check them (only the limiter knows its budgets' names).
+    for (const [budget, value] of Object.entries(costs)) {
+      if (!isCost(value))
+        issues.push({ path: configPath(['costs', budget]), message: COST, received: value });
+    }
   }
   if (signal !== undefined && typeof signal !== 'function' && !isSignal(signal)) {
     issues.push({
@@ -230,13 +236,30 @@ function checkedUnits(n: unknown): number {
   );
 }
 
+/** What a budget's units in `costs` must be, as acquire says it. */
+const COST = 'expected a finite number >= 0';
+
+const isCost = (units: unknown) => typeof units === 'number' && units >= 0 && Number.isFinite(units);
+
 /**
- * What the `costs` function gave a call: an object of units per budget (its values checked by the
- * limiter's acquire, which names the budget). @throws {InvalidCallbackValueError}
+ * What the `costs` function gave a call: an object of units per budget, each a finite number >= 0
+ * (the budgets' names are checked by the limiter's acquire, which knows them).
+ * @throws {InvalidCallbackValueError}
  */
 function checkedCosts(costs: unknown): Readonly<Record<string, number>> | undefined {
-  if (costs === undefined || isCostsObject(costs))
-    return costs as Readonly<Record<string, number>> | undefined;
+  if (costs === undefined) return undefined;
+  if (isCostsObject(costs)) {
+    for (const [budget, units] of Object.entries(costs as object)) {
+      if (!isCost(units)) {
+        throw new InvalidCallbackValueError(
+          'costs',
+          `costs returned ${configPath([budget])}: ${String(units)}; ${COST} for each budget`,
+          costs,
+        );
+      }
+    }
+    return costs as Readonly<Record<string, number>>;
+  }
   // A promise (an `async` costs function) is read as an object with no budget: nothing drawn.
   // Refused, with its rejection handled: unhandled, one ends a Node process.
   const thenable = isThenable(costs);
