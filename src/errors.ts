@@ -220,15 +220,38 @@ function describe(value: unknown): string {
   if (typeof value === 'string') return JSON.stringify(value);
   if (typeof value === 'number' || typeof value === 'boolean' || value == null) return String(value);
   if (typeof value === 'function') return 'a function';
+  const kind = objectKind(value);
+  let json: string | undefined;
   try {
-    const json = JSON.stringify(value, redactingReplacer);
-    return json.length > 80 ? `${json.slice(0, 77)}...` : json;
-  } catch {
-    return Object.prototype.toString.call(value);
-  }
+    json = JSON.stringify(value, redactingReplacer);
+  } catch {}
+  // A symbol, a bigint, a cycle: no JSON.
+  if (typeof json !== 'string') return kind ?? Object.prototype.toString.call(value);
+  // An object whose JSON tells nothing (`{}`: a class instance, a clock) is told by what it is.
+  if (kind !== undefined) json = json === '{}' ? kind : `${kind} ${json}`;
+  return json.length > 80 ? `${json.slice(0, 77)}...` : json;
 }
 
-/** Turns zod issues into a {@link ConfigError} that names each field and the value received. */
+/**
+ * What an object is beside its JSON: an instance of a class without `toJSON` by its class (`an
+ * AdaptiveRateLimiter`, `a Map`), a plain object of methods alone (a clock) by them (`an object
+ * with now(), setTimeout()`); `undefined` for the others (plain data, a `URL`, a `Date`).
+ */
+function objectKind(value: unknown): string | undefined {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return undefined;
+  const proto: unknown = Object.getPrototypeOf(value);
+  if (proto !== Object.prototype && proto !== null) {
+    if (typeof (value as { toJSON?: unknown }).toJSON === 'function') return undefined;
+    const name = (proto as { constructor?: { name?: unknown } }).constructor?.name;
+    const kind = typeof name === 'string' && name !== '' ? name : 'object';
+    return `${/^[aeiou]/i.test(kind) ? 'an' : 'a'} ${kind}`;
+  }
+  const keys = Object.keys(value);
+  const fields = value as Record<string, unknown>;
+  if (keys.length === 0 || !keys.every((key) => typeof fields[key] === 'function')) return undefined;
+  return `an object with ${keys.map((key) => `${key}()`).join(', ')}`;
+}
+
 /**
  * A config path as errors print it: its keys joined by dots, a key that is empty or holds a dot,
  * white space or a quote written as a JSON string (a limiter named `""` is at `limiters.""`, one

@@ -177,3 +177,91 @@ describe("wrap's costs: the units per budget are checked by wrap(), and a costs 
     limiter.close();
   });
 });
+
+describe("an error's source names the API the user called", () => {
+  it("an adapter's default.* errors name the adapter's options, not the registry it makes", () => {
+    const interceptor = configError(() => adaptiveRateLimit({ default: { maxWiat: 5 } as never }));
+    expect(interceptor.message).toMatch(
+      /^invalid adaptiveRateLimit options:\n {2}- default\.maxWiat: unknown key/,
+    );
+    const fetchError = configError(() =>
+      rateLimitedFetch({ default: { maxWait: -1 }, fetch: async () => new Response('') }),
+    );
+    expect(fetchError.message).toMatch(/^invalid rateLimitedFetch options:\n {2}- default\.maxWait: /);
+  });
+
+  it("update() and a controller's options name the rate limiter options", () => {
+    const limiter = new AdaptiveRateLimiter({});
+    for (const options of [
+      { burst: 'second' as const },
+      { clock: new ManualClock() },
+      { budgets: { a: {} } },
+    ]) {
+      expect(configError(() => limiter.update(options)).message).toMatch(/^invalid rate limiter options:/);
+    }
+    expect(configError(() => limiter.update({ probe: { maxHold: 1 } })).message).toBe(
+      'invalid rate limiter options:\n  - probe.maxHold: must be >= holdTime (4000) (received 1)',
+    );
+    limiter.close();
+  });
+});
+
+describe('unknown keys: the keys expected, each once', () => {
+  it("createSharedBudget lists name once (the budget's and its limiter's)", () => {
+    const clock = new ManualClock();
+    const error = configError(() =>
+      createSharedBudget({
+        name: 'typo',
+        store: new MemoryBudgetStore({ clock }),
+        clock,
+        heartbeatIntervl: 100,
+      } as never),
+    );
+    const listed = (error.issues[0]?.message ?? '').replace(/^.*expected one of: /, '').replace(/\)$/, '');
+    const keys = listed.split(', ');
+    expect(keys).toContain('name');
+    expect(new Set(keys).size).toBe(keys.length);
+  });
+
+  it('an unknown key inside shared, through an adapter, is told the keys expected, as parseConfig tells it', () => {
+    const error = configError(() =>
+      adaptiveRateLimit({
+        limiters: {
+          a: { origins: ['https://a.test'], shared: { redis: 'redis://127.0.0.1:1', heartbeatIntervl: 1 } },
+        },
+      } as never),
+    );
+    expect(error.issues.map((i) => [i.path, i.message])).toEqual([
+      [
+        'limiters.a.shared.heartbeatIntervl',
+        expect.stringMatching(/^unknown key \(did you mean "heartbeatInterval"\? expected one of: redis, /),
+      ],
+    ]);
+  });
+});
+
+describe('an object value in an error tells what it is', () => {
+  it('a class instance by its class, a plain object of methods by them', () => {
+    const limiter = new AdaptiveRateLimiter({});
+    expect(configError(() => limiter.update({ clock: new ManualClock() })).message).toContain(
+      'clock: cannot change at run time (received a ManualClock)',
+    );
+    expect(configError(() => limiter.update({ clock: { now: () => 0 } as never })).message).toContain(
+      '(received an object with now())',
+    );
+    expect(configError(() => new AdaptiveRateLimiter({ name: limiter as never })).message).toContain(
+      '(received an AdaptiveRateLimiter)',
+    );
+    // What JSON tells stays JSON: plain data, a URL, an empty object.
+    expect(configError(() => new AdaptiveRateLimiter({ aimd: { step: 1 } as never })).message).toContain(
+      '(received 1)',
+    );
+    expect(configError(() => new AdaptiveRateLimiter({ name: {} as never })).message).toContain(
+      '(received {})',
+    );
+    expect(
+      configError(() => new AdaptiveRateLimiter({ name: new URL('https://a.test/x') as never })).message,
+    ).toContain('(received "https://a.test/x")');
+    limiter.close();
+  });
+});

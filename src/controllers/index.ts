@@ -48,13 +48,16 @@ export function resolveController(
   if (spec === 'probe')
     return keepsNoState(options.probe === undefined ? defaultProbe : probe(options.probe));
   if (isController(spec)) return spec;
-  throw new ConfigError([
-    {
-      path: 'controller',
-      message: "must be 'aimd', 'cubic', 'probe' or an object with onThrottled and onSuccess functions",
-      received: spec,
-    },
-  ]);
+  throw new ConfigError(
+    [
+      {
+        path: 'controller',
+        message: "must be 'aimd', 'cubic', 'probe' or an object with onThrottled and onSuccess functions",
+        received: spec,
+      },
+    ],
+    'rate limiter options',
+  );
 }
 
 function isController(value: unknown): value is RateController {

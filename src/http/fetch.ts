@@ -81,7 +81,7 @@ export function rateLimitedFetch(options: RateLimitedFetchOptions = {}): RateLim
   // call with an error naming it, rather than with a TypeError from deep inside the wrapper.
   const send = async (input: RequestInfo | URL, init?: RequestInit): Promise<Response> =>
     checkedResponse(await raw(input, init), base !== undefined);
-  const runtime = new HttpRuntime(resolved);
+  const runtime = new HttpRuntime(resolved, source);
 
   async function fetchWithRateLimit(input: RequestInfo | URL, init?: RequestInit): Promise<Response> {
     const request = asRequest(input);

@@ -99,6 +99,23 @@ export type Partitioner = (source: PartitionSource) => RequestPartition | undefi
 const MAX_ROUTES = 1024;
 
 /**
+ * The registry an adapter makes from its own `limiters`, `default` and `clock`. Its `ConfigError`
+ * (a bad field of `default`) names the adapter's options, where the user wrote the field, not the
+ * registry's.
+ */
+function ownRegistry(options: ResolvedInterceptorOptions, source: string): RateLimiterRegistry {
+  try {
+    return new RateLimiterRegistry({
+      ...(options.limiters !== undefined && { limiters: options.limiters }),
+      ...(options.default !== undefined && { default: options.default }),
+      ...(options.clock !== undefined && { clock: options.clock }),
+    });
+  } catch (error) {
+    throw error instanceof ConfigError ? new ConfigError(error.issues, source) : error;
+  }
+}
+
+/**
  * What the HTTP adapters share, built once per factory call: the registry, the routes (limiter
  * and concurrency gate per origin, remembered until the registry changes), the units and the
  * verdict of a response. No limiter logic lives here.
@@ -123,16 +140,11 @@ export class HttpRuntime {
   readonly #waits = new AdapterWaits();
   #seenChanges: number;
 
-  constructor(options: ResolvedInterceptorOptions) {
+  /** `source`: what a `ConfigError` names, the factory the user called (`'rateLimitedFetch options'`). */
+  constructor(options: ResolvedInterceptorOptions, source = 'adaptiveRateLimit options') {
     this.options = options;
     this.#ownsRegistry = options.registry === undefined;
-    this.registry =
-      options.registry ??
-      new RateLimiterRegistry({
-        ...(options.limiters !== undefined && { limiters: options.limiters }),
-        ...(options.default !== undefined && { default: options.default }),
-        ...(options.clock !== undefined && { clock: options.clock }),
-      });
+    this.registry = options.registry ?? ownRegistry(options, source);
     this.#removeBusyCheck = this.registry[kAddBusyCheck]((limiter) => {
       const gate = this.#gates.get(limiter);
       return gate !== undefined && (gate.inFlight > 0 || gate.waiting > 0);
@@ -146,7 +158,7 @@ export class HttpRuntime {
     const issues = this.#sharedPartitionIssues();
     if (issues.length > 0) {
       this.close();
-      throw new ConfigError(issues, 'adaptiveRateLimit options');
+      throw new ConfigError(issues, source);
     }
   }
 

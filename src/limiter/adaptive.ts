@@ -44,6 +44,7 @@ import { LimitFloors } from './limit-floor.js';
 import {
   type AdaptiveLimiterOptions,
   type BudgetOptions,
+  LIMITER_SOURCE,
   type ResolvedLimiterOptions,
   resolveLimiterOptions,
 } from './options.js';
@@ -431,24 +432,29 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     // Not an object (`null`): the constructor's ConfigError, before a field of it is read.
     if (typeof options !== 'object' || options === null) resolveLimiterOptions(options, this.#opts);
     if (options.clock !== undefined && options.clock !== this.#clock) {
-      throw new ConfigError([
-        { path: 'clock', message: 'cannot change at run time', received: options.clock },
-      ]);
+      throw new ConfigError(
+        [{ path: 'clock', message: 'cannot change at run time', received: options.clock }],
+        LIMITER_SOURCE,
+      );
     }
     // The bucket's kind and reserve and the cold start are built once: a change would be ignored.
     for (const field of ['burst', 'reserve', 'slowStart'] as const) {
       const value = options[field];
       if (value !== undefined && value !== this.#opts[field]) {
-        throw new ConfigError([{ path: field, message: 'cannot change at run time', received: value }]);
+        throw new ConfigError(
+          [{ path: field, message: 'cannot change at run time', received: value }],
+          LIMITER_SOURCE,
+        );
       }
     }
     if (
       options.budgets !== undefined &&
       JSON.stringify(options.budgets) !== JSON.stringify(this.#opts.budgets)
     ) {
-      throw new ConfigError([
-        { path: 'budgets', message: 'cannot change at run time', received: options.budgets },
-      ]);
+      throw new ConfigError(
+        [{ path: 'budgets', message: 'cannot change at run time', received: options.budgets }],
+        LIMITER_SOURCE,
+      );
     }
     const next = resolveLimiterOptions(options, this.#opts);
     // Given a first rate: the limiter no longer waits a crowd wait (see crowd-wait.ts).

@@ -181,7 +181,8 @@ export const CONTROLLER_MESSAGE =
 /** The fields the cross-field rules of {@link resolveLimiterOptions} read. */
 export const RATE_FIELDS = ['minUnitsPerMinute', 'maxUnitsPerMinute', 'initialUnitsPerMinute'] as const;
 
-const SOURCE = 'rate limiter options';
+/** What the limiter's `ConfigError`s name: its constructor's and `update()`'s alike. */
+export const LIMITER_SOURCE = 'rate limiter options';
 
 const rate = z.number().positive().finite();
 const ms = z.number().nonnegative().finite();
@@ -304,13 +305,13 @@ export function resolveLimiterOptions(
     random: Math.random,
   };
   if (!parsed.success) {
-    const issues = configErrorFrom(parsed.error, options, SOURCE, '', limiterFieldsSchema).issues;
+    const issues = configErrorFrom(parsed.error, options, LIMITER_SOURCE, '', limiterFieldsSchema).issues;
     // The rates are plain numbers: once valid, the input's are the parsed ones.
     const ratesValid = !issues.some(
       (i) => i.path === '' || (RATE_FIELDS as readonly string[]).includes(i.path),
     );
     const more = ratesValid ? rateIssues(options, start, base === undefined) : [];
-    throw new ConfigError([...issues, ...more], SOURCE);
+    throw new ConfigError([...issues, ...more], LIMITER_SOURCE);
   }
   const o = parsed.data;
   const resolved: ResolvedLimiterOptions = {
@@ -335,7 +336,7 @@ export function resolveLimiterOptions(
     random: o.random ?? start.random,
   };
   const issues = rateIssues(o, start, base === undefined);
-  if (issues.length > 0) throw new ConfigError(issues, SOURCE);
+  if (issues.length > 0) throw new ConfigError(issues, LIMITER_SOURCE);
   return resolved;
 }
 

@@ -101,11 +101,14 @@ export function resolveSharedOptions(options: SharedBudgetOptions): ResolvedShar
   }
   // A key neither the budget nor its limiter knows (`heartbeatIntervl`) is named here, with the
   // one meant: the limiter would call it one of its own options.
+  // Each once: `name` is the budget's and its limiter's.
   const known = [
-    ...Object.keys(sharedSchema.shape),
-    'redis',
-    'store',
-    ...Object.keys(limiterFieldsSchema.shape),
+    ...new Set([
+      ...Object.keys(sharedSchema.shape),
+      'redis',
+      'store',
+      ...Object.keys(limiterFieldsSchema.shape),
+    ]),
   ];
   const unknown = Object.keys(options).filter((key) => !known.includes(key));
   if (unknown.length > 0) {

@@ -41,7 +41,9 @@ export function makeSharedBudget(name: string, config: LimiterConfig, clock: Clo
   const parsed = sharedConfigSchema.safeParse(shared);
   // The limiter's own options are checked too: every bad field at once.
   const issues = [
-    ...(parsed.success ? [] : configErrorFrom(parsed.error, shared, 'shared budget', 'shared').issues),
+    ...(parsed.success
+      ? []
+      : configErrorFrom(parsed.error, shared, 'shared budget', 'shared', sharedConfigSchema).issues),
     ...issuesOf(() => resolveLimiterOptions(options)),
   ];
   issues.unshift(...sharedLimiterIssues(options));
