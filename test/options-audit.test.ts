@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
 import { parseConfig } from '../src/config/schema.js';
 import { aimd, cubic, probe } from '../src/controllers/index.js';
-import { InvalidArgumentError, InvalidCallbackValueError } from '../src/errors.js';
+import { ConfigError, InvalidArgumentError, InvalidCallbackValueError } from '../src/errors.js';
 import { rateLimitedFetch } from '../src/http/fetch.js';
 import { adaptiveRateLimit } from '../src/http/interceptor.js';
 import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
@@ -263,5 +263,34 @@ describe('an object value in an error tells what it is', () => {
       configError(() => new AdaptiveRateLimiter({ name: new URL('https://a.test/x') as never })).message,
     ).toContain('(received "https://a.test/x")');
     limiter.close();
+  });
+});
+
+describe('name is fixed at creation', () => {
+  it('update({ name }) with a new name is refused, as clock is; the same name is accepted', () => {
+    const limiter = new AdaptiveRateLimiter({ name: 'orders' });
+    const error = configError(() => limiter.update({ name: 'renamed' }));
+    expect(error.issues).toEqual([
+      {
+        path: 'name',
+        message:
+          "cannot change at run time (its metrics and a registry's key follow the name it was made with)",
+        received: 'renamed',
+      },
+    ]);
+    expect(limiter.name).toBe('orders');
+    limiter.update({ name: 'orders', maxWait: 5 });
+    expect(limiter.name).toBe('orders');
+    limiter.close();
+  });
+
+  it("a registry's limiter keeps the key it is found by", () => {
+    const registry = new RateLimiterRegistry({
+      limiters: { github: { origins: ['https://api.github.com'] } },
+    });
+    const github = registry.get('github');
+    expect(() => github?.update({ name: 'gitlab' })).toThrow(ConfigError);
+    expect(registry.get('github')?.name).toBe('github');
+    registry.close();
   });
 });

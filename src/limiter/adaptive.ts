@@ -427,10 +427,29 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     this.#book.waited = true;
   }
 
-  /** Changes options at run time; the rate, the bucket, the queue and the cut bookkeeping are kept. */
+  /**
+   * Changes options at run time; the rate, the bucket, the queue and the cut bookkeeping are kept.
+   * `name`, `clock`, `burst`, `reserve`, `slowStart` and `budgets` are fixed at creation: a new
+   * value is a `ConfigError`, the same one is accepted.
+   */
   update(options: Partial<AdaptiveLimiterOptions>): void {
     // Not an object (`null`): the constructor's ConfigError, before a field of it is read.
     if (typeof options !== 'object' || options === null) resolveLimiterOptions(options, this.#opts);
+    // The name keys the limiter's metrics series and its place in a registry, both made with it:
+    // a new one would be told by its events and snapshots only.
+    if (options.name !== undefined && options.name !== this.#opts.name) {
+      throw new ConfigError(
+        [
+          {
+            path: 'name',
+            message:
+              "cannot change at run time (its metrics and a registry's key follow the name it was made with)",
+            received: options.name,
+          },
+        ],
+        LIMITER_SOURCE,
+      );
+    }
     if (options.clock !== undefined && options.clock !== this.#clock) {
       throw new ConfigError(
         [{ path: 'clock', message: 'cannot change at run time', received: options.clock }],

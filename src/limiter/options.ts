@@ -8,7 +8,10 @@ import { ConfigError, type ConfigIssue, configErrorFrom } from '../errors.js';
 
 /** Options of an {@link AdaptiveRateLimiter}. Rates are units per minute for the whole budget. */
 export interface AdaptiveLimiterOptions {
-  /** Names the limiter in errors, events and snapshots. @default 'default' */
+  /**
+   * Names the limiter in errors, events, snapshots and metrics (a registry names the limiters it
+   * makes after their key or origin). Fixed at creation. @default 'default'
+   */
   name?: string;
   /**
    * `'probe'`, `'aimd'`, `'cubic'`, or your own {@link RateController} (`'aimd'` is the default of
