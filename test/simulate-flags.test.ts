@@ -77,6 +77,18 @@ describe('simulate flags: values read as given', () => {
     expect((await refused(['--demand', '0o7'])).code).toBe(2);
     expect((await refused(['--quota', '1e3'])).code).toBe(0);
   });
+
+  it('tells a negative value after a space by its range, as after =', async () => {
+    // parseArgs called "--quota -5" ambiguous and asked for "--quota=-XYZ".
+    expect(await refused(['--quota', '-5'])).toEqual({
+      code: 2,
+      line: 'simulate: --quota: expected a number from 1 to 1e9 (units/min), received "-5"',
+      stdout: '',
+    });
+    expect((await refused(['--seed', '-1'])).line).toBe(
+      'simulate: --seed: expected a whole number from 0 to 4294967295 (the generator takes 32 bits), received "-1"',
+    );
+  });
 });
 
 describe('simulate flags: none does nothing in silence', () => {

@@ -299,12 +299,12 @@ function coversNoOrigin(config: LimiterConfig): boolean {
   return config.origins === undefined || (Array.isArray(config.origins) && config.origins.length === 0);
 }
 
-/** What an error tells of a bad `partitionSecret`: its kind and length, never its value. */
 /** Whether an unknown key of the options is meant as `partitionSecret`, or names a secret. */
 function isSecretKey(key: string): boolean {
   return /secret/i.test(key) || nearMiss(key, ['partitionSecret']) !== undefined;
 }
 
+/** What an error tells of a bad `partitionSecret`: its kind and length, never its value. */
 function secretShape(value: unknown): string {
   if (typeof value === 'string') return `a string of ${value.length} characters`;
   if (value instanceof Uint8Array) return `${value.length} bytes`;

@@ -40,7 +40,7 @@ export interface RegistryOptions {
   maxOriginLimiters?: number;
   /**
    * The most pauses kept for origins whose limiter was dropped to make room (an integer >= 0): a
-   * record of the origin and the pause's end (about 100 bytes), which the origin's next limiter
+   * record of the origin and the pause's end (about 130 B), which the origin's next limiter
    * starts with, so that a `Retry-After` is never lost. When the records are full of running
    * pauses, a paused limiter stays, and new origins without a record use the overflow limiter.
    * @default 10_000

@@ -5,8 +5,7 @@ import { BUILT_IN_MODES, type ModeName, SCENARIOS, type Scenario } from './scena
 // Browser-safe (the playground uses them too): modes.ts.
 export { modesFor, UsageError } from './modes.js';
 
-/** The text of `--help`. */
-/** The help text; `command` is how the user runs the simulator (`npm run simulate --`). */
+/** The text of `--help`; `command` is how the user runs the simulator (`npm run simulate --`). */
 export const helpText = (command: string): string => `Usage: ${command} [options]
 
 Runs the library's own limiter, controllers and attempt loop against a model API with a hidden
@@ -159,13 +158,31 @@ export function parseFlags(args: readonly string[]): Values {
 
 function parseTokens(args: readonly string[]) {
   return parseArgs({
-    args: [...args],
+    args: withNegativeValues(args),
     options: OPTIONS,
     strict: true,
     allowPositionals: false,
     allowNegative: true,
     tokens: true,
   });
+}
+
+/**
+ * `--quota -5` read as `--quota=-5`: parseArgs refuses a value that starts with a dash as
+ * ambiguous (its text asks for `--quota=-XYZ`), where the flag's own check tells its range.
+ */
+function withNegativeValues(args: readonly string[]): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i] as string;
+    const next = args[i + 1];
+    const option = (OPTIONS as Record<string, { type: string }>)[arg.slice(2)];
+    if (arg.startsWith('--') && option?.type === 'string' && next !== undefined && /^-[\d.]/.test(next)) {
+      out.push(`${arg}=${next}`);
+      i++;
+    } else out.push(arg);
+  }
+  return out;
 }
 
 /** The scenarios `--scenario` names: one, a comma list, or all. */
