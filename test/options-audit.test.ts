@@ -127,6 +127,19 @@ describe("parseConfig applies the probe controller's maxHold >= holdTime rule", 
     expect(error.issues.map((i) => i.path)).toEqual(['AdaptiveRateLimiting.Limiters.a.Probe.MaxHold']);
   });
 
+  it("checks a budget's probe too, its durations read as the limiter's", () => {
+    const budgets = (probe: object) => ({ default: { budgets: { requests: {}, tokens: { probe } } } });
+    expect(configError(() => parseConfig(budgets({ maxHold: 1 }))).issues).toEqual([
+      { path: 'default.budgets.tokens.probe.maxHold', message: 'must be >= holdTime (4000)', received: 1 },
+    ]);
+    expect(parseConfig(budgets({ holdTime: '10s', maxHold: '20s' })).default).toEqual({
+      budgets: { requests: {}, tokens: { probe: { holdTime: 10_000, maxHold: 20_000 } } },
+    });
+    expect(configError(() => parseConfig({ default: { budgets: {} } })).issues[0]?.message).toBe(
+      'expected at least one budget',
+    );
+  });
+
   it('leaves a bad holdTime to its own rule', () => {
     const error = configError(() => parseConfig({ default: { probe: { holdTime: 'soon', maxHold: 1 } } }));
     expect(error.issues.map((i) => i.path)).toEqual(['default.probe.holdTime']);

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { maxHoldMessage } from '../controllers/probe.js';
 import { ConfigError, type ConfigIssue, configErrorFrom, configPath } from '../errors.js';
-import { CONTROLLER_MESSAGE, limiterFieldsSchema, RATE_FIELDS } from '../limiter/options.js';
+import { budgetsSchema, CONTROLLER_MESSAGE, limiterFieldsSchema, RATE_FIELDS } from '../limiter/options.js';
 import { originMatcher } from '../origin.js';
 import { LLM_APIS, type LlmApi } from './api.js';
 import {
@@ -83,6 +83,9 @@ const limiterOptionsSchema = limiterFieldsSchema.omit({ name: true, clock: true,
   aimd: aimdSchema.optional(),
   cubic: cubicSchema.optional(),
   probe: probeWithRule.optional(),
+  budgets: budgetsSchema(
+    fields.budgets.unwrap().valueType.extend({ probe: probeWithRule.optional() }),
+  ).optional(),
   maxConcurrent: maxConcurrent.optional(),
   maxConcurrentPer: z
     .preprocess((v) => (typeof v === 'string' ? v.toLowerCase() : v), maxConcurrentPer)

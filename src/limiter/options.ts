@@ -277,13 +277,19 @@ const budgetSchema = limiterFieldsObject
   .partial()
   .strict();
 
+/**
+ * `budgets`, each checked by `budget` (a JSON config's reads durations and checks the probe's
+ * cross-field rule): one at least, by name.
+ */
+export function budgetsSchema<T extends z.ZodType>(budget: T) {
+  return z
+    .record(z.string().min(1), budget)
+    .refine((b) => Object.keys(b).length > 0, { message: 'expected at least one budget' });
+}
+
 /** The numeric and named fields shared by the TypeScript API and JSON config (ms already parsed). */
 export const limiterFieldsSchema = limiterFieldsObject
-  .extend({
-    budgets: z
-      .record(z.string().min(1), budgetSchema)
-      .refine((b) => Object.keys(b).length > 0, { message: 'expected at least one budget' }),
-  })
+  .extend({ budgets: budgetsSchema(budgetSchema) })
   .partial()
   // A misspelled option (`maxWiat`) is a ConfigError at its own path, never ignored.
   .strict();
