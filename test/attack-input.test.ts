@@ -241,6 +241,11 @@ describe('unknown keys', () => {
     expect(error).toBeInstanceOf(ConfigError);
     expect(error.issues[0]?.path).toBe('heartbeatIntervl');
     expect(error.issues[0]?.message).toContain('did you mean "heartbeatInterval"');
+    // The keys expected, each once: name is the budget's and its limiter's.
+    const listed = (error.issues[0]?.message ?? '').replace(/^.*expected one of: /, '').replace(/\)$/, '');
+    const keys = listed.split(', ');
+    expect(keys).toContain('name');
+    expect(new Set(keys).size).toBe(keys.length);
   });
 });
 
