@@ -216,17 +216,33 @@ function redactReceived(path: string, received: unknown): unknown {
   return redact(received);
 }
 
-function describe(value: unknown): string {
+/**
+ * A value received, as errors print it: JSON (secrets masked, cut at 80 characters), an object
+ * without telling JSON by what it is; never throws (a getter or a proxy that throws, a bigint).
+ * @internal
+ */
+export function describe(value: unknown): string {
   if (typeof value === 'string') return JSON.stringify(value);
   if (typeof value === 'number' || typeof value === 'boolean' || value == null) return String(value);
   if (typeof value === 'function') return 'a function';
-  const kind = objectKind(value);
+  if (typeof value === 'bigint') return `${value}n`;
+  let kind: string | undefined;
+  try {
+    kind = objectKind(value);
+  } catch {}
   let json: string | undefined;
   try {
     json = JSON.stringify(value, redactingReplacer);
   } catch {}
   // A symbol, a bigint, a cycle: no JSON.
-  if (typeof json !== 'string') return kind ?? Object.prototype.toString.call(value);
+  if (typeof json !== 'string') {
+    if (kind !== undefined) return kind;
+    try {
+      return Object.prototype.toString.call(value);
+    } catch {
+      return 'an object';
+    }
+  }
   // An object whose JSON tells nothing (`{}`: a class instance, a clock) is told by what it is.
   if (kind !== undefined) json = json === '{}' ? kind : `${kind} ${json}`;
   return json.length > 80 ? `${json.slice(0, 77)}...` : json;

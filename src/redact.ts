@@ -64,11 +64,20 @@ export function isCredentialName(name: string): boolean {
  * `value` with its secrets masked (see the module comment): a string is masked in place; arrays
  * and plain objects are copied where something changed (the same object is returned when
  * nothing did); a `URL` or `URLSearchParams` becomes its masked text, a `Headers` a masked plain
- * object; other objects (class instances, functions) are returned as they are.
+ * object; other objects (class instances, functions) are returned as they are. A value whose
+ * reading throws (a getter, a proxy) becomes {@link UNREADABLE}: an error that reports a bad value
+ * must not throw in its place.
  */
 export function redact<T>(value: T): T {
-  return redactValue(value, 0, new WeakMap()) as T;
+  try {
+    return redactValue(value, 0, new WeakMap()) as T;
+  } catch {
+    return UNREADABLE as T;
+  }
 }
+
+/** What {@link redact} gives for a value whose reading throws. */
+export const UNREADABLE = '(a value that throws when read)';
 
 /**
  * A `JSON.stringify` replacer with the same masking, for objects {@link redact} returns as they

@@ -164,16 +164,28 @@ describe("wrap's costs: the units per budget are checked by wrap(), and a costs 
 
   it('a costs callback that answers a bad number fails the call with InvalidCallbackValueError', async () => {
     const limiter = twoBudgets();
-    for (const tokens of [-5, Number.NaN, Number.POSITIVE_INFINITY, '5']) {
+    const told: [unknown, string][] = [
+      [-5, '-5'],
+      [Number.NaN, 'NaN'],
+      [Number.POSITIVE_INFINITY, 'Infinity'],
+      ['5', '"5"'],
+      [5n, '5n'],
+    ];
+    for (const [tokens, shown] of told) {
       const error = await wrap(limiter, async () => 1, { costs: () => ({ tokens }) as never })().catch(
         (e: unknown) => e,
       );
       expect(error).toBeInstanceOf(InvalidCallbackValueError);
-      expect(error).toMatchObject({ callback: 'costs', received: { tokens } });
+      expect(error).toMatchObject({ callback: 'costs' });
       expect((error as Error).message).toBe(
-        `costs returned tokens: ${String(tokens)}; expected a finite number >= 0 for each budget`,
+        `costs returned tokens: ${shown}; expected a finite number >= 0 for each budget`,
       );
     }
+    // A value with no string form (no prototype): still the typed error, not a TypeError.
+    const bare = await wrap(limiter, async () => 1, {
+      costs: () => ({ tokens: Object.create(null) as number }),
+    })().catch((e: unknown) => e);
+    expect(bare).toBeInstanceOf(InvalidCallbackValueError);
     limiter.close();
   });
 
@@ -260,6 +272,17 @@ describe('an object value in an error tells what it is', () => {
       configError(() => new AdaptiveRateLimiter({ name: new URL('https://a.test/x') as never })).message,
     ).toContain('(received "https://a.test/x")');
     limiter.close();
+  });
+
+  it('a value whose reading throws (a getter) is told without throwing', () => {
+    const getter = Object.defineProperty({}, 'now', {
+      enumerable: true,
+      get() {
+        throw new Error('no');
+      },
+    });
+    const error = configError(() => new AdaptiveRateLimiter({ name: getter as never }));
+    expect(error.message).toMatch(/^invalid rate limiter options:\n {2}- name: .* \(received .+\)$/);
   });
 });
 

@@ -1,7 +1,7 @@
 import { DEFAULT_MAX_ATTEMPTS, runAttempts } from '../attempt-loop.js';
 import { HEADERS_MESSAGE, headerProfile, unknownKeyMessage } from '../config/rules.js';
 import type { HeaderProfile } from '../config/types.js';
-import { ConfigError, type ConfigIssue, configPath, InvalidCallbackValueError } from '../errors.js';
+import { ConfigError, type ConfigIssue, configPath, describe, InvalidCallbackValueError } from '../errors.js';
 import { quotaProblem } from '../limiter/permit.js';
 import type { Outcome, RateLimiter } from '../limiter/types.js';
 import { redact } from '../redact.js';
@@ -253,7 +253,7 @@ function checkedCosts(costs: unknown): Readonly<Record<string, number>> | undefi
       if (!isCost(units)) {
         throw new InvalidCallbackValueError(
           'costs',
-          `costs returned ${configPath([budget])}: ${String(units)}; ${COST} for each budget`,
+          `costs returned ${configPath([budget])}: ${describe(units)}; ${COST} for each budget`,
           costs,
         );
       }
