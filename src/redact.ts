@@ -77,7 +77,7 @@ export function redact<T>(value: T): T {
 }
 
 /** What {@link redact} gives for a value whose reading throws. */
-export const UNREADABLE = '(a value that throws when read)';
+const UNREADABLE = '(a value that throws when read)';
 
 /**
  * A `JSON.stringify` replacer with the same masking, for objects {@link redact} returns as they
