@@ -228,15 +228,59 @@ describe('an immediate retry under fake timers', () => {
 });
 
 describe('the turn a retry waits', () => {
-  it('is a setTimeout where the runtime has no setImmediate', async () => {
-    const saved = globalThis.setImmediate;
+  /** The fetch wrapper and a limiter on a manual clock, imported afresh (after fake timers, if any). */
+  async function freshWrapper(retryAfter: string) {
     vi.resetModules();
-    (globalThis as { setImmediate?: unknown }).setImmediate = undefined;
+    const { ManualClock: Clock } = await import('../src/clock.js');
+    const { rateLimitedFetch: wrapper } = await import('../src/http/fetch.js');
+    const { AdaptiveRateLimiter: Limiter } = await import('../src/limiter/adaptive.js');
+    const clock = new Clock();
+    const limiter = new Limiter({ clock, ...NEVER_BINDS });
+    let calls = 0;
+    const fetch = (async () =>
+      ++calls === 1
+        ? new Response('slow down', { status: 429, headers: { 'retry-after': retryAfter } })
+        : new Response('ok')) as unknown as typeof globalThis.fetch;
+    const limited = wrapper({
+      limiters: { x: { origins: ['https://api.test'], limiter } },
+      default: false,
+      clock,
+      fetch,
+    });
+    cleanups.push(
+      () => limited.close(),
+      () => limiter.close(),
+    );
+    return { clock, limited, calls: () => calls };
+  }
+
+  // A suite that fakes timers before the library loads (Jest's enableGlobally, a setup file):
+  // the turn is node:timers' setImmediate, which fake timers leave alone, so no retry is held
+  // until the suite runs its timers (a hang fails the test at its timeout).
+  it('is not held by fake timers installed before the library loads', { timeout: 10_000 }, async () => {
+    vi.useFakeTimers({ toFake: ['setImmediate', 'clearImmediate'] });
+    try {
+      const now = await freshWrapper('0');
+      expect((await now.limited('https://api.test/')).status).toBe(200);
+      expect(now.calls()).toBe(2);
+      const later = await freshWrapper('1');
+      const answer = later.limited('https://api.test/');
+      await advanceUntil(later.clock, () => later.calls() === 2, 'the retry sent');
+      expect((await answer).status).toBe(200);
+    } finally {
+      vi.useRealTimers();
+      vi.resetModules();
+    }
+  });
+
+  it("is a setTimeout of the module's load where the runtime has no setImmediate", async () => {
+    vi.resetModules();
+    vi.doMock('node:timers', () => ({ setImmediate: undefined }));
     try {
       const { untilSocketReturned } = await import('../src/http/attempt.js');
       await expect(untilSocketReturned()).resolves.toBeUndefined();
     } finally {
-      globalThis.setImmediate = saved;
+      vi.doUnmock('node:timers');
       vi.resetModules();
     }
   });

@@ -1,4 +1,5 @@
 import type { Duplex } from 'node:stream';
+import { setImmediate as timersSetImmediate } from 'node:timers';
 import type { Dispatcher } from 'undici';
 import type { Clock } from '../clock.js';
 import { AdaptiveRateLimitError, ThrottledBodyTimeoutError, ThrottledBodyTooLongError } from '../errors.js';
@@ -44,11 +45,15 @@ export function keepUpToCap<T extends Uint8Array>(
 }
 
 /**
- * `setImmediate` as the module found it (see {@link untilSocketReturned}); a macrotask of
- * `setTimeout` in a runtime without one (the fetch wrapper runs on runtimes other than Node).
+ * The next turn of the event loop (see {@link untilSocketReturned}): `node:timers`' `setImmediate`
+ * (Deno, Bun and workerd have it too), which a test suite's fake timers do not replace (they
+ * replace the global's, before or after this module loads); a macrotask of the `setTimeout` of the
+ * module's load where a runtime has none.
  */
 const nextTurn: (step: () => void) => unknown =
-  typeof globalThis.setImmediate === 'function' ? globalThis.setImmediate : (step) => setTimeout(step, 0);
+  typeof timersSetImmediate === 'function'
+    ? timersSetImmediate
+    : ((later) => (step: () => void) => later(step, 0))(globalThis.setTimeout);
 
 /**
  * Resolves on the next turn of the event loop (`setImmediate`): what the retry of a throttled
@@ -61,10 +66,10 @@ const nextTurn: (step: () => void) => unknown =
  * answer that freed room in the line in that turn), so this `setImmediate` runs after undici's own;
  * a retry granted by a timer later loses one turn, nothing more.
  *
- * The `setImmediate` of the module's load, not the global at the call: a test suite that fakes
- * timers afterwards (vitest's and Jest's default sets fake `setImmediate`) would hold every
- * retry until it ran its timers, where a retry granted at once had needed no timer. Under fake
- * timers undici's own turn is faked too, and the retry may open a second connection, as before.
+ * Not the global `setImmediate`: a test suite that fakes timers (vitest's and Jest's default sets
+ * fake `setImmediate`, before the library loads or after) would hold every retry until it ran its
+ * timers, where a retry had needed no timer of theirs. Under fake timers undici's own turn is
+ * faked too, and the retry may open a second connection, as before.
  */
 export function untilSocketReturned(): Promise<void> {
   return new Promise<void>((resolve) => nextTurn(resolve));
