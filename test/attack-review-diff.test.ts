@@ -1,13 +1,9 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
 import type { Permit } from '../src/limiter/types.js';
-import {
-  createSharedBudget,
-  MemoryBudgetStore,
-  type SharedBudget,
-  type SharedBudgetOptions,
-} from '../src/redis/index.js';
+import { MemoryBudgetStore, type SharedBudget, type SharedBudgetOptions } from '../src/redis/index.js';
 import { acquiredWithin } from './helpers/acquired.js';
+import { sharedMembers } from './helpers/shared-members.js';
 import { flush } from './helpers/unhandled.js';
 
 // From a review of a change to the shared budget: each test names a bug the change had (a first
@@ -16,28 +12,14 @@ import { flush } from './helpers/unhandled.js';
 
 const HOUR = 3_600_000;
 
-let names = 0;
-const open: SharedBudget[] = [];
+const shared = sharedMembers('review-diff', { heartbeatInterval: 1_000 }, [
+  'degraded',
+  'recovered',
+  'repaired',
+]);
 
-afterEach(async () => {
-  await Promise.all(open.splice(0).map((b) => b.close()));
-  names++;
-});
-
-function member(clock: ManualClock, store: MemoryBudgetStore, options: Partial<SharedBudgetOptions> = {}) {
-  const b = createSharedBudget({
-    name: `review-diff-${process.pid}-${names}`,
-    clock,
-    heartbeatInterval: 1_000,
-    store,
-    ...options,
-  });
-  b.on('degraded', () => {});
-  b.on('recovered', () => {});
-  b.on('repaired', () => {});
-  open.push(b);
-  return b;
-}
+const member = (clock: ManualClock, store: MemoryBudgetStore, options: Partial<SharedBudgetOptions> = {}) =>
+  shared.member({ clock, store, ...options });
 
 /** Acquires `units` of `b` within 70 s of the clock: the permit, or `undefined` when refused. */
 function take(b: SharedBudget, clock: ManualClock, units: number): Promise<Permit | undefined> {

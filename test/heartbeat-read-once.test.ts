@@ -2,13 +2,9 @@ import type { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
 import { MemoryBudgetStore, type SharedBudgetOptions } from '../src/redis/index.js';
-import {
-  type BudgetStore,
-  demandWeightedShare,
-  type HeartbeatReply,
-  type HeartbeatRequest,
-} from '../src/redis/store.js';
-import { describeRedis, heartbeatRequest, sharedMembers, withRedisServer } from './helpers/redis-server.js';
+import { demandWeightedShare, type HeartbeatReply, type HeartbeatRequest } from '../src/redis/store.js';
+import { describeRedis, withRedisServer } from './helpers/redis-server.js';
+import { heartbeatRequest, sharedMembers, storeDownWhile } from './helpers/shared-members.js';
 
 // The heartbeat reads the members' reports once (the timeouts, the checks and the sums of one
 // parsed read), and a member back from an outage holds its part for as long as the slowest
@@ -154,22 +150,9 @@ describe('a member back from an outage, among members of other heartbeats (memor
     answer: (reply: HeartbeatReply) => HeartbeatReply = (reply) => reply,
   ) {
     const health = { down: false };
-    /** A member's own store; `link.down`: its own link to the store is down too. */
-    const storeOf = (link = { down: false }): BudgetStore => {
-      const guard = <T>(call: () => T): T => {
-        if (health.down || link.down) throw new Error('the store is down');
-        return call();
-      };
-      return {
-        roundTrips: 0,
-        heartbeat: (r) => guard(() => answer(memory.heartbeat(r))),
-        cut: (r) => guard(() => memory.cut(r)),
-        pause: (r) => guard(() => memory.pause(r)),
-        leave: (id) => guard(() => memory.leave(id)),
-      };
-    };
-    const member = (options: Partial<SharedBudgetOptions>, link?: { down: boolean }) =>
-      budget({ store: storeOf(link), clock, ...options });
+    /** A member; `link.down`: its own link to the store is down too. */
+    const member = (options: Partial<SharedBudgetOptions>, link = { down: false }) =>
+      budget({ store: storeDownWhile(memory, () => health.down || link.down, answer), clock, ...options });
     return { health, member };
   }
 

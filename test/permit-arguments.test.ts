@@ -1,18 +1,16 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { feed } from '../src/attempt-loop.js';
 import { ManualClock } from '../src/clock.js';
 import { InvalidArgumentError } from '../src/errors.js';
 import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
 import type { AnnouncedQuota, Permit } from '../src/limiter/types.js';
-import { createSharedBudget, MemoryBudgetStore, type SharedBudget } from '../src/redis/index.js';
+import { MemoryBudgetStore } from '../src/redis/index.js';
+import { sharedMembers } from './helpers/shared-members.js';
 
 /** One announced quota passed where the list belongs (a plain JavaScript caller can). */
 const ONE = { limit: 100, remaining: 0, resetMs: 1_000 } as unknown as readonly AnnouncedQuota[];
 
-const open: SharedBudget[] = [];
-afterEach(async () => {
-  await Promise.all(open.splice(0).map((b) => b.close()));
-});
+const { member } = sharedMembers('quota-argument', { initialUnitsPerMinute: 600 }, []);
 
 /** Each kind of permit, and the rate its limiter reports now. */
 const kinds: [string, () => { permit: Permit; rate: () => number }][] = [
@@ -42,13 +40,7 @@ const kinds: [string, () => { permit: Permit; rate: () => number }][] = [
     'a shared budget',
     () => {
       const clock = new ManualClock();
-      const budget = createSharedBudget({
-        name: 'quota-argument',
-        store: new MemoryBudgetStore({ clock }),
-        clock,
-        initialUnitsPerMinute: 600,
-      });
-      open.push(budget);
+      const budget = member({ store: new MemoryBudgetStore({ clock }), clock });
       return { permit: budget.tryAcquire()!, rate: () => budget.state.rate ?? Number.NaN };
     },
   ],

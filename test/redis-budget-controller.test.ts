@@ -1,38 +1,21 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
 import type { RateController, RateControllerState } from '../src/controllers/types.js';
 import type { BudgetControllerState } from '../src/redis/budget-controller.js';
-import {
-  createSharedBudget,
-  MemoryBudgetStore,
-  type SharedBudget,
-  type SharedBudgetOptions,
-} from '../src/redis/index.js';
-import type { BudgetStore } from '../src/redis/store.js';
+import { MemoryBudgetStore, type SharedBudget } from '../src/redis/index.js';
+import { sharedMembers, storeDownWhile } from './helpers/shared-members.js';
 
-const open: SharedBudget[] = [];
-afterEach(async () => {
-  await Promise.all(open.splice(0).map((b) => b.close()));
-});
-
-function members(n: number, clock: ManualClock, options: Partial<SharedBudgetOptions> = {}) {
-  const store = new MemoryBudgetStore({ clock });
-  const budgets = Array.from({ length: n }, () =>
-    createSharedBudget({
-      name: 'controller',
-      store,
-      clock,
-      initialUnitsPerMinute: 12_000,
-      decreaseCooldown: 0,
-      heartbeatInterval: 250,
-      // These tests send without moving the clock between grants: the one-second bucket.
-      burst: 'second',
-      ...options,
-    }),
-  );
-  open.push(...budgets);
-  return { store, budgets };
-}
+const { member, members } = sharedMembers(
+  'controller',
+  {
+    initialUnitsPerMinute: 12_000,
+    decreaseCooldown: 0,
+    heartbeatInterval: 250,
+    // These tests send without moving the clock between grants: the one-second bucket.
+    burst: 'second',
+  },
+  [],
+);
 
 /** Every 50 ms for `ms`: each member sends `perStep` units, each answered as a success. */
 function send(clock: ManualClock, budgets: readonly SharedBudget[], perStep: number, ms: number): void {
@@ -163,32 +146,8 @@ describe("the budget's controller, once for the budget (ManualClock, MemoryBudge
     const clock = new ManualClock();
     const memory = new MemoryBudgetStore({ clock });
     let down = false;
-    const store: BudgetStore = {
-      heartbeat: (r) => {
-        if (down) throw new Error('store down');
-        return memory.heartbeat(r);
-      },
-      cut: (r) => {
-        if (down) throw new Error('store down');
-        return memory.cut(r);
-      },
-      pause: (r) => memory.pause(r),
-      leave: (id) => memory.leave(id),
-      get roundTrips() {
-        return memory.roundTrips;
-      },
-    };
-    const budgets = [0, 1].map(() =>
-      createSharedBudget({
-        name: 'stale',
-        store,
-        clock,
-        decreaseCooldown: 0,
-        heartbeatInterval: 250,
-        burst: 'second',
-      }),
-    );
-    open.push(...budgets);
+    const store = storeDownWhile(memory, () => down);
+    const budgets = [0, 1].map(() => member({ store, clock, initialUnitsPerMinute: undefined }));
     for (const b of budgets) b.on('degraded', () => {});
     for (const b of budgets) b.on('recovered', () => {});
     const [a] = budgets as [SharedBudget, SharedBudget];

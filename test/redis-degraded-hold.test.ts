@@ -1,33 +1,10 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
 import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
-import { createSharedBudget, MemoryBudgetStore, type SharedBudget } from '../src/redis/index.js';
-import type { BudgetStore } from '../src/redis/store.js';
+import { MemoryBudgetStore } from '../src/redis/index.js';
+import { sharedMembers, storeDownWhile } from './helpers/shared-members.js';
 
-const open: SharedBudget[] = [];
-afterEach(async () => {
-  await Promise.all(open.splice(0).map((b) => b.close()));
-});
-
-/** A store that answers no heartbeat and no cut once `down.now` is set: its members are degraded. */
-function downStore(clock: ManualClock, down: { now: boolean }): BudgetStore {
-  const memory = new MemoryBudgetStore({ clock });
-  return {
-    heartbeat: (r) => {
-      if (down.now) throw new Error('store down');
-      return memory.heartbeat(r);
-    },
-    cut: (r) => {
-      if (down.now) throw new Error('store down');
-      return memory.cut(r);
-    },
-    pause: (r) => memory.pause(r),
-    leave: (id) => memory.leave(id),
-    get roundTrips() {
-      return memory.roundTrips;
-    },
-  };
-}
+const { member: budget } = sharedMembers('degraded', { heartbeatInterval: 250 }, []);
 
 describe('a shared budget member while the store is down (ManualClock, the default probe)', () => {
   it('holds and probes at its ceiling as a single limiter does: its 429s pause only itself', () => {
@@ -39,17 +16,15 @@ describe('a shared budget member while the store is down (ManualClock, the defau
       burst: 'second' as const,
       random: () => 0,
     };
-    const down = { now: false };
-    const member = createSharedBudget({
+    let down = false;
+    // Once the store is down it answers no heartbeat and no cut: the member is degraded.
+    const member = budget({
       ...options,
-      name: 'degraded',
-      store: downStore(clock, down),
-      heartbeatInterval: 250,
+      store: storeDownWhile(new MemoryBudgetStore({ clock }), () => down),
     });
-    open.push(member);
     let degraded = 0;
     member.on('degraded', () => degraded++);
-    down.now = true; // from the next heartbeat on
+    down = true; // from the next heartbeat on
     const single = new AdaptiveRateLimiter(options);
     const limiters = [member, single];
     /** Every 50 ms for `ms`: 10 units asked of each (12,000/min, more than either lets through: both wait). */

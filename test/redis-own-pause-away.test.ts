@@ -1,7 +1,14 @@
 import { setImmediate as turn } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
-import { createSharedBudget, MemoryBudgetStore, type SharedBudget } from '../src/redis/index.js';
+import { MemoryBudgetStore, type SharedBudget } from '../src/redis/index.js';
+import { sharedMembers } from './helpers/shared-members.js';
+
+const { member } = sharedMembers(
+  'own-pause-away',
+  { controller: 'aimd', initialUnitsPerMinute: 1_800, heartbeatInterval: 250, maxWait: 60_000 },
+  [],
+);
 
 /**
  * Three members on a manual clock, each with more demand than its share (always a queue); the
@@ -17,15 +24,7 @@ async function run(throttleAt: readonly number[], succeedFrom: number) {
   let next = 0;
   let sentWhilePaused = 0;
   for (let i = 0; i < 3; i++) {
-    const budget = createSharedBudget({
-      name: 'own-pause-away',
-      store,
-      clock,
-      controller: 'aimd',
-      initialUnitsPerMinute: 1_800,
-      heartbeatInterval: 250,
-      maxWait: 60_000,
-    });
+    const budget = member({ store, clock });
     members.push(budget);
     for (let k = 0; k < 400; k++)
       budget.acquire().then(
@@ -57,7 +56,6 @@ async function run(throttleAt: readonly number[], succeedFrom: number) {
     else if (next > 0) sumAfter = Math.max(sumAfter, part(a) + part(b) + part(c));
   }
   expect(next).toBe(throttleAt.length);
-  await Promise.all(members.map((m) => m.close()));
   return { others, sentWhilePaused, sumAfter };
 }
 

@@ -18,14 +18,8 @@ import { PAUSE } from '../src/redis/scripts.js';
 import type { BudgetStore } from '../src/redis/store.js';
 import { RateLimiterRegistry } from '../src/registry/index.js';
 import { configError } from './helpers/config-error.js';
-import {
-  describeRedis,
-  heartbeatRequest,
-  RedisServer,
-  sharedMembers,
-  waitFor,
-  withRedisServer,
-} from './helpers/redis-server.js';
+import { describeRedis, RedisServer, waitFor, withRedisServer } from './helpers/redis-server.js';
+import { heartbeatRequest, sharedMembers, storeDownWhile } from './helpers/shared-members.js';
 
 // What production does to a shared budget's keys and connection, on a real redis-server: a
 // counter in a form Lua reads and HINCRBY refuses, a failover that loses the last cut, members
@@ -335,17 +329,7 @@ describe('shared budget back from an outage (a store in memory, on a manual cloc
     const clock = new ManualClock();
     const memory = new MemoryBudgetStore({ clock });
     let down = false;
-    const guard = <T>(call: () => T): T => {
-      if (down) throw new Error('the store is down');
-      return call();
-    };
-    const store: BudgetStore = {
-      roundTrips: 0,
-      heartbeat: (r) => guard(() => memory.heartbeat(r)),
-      cut: (r) => guard(() => memory.cut(r)),
-      pause: (r) => guard(() => memory.pause(r)),
-      leave: (id) => guard(() => memory.leave(id)),
-    };
+    const store = storeDownWhile(memory, () => down);
     const all = Array.from({ length: 3 }, () => {
       const b = make({
         name: 'rejoin',

@@ -1,51 +1,35 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
 import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
-import {
-  createSharedBudget,
-  MemoryBudgetStore,
-  type SharedBudget,
-  type SharedBudgetOptions,
-} from '../src/redis/index.js';
+import type { SharedBudget, SharedBudgetOptions } from '../src/redis/index.js';
+import { sharedMembers } from './helpers/shared-members.js';
 
-const open: { close(): unknown }[] = [];
-afterEach(async () => {
-  await Promise.all(open.splice(0).map((b) => b.close()));
-});
-
-function members(n: number, clock: ManualClock, options: Partial<SharedBudgetOptions> = {}) {
-  const store = new MemoryBudgetStore({ clock });
-  const budgets = Array.from({ length: n }, () =>
-    createSharedBudget({
-      name: 'cubic',
-      store,
-      clock,
-      controller: 'cubic',
-      initialUnitsPerMinute: 1_500,
-      decreaseCooldown: 0,
-      heartbeatInterval: 250,
-      // These tests send what a second's bucket holds at each step (the seed's bucket).
-      burst: 'second',
-      ...options,
-    }),
-  );
-  open.push(...budgets);
-  return { store, budgets };
-}
+const { members, closeAfter } = sharedMembers(
+  'cubic',
+  {
+    controller: 'cubic',
+    initialUnitsPerMinute: 1_500,
+    decreaseCooldown: 0,
+    heartbeatInterval: 250,
+    // These tests send what a second's bucket holds at each step (the seed's bucket).
+    burst: 'second',
+  },
+  [],
+);
 
 /** One limiter for the whole budget, to compare the shared budget with. */
 function single(clock: ManualClock, options: Partial<SharedBudgetOptions> = {}): AdaptiveRateLimiter {
   const { redis: _r, store: _s, heartbeatInterval: _h, ...rest } = options;
-  const limiter = new AdaptiveRateLimiter({
-    clock,
-    controller: 'cubic',
-    initialUnitsPerMinute: 1_500,
-    decreaseCooldown: 0,
-    burst: 'second',
-    ...rest,
-  });
-  open.push(limiter);
-  return limiter;
+  return closeAfter(
+    new AdaptiveRateLimiter({
+      clock,
+      controller: 'cubic',
+      initialUnitsPerMinute: 1_500,
+      decreaseCooldown: 0,
+      burst: 'second',
+      ...rest,
+    }),
+  );
 }
 
 type Sender = Pick<SharedBudget, 'tryAcquire'>;

@@ -1,8 +1,9 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
 import { type DecreaseRecord, probe } from '../src/controllers/index.js';
-import { createSharedBudget, MemoryBudgetStore, type SharedBudget } from '../src/redis/index.js';
+import type { MemoryBudgetStore, SharedBudget } from '../src/redis/index.js';
 import { controllerStateOf } from './helpers/controller-state.js';
+import { sharedMembers } from './helpers/shared-members.js';
 
 /** A frozen state of the whole budget: one instance, a request waited, random 0. */
 const state = controllerStateOf({ rate: 2910, rateBeforeLastDecrease: 4000 });
@@ -92,14 +93,15 @@ describe('the probe at its highest ceiling creeps half a margin a round, then do
   });
 });
 
-const open: SharedBudget[] = [];
-afterEach(async () => {
-  await Promise.all(open.splice(0).map((b) => b.close()));
-});
+const { members } = sharedMembers(
+  'hold',
+  { initialUnitsPerMinute: 3_000, heartbeatInterval: 250, random: () => 0, burst: 'second' },
+  [],
+);
 
 describe('three members of a shared budget (ManualClock, MemoryBudgetStore, the default probe)', () => {
   it('hold at the ceiling a second overshoot found 16 s before probing, not 4 s', () => {
-    const { store, budgets, send } = threeMembers('hold');
+    const { store, budgets, send } = threeMembers();
     send(3_000);
     budgets[0]!.tryAcquire()!.throttled(); // the first cut: an estimate, climbed without a hold
     send(6_000);
@@ -115,7 +117,7 @@ describe('three members of a shared budget (ManualClock, MemoryBudgetStore, the 
   });
 
   it("creep from the ceiling before the probe's steps double: 3 % above it after four rounds", () => {
-    const { store, budgets, send } = threeMembers('creep');
+    const { store, budgets, send } = threeMembers();
     send(3_000);
     budgets[0]!.tryAcquire()!.throttled(); // the first cut: an estimate
     send(6_000);
@@ -131,28 +133,16 @@ describe('three members of a shared budget (ManualClock, MemoryBudgetStore, the 
 });
 
 /**
- * Three members of one shared budget `name` on a ManualClock and a MemoryBudgetStore, and `send`:
- * every 50 ms for `ms`, each member asks for 2 units (2,400/min each, more than its share: it waits).
+ * Three members of one shared budget on a ManualClock and a MemoryBudgetStore, and `send`: every
+ * 50 ms for `ms`, each member asks for 2 units (2,400/min each, more than its share: it waits).
  */
-function threeMembers(name: string): {
+function threeMembers(): {
   store: MemoryBudgetStore;
   budgets: SharedBudget[];
   send: (ms: number) => void;
 } {
   const clock = new ManualClock();
-  const store = new MemoryBudgetStore({ clock });
-  const budgets = [0, 1, 2].map(() =>
-    createSharedBudget({
-      name,
-      store,
-      clock,
-      initialUnitsPerMinute: 3_000,
-      heartbeatInterval: 250,
-      random: () => 0,
-      burst: 'second',
-    }),
-  );
-  open.push(...budgets);
+  const { store, budgets } = members(3, clock);
   const send = (ms: number) => {
     for (let t = 0; t < ms; t += 50) {
       for (const b of budgets) for (let i = 0; i < 2; i++) b.tryAcquire()?.success();

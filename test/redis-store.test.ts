@@ -1,6 +1,6 @@
 import { getEventListeners } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { afterAll, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { ManualClock } from '../src/clock.js';
 import type { RedisClient } from '../src/redis/client.js';
 import { createSharedBudget, MemoryBudgetStore, type SharedBudget } from '../src/redis/index.js';
@@ -15,9 +15,23 @@ import {
   type HeartbeatRequest,
   type PauseRequest,
 } from '../src/redis/store.js';
-import { describeRedis, heartbeatRequest, withRedisServer } from './helpers/redis-server.js';
+import { describeRedis, withRedisServer } from './helpers/redis-server.js';
+import { heartbeatRequest, sharedMembers } from './helpers/shared-members.js';
 
 const HOUR = 3_600_000;
+
+/** Members of the SharedBudget tests on a manual clock, closed after each test. */
+const { member, members } = sharedMembers(
+  'memory',
+  {
+    initialUnitsPerMinute: 600,
+    controller: 'aimd', // the cut mechanics, with AIMD's 0.7
+    decreaseCooldown: 0,
+    heartbeatInterval: 250,
+    burst: 'second', // these tests send without moving the manual clock
+  },
+  [],
+);
 
 function beat(id: string, demand: number, more: Partial<HeartbeatRequest> = {}): HeartbeatRequest {
   return heartbeatRequest(id, { demand, memberTimeout: HOUR, ...more });
@@ -241,27 +255,8 @@ class LosableStore implements BudgetStore {
 }
 
 describe('SharedBudget after its shared state is lost', () => {
-  const open: SharedBudget[] = [];
-  afterAll(async () => {
-    await Promise.all(open.map((b) => b.close()));
-  });
-
-  function members(n: number, store: BudgetStore, clock: ManualClock) {
-    const budgets = Array.from({ length: n }, () =>
-      createSharedBudget({
-        name: 'losable',
-        store,
-        clock,
-        initialUnitsPerMinute: 600,
-        controller: 'aimd', // the cut mechanics, with AIMD's 0.7
-        decreaseCooldown: 0,
-        heartbeatInterval: 250,
-        burst: 'second', // these tests send without moving the manual clock
-      }),
-    );
-    open.push(...budgets);
-    return budgets;
-  }
+  const losable = (n: number, store: BudgetStore, clock: ManualClock) =>
+    Array.from({ length: n }, () => member({ store, clock }));
 
   async function throttle(b: SharedBudget): Promise<void> {
     (await b.acquire()).throttled();
@@ -270,7 +265,7 @@ describe('SharedBudget after its shared state is lost', () => {
   it('adopts the new state and cuts it again', async () => {
     const clock = new ManualClock();
     const store = new LosableStore(clock);
-    const budgets = members(3, store, clock);
+    const budgets = losable(3, store, clock);
     const [a, b, c] = budgets as [SharedBudget, SharedBudget, SharedBudget];
     clock.advance(250);
     for (let i = 0; i < 3; i++) await throttle(a);
@@ -300,7 +295,7 @@ describe('SharedBudget after its shared state is lost', () => {
   it('cuts the new state when the first to hear of the loss is a cut', async () => {
     const clock = new ManualClock();
     const store = new LosableStore(clock);
-    const budgets = members(2, store, clock);
+    const budgets = losable(2, store, clock);
     const a = budgets[0]!;
     clock.advance(250);
     await throttle(a);
@@ -368,30 +363,6 @@ describe('SharedBudget with failClosed, before its first heartbeat', () => {
 });
 
 describe('SharedBudget on a MemoryBudgetStore and a manual clock', () => {
-  const open: SharedBudget[] = [];
-  afterAll(async () => {
-    await Promise.all(open.map((b) => b.close()));
-  });
-
-  function members(n: number, clock: ManualClock, options: { initialUnitsPerMinute?: number } = {}) {
-    const store = new MemoryBudgetStore({ clock });
-    const budgets = Array.from({ length: n }, () =>
-      createSharedBudget({
-        name: 'memory',
-        store,
-        clock,
-        initialUnitsPerMinute: 600,
-        controller: 'aimd', // the cut mechanics, with AIMD's 0.7
-        decreaseCooldown: 0,
-        heartbeatInterval: 250,
-        burst: 'second', // these tests send without moving the manual clock
-        ...options,
-      }),
-    );
-    open.push(...budgets);
-    return { store, budgets };
-  }
-
   it('takes a store or a Redis, not both', () => {
     const store = new MemoryBudgetStore();
     expect(() => createSharedBudget({ name: 'x', store, redis: 'redis://127.0.0.1:1' })).toThrow(

@@ -1,8 +1,9 @@
 import fc from 'fast-check';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
 import { PACING_SLACK_MS, Pacer } from '../src/limiter/pacer.js';
-import { createSharedBudget, MemoryBudgetStore, type SharedBudget } from '../src/redis/index.js';
+import { MemoryBudgetStore } from '../src/redis/index.js';
+import { sharedMembers } from './helpers/shared-members.js';
 
 /** Distance of `x` from the nearest whole number. */
 const offGrid = (x: number) => Math.abs(x - Math.round(x));
@@ -54,10 +55,11 @@ describe('Pacer.align', () => {
 });
 
 describe('the members of a shared budget at the same rate', () => {
-  const open: SharedBudget[] = [];
-  afterEach(async () => {
-    await Promise.all(open.splice(0).map((b) => b.close()));
-  });
+  const { member } = sharedMembers(
+    'phases',
+    { initialUnitsPerMinute: 1_800, heartbeatInterval: 250, maxWait: 60_000 },
+    [],
+  );
 
   /** Three busy members of one budget of 1,800/min (100 ms between one member's slots); their grant times. */
   function run(): number[][] {
@@ -65,15 +67,7 @@ describe('the members of a shared budget at the same rate', () => {
     const store = new MemoryBudgetStore({ clock });
     const grants: number[][] = [];
     for (let i = 0; i < 3; i++) {
-      const budget = createSharedBudget({
-        name: 'phases',
-        store,
-        clock,
-        initialUnitsPerMinute: 1_800,
-        heartbeatInterval: 250,
-        maxWait: 60_000,
-      });
-      open.push(budget);
+      const budget = member({ store, clock });
       const times: number[] = [];
       grants.push(times);
       budget.limiter.on('acquired', () => times.push(clock.now()));

@@ -11,14 +11,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
-import { afterAll, afterEach, beforeAll, describe, it } from 'vitest';
-import {
-  createSharedBudget,
-  type HeartbeatRequest,
-  type SharedBudget,
-  type SharedBudgetOptions,
-} from '../../src/redis/index.js';
+import { afterAll, beforeAll, describe, it } from 'vitest';
 import { RedisBudgetStore } from '../../src/redis/redis-store.js';
+
+export { heartbeatRequest, sharedMembers } from './shared-members.js';
 
 const BINARY = process.env.REDIS_SERVER ?? 'redis-server';
 
@@ -184,57 +180,6 @@ export function withRedisServer(
       if (server === undefined) throw new Error("no redis-server: store() is for the suite's tests");
       return closeAfter(new RedisBudgetStore({ redis: server.url, keyPrefix, name, redisTimeout: 2_000 }));
     },
-  };
-}
-
-/** Events {@link sharedMembers} may listen to with no-ops, so that they raise no process warning. */
-type QuietEvent = 'degraded' | 'recovered' | 'repaired';
-
-/**
- * Shared budgets of a test file: `member(options)` makes one named `name()` (`prefix-pid-n`, n
- * moved on after each test) from `defaults` and `options`, listening to `quiet` with no-ops; each
- * is closed after its test.
- */
-export function sharedMembers(
-  prefix: string,
-  defaults: Partial<SharedBudgetOptions>,
-  quiet: readonly QuietEvent[],
-): { name: (of?: string) => string; member: (options: Partial<SharedBudgetOptions>) => SharedBudget } {
-  let n = 0;
-  const open: SharedBudget[] = [];
-  afterEach(async () => {
-    await Promise.all(open.splice(0).map((b) => b.close()));
-    n++;
-  });
-  const name = (of = prefix) => `${of}-${process.pid}-${n}`;
-  const member = (options: Partial<SharedBudgetOptions>) => {
-    const b = createSharedBudget({ name: name(), ...defaults, ...options } as SharedBudgetOptions);
-    for (const event of quiet) b.on(event, () => {});
-    open.push(b);
-    return b;
-  };
-  return { name, member };
-}
-
-/**
- * A heartbeat of `id` with no demand and nothing sent: memberTimeout 1.2 s, floor 5 %, initial
- * rate 600 units/min, min 1, no max, ttl 1 h; `more` over these.
- */
-export function heartbeatRequest(id: string, more: Partial<HeartbeatRequest> = {}): HeartbeatRequest {
-  return {
-    id,
-    demand: 0,
-    accepted: 0,
-    measured: 0,
-    acceptedUnits: 0,
-    waited: false,
-    memberTimeout: 1_200,
-    floorFraction: 0.05,
-    initialRate: 600,
-    minRate: 1,
-    maxRate: undefined,
-    ttl: 3_600_000,
-    ...more,
   };
 }
 
