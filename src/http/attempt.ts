@@ -53,7 +53,10 @@ export function keepUpToCap<T extends Uint8Array>(
 const nextTurn: (step: () => void) => unknown =
   typeof timersSetImmediate === 'function'
     ? timersSetImmediate
-    : ((later) => (step: () => void) => later(step, 0))(globalThis.setTimeout);
+    : (
+        (later) => (step: () => void) =>
+          later(step, 0)
+      )(globalThis.setTimeout);
 
 /**
  * Resolves on the next turn of the event loop (`setImmediate`): what the retry of a throttled
