@@ -140,6 +140,42 @@ describe("parseConfig applies the probe controller's maxHold >= holdTime rule", 
     );
   });
 
+  it('tells a holdTime above the default maxHold at holdTime, the field written', () => {
+    const error = configError(() => parseConfig({ default: { probe: { holdTime: '60s' } } }));
+    expect(error.issues).toEqual([
+      { path: 'default.probe.holdTime', message: 'must be <= maxHold (30000, its default)', received: '60s' },
+    ]);
+  });
+
+  // The rule holds for every probe given, whatever the controller: the limiter made in code tells
+  // what parseConfig tells, so a config that passes one passes the other (and a later change of
+  // controller to probe does not fail on it).
+  it("is the limiter's rule too, in code, for every probe given (a budget's, with controller aimd)", () => {
+    const inCode = configError(
+      () => new AdaptiveRateLimiter({ controller: 'aimd', probe: { holdTime: 60_000 } }),
+    );
+    expect(inCode.issues).toEqual([
+      { path: 'probe.holdTime', message: 'must be <= maxHold (30000, its default)', received: 60_000 },
+    ]);
+    const inJson = configError(() =>
+      parseConfig({
+        limiters: { a: { origins: ['https://a.test'], controller: 'aimd', probe: { holdTime: '60s' } } },
+      }),
+    );
+    expect(inJson.issues.map((i) => i.path)).toEqual(['limiters.a.probe.holdTime']);
+    const budget = configError(
+      () => new AdaptiveRateLimiter({ budgets: { tokens: { probe: { maxHold: 1 } } } }),
+    );
+    expect(budget.issues).toEqual([
+      { path: 'budgets.tokens.probe.maxHold', message: 'must be >= holdTime (4000)', received: 1 },
+    ]);
+    const limiter = new AdaptiveRateLimiter({ controller: 'aimd', probe: { maxHold: 10_000 } });
+    expect(configError(() => limiter.update({ probe: { maxHold: 1 } })).issues[0]?.path).toBe(
+      'probe.maxHold',
+    );
+    limiter.close();
+  });
+
   it('leaves a bad holdTime to its own rule', () => {
     const error = configError(() => parseConfig({ default: { probe: { holdTime: 'soon', maxHold: 1 } } }));
     expect(error.issues.map((i) => i.path)).toEqual(['default.probe.holdTime']);

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { maxHoldMessage } from '../controllers/probe.js';
+import { probeHoldIssue } from '../controllers/probe.js';
 import { ConfigError, type ConfigIssue, configErrorFrom, configPath } from '../errors.js';
 import { budgetsSchema, CONTROLLER_MESSAGE, limiterFieldsSchema, RATE_FIELDS } from '../limiter/options.js';
 import { originMatcher } from '../origin.js';
@@ -64,8 +64,8 @@ const probeSchema = probeFields
 /** `probe`, with the probe controller's own cross-field rule (`maxHold` >= `holdTime`) on the ms parsed. */
 const probeWithRule = withRule(probeSchema, ['holdTime', 'maxHold'], (value) => {
   const ms = (key: 'holdTime' | 'maxHold') => probeSchema.shape[key].safeParse(value[key]).data;
-  const message = maxHoldMessage({ holdTime: ms('holdTime'), maxHold: ms('maxHold') });
-  return message === undefined ? [] : [{ path: ['maxHold'], message, input: value.maxHold }];
+  const issue = probeHoldIssue({ holdTime: ms('holdTime'), maxHold: ms('maxHold') });
+  return issue === undefined ? [] : [{ path: [issue.key], message: issue.message, input: value[issue.key] }];
 });
 
 /** One origin pattern, checked as the registry will read it. */

@@ -614,20 +614,33 @@ function validate(options: ProbeOptions): Required<ProbeOptions> {
       appLimitedRatio: ['must be a number > 0 and <= 1', fraction],
       minCutFactor: ['must be a number > 0 and <= 1', fraction],
     },
-    (resolved) => {
-      const message = maxHoldMessage(resolved);
-      return message === undefined ? [] : [{ path: 'probe.maxHold', message, received: resolved.maxHold }];
+    () => {
+      const issue = probeHoldIssue(options);
+      return issue === undefined
+        ? []
+        : [{ path: `probe.${issue.key}`, message: issue.message, received: issue.received }];
     },
   );
 }
 
 /**
- * The probe's cross-field rule, `maxHold` >= `holdTime` (each left out at its default): what a
- * bad `maxHold` is told, or `undefined`. The factory checks it, and `parseConfig` on a config's
- * `probe`, so that a config that passes there does not fail when its limiters are made.
+ * The probe's cross-field rule, `maxHold` >= `holdTime` (each left out at its default): the issue
+ * of options that break it, at the field given (`maxHold`, else `holdTime` above the default
+ * `maxHold`), or `undefined`. The factory checks it, and so do a limiter's options and
+ * `parseConfig` on every `probe` given (a budget's too), whatever the controller, so that a config
+ * that passes there does not fail when its limiters are made or their controller is changed.
  */
-export function maxHoldMessage(options: Pick<ProbeOptions, 'holdTime' | 'maxHold'>): string | undefined {
+export function probeHoldIssue(
+  options: Pick<ProbeOptions, 'holdTime' | 'maxHold'>,
+): { key: 'holdTime' | 'maxHold'; message: string; received: number | undefined } | undefined {
   const holdTime = options.holdTime ?? PROBE_DEFAULTS.holdTime;
   const maxHold = options.maxHold ?? PROBE_DEFAULTS.maxHold;
-  return maxHold < holdTime ? `must be >= holdTime (${holdTime})` : undefined;
+  if (!(maxHold < holdTime)) return undefined;
+  return options.maxHold !== undefined
+    ? { key: 'maxHold', message: `must be >= holdTime (${holdTime})`, received: options.maxHold }
+    : {
+        key: 'holdTime',
+        message: `must be <= maxHold (${maxHold}, its default)`,
+        received: options.holdTime,
+      };
 }

@@ -2,9 +2,9 @@ import { z } from 'zod';
 import type { Clock } from '../clock.js';
 import type { AimdOptions } from '../controllers/aimd.js';
 import type { CubicOptions } from '../controllers/cubic.js';
-import type { ProbeOptions } from '../controllers/probe.js';
+import { type ProbeOptions, probeHoldIssue } from '../controllers/probe.js';
 import type { RateController } from '../controllers/types.js';
-import { ConfigError, type ConfigIssue, configErrorFrom } from '../errors.js';
+import { ConfigError, type ConfigIssue, configErrorFrom, configPath } from '../errors.js';
 
 /** Options of an {@link AdaptiveRateLimiter}. Rates are units per minute for the whole budget. */
 export interface AdaptiveLimiterOptions {
@@ -344,9 +344,27 @@ export function resolveLimiterOptions(
     slowStart: o.slowStart ?? start.slowStart,
     random: o.random ?? start.random,
   };
-  const issues = rateIssues(o, start, base === undefined);
+  const issues = [...rateIssues(o, start, base === undefined), ...probeIssues(o)];
   if (issues.length > 0) throw new ConfigError(issues, LIMITER_SOURCE);
   return resolved;
+}
+
+/**
+ * The probe's own cross-field rule on each `probe` given, the limiter's and each budget's, at its
+ * path: checked whatever the controller, as `parseConfig` checks it (see `probeHoldIssue`).
+ */
+function probeIssues(o: Pick<AdaptiveLimiterOptions, 'probe' | 'budgets'>): ConfigIssue[] {
+  const issues: ConfigIssue[] = [];
+  const check = (probe: ProbeOptions | undefined, at: readonly string[]) => {
+    const issue = probe === undefined ? undefined : probeHoldIssue(probe);
+    if (issue !== undefined) {
+      issues.push({ path: configPath([...at, issue.key]), message: issue.message, received: issue.received });
+    }
+  };
+  check(o.probe, ['probe']);
+  for (const [name, budget] of Object.entries(o.budgets ?? {}))
+    check(budget.probe, ['budgets', name, 'probe']);
+  return issues;
 }
 
 /**
