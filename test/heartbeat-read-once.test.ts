@@ -2,7 +2,12 @@ import type { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
 import { MemoryBudgetStore, type SharedBudgetOptions } from '../src/redis/index.js';
-import { demandWeightedShare, type HeartbeatReply, type HeartbeatRequest } from '../src/redis/store.js';
+import {
+  type BudgetStore,
+  demandWeightedShare,
+  type HeartbeatReply,
+  type HeartbeatRequest,
+} from '../src/redis/store.js';
 import { describeRedis, withRedisServer } from './helpers/redis-server.js';
 import { heartbeatRequest, sharedMembers, storeDownWhile } from './helpers/shared-members.js';
 
@@ -175,7 +180,8 @@ describe('a member back from an outage, among members of other heartbeats (memor
     // 10 s, past the slow member's timeout: both degraded.
     clock.advance(10_010);
     expect([fast.state.degraded, slow.state.degraded]).toEqual([true, true]);
-    // The slow member's own link stays down 2 s longer (it tries every 250 ms while degraded).
+    // The slow member's own link stays down 2 s longer; its silence has passed its memberTimeout
+    // (8 s), so it tries at its heartbeat again, not every 250 ms.
     slowLink.down = true;
     health.down = false;
     let highest = 0;
@@ -186,9 +192,9 @@ describe('a member back from an outage, among members of other heartbeats (memor
       if (slowBackAt === undefined && !slow.state.degraded) slowBackAt = clock.now();
       highest = Math.max(highest, fast.limiter.rate + slow.limiter.rate);
     }
-    // The slow member is heard again at its next try once its link is back; the fast one took
-    // the whole rate 550 ms after its own return, before (900 units/min, 1.5x, for 1.4 s).
-    expect(slowBackAt).toBe(16_250);
+    // The slow member is heard again at its next heartbeat once its link is back; the fast one
+    // took the whole rate 550 ms after its own return, before (900 units/min, 1.5x, for 1.4 s).
+    expect(slowBackAt).toBe(18_000);
     expect(fast.state.members).toBe(2);
     expect(highest).toBeLessThanOrEqual(RATE * 1.01);
     expect(fast.limiter.rate + slow.limiter.rate).toBeCloseTo(RATE, 6);
@@ -217,6 +223,37 @@ describe('a member back from an outage, among members of other heartbeats (memor
     }
     expect({ fewest, degraded: slow.state.degraded }).toEqual({ fewest: 2, degraded: false });
     expect(highest).toBeLessThanOrEqual(RATE * 1.01);
+  });
+
+  // A store that keeps failing at once (a script error, a Redis out of memory): the quick tries
+  // last while the member's silence is within its memberTimeout (20 s for a 5 s heartbeat), then
+  // come at its heartbeat. Before, four a second for as long as the store failed.
+  it('a degraded member tries quickly only while its silence is within its memberTimeout', () => {
+    const clock = new ManualClock(0);
+    const memory = new MemoryBudgetStore({ clock });
+    let calls = 0;
+    const failing = { now: false };
+    const store: BudgetStore = {
+      roundTrips: 0,
+      heartbeat: (r) => {
+        calls++;
+        if (failing.now) throw new Error('ERR the script failed');
+        return memory.heartbeat(r);
+      },
+      cut: (r) => memory.cut(r),
+      pause: (r) => memory.pause(r),
+      leave: (id) => memory.leave(id),
+    };
+    const slow = budget({ store, clock, heartbeatInterval: 5_000 });
+    clock.advance(5_000);
+    failing.now = true;
+    calls = 0;
+    clock.advance(25_000); // the silence passes its memberTimeout (20 s) here
+    expect(calls).toBeGreaterThan(50); // quick tries within 20 s of its last answer
+    calls = 0;
+    clock.advance(60_000);
+    expect(calls).toBeLessThanOrEqual(13); // then one a heartbeat
+    expect(slow.state.degraded).toBe(true);
   });
 
   it('takes a timeout answered above its stateTtl as its stateTtl (a report edited by hand: 1e300)', () => {

@@ -46,8 +46,9 @@ const FIRST_CUT_MIN_PAUSE = 3;
 const OWN_PAUSE_MS = 1_000;
 
 /**
- * The longest wait (ms) before a degraded member tries its heartbeat again: the default
- * heartbeat. A member of a slower heartbeat tries this often until Redis answers again.
+ * The longest wait (ms) before a degraded member tries its heartbeat again while its silence is
+ * within its memberTimeout: the default heartbeat. A member of a slower heartbeat tries this
+ * often until Redis answers again or its timeout has passed.
  */
 const DEGRADED_RETRY_MS = 250;
 
@@ -156,12 +157,15 @@ export class Coordinator {
     | undefined;
   /** When (member clock) this member's own pause ({@link OWN_PAUSE_MS}) ends; 0: none taken. */
   #ownPauseUntil = 0;
+  /** When (member clock) the store last answered a heartbeat of this member (or it was made). */
+  #heardAt: number;
 
   constructor(member: MemberState, init: CoordinatorInit) {
     this.#member = member;
     this.#limiter = member.limiter;
     this.#opts = init.opts;
     this.#clock = this.#limiter.clock;
+    this.#heardAt = this.#clock.now();
     this.#initial = init.initialRate;
     this.#min = init.minRate;
     this.#max = Number.isFinite(init.maxRate) ? init.maxRate : undefined;
@@ -359,11 +363,15 @@ export class Coordinator {
 
   #arm(): void {
     if (this.#closed || this.#timer !== undefined) return;
-    // Degraded (its last heartbeat failed): tried again within DEGRADED_RETRY_MS, so that a
-    // member of a slow heartbeat is heard soon after Redis is back, before its silence (an
-    // outage long) can pass its memberTimeout and the others take its part while it still sends.
-    const interval = this.#opts.heartbeatInterval;
-    const wait = this.#member.degraded ? Math.min(interval, DEGRADED_RETRY_MS) : interval;
+    // Degraded (its last heartbeat failed): tried again within DEGRADED_RETRY_MS while its
+    // silence is within its memberTimeout, so that a member of a slow heartbeat is heard soon
+    // after Redis is back, before the others drop it and take its part while it still sends.
+    // Past that, at its heartbeat again: a store that keeps failing (a script error, a Redis out
+    // of memory) gets a bounded burst of tries per outage, not four a second for ever.
+    const o = this.#opts;
+    const silent = this.#clock.now() - this.#heardAt;
+    const soon = this.#member.degraded && silent < o.memberTimeout;
+    const wait = soon ? Math.min(o.heartbeatInterval, DEGRADED_RETRY_MS) : o.heartbeatInterval;
     this.#timer = this.#clock.setTimeout(() => this.#tick(), wait);
   }
 
@@ -415,6 +423,7 @@ export class Coordinator {
           maxPause: this.#maxPause,
         }),
       (reply) => {
+        this.#heardAt = Math.max(this.#heardAt, sentAt);
         member.applyHeartbeat(seq, reply, accepted, sentAt, away);
         this.#firstCutNow(sentAt);
       },
