@@ -217,7 +217,8 @@ function redactReceived(path: string, received: unknown): unknown {
 }
 
 /**
- * A value received, as errors print it: JSON (secrets masked, cut at 80 characters), an object
+ * A value received, as errors print it: JSON (the secrets of an object's credential fields masked;
+ * a string as given: callers mask it first, see `redact`), cut at 80 characters; an object
  * without telling JSON by what it is; never throws (a getter or a proxy that throws, a bigint).
  * @internal
  */

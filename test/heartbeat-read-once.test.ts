@@ -256,6 +256,23 @@ describe('a member back from an outage, among members of other heartbeats (memor
     expect(slow.state.degraded).toBe(true);
   });
 
+  // A lazy budget (the registry makes a config's shared budgets lazy) starts at its first use:
+  // its silence counts from there, not from when it was made a minute before.
+  it('a lazy member degraded at its first heartbeat tries again quickly, as an eager one does', async () => {
+    const clock = new ManualClock(0);
+    const memory = new MemoryBudgetStore({ clock });
+    let downUntil = Number.POSITIVE_INFINITY;
+    const store = storeDownWhile(memory, () => clock.now() < downUntil);
+    const lazy = budget({ store, clock, lazy: true, heartbeatInterval: 5_000 });
+    clock.advance(60_000);
+    const usedAt = clock.now();
+    downUntil = usedAt + 300;
+    await lazy.ready();
+    expect(lazy.state.degraded).toBe(true);
+    clock.advance(500);
+    expect(lazy.state.degraded).toBe(false);
+  });
+
   it('takes a timeout answered above its stateTtl as its stateTtl (a report edited by hand: 1e300)', () => {
     const clock = new ManualClock(0);
     const { health, member } = fleet(new MemoryBudgetStore({ clock }), clock, (reply) => ({

@@ -176,6 +176,30 @@ describe("parseConfig applies the probe controller's maxHold >= holdTime rule", 
     limiter.close();
   });
 
+  // The rule is on the block as the controller gets it: merged over the limiter's own probe on
+  // update, and the first budget's (its fields are the limiter's own) over the limiter's.
+  it('checks a block merged over an earlier one, as the controller gets it', () => {
+    const long = { holdTime: 60_000, maxHold: 120_000 };
+    const limiter = new AdaptiveRateLimiter({ probe: long });
+    expect(() => limiter.update({ probe: { holdTime: 45_000 } })).not.toThrow();
+    expect(configError(() => limiter.update({ probe: { holdTime: 200_000 } })).issues).toEqual([
+      { path: 'probe.holdTime', message: 'must be <= maxHold (120000)', received: 200_000 },
+    ]);
+    limiter.close();
+    const budgets = { requests: { probe: { holdTime: 45_000 } }, tokens: { probe: { holdTime: 45_000 } } };
+    expect(
+      configError(() => new AdaptiveRateLimiter({ probe: long, budgets })).issues.map((i) => i.path),
+    ).toEqual(['budgets.tokens.probe.holdTime']);
+    const json = (tokens: object) =>
+      parseConfig({
+        default: { probe: { maxHold: '2m' }, budgets: { requests: { probe: { holdTime: '45s' } }, tokens } },
+      });
+    expect(() => json({})).not.toThrow();
+    expect(configError(() => json({ probe: { holdTime: '45s' } })).issues.map((i) => i.path)).toEqual([
+      'default.budgets.tokens.probe.holdTime',
+    ]);
+  });
+
   it('leaves a bad holdTime to its own rule', () => {
     const error = configError(() => parseConfig({ default: { probe: { holdTime: 'soon', maxHold: 1 } } }));
     expect(error.issues.map((i) => i.path)).toEqual(['default.probe.holdTime']);

@@ -43,7 +43,7 @@ export const headerProfile = z.preprocess(
 // ---- cross-field rules of the schema -----------------------------------------------------
 
 /** An issue of a {@link withRule} rule, at a path relative to the object it checks. */
-interface RuleIssue {
+export interface RuleIssue {
   path: PropertyKey[];
   message: string;
   input: unknown;

@@ -1,7 +1,13 @@
 import { z } from 'zod';
-import { probeHoldIssue } from '../controllers/probe.js';
+import type { ProbeOptions } from '../controllers/probe.js';
 import { ConfigError, type ConfigIssue, configErrorFrom, configPath } from '../errors.js';
-import { budgetsSchema, CONTROLLER_MESSAGE, limiterFieldsSchema, RATE_FIELDS } from '../limiter/options.js';
+import {
+  budgetsSchema,
+  CONTROLLER_MESSAGE,
+  limiterFieldsSchema,
+  probeBlockIssues,
+  RATE_FIELDS,
+} from '../limiter/options.js';
 import { originMatcher } from '../origin.js';
 import { LLM_APIS, type LlmApi } from './api.js';
 import {
@@ -17,12 +23,14 @@ import { durationSchema } from './duration.js';
 import {
   apiRules,
   headerProfile,
+  isRecord,
   issuesOf,
   limiterName,
   maxConcurrent,
   maxConcurrentPer,
   originRules,
   partitionBy,
+  type RuleIssue,
   rateRules,
   SOURCE,
   withRule,
@@ -61,12 +69,39 @@ const probeSchema = probeFields
     round: duration(probeFields.shape.round.unwrap()),
   })
   .strict();
-/** `probe`, with the probe controller's own cross-field rule (`maxHold` >= `holdTime`) on the ms parsed. */
-const probeWithRule = withRule(probeSchema, ['holdTime', 'maxHold'], (value) => {
-  const ms = (key: 'holdTime' | 'maxHold') => probeSchema.shape[key].safeParse(value[key]).data;
-  const issue = probeHoldIssue({ holdTime: ms('holdTime'), maxHold: ms('maxHold') });
-  return issue === undefined ? [] : [{ path: [issue.key], message: issue.message, input: value[issue.key] }];
-});
+/**
+ * A `probe` block's `holdTime` and `maxHold` in ms, as the limiter will get them; `null` when
+ * either is given and bad (its own rule tells it), `undefined` when there is no block.
+ */
+function probeHolds(raw: unknown): ProbeOptions | null | undefined {
+  if (!isRecord(raw)) return undefined;
+  const out: ProbeOptions = {};
+  for (const key of ['holdTime', 'maxHold'] as const) {
+    if (raw[key] === undefined) continue;
+    const parsed = probeSchema.shape[key].safeParse(raw[key]);
+    if (!parsed.success || parsed.data === undefined) return null;
+    out[key] = parsed.data;
+  }
+  return out;
+}
+
+/** The probe controller's own cross-field rule (`maxHold` >= `holdTime`) on a limiter config's probe blocks, as the limiter checks them. */
+function* probeRules(value: Record<string, unknown>): Iterable<RuleIssue> {
+  const probe = probeHolds(value.probe);
+  if (probe === null) return;
+  const budgets: Record<string, { probe?: ProbeOptions }> = {};
+  if (isRecord(value.budgets)) {
+    for (const [name, budget] of Object.entries(value.budgets)) {
+      const own = isRecord(budget) ? probeHolds(budget.probe) : undefined;
+      if (own === null) return;
+      budgets[name] = own === undefined ? {} : { probe: own };
+    }
+  }
+  for (const issue of probeBlockIssues(probe, undefined, budgets)) {
+    const input = issue.path.reduce<unknown>((at, key) => (isRecord(at) ? at[key] : undefined), value);
+    yield { path: issue.path, message: issue.message, input };
+  }
+}
 
 /** One origin pattern, checked as the registry will read it. */
 const originPattern = z.string().superRefine((pattern, ctx) => {
@@ -82,9 +117,9 @@ const limiterOptionsSchema = limiterFieldsSchema.omit({ name: true, clock: true,
   maxPause: duration(fields.maxPause.unwrap()),
   aimd: aimdSchema.optional(),
   cubic: cubicSchema.optional(),
-  probe: probeWithRule.optional(),
+  probe: probeSchema.optional(),
   budgets: budgetsSchema(
-    fields.budgets.unwrap().valueType.extend({ probe: probeWithRule.optional() }),
+    fields.budgets.unwrap().valueType.extend({ probe: probeSchema.optional() }),
   ).optional(),
   maxConcurrent: maxConcurrent.optional(),
   maxConcurrentPer: z
@@ -107,15 +142,15 @@ const limiterConfigObject = limiterOptionsSchema
 /** The fields `apiRules` reads: a bad one is told alone. */
 const API_FIELDS = ['api', 'budgets', 'shared'];
 const limiterConfigSchema = withRule(
-  withRule(limiterConfigObject, RATE_FIELDS, rateRules),
-  API_FIELDS,
-  apiRules,
+  withRule(withRule(limiterConfigObject, RATE_FIELDS, rateRules), API_FIELDS, apiRules),
+  [],
+  probeRules,
 );
 const defaultConfigObject = limiterOptionsSchema.strict();
 const defaultConfigSchema = withRule(
-  withRule(defaultConfigObject, RATE_FIELDS, rateRules),
-  API_FIELDS,
-  apiRules,
+  withRule(withRule(defaultConfigObject, RATE_FIELDS, rateRules), API_FIELDS, apiRules),
+  [],
+  probeRules,
 );
 
 /**

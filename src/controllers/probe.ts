@@ -625,22 +625,22 @@ function validate(options: ProbeOptions): Required<ProbeOptions> {
 
 /**
  * The probe's cross-field rule, `maxHold` >= `holdTime` (each left out at its default): the issue
- * of options that break it, at the field given (`maxHold`, else `holdTime` above the default
- * `maxHold`), or `undefined`. The factory checks it, and so do a limiter's options and
- * `parseConfig` on every `probe` given (a budget's too), whatever the controller, so that a config
- * that passes there does not fail when its limiters are made or their controller is changed.
+ * of `options` (a block as the controller will get it, `given` merged over an earlier one) that
+ * break it, at the field `given` sets (`maxHold`, else `holdTime`), or `undefined`. The factory
+ * checks it, and so do a limiter's options and `parseConfig` on every `probe` given (a budget's
+ * too), whatever the controller, so that a config that passes there does not fail when its
+ * limiters are made or their controller is changed.
  */
 export function probeHoldIssue(
   options: Pick<ProbeOptions, 'holdTime' | 'maxHold'>,
+  given: Pick<ProbeOptions, 'holdTime' | 'maxHold'> = options,
 ): { key: 'holdTime' | 'maxHold'; message: string; received: number | undefined } | undefined {
   const holdTime = options.holdTime ?? PROBE_DEFAULTS.holdTime;
   const maxHold = options.maxHold ?? PROBE_DEFAULTS.maxHold;
   if (!(maxHold < holdTime)) return undefined;
-  return options.maxHold !== undefined
-    ? { key: 'maxHold', message: `must be >= holdTime (${holdTime})`, received: options.maxHold }
-    : {
-        key: 'holdTime',
-        message: `must be <= maxHold (${maxHold}, its default)`,
-        received: options.holdTime,
-      };
+  if (given.maxHold !== undefined) {
+    return { key: 'maxHold', message: `must be >= holdTime (${holdTime})`, received: given.maxHold };
+  }
+  const which = options.maxHold === undefined ? ', its default' : '';
+  return { key: 'holdTime', message: `must be <= maxHold (${maxHold}${which})`, received: given.holdTime };
 }

@@ -46,9 +46,9 @@ export function keepUpToCap<T extends Uint8Array>(
 
 /**
  * The next turn of the event loop (see {@link untilSocketReturned}): `node:timers`' `setImmediate`
- * (Deno, Bun and workerd have it too), which a test suite's fake timers do not replace (they
- * replace the global's, before or after this module loads); a macrotask of the `setTimeout` of the
- * module's load where a runtime has none.
+ * (Deno, Bun and workerd have it too), which vitest's and Jest's fake timers leave alone once
+ * it is loaded (they replace the global's, before or after this module loads); a macrotask of the
+ * `setTimeout` of the module's load where a runtime has none.
  */
 const nextTurn: (step: () => void) => unknown =
   typeof timersSetImmediate === 'function'
@@ -72,7 +72,9 @@ const nextTurn: (step: () => void) => unknown =
  * Not the global `setImmediate`: a test suite that fakes timers (vitest's and Jest's default sets
  * fake `setImmediate`, before the library loads or after) would hold every retry until it ran its
  * timers, where a retry had needed no timer of theirs. Under fake timers undici's own turn is
- * faked too, and the retry may open a second connection, as before.
+ * faked too, and the retry may open a second connection, as before. node:test's `mock.timers`
+ * does replace `node:timers`' functions: a suite that first imports the library while they are
+ * on holds every retry until it ticks them.
  */
 export function untilSocketReturned(): Promise<void> {
   return new Promise<void>((resolve) => nextTurn(resolve));

@@ -344,26 +344,38 @@ export function resolveLimiterOptions(
     slowStart: o.slowStart ?? start.slowStart,
     random: o.random ?? start.random,
   };
-  const issues = [...rateIssues(o, start, base === undefined), ...probeIssues(o)];
+  const probeIssues = probeBlockIssues(o.probe, start.probe, o.budgets).map((i) => ({
+    ...i,
+    path: configPath(i.path),
+  }));
+  const issues = [...rateIssues(o, start, base === undefined), ...probeIssues];
   if (issues.length > 0) throw new ConfigError(issues, LIMITER_SOURCE);
   return resolved;
 }
 
 /**
- * The probe's own cross-field rule on each `probe` given, the limiter's and each budget's, at its
- * path: checked whatever the controller, as `parseConfig` checks it (see `probeHoldIssue`).
+ * The probe's own cross-field rule (`probeHoldIssue`) on each `probe` block given, as the
+ * controllers will get them, whatever the controller: the limiter's merged over `base` (its
+ * probe before an `update`), the first budget's over the limiter's (its fields are the limiter's
+ * own), each other budget's alone (it replaces the limiter's). Paths from the options' root.
+ * @internal
  */
-function probeIssues(o: Pick<AdaptiveLimiterOptions, 'probe' | 'budgets'>): ConfigIssue[] {
-  const issues: ConfigIssue[] = [];
-  const check = (probe: ProbeOptions | undefined, at: readonly string[]) => {
-    const issue = probe === undefined ? undefined : probeHoldIssue(probe);
-    if (issue !== undefined) {
-      issues.push({ path: configPath([...at, issue.key]), message: issue.message, received: issue.received });
-    }
+export function probeBlockIssues(
+  probe: ProbeOptions | undefined,
+  base: ProbeOptions | undefined,
+  budgets: Readonly<Record<string, { readonly probe?: ProbeOptions | undefined }>> | undefined,
+): { path: string[]; message: string; received: unknown }[] {
+  const issues: { path: string[]; message: string; received: unknown }[] = [];
+  const check = (given: ProbeOptions | undefined, under: ProbeOptions | undefined, at: string[]) => {
+    const issue = given === undefined ? undefined : probeHoldIssue({ ...under, ...given }, given);
+    if (issue !== undefined)
+      issues.push({ path: [...at, issue.key], message: issue.message, received: issue.received });
   };
-  check(o.probe, ['probe']);
-  for (const [name, budget] of Object.entries(o.budgets ?? {}))
-    check(budget.probe, ['budgets', name, 'probe']);
+  check(probe, base, ['probe']);
+  const limiterProbe = probe === undefined ? base : { ...base, ...probe };
+  Object.entries(budgets ?? {}).forEach(([name, budget], i) => {
+    check(budget.probe, i === 0 ? limiterProbe : undefined, ['budgets', name, 'probe']);
+  });
   return issues;
 }
 

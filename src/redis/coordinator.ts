@@ -157,7 +157,7 @@ export class Coordinator {
     | undefined;
   /** When (member clock) this member's own pause ({@link OWN_PAUSE_MS}) ends; 0: none taken. */
   #ownPauseUntil = 0;
-  /** When (member clock) the store last answered a heartbeat of this member (or it was made). */
+  /** When (member clock) the store last answered a heartbeat of this member (or it started). */
   #heardAt: number;
 
   constructor(member: MemberState, init: CoordinatorInit) {
@@ -219,6 +219,8 @@ export class Coordinator {
   start(): void {
     if (this.#store !== undefined || this.#closed) return;
     this.#store = this.#openStore();
+    // A lazy budget starts at its first use: its silence counts from there.
+    this.#heardAt = this.#clock.now();
     this.#tick();
   }
 
@@ -423,8 +425,9 @@ export class Coordinator {
           maxPause: this.#maxPause,
         }),
       (reply) => {
-        this.#heardAt = Math.max(this.#heardAt, sentAt);
         member.applyHeartbeat(seq, reply, accepted, sentAt, away);
+        // Heard once its reply was read (a malformed one throws above: the store failing).
+        this.#heardAt = Math.max(this.#heardAt, sentAt);
         this.#firstCutNow(sentAt);
       },
     );
