@@ -177,6 +177,9 @@ export class InvalidCallbackValueError extends AdaptiveRateLimitError {
   }
 }
 
+/** What a `ConfigError` about a limiter's options names: its constructor's, `update()`'s and a controller's alike. */
+export const LIMITER_SOURCE = 'rate limiter options';
+
 /** One bad field of an options object or a config file. */
 export interface ConfigIssue {
   /** Dotted path of the field, such as `limiters.github.maxWait`. */

@@ -1,4 +1,4 @@
-import { ConfigError } from '../errors.js';
+import { ConfigError, LIMITER_SOURCE } from '../errors.js';
 import { type AimdOptions, aimd } from './aimd.js';
 import { type CubicOptions, cubic } from './cubic.js';
 import { type ProbeOptions, probe } from './probe.js';
@@ -56,7 +56,7 @@ export function resolveController(
         received: spec,
       },
     ],
-    'rate limiter options',
+    LIMITER_SOURCE,
   );
 }
 

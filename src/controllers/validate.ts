@@ -1,7 +1,4 @@
-import { ConfigError, type ConfigIssue, unknownKeyMessage } from '../errors.js';
-
-/** The source a controller's bad option names: the options of the limiter it is made for. */
-const SOURCE = 'rate limiter options';
+import { ConfigError, type ConfigIssue, LIMITER_SOURCE, unknownKeyMessage } from '../errors.js';
 
 /** The rule of one numeric controller option: what a bad value is told, and the test it passes. */
 export type NumberRule = readonly [message: string, ok: (value: number) => boolean];
@@ -20,7 +17,7 @@ export function validateNumbers<K extends string>(
   more?: (resolved: Record<K, number>) => ConfigIssue[],
 ): Record<K, number> {
   if (typeof options !== 'object' || options === null) {
-    throw new ConfigError([{ path: name, message: 'must be an object', received: options }], SOURCE);
+    throw new ConfigError([{ path: name, message: 'must be an object', received: options }], LIMITER_SOURCE);
   }
   const given = options as Partial<Record<K, unknown>>;
   const issues: ConfigIssue[] = [];
@@ -46,7 +43,7 @@ export function validateNumbers<K extends string>(
     }
   }
   if (issues.length === 0 && more !== undefined) issues.push(...more(resolved));
-  if (issues.length > 0) throw new ConfigError(issues, SOURCE);
+  if (issues.length > 0) throw new ConfigError(issues, LIMITER_SOURCE);
   return resolved;
 }
 

@@ -5,6 +5,7 @@ import { DISPOSE } from '../dispose.js';
 import {
   ConfigError,
   InvalidArgumentError,
+  LIMITER_SOURCE,
   RateLimitRejectedError,
   type RejectionReason,
 } from '../errors.js';
@@ -44,7 +45,6 @@ import { LimitFloors } from './limit-floor.js';
 import {
   type AdaptiveLimiterOptions,
   type BudgetOptions,
-  LIMITER_SOURCE,
   type ResolvedLimiterOptions,
   resolveLimiterOptions,
 } from './options.js';

@@ -4,7 +4,7 @@ import type { AimdOptions } from '../controllers/aimd.js';
 import type { CubicOptions } from '../controllers/cubic.js';
 import { type ProbeOptions, probeHoldIssue } from '../controllers/probe.js';
 import type { RateController } from '../controllers/types.js';
-import { ConfigError, type ConfigIssue, configErrorFrom, configPath } from '../errors.js';
+import { ConfigError, type ConfigIssue, configErrorFrom, configPath, LIMITER_SOURCE } from '../errors.js';
 
 /** Options of an {@link AdaptiveRateLimiter}. Rates are units per minute for the whole budget. */
 export interface AdaptiveLimiterOptions {
@@ -183,9 +183,6 @@ export const CONTROLLER_MESSAGE =
 
 /** The fields the cross-field rules of {@link resolveLimiterOptions} read. */
 export const RATE_FIELDS = ['minUnitsPerMinute', 'maxUnitsPerMinute', 'initialUnitsPerMinute'] as const;
-
-/** What the limiter's `ConfigError`s name: its constructor's and `update()`'s alike. */
-export const LIMITER_SOURCE = 'rate limiter options';
 
 const rate = z.number().positive().finite();
 const ms = z.number().nonnegative().finite();
