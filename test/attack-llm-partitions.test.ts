@@ -38,14 +38,7 @@ async function openaiLike() {
 }
 
 describe("a partition's token debt and the registry's bounds", () => {
-  // it.fails: OriginPool's #stateOf (src/registry/origin-pool.ts) reads a limiter whose only state
-  // is a debt (`tokens` below 0 in a budget's snapshot) as idle, so `makeRoom` drops it with no
-  // record and the partition's next limiter starts with a full bucket. Keeping the debt as a pause
-  // record (the time it takes to refill, at the slower of `rate` and `announcedRate`) passes this
-  // test, but then a key's next limiter starts paused with no 429 of its own, which the registry's
-  // model (attack-registry.property.test.ts) refuses even for debts past a whole burst: the record
-  // needs a kind of its own (a debt to refill, not a Retry-After pause), not a few lines.
-  it.fails('a partition owing 30,000 tokens is not forgotten when another customer needs room: its next call still waits (refused past maxWait), not sent at once', async () => {
+  it('a partition owing 30,000 tokens is not forgotten when another customer needs room: its next call still waits (refused past maxWait), not sent at once', async () => {
     // docs/llm.md: a call that used more than its budget "leaves the budget in debt: the calls
     // after it wait until the debt is refilled". Dropped as idle to make room, the limiter took
     // its debt with it, and the customer's next call went at once on a full new bucket.

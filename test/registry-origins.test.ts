@@ -136,3 +136,22 @@ describe('RateLimiterRegistry: paused origins', () => {
     release();
   });
 });
+
+describe('RateLimiterRegistry: an origin in debt', () => {
+  it('keeps a limiter whose bucket is in debt, as a busy one, until the debt is refilled: a new origin shares the overflow limiter', async () => {
+    // 60 a minute, one unit a second: a call of 30 units leaves 29 owed, 29 s to refill.
+    const { clock, registry } = setup({ maxOriginLimiters: 1, default: { initialUnitsPerMinute: 60 } });
+    const a = registry.limiterFor('https://a.test') as AdaptiveRateLimiter;
+    (await a.acquire(30)).success();
+    expect(a.snapshot().tokens).toBeLessThan(-28);
+
+    // Before: a, with nothing queued or in flight, was dropped as idle, and a's next limiter
+    // started with a full bucket, its debt forgotten.
+    expect(registry.limiterFor('https://b.test')?.name).toBe(OVERFLOW);
+    expect(registry.limiterFor('https://a.test')).toBe(a);
+
+    clock.advance(30_000); // refilled: a is idle and gives way
+    expect(registry.limiterFor('https://c.test')?.name).toBe('https://c.test');
+    expect(registry.names()).not.toContain('https://a.test');
+  });
+});

@@ -294,20 +294,28 @@ export class OriginPool {
   }
 
   /**
-   * `busy` (requests queued, in flight or in a gate), the end of its pause, or `idle`. Of a limiter
-   * with budgets, the latest pause of any (a tokens budget's 429 pauses that budget alone): its
-   * record pauses the next limiter whole until then, as every call draws from each budget.
+   * `busy` (requests queued, in flight or in a gate, or a budget in debt), the end of its pause,
+   * or `idle`. Of a limiter with budgets, the latest pause of any (a tokens budget's 429 pauses
+   * that budget alone): its record pauses the next limiter whole until then, as every call draws
+   * from each budget. A budget in debt (its `tokens` below 0: a call used more than its bucket
+   * holds, an LLM answer's tokens above its estimate) and not paused is kept as a busy one is,
+   * until the debt is refilled: dropped, its key's next limiter would start with a full bucket and
+   * send at once what the API would answer with a 429. A pause record is no place for it (a key's
+   * next limiter starts paused only after a 429 of its own). A paused one is kept as its pause's
+   * record: its next limiter waits out the pause the server asked for, not the rest of the debt.
    */
   #stateOf(entry: OriginEntry): 'busy' | 'idle' | number {
     if (entry.inFlight > 0 || this.#isBusy(entry.limiter)) return 'busy';
     const snapshot = entry.limiter.snapshot();
     if (snapshot.queued > 0) return 'busy';
     let until = snapshot.pausedUntil;
+    let debt = snapshot.tokens < 0;
     for (const budget of Object.values(snapshot.budgets ?? {})) {
+      if (budget.tokens < 0) debt = true;
       const end = budget.pausedUntil;
       if (end !== undefined && (until === undefined || end > until)) until = end;
     }
-    return until ?? 'idle';
+    return until ?? (debt ? 'busy' : 'idle');
   }
 
   /**
