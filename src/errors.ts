@@ -313,8 +313,10 @@ function keysAt(schema: unknown, path: readonly PropertyKey[]): readonly string[
 }
 
 /**
- * A {@link ConfigError} for each issue of `error`. `schema`: the schema that made it; an unknown
- * key is then told the keys expected there, and the one meant when it is a near miss.
+ * A {@link ConfigError} for each issue of `error`. `error` comes from a parse given the library's
+ * words (`schema.safeParse(input, { error: issueMessage })`, see `issueMessage`): its messages are
+ * kept as they are. `schema`: the schema that made it; an unknown key is then told the keys
+ * expected there, and the one meant when it is a near miss.
  */
 export function configErrorFrom(
   error: ZodError,

@@ -129,7 +129,7 @@ describe('simulate flags: a limiter option refused names its flag', () => {
     expect(code).toBe(2);
     expect(stderr.split('\n').slice(0, 2)).toEqual([
       'simulate: invalid limiter options of steady / AIMD:',
-      '  - --increase-interval "0" (aimd.increaseInterval): Too small: expected number to be >0 (received 0)',
+      '  - --increase-interval "0" (aimd.increaseInterval): must be a finite number > 0 (received 0)',
     ]);
   });
 
@@ -154,7 +154,7 @@ describe('simulate flags: a limiter option refused names its flag', () => {
     expect(fixed.code).toBe(2);
     expect(fixed.stderr.split('\n').slice(0, 2)).toEqual([
       'simulate: invalid limiter options of steady / Fixed rate:',
-      '  - --queue-limit "1e20" (queueLimit): Too big: expected int to be <=9007199254740991 (received 100000000000000000000)',
+      '  - --queue-limit "1e20" (queueLimit): must be an integer >= 0 and <= 9007199254740991 (Number.MAX_SAFE_INTEGER) (received 100000000000000000000)',
     ]);
   });
 });

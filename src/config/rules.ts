@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { ConfigError, type ConfigIssue, configErrorFrom, configPath, unknownKeyMessage } from '../errors.js';
+import { issueMessage } from '../issue-message.js';
 import { limiterFieldsSchema, RATE_FIELDS, resolveLimiterOptions } from '../limiter/options.js';
 import type { RateLimiter } from '../limiter/types.js';
 import { normalizeOrigin, originMatcher, patternKey } from '../origin.js';
@@ -61,7 +62,7 @@ export function withRule<T extends z.ZodType>(
   rule: (value: Record<string, unknown>) => Iterable<RuleIssue>,
 ) {
   return z.unknown().transform((input, ctx): z.output<T> => {
-    const result = schema.safeParse(input);
+    const result = schema.safeParse(input, { error: issueMessage });
     const issues = result.success ? [] : result.error.issues;
     for (const issue of issues) ctx.addIssue(issue as Parameters<typeof ctx.addIssue>[0]);
     if (isRecord(input) && !issues.some((issue) => reads.includes(issue.path[0] ?? ''))) {
@@ -243,7 +244,7 @@ export function limiterConfigIssues(config: LimiterConfig, path: string): Config
       });
   }
   if (config.maxConcurrent !== undefined) {
-    const result = maxConcurrent.safeParse(config.maxConcurrent);
+    const result = maxConcurrent.safeParse(config.maxConcurrent, { error: issueMessage });
     if (!result.success)
       issues.push(
         ...configErrorFrom(result.error, config.maxConcurrent, SOURCE, `${path}.maxConcurrent`).issues,
@@ -255,12 +256,12 @@ export function limiterConfigIssues(config: LimiterConfig, path: string): Config
   ] as const) {
     const value = config[key];
     if (value === undefined) continue;
-    const result = rule.safeParse(value);
+    const result = rule.safeParse(value, { error: issueMessage });
     if (!result.success)
       issues.push(...configErrorFrom(result.error, value, SOURCE, `${path}.${key}`).issues);
   }
   if (config.headers !== undefined) {
-    const result = headerProfile.safeParse(config.headers);
+    const result = headerProfile.safeParse(config.headers, { error: issueMessage });
     if (!result.success || result.data !== config.headers)
       issues.push({ path: `${path}.headers`, message: HEADERS_MESSAGE, received: config.headers });
   }

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import type { ProbeOptions } from '../controllers/probe.js';
 import { ConfigError, type ConfigIssue, configErrorFrom, configPath } from '../errors.js';
+import { issueMessage } from '../issue-message.js';
 import {
   budgetsSchema,
   CONTROLLER_MESSAGE,
@@ -78,7 +79,7 @@ function probeHolds(raw: unknown): ProbeOptions | null | undefined {
   const out: ProbeOptions = {};
   for (const key of ['holdTime', 'maxHold'] as const) {
     if (raw[key] === undefined) continue;
-    const parsed = probeSchema.shape[key].safeParse(raw[key]);
+    const parsed = probeSchema.shape[key].safeParse(raw[key], { error: issueMessage });
     if (!parsed.success || parsed.data === undefined) return null;
     out[key] = parsed.data;
   }
@@ -214,7 +215,7 @@ export function parseConfig(json: unknown): RateLimitConfig {
   const issues: ConfigIssue[] = [];
   const { section, prefix } = unwrapSection(json, issues);
   const input = canonicalKeys(section, ROOT, written, issues, prefix, isDotnetSection(section, prefix));
-  const result = configSchema.safeParse(input);
+  const result = configSchema.safeParse(input, { error: issueMessage });
   if (result.success && issues.length === 0) return result.data;
 
   const zodIssues = result.success ? [] : expandIssues(result.error.issues, ROOT);

@@ -6,6 +6,7 @@ import { limiterName, nearMiss, unknownKeyMessage } from '../config/rules.js';
 import type { LimiterConfig } from '../config/schema.js';
 import { ConfigError, configErrorFrom, configPath } from '../errors.js';
 import type { HeaderRecord } from '../headers.js';
+import { issueMessage } from '../issue-message.js';
 import { clockSchema } from '../limiter/options.js';
 import { exactOriginOption } from '../origin.js';
 import { buildEntry } from '../registry/entries.js';
@@ -215,7 +216,7 @@ export function resolveInterceptorOptions(
     throw new ConfigError([{ path: '', message: 'expected an options object', received: options }], source);
   }
   const own = Object.fromEntries(Object.entries(options).filter(([key]) => !extra.includes(key)));
-  const parsed = interceptorOptionsSchema.safeParse(own);
+  const parsed = interceptorOptionsSchema.safeParse(own, { error: issueMessage });
   if (!parsed.success) {
     const known = [...Object.keys(interceptorOptionsSchema.shape), ...extra];
     const { issues } = configErrorFrom(parsed.error, own, source);

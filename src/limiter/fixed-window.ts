@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { type Clock, MAX_TIMER_MS, systemClock } from '../clock.js';
 import { configErrorFrom, InvalidArgumentError, type RateLimitRejectedError } from '../errors.js';
 import { kWaitBound } from '../internal.js';
+import { issueMessage } from '../issue-message.js';
 import { LazyEmitter, type LimiterEventMap, refusal } from './events.js';
 import { Fifo } from './fifo.js';
 import { clockSchema, LIMITER_DEFAULTS, limiterFieldsSchema } from './options.js';
@@ -116,7 +117,7 @@ export class FixedWindowRateLimiter extends LazyEmitter<FixedWindowEventMap> imp
 
   constructor(options: FixedWindowLimiterOptions) {
     super();
-    const parsed = optionsSchema.safeParse(options);
+    const parsed = optionsSchema.safeParse(options, { error: issueMessage });
     if (!parsed.success) throw configErrorFrom(parsed.error, options, SOURCE, '', optionsSchema);
     const o = parsed.data;
     this.name = o.name ?? LIMITER_DEFAULTS.name;
@@ -185,7 +186,7 @@ export class FixedWindowRateLimiter extends LazyEmitter<FixedWindowEventMap> imp
    * Current waiters are packed again at the new limit; one larger than it is rejected (reason `timeout`).
    */
   changeLimitForPeriod(limitForPeriod: number): void {
-    const parsed = optionsSchema.shape.limitForPeriod.safeParse(limitForPeriod);
+    const parsed = optionsSchema.shape.limitForPeriod.safeParse(limitForPeriod, { error: issueMessage });
     if (!parsed.success)
       throw badArgument('changeLimitForPeriod', 'limitForPeriod', parsed.error, limitForPeriod);
     this.#drain(this.#clock.now()); // the cycles elapsed so far count at the old limit
@@ -196,7 +197,7 @@ export class FixedWindowRateLimiter extends LazyEmitter<FixedWindowEventMap> imp
 
   /** Sets the longest wait for callers from now on; current waiters keep their place. */
   changeTimeoutDuration(timeoutDuration: number): void {
-    const parsed = optionsSchema.shape.timeoutDuration.safeParse(timeoutDuration);
+    const parsed = optionsSchema.shape.timeoutDuration.safeParse(timeoutDuration, { error: issueMessage });
     if (!parsed.success)
       throw badArgument('changeTimeoutDuration', 'timeoutDuration', parsed.error, timeoutDuration);
     this.#timeout = parsed.data;

@@ -5,6 +5,7 @@ import type { CubicOptions } from '../controllers/cubic.js';
 import { type ProbeOptions, probeHoldIssue } from '../controllers/probe.js';
 import type { RateController } from '../controllers/types.js';
 import { ConfigError, type ConfigIssue, configErrorFrom, configPath, LIMITER_SOURCE } from '../errors.js';
+import { issueMessage } from '../issue-message.js';
 
 /** Options of an {@link AdaptiveRateLimiter}. Rates are units per minute for the whole budget. */
 export interface AdaptiveLimiterOptions {
@@ -190,7 +191,7 @@ const ms = z.number().nonnegative().finite();
 /** The fields of {@link limiterFieldsSchema} but `budgets`. */
 const limiterFieldsObject = z.object({
   name: z.string().min(1),
-  // The message on the union itself: a failed union reports only its own ("Invalid input").
+  // The message on the union itself: a failed union reports only its own.
   controller: z.union(
     [
       z.enum(['aimd', 'cubic', 'probe'], { error: CONTROLLER_MESSAGE }),
@@ -300,7 +301,7 @@ export function resolveLimiterOptions(
   options: AdaptiveLimiterOptions,
   base?: ResolvedLimiterOptions,
 ): ResolvedLimiterOptions {
-  const parsed = limiterFieldsSchema.safeParse(options);
+  const parsed = limiterFieldsSchema.safeParse(options, { error: issueMessage });
   const start: ResolvedLimiterOptions = base ?? {
     ...LIMITER_DEFAULTS,
     budgets: undefined,

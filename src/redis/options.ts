@@ -9,6 +9,7 @@ import {
   sharedTimings,
 } from '../config/shared.js';
 import { ConfigError, configErrorFrom, unknownKeyMessage } from '../errors.js';
+import { issueMessage } from '../issue-message.js';
 import { type AdaptiveLimiterOptions, limiterFieldsSchema } from '../limiter/options.js';
 import type { RedisClient } from './client.js';
 import type { BudgetStore } from './store.js';
@@ -121,7 +122,7 @@ export function resolveSharedOptions(options: SharedBudgetOptions): ResolvedShar
   }
   const refused = sharedLimiterIssues(options as { budgets?: unknown; burst?: unknown });
   if (refused.length > 0) throw new ConfigError(refused, 'shared budget options');
-  const parsed = sharedSchema.safeParse(options);
+  const parsed = sharedSchema.safeParse(options, { error: issueMessage });
   if (!parsed.success) throw configErrorFrom(parsed.error, options, 'shared budget options');
   const o = parsed.data;
   // Timings under which the budget cannot share are refused, each naming the other field.

@@ -19,6 +19,7 @@ import {
   kRouteForOrigin,
   kTouchOrigin,
 } from '../internal.js';
+import { issueMessage } from '../issue-message.js';
 import type { AdaptiveRateLimiter } from '../limiter/adaptive.js';
 import type { RateLimiter } from '../limiter/types.js';
 import { setLimiterOrigins, setLimiterPartition, setLimiterRetired } from '../limiter/watch.js';
@@ -151,7 +152,7 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
     super();
     const unknown = unknownRegistryKeys(options);
     if (unknown.length > 0) throw new ConfigError(unknown, 'rate limiter registry options');
-    const parsed = registryOptionsSchema.safeParse(options);
+    const parsed = registryOptionsSchema.safeParse(options, { error: issueMessage });
     if (!parsed.success) throw configErrorFrom(parsed.error, options, 'rate limiter registry options');
     this.#clock = options.clock ?? systemClock;
     const maxOriginLimiters = parsed.data.maxOriginLimiters ?? REGISTRY_DEFAULTS.maxOriginLimiters;

@@ -5,6 +5,7 @@ import type { LimiterConfig } from '../config/schema.js';
 import { sharedConfigSchema, sharedLimiterIssues } from '../config/shared.js';
 import { ConfigError, configErrorFrom } from '../errors.js';
 import { kWaitBound } from '../internal.js';
+import { issueMessage } from '../issue-message.js';
 import { untilAborted } from '../limiter/abortable.js';
 import type { AdaptiveRateLimiter } from '../limiter/adaptive.js';
 import { resolveLimiterOptions } from '../limiter/options.js';
@@ -38,7 +39,7 @@ export function makeSharedBudget(name: string, config: LimiterConfig, clock: Clo
     shared,
     ...options
   } = config;
-  const parsed = sharedConfigSchema.safeParse(shared);
+  const parsed = sharedConfigSchema.safeParse(shared, { error: issueMessage });
   // The limiter's own options are checked too: every bad field at once.
   const issues = [
     ...(parsed.success

@@ -2,6 +2,7 @@ import { DEFAULT_MAX_ATTEMPTS, runAttempts } from '../attempt-loop.js';
 import { HEADERS_MESSAGE, headerProfile, unknownKeyMessage } from '../config/rules.js';
 import type { HeaderProfile } from '../config/types.js';
 import { ConfigError, type ConfigIssue, configPath, describe, InvalidCallbackValueError } from '../errors.js';
+import { issueMessage } from '../issue-message.js';
 import { quotaProblem } from '../limiter/permit.js';
 import type { Outcome, RateLimiter } from '../limiter/types.js';
 import { redact } from '../redact.js';
@@ -204,7 +205,7 @@ function wrapIssues(limiter: unknown, fn: unknown, options: unknown): ConfigIssu
   }
   // In code, a profile's own name, as the limiters' options take it (`'OpenAI'` is refused there
   // too); only a JSON configuration binds it in any case.
-  if (headers !== undefined && headerProfile.safeParse(headers).data !== headers) {
+  if (headers !== undefined && headerProfile.safeParse(headers, { error: issueMessage }).data !== headers) {
     issues.push({ path: 'headers', message: HEADERS_MESSAGE, received: headers });
   }
   if (maxAttempts !== undefined && !(Number.isInteger(maxAttempts) && maxAttempts >= 1)) {
