@@ -60,13 +60,17 @@ const TYPES: Readonly<Record<string, string>> = {
 };
 
 function typeMessage(issue: Extract<RawIssue, { code: 'invalid_type' }>): string {
+  if (issue.expected === 'nonoptional') return 'is required';
+  let noun: string;
   if (issue.expected === 'number' || issue.expected === 'int') {
     const range = numberRange(issue.schema);
-    return `must be ${rangeText({ ...range, int: range.int || issue.expected === 'int' })}`;
+    noun = rangeText({ ...range, int: range.int || issue.expected === 'int' });
+  } else {
+    // A class (`z.instanceof(URL)`) is expected by its name.
+    noun = TYPES[issue.expected] ?? `an instance of ${issue.expected}`;
   }
-  if (issue.expected === 'nonoptional') return 'is required';
-  // A class (`z.instanceof(URL)`) is expected by its name.
-  return `must be ${TYPES[issue.expected] ?? `an instance of ${issue.expected}`}`;
+  // A field that must be given and was not.
+  return issue.input === undefined && noun !== 'left out' ? `is required: ${noun}` : `must be ${noun}`;
 }
 
 interface Bound {
