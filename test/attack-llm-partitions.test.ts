@@ -3,8 +3,8 @@ import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
 import { RateLimitRejectedError } from '../src/errors.js';
 import { rateLimitedFetch } from '../src/http/fetch.js';
-import { RateLimiterRegistry } from '../src/registry/index.js';
 import { cleanups, serve } from './helpers/interceptor-fixtures.js';
+import { oneRoomFetch } from './helpers/one-room.js';
 import { failOnUnhandledRejections } from './helpers/unhandled.js';
 
 // Attacks on an LLM API's two units (requests and tokens) and the per-customer partitions: real
@@ -43,15 +43,7 @@ describe("a partition's token debt and the registry's bounds", () => {
     // after it wait until the debt is refilled". Dropped as idle to make room, the limiter took
     // its debt with it, and the customer's next call went at once on a full new bucket.
     const server = await openaiLike();
-    const clock = new ManualClock();
-    const registry = new RateLimiterRegistry({
-      limiters: { openai: { origins: [server.origin], api: 'openai', maxWait: 1_000 } },
-      maxOriginLimiters: 1,
-      clock,
-    });
-    cleanups.push(() => registry.close());
-    const fetch = rateLimitedFetch({ registry });
-    cleanups.push(() => fetch.close());
+    const { registry, fetch } = oneRoomFetch(server.origin, { api: 'openai', maxWait: 1_000 });
     const send = (key: string, user = 'small') =>
       fetch(`${server.origin}/v1/chat/completions`, {
         method: 'POST',
@@ -125,15 +117,7 @@ describe("a partition's stream aborted midway", () => {
       },
     });
     cleanups.push(() => stream?.destroy());
-    const clock = new ManualClock();
-    const registry = new RateLimiterRegistry({
-      limiters: { openai: { origins: [server.origin], api: 'openai' } },
-      maxOriginLimiters: 1,
-      clock,
-    });
-    cleanups.push(() => registry.close());
-    const fetch = rateLimitedFetch({ registry });
-    cleanups.push(() => fetch.close());
+    const { registry, fetch } = oneRoomFetch(server.origin);
     const call = (key: string, streamed = false) =>
       fetch(`${server.origin}/v1/chat/completions`, {
         method: 'POST',

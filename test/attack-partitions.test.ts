@@ -5,6 +5,7 @@ import { RateLimitRejectedError } from '../src/errors.js';
 import { rateLimitedFetch } from '../src/http/fetch.js';
 import { RateLimiterRegistry } from '../src/registry/index.js';
 import { agentWith, cleanups, get, limit, serve } from './helpers/interceptor-fixtures.js';
+import { oneRoomFetch } from './helpers/one-room.js';
 import { until } from './helpers/rate-limited-server.js';
 
 // Attacks on partitions and LLM budgets: real node:http servers on 127.0.0.1, Node's fetch through
@@ -39,15 +40,7 @@ describe("LLM partitions: a tokens budget's pause and the registry's bounds", ()
     // docs/partitions.md, Bounds: "a paused one gives way to a pause record (maxPausedOrigins),
     // and its next limiter starts with that pause". A TPM 429 pauses only the tokens budget.
     const server = await openaiLike('key-b');
-    const clock = new ManualClock();
-    const registry = new RateLimiterRegistry({
-      limiters: { openai: { origins: [server.origin], api: 'openai', maxWait: 1_000 } },
-      maxOriginLimiters: 1,
-      clock,
-    });
-    cleanups.push(() => registry.close());
-    const fetch = rateLimitedFetch({ registry });
-    cleanups.push(() => fetch.close());
+    const { clock, registry, fetch } = oneRoomFetch(server.origin, { api: 'openai', maxWait: 1_000 });
     const send = (key: string) =>
       fetch(`${server.origin}/v1/chat/completions`, {
         method: 'POST',

@@ -3,11 +3,9 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
-import { rateLimitedFetch } from '../src/http/fetch.js';
 import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
-import { RateLimiterRegistry } from '../src/registry/index.js';
-import { cleanups } from './helpers/interceptor-fixtures.js';
 import { STREAM_CHAT as chat, grantedWithin, streamingApi } from './helpers/llm-stream.js';
+import { oneRoomFetch } from './helpers/one-room.js';
 import { until } from './helpers/rate-limited-server.js';
 
 // A review of a session's fixes (LLM stream holds, first cuts after a quiet spell). Real node:http servers on 127.0.0.1, ManualClock.
@@ -20,15 +18,7 @@ const gc = runInNewContext('gc') as () => void;
 describe("the fetch wrapper's hold on a partition's limiter while its LLM stream passes", () => {
   it('is kept while the caller reads the body stream it took from the answer (the Response object itself dropped)', async () => {
     const { server, streams, end } = await streamingApi();
-    const clock = new ManualClock();
-    const registry = new RateLimiterRegistry({
-      limiters: { openai: { origins: [server.origin], api: 'openai' } },
-      maxOriginLimiters: 1,
-      clock,
-    });
-    cleanups.push(() => registry.close());
-    const fetch = rateLimitedFetch({ registry });
-    cleanups.push(() => fetch.close());
+    const { registry, fetch } = oneRoomFetch(server.origin);
     const send = (key: string) =>
       fetch(`${server.origin}/v1/chat/completions`, {
         method: 'POST',
