@@ -153,9 +153,9 @@ describe('other types, values and forms', () => {
 describe('the messages a schema or a refinement sets itself are kept', () => {
   it("a schema's own error, a refinement's own message, a cross-field rule's", () => {
     expect(limiter({ burst: 'all' })).toEqual(["burst: expected 'paced', 'second' or 'announced'"]);
-    expect(limiter({ slowStart: 'none' })).toEqual([
-      'slowStart: expected a whole number of units >= 1, or false',
-    ]);
+    for (const slowStart of ['none', 0, 2.5, true]) {
+      expect(limiter({ slowStart })).toEqual(['slowStart: must be a whole number of units >= 1, or false']);
+    }
     expect(limiter({ clock: {} })[0]).toBe(
       'clock: expected a Clock with now(), setTimeout() and clearTimeout(); not a function here: now(), setTimeout(), clearTimeout()',
     );

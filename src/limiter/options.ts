@@ -178,6 +178,9 @@ export const LIMITER_DEFAULTS = {
   slowStart: 10,
 } as const;
 
+/** What a bad `slowStart` is told. */
+const SLOW_START = 'must be a whole number of units >= 1, or false';
+
 /** What a bad `controller` is told, in the TypeScript options and in a config file alike. */
 export const CONTROLLER_MESSAGE =
   "expected 'aimd', 'cubic', 'probe' or an object with onThrottled and onSuccess";
@@ -251,9 +254,11 @@ const limiterFieldsObject = z.object({
   clock: clockSchema,
   burst: z.enum(['paced', 'second', 'announced'], { error: "expected 'paced', 'second' or 'announced'" }),
   reserve: ms,
-  slowStart: z.union([z.literal(false), z.number().int().positive()], {
-    error: 'expected a whole number of units >= 1, or false',
-  }),
+  // The same words whichever member refused it (zod tells a 0 by the number member's bound).
+  slowStart: z.union(
+    [z.literal(false), z.number().int({ error: SLOW_START }).positive({ error: SLOW_START })],
+    { error: SLOW_START },
+  ),
   random: z.custom<() => number>((v) => typeof v === 'function', {
     message: 'expected a function returning numbers in [0, 1)',
   }),
