@@ -10,3 +10,18 @@ export function isThenable<T = unknown>(value: unknown): value is PromiseLike<T>
     typeof (value as { then?: unknown }).then === 'function'
   );
 }
+
+/**
+ * Whether `value` is a thenable that a callback which must answer at once returned (an `async`
+ * function): its rejection is then handled, as its caller refuses it with an error of its own
+ * (left unhandled, a rejection ends a Node process).
+ */
+export function answeredLater(value: unknown): boolean {
+  if (!isThenable(value)) return false;
+  try {
+    value.then(undefined, () => {});
+  } catch {
+    // A `then` that throws has no rejection to handle.
+  }
+  return true;
+}

@@ -1,6 +1,7 @@
 import { InvalidCallbackValueError } from '../errors.js';
 import { type HeaderLookup, type HeaderRecord, headerLookup, type ResponseHeaders } from '../headers.js';
 import type { AnnouncedQuota, Outcome } from '../limiter/types.js';
+import { answeredLater } from '../thenable.js';
 import type { QuotaReader } from './quota-headers/index.js';
 import { REFUSAL_HEADER } from './refusal.js';
 import { rateLimitWait, serverWait } from './retry-after.js';
@@ -105,6 +106,8 @@ function judge(
   let waitMs: number | undefined;
   if (rules.classify !== undefined) {
     const result = rules.classify(status, record());
+    // A promise (an `async` classify) was read as no verdict, and its rejection went unhandled.
+    if (answeredLater(result)) throw asyncCallback('classify', status);
     if (typeof result === 'object' && result !== null) {
       verdict = result.verdict;
       waitMs = result.retryAfterMs;
@@ -139,6 +142,7 @@ function judge(
     if (rules.responseUnits === undefined) return SUCCESS;
     const units = rules.responseUnits(status, record());
     if (units === undefined) return SUCCESS;
+    if (answeredLater(units)) throw asyncCallback('responseUnits', status);
     if (typeof units !== 'number' || !(units >= 0) || !Number.isFinite(units)) {
       throw new InvalidCallbackValueError(
         'responseUnits',
@@ -254,4 +258,13 @@ export function errorOutcome(error: unknown, unstarted = false): Outcome {
     // An error whose fields throw when read (a Proxy): the caller gets it as it is, not the read's.
     return NO_ANSWER;
   }
+}
+
+/** The refusal of a promise an `async` callback returned for an answer of `status` (see `answeredLater`). */
+function asyncCallback(callback: 'classify' | 'responseUnits', status: number): InvalidCallbackValueError {
+  return new InvalidCallbackValueError(
+    callback,
+    `${callback}(${status}) returned a promise (${callback} must answer at once: not an async function)`,
+    'Promise',
+  );
 }

@@ -2,7 +2,7 @@ import { createHmac, randomBytes } from 'node:crypto';
 import type { HeaderProfile } from '../config/types.js';
 import { InvalidCallbackValueError } from '../errors.js';
 import { API_CREDENTIAL_HEADERS, VENDOR_CREDENTIAL_HEADERS } from '../redact.js';
-import { isThenable } from '../thenable.js';
+import { answeredLater } from '../thenable.js';
 
 /**
  * What a partition function returns: a key (or the parts of one, such as a credential and a
@@ -249,7 +249,7 @@ export function partitionParts(key: unknown, describe: () => string): string[] |
 
 function badKey(value: unknown, describe: () => string): InvalidCallbackValueError {
   // The value may be a credential: only its type is told.
-  const promise = isThenable(value);
+  const promise = answeredLater(value);
   const type = value === null ? 'null' : Array.isArray(value) ? 'array' : promise ? 'Promise' : typeof value;
   const article = /^[aeiou]/.test(type) ? 'an' : 'a';
   const hint = promise ? ' (partition runs as the request is sent: it cannot be async)' : '';
@@ -272,6 +272,7 @@ export function isPartitionSecret(value: unknown): value is string | Uint8Array 
 export function partitionNameOf(name: unknown, describe: () => string): string | undefined {
   if (name === undefined) return undefined;
   if (typeof name === 'string' && name !== '') return name;
+  answeredLater(name); // an `async` partitionName's rejection, handled
   throw new InvalidCallbackValueError(
     'partitionName',
     `partitionName(${describe()}) returned ${typeof name === 'string' ? 'an empty string' : `a ${typeof name}`}; expected a non-empty string or undefined`,

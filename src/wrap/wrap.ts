@@ -6,7 +6,7 @@ import { issueMessage } from '../issue-message.js';
 import { quotaProblem } from '../limiter/permit.js';
 import type { Outcome, RateLimiter } from '../limiter/types.js';
 import { redact } from '../redact.js';
-import { isThenable } from '../thenable.js';
+import { answeredLater, isThenable } from '../thenable.js';
 import { errorQuota } from './error-quota.js';
 import { classifyThrown } from './sdk-errors.js';
 
@@ -232,10 +232,16 @@ function checkedUnits(n: unknown): number {
   if (typeof n === 'number' && n > 0 && Number.isFinite(n)) return n;
   throw new InvalidCallbackValueError(
     'units',
-    `units returned ${String(n)}; expected a finite number > 0`,
+    `units returned ${answeredLater(n) ? LATER('units') : String(n)}; expected a finite number > 0`,
     n,
   );
 }
+
+/**
+ * What a callback that must answer at once returned when it was `async`: its promise, whose
+ * rejection {@link answeredLater} handled (unhandled, one ends a Node process).
+ */
+const LATER = (callback: string) => `a promise (${callback} must answer at once: not an async function)`;
 
 /** What a budget's units in `costs` must be, as acquire says it. */
 const COST = 'expected a finite number >= 0';
@@ -262,10 +268,8 @@ function checkedCosts(costs: unknown): Readonly<Record<string, number>> | undefi
     return costs as Readonly<Record<string, number>>;
   }
   // A promise (an `async` costs function) is read as an object with no budget: nothing drawn.
-  // Refused, with its rejection handled: unhandled, one ends a Node process.
-  const thenable = isThenable(costs);
-  if (thenable) costs.then(undefined, () => {});
-  const what = thenable ? 'a promise (costs must answer at once: not an async function)' : String(costs);
+  // Refused, with its rejection handled.
+  const what = answeredLater(costs) ? LATER('costs') : String(costs);
   throw new InvalidCallbackValueError(
     'costs',
     `costs returned ${what}; expected an object of units per budget, or undefined`,
@@ -292,7 +296,7 @@ function checkedSignal(signal: unknown): AbortSignal | undefined {
   if (signal === undefined || isSignal(signal)) return signal;
   throw new InvalidCallbackValueError(
     'signal',
-    `signal returned ${String(signal)}; expected an AbortSignal or undefined`,
+    `signal returned ${answeredLater(signal) ? LATER('signal') : String(signal)}; expected an AbortSignal or undefined`,
     signal,
   );
 }
@@ -317,7 +321,7 @@ function checkedOutcome(callback: 'classify' | 'classifyError', outcome: unknown
   if (valid) return outcome as Outcome;
   throw new InvalidCallbackValueError(
     callback,
-    `${callback} returned ${describeOutcome(outcome)}; expected { kind: 'success' | 'throttled' | 'failed' } (units or retryAfterMs a finite number >= 0, quota an array of { policy, remaining, resetMs, limit, windowMs }, numbers finite and >= 0, limit and windowMs > 0)`,
+    `${callback} returned ${answeredLater(outcome) ? LATER(callback) : describeOutcome(outcome)}; expected { kind: 'success' | 'throttled' | 'failed' } (units or retryAfterMs a finite number >= 0, quota an array of { policy, remaining, resetMs, limit, windowMs }, numbers finite and >= 0, limit and windowMs > 0)`,
     outcome,
   );
 }

@@ -3,6 +3,7 @@ import { InvalidCallbackValueError } from '../../errors.js';
 import type { HeaderLookup, HeaderRecord } from '../../headers.js';
 import { describeValue, quotaProblem, validQuotaFields } from '../../limiter/permit.js';
 import type { AnnouncedQuota } from '../../limiter/types.js';
+import { answeredLater } from '../../thenable.js';
 import { readAnthropic } from './anthropic.js';
 import { readGithub } from './github.js';
 import { readIetf } from './ietf.js';
@@ -74,6 +75,13 @@ function withValidFields(quotas: AnnouncedQuota[]): AnnouncedQuota[] {
  */
 function ownQuota(value: unknown): AnnouncedQuota[] | undefined {
   if (value === undefined) return undefined;
+  // A promise (an `async` quotaFromHeaders) was read as a quota with no fields.
+  if (answeredLater(value))
+    throw new InvalidCallbackValueError(
+      'quotaFromHeaders',
+      'quotaFromHeaders returned a promise (quotaFromHeaders must answer at once: not an async function)',
+      'Promise',
+    );
   const list: unknown[] = Array.isArray(value) ? value : [value];
   for (const q of list) {
     const problem = quotaProblem(q);

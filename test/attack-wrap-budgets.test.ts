@@ -1,0 +1,84 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { ManualClock } from '../src/clock.js';
+import { InvalidCallbackValueError } from '../src/errors.js';
+import { type RateLimitedFetch, type RateLimitedFetchOptions, rateLimitedFetch } from '../src/http/fetch.js';
+import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
+import { type WrapOptions, wrap } from '../src/wrap/wrap.js';
+import { NEVER_BINDS } from './helpers/interceptor-fixtures.js';
+import { failOnUnhandledRejections } from './helpers/unhandled.js';
+
+// Attack on `wrap`, the fetch wrapper and limiters of several budgets. Each `describe` names what
+// was wrong on the code it was written against.
+
+failOnUnhandledRejections();
+
+/** A callback written `async` by mistake, whose promise rejects (a tokenizer that failed). */
+const rejecting = async (): Promise<never> => {
+  throw new Error('tokenizer failed');
+};
+
+const wrappers: RateLimitedFetch[] = [];
+afterEach(() => {
+  for (const w of wrappers.splice(0)) w.close();
+});
+function limited(options: RateLimitedFetchOptions): RateLimitedFetch {
+  const f = rateLimitedFetch({ clock: new ManualClock(), default: NEVER_BINDS, ...options });
+  wrappers.push(f);
+  return f;
+}
+
+/** Settles `p` into what it resolved with or rejected with. */
+const outcome = (p: Promise<unknown>) =>
+  p.then(
+    (value) => ({ value }),
+    (error: unknown) => ({ error }),
+  );
+
+// Was: the promise was refused (an `InvalidCallbackValueError`), but its rejection was left
+// unhandled, which ends a Node process (`--unhandled-rejections=throw`, Node's default); only
+// `costs` handled it. The fetch wrapper's `classify` read the promise as no verdict (the call
+// resolved with the default verdict's answer) and `quotaFromHeaders` as a quota with no fields.
+describe('an async callback whose promise rejects', () => {
+  it.each<[string, WrapOptions<number>]>([
+    ['units', { units: rejecting as never }],
+    ['costs', { costs: rejecting as never }],
+    ['signal', { signal: rejecting as never }],
+    ['classify', { classify: rejecting as never }],
+    ['classifyError', { classifyError: rejecting as never }],
+  ])(
+    'wrap %s: the call rejects with InvalidCallbackValueError naming it, nothing unhandled',
+    async (name, options) => {
+      const limiter = new AdaptiveRateLimiter({ clock: new ManualClock(), slowStart: false });
+      const fn =
+        name === 'classifyError'
+          ? async (): Promise<number> => {
+              throw Object.assign(new Error('server error'), { status: 500 });
+            }
+          : async () => 1;
+      const out = await outcome(wrap(limiter, fn, options)());
+      expect(out).toMatchObject({ error: expect.any(InvalidCallbackValueError) });
+      const error = (out as { error: InvalidCallbackValueError }).error;
+      expect(error.callback).toBe(name);
+      expect(error.message).toContain('a promise');
+    },
+  );
+
+  it.each<[string, RateLimitedFetchOptions]>([
+    ['units', { units: rejecting as never }],
+    ['classify', { classify: rejecting as never }],
+    ['responseUnits', { responseUnits: rejecting as never }],
+    ['quotaFromHeaders', { default: { ...NEVER_BINDS, quotaFromHeaders: rejecting as never } }],
+    ['partition', { partition: rejecting as never }],
+    // Asked for a partition's own limiter's name: the second partition's (the first takes the origin's).
+    ['partitionName', { partition: (r) => r.path, partitionName: rejecting as never }],
+  ])(
+    'rateLimitedFetch %s: the call rejects with InvalidCallbackValueError naming it, nothing unhandled',
+    async (name, options) => {
+      const f = limited({ ...options, fetch: async () => new Response('ok') });
+      if (name === 'partitionName') await f('https://api.test/first');
+      const out = await outcome(f('https://api.test/items'));
+      expect(out).toMatchObject({ error: expect.any(InvalidCallbackValueError) });
+      expect((out as { error: InvalidCallbackValueError }).error.callback).toBe(name);
+    },
+  );
+});
