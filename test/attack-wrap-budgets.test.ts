@@ -82,3 +82,34 @@ describe('an async callback whose promise rejects', () => {
     },
   );
 });
+
+// Was: `snapshot().budgets.tokens.queued` and `.queuedUnits` were always 0 (a budget's own limiter
+// never queues: the limiter's one line holds the waiters), while calls waited for its tokens; only
+// the first budget's entry told the line.
+describe('snapshot() of a limiter of several budgets, calls waiting for tokens', () => {
+  it("tells each budget's waiters and the units they wait for", async () => {
+    const clock = new ManualClock();
+    const limiter = new AdaptiveRateLimiter({
+      clock,
+      slowStart: false,
+      budgets: {
+        requests: { initialUnitsPerMinute: 6_000 },
+        tokens: { initialUnitsPerMinute: 6_000, burst: 'second' },
+      },
+    });
+    // The tokens bucket (100) spent: the next calls wait for tokens.
+    expect(limiter.tryAcquire(1, { tokens: 100 })).toBeDefined();
+    const waits = [40, 0, 70].map((tokens) =>
+      outcome(wrap(limiter, async () => tokens, { costs: { tokens } })()),
+    );
+    await Promise.resolve();
+    const snapshot = limiter.snapshot();
+    expect(snapshot).toMatchObject({ queued: 3, queuedUnits: 3 });
+    expect(snapshot.budgets?.requests).toMatchObject({ queued: 3, queuedUnits: 3 });
+    // The call that draws no tokens waits behind the others, but not for tokens.
+    expect(snapshot.budgets?.tokens).toMatchObject({ queued: 2, queuedUnits: 110 });
+    for (let i = 0; i < 20 && limiter.snapshot().queued > 0; i++) clock.advance(500);
+    expect(limiter.snapshot().budgets?.tokens).toMatchObject({ queued: 0, queuedUnits: 0 });
+    expect(await Promise.all(waits)).toEqual([{ value: 40 }, { value: 0 }, { value: 70 }]);
+  });
+});

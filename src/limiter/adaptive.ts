@@ -607,7 +607,9 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     snapshot.budget = label;
     if (this.#subs === undefined) return snapshot;
     const budgets: Record<string, LimiterSnapshot> = { [label]: { ...snapshot } };
-    for (const [name, sub] of this.#subs) budgets[name] = sub.snapshot();
+    // A budget's own limiter never queues: the waiters drawing from it are in this limiter's line.
+    const set = this.#budgets as BudgetSet;
+    for (const [name, sub] of this.#subs) budgets[name] = { ...sub.snapshot(), ...set.queuedOf(name) };
     snapshot.budgets = budgets;
     return snapshot;
   }

@@ -97,7 +97,9 @@ export class BudgetSet {
   #head = 0;
   /** Waiters in `#queue` that are not dead. */
   #live = 0;
+  /** Units the live waiters draw from each budget, and how many of them draw any. */
   readonly #queued = new Map<string, number>();
+  readonly #waiting = new Map<string, number>();
 
   constructor(books: readonly (readonly [string, BudgetBooks])[]) {
     this.#books = books;
@@ -292,9 +294,16 @@ export class BudgetSet {
   #count(costs: Costs, sign: 1 | -1): void {
     for (const name of this.names) {
       const units = costs[name];
-      if (units !== undefined && units > 0)
+      if (units !== undefined && units > 0) {
         this.#queued.set(name, (this.#queued.get(name) ?? 0) + sign * units);
+        this.#waiting.set(name, (this.#waiting.get(name) ?? 0) + sign);
+      }
     }
+  }
+
+  /** The live waiters that draw from budget `name`, and the units they draw (its snapshot's). */
+  queuedOf(name: string): { queued: number; queuedUnits: number } {
+    return { queued: this.#waiting.get(name) ?? 0, queuedUnits: this.#queued.get(name) ?? 0 };
   }
 }
 

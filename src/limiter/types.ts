@@ -222,7 +222,11 @@ export interface LimiterSnapshot {
   closed: boolean;
   /** This budget's name, when the limiter has several (see `AdaptiveLimiterOptions.budgets`). */
   budget?: string;
-  /** Every budget's snapshot by name, the first one's being these fields, when the limiter has several. */
+  /**
+   * Every budget's snapshot by name, the first one's being these fields, when the limiter has
+   * several; another budget's `queued` and `queuedUnits` are the waiters that draw from it and
+   * the units they draw.
+   */
   budgets?: Readonly<Record<string, LimiterSnapshot>>;
 }
 
