@@ -113,3 +113,23 @@ describe('snapshot() of a limiter of several budgets, calls waiting for tokens',
     expect(await Promise.all(waits)).toEqual([{ value: 40 }, { value: 0 }, { value: 70 }]);
   });
 });
+
+describe('snapshot() of a limiter of several budgets, fractional costs', () => {
+  it('tells 0 tokens queued once the waiters are served, not what rounding left', async () => {
+    const clock = new ManualClock();
+    const limiter = new AdaptiveRateLimiter({
+      clock,
+      slowStart: false,
+      budgets: {
+        requests: { initialUnitsPerMinute: 6_000 },
+        tokens: { initialUnitsPerMinute: 60, burst: 'second' },
+      },
+    });
+    expect(limiter.tryAcquire(1, { tokens: 1 })).toBeDefined();
+    const waits = [0.7, 0.1, 0.2].map((tokens) => limiter.acquire(1, { costs: { tokens } }));
+    expect(limiter.snapshot().budgets?.tokens?.queued).toBe(3);
+    for (let i = 0; i < 20 && limiter.snapshot().queued > 0; i++) clock.advance(500);
+    await Promise.all(waits);
+    expect(limiter.snapshot().budgets?.tokens).toMatchObject({ queued: 0, queuedUnits: 0 });
+  });
+});

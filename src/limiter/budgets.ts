@@ -295,8 +295,10 @@ export class BudgetSet {
     for (const name of this.names) {
       const units = costs[name];
       if (units !== undefined && units > 0) {
-        this.#queued.set(name, (this.#queued.get(name) ?? 0) + sign * units);
-        this.#waiting.set(name, (this.#waiting.get(name) ?? 0) + sign);
+        const waiting = (this.#waiting.get(name) ?? 0) + sign;
+        this.#waiting.set(name, waiting);
+        // None left: 0, not what rounding left of fractional costs added and taken away.
+        this.#queued.set(name, waiting === 0 ? 0 : (this.#queued.get(name) ?? 0) + sign * units);
       }
     }
   }
