@@ -133,3 +133,32 @@ describe('snapshot() of a limiter of several budgets, fractional costs', () => {
     expect(limiter.snapshot().budgets?.tokens).toMatchObject({ queued: 0, queuedUnits: 0 });
   });
 });
+
+// Was: a call that drew nothing from a budget named after a member of Object.prototype read its
+// cost as that member (`{}.constructor`, a function), which `predictWait` took for units (its
+// guard was `units <= 0`, false for a function): the wait predicted was NaN, so no call was ever
+// refused at once when its wait passed maxWait; each waited in line until its deadline.
+describe('a budget named after a member of Object.prototype (an ordinary name, as the docs say)', () => {
+  it.each(['constructor', 'toString'])(
+    '%s: a call whose wait passes maxWait is refused at once',
+    async (name) => {
+      const clock = new ManualClock();
+      const limiter = new AdaptiveRateLimiter({
+        clock,
+        slowStart: false,
+        maxWait: 1_000,
+        budgets: {
+          requests: { initialUnitsPerMinute: 60 },
+          [name]: { initialUnitsPerMinute: 6_000, burst: 'second' },
+        },
+      });
+      // One a second: the first goes, the second waits a second, the third would wait two.
+      const calls = [1, 2, 3].map(() => outcome(limiter.acquire(1)));
+      await Promise.resolve();
+      const third = await Promise.race([calls[2], Promise.resolve('waiting')]);
+      expect(third).toMatchObject({ error: { reason: 'max-wait' } });
+      limiter.close();
+      await Promise.all(calls);
+    },
+  );
+});

@@ -204,7 +204,9 @@ export class BudgetSet {
     let wait = 0;
     for (const [name, books] of this.#books) {
       const units = costs[name];
-      if (units === undefined || units <= 0) continue;
+      // As the other readers: a cost left out of `costs` may read a member of Object.prototype
+      // (`{}.constructor`, a function, for a budget of that name), which is no units.
+      if (!(units !== undefined && units > 0)) continue;
       const ahead = queued ? (this.#queued.get(name) ?? 0) : 0;
       wait = Math.max(wait, books[kPredictWait](units, ahead, now));
     }
