@@ -1,8 +1,9 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
-import { InvalidCallbackValueError } from '../src/errors.js';
+import { ConfigError, InvalidCallbackValueError } from '../src/errors.js';
 import { type RateLimitedFetch, type RateLimitedFetchOptions, rateLimitedFetch } from '../src/http/fetch.js';
 import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
+import type { AdaptiveLimiterOptions } from '../src/limiter/options.js';
 import { type WrapOptions, wrap } from '../src/wrap/wrap.js';
 import { NEVER_BINDS } from './helpers/interceptor-fixtures.js';
 import { failOnUnhandledRejections } from './helpers/unhandled.js';
@@ -161,4 +162,52 @@ describe('a budget named after a member of Object.prototype (an ordinary name, a
       await Promise.all(calls);
     },
   );
+});
+
+// Was: `update()` compared the budgets it was given, as written, with the limiter's, as parsed
+// (each budget's fields in the schema's order), in JSON: the very options the limiter was made
+// with were refused ("budgets: cannot change at run time") when a budget listed its fields in
+// another order, so `update({ ...options, maxWait })` threw; and a budget's custom controller
+// (methods only: `{}` in JSON) could be swapped for another, accepted and ignored.
+describe('update() given the budgets the limiter was made with', () => {
+  it('accepts them whatever the order of their fields, and changes the rest', () => {
+    const options: AdaptiveLimiterOptions = {
+      clock: new ManualClock(),
+      budgets: {
+        requests: { initialUnitsPerMinute: 600 },
+        tokens: { burst: 'second', initialUnitsPerMinute: 60_000 },
+      },
+    };
+    const limiter = new AdaptiveRateLimiter(options);
+    expect(() => limiter.update({ ...options, maxWait: 5_000 })).not.toThrow();
+    expect(limiter.snapshot().budgets?.tokens?.rate).toBe(60_000);
+  });
+
+  it('still refuses other budgets, and another controller object for one', () => {
+    const controller = {
+      name: 'mine',
+      onSuccess: (s: { rate: number }) => s.rate,
+      onThrottled: (s: { rate: number }) => s.rate / 2,
+    };
+    const budgets = {
+      requests: { initialUnitsPerMinute: 600 },
+      tokens: { initialUnitsPerMinute: 60_000, controller },
+    } as AdaptiveLimiterOptions['budgets'];
+    const limiter = new AdaptiveRateLimiter({ clock: new ManualClock(), budgets });
+    expect(() => limiter.update({ budgets })).not.toThrow();
+    const other = { ...controller, onThrottled: (s: { rate: number }) => s.rate / 4 };
+    expect(() =>
+      limiter.update({
+        budgets: { ...budgets, tokens: { initialUnitsPerMinute: 60_000, controller: other } } as never,
+      }),
+    ).toThrow(ConfigError);
+    expect(() =>
+      limiter.update({
+        budgets: { tokens: { initialUnitsPerMinute: 60_000 }, requests: { initialUnitsPerMinute: 600 } },
+      }),
+    ).toThrow(ConfigError);
+    expect(() => limiter.update({ budgets: { requests: { initialUnitsPerMinute: 600 } } })).toThrow(
+      ConfigError,
+    );
+  });
 });

@@ -47,6 +47,7 @@ import {
   type BudgetOptions,
   type ResolvedLimiterOptions,
   resolveLimiterOptions,
+  sameBudgets,
 } from './options.js';
 import { Pacer } from './pacer.js';
 import { Pause } from './pause.js';
@@ -466,16 +467,14 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
         );
       }
     }
-    if (
-      options.budgets !== undefined &&
-      JSON.stringify(options.budgets) !== JSON.stringify(this.#opts.budgets)
-    ) {
+    const next = resolveLimiterOptions(options, this.#opts);
+    // Compared as parsed (a budget's fields in any order), a custom controller by identity.
+    if (options.budgets !== undefined && !sameBudgets(next.budgets, this.#opts.budgets)) {
       throw new ConfigError(
         [{ path: 'budgets', message: 'cannot change at run time', received: options.budgets }],
         LIMITER_SOURCE,
       );
     }
-    const next = resolveLimiterOptions(options, this.#opts);
     // Given a first rate: the limiter no longer waits a crowd wait (see crowd-wait.ts).
     if (options.initialUnitsPerMinute !== undefined) this.#crowd = undefined;
     const controller =

@@ -415,3 +415,27 @@ function rateIssues(
   }
   return issues;
 }
+
+/**
+ * Whether two parsed `budgets` are the same (an `update()` may give the ones the limiter was made
+ * with): the same names in the same order (the first is the limiter's own), each budget's fields
+ * equal in any order, a function (a custom controller's method) being itself.
+ */
+export function sameBudgets(
+  a: ResolvedLimiterOptions['budgets'],
+  b: ResolvedLimiterOptions['budgets'],
+): boolean {
+  if (a === undefined || b === undefined) return a === b;
+  const names = Object.keys(a);
+  return names.join('\0') === Object.keys(b).join('\0') && names.every((name) => sameValue(a[name], b[name]));
+}
+
+function sameValue(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null) return false;
+  const x = a as Record<string, unknown>;
+  const y = b as Record<string, unknown>;
+  const fields = (o: Record<string, unknown>) => Object.keys(o).filter((k) => o[k] !== undefined);
+  const keys = fields(x);
+  return keys.length === fields(y).length && keys.every((k) => sameValue(x[k], y[k]));
+}
