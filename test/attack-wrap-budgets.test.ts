@@ -211,3 +211,25 @@ describe('update() given the budgets the limiter was made with', () => {
     );
   });
 });
+
+// Was: the limiter's own `burst` (and `reserve`), which its first budget's entry overrides and the
+// other budgets take, was compared with the first budget's: `update({ ...options })` with the
+// options it was made with threw "burst: cannot change at run time".
+describe("update() given the limiter's own burst, which its first budget overrides", () => {
+  it('accepts it and the first budget’s, and still refuses another', () => {
+    const options: AdaptiveLimiterOptions = {
+      clock: new ManualClock(),
+      burst: 'paced',
+      budgets: {
+        requests: { initialUnitsPerMinute: 600, burst: 'second' },
+        tokens: { initialUnitsPerMinute: 60_000 },
+      },
+    };
+    const limiter = new AdaptiveRateLimiter(options);
+    expect(() => limiter.update({ ...options, maxWait: 5_000 })).not.toThrow();
+    expect(() => limiter.update({ burst: 'second' })).not.toThrow();
+    expect(() => limiter.update({ burst: 'announced' })).toThrow(ConfigError);
+    // The first budget's bucket is still one second of its rate (10 requests), not paced.
+    expect(limiter.snapshot().capacity).toBe(10);
+  });
+});

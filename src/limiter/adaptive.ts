@@ -111,7 +111,9 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   /**
    * Of a limiter of several budgets (its first budget, or one of the others'): the budget's name,
    * whether the head of the line waits held back by this budget (a change of rate keeps `waited`
-   * only then), and, for another budget's limiter, the owner its events go to. One field, unset on
+   * only then), and, for another budget's limiter, the owner its events go to; for the owner, the
+   * `burst` and `reserve` of its own options, which its first budget's entry overrode (the other
+   * budgets' unless theirs say otherwise: an `update()` may give them again). One field, unset on
    * a plain limiter.
    */
   #member:
@@ -119,6 +121,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
         readonly name: string;
         holdsHead?: () => boolean;
         forward?: (event: keyof LimiterEventMap, payload: object) => void;
+        given?: Pick<ResolvedLimiterOptions, 'burst' | 'reserve'>;
       }
     | undefined;
   /** The other budgets (see `budgets`), each an `AdaptiveRateLimiter` that never queues. */
@@ -139,8 +142,10 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     const entries = Object.entries(this.#opts.budgets ?? {});
     const [firstName, firstOwn] = entries[0] ?? [undefined, undefined];
     // The first budget is this limiter's own: its entry's fields override the limiter's.
+    const { burst: givenBurst, reserve: givenReserve } = this.#opts;
     if (firstOwn !== undefined) this.#opts = resolveLimiterOptions(firstOwn, this.#opts);
-    if (firstName !== undefined) this.#member = { name: firstName };
+    if (firstName !== undefined)
+      this.#member = { name: firstName, given: { burst: givenBurst, reserve: givenReserve } };
     const controller = resolveController(this.#opts.controller, this.#opts);
     this.#clock = options.clock ?? systemClock;
     const now = this.#clock.now();
@@ -458,16 +463,23 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
       );
     }
     // The bucket's kind and reserve and the cold start are built once: a change would be ignored.
+    // The same: the first budget's, or (several budgets) the limiter's own options' as made.
+    const given = this.#member?.given;
     for (const field of ['burst', 'reserve', 'slowStart'] as const) {
       const value = options[field];
-      if (value !== undefined && value !== this.#opts[field]) {
+      if (
+        value !== undefined &&
+        value !== this.#opts[field] &&
+        (field === 'slowStart' || value !== given?.[field])
+      ) {
         throw new ConfigError(
           [{ path: field, message: 'cannot change at run time', received: value }],
           LIMITER_SOURCE,
         );
       }
     }
-    const next = resolveLimiterOptions(options, this.#opts);
+    // Those fields kept as built (the first budget's), whichever of the same was given.
+    const next = resolveLimiterOptions({ ...options, burst: undefined, reserve: undefined }, this.#opts);
     // Compared as parsed (a budget's fields in any order), a custom controller by identity.
     if (options.budgets !== undefined && !sameBudgets(next.budgets, this.#opts.budgets)) {
       throw new ConfigError(
