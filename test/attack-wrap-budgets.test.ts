@@ -80,6 +80,7 @@ describe('an async callback whose promise rejects', () => {
       const out = await outcome(f('https://api.test/items'));
       expect(out).toMatchObject({ error: expect.any(InvalidCallbackValueError) });
       expect((out as { error: InvalidCallbackValueError }).error.callback).toBe(name);
+      expect((out as { error: InvalidCallbackValueError }).error.message).toMatch(/returned a promise/i);
     },
   );
 });

@@ -272,10 +272,16 @@ export function isPartitionSecret(value: unknown): value is string | Uint8Array 
 export function partitionNameOf(name: unknown, describe: () => string): string | undefined {
   if (name === undefined) return undefined;
   if (typeof name === 'string' && name !== '') return name;
-  answeredLater(name); // an `async` partitionName's rejection, handled
+  // An `async` partitionName: its rejection handled, and told as a promise.
+  const type = name === null ? 'null' : typeof name;
+  const what = answeredLater(name)
+    ? 'a promise (partitionName runs as the request is sent: it cannot be async)'
+    : type === 'string'
+      ? 'an empty string'
+      : `${/^[aeiou]/.test(type) ? 'an' : 'a'} ${type}`;
   throw new InvalidCallbackValueError(
     'partitionName',
-    `partitionName(${describe()}) returned ${typeof name === 'string' ? 'an empty string' : `a ${typeof name}`}; expected a non-empty string or undefined`,
+    `partitionName(${describe()}) returned ${what}; expected a non-empty string or undefined`,
     typeof name,
   );
 }
