@@ -251,13 +251,17 @@ function badKey(value: unknown, describe: () => string): InvalidCallbackValueErr
   // The value may be a credential: only its type is told.
   const promise = answeredLater(value);
   const type = value === null ? 'null' : Array.isArray(value) ? 'array' : promise ? 'Promise' : typeof value;
-  const article = /^[aeiou]/.test(type) ? 'an' : 'a';
   const hint = promise ? ' (partition runs as the request is sent: it cannot be async)' : '';
   return new InvalidCallbackValueError(
     'partition',
-    `partition(${describe()}) returned ${article} ${type}${hint}; expected a string, a list of strings, or undefined`,
+    `partition(${describe()}) returned ${aType(type)}${hint}; expected a string, a list of strings, or undefined`,
     type,
   );
+}
+
+/** A type's name with its article: `an object`, `a null`. */
+function aType(type: string): string {
+  return `${/^[aeiou]/.test(type) ? 'an' : 'a'} ${type}`;
 }
 
 /** The least length of `partitionSecret` (characters or bytes). */
@@ -278,7 +282,7 @@ export function partitionNameOf(name: unknown, describe: () => string): string |
     ? 'a promise (partitionName runs as the request is sent: it cannot be async)'
     : type === 'string'
       ? 'an empty string'
-      : `${/^[aeiou]/.test(type) ? 'an' : 'a'} ${type}`;
+      : aType(type);
   throw new InvalidCallbackValueError(
     'partitionName',
     `partitionName(${describe()}) returned ${what}; expected a non-empty string or undefined`,
