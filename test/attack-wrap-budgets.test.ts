@@ -85,20 +85,26 @@ describe('an async callback whose promise rejects', () => {
   );
 });
 
+/** A limiter of 6,000 requests and `tokens` tokens a minute (the tokens a second of burst), on a manual clock. */
+function requestsAndTokens(tokens: number) {
+  const clock = new ManualClock();
+  const limiter = new AdaptiveRateLimiter({
+    clock,
+    slowStart: false,
+    budgets: {
+      requests: { initialUnitsPerMinute: 6_000 },
+      tokens: { initialUnitsPerMinute: tokens, burst: 'second' },
+    },
+  });
+  return { clock, limiter };
+}
+
 // Was: `snapshot().budgets.tokens.queued` and `.queuedUnits` were always 0 (a budget's own limiter
 // never queues: the limiter's one line holds the waiters), while calls waited for its tokens; only
 // the first budget's entry told the line.
 describe('snapshot() of a limiter of several budgets, calls waiting for tokens', () => {
   it("tells each budget's waiters and the units they wait for", async () => {
-    const clock = new ManualClock();
-    const limiter = new AdaptiveRateLimiter({
-      clock,
-      slowStart: false,
-      budgets: {
-        requests: { initialUnitsPerMinute: 6_000 },
-        tokens: { initialUnitsPerMinute: 6_000, burst: 'second' },
-      },
-    });
+    const { clock, limiter } = requestsAndTokens(6_000);
     // The tokens bucket (100) spent: the next calls wait for tokens.
     expect(limiter.tryAcquire(1, { tokens: 100 })).toBeDefined();
     const waits = [40, 0, 70].map((tokens) =>
@@ -118,15 +124,7 @@ describe('snapshot() of a limiter of several budgets, calls waiting for tokens',
 
 describe('snapshot() of a limiter of several budgets, fractional costs', () => {
   it('tells 0 tokens queued once the waiters are served, not what rounding left', async () => {
-    const clock = new ManualClock();
-    const limiter = new AdaptiveRateLimiter({
-      clock,
-      slowStart: false,
-      budgets: {
-        requests: { initialUnitsPerMinute: 6_000 },
-        tokens: { initialUnitsPerMinute: 60, burst: 'second' },
-      },
-    });
+    const { clock, limiter } = requestsAndTokens(60);
     expect(limiter.tryAcquire(1, { tokens: 1 })).toBeDefined();
     const waits = [0.7, 0.1, 0.2].map((tokens) => limiter.acquire(1, { costs: { tokens } }));
     expect(limiter.snapshot().budgets?.tokens?.queued).toBe(3);
