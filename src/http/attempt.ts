@@ -149,6 +149,8 @@ export class Attempt implements Dispatcher.DispatchHandler {
   status = 0;
   headers: HeaderMap = {};
   statusMessage: string | undefined;
+  /** Whether undici upgraded the request (an upgrade, a CONNECT): the caller has its socket. */
+  upgraded = false;
 
   readonly #owner: AttemptOwner;
   readonly #judge: AttemptJudge;
@@ -244,6 +246,7 @@ export class Attempt implements Dispatcher.DispatchHandler {
 
   onRequestUpgrade(_controller: Controller, status: number, headers: HeaderMap, socket: Duplex): void {
     // The socket is the caller's now: nothing to hold or retry.
+    this.upgraded = true;
     this.status = status;
     this.headers = headers;
     this.#state = DELIVERED;

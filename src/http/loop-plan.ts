@@ -108,8 +108,12 @@ export class LoopPlan implements AttemptPlan<Attempt> {
     return this.#request.route.gatePer === 'origin';
   }
 
-  canRetry(): boolean {
-    return this.#request.canRetry();
+  /**
+   * An upgraded attempt is never sent again: its caller has the socket (a CONNECT a proxy
+   * answered 429 is upgraded whatever its status).
+   */
+  canRetry(attempt: Attempt): boolean {
+    return !attempt.upgraded && this.#request.canRetry();
   }
 
   /** A retry waits for undici to take its socket back (see {@link untilSocketReturned}). */
