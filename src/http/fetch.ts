@@ -180,7 +180,7 @@ export function rateLimitedFetch(options: RateLimitedFetchOptions = {}): RateLim
         : llmAnswer(response, route, estimate, resolved.rejection, () => runtime.hold(route));
     } catch (error) {
       bodies.close();
-      const refused = refusalResponse(error, resolved.rejection);
+      const refused = refusalResponse(error, resolved.rejection, init?.method ?? request?.method);
       if (refused !== undefined) return refused;
       throw fetchError(error, input, request, init);
     } finally {

@@ -206,7 +206,8 @@ export class RateLimitedDispatch implements LoopRequest, FastPathRequest, WaitCa
     attempt?.discard();
     this.finished();
     try {
-      if (!answerRefusal(error, this.runtime.options.rejection, this.handler, this.controller)) {
+      const { rejection } = this.runtime.options;
+      if (!answerRefusal(error, rejection, this.handler, this.controller, this.#opts.method)) {
         // The caller's abort reason goes back as it is (a string, a number: what undici gives
         // without the interceptor), not wrapped in an Error.
         const reason = this.controller.aborted && error === this.controller.reason;

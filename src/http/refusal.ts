@@ -61,24 +61,33 @@ function refusalOf(error: unknown, mode: RejectionMode): Refusal | undefined {
   };
 }
 
-/** The fetch wrapper's hook: the local 429 as a `Response`, or `undefined` to rethrow `error`. */
-export function refusalResponse(error: unknown, mode: RejectionMode): Response | undefined {
-  const refusal = refusalOf(error, mode);
-  if (refusal === undefined) return undefined;
-  const { status, statusText, headers, body } = refusal;
-  return new Response(body, { status, statusText, headers });
+/** Whether an answer to `method` has no body (RFC 9110 §9.3.2): a HEAD's shows a GET's headers only. */
+function bodiless(method: string | undefined): boolean {
+  return method?.toUpperCase() === 'HEAD';
 }
 
 /**
- * The interceptor's hook: gives the local 429 to an undici handler (start, body, end) and returns
- * `true`, or returns `false` to fail the request with `error`. The handler has had
- * `onRequestStart` with `controller`.
+ * The fetch wrapper's hook: the local 429 as a `Response`, or `undefined` to rethrow `error`. To
+ * a HEAD, without its body, as every answer to a HEAD.
+ */
+export function refusalResponse(error: unknown, mode: RejectionMode, method?: string): Response | undefined {
+  const refusal = refusalOf(error, mode);
+  if (refusal === undefined) return undefined;
+  const { status, statusText, headers, body } = refusal;
+  return new Response(bodiless(method) ? null : body, { status, statusText, headers });
+}
+
+/**
+ * The interceptor's hook: gives the local 429 to an undici handler (start, body, end; to a HEAD,
+ * no body) and returns `true`, or returns `false` to fail the request with `error`. The handler
+ * has had `onRequestStart` with `controller`.
  */
 export function answerRefusal(
   error: unknown,
   mode: RejectionMode,
   handler: Dispatcher.DispatchHandler,
   controller: Dispatcher.DispatchController,
+  method?: string,
 ): boolean {
   const refusal = refusalOf(error, mode);
   if (refusal === undefined) return false;
@@ -87,7 +96,9 @@ export function answerRefusal(
   controller = withRawHeaders(controller, refusal.headers, 'none');
   try {
     handler.onResponseStart?.(controller, refusal.status, { ...refusal.headers }, refusal.statusText);
-    if (!controller.aborted) handler.onResponseData?.(controller, Buffer.from(refusal.body, 'utf8'));
+    if (!controller.aborted && !bodiless(method)) {
+      handler.onResponseData?.(controller, Buffer.from(refusal.body, 'utf8'));
+    }
     // An abort from a callback ends the request with its reason, as undici's core does.
     if (controller.aborted) handler.onResponseError?.(controller, controller.reason ?? new Error('aborted'));
     else handler.onResponseEnd?.(controller, {});
