@@ -315,3 +315,38 @@ describe("rejection: 'response'", () => {
     expect(seen).toHaveLength(1);
   });
 });
+
+describe('a dispatcher below that ends a response without trailers', () => {
+  /** An interceptor (below the limiter) that ends each response with no trailers argument. */
+  const noTrailers: Dispatcher.DispatcherComposeInterceptor = (dispatch) => (opts, handler) =>
+    dispatch(opts, {
+      ...bound(handler),
+      onResponseEnd: (controller) =>
+        (handler.onResponseEnd as (c: Dispatcher.DispatchController) => void)?.call(handler, controller),
+    });
+
+  function bound(handler: Dispatcher.DispatchHandler): Dispatcher.DispatchHandler {
+    return {
+      onRequestStart: (...a) => handler.onRequestStart?.(...a),
+      onRequestUpgrade: (...a) => handler.onRequestUpgrade?.(...a),
+      onResponseStart: (...a) => handler.onResponseStart?.(...a),
+      onResponseData: (...a) => handler.onResponseData?.(...a),
+      onResponseError: (...a) => handler.onResponseError?.(...a),
+    };
+  }
+
+  it('still hands the caller the last 429 it held, whole', async () => {
+    const { origin, seen } = await server((_req, res) => {
+      res.writeHead(429, { 'retry-after': '0' }).end('slow down');
+      return true;
+    });
+    const { rl, limiter } = owned(origin, {}, { maxAttempts: 2 });
+    const agent = agentWith(noTrailers, rl);
+    const r = recorder();
+    agent.dispatch({ origin, path: '/', method: 'GET' }, r.handler);
+    await until(() => seen.length === 2, 'the retry to arrive');
+    await until(() => r.calls.includes('end') || r.calls.some((c) => c.startsWith('error')), 'the end');
+    expect(r.calls).toEqual(['start', 'response 429', 'end']);
+    expect(limiter.open).toBe(0);
+  });
+});

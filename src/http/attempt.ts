@@ -298,7 +298,9 @@ export class Attempt implements Dispatcher.DispatchHandler {
     const state = this.#state;
     if (state.kind === 'delivered') this.#end(trailers);
     else if (state.kind === 'held' && state.error === undefined) {
-      state.trailers = trailers;
+      // A dispatcher below that gives no trailers (a mock's, an interceptor's) ended it all the
+      // same: kept as none, or the held answer was never told its end.
+      state.trailers = trailers ?? {};
       this.#body = Buffer.concat(state.chunks, state.bytes);
       this.#bodyEnded();
     }
