@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // The package's command: `npx adaptive-rate-limit simulate [flags]` runs the simulator
 // (src/simulate/cli.ts) from an installed package.
-import { main } from './simulate/cli.js';
+import { endQuietlyOnClosedPipe, main } from './simulate/cli.js';
 
 const USAGE = `Usage: adaptive-rate-limit <command> [flags]
 
@@ -10,6 +10,7 @@ Commands
                      against a model API (adaptive-rate-limit simulate --help for the flags)
 `;
 
+endQuietlyOnClosedPipe(process.stdout, process.stderr);
 const [command, ...rest] = process.argv.slice(2);
 if (command === 'simulate') {
   const io = { stdout: process.stdout, stderr: process.stderr, cwd: process.cwd() };

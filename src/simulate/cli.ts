@@ -276,8 +276,22 @@ function flagsNamed(path: string, message: string, mode: string, values: Values)
   return given.length === 0 ? '' : `; set by ${given.join(', ')}`;
 }
 
+/**
+ * A reader that went away (`| head -1`) ends the command quietly, as a shell's tools do: its
+ * write's EPIPE, an unhandled `'error'` event, printed a stack and exit code 1.
+ */
+export function endQuietlyOnClosedPipe(...streams: NodeJS.WriteStream[]): void {
+  for (const stream of streams) {
+    stream.on('error', (error: NodeJS.ErrnoException) => {
+      if (error.code !== 'EPIPE') throw error;
+      process.exit(process.exitCode ?? 0);
+    });
+  }
+}
+
 const invokedAs = process.argv[1] === undefined ? undefined : resolve(process.argv[1]);
 if (invokedAs === fileURLToPath(import.meta.url)) {
+  endQuietlyOnClosedPipe(process.stdout, process.stderr);
   main(process.argv.slice(2)).then(
     (code) => {
       process.exitCode = code;
