@@ -49,7 +49,7 @@ describe('the bin and the simulator CLI write to a closed pipe (`| head -1`)', (
 });
 
 describe('NODE_DEBUG=adaptive-rate-limit', () => {
-  it.fails('writes a line for a throttle that cuts at the floor (the rate stays), as the cut it counts', {
+  it('writes a line for a throttle that cuts at the floor (the rate stays), as the cut it counts', {
     timeout: 60_000,
   }, async () => {
     const result = await child('test/helpers/debug-log-floor.ts', [], {

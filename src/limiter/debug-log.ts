@@ -31,18 +31,32 @@ if (debug?.enabled) {
         if (e?.budget !== undefined) parts.push(`budget ${JSON.stringify(e.budget)}`);
         return `limiter ${JSON.stringify(limiter.name)} (${parts.join(', ')})`;
       };
+      // A cut that moved the rate says itself (`decreased`, told before its `throttled`); one at
+      // the floor leaves the rate as it is and tells no `decreased`: its `throttled` line says it.
+      let cutTold = false;
       limiter.on('decreased', (e) => {
-        if (e.cause === 'throttle')
+        if (e.cause === 'throttle') {
+          cutTold = true;
           log('%s: cut %s -> %s units/min after a throttle', who(e), rate(e.from), rate(e.to));
-        else log('%s: rate %s -> %s units/min (%s)', who(e), rate(e.from), rate(e.to), e.cause);
+        } else log('%s: rate %s -> %s units/min (%s)', who(e), rate(e.from), rate(e.to), e.cause);
       });
       limiter.on('increased', (e) => {
         log('%s: rate %s -> %s units/min (%s)', who(e), rate(e.from), rate(e.to), e.cause);
       });
       limiter.on('throttled', (e) => {
-        if (e.cut) return; // the cut's own line says it
+        const told = cutTold;
+        cutTold = false;
+        if (e.cut && told) return; // the cut's own line says it
         const after = e.retryAfterMs === undefined ? 'no Retry-After' : `Retry-After ${e.retryAfterMs} ms`;
-        log('%s: throttled (%s), no cut (cooldown, or sent before the last cut)', who(e), after);
+        if (e.cut) {
+          const at = e.budget === undefined ? limiter.rate : limiter.snapshot().budgets?.[e.budget]?.rate;
+          log(
+            '%s: throttled (%s), cut at the floor: the rate stays %s units/min',
+            who(e),
+            after,
+            rate(at ?? NaN),
+          );
+        } else log('%s: throttled (%s), no cut (cooldown, or sent before the last cut)', who(e), after);
       });
       limiter.on('paused', (e) => {
         const asked = e.requestedMs === e.ms ? '' : ` (the server asked for ${e.requestedMs} ms; maxPause)`;
