@@ -1,6 +1,10 @@
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { ManualClock } from '../src/clock.js';
+import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
+import { ATTRIBUTES, enableMetrics, METRICS } from '../src/otel/index.js';
+import { otelHarness, sum } from './helpers/otel-harness.js';
 
 // What a user sees of the limiters (NODE_DEBUG lines, metrics, events) and of the command line,
 // attacked where the earlier reviews did not look. Child processes where Node reads something
@@ -65,5 +69,27 @@ describe('NODE_DEBUG=adaptive-rate-limit', () => {
       'throttled (no Retry-After), cut at the floor: the rate stays 60 units/min',
     );
     expect(throttles[1]).toContain('throttled (Retry-After 1000 ms), cut at the floor');
+  });
+});
+
+describe('enableMetrics', () => {
+  it('enabled again on a MeterProvider after disable(), goes on from the totals reported (the requests counter never goes down)', async () => {
+    const h = otelHarness();
+    const limiter = new AdaptiveRateLimiter({ name: 'again', clock: new ManualClock() });
+    const acquired = { [ATTRIBUTES.limiter]: 'again', [ATTRIBUTES.result]: 'acquired' };
+    try {
+      const first = enableMetrics({ meterProvider: h.provider });
+      for (let i = 0; i < 5; i++) (await limiter.acquire()).success();
+      expect(sum(await h.collect(), METRICS.requests, acquired)).toBe(5);
+      first.disable();
+      const second = enableMetrics({ meterProvider: h.provider });
+      for (let i = 0; i < 2; i++) (await limiter.acquire()).success();
+      // Before: 2, a cumulative counter of the same start time that went down from 5.
+      expect(sum(await h.collect(), METRICS.requests, acquired)).toBe(7);
+      second.disable();
+    } finally {
+      limiter.close();
+      await h.provider.shutdown();
+    }
   });
 });

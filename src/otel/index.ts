@@ -115,6 +115,8 @@ export function enableMetrics(options: MetricsOptions = {}): MetricsHandle {
 
 /** The recorder of each meter, and how many handles of `enableMetrics` it serves. */
 const recorders = new WeakMap<Meter, { metrics: LimiterMetrics; handles: number }>();
+/** The series of each meter, whichever recorder counts into them (see `LimiterMetrics`). */
+const seriesOfMeter = new WeakMap<Meter, Map<string, Series>>();
 
 /** The series of one limiter name (a limiter made again under the same name continues it). */
 interface Series {
@@ -153,7 +155,7 @@ class LimiterMetrics {
   readonly #watched = new WeakMap<AdaptiveRateLimiter, Watched>();
   /** What the observable instruments read, pruned of collected limiters at each collection. */
   readonly #live = new Set<Watched>();
-  readonly #series = new Map<string, Series>();
+  readonly #series: Map<string, Series>;
   readonly #timeInQueue: Histogram;
   readonly #pauseDuration: Histogram;
   readonly #responses;
@@ -163,6 +165,10 @@ class LimiterMetrics {
   #disabled = false;
 
   constructor(meter: Meter) {
+    // The totals of a meter's series outlive its recorder: `enableMetrics()` again after every
+    // handle was disabled counted from 0 again, and the cumulative requests counter went down.
+    this.#series = seriesOfMeter.get(meter) ?? new Map();
+    seriesOfMeter.set(meter, this.#series);
     this.#timeInQueue = meter.createHistogram(METRICS.timeInQueue, {
       description:
         'Time a request waited in the limiter before it was sent, for the requests that waited (those sent at once are requests{result="acquired"}).',
