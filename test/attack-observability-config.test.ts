@@ -56,7 +56,7 @@ describe('NODE_DEBUG=adaptive-rate-limit', () => {
   it('writes a line for a throttle that cuts at the floor (the rate stays), as the cut it counts', {
     timeout: 60_000,
   }, async () => {
-    const result = await child('test/helpers/debug-log-floor.ts', [], {
+    const result = await child('test/helpers/debug-log-floor-run.ts', [], {
       env: { NODE_DEBUG: 'adaptive-rate-limit' },
     });
     expect(result.stdout).toMatch(/^cuts 2$/m);
