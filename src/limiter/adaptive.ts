@@ -479,13 +479,20 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
       }
     }
     // Those fields kept as built (the first budget's), whichever of the same was given.
-    const next = resolveLimiterOptions({ ...options, burst: undefined, reserve: undefined }, this.#opts);
-    // Compared as parsed (a budget's fields in any order), a custom controller by identity.
-    if (options.budgets !== undefined && !sameBudgets(next.budgets, this.#opts.budgets)) {
-      throw new ConfigError(
-        [{ path: 'budgets', message: 'cannot change at run time', received: options.budgets }],
-        LIMITER_SOURCE,
-      );
+    let next = resolveLimiterOptions({ ...options, burst: undefined, reserve: undefined }, this.#opts);
+    if (options.budgets !== undefined) {
+      // Compared as parsed (a budget's fields in any order), a custom controller by identity.
+      if (!sameBudgets(next.budgets, this.#opts.budgets)) {
+        throw new ConfigError(
+          [{ path: 'budgets', message: 'cannot change at run time', received: options.budgets }],
+          LIMITER_SOURCE,
+        );
+      }
+      // Given with its budgets (the options it was made with, say), the first budget's entry
+      // overrides the limiter's fields as at construction: its own rates stay. Without them, the
+      // rates given are the first budget's (docs/llm.md).
+      const own = this.#member === undefined ? undefined : next.budgets?.[this.#member.name];
+      if (own !== undefined) next = resolveLimiterOptions(own, next);
     }
     // Given a first rate: the limiter no longer waits a crowd wait (see crowd-wait.ts).
     if (options.initialUnitsPerMinute !== undefined) this.#crowd = undefined;

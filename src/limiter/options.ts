@@ -419,7 +419,7 @@ function rateIssues(
 /**
  * Whether two parsed `budgets` are the same (an `update()` may give the ones the limiter was made
  * with): the same names in the same order (the first is the limiter's own), each budget's fields
- * equal in any order, a function (a custom controller's method) being itself.
+ * equal in any order, a function (a custom controller's method) or a class's instance being itself.
  */
 export function sameBudgets(
   a: ResolvedLimiterOptions['budgets'],
@@ -433,9 +433,17 @@ export function sameBudgets(
 function sameValue(a: unknown, b: unknown): boolean {
   if (a === b) return true;
   if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null) return false;
+  // An instance of a class (a custom controller's methods on its prototype) is only itself.
+  if (!plain(a) || !plain(b)) return false;
   const x = a as Record<string, unknown>;
   const y = b as Record<string, unknown>;
   const fields = (o: Record<string, unknown>) => Object.keys(o).filter((k) => o[k] !== undefined);
   const keys = fields(x);
   return keys.length === fields(y).length && keys.every((k) => sameValue(x[k], y[k]));
+}
+
+/** Whether `o` is a plain object (an object literal, or made with no prototype). */
+function plain(o: object): boolean {
+  const proto = Object.getPrototypeOf(o);
+  return proto === Object.prototype || proto === null;
 }
