@@ -224,9 +224,13 @@ export class Coordinator {
     this.#tick();
   }
 
-  /** Runs a heartbeat now (after the one in flight) and returns the state it learned. */
+  /**
+   * Runs a heartbeat now (after the one in flight) and returns the state it learned. After
+   * {@link close}, none is sent (it would register the member that left again): the last state.
+   */
   async refresh(): Promise<SharedState> {
     while (this.#beat !== undefined) await this.#beat;
+    if (this.#closed) return this.state;
     await this.#heartbeat();
     return this.state;
   }
