@@ -58,6 +58,11 @@ export class RedisBudgetStore implements BudgetStore {
   readonly #pendingRepairs: string[] = [];
   /** Redis refused the URL's database (`SELECT`): every call fails with this, none is sent. */
   #refused: ConfigError | undefined;
+  /**
+   * The last error of this store's own client since it was last ready (a refused connection, a
+   * server at its `maxclients`): what a call failed for when ioredis says only that it gave up.
+   */
+  #connectionError: unknown;
   /** Calls in a row that got no answer within the timeout (see {@link RECONNECT_AFTER_TIMEOUTS}). */
   #timeoutsInARow = 0;
   /**
@@ -81,9 +86,16 @@ export class RedisBudgetStore implements BudgetStore {
       // passing failure: ioredis reports it here and goes on in database 0, where this budget's
       // keys would mix with another's. The client is closed and every call fails with it.
       client.on('error', (error: unknown) => {
-        if (this.#refused !== undefined || !refusedSelect(error)) return;
+        if (this.#refused !== undefined) return;
+        if (!refusedSelect(error)) {
+          this.#connectionError = error;
+          return;
+        }
         this.#refused = databaseRefused(redis, error);
         client.disconnect();
+      });
+      client.on('ready', () => {
+        this.#connectionError = undefined;
       });
       this.#client = client;
       this.#ownsClient = true;
@@ -270,7 +282,12 @@ export class RedisBudgetStore implements BudgetStore {
     } catch (error) {
       if (error instanceof NoAnswerError) this.#noAnswer();
       // A call queued before the refusal ends with the closed connection: the refusal is why.
-      throw this.#refused ?? error;
+      if (this.#refused !== undefined) throw this.#refused;
+      // ioredis fails a call made while it cannot connect with "Reached the max retries per
+      // request limit (which is 0)", an option this store sets: the connection's own error is why.
+      const cause = this.#connectionError;
+      if (isGaveUp(error) && cause !== undefined) throw new NotConnectedError(cause);
+      throw error;
     }
   }
 
@@ -316,7 +333,7 @@ export class RedisBudgetStore implements BudgetStore {
 function openClient(
   url: string,
   timeout: number,
-): RedisClient & { on(event: 'error', f: (error: unknown) => void): unknown } {
+): RedisClient & { on(event: 'error' | 'ready', f: (error: unknown) => void): unknown } {
   const ioredis = loadIoredis();
   const retryStrategy = (times: number) => Math.min(50 * times, 500);
   // A primary demoted to a replica by a failover answers every write READONLY on the connection
@@ -402,6 +419,20 @@ const RECONNECT_AFTER_TIMEOUTS = 2;
 
 /** A call that got no answer within `redisTimeout`. */
 class NoAnswerError extends Error {}
+
+/** A call failed because the store's client cannot connect: says why (`cause`, its error). */
+class NotConnectedError extends Error {
+  constructor(cause: unknown) {
+    const detail = cause instanceof Error ? cause.message : String(cause);
+    super(`not connected to Redis: ${detail}`, { cause });
+    this.name = 'NotConnectedError';
+  }
+}
+
+/** Whether `error` is ioredis's `MaxRetriesPerRequestError`: a call failed while not connected. */
+function isGaveUp(error: unknown): boolean {
+  return error instanceof Error && error.name === 'MaxRetriesPerRequestError';
+}
 
 /** Whether a call's time ran out (its caller was rejected with {@link NoAnswerError}). */
 interface CallTime {
