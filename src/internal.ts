@@ -57,6 +57,9 @@ export const kGiveBack = Symbol('adaptive-rate-limit.giveBack');
  */
 export const kChargeUncounted = Symbol('adaptive-rate-limit.chargeUncounted');
 
+/** Whether a limiter (any of its budgets) owes units its bucket does not hold: see `RateGate.owed`. */
+export const kOwes = Symbol('adaptive-rate-limit.owes');
+
 // What a shared budget asks of its local limiter.
 export const kAlignSlots = Symbol('adaptive-rate-limit.alignSlots');
 export const kRecentAcceptedRate = Symbol('adaptive-rate-limit.recentAcceptedRate');

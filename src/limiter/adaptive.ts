@@ -18,6 +18,7 @@ import {
   kHeldBack,
   kLastAnswerAt,
   kNoCrowdWait,
+  kOwes,
   kPredictWait,
   kReadyAt,
   kRecentAcceptedRate,
@@ -553,6 +554,16 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     const next = this.#book.clamp(rate);
     if (next !== this.#bucket.rate) this.#changeRate(next, now, 'update');
     this.#line?.kick(now);
+  }
+
+  /**
+   * @internal Whether this limiter's bucket, or any budget's, owes units past what it holds when
+   * full (see `RateGate.owed`): the registry keeps such a limiter until they are paid back.
+   */
+  [kOwes](): boolean {
+    const bucket = this.#bucket;
+    bucket.refill(this.#clock.now());
+    return bucket.owed > 0 || (this.#subs?.some(([, sub]) => sub[kOwes]()) ?? false);
   }
 
   /**

@@ -1,5 +1,7 @@
 /** Tokens are floats; a request that lacks less than this many units is served. */
 const EPSILON = 1e-9;
+/** What `owed` reads as nothing: a draw's rounding, far below a unit. */
+const OWED_EPSILON = 1e-6;
 
 /**
  * What the limiter asks of its budget of units: the one-second {@link TokenBucket}, or the
@@ -19,6 +21,13 @@ export interface RateGate {
   readonly capacity: number;
   /** Units free now (negative: owed). */
   readonly tokens: number;
+  /**
+   * Units owed beyond what the gate holds when full, as of its last refill: what a call larger
+   * than the bucket, or an answer above its estimate, left to pay back, which a new gate would
+   * not know of. 0 for the pacer's next slot after a request of at most its capacity, and for a
+   * free gate.
+   */
+  readonly owed: number;
   refill(now: number): void;
   /** Changes the rate from `now`, after crediting the old rate up to now. */
   setRate(rate: number, now: number): void;
@@ -85,6 +94,11 @@ export class TokenBucket implements RateGate {
   }
 
   /** Nothing caps what is sent: neither the rate nor a ceiling. */
+  get owed(): number {
+    // Past the draw's rounding (`canTake` lets a draw leave EPSILON owed).
+    return this.free || this.tokens >= -OWED_EPSILON ? 0 : -this.tokens;
+  }
+
   protected get free(): boolean {
     return this.#refillRate === Number.POSITIVE_INFINITY;
   }

@@ -49,13 +49,11 @@ if (debug?.enabled) {
         if (e.cut && told) return; // the cut's own line says it
         const after = e.retryAfterMs === undefined ? 'no Retry-After' : `Retry-After ${e.retryAfterMs} ms`;
         if (e.cut) {
-          const at = e.budget === undefined ? limiter.rate : limiter.snapshot().budgets?.[e.budget]?.rate;
-          log(
-            '%s: throttled (%s), cut at the floor: the rate stays %s units/min',
-            who(e),
-            after,
-            rate(at ?? NaN),
-          );
+          const snapshot = limiter.snapshot();
+          const of = e.budget === undefined ? snapshot : (snapshot.budgets?.[e.budget] ?? snapshot);
+          // At its floor, or a controller that kept the rate (a custom one that only pauses).
+          const why = of.rate <= of.minRate ? 'at the floor' : 'the controller kept it';
+          log('%s: throttled (%s), cut %s: the rate stays %s units/min', who(e), after, why, rate(of.rate));
         } else log('%s: throttled (%s), no cut (cooldown, or sent before the last cut)', who(e), after);
       });
       limiter.on('paused', (e) => {

@@ -94,6 +94,15 @@ export class Pacer implements RateGate {
     return this.#free ? Number.POSITIVE_INFINITY : Math.max(1, this.#units(PACING_SLACK_MS));
   }
 
+  /**
+   * Units owed past the next slot's wait for a request of the capacity (one at low rates): a
+   * request larger than that, or an answer above its estimate (see `RateGate.owed`).
+   */
+  get owed(): number {
+    const tokens = this.tokens;
+    return tokens >= -this.capacity ? 0 : -this.tokens - this.capacity;
+  }
+
   /** Units free now (negative: the time until the next slot, in units of the rate). */
   get tokens(): number {
     if (this.#free) return Number.POSITIVE_INFINITY;

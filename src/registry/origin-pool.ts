@@ -1,4 +1,5 @@
 import type { Clock } from '../clock.js';
+import { kOwes } from '../internal.js';
 import type { AdaptiveRateLimiter } from '../limiter/adaptive.js';
 
 interface OriginEntry {
@@ -297,7 +298,7 @@ export class OriginPool {
    * `busy` (requests queued, in flight or in a gate, or a budget in debt), the end of its pause,
    * or `idle`. Of a limiter with budgets, the latest pause of any (a tokens budget's 429 pauses
    * that budget alone): its record pauses the next limiter whole until then, as every call draws
-   * from each budget. A budget in debt (see {@link owes}: a call used more than its bucket holds,
+   * from each budget. A budget in debt (`RateGate.owed`: a call used more than its bucket holds,
    * an LLM answer's tokens above its estimate) and not paused is kept as a busy one is,
    * until the debt is refilled: dropped, its key's next limiter would start with a full bucket and
    * send at once what the API would answer with a 429. A pause record is no place for it (a key's
@@ -309,13 +310,11 @@ export class OriginPool {
     const snapshot = entry.limiter.snapshot();
     if (snapshot.queued > 0) return 'busy';
     let until = snapshot.pausedUntil;
-    let debt = owes(snapshot);
     for (const budget of Object.values(snapshot.budgets ?? {})) {
-      if (owes(budget)) debt = true;
       const end = budget.pausedUntil;
       if (end !== undefined && (until === undefined || end > until)) until = end;
     }
-    return until ?? (debt ? 'busy' : 'idle');
+    return until ?? (entry.limiter[kOwes]() ? 'busy' : 'idle');
   }
 
   /**
@@ -345,14 +344,4 @@ export class OriginPool {
     this.#perOrigin.delete(origin);
     this.#onDrop(origin, entry.limiter, entry.owner);
   }
-}
-
-/**
- * Whether a limiter's (or a budget's) bucket owes more than it holds when full: `tokens` below
- * minus its `capacity`. Not the wait for the pacer's next slot (`tokens` down to minus one
- * request after an ordinary one), which any limiter used within its last gap reads; nor a free
- * bucket's (its capacity is infinite), which grants everything and never refills what it read.
- */
-function owes(snapshot: { readonly tokens: number; readonly capacity: number }): boolean {
-  return snapshot.tokens < -snapshot.capacity;
 }
