@@ -1,17 +1,13 @@
 import { describe, expect, it, vi } from 'vitest';
-import { ManualClock } from '../src/clock.js';
 import { kHoldOrigin } from '../src/internal.js';
 import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
-import { OVERFLOW, RateLimiterRegistry, type RegistryOptions } from '../src/registry/index.js';
+import { OVERFLOW, type RateLimiterRegistry } from '../src/registry/index.js';
+import { manualRegistry } from './helpers/manual-registry.js';
 
 // Hostile hosts that answer 429 with a long Retry-After must not grow the registry without end,
 // nor cost more work per new origin as they pile up; and no pause is ever lost on the way.
 
-function setup(options: RegistryOptions = {}) {
-  const clock = new ManualClock();
-  const registry = new RateLimiterRegistry({ clock, ...options });
-  return { clock, registry };
-}
+const setup = manualRegistry;
 
 /** Makes `origin`'s limiter paused for `ms` by a 429, with nothing queued or in flight after. */
 async function pause(registry: RateLimiterRegistry, origin: string, ms = 60_000) {

@@ -3,17 +3,14 @@ import { ManualClock } from '../src/clock.js';
 import type { RateController } from '../src/controllers/types.js';
 import { ConfigError } from '../src/errors.js';
 import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
-import { OVERFLOW, RateLimiterRegistry, type RegistryOptions } from '../src/registry/index.js';
+import { OVERFLOW } from '../src/registry/index.js';
+import { manualRegistry } from './helpers/manual-registry.js';
 
 // A review of a change: each test but the control is a bug the change brought in (or a claim it
 // made and did not keep), failing before its mend; each comment says what was wrong and the mend
 // suggested, which is the one made.
 
-function setup(options: RegistryOptions = {}) {
-  const clock = new ManualClock();
-  const registry = new RateLimiterRegistry({ clock, ...options });
-  return { clock, registry };
-}
+const setup = manualRegistry;
 
 describe("registry: a limiter 'in debt' (src/registry/origin-pool.ts #stateOf)", () => {
   // The pacer (`burst: 'paced'`, the default) reads `tokens` < 0 whenever its next slot is ahead

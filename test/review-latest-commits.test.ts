@@ -1,20 +1,16 @@
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { ManualClock } from '../src/clock.js';
 import type { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
-import { OVERFLOW, RateLimiterRegistry, type RegistryOptions } from '../src/registry/index.js';
+import { OVERFLOW } from '../src/registry/index.js';
+import { manualRegistry } from './helpers/manual-registry.js';
 
 // A review of a change: each test was a bug the change brought in (or left), failing before its
 // mend; each comment says what was wrong and the mend suggested.
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 
-function setup(options: RegistryOptions = {}) {
-  const clock = new ManualClock();
-  const registry = new RateLimiterRegistry({ clock, ...options });
-  return { clock, registry };
-}
+const setup = manualRegistry;
 
 describe("registry: a limiter's debt (src/registry/origin-pool.ts owes: tokens < -capacity)", () => {
   // One threshold (tokens < -capacity) for two gates that read `tokens` differently: the review
