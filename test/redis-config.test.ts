@@ -290,6 +290,9 @@ describeRedis('shared budget in JSON config, on a real Redis', () => {
         });
       }
       await waitFor('the request at the server', async () => held.length === 1);
+      // The budget grants before its first heartbeat's reply is in: the member is counted once
+      // that reply is (on a loaded machine, after the request reached the server: 0 members).
+      await waitFor('the member in the budget', async () => (await redis.zcard(members)) === 1);
       const old = registry.get('api')!;
       registry.replace('api', { origins: [api.origin], shared: { ...shared, name: `${name}-2` } });
       expect(await redis.zcard(members)).toBe(1); // held by the request in flight
