@@ -25,3 +25,8 @@ export function answeredLater(value: unknown): boolean {
   }
   return true;
 }
+
+/** What a callback that must answer at once is told to have returned when it was `async`. */
+export function promiseAnswer(callback: string): string {
+  return `a promise (${callback} must answer at once: not an async function)`;
+}

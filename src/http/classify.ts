@@ -1,7 +1,7 @@
 import { InvalidCallbackValueError } from '../errors.js';
 import { type HeaderLookup, type HeaderRecord, headerLookup, type ResponseHeaders } from '../headers.js';
 import type { AnnouncedQuota, Outcome } from '../limiter/types.js';
-import { answeredLater } from '../thenable.js';
+import { answeredLater, promiseAnswer } from '../thenable.js';
 import type { QuotaReader } from './quota-headers/index.js';
 import { REFUSAL_HEADER } from './refusal.js';
 import { rateLimitWait, serverWait } from './retry-after.js';
@@ -264,7 +264,7 @@ export function errorOutcome(error: unknown, unstarted = false): Outcome {
 function asyncCallback(callback: 'classify' | 'responseUnits', status: number): InvalidCallbackValueError {
   return new InvalidCallbackValueError(
     callback,
-    `${callback}(${status}) returned a promise (${callback} must answer at once: not an async function)`,
+    `${callback}(${status}) returned ${promiseAnswer(callback)}`,
     'Promise',
   );
 }

@@ -18,7 +18,7 @@ import type { Outcome, RateLimiter } from '../limiter/types.js';
 import { limiterRetired, setLimiterSlotGate } from '../limiter/watch.js';
 import { OVERFLOW, RateLimiterRegistry } from '../registry/index.js';
 import { LazySharedBudget } from '../registry/shared.js';
-import { answeredLater } from '../thenable.js';
+import { answeredLater, promiseAnswer } from '../thenable.js';
 import { type AdapterWait, AdapterWaits } from './adapter-close.js';
 import { classifyResponse, type ResponseRules } from './classify.js';
 import { ConcurrencyGate } from './concurrency.js';
@@ -403,7 +403,7 @@ export class HttpRuntime {
     if (typeof n !== 'number' || !(n > 0) || !Number.isFinite(n)) {
       throw new InvalidCallbackValueError(
         'units',
-        `units(${r.method} ${r.origin}${r.path}) returned ${answeredLater(n) ? 'a promise (units must answer at once: not an async function)' : String(n)}; expected a finite number > 0`,
+        `units(${r.method} ${r.origin}${r.path}) returned ${answeredLater(n) ? promiseAnswer('units') : String(n)}; expected a finite number > 0`,
         n,
       );
     }

@@ -6,7 +6,7 @@ import { issueMessage } from '../issue-message.js';
 import { quotaProblem } from '../limiter/permit.js';
 import type { Outcome, RateLimiter } from '../limiter/types.js';
 import { redact } from '../redact.js';
-import { answeredLater, isThenable } from '../thenable.js';
+import { answeredLater, isThenable, promiseAnswer } from '../thenable.js';
 import { errorQuota } from './error-quota.js';
 import { classifyThrown } from './sdk-errors.js';
 
@@ -232,16 +232,10 @@ function checkedUnits(n: unknown): number {
   if (typeof n === 'number' && n > 0 && Number.isFinite(n)) return n;
   throw new InvalidCallbackValueError(
     'units',
-    `units returned ${answeredLater(n) ? LATER('units') : String(n)}; expected a finite number > 0`,
+    `units returned ${answeredLater(n) ? promiseAnswer('units') : String(n)}; expected a finite number > 0`,
     n,
   );
 }
-
-/**
- * What a callback that must answer at once returned when it was `async`: its promise, whose
- * rejection {@link answeredLater} handled (unhandled, one ends a Node process).
- */
-const LATER = (callback: string) => `a promise (${callback} must answer at once: not an async function)`;
 
 /** What a budget's units in `costs` must be, as acquire says it. */
 const COST = 'expected a finite number >= 0';
@@ -269,7 +263,7 @@ function checkedCosts(costs: unknown): Readonly<Record<string, number>> | undefi
   }
   // A promise (an `async` costs function) is read as an object with no budget: nothing drawn.
   // Refused, with its rejection handled.
-  const what = answeredLater(costs) ? LATER('costs') : String(costs);
+  const what = answeredLater(costs) ? promiseAnswer('costs') : String(costs);
   throw new InvalidCallbackValueError(
     'costs',
     `costs returned ${what}; expected an object of units per budget, or undefined`,
@@ -296,7 +290,7 @@ function checkedSignal(signal: unknown): AbortSignal | undefined {
   if (signal === undefined || isSignal(signal)) return signal;
   throw new InvalidCallbackValueError(
     'signal',
-    `signal returned ${answeredLater(signal) ? LATER('signal') : String(signal)}; expected an AbortSignal or undefined`,
+    `signal returned ${answeredLater(signal) ? promiseAnswer('signal') : String(signal)}; expected an AbortSignal or undefined`,
     signal,
   );
 }
@@ -321,7 +315,7 @@ function checkedOutcome(callback: 'classify' | 'classifyError', outcome: unknown
   if (valid) return outcome as Outcome;
   throw new InvalidCallbackValueError(
     callback,
-    `${callback} returned ${answeredLater(outcome) ? LATER(callback) : describeOutcome(outcome)}; expected { kind: 'success' | 'throttled' | 'failed' } (units or retryAfterMs a finite number >= 0, quota an array of { policy, remaining, resetMs, limit, windowMs }, numbers finite and >= 0, limit and windowMs > 0)`,
+    `${callback} returned ${answeredLater(outcome) ? promiseAnswer(callback) : describeOutcome(outcome)}; expected { kind: 'success' | 'throttled' | 'failed' } (units or retryAfterMs a finite number >= 0, quota an array of { policy, remaining, resetMs, limit, windowMs }, numbers finite and >= 0, limit and windowMs > 0)`,
     outcome,
   );
 }

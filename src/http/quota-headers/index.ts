@@ -3,7 +3,7 @@ import { InvalidCallbackValueError } from '../../errors.js';
 import type { HeaderLookup, HeaderRecord } from '../../headers.js';
 import { describeValue, quotaProblem, validQuotaFields } from '../../limiter/permit.js';
 import type { AnnouncedQuota } from '../../limiter/types.js';
-import { answeredLater } from '../../thenable.js';
+import { answeredLater, promiseAnswer } from '../../thenable.js';
 import { readAnthropic } from './anthropic.js';
 import { readGithub } from './github.js';
 import { readIetf } from './ietf.js';
@@ -79,7 +79,7 @@ function ownQuota(value: unknown): AnnouncedQuota[] | undefined {
   if (answeredLater(value))
     throw new InvalidCallbackValueError(
       'quotaFromHeaders',
-      'quotaFromHeaders returned a promise (quotaFromHeaders must answer at once: not an async function)',
+      `quotaFromHeaders returned ${promiseAnswer('quotaFromHeaders')}`,
       'Promise',
     );
   const list: unknown[] = Array.isArray(value) ? value : [value];
