@@ -9,7 +9,8 @@ export type HeaderRecord = Readonly<Record<string, string | string[] | undefined
 /**
  * Any header shape undici or fetch accepts, as a {@link HeaderRecord}: names in lower case,
  * repeated names as arrays. Takes a plain object, a flat `[name, value, ...]` array (strings or
- * Buffers), an iterable of `[name, value]` pairs (`Map`, WHATWG `Headers`), or nothing.
+ * Buffers), an iterable of `[name, value]` pairs (`Map`, WHATWG `Headers`, an array of pairs), or
+ * nothing.
  */
 export function headerRecord(headers: unknown): HeaderRecord {
   const out: Record<string, string | string[]> = {};
@@ -29,7 +30,7 @@ export function headerRecord(headers: unknown): HeaderRecord {
     Object.defineProperty(out, key, { value: next, enumerable: true, writable: true, configurable: true });
   };
   if (headers == null || typeof headers !== 'object') return out;
-  if (Array.isArray(headers)) {
+  if (Array.isArray(headers) && !isPairList(headers)) {
     for (let i = 0; i + 1 < headers.length; i += 2) add(headers[i], headers[i + 1]);
   } else if (typeof (headers as Iterable<unknown>)[Symbol.iterator] === 'function') {
     for (const pair of headers as Iterable<unknown>) {
@@ -47,25 +48,51 @@ export function headerRecord(headers: unknown): HeaderRecord {
  */
 export type HeaderLookup = (name: string) => string | string[] | undefined;
 
+/** `[name, value]` pairs, as undici and `new Headers()` accept them: `[['retry-after', '2'], ...]`. */
+type HeaderPairs = readonly (readonly [string, string | readonly string[] | undefined])[];
+
 /**
  * The response header shapes this library meets:
  * - undici's `onResponseStart(controller, status, headers, statusMessage)` object: lower-case
  *   keys, `string | string[]` values (any key case is accepted);
  * - a raw headers array, alternating name and value, each a `Buffer` (undici's legacy `onHeaders`
  *   and `controller.rawHeaders`) or a string (Node's `IncomingMessage.rawHeaders`);
- * - a WHATWG `Headers` (fetch's `Response.headers`), or anything with a case-insensitive `get`.
+ * - a WHATWG `Headers` (fetch's `Response.headers`), or anything with a case-insensitive `get`;
+ * - a `Map` or an array of `[name, value]` pairs (an SDK error's `headers`, a caller's own), any
+ *   name case.
  */
 export type ResponseHeaders =
   | Readonly<Record<string, string | readonly string[] | undefined>>
   | readonly (Uint8Array | string)[]
+  | HeaderPairs
+  | ReadonlyMap<string, string | readonly string[] | undefined>
   | { get(name: string): string | null }
   | null
   | undefined;
 
-/** Builds a {@link HeaderLookup} over any {@link ResponseHeaders} shape, reading it only when asked. */
+/**
+ * Whether a header array is a list of `[name, value]` pairs rather than a flat `[name, value,
+ * ...]` one: its first entry is an array (a flat one's is a string or a `Buffer`).
+ */
+function isPairList(headers: readonly unknown[]): boolean {
+  return Array.isArray(headers[0]);
+}
+
+/**
+ * Builds a {@link HeaderLookup} over any {@link ResponseHeaders} shape, reading it only when asked.
+ * Names are read case-insensitively in every shape. A name given more than once (in a raw array,
+ * a list of pairs, a `Map` in two cases: `Retry-After` and `retry-after`) comes back as the list of
+ * its values, in order, as a record's array value does: {@link fieldText} joins them with ", ", as
+ * `Headers.get` does, and {@link singleText} takes the first.
+ */
 export function headerLookup(headers: ResponseHeaders): HeaderLookup {
   if (headers == null) return () => undefined;
-  if (Array.isArray(headers)) return rawHeadersLookup(headers);
+  if (Array.isArray(headers))
+    return isPairList(headers)
+      ? pairsLookup(headers)
+      : rawHeadersLookup(headers as readonly (Uint8Array | string)[]);
+  // A Map's `get` is case-sensitive: a `Retry-After` key is missed by `get('retry-after')`.
+  if (headers instanceof Map) return pairsLookup(headers);
   if (typeof (headers as { get?: unknown }).get === 'function') {
     const fetchHeaders = headers as { get(name: string): unknown };
     return (name) => fieldValue(fetchHeaders.get(name));
@@ -111,19 +138,41 @@ function fieldValue(value: unknown): string | string[] | undefined {
 
 /** Over a raw `[name, value, name, value, ...]` array; indexed on the first lookup. */
 function rawHeadersLookup(raw: readonly (Uint8Array | string)[]): HeaderLookup {
-  let index: Map<string, string[]> | undefined;
+  return indexedLookup((add) => {
+    for (let i = 0; i + 1 < raw.length; i += 2) add(text(raw[i]), text(raw[i + 1]));
+  });
+}
+
+/**
+ * Over `[name, value]` pairs (a `Map`, an array of pairs; an entry that is not a pair is skipped);
+ * each value read as a record's is ({@link fieldValue}); indexed on the first lookup.
+ */
+function pairsLookup(pairs: Iterable<unknown>): HeaderLookup {
+  return indexedLookup((add) => {
+    for (const pair of pairs) if (Array.isArray(pair)) add(String(pair[0]), pair[1]);
+  });
+}
+
+/**
+ * Over the fields `fill` adds, indexed by lower-case name on the first lookup: a name added once
+ * gives its value, one added again the list of all its values, in order.
+ */
+function indexedLookup(fill: (add: (name: string, value: unknown) => void) => void): HeaderLookup {
+  let index: Map<string, unknown[]> | undefined;
   return (name) => {
     if (index === undefined) {
-      index = new Map();
-      for (let i = 0; i + 1 < raw.length; i += 2) {
-        const key = text(raw[i]).toLowerCase();
-        const values = index.get(key);
-        if (values) values.push(text(raw[i + 1]));
-        else index.set(key, [text(raw[i + 1])]);
-      }
+      const built = new Map<string, unknown[]>();
+      fill((key, value) => {
+        const lower = key.toLowerCase();
+        const values = built.get(lower);
+        if (values) values.push(value);
+        else built.set(lower, [value]);
+      });
+      index = built;
     }
     const values = index.get(name.toLowerCase());
-    return values?.length === 1 ? values[0] : values;
+    if (values === undefined) return undefined;
+    return fieldValue(values.length === 1 ? values[0] : values.flat());
   };
 }
 

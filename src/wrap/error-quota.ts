@@ -11,12 +11,12 @@ type ErrorQuota = (error: unknown, outcome: Outcome) => Outcome;
 
 /**
  * What `wrap`'s `headers` profile makes of a thrown error: the quotas its response headers
- * announce ({@link headersOfError}: an openai or Anthropic `APIError`'s `headers`, a `Headers` or
- * a record; `response.headers`; `$response.headers`), read by the same reader as the HTTP adapters'
- * `headers` (`quota-headers/`), added to the outcome `classifyError` gave, before what that outcome
- * carries of its own (as the HTTP adapters put `quotaFromHeaders`' after the profile's). The
- * permit then passes them to the limiter's ceiling as an HTTP answer's. `undefined`: `false` or
- * no profile, nothing read.
+ * announce ({@link headersOfError}: an openai or Anthropic `APIError`'s `headers`, a `Headers`, a
+ * record, a `Map` or an array of pairs; `response.headers`; `$response.headers`), read by the same
+ * reader as the HTTP adapters' `headers` (`quota-headers/`), added to the outcome `classifyError`
+ * gave, before what that outcome carries of its own (as the HTTP adapters put `quotaFromHeaders`'
+ * after the profile's). The permit then passes them to the limiter's ceiling as an HTTP answer's.
+ * `undefined`: `false` or no profile, nothing read.
  *
  * It never throws: an error without headers, or one whose headers cannot be read (a getter that
  * throws), adds nothing, and the caller gets the SDK's own error. An outcome of no HTTP answer

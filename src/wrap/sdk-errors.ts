@@ -58,9 +58,10 @@ export function statusOfError(error: unknown): number | undefined {
 
 /**
  * The response headers an SDK's error carries, in any shape `headerLookup` reads, or `undefined`:
- * `headers` (openai and Anthropic: a `Headers`; others: a record), `response.headers` (ky: a
- * `Headers`; got and Octokit: a record; axios: an `AxiosHeaders`, read through its `get`),
- * `$response.headers` (AWS SDK v3: a record).
+ * `headers` (openai and Anthropic: a `Headers`; others: a record, a `Map`, an array of `[name,
+ * value]` pairs), `response.headers` (ky: a `Headers`; got and Octokit: a record; axios: an
+ * `AxiosHeaders`, read through its `get`), `$response.headers` (AWS SDK v3: a record). Whatever
+ * the shape, its names are read case-insensitively.
  */
 export function headersOfError(error: unknown): ResponseHeaders {
   if (!isBag(error)) return undefined;

@@ -44,8 +44,9 @@ export interface WrapOptions<R, A extends unknown[] = any[]> {
    * `'openai'` (`x-ratelimit-remaining-requests`, ...), `'anthropic'` (`anthropic-ratelimit-*`),
    * `'github'`, `'shopify'`, each with the IETF RateLimit fields; `'standard'` those alone;
    * `false` none. The headers are the error's (an openai or Anthropic `APIError`'s `headers`, a
-   * `Headers` or a record; `response.headers`; `$response.headers`: see `classifyThrown`), read
-   * whatever `classifyError` says of it; what its outcome carries in `quota` is added after them.
+   * `Headers`, a record, a `Map` or an array of `[name, value]` pairs, names in any case;
+   * `response.headers`; `$response.headers`: see `classifyThrown`), read whatever `classifyError`
+   * says of it; what its outcome carries in `quota` is added after them.
    * A resolved result carries no headers: give `classify` its `quota` instead. @default false
    * (unlike the HTTP adapters' `'standard'`: an error's quotas are read when a profile is named)
    */

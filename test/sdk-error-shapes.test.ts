@@ -1,0 +1,153 @@
+import { describe, expect, it } from 'vitest';
+import { ManualClock } from '../src/clock.js';
+import type { HeaderProfile } from '../src/config/types.js';
+import { fieldText, headerLookup, headerRecord } from '../src/headers.js';
+import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
+import { classifyThrown } from '../src/wrap/sdk-errors.js';
+import { wrap } from '../src/wrap/wrap.js';
+
+// The shapes an SDK's thrown error carries its answer in, beyond a `Headers` or a record:
+// `headers` a `Map` (read with its case-sensitive `get`: a `Retry-After` key was missed),
+// and an array of `[name, value]` pairs (read as a flat raw array: no header at all). Each is read
+// by the one reader `classifyThrown` and `wrap`'s `headers` share.
+
+const error429 = (headers: unknown) => Object.assign(new Error('429'), { status: 429, headers });
+
+/** The same header fields as a record, a Map and an array of pairs, their names as written. */
+function shapes(fields: Record<string, string>) {
+  const pairs = Object.entries(fields);
+  return { record: fields, map: new Map(pairs), pairs };
+}
+
+/** Headers each profile reads a ceiling from, names in the case a server may send them. */
+const PROFILE_HEADERS: [HeaderProfile, Record<string, string>, number][] = [
+  [
+    'openai',
+    {
+      'X-RateLimit-Limit-Requests': '60',
+      'X-RateLimit-Remaining-Requests': '0',
+      'X-RateLimit-Reset-Requests': '1s',
+    },
+    60,
+  ],
+  [
+    'anthropic',
+    {
+      Date: 'Tue, 01 Dec 2026 12:00:00 GMT',
+      'Anthropic-RateLimit-Requests-Limit': '50',
+      'Anthropic-RateLimit-Requests-Remaining': '0',
+      'Anthropic-RateLimit-Requests-Reset': '2026-12-01T12:00:01Z',
+    },
+    50,
+  ],
+  [
+    'github',
+    {
+      Date: 'Tue, 01 Dec 2026 12:00:00 GMT',
+      'X-RateLimit-Limit': '60',
+      'X-RateLimit-Remaining': '0',
+      'X-RateLimit-Reset': String(Date.UTC(2026, 11, 1, 12, 30) / 1000),
+      'X-RateLimit-Resource': 'search',
+    },
+    60,
+  ],
+];
+
+/** The limiter (on a manual clock) after one call of `wrap` that throws `error`. */
+async function afterThrow(error: unknown, headers?: HeaderProfile) {
+  const limiter = new AdaptiveRateLimiter({ clock: new ManualClock() });
+  const call = wrap(
+    limiter,
+    async () => {
+      throw error;
+    },
+    { headers, maxAttempts: 1 },
+  );
+  await expect(call()).rejects.toBe(error);
+  const seen = limiter.snapshot();
+  limiter.close();
+  return seen;
+}
+
+describe('an SDK error whose headers are a Map: names read case-insensitively', () => {
+  it("reads a Map's Retry-After (the wait of a 429), as a record's", () => {
+    const { map, record } = shapes({ 'Retry-After': '2' });
+    expect(classifyThrown(error429(map))).toEqual({ kind: 'throttled', retryAfterMs: 2_000 });
+    expect(classifyThrown(error429(map))).toEqual(classifyThrown(error429(record)));
+  });
+
+  it('reads a Map in response.headers and $response.headers too', () => {
+    const response = { status: 429, headers: new Map([['Retry-After-Ms', '250']]) };
+    expect(classifyThrown({ response })).toEqual({ kind: 'throttled', retryAfterMs: 250 });
+    const aws = {
+      name: 'ThrottlingException',
+      $metadata: { httpStatusCode: 400 },
+      $response: { statusCode: 400, headers: new Map([['Retry-After', '3']]) },
+    };
+    expect(classifyThrown(aws)).toEqual({ kind: 'throttled', retryAfterMs: 3_000 });
+  });
+
+  it("knows the library's own refusal in a Map (X-Adaptive-Rate-Limit): not the server's 429", () => {
+    const map = new Map([['X-Adaptive-Rate-Limit', 'rejected']]);
+    expect(classifyThrown(error429(map))).toEqual({ kind: 'failed' });
+  });
+
+  it.each(PROFILE_HEADERS)(
+    "wrap's headers '%s' reads the quota of a Map with names in capitals, as of a record",
+    async (profile, fields, limit) => {
+      const { map, record } = shapes(fields);
+      const fromMap = await afterThrow(error429(map), profile);
+      expect(fromMap.announcedRate).toBe(limit);
+      expect(fromMap).toEqual(await afterThrow(error429(record), profile));
+    },
+  );
+});
+
+/** Pairs that give one name twice, in two cases. */
+const REPEATED: [string, string][] = [
+  ['RateLimit-Policy', '"a";q=10;w=1'],
+  ['x-other', '1'],
+  ['ratelimit-policy', '"b";q=60;w=60'],
+];
+
+describe('an SDK error whose headers are an array of [name, value] pairs', () => {
+  it('reads the wait of a 429 from one pair, and from several', () => {
+    expect(classifyThrown(error429([['retry-after', '2']]))).toEqual({
+      kind: 'throttled',
+      retryAfterMs: 2_000,
+    });
+    const several = [
+      ['content-type', 'application/json'],
+      ['Retry-After', '5'],
+    ];
+    expect(classifyThrown(error429(several))).toEqual({ kind: 'throttled', retryAfterMs: 5_000 });
+  });
+
+  it.each(PROFILE_HEADERS)(
+    "wrap's headers '%s' reads the quota of the pairs, as of a record",
+    async (profile, fields, limit) => {
+      const { pairs, record } = shapes(fields);
+      const fromPairs = await afterThrow(error429(pairs), profile);
+      expect(fromPairs.announcedRate).toBe(limit);
+      expect(fromPairs).toEqual(await afterThrow(error429(record), profile));
+    },
+  );
+
+  it('a repeated name is a list of its values, read as the Headers class reads it', () => {
+    const pairs = REPEATED;
+    const lookup = headerLookup(pairs);
+    expect(lookup('ratelimit-policy')).toEqual(['"a";q=10;w=1', '"b";q=60;w=60']);
+    expect(fieldText(lookup, 'ratelimit-policy')).toBe(new Headers(pairs).get('ratelimit-policy'));
+    // A Map holds one name in two cases: the same list.
+    expect(headerLookup(new Map(pairs))('ratelimit-policy')).toEqual(lookup('ratelimit-policy'));
+  });
+
+  it('makes the record of a list of pairs as of a Map of them, not as of a flat array', () => {
+    const pairs = REPEATED;
+    expect(headerRecord(pairs)).toEqual({
+      'ratelimit-policy': ['"a";q=10;w=1', '"b";q=60;w=60'],
+      'x-other': '1',
+    });
+    expect(headerRecord(pairs)).toEqual(headerRecord(new Map(pairs)));
+  });
+});
