@@ -3,13 +3,16 @@ import { ManualClock } from '../src/clock.js';
 import type { HeaderProfile } from '../src/config/types.js';
 import { fieldText, headerLookup, headerRecord } from '../src/headers.js';
 import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
-import { classifyThrown } from '../src/wrap/sdk-errors.js';
+import { classifyThrown, statusOfError } from '../src/wrap/sdk-errors.js';
 import { wrap } from '../src/wrap/wrap.js';
+import { drive } from './helpers/drive.js';
 
 // The shapes an SDK's thrown error carries its answer in, beyond a `Headers` or a record:
 // `headers` a `Map` (read with its case-sensitive `get`: a `Retry-After` key was missed),
-// and an array of `[name, value]` pairs (read as a flat raw array: no header at all). Each is read
-// by the one reader `classifyThrown` and `wrap`'s `headers` share.
+// an array of `[name, value]` pairs (read as a flat raw array: no header at all), and a status as
+// its text (`status: '429'`, a deserialized error's: not read, so a 429 was a failure without a
+// retry). The headers are read by the one lookup `classifyThrown` and `wrap`'s `headers` share,
+// the status by `statusOfError`, which `classifyThrown` reads it with.
 
 const error429 = (headers: unknown) => Object.assign(new Error('429'), { status: 429, headers });
 
@@ -149,5 +152,58 @@ describe('an SDK error whose headers are an array of [name, value] pairs', () =>
       'x-other': '1',
     });
     expect(headerRecord(pairs)).toEqual(headerRecord(new Map(pairs)));
+  });
+});
+
+describe('an SDK error whose status is its text', () => {
+  it.each([
+    ['status', { status: '429' }],
+    ['statusCode', { statusCode: '429' }],
+    ['response.status', { response: { status: '429' } }],
+    ['response.statusCode', { response: { statusCode: '429' } }],
+    ['$metadata.httpStatusCode', { $metadata: { httpStatusCode: '429' } }],
+    ['$response.statusCode', { $response: { statusCode: '429' } }],
+  ])("reads %s '429' as a 429, with its wait", (_, fields) => {
+    const error = Object.assign(new Error('Too Many Requests'), fields, {
+      headers: { 'retry-after': '1' },
+    });
+    expect(classifyThrown(error)).toEqual({ kind: 'throttled', retryAfterMs: 1_000 });
+  });
+
+  it("reads '404' as an answer the server processed, '503' as a failure", () => {
+    expect(classifyThrown({ status: '404' })).toEqual({ kind: 'success' });
+    expect(classifyThrown({ statusCode: '503', headers: { 'retry-after': '4' } })).toEqual({
+      kind: 'failed',
+      retryAfterMs: 4_000,
+    });
+  });
+
+  it('reads exactly three digits from 100 to 599: no part of a longer text, no other number', () => {
+    const read = (status: string) => statusOfError({ status });
+    expect(['100', '429', '599'].map(read)).toEqual([100, 429, 599]);
+    for (const text of ['429abc', '429 ', ' 429', '+429', '0429', '42', '099', '600', '4.29e2', '0x1ad', ''])
+      expect(read(text), text).toBeUndefined();
+    // A text that is no status leaves the next field to be read.
+    expect(statusOfError({ status: '429abc', statusCode: 503 })).toBe(503);
+  });
+
+  it('wrap retries a call whose error says 429 in text, and the limiter counts a throttle', async () => {
+    const clock = new ManualClock();
+    const limiter = new AdaptiveRateLimiter({ clock });
+    let calls = 0;
+    const call = wrap(
+      limiter,
+      async () => {
+        calls++;
+        if (calls === 1) throw Object.assign(new Error('Too Many Requests'), { statusCode: '429' });
+        return 'ok';
+      },
+      { maxAttempts: 2 },
+    );
+    // The retry waits for the limiter after the cut: its manual clock moves until the call ends.
+    await expect(drive(clock, call())).resolves.toBe('ok');
+    expect(calls).toBe(2);
+    expect(limiter.snapshot().throttles).toBe(1);
+    limiter.close();
   });
 });

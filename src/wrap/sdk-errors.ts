@@ -32,14 +32,22 @@ type Bag = Record<string, unknown>;
 const isBag = (value: unknown): value is Bag =>
   (typeof value === 'object' || typeof value === 'function') && value !== null;
 
-const httpStatus = (value: unknown): number | undefined =>
-  typeof value === 'number' && Number.isInteger(value) && value >= 100 && value <= 599 ? value : undefined;
+/**
+ * An HTTP status: an integer 100-599, or its text of exactly three digits (`'429'`, as a
+ * deserialized error or some SDKs carry it); anything else (`'429abc'`, `' 429'`, `'4.29e2'`) is none.
+ */
+function httpStatus(value: unknown): number | undefined {
+  const status = typeof value === 'string' && /^[1-5]\d\d$/.test(value) ? Number(value) : value;
+  return typeof status === 'number' && Number.isInteger(status) && status >= 100 && status <= 599
+    ? status
+    : undefined;
+}
 
 /**
  * The HTTP status an SDK's error carries, or `undefined`. Read in this order, the first valid one
  * wins: `status` (openai, Anthropic, Octokit), `statusCode`, `response.status` (ky, Octokit,
  * axios), `response.statusCode` (got), `$metadata.httpStatusCode` (AWS SDK v3),
- * `$response.statusCode` (AWS SDK v3).
+ * `$response.statusCode` (AWS SDK v3). Each is a number or its text (`'429'`).
  */
 export function statusOfError(error: unknown): number | undefined {
   if (!isBag(error)) return undefined;

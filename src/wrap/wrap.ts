@@ -31,11 +31,11 @@ export interface WrapOptions<R, A extends unknown[] = any[]> {
   classify?: (result: R) => Outcome;
   /**
    * Classifies a thrown error. @default `classifyThrown`: an SDK's 429 (`status`, `statusCode`,
-   * `response.status`, `response.statusCode`, `$metadata.httpStatusCode`) or an AWS throttling
-   * error is throttled, with the wait its headers ask for (`retry-after-ms`, `Retry-After`);
-   * any other 4xx is a success (an answer the server processed, as the HTTP adapters count it;
-   * the call still ends with the error); anything else failed. The quotas the headers announce
-   * are read by `headers`, not here.
+   * `response.status`, `response.statusCode`, `$metadata.httpStatusCode`; a number or its text
+   * `'429'`) or an AWS throttling error is throttled, with the wait its headers ask for
+   * (`retry-after-ms`, `Retry-After`); any other 4xx is a success (an answer the server
+   * processed, as the HTTP adapters count it; the call still ends with the error); anything else
+   * failed. The quotas the headers announce are read by `headers`, not here.
    */
   classifyError?: (error: unknown) => Outcome;
   /**
