@@ -43,6 +43,8 @@ export const kWaitCancel = Symbol('adaptive-rate-limit.waitCancel');
 
 // The bound of a wait an adapter makes outside a limiter's line (a maxConcurrent slot).
 export const kWaitBound = Symbol('adaptive-rate-limit.waitBound');
+/** The deadlines a maxConcurrent gate holds: one per request waiting for a slot with a bound. */
+export const kHeldDeadlines = Symbol('adaptive-rate-limit.heldDeadlines');
 
 // One budget's books, for the limiter of several budgets it belongs to.
 export const kCanGrant = Symbol('adaptive-rate-limit.canGrant');

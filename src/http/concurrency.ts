@@ -1,7 +1,7 @@
 import PQueue from 'p-queue';
 import type { Clock } from '../clock.js';
 import type { RateLimitRejectedError } from '../errors.js';
-import { kWaitBound } from '../internal.js';
+import { kHeldDeadlines, kWaitBound } from '../internal.js';
 import { untilAborted } from '../limiter/abortable.js';
 import type { RateLimiter, WaitBound } from '../limiter/types.js';
 import type { CancellableLine } from '../limiter/waiting-line.js';
@@ -139,6 +139,11 @@ export class ConcurrencyGate {
   /** Requests waiting for a slot. */
   get waiting(): number {
     return this.#queue.size;
+  }
+
+  /** The deadlines held (see {@link Deadlines}): one per request still waiting with a bound. */
+  get [kHeldDeadlines](): number {
+    return this.#deadlines.size;
   }
 
   /** Takes a slot if one is free and nobody waits; give it back with {@link leave}. */
@@ -279,47 +284,71 @@ interface Deadline {
   /** ms on the clock it was given with. */
   readonly at: number;
   readonly expire: () => void;
+  /** Its neighbours in the list: the one due before it and the one due after it. */
+  prev: Deadline | undefined;
+  next: Deadline | undefined;
+  /** Out of the list: its waiter got its slot, left, or was expired. */
   done: boolean;
 }
 
 /**
- * The deadlines of a gate's waiters, earliest first, and the one timer for the earliest. A waiter
- * that gets its slot or leaves is marked done and dropped when it comes first; first attempts
- * queue in deadline order (the same maxWait from the moment they queue), so an insert is at the
- * end and a removal at the front but for a retry, which has less of maxWait left.
+ * The deadlines of a gate's waiters, earliest first (a doubly linked list), and the one timer,
+ * for the earliest. First attempts queue in deadline order (the same maxWait from the moment they
+ * queue), so an insert is at the end; a retry, which has less of maxWait left, walks back from
+ * the end past the later ones. A waiter that gets its slot or leaves (its caller aborted) is taken
+ * out at once, wherever it stands: a long line of aborted waits at a full gate holds none of them
+ * until maxWait. When it was the earliest, the timer moves to the next one, or stops when none is
+ * left.
  */
 class Deadlines {
-  readonly #items: Deadline[] = [];
+  #first: Deadline | undefined;
+  #last: Deadline | undefined;
+  #size = 0;
   #clock: Clock | undefined;
   #timer: unknown;
   #timerAt = Number.POSITIVE_INFINITY;
 
+  /** Deadlines held: the waiters with a bound still waiting. */
+  get size(): number {
+    return this.#size;
+  }
+
   add(at: number, clock: Clock, expire: () => void): Deadline {
-    const deadline: Deadline = { at, expire, done: false };
-    const items = this.#items;
-    let i = items.length;
-    if (i > 0 && (items[i - 1] as Deadline).at > at) {
-      let lo = 0;
-      while (lo < i) {
-        const mid = (lo + i) >>> 1;
-        if ((items[mid] as Deadline).at <= at) lo = mid + 1;
-        else i = mid;
-      }
-      items.splice(i, 0, deadline);
-    } else items.push(deadline);
+    const deadline: Deadline = { at, expire, prev: undefined, next: undefined, done: false };
+    let before = this.#last;
+    while (before !== undefined && before.at > at) before = before.prev;
+    deadline.prev = before;
+    deadline.next = before === undefined ? this.#first : before.next;
+    if (before === undefined) this.#first = deadline;
+    else before.next = deadline;
+    if (deadline.next === undefined) this.#last = deadline;
+    else deadline.next.prev = deadline;
+    this.#size++;
     if (at < this.#timerAt) this.#arm(clock, at);
     return deadline;
   }
 
+  /** Takes `deadline` out (once; a later call does nothing), and moves the timer when it was the earliest. */
   remove(deadline: Deadline): void {
-    deadline.done = true;
-    this.#dropDone();
-    if (this.#items.length === 0) this.#disarm();
+    if (deadline.done) return;
+    const wasFirst = deadline === this.#first;
+    this.#unlink(deadline);
+    if (!wasFirst) return;
+    const next = this.#first;
+    if (next === undefined) this.#disarm();
+    else if (next.at !== this.#timerAt) this.#arm(this.#clock as Clock, next.at);
   }
 
-  #dropDone(): void {
-    const items = this.#items;
-    while (items.length > 0 && (items[0] as Deadline).done) items.shift();
+  #unlink(deadline: Deadline): void {
+    deadline.done = true;
+    const { prev, next } = deadline;
+    if (prev === undefined) this.#first = next;
+    else prev.next = next;
+    if (next === undefined) this.#last = prev;
+    else next.prev = prev;
+    deadline.prev = undefined;
+    deadline.next = undefined;
+    this.#size--;
   }
 
   #arm(clock: Clock, at: number): void {
@@ -342,16 +371,12 @@ class Deadlines {
     this.#timer = undefined;
     this.#timerAt = Number.POSITIVE_INFINITY;
     const now = clock.now();
-    const items = this.#items;
-    while (items.length > 0 && (items[0] as Deadline).at <= now) {
-      const deadline = items.shift() as Deadline;
-      if (deadline.done) continue;
-      deadline.done = true;
-      deadline.expire();
+    for (let first = this.#first; first !== undefined && first.at <= now; first = this.#first) {
+      this.#unlink(first);
+      first.expire();
     }
-    this.#dropDone();
-    const next = items[0];
-    if (next !== undefined) this.#arm(clock, next.at);
+    const next = this.#first;
+    if (next !== undefined && next.at !== this.#timerAt) this.#arm(clock, next.at);
   }
 }
 
