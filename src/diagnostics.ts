@@ -14,8 +14,9 @@ import type { LimiterEventMap } from './limiter/events.js';
  * | `adaptive-rate-limit:pause` | sends paused after a Retry-After | `{ limiter, until, ms, requestedMs }`: `until` on the limiter's clock, `ms` the pause after `maxPause`, `requestedMs` what the server asked for |
  * | `adaptive-rate-limit:reject` | a request was refused unsent | `{ limiter, units, reason, message }`: `reason` is `'queue-full'`, `'max-wait'`, `'timeout'` or `'closed'` |
  *
- * `limiter` is the limiter's name. Payloads are the limiter's own event objects (see
- * `LimiterEventMap`), so the same fields reach `limiter.on(...)` listeners.
+ * `limiter` is the limiter's name, its secrets masked (`redactText`) as everything the library
+ * echoes back. Payloads are the limiter's own event objects (see `LimiterEventMap`), so the same
+ * fields reach `limiter.on(...)` listeners.
  *
  * ```ts
  * import diagnosticsChannel from 'node:diagnostics_channel';

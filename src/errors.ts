@@ -21,7 +21,10 @@ export type RejectionReason = 'queue-full' | 'max-wait' | 'timeout' | 'closed';
 /** A request the limiter did not send: its queue was full, its wait too long, or it was closed. */
 export class RateLimitRejectedError extends AdaptiveRateLimitError {
   readonly reason: RejectionReason;
-  /** The name of the limiter that refused. */
+  /**
+   * The name of the limiter that refused, its secrets masked (`redactText`) as in the message: a
+   * name may hold a key (a partition named after a customer's), and an error is logged.
+   */
   readonly limiter: string;
   /**
    * The wait the limiter predicted when it refused (ms, >= 0), when it knows one: how long the
@@ -33,7 +36,7 @@ export class RateLimitRejectedError extends AdaptiveRateLimitError {
     super(`ERR_RATE_LIMIT_${reason.toUpperCase().replace('-', '_')}`, `rate limiter "${limiter}": ${detail}`);
     this.name = 'RateLimitRejectedError';
     this.reason = reason;
-    this.limiter = limiter;
+    this.limiter = redactText(limiter);
     this.retryAfterMs =
       retryAfterMs !== undefined && retryAfterMs >= 0 && Number.isFinite(retryAfterMs)
         ? retryAfterMs
@@ -68,7 +71,7 @@ export function isLimiterRefusal(error: unknown): boolean {
  * `response` is the API's answer (status 429, its headers; its body was read to tell).
  */
 export class QuotaExhaustedError extends AdaptiveRateLimitError {
-  /** The name of the limiter the call went through. */
+  /** The name of the limiter the call went through, its secrets masked (`redactText`). */
   readonly limiter: string;
   /** The API's error code: `insufficient_quota` or `enforced_spend_limit_reached`. */
   readonly reason: string;
@@ -81,7 +84,7 @@ export class QuotaExhaustedError extends AdaptiveRateLimitError {
       `rate limiter "${limiter}": the API refused the call for its spend cap or quota (${reason}, status ${status}); not retried`,
     );
     this.name = 'QuotaExhaustedError';
-    this.limiter = limiter;
+    this.limiter = redactText(limiter);
     this.reason = reason;
     this.status = status;
     this.response = response;

@@ -1,6 +1,9 @@
 /**
  * The one redaction rule for everything the library echoes back: error messages and their
- * `received` values, warnings, events, diagnostics payloads, snapshots and `NODE_DEBUG` lines.
+ * `received` values, warnings, events, diagnostics payloads, snapshots, metrics attributes and
+ * `NODE_DEBUG` lines, and a limiter's name in each of them (an error's `limiter`, an event's, a
+ * snapshot's `name`). What you hand the library and look things up by is kept as given: a
+ * limiter's `name` property and a registry's keys (`get(name)`, its events' `name`).
  *
  * Masked with `***`:
  * - a URL's user name and password: `redis://user:pw@host:6379/0` -> `redis://***@host:6379/0`,

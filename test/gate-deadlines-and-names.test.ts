@@ -1,13 +1,21 @@
-import { describe, expect, it } from 'vitest';
+import diagnosticsChannel from 'node:diagnostics_channel';
+import type { ServerResponse } from 'node:http';
+import { describe, expect, it, vi } from 'vitest';
 import { ManualClock } from '../src/clock.js';
+import { attachDiagnostics, DIAGNOSTICS_CHANNELS } from '../src/diagnostics.js';
 import { RateLimitRejectedError } from '../src/errors.js';
 import { ConcurrencyGate } from '../src/http/concurrency.js';
+import { runtimeOf } from '../src/http/interceptor.js';
 import { kHeldDeadlines } from '../src/internal.js';
+import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
+import { FixedWindowRateLimiter } from '../src/limiter/fixed-window.js';
+import { agentWith, cleanups, get, limit, NEVER_BINDS, serve } from './helpers/interceptor-fixtures.js';
 
-// A maxConcurrent gate kept the deadline of every waiter that left (aborted, or given its slot)
-// until the timer or the head of the line reached it: a long line of aborted waits at a full gate
-// stayed in memory until maxWait, and the timer stayed armed for a waiter gone. Time is a manual
-// clock throughout.
+// Two leaks. A maxConcurrent gate kept the deadline of every waiter that left (aborted, or given
+// its slot) until the timer or the head of the line reached it: a long line of aborted waits at a
+// full gate stayed in memory until maxWait, and the timer stayed armed for a waiter gone. And a
+// limiter's name, masked in metrics and NODE_DEBUG lines, went as given into a refusal's
+// `limiter`, the events and the diagnostics channels' payloads. Time is a manual clock throughout.
 
 /** A ManualClock that tells when each of its armed timers is due. */
 class DueClock extends ManualClock {
@@ -100,5 +108,128 @@ describe('a maxConcurrent gate’s deadlines', () => {
     expect(clock.pendingTimers).toBe(0);
     expect(gate[kHeldDeadlines]).toBe(0);
     held.release();
+  });
+});
+
+// What redactText masks in a name: a vendor's key, a bearer token, a URL's password.
+const SECRET_NAMES = [
+  ['an API key', 'openai sk-proj-Zq81kLmN0pQrStUvWx', 'Zq81kLmN0pQrStUvWx'],
+  ['a bearer token', 'customer Bearer eyJhbGciOiJIUzI1NiJ9tok', 'eyJhbGciOiJIUzI1NiJ9tok'],
+  ['a URL password', 'https://acme:pa55w0rd-Xy@api.example.com', 'pa55w0rd-Xy'],
+] as const;
+
+/** Every message published on the library's diagnostics channels until the test ends. */
+function published(): unknown[] {
+  const seen: unknown[] = [];
+  const listen = (message: unknown) => seen.push(message);
+  for (const channel of Object.values(DIAGNOSTICS_CHANNELS)) diagnosticsChannel.subscribe(channel, listen);
+  cleanups.push(() => {
+    for (const channel of Object.values(DIAGNOSTICS_CHANNELS))
+      diagnosticsChannel.unsubscribe(channel, listen);
+  });
+  return seen;
+}
+
+describe('a limiter’s name that holds a secret', () => {
+  it.each(SECRET_NAMES)(
+    'is masked (%s) in a refusal, its events, the diagnostics channels and snapshot()',
+    async (_, name, secret) => {
+      const seen = published();
+      const clock = new ManualClock();
+      const limiter = new AdaptiveRateLimiter({ name, clock, initialUnitsPerMinute: 60, maxWait: 1_000 });
+      attachDiagnostics(limiter);
+      const events: unknown[] = [];
+      for (const event of ['throttled', 'decreased', 'paused', 'rejected', 'acquired'] as const)
+        limiter.on(event, (e) => events.push(e));
+
+      limiter.tryAcquire()?.throttled(5_000); // throttle, rate, pause
+      const error = await limiter.acquire().catch((e: unknown) => e); // paused 5 s: past maxWait
+
+      expect(error).toBeInstanceOf(RateLimitRejectedError);
+      const refused = error as RateLimitRejectedError;
+      expect(refused.reason).toBe('max-wait');
+      expect(refused.limiter).not.toContain(secret);
+      expect(refused.limiter).toContain('***');
+      expect(refused.message).not.toContain(secret);
+      expect(seen).toHaveLength(4); // pause, rate, throttle, reject
+      for (const message of seen) expect((message as { limiter: string }).limiter).toBe(refused.limiter);
+      expect(JSON.stringify(seen)).not.toContain(secret);
+      expect(events.map((e) => (e as { limiter: string }).limiter)).toEqual(
+        events.map(() => refused.limiter),
+      );
+      expect(JSON.stringify(events)).not.toContain(secret);
+      expect(limiter.snapshot().name).toBe(refused.limiter);
+      // What you gave it, and look it up by, is kept.
+      expect(limiter.name).toBe(name);
+      limiter.close();
+    },
+  );
+
+  it('is masked in a fixed-window limiter’s refusal and its events', async () => {
+    const [, name, secret] = SECRET_NAMES[0];
+    const limiter = new FixedWindowRateLimiter({
+      name,
+      clock: new ManualClock(),
+      limitForPeriod: 1,
+      limitRefreshPeriod: 60_000,
+      timeoutDuration: 1_000,
+    });
+    const events: unknown[] = [];
+    limiter.on('rejected', (e) => events.push(e));
+    await limiter.acquire();
+    const error = (await limiter.acquire().catch((e: unknown) => e)) as RateLimitRejectedError;
+    expect(error).toMatchObject({ reason: 'timeout' });
+    expect(error.limiter).not.toContain(secret);
+    expect(error.message).not.toContain(secret);
+    expect(JSON.stringify([events, limiter.snapshot()])).not.toContain(secret);
+    expect(limiter.name).toBe(name);
+  });
+
+  it('is masked in the refusal of a maxConcurrent slot through the interceptor, for a partition named after a key', async () => {
+    const [, customer, secret] = SECRET_NAMES[0];
+    let held: ServerResponse | undefined;
+    const server = await serve({
+      respond: (req, res) => {
+        if (req.url !== '/slow') return false;
+        held = res;
+        return true;
+      },
+    });
+    const seen = published();
+    const clock = new ManualClock();
+    const tokenA = { authorization: 'Bearer customer-a-0123456789abcdef' };
+    const tokenB = { authorization: 'Bearer customer-b-fedcba9876543210' };
+    const rl = limit({
+      clock,
+      default: { ...NEVER_BINDS, maxConcurrent: 1, maxWait: 1_000 },
+      partitionName: (r) => (r.headers.authorization === tokenB.authorization ? customer : undefined),
+    });
+    const agent = agentWith(rl);
+    // A failed test's held answer ends before the agent closes.
+    cleanups.push(() => {
+      if (held !== undefined && !held.headersSent) held.writeHead(200).end();
+    });
+    // The first credential's requests go through the origin's own limiter; the second gets one of its own.
+    expect((await get(agent, `${server.origin}/a`, { headers: tokenA })).status).toBe(200);
+    const slow = get(agent, `${server.origin}/slow`, { headers: tokenB });
+    await server.waitForRequests(2);
+    const waiting = get(agent, `${server.origin}/b`, { headers: tokenB }).catch((e: unknown) => e);
+    const limiter = rl.registry
+      .names()
+      .map((n) => rl.registry.get(n))
+      .find((l) => l?.name.endsWith(`#${customer}`));
+    const gate = runtimeOf(rl).gateOf(limiter as AdaptiveRateLimiter) as ConcurrencyGate;
+    await vi.waitFor(() => expect(gate.waiting).toBe(1));
+    clock.advance(1_000);
+
+    const error = (await waiting) as RateLimitRejectedError;
+    expect(error).toBeInstanceOf(RateLimitRejectedError);
+    expect(error.message).toMatch(/maxConcurrent slot/);
+    expect(error.limiter).not.toContain(secret);
+    expect(error.message).not.toContain(secret);
+    expect(seen.filter((m) => (m as { reason?: string }).reason === 'max-wait')).toHaveLength(1);
+    expect(JSON.stringify(seen)).not.toContain(secret);
+    held?.writeHead(200).end('slow');
+    expect((await slow).body).toBe('slow');
   });
 });

@@ -28,6 +28,7 @@ import {
   kWaitBound,
   kWaitCancel,
 } from '../internal.js';
+import { redactText } from '../redact.js';
 import { AnnouncedBucket } from './announced-bucket.js';
 import { type RateGate, TokenBucket } from './bucket.js';
 import {
@@ -136,10 +137,17 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
    * (a number costs an idle limiter nothing); unset when the limiter never waits so.
    */
   #crowd: CrowdWait | number | undefined;
+  /**
+   * The name as the limiter shows it, in its events (and so the diagnostics channels), its
+   * refusals and its snapshot: its secrets masked (`redactText`), as everything the library echoes
+   * back. The same string as the name when there is nothing to mask.
+   */
+  readonly #shownName: string;
 
   constructor(options: AdaptiveLimiterOptions = {}) {
     super();
     this.#opts = resolveLimiterOptions(options);
+    this.#shownName = redactText(this.#opts.name);
     const entries = Object.entries(this.#opts.budgets ?? {});
     const [firstName, firstOwn] = entries[0] ?? [undefined, undefined];
     // The first budget is this limiter's own: its entry's fields override the limiter's.
@@ -612,7 +620,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     const book = this.#book;
     bucket.refill(now);
     const snapshot: LimiterSnapshot = {
-      name: this.#opts.name,
+      name: this.#shownName,
       rate: bucket.rate,
       announcedRate: this.#announcedRate(now),
       minRate: book.minRate,
@@ -730,7 +738,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
         if (leavingUnlimited) this.#bucket.empty(now);
       }
     } finally {
-      this.emit('throttled', { limiter: this.#opts.name, retryAfterMs: given, cut });
+      this.emit('throttled', { limiter: this.#shownName, retryAfterMs: given, cut });
       this.#arm(now);
     }
   }
@@ -745,7 +753,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   ): void {
     if (this.#watched !== watchGeneration()) this.#watched = this.#handToWatchers();
     if (counted && this.listenerCount('failed') > 0)
-      this.emit('failed', { limiter: this.#opts.name, retryAfterMs });
+      this.emit('failed', { limiter: this.#shownName, retryAfterMs });
     const quota = this.#own(given);
     const sentAfter = this.#landed(permit);
     if (this.#slowStart !== undefined) {
@@ -886,7 +894,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   #pauseFor(now: number, ms: number, requestedMs: number): void {
     const until = now + ms;
     if (this.#pause.extend(now, until, this.#book.lastCutAt)) {
-      this.emit('paused', { limiter: this.#opts.name, until, ms, requestedMs });
+      this.emit('paused', { limiter: this.#shownName, until, ms, requestedMs });
     }
   }
 
@@ -899,9 +907,9 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     // the head back).
     const holdsHead = this.#member?.holdsHead;
     this.#book.waited = holdsHead === undefined ? !this.#nobodyWaits() : holdsHead();
-    if (rate < from) this.emit('decreased', { limiter: this.#opts.name, from, to: rate, cause });
+    if (rate < from) this.emit('decreased', { limiter: this.#shownName, from, to: rate, cause });
     else if (cause !== 'throttle')
-      this.emit('increased', { limiter: this.#opts.name, from, to: rate, cause });
+      this.emit('increased', { limiter: this.#shownName, from, to: rate, cause });
   }
 
   #canGrant(units: number, now: number): boolean {
@@ -923,7 +931,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     const permit = new LimiterPermit(this, units, this.#book.epoch, now - since, now, this.#grantedUnits);
     this.#flight?.granted(permit, units);
     if (this.listenerCount('acquired') > 0) {
-      this.emit('acquired', { limiter: this.#opts.name, units, waited: now - since });
+      this.emit('acquired', { limiter: this.#shownName, units, waited: now - since });
     }
     return permit;
   }
@@ -989,7 +997,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     waitMs?: number,
   ): RateLimitRejectedError {
     if (this.#watched !== watchGeneration()) this.#watched = this.#handToWatchers();
-    return refusal((e) => this.emit('rejected', e), this.#opts.name, reason, units, detail, waitMs);
+    return refusal((e) => this.emit('rejected', e), this.#shownName, reason, units, detail, waitMs);
   }
 
   // ---- the waiting line --------------------------------------------------------------------
@@ -1039,7 +1047,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
         }
         return this.#rejection(reason, units, detail, waitMs);
       },
-      resumed: () => this.emit('resumed', { limiter: this.#opts.name }),
+      resumed: () => this.emit('resumed', { limiter: this.#shownName }),
       // Its costs leave the budgets' line too (they listened to its signal; the line could not).
       notQueued: (tag) => budgets?.drop(tag as BudgetWaiter),
       canceled: (units, waited, reason) => {
@@ -1048,13 +1056,13 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
         // refusal, and the listeners hear it as one.
         if (reason instanceof RateLimitRejectedError) {
           this.emit('rejected', {
-            limiter: this.#opts.name,
+            limiter: this.#shownName,
             units,
             reason: reason.reason,
             message: reason.message,
           });
         } else if (this.listenerCount('canceled') > 0) {
-          this.emit('canceled', { limiter: this.#opts.name, units, waited });
+          this.emit('canceled', { limiter: this.#shownName, units, waited });
         }
       },
     });

@@ -4,7 +4,9 @@ import { warnListenerThrew } from './listener-threw.js';
 
 /**
  * The typed events of a limiter; payloads are plain objects, rates in units/min, times in ms.
- * `budget` names the budget of a limiter of several (see `AdaptiveLimiterOptions.budgets`).
+ * `limiter` is the limiter's name with its secrets masked (`redactText`), as everything the
+ * library echoes back is (errors, snapshots, metrics, `NODE_DEBUG`); `limiter.name` keeps it as
+ * given. `budget` names the budget of a limiter of several (see `AdaptiveLimiterOptions.budgets`).
  */
 export interface LimiterEventMap {
   /** Units granted; `waited` is how long the request waited (0 when granted at once). */
@@ -118,7 +120,7 @@ export class LazyEmitter<T extends { [K in keyof T]: unknown[] }> {
 
 /**
  * The error a refused request gets (the same for both limiter kinds), told first to the limiter's
- * `rejected` listeners.
+ * `rejected` listeners, which are told the error's name of the limiter (masked).
  */
 export function refusal(
   emit: (payload: LimiterEventMap['rejected'][0]) => void,
@@ -129,6 +131,6 @@ export function refusal(
   waitMs?: number,
 ): RateLimitRejectedError {
   const error = new RateLimitRejectedError(reason, name, detail, waitMs);
-  emit({ limiter: name, units, reason, message: error.message });
+  emit({ limiter: error.limiter, units, reason, message: error.message });
   return error;
 }

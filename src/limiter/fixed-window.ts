@@ -3,6 +3,7 @@ import { type Clock, MAX_TIMER_MS, systemClock } from '../clock.js';
 import { configErrorFrom, InvalidArgumentError, type RateLimitRejectedError } from '../errors.js';
 import { kWaitBound } from '../internal.js';
 import { issueMessage } from '../issue-message.js';
+import { redactText } from '../redact.js';
 import { LazyEmitter, type LimiterEventMap, refusal } from './events.js';
 import { Fifo } from './fifo.js';
 import { clockSchema, LIMITER_DEFAULTS, limiterFieldsSchema } from './options.js';
@@ -16,7 +17,10 @@ const EPSILON = 1e-9;
 
 /** Options of a {@link FixedWindowRateLimiter} (Resilience4j's `RateLimiterConfig`). */
 export interface FixedWindowLimiterOptions {
-  /** Names the limiter in errors, events and snapshots. @default 'default' */
+  /**
+   * Names the limiter in errors, events and snapshots, with its secrets masked there (see
+   * `AdaptiveLimiterOptions.name`); `limiter.name` keeps it as given. @default 'default'
+   */
   name?: string;
   /** Units granted per cycle (an integer >= 1). */
   limitForPeriod: number;
@@ -33,6 +37,7 @@ export type FixedWindowEventMap = Pick<LimiterEventMap, 'acquired' | 'rejected'>
 
 /** What {@link FixedWindowRateLimiter.snapshot} reports. */
 export interface FixedWindowSnapshot {
+  /** The limiter's name, its secrets masked (`redactText`) as in its events and errors. */
   name: string;
   limitForPeriod: number;
   limitRefreshPeriod: number;
@@ -94,6 +99,8 @@ interface Waiter {
  */
 export class FixedWindowRateLimiter extends LazyEmitter<FixedWindowEventMap> implements RateLimiter {
   readonly name: string;
+  /** The name as the limiter shows it (events, refusals, snapshot): its secrets masked, see `redactText`. */
+  readonly #shownName: string;
   readonly #clock: Clock;
   readonly #createdAt: number;
   readonly #period: number;
@@ -121,6 +128,7 @@ export class FixedWindowRateLimiter extends LazyEmitter<FixedWindowEventMap> imp
     if (!parsed.success) throw configErrorFrom(parsed.error, options, SOURCE, '', optionsSchema);
     const o = parsed.data;
     this.name = o.name ?? LIMITER_DEFAULTS.name;
+    this.#shownName = redactText(this.name);
     this.#clock = o.clock ?? systemClock;
     this.#createdAt = this.#clock.now();
     this.#period = o.limitRefreshPeriod;
@@ -137,7 +145,9 @@ export class FixedWindowRateLimiter extends LazyEmitter<FixedWindowEventMap> imp
     const signal = options?.signal;
     if (signal?.aborted) return Promise.reject(signal.reason);
     if (this.#closed)
-      return Promise.reject(refusal((e) => this.emit('rejected', e), this.name, 'closed', units, 'closed'));
+      return Promise.reject(
+        refusal((e) => this.emit('rejected', e), this.#shownName, 'closed', units, 'closed'),
+      );
     const now = this.#clock.now();
     this.#drain(now);
     if (this.#queue.size === 0 && units <= this.#left + EPSILON) {
@@ -155,7 +165,7 @@ export class FixedWindowRateLimiter extends LazyEmitter<FixedWindowEventMap> imp
     if (wait > this.#timeout - waitedBefore(options)) {
       const detail = `${units} units would wait ${Math.ceil(wait)} ms for cycle ${cycle}, longer than timeoutDuration ${this.#timeout} ms`;
       return Promise.reject(
-        refusal((e) => this.emit('rejected', e), this.name, 'timeout', units, detail, wait),
+        refusal((e) => this.emit('rejected', e), this.#shownName, 'timeout', units, detail, wait),
       );
     }
     this.#tailCycle = cycle;
@@ -206,7 +216,7 @@ export class FixedWindowRateLimiter extends LazyEmitter<FixedWindowEventMap> imp
   snapshot(): FixedWindowSnapshot {
     this.#drain(this.#clock.now());
     return {
-      name: this.name,
+      name: this.#shownName,
       limitForPeriod: this.#limit,
       limitRefreshPeriod: this.#period,
       timeoutDuration: this.#timeout,
@@ -229,11 +239,11 @@ export class FixedWindowRateLimiter extends LazyEmitter<FixedWindowEventMap> imp
         const max = this.#timeout;
         const left = waitedMs > 0 ? `the ${Math.max(0, Math.floor(max - waitedMs))} ms left of ` : '';
         const detail = `no ${what} within ${left}timeoutDuration ${max} ms`;
-        return refusal((e) => this.emit('rejected', e), this.name, 'timeout', units, detail);
+        return refusal((e) => this.emit('rejected', e), this.#shownName, 'timeout', units, detail);
       },
       closed: (units) =>
         this.#closed
-          ? refusal((e) => this.emit('rejected', e), this.name, 'closed', units, 'closed')
+          ? refusal((e) => this.emit('rejected', e), this.#shownName, 'closed', units, 'closed')
           : undefined,
       onClose: (listener) => {
         if (this.#closed) return;
@@ -253,7 +263,7 @@ export class FixedWindowRateLimiter extends LazyEmitter<FixedWindowEventMap> imp
       waiter.reject(
         refusal(
           (e) => this.emit('rejected', e),
-          this.name,
+          this.#shownName,
           'closed',
           waiter.units,
           `closed with ${waiter.units} units waiting`,
@@ -395,13 +405,13 @@ export class FixedWindowRateLimiter extends LazyEmitter<FixedWindowEventMap> imp
   }
 
   #grant(units: number, waited: number): Permit {
-    this.emit('acquired', { limiter: this.name, units, waited });
+    this.emit('acquired', { limiter: this.#shownName, units, waited });
     return permitOf(units, waited);
   }
 
   #neverServed(units: number): RateLimitRejectedError {
     const detail = `${units} units can never be served: limitForPeriod is ${this.#limit} per cycle`;
-    return refusal((e) => this.emit('rejected', e), this.name, 'timeout', units, detail);
+    return refusal((e) => this.emit('rejected', e), this.#shownName, 'timeout', units, detail);
   }
 }
 

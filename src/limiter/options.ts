@@ -10,8 +10,11 @@ import { issueMessage } from '../issue-message.js';
 /** Options of an {@link AdaptiveRateLimiter}. Rates are units per minute for the whole budget. */
 export interface AdaptiveLimiterOptions {
   /**
-   * Names the limiter in errors, events, snapshots and metrics (a registry names the limiters it
-   * makes after their key or origin). Fixed at creation. @default 'default'
+   * Names the limiter in errors, events, diagnostics payloads, snapshots, metrics and `NODE_DEBUG`
+   * lines (a registry names the limiters it makes after their key or origin), each time with its
+   * secrets masked as every value the library echoes back (an `sk-...` key, a bearer token, a
+   * URL's password: see `redactText`); `limiter.name` and a registry's keys keep it as given.
+   * Fixed at creation. @default 'default'
    */
   name?: string;
   /**

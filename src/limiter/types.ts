@@ -189,6 +189,7 @@ export interface RateLimiter {
 
 /** What `AdaptiveRateLimiter.snapshot()` reports. Rates in units/min, times on the limiter's clock (ms). */
 export interface LimiterSnapshot {
+  /** The limiter's name, its secrets masked (`redactText`) as in its events and errors. */
   name: string;
   /** Current rate of this process; `Infinity` before the first throttle when no initial rate is set. */
   rate: number;

@@ -37,7 +37,7 @@ const PAUSE_TOLERANCE_MS = 25;
 
 /** What a {@link MemberState} starts from. Rates are the whole budget's, units/min. */
 export interface MemberStateInit {
-  /** The budget's name, in events and warnings. */
+  /** The budget's name, in events and warnings (masked there: see `redactText`). */
   readonly name: string;
   /** `undefined`: none (unlimited until a throttle). */
   readonly initialRate: number | undefined;
@@ -79,6 +79,7 @@ export class MemberState {
   readonly limiter: AdaptiveRateLimiter;
 
   readonly #events: EventEmitter<SharedBudgetEventMap>;
+  /** The budget's name as its events and warnings show it: its secrets masked. */
   readonly #name: string;
   readonly #clock: Clock;
   readonly #controller: BudgetController;
@@ -125,7 +126,7 @@ export class MemberState {
 
   constructor(events: EventEmitter<SharedBudgetEventMap>, init: MemberStateInit) {
     this.#events = events;
-    this.#name = init.name;
+    this.#name = redactText(init.name);
     const { minRate, maxRate } = init;
     this.#members = init.members;
     this.#fraction = 1 / init.members;

@@ -7,6 +7,7 @@ import { AdaptiveRateLimiter, type LimiterSnapshot } from '../limiter/adaptive.j
 import { resolveLimiterOptions } from '../limiter/options.js';
 import { notSent, unitsCounted } from '../limiter/permit.js';
 import type { AcquireOptions, AnnouncedQuota, Permit, RateLimiter, WaitBound } from '../limiter/types.js';
+import { redactText } from '../redact.js';
 import { Coordinator } from './coordinator.js';
 import { memberController } from './member-controller.js';
 import { MemberState, type SharedBudgetEventMap, type SharedState } from './member-state.js';
@@ -25,6 +26,7 @@ const LOCAL_MIN_RATE = 1e-3;
 
 /** Thrown by `acquire` of a `failClosed` budget while Redis cannot be reached. */
 export class SharedBudgetUnavailableError extends AdaptiveRateLimitError {
+  /** The budget's name, its secrets masked (`redactText`) as in the message. */
   readonly budget: string;
 
   constructor(budget: string, cause: unknown) {
@@ -33,7 +35,7 @@ export class SharedBudgetUnavailableError extends AdaptiveRateLimitError {
       cause,
     });
     this.name = 'SharedBudgetUnavailableError';
-    this.budget = budget;
+    this.budget = redactText(budget);
   }
 }
 

@@ -43,7 +43,10 @@ export interface SharedState {
   roundTrips: number;
 }
 
-/** The events of a {@link SharedBudget}; the local limiter's own events are on `budget.limiter`. */
+/**
+ * The events of a {@link SharedBudget}; the local limiter's own events are on `budget.limiter`.
+ * `budget` is the budget's name, its secrets masked (`redactText`).
+ */
 export interface SharedBudgetEventMap {
   /** Redis could not be reached: this process now serves from `rate` (units/min), its local share. */
   degraded: [{ budget: string; error: unknown; rate: number }];
