@@ -29,9 +29,9 @@ function originText(url: URL): string {
   return `${url.protocol}//${url.hostname.slice(0, -1)}${url.port === '' ? '' : `:${url.port}`}`;
 }
 
-const EXPECTED_ORIGIN = 'expected an http or https origin such as "https://api.example.com"';
+const EXPECTED_ORIGIN = 'must be an http or https origin such as "https://api.example.com"';
 const EXPECTED_PATTERN =
-  'expected an origin such as "https://api.example.com" or a wildcard such as "*.example.com" or "https://*.example.com"';
+  'must be an origin such as "https://api.example.com" or a wildcard such as "*.example.com" or "https://*.example.com"';
 const NO_PATH = 'an origin has no path, query or fragment: a limiter covers a whole origin';
 const NO_CREDENTIALS = 'an origin has no user name or password';
 
@@ -185,7 +185,7 @@ function parsePattern(pattern: string): { origin: string } | Wildcard | string {
   const text = pattern.trim();
   const scheme = /^([A-Za-z][A-Za-z0-9+.-]*):\/\//.exec(text)?.[1]?.toLowerCase();
   if (scheme !== undefined && !SCHEMES.has(`${scheme}:`))
-    return `expected an http or https origin, not ${scheme}`;
+    return `must be an http or https origin, not ${scheme}`;
   if (!text.includes('*')) {
     const url = scheme === undefined ? undefined : parseHttpUrl(text);
     if (url === undefined) return EXPECTED_PATTERN;

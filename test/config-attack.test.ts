@@ -101,7 +101,7 @@ describe('origins: trailing dots and empty labels', () => {
       ['limiters.api.origins.2', 'https://a..example.com'],
       ['limiters.api.origins.3', 'https://.example.com'],
     ]);
-    expect(error.issues[0]?.message).toMatch(/^expected an origin such as/);
+    expect(error.issues[0]?.message).toMatch(/^must be an origin such as/);
   });
 });
 

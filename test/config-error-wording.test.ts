@@ -152,18 +152,18 @@ describe('other types, values and forms', () => {
 
 describe('the messages a schema or a refinement sets itself are kept', () => {
   it("a schema's own error, a refinement's own message, a cross-field rule's", () => {
-    expect(limiter({ burst: 'all' })).toEqual(["burst: expected 'paced', 'second' or 'announced'"]);
+    expect(limiter({ burst: 'all' })).toEqual(["burst: must be 'paced', 'second' or 'announced'"]);
     for (const slowStart of ['none', 0, 2.5, true]) {
       expect(limiter({ slowStart })).toEqual(['slowStart: must be a whole number of units >= 1, or false']);
     }
     expect(limiter({ clock: {} })[0]).toBe(
-      'clock: expected a Clock with now(), setTimeout() and clearTimeout(); not a function here: now(), setTimeout(), clearTimeout()',
+      'clock: must be a Clock with now(), setTimeout() and clearTimeout(); not a function here: now(), setTimeout(), clearTimeout()',
     );
     expect(limiter({ minUnitsPerMinute: 10, maxUnitsPerMinute: 5 })).toEqual([
       'minUnitsPerMinute: must not be above maxUnitsPerMinute (5)',
     ]);
     expect(config({ limiters: { a: { origins: ['https://a.test'], maxWait: '10 sec' } } })).toEqual([
-      'limiters.a.maxWait: expected a duration such as 500, "500ms", "10s", "2m" or "00:00:10"',
+      'limiters.a.maxWait: must be a duration such as 500, "500ms", "10s", "2m" or "00:00:10"',
     ]);
     expect(config({ limiters: { ' ': { origins: ['https://a.test'] } } })).toEqual([
       'limiters." ": a limiter name must be a non-empty string, not white space alone',

@@ -225,7 +225,7 @@ describe('a plain-object config in code is checked as JSON is', () => {
   });
 });
 
-// Regression: a field that is `false` or a value of another kind read "expected false or an
+// Regression: a field that is `false` or a value of another kind read "must be false or an
 // object" in JSON whatever the field (that is `default`'s message), and `partitionBy` read
 // "Invalid input" in code: neither said what the field takes.
 describe('a field that takes false or a value says which value, in code as in JSON', () => {
@@ -233,11 +233,11 @@ describe('a field that takes false or a value says which value, in code as in JS
     configError(make).issues.map((issue) => `${issue.path}: ${issue.message}`);
 
   it.each([
-    ['partitionBy', 'x-key', 'limiters.a.partitionBy: expected false or a list of header names'],
+    ['partitionBy', 'x-key', 'limiters.a.partitionBy: must be false or a list of header names'],
     [
       'headers',
       'nope',
-      "limiters.a.headers: expected 'standard', 'github', 'openai', 'anthropic', 'shopify' or false",
+      "limiters.a.headers: must be 'standard', 'github', 'openai', 'anthropic', 'shopify' or false",
     ],
   ])('%s: %s', (field, value, message) => {
     const limiter = { origins: ['https://a.example.com'], [field]: value };
@@ -245,8 +245,8 @@ describe('a field that takes false or a value says which value, in code as in JS
     expect(messages(() => rateLimitedFetch({ limiters: { a: limiter } }))).toEqual([message]);
   });
 
-  it('default: 5 still reads expected false or an object', () => {
-    expect(messages(() => parseConfig({ default: 5 }))).toEqual(['default: expected false or an object']);
+  it('default: 5 still says it must be false or an object', () => {
+    expect(messages(() => parseConfig({ default: 5 }))).toEqual(['default: must be false or an object']);
   });
 });
 

@@ -10,7 +10,7 @@ import { resolveLimiterOptions } from '../src/limiter/options.js';
 import { RateLimiterRegistry } from '../src/registry/index.js';
 import { configError } from './helpers/config-error.js';
 
-const CONTROLLER = "expected 'aimd', 'cubic', 'probe' or an object with onThrottled and onSuccess";
+const CONTROLLER = "must be 'aimd', 'cubic', 'probe' or an object with onThrottled and onSuccess";
 
 describe('parseConfig', () => {
   it('parses our camelCase shape, turning durations into ms and filling in the defaults', () => {

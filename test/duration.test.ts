@@ -84,7 +84,7 @@ describe('parseDuration', () => {
 
   it('states the field, the expected forms and the value received in the message', () => {
     expect(() => parseDuration('10 sec', 'limiters.github.maxWait')).toThrow(
-      /limiters\.github\.maxWait: expected a duration such as 500, "500ms", "10s", "2m" or "00:00:10" \(received "10 sec"\)/,
+      /limiters\.github\.maxWait: must be a duration such as 500, "500ms", "10s", "2m" or "00:00:10" \(received "10 sec"\)/,
     );
   });
 });

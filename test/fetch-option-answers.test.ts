@@ -54,7 +54,7 @@ describe('rateLimitedFetch: what the fetch option returns', () => {
         expect(error).toBeInstanceOf(InvalidCallbackValueError);
         expect(error).toMatchObject({ callback: 'fetch', code: 'ERR_INVALID_CALLBACK_VALUE' });
         expect((error as Error).message).toBe(
-          `the fetch option returned ${what}; expected a Response or a promise of one`,
+          `the fetch option returned ${what}; it must return a Response or a promise of one`,
         );
       },
     );

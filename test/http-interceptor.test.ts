@@ -669,7 +669,7 @@ describe('adaptiveRateLimit: options and observability', () => {
     expect(() => adaptiveRateLimit({ maxAttempts: 0 })).toThrow(/maxAttempts.*received 0/);
     expect(() => adaptiveRateLimit({ throttleStatuses: [200] })).toThrow(/throttleStatuses\.0.*received 200/);
     expect(() => adaptiveRateLimit({ maxReplayBodyBytes: -1 })).toThrow(/maxReplayBodyBytes/);
-    expect(() => adaptiveRateLimit({ units: 3 as never })).toThrow(/units.*expected a function/);
+    expect(() => adaptiveRateLimit({ units: 3 as never })).toThrow(/units.*must be a function/);
     expect(() => adaptiveRateLimit({ origin: 'ftp://x' })).toThrow(/origin.*"ftp:\/\/x"/);
     expect(() => adaptiveRateLimit({ maxAtempts: 2 } as never)).toThrow(/maxAtempts/);
     expect(() => adaptiveRateLimit({ limiters: { a: { maxWait: -1 } } })).toThrow(/limiters\.a\.maxWait/);
@@ -682,7 +682,7 @@ describe('adaptiveRateLimit: options and observability', () => {
     for (const [origin, message] of [
       ['https://api.test/v1', 'no path'],
       ['https://user:secret@api.test', 'no user name or password'],
-      ['*.api.test', 'expected an http or https origin'],
+      ['*.api.test', 'must be an http or https origin'],
       [new URL('https://api.test/v1?key=1'), 'no path'],
     ] as const) {
       const limiters = { a: { origins: ['https://a.test'], maxWait: -1 } };

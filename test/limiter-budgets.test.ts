@@ -228,9 +228,9 @@ describe('a limiter of several budgets', () => {
         { tokens: -50, tokns: -50 },
         /charge\(\): units\.tokns: no such budget \(budgets: requests, tokens\) \(received -50\)/,
       ],
-      [{ tokens: Number.NaN }, /charge\(\): units\.tokens: expected a finite number .*\(received NaN\)/],
-      [{ tokens: '5' }, /units\.tokens: expected a finite number .*\(received "5"\)/],
-      [Number.POSITIVE_INFINITY, /charge\(\): units: expected a finite number .*\(received Infinity\)/],
+      [{ tokens: Number.NaN }, /charge\(\): units\.tokens: must be a finite number .*\(received NaN\)/],
+      [{ tokens: '5' }, /units\.tokens: must be a finite number .*\(received "5"\)/],
+      [Number.POSITIVE_INFINITY, /charge\(\): units: must be a finite number .*\(received Infinity\)/],
     ] as const) {
       expect(() => limiter.charge(units as never)).toThrow(InvalidArgumentError);
       expect(() => limiter.charge(units as never)).toThrow(message);

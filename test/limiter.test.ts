@@ -354,7 +354,7 @@ describe('AdaptiveRateLimiter: the bucket and the queue', () => {
 
   it('rejects bad units with an error naming the value', async () => {
     const { limiter } = setup();
-    await expect(limiter.acquire(0)).rejects.toThrow('units: expected a positive finite number (received 0)');
+    await expect(limiter.acquire(0)).rejects.toThrow('units: must be a positive finite number (received 0)');
     await expect(limiter.acquire('2' as unknown as number)).rejects.toMatchObject({
       name: 'InvalidArgumentError',
       code: 'ERR_INVALID_ARGUMENT',
@@ -792,7 +792,7 @@ describe('AdaptiveRateLimiter: options, update, close and events', () => {
     expect(limiter.rate).toBe(900);
     limiter.setRate(1e9);
     expect(limiter.rate).toBe(1_200);
-    expect(() => limiter.setRate(-1)).toThrow(/rate: expected a positive number \(received -1\)/);
+    expect(() => limiter.setRate(-1)).toThrow(/rate: must be a positive number \(received -1\)/);
     expect(() => limiter.setRate(-1)).toThrow(InvalidArgumentError);
     expect(() => limiter.pauseFor(-1)).toThrow(InvalidArgumentError);
     limiter.pauseFor(60_000);

@@ -189,6 +189,6 @@ describe('api and budgets in config', () => {
     f.close();
     expect(() =>
       rateLimitedFetch({ limiters: { x: { origins: ['https://x.example.com'], api: 'gemini' as never } } }),
-    ).toThrow(/limiters\.x\.api: expected 'openai' or 'anthropic'/);
+    ).toThrow(/limiters\.x\.api: must be 'openai' or 'anthropic'/);
   });
 });

@@ -42,7 +42,7 @@ describe('clock: now(), setTimeout() and clearTimeout() are checked by every API
         const error = configError(() => make(without(method)));
         expect(error.issues.map((i) => i.path)).toEqual(['clock']);
         expect(error.issues[0]?.message).toBe(
-          `expected a Clock with now(), setTimeout() and clearTimeout(); not a function here: ${method}()`,
+          `must be a Clock with now(), setTimeout() and clearTimeout(); not a function here: ${method}()`,
         );
       });
     }
@@ -51,12 +51,12 @@ describe('clock: now(), setTimeout() and clearTimeout() are checked by every API
   it('names every method missing, and a clock that is no object is told the three', () => {
     const error = configError(() => new AdaptiveRateLimiter({ clock: { now: () => 0 } as never }));
     expect(error.issues[0]?.message).toBe(
-      'expected a Clock with now(), setTimeout() and clearTimeout(); not a function here: setTimeout(), clearTimeout()',
+      'must be a Clock with now(), setTimeout() and clearTimeout(); not a function here: setTimeout(), clearTimeout()',
     );
     const notObject = configError(() => new RateLimiterRegistry({ clock: 5 as never }));
     expect(notObject.issues[0]).toEqual({
       path: 'clock',
-      message: 'expected a Clock with now(), setTimeout() and clearTimeout()',
+      message: 'must be a Clock with now(), setTimeout() and clearTimeout()',
       received: 5,
     });
   });
@@ -136,7 +136,7 @@ describe("parseConfig applies the probe controller's maxHold >= holdTime rule", 
       budgets: { requests: {}, tokens: { probe: { holdTime: 10_000, maxHold: 20_000 } } },
     });
     expect(configError(() => parseConfig({ default: { budgets: {} } })).issues[0]?.message).toBe(
-      'expected at least one budget',
+      'must have at least one budget',
     );
   });
 
@@ -215,9 +215,9 @@ describe("wrap's costs: the units per budget are checked by wrap(), and a costs 
       wrap(limiter, async () => 1, { costs: { tokens: -5, images: Number.NaN, 'a.b': '3' as never } }),
     );
     expect(error.issues).toEqual([
-      { path: 'costs.tokens', message: 'expected a finite number >= 0', received: -5 },
-      { path: 'costs.images', message: 'expected a finite number >= 0', received: Number.NaN },
-      { path: 'costs."a.b"', message: 'expected a finite number >= 0', received: '3' },
+      { path: 'costs.tokens', message: 'must be a finite number >= 0', received: -5 },
+      { path: 'costs.images', message: 'must be a finite number >= 0', received: Number.NaN },
+      { path: 'costs."a.b"', message: 'must be a finite number >= 0', received: '3' },
     ]);
     limiter.close();
   });
@@ -238,7 +238,7 @@ describe("wrap's costs: the units per budget are checked by wrap(), and a costs 
       expect(error).toBeInstanceOf(InvalidCallbackValueError);
       expect(error).toMatchObject({ callback: 'costs' });
       expect((error as Error).message).toBe(
-        `costs returned tokens: ${shown}; expected a finite number >= 0 for each budget`,
+        `costs returned tokens: ${shown}; it must return a finite number >= 0 for each budget`,
       );
     }
     // A value with no string form (no prototype): still the typed error, not a TypeError.

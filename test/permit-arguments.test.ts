@@ -54,7 +54,7 @@ describe('a permit given a wait that is not a number of ms >= 0', () => {
       for (const wait of [Number.NaN, -1, '30', Number('Wed, 21 Oct 2015 07:28:00 GMT')]) {
         for (const call of [() => permit.throttled(wait as number), () => permit.failed(wait as number)]) {
           expect(call).toThrow(InvalidArgumentError);
-          expect(call).toThrow(/retryAfterMs: expected a number of ms >= 0/);
+          expect(call).toThrow(/retryAfterMs: must be a number of ms >= 0/);
         }
       }
       permit.throttled(1_000);
@@ -71,7 +71,7 @@ describe('a permit given units used that are not a finite number >= 0', () => {
       for (const used of [Number.NaN, -1, Number.POSITIVE_INFINITY, '3', Number(undefined)]) {
         const call = () => permit.success(used as number);
         expect(call).toThrow(InvalidArgumentError);
-        expect(call).toThrow(/unitsUsed: expected a finite number of units >= 0/);
+        expect(call).toThrow(/unitsUsed: must be a finite number of units >= 0/);
         expect(call).toThrow(`(received ${typeof used === 'string' ? JSON.stringify(used) : String(used)})`);
       }
       // Not settled by the calls refused: the 429 reported properly still cuts the rate.
@@ -102,7 +102,7 @@ describe('a permit given one quota object where the list of quotas belongs', () 
         () => permit.failed(undefined, ONE),
       ]) {
         expect(call).toThrow(InvalidArgumentError);
-        expect(call).toThrow(/quota: expected an array of announced quotas/);
+        expect(call).toThrow(/quota: must be an array of announced quotas/);
       }
       // Not settled by the calls refused: the 429 reported properly still cuts the rate.
       permit.throttled();
@@ -128,7 +128,7 @@ describe('a permit given a list of quotas with a hole', () => {
         ] as const) {
           expect(call).toThrow(InvalidArgumentError);
           expect(call).toThrow(
-            `${method}(): quota[1]: expected an announced quota { policy, remaining, resetMs, limit, windowMs }: ${String(hole)} is not an object (received ${String(hole)})`,
+            `${method}(): quota[1]: must be an announced quota { policy, remaining, resetMs, limit, windowMs }: ${String(hole)} is not an object (received ${String(hole)})`,
           );
         }
       }

@@ -53,7 +53,7 @@ describe('redact: URL, URLSearchParams and Headers objects', () => {
     expect(error.received).toEqual({ authorization: '***', accept: 'application/json' });
     expect(`${inspect(error)}${JSON.stringify(error)}`).not.toContain(SECRET);
     const query = new URLSearchParams({ key: SECRET, page: '2' });
-    const argument = new InvalidArgumentError('acquire', 'units', 'expected a number', query);
+    const argument = new InvalidArgumentError('acquire', 'units', 'must be a number', query);
     expect(argument.received).toBe('key=***&page=***');
     expect(`${argument.message}${inspect(argument)}${JSON.stringify(argument)}`).not.toContain(SECRET);
   });

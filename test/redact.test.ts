@@ -49,7 +49,7 @@ describe('redactText', () => {
 
   it.each([
     'rate limiter "github": queue full: 1000 of 1000 waiting',
-    'maxAttempts: expected an integer >= 1',
+    'maxAttempts: must be an integer >= 1',
     'unknown key (did you mean "origin"? expected one of: limiters, default)',
     'https://api.example.com',
     'https://api.example.com/docs#top',
@@ -121,7 +121,7 @@ describe('redact', () => {
       options = { host: 'h', password: 'pw-of-the-client' };
     }
     const client = new Client();
-    const error = new ConfigError([{ path: 'redis', message: 'expected a Redis URL', received: client }]);
+    const error = new ConfigError([{ path: 'redis', message: 'must be a Redis URL', received: client }]);
     expect(error.message).not.toContain('pw-of-the-client');
     expect(error.message).toContain('"password":"***"');
     expect(error.issues[0]?.received).toBe(client);

@@ -369,7 +369,7 @@ describe('SharedBudget on a MemoryBudgetStore and a manual clock', () => {
       /store: give either redis or store, not both/,
     );
     expect(() => createSharedBudget({ name: 'x', store: {} as MemoryBudgetStore })).toThrow(
-      /store: expected a BudgetStore/,
+      /store: must be a BudgetStore/,
     );
   });
 

@@ -30,7 +30,7 @@ describe('RateLimiterRegistry checks its options as the adapters do', () => {
       { path: 'clock', received: 5 },
     ]);
     expect(() => new RateLimiterRegistry({ clock: {} as never })).toThrow(
-      /clock: expected a Clock with now\(\), setTimeout\(\) and clearTimeout\(\)/,
+      /clock: must be a Clock with now\(\), setTimeout\(\) and clearTimeout\(\)/,
     );
   });
 
@@ -47,14 +47,14 @@ describe('RateLimiterRegistry checks its options as the adapters do', () => {
       { path: 'default', received: null },
     ]);
     expect(() => new RateLimiterRegistry({ default: null as never })).toThrow(
-      /default: expected false or an object/,
+      /default: must be false or an object/,
     );
   });
 
   it('says what `default` expects in the adapters\' error too (it said only "Invalid input")', () => {
     for (const make of [adaptiveRateLimit, rateLimitedFetch])
       for (const value of [null, true, 5])
-        expect(() => make({ default: value as never })).toThrow(/default: expected false or an object/);
+        expect(() => make({ default: value as never })).toThrow(/default: must be false or an object/);
   });
 
   it('checks the HTTP fields of a config it takes as parseConfig does', () => {

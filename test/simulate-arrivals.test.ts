@@ -63,6 +63,6 @@ describe("the simulator's arrival models", () => {
     expect(help.stdout).toContain('--arrivals MODEL');
     const bad = await cli(['--arrivals', 'even']);
     expect(bad.code).toBe(2);
-    expect(bad.stderr).toContain('--arrivals: expected one of poisson, interval, received "even"');
+    expect(bad.stderr).toContain('--arrivals: must be one of poisson, interval, received "even"');
   });
 });

@@ -16,7 +16,7 @@ describe('simulate flags: values read as given', () => {
     // 4294967338 = 2^32 + 42: the generator took it as 42, and printed "seed 4294967338".
     expect(await refused(['--seed', '4294967338'])).toEqual({
       code: 2,
-      line: 'simulate: --seed: expected a whole number from 0 to 4294967295 (the generator takes 32 bits), received "4294967338"',
+      line: 'simulate: --seed: must be a whole number from 0 to 4294967295 (the generator takes 32 bits), received "4294967338"',
       stdout: '',
     });
     // 99999999999999999999 is 1e20 as a number: two seeds, one run.
@@ -27,11 +27,11 @@ describe('simulate flags: values read as given', () => {
   it('refuses an empty --demand entry, which ran as a demand of 0', async () => {
     expect(await refused(['--demand='])).toEqual({
       code: 2,
-      line: 'simulate: --demand: expected numbers >= 0 separated by commas, received ""',
+      line: 'simulate: --demand: must be numbers >= 0 separated by commas, received ""',
       stdout: '',
     });
     expect((await refused(['--demand', '100,,100'])).line).toBe(
-      'simulate: --demand: expected numbers >= 0 separated by commas, received "100,,100"',
+      'simulate: --demand: must be numbers >= 0 separated by commas, received "100,,100"',
     );
     expect((await refused(['--demand', '100, 0'])).code).toBe(0);
   });
@@ -55,24 +55,24 @@ describe('simulate flags: values read as given', () => {
 
   it('refuses a quota under a unit a minute and a latency sigma past 5, which printed noise', async () => {
     expect((await refused(['--quota', '1e-300'])).line).toBe(
-      'simulate: --quota: expected a number from 1 to 1e9 (units/min), received "1e-300"',
+      'simulate: --quota: must be a number from 1 to 1e9 (units/min), received "1e-300"',
     );
     expect((await refused(['--latency-sigma', '1e6'])).line).toBe(
-      'simulate: --latency-sigma: expected a number from 0 to 5, received "1e6"',
+      'simulate: --latency-sigma: must be a number from 0 to 5, received "1e6"',
     );
     expect((await refused(['--api-burst-seconds', '1e9'])).line).toBe(
-      'simulate: --api-burst-seconds: expected a number > 0 and <= 3600 (an hour), received "1e9"',
+      'simulate: --api-burst-seconds: must be a number > 0 and <= 3600 (an hour), received "1e9"',
     );
   });
 
   it('reads numbers as decimals only: 0x10 is no quota of 16', async () => {
     expect(await refused(['--quota', '0x10'])).toEqual({
       code: 2,
-      line: 'simulate: --quota: expected a number from 1 to 1e9 (units/min), received "0x10"',
+      line: 'simulate: --quota: must be a number from 1 to 1e9 (units/min), received "0x10"',
       stdout: '',
     });
     expect((await refused(['--instances', '0b11'])).line).toBe(
-      'simulate: --instances: expected a whole number from 1 to 1000, received "0b11"',
+      'simulate: --instances: must be a whole number from 1 to 1000, received "0b11"',
     );
     expect((await refused(['--demand', '0o7'])).code).toBe(2);
     expect((await refused(['--quota', '1e3'])).code).toBe(0);
@@ -82,11 +82,11 @@ describe('simulate flags: values read as given', () => {
     // parseArgs called "--quota -5" ambiguous and asked for "--quota=-XYZ".
     expect(await refused(['--quota', '-5'])).toEqual({
       code: 2,
-      line: 'simulate: --quota: expected a number from 1 to 1e9 (units/min), received "-5"',
+      line: 'simulate: --quota: must be a number from 1 to 1e9 (units/min), received "-5"',
       stdout: '',
     });
     expect((await refused(['--seed', '-1'])).line).toBe(
-      'simulate: --seed: expected a whole number from 0 to 4294967295 (the generator takes 32 bits), received "-1"',
+      'simulate: --seed: must be a whole number from 0 to 4294967295 (the generator takes 32 bits), received "-1"',
     );
   });
 });
@@ -112,7 +112,7 @@ describe('simulate flags: none does nothing in silence', () => {
       'simulate: --series: only with --json (the time series goes in its JSON; --html draws its own)',
     );
     expect((await refused(['--controller='])).line).toBe(
-      'simulate: --controller: expected the path of a module, received ""',
+      'simulate: --controller: must be the path of a module, received ""',
     );
     const modes = await cli(['--modes', 'aimd, aimd', '--minutes', '1']);
     expect(modes.code).toBe(2);

@@ -29,7 +29,7 @@ describe('simulate: no command runs for hours or out of memory', () => {
     expect(result.killed).toBe(false);
     expect(result.code).toBe(2);
     expect(result.stderr.split('\n')[0]).toBe(
-      'simulate: --instances: expected a whole number from 1 to 1000, received "1e9"',
+      'simulate: --instances: must be a whole number from 1 to 1000, received "1e9"',
     );
     expect(result.stdout).toBe('');
   }, 40_000);

@@ -199,11 +199,11 @@ describe('npm run simulate', () => {
     expect(without.stdout).toMatch(/^AIMD +[\d,]+ +\d+%/m);
     expect(without.stdout).not.toMatch(/^AIMD \(shared\)/m);
     const bad = await cli(['--shared', '--floor-fraction', '2']);
-    expect(bad.stderr).toContain('--floor-fraction: expected a number from 0 to 1, received "2"');
+    expect(bad.stderr).toContain('--floor-fraction: must be a number from 0 to 1, received "2"');
     // The quota drops to a fraction of itself: above 1 it would rise, which the scenario does not model.
     const rise = await cli(['--scenario', 'quota-drop', '--drop-to', '1.5']);
     expect(rise.code).toBe(2);
-    expect(rise.stderr).toContain('--drop-to: expected a number from 0 to 1, received "1.5"');
+    expect(rise.stderr).toContain('--drop-to: must be a number from 0 to 1, received "1.5"');
   });
 
   it('runs a custom controller module given with --controller', async () => {
@@ -277,11 +277,11 @@ describe('npm run simulate', () => {
   it('names a bad flag and its value', async () => {
     const bad = await cli(['--instances', 'two']);
     expect(bad.code).toBe(2);
-    expect(bad.stderr).toContain('--instances: expected a whole number from 1 to 1000, received "two"');
+    expect(bad.stderr).toContain('--instances: must be a whole number from 1 to 1000, received "two"');
     const endless = await cli(['--minutes', '1e9']);
     expect(endless.code).toBe(2);
     expect(endless.stderr).toContain(
-      '--minutes: expected a number > 0 and <= 1440 (a virtual day), received "1e9"',
+      '--minutes: must be a number > 0 and <= 1440 (a virtual day), received "1e9"',
     );
     const unknown = await cli(['--scenario', 'nope']);
     expect(unknown.stderr).toContain('unknown scenario "nope"');

@@ -39,7 +39,7 @@ describe('wrap: its arguments', () => {
       { path: 'limiter', received: undefined },
     ]);
     expect(configIssues(() => wrap({} as never, fn))).toEqual([{ path: 'limiter', received: {} }]);
-    expect(() => wrap(5 as never, fn)).toThrow(/limiter: expected a rate limiter .*\(received 5\)/);
+    expect(() => wrap(5 as never, fn)).toThrow(/limiter: must be a rate limiter .*\(received 5\)/);
   });
 
   it('refuses options that are not an object (null, 5), naming options', () => {

@@ -60,7 +60,7 @@ describe('runAttempts: an outcome its permit refuses', () => {
       });
       await expect(run).rejects.toThrow(InvalidArgumentError);
       await expect(run).rejects.toThrow(
-        'success(): quota[0]: expected an announced quota { policy, remaining, resetMs, limit, windowMs }: null is not an object (received null)',
+        'success(): quota[0]: must be an announced quota { policy, remaining, resetMs, limit, windowMs }: null is not an object (received null)',
       );
     }
     expect(limiter.tryAcquire()).toBeDefined();

@@ -264,11 +264,11 @@ describe("wrap's headers: bad input", () => {
     expect((thrown as ConfigError).issues).toEqual([
       {
         path: 'headers',
-        message: "expected 'standard', 'github', 'openai', 'anthropic', 'shopify' or false",
+        message: "must be 'standard', 'github', 'openai', 'anthropic', 'shopify' or false",
         received: headers,
       },
     ]);
-    expect((thrown as Error).message).toContain(`headers: expected 'standard'`);
+    expect((thrown as Error).message).toContain(`headers: must be 'standard'`);
     expect((thrown as Error).message).toContain(`(received ${JSON.stringify(headers)})`);
   });
 });

@@ -62,7 +62,7 @@ describe('wrap options: unknown keys', () => {
     const controller = new AbortController();
     const error = configError(() => wrap(limiter, async () => 1, { signal: controller as never }));
     expect(error.issues.map(({ path, message }) => ({ path, message }))).toEqual([
-      { path: 'signal', message: 'expected an AbortSignal, or a function of the arguments returning one' },
+      { path: 'signal', message: 'must be an AbortSignal, or a function of the arguments returning one' },
     ]);
   });
 });

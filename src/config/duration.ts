@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { ConfigError } from '../errors.js';
 
 /** What every bad duration is told; the same text for a throw and for a zod issue. */
-export const DURATION_MESSAGE = 'expected a duration such as 500, "500ms", "10s", "2m" or "00:00:10"';
+export const DURATION_MESSAGE = 'must be a duration such as 500, "500ms", "10s", "2m" or "00:00:10"';
 
 /** Milliseconds per unit suffix. Lower case only: `M` could be read as months. */
 const UNIT_MS: Readonly<Record<string, number>> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };

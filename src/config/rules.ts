@@ -24,14 +24,14 @@ export const maxConcurrentPer = z.enum(['partition', 'origin']);
 
 /** The rule of `partitionBy`: header names, or `false`. */
 export const partitionBy = z.union(
-  [z.literal(false), z.array(z.string().regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, 'expected a header name'))],
-  { error: 'expected false or a list of header names' },
+  [z.literal(false), z.array(z.string().regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, 'must be a header name'))],
+  { error: 'must be false or a list of header names' },
 );
 
 const PROFILES = HEADER_PROFILES.map((p) => `'${p}'`).join(', ');
 
 /** What `headers` takes, as its errors say it (the limiters' and `wrap`'s). */
-export const HEADERS_MESSAGE = `expected ${PROFILES} or false`;
+export const HEADERS_MESSAGE = `must be ${PROFILES} or false`;
 
 /** The rule of `headers` (a profile, in any case in JSON as .NET binds enums, or `false`). */
 export const headerProfile = z.preprocess(
@@ -221,7 +221,7 @@ export function limiterConfigIssues(config: LimiterConfig, path: string): Config
     if (!isRateLimiter(config.limiter))
       issues.push({
         path: `${path}.limiter`,
-        message: 'expected a RateLimiter (an object with acquire() and tryAcquire())',
+        message: 'must be a RateLimiter (an object with acquire() and tryAcquire())',
         received: config.limiter,
       });
     for (const [key, value] of Object.entries(config)) {
@@ -239,7 +239,7 @@ export function limiterConfigIssues(config: LimiterConfig, path: string): Config
     else
       issues.push({
         path: `${path}.origins`,
-        message: 'expected an array of origins',
+        message: 'must be an array of origins',
         received: config.origins,
       });
   }
@@ -266,7 +266,7 @@ export function limiterConfigIssues(config: LimiterConfig, path: string): Config
       issues.push({ path: `${path}.headers`, message: HEADERS_MESSAGE, received: config.headers });
   }
   if (config.api !== undefined && !(LLM_APIS as readonly unknown[]).includes(config.api)) {
-    issues.push({ path: `${path}.api`, message: "expected 'openai' or 'anthropic'", received: config.api });
+    issues.push({ path: `${path}.api`, message: "must be 'openai' or 'anthropic'", received: config.api });
   }
   for (const issue of apiBudgetIssues(config.api, config.budgets)) {
     issues.push({
@@ -278,7 +278,7 @@ export function limiterConfigIssues(config: LimiterConfig, path: string): Config
   if (config.quotaFromHeaders !== undefined && typeof config.quotaFromHeaders !== 'function') {
     issues.push({
       path: `${path}.quotaFromHeaders`,
-      message: 'expected a function (headers => { remaining, resetMs, limit, windowMs } | undefined)',
+      message: 'must be a function (headers => { remaining, resetMs, limit, windowMs } | undefined)',
       received: config.quotaFromHeaders,
     });
   }

@@ -132,7 +132,7 @@ const limiterOptionsSchema = limiterFieldsSchema.omit({ name: true, clock: true,
   api: z
     .preprocess(
       (v) => (typeof v === 'string' ? v.toLowerCase() : v),
-      z.enum(LLM_APIS as [LlmApi, ...LlmApi[]], { error: "expected 'openai' or 'anthropic'" }),
+      z.enum(LLM_APIS as [LlmApi, ...LlmApi[]], { error: "must be 'openai' or 'anthropic'" }),
     )
     .optional(),
 });
@@ -171,7 +171,7 @@ const configObject = z
   .object({
     limiters: z.record(limiterName, limiterConfigSchema).default(() => ({})),
     default: z
-      .union([z.literal(false), defaultConfigSchema], { error: 'expected false or an object' })
+      .union([z.literal(false), defaultConfigSchema], { error: 'must be false or an object' })
       .default(() => ({})),
     ...httpConfigFields,
   })

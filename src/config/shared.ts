@@ -4,7 +4,7 @@ import { durationSchema } from './duration.js';
 
 /** What a `redis` URL must look like: `redis://` or `rediss://` (TLS), or a cluster's. */
 export const REDIS_URL_MESSAGE =
-  'expected a redis:// or rediss:// URL, such as redis://127.0.0.1:6379/0 (its path a database number, its user and password percent-encoded), or a cluster as redis+cluster://host:port,host:port';
+  'must be a redis:// or rediss:// URL, such as redis://127.0.0.1:6379/0 (its path a database number, its user and password percent-encoded), or a cluster as redis+cluster://host:port,host:port';
 
 /**
  * Whether `url` is a Redis URL the budget can connect to: a `redis:` or `rediss:` URL with a

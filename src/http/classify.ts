@@ -114,7 +114,7 @@ function judge(
       if (waitMs !== undefined && !(typeof waitMs === 'number' && waitMs >= 0 && Number.isFinite(waitMs))) {
         throw new InvalidCallbackValueError(
           'classify',
-          `classify(${status}) returned retryAfterMs ${String(waitMs)}; expected a finite number >= 0`,
+          `classify(${status}) returned retryAfterMs ${String(waitMs)}; it must return a finite number >= 0 for retryAfterMs`,
           result,
         );
       }
@@ -125,7 +125,7 @@ function judge(
     ) {
       throw new InvalidCallbackValueError(
         'classify',
-        `classify(${status}) returned ${JSON.stringify(result)}; expected 'success', 'throttled', 'failed', { verdict: 'throttled' | 'failed', retryAfterMs } or undefined`,
+        `classify(${status}) returned ${JSON.stringify(result)}; it must return 'success', 'throttled', 'failed', { verdict: 'throttled' | 'failed', retryAfterMs } or undefined`,
         result,
       );
     }
@@ -146,7 +146,7 @@ function judge(
     if (typeof units !== 'number' || !(units >= 0) || !Number.isFinite(units)) {
       throw new InvalidCallbackValueError(
         'responseUnits',
-        `responseUnits(${status}) returned ${String(units)}; expected a finite number >= 0 or undefined`,
+        `responseUnits(${status}) returned ${String(units)}; it must return a finite number >= 0 or undefined`,
         units,
       );
     }

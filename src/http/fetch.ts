@@ -74,7 +74,7 @@ export function rateLimitedFetch(options: RateLimitedFetchOptions = {}): RateLim
   const resolved = resolveInterceptorOptions(options, source, ['fetch']);
   const base = options.fetch;
   if (base !== undefined && typeof base !== 'function') {
-    throw new ConfigError([{ path: 'fetch', message: 'expected a fetch function', received: base }], source);
+    throw new ConfigError([{ path: 'fetch', message: 'must be a fetch function', received: base }], source);
   }
   const raw: typeof fetch = base ?? ((input, init) => globalThis.fetch(input, init));
   // A fetch that throws at once, or returns something else than a (promised) response, fails the
@@ -325,7 +325,7 @@ function checkedResponse(value: unknown, given: boolean): Response {
     value === null ? 'null' : typeof value === 'object' ? 'an object that is not a Response' : typeof value;
   throw new InvalidCallbackValueError(
     'fetch',
-    `${given ? 'the fetch option' : 'globalThis.fetch'} returned ${what}; expected a Response or a promise of one`,
+    `${given ? 'the fetch option' : 'globalThis.fetch'} returned ${what}; it must return a Response or a promise of one`,
     value,
   );
 }

@@ -117,7 +117,7 @@ export function runtimeOf(interceptor: AdaptiveRateLimitInterceptor): HttpRuntim
     throw new InvalidArgumentError(
       'runtimeOf',
       'interceptor',
-      'expected one made by adaptiveRateLimit',
+      'must be one made by adaptiveRateLimit',
       interceptor,
     );
   }

@@ -164,27 +164,27 @@ export interface ResolvedInterceptorOptions {
 }
 
 const fn = <T>(what: string) =>
-  z.custom<T>((v) => typeof v === 'function', { message: `expected a function (${what})` }).optional();
+  z.custom<T>((v) => typeof v === 'function', { message: `must be a function (${what})` }).optional();
 
 const isObject = (v: unknown) => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** The shape checked here; the limiters' own fields are checked by the registry that makes them. */
 const interceptorOptionsSchema = z
   .object({
-    limiters: z.record(limiterName, z.custom<LimiterConfig>(isObject, { message: 'expected an object' })),
+    limiters: z.record(limiterName, z.custom<LimiterConfig>(isObject, { message: 'must be an object' })),
     default: z.custom<Omit<LimiterConfig, 'origins'> | false>((v) => v === false || isObject(v), {
-      message: 'expected false or an object',
+      message: 'must be false or an object',
     }),
     registry: z.custom<RateLimiterRegistry>(
       (v) => isObject(v) && typeof (v as RateLimiterRegistry).limiterFor === 'function',
-      { message: 'expected a RateLimiterRegistry' },
+      { message: 'must be a RateLimiterRegistry' },
     ),
     origin: z.union([z.string(), z.instanceof(URL)]),
     units: fn<(request: OutgoingRequest) => number>('request => units'),
     partition: fn<(request: OutgoingRequest) => PartitionKey>('request => key | [parts] | undefined'),
     partitionName: fn<(request: OutgoingRequest) => string | undefined>('request => name | undefined'),
     partitionSecret: z.custom<string | Uint8Array>(isPartitionSecret, {
-      message: `expected a string or bytes of ${MIN_SECRET_LENGTH} at least`,
+      message: `must be a string or bytes of ${MIN_SECRET_LENGTH} at least`,
     }),
     responseUnits: fn<(status: number, headers: HeaderRecord) => number | undefined>(
       '(status, headers) => units',
@@ -213,7 +213,7 @@ export function resolveInterceptorOptions(
   extra: readonly string[] = [],
 ): ResolvedInterceptorOptions {
   if (!isObject(options)) {
-    throw new ConfigError([{ path: '', message: 'expected an options object', received: options }], source);
+    throw new ConfigError([{ path: '', message: 'must be an options object', received: options }], source);
   }
   const own = Object.fromEntries(Object.entries(options).filter(([key]) => !extra.includes(key)));
   const parsed = interceptorOptionsSchema.safeParse(own, { error: issueMessage });

@@ -254,7 +254,7 @@ function badKey(value: unknown, describe: () => string): InvalidCallbackValueErr
   const hint = promise ? ' (partition runs as the request is sent: it cannot be async)' : '';
   return new InvalidCallbackValueError(
     'partition',
-    `partition(${describe()}) returned ${aType(type)}${hint}; expected a string, a list of strings, or undefined`,
+    `partition(${describe()}) returned ${aType(type)}${hint}; it must return a string, a list of strings, or undefined`,
     type,
   );
 }
@@ -285,7 +285,7 @@ export function partitionNameOf(name: unknown, describe: () => string): string |
       : aType(type);
   throw new InvalidCallbackValueError(
     'partitionName',
-    `partitionName(${describe()}) returned ${what}; expected a non-empty string or undefined`,
+    `partitionName(${describe()}) returned ${what}; it must return a non-empty string or undefined`,
     typeof name,
   );
 }

@@ -403,7 +403,7 @@ export class HttpRuntime {
     if (typeof n !== 'number' || !(n > 0) || !Number.isFinite(n)) {
       throw new InvalidCallbackValueError(
         'units',
-        `units(${r.method} ${r.origin}${r.path}) returned ${answeredLater(n) ? promiseAnswer('units') : String(n)}; expected a finite number > 0`,
+        `units(${r.method} ${r.origin}${r.path}) returned ${answeredLater(n) ? promiseAnswer('units') : String(n)}; it must return a finite number > 0`,
         n,
       );
     }

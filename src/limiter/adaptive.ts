@@ -557,7 +557,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
    */
   setRate(rate: number): void {
     if (typeof rate !== 'number' || !(rate > 0))
-      throw new InvalidArgumentError('setRate', 'rate', 'expected a positive number', rate);
+      throw new InvalidArgumentError('setRate', 'rate', 'must be a positive number', rate);
     const now = this.#clock.now();
     const next = this.#book.clamp(rate);
     if (next !== this.#bucket.rate) this.#changeRate(next, now, 'update');
@@ -592,7 +592,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
    */
   pauseFor(ms: number): void {
     if (typeof ms !== 'number' || !(ms >= 0))
-      throw new InvalidArgumentError('pauseFor', 'ms', 'expected a number >= 0', ms);
+      throw new InvalidArgumentError('pauseFor', 'ms', 'must be a number >= 0', ms);
     const now = this.#clock.now();
     const capped = Math.min(ms, this.#opts.maxPause);
     if (capped > 0) this.#pauseFor(now, capped, ms);
@@ -1077,7 +1077,7 @@ function validUnits(units: unknown): units is number {
 }
 
 function badUnits(method: string, units: unknown): InvalidArgumentError {
-  return new InvalidArgumentError(method, 'units', 'expected a positive finite number', units);
+  return new InvalidArgumentError(method, 'units', 'must be a positive finite number', units);
 }
 
 /** Whether `quota` carries a limit read from its `remaining` (see limit-floor.ts). */

@@ -48,7 +48,7 @@ interface Queued {
   unlisten?: () => void;
 }
 
-const CHARGE_EXPECTED = 'expected a finite number of units (a refund: below 0)';
+const CHARGE_EXPECTED = 'must be a finite number of units (a refund: below 0)';
 
 /**
  * Checks a `charge()`: a finite number, or finite numbers by budget (`first`, the limiter's own,
@@ -110,7 +110,7 @@ export class BudgetSet {
   check(costs: unknown, first: string, method: string): Costs {
     if (costs === undefined) return EMPTY;
     if (typeof costs !== 'object' || costs === null || Array.isArray(costs)) {
-      throw new InvalidArgumentError(method, 'costs', 'expected an object of units per budget', costs);
+      throw new InvalidArgumentError(method, 'costs', 'must be an object of units per budget', costs);
     }
     for (const [name, units] of Object.entries(costs)) {
       if (name === first) {
@@ -131,7 +131,7 @@ export class BudgetSet {
         );
       }
       if (typeof units !== 'number' || !(units >= 0) || !Number.isFinite(units)) {
-        throw new InvalidArgumentError(method, `costs.${name}`, 'expected a finite number >= 0', units);
+        throw new InvalidArgumentError(method, `costs.${name}`, 'must be a finite number >= 0', units);
       }
     }
     return costs as Costs;
@@ -416,7 +416,7 @@ export class BudgetedPermit implements Permit {
       throw new InvalidArgumentError(
         'throttled',
         'budgets',
-        'expected an array of budget names (strings), or undefined',
+        'must be an array of budget names (strings), or undefined',
         budgets,
       );
     this.#throttled(retryAfterMs, quota, budgets, false);

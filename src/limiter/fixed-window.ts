@@ -417,7 +417,7 @@ export class FixedWindowRateLimiter extends LazyEmitter<FixedWindowEventMap> imp
 
 function checkUnits(method: string, units: unknown): InvalidArgumentError | undefined {
   if (typeof units === 'number' && units > 0 && units < Number.POSITIVE_INFINITY) return undefined;
-  return new InvalidArgumentError(method, 'units', 'expected a positive finite number', units);
+  return new InvalidArgumentError(method, 'units', 'must be a positive finite number', units);
 }
 
 /** The first issue of a run-time argument that fails its option's schema, as an {@link InvalidArgumentError}. */

@@ -145,7 +145,7 @@ const CLOCK_METHODS = ['now', 'setTimeout', 'clearTimeout'] as const;
 
 /** What a bad `clock` is told: the three methods, and those it lacks. */
 function clockMessage(value: unknown): string {
-  const expected = 'expected a Clock with now(), setTimeout() and clearTimeout()';
+  const expected = 'must be a Clock with now(), setTimeout() and clearTimeout()';
   if (typeof value !== 'object' || value === null) return expected;
   const missing = CLOCK_METHODS.filter((m) => typeof (value as Record<string, unknown>)[m] !== 'function');
   return `${expected}; not a function here: ${missing.map((m) => `${m}()`).join(', ')}`;
@@ -186,7 +186,7 @@ const SLOW_START = 'must be a whole number of units >= 1, or false';
 
 /** What a bad `controller` is told, in the TypeScript options and in a config file alike. */
 export const CONTROLLER_MESSAGE =
-  "expected 'aimd', 'cubic', 'probe' or an object with onThrottled and onSuccess";
+  "must be 'aimd', 'cubic', 'probe' or an object with onThrottled and onSuccess";
 
 /** The fields the cross-field rules of {@link resolveLimiterOptions} read. */
 export const RATE_FIELDS = ['minUnitsPerMinute', 'maxUnitsPerMinute', 'initialUnitsPerMinute'] as const;
@@ -216,7 +216,7 @@ const limiterFieldsObject = z.object({
   minUnitsPerMinute: rate,
   // Infinity is the default (unbounded): given, it lifts a cap at run time.
   maxUnitsPerMinute: z.union([z.number().positive(), z.literal(Number.POSITIVE_INFINITY)], {
-    error: 'expected a number > 0, or Infinity (unbounded)',
+    error: 'must be a number > 0, or Infinity (unbounded)',
   }),
   instanceCount: z.number().int().positive().finite(),
   maxWait: ms,
@@ -255,7 +255,7 @@ const limiterFieldsObject = z.object({
     })
     .strict(),
   clock: clockSchema,
-  burst: z.enum(['paced', 'second', 'announced'], { error: "expected 'paced', 'second' or 'announced'" }),
+  burst: z.enum(['paced', 'second', 'announced'], { error: "must be 'paced', 'second' or 'announced'" }),
   reserve: ms,
   // The same words whichever member refused it (zod tells a 0 by the number member's bound).
   slowStart: z.union(
@@ -263,7 +263,7 @@ const limiterFieldsObject = z.object({
     { error: SLOW_START },
   ),
   random: z.custom<() => number>((v) => typeof v === 'function', {
-    message: 'expected a function returning numbers in [0, 1)',
+    message: 'must be a function returning numbers in [0, 1)',
   }),
 });
 
@@ -290,7 +290,7 @@ const budgetSchema = limiterFieldsObject
 export function budgetsSchema<T extends z.ZodType>(budget: T) {
   return z
     .record(z.string().min(1), budget)
-    .refine((b) => Object.keys(b).length > 0, { message: 'expected at least one budget' });
+    .refine((b) => Object.keys(b).length > 0, { message: 'must have at least one budget' });
 }
 
 /** The numeric and named fields shared by the TypeScript API and JSON config (ms already parsed). */

@@ -135,7 +135,7 @@ export function checkQuota(method: string, quota: unknown): void {
     throw new InvalidArgumentError(
       method,
       'quota',
-      'expected an array of announced quotas, or undefined',
+      'must be an array of announced quotas, or undefined',
       quota,
     );
   for (let at = 0; at < quota.length; at++) {
@@ -144,7 +144,7 @@ export function checkQuota(method: string, quota: unknown): void {
       throw new InvalidArgumentError(
         method,
         `quota[${at}]`,
-        `expected an announced quota { policy, remaining, resetMs, limit, windowMs }: ${problem}`,
+        `must be an announced quota { policy, remaining, resetMs, limit, windowMs }: ${problem}`,
         quota[at],
       );
   }
@@ -225,7 +225,7 @@ export function checkUnitsUsed(unitsUsed: unknown): void {
     throw new InvalidArgumentError(
       'success',
       'unitsUsed',
-      'expected a finite number of units >= 0, or undefined (the units granted)',
+      'must be a finite number of units >= 0, or undefined (the units granted)',
       unitsUsed,
     );
 }
@@ -256,7 +256,7 @@ export function checkWait(method: string, retryAfterMs: unknown): void {
     throw new InvalidArgumentError(
       method,
       'retryAfterMs',
-      'expected a number of ms >= 0, or undefined (parseRetryAfter reads a Retry-After header)',
+      'must be a number of ms >= 0, or undefined (parseRetryAfter reads a Retry-After header)',
       retryAfterMs,
     );
 }
@@ -275,7 +275,7 @@ function badSignal(method: string, options: AcquireOptions | undefined): Invalid
   return new InvalidArgumentError(
     method,
     'signal',
-    "expected an AbortSignal (an AbortController's .signal)",
+    "must be an AbortSignal (an AbortController's .signal)",
     signal,
   );
 }
@@ -298,7 +298,7 @@ export function badOptions(
     return new InvalidArgumentError(
       method,
       'options',
-      'expected an object of { signal, waitedMs, costs }',
+      'must be an object of { signal, waitedMs, costs }',
       options,
     );
   for (const key in options) {
@@ -312,7 +312,7 @@ export function badOptions(
   }
   const waited: unknown = options.waitedMs;
   if (waited !== undefined && !(typeof waited === 'number' && waited >= 0 && Number.isFinite(waited)))
-    return new InvalidArgumentError(method, 'waitedMs', 'expected a finite number of ms >= 0', waited);
+    return new InvalidArgumentError(method, 'waitedMs', 'must be a finite number of ms >= 0', waited);
   return badSignal(method, options);
 }
 

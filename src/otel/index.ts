@@ -81,14 +81,14 @@ const UNITS_PER_MINUTE = '{unit}/min';
  */
 export function enableMetrics(options: MetricsOptions = {}): MetricsHandle {
   if (typeof options !== 'object' || options === null) {
-    throw new InvalidArgumentError('enableMetrics', 'options', 'expected an object', options);
+    throw new InvalidArgumentError('enableMetrics', 'options', 'must be an object', options);
   }
   const provider = options.meterProvider ?? metrics.getMeterProvider();
   if (typeof provider?.getMeter !== 'function') {
     throw new InvalidArgumentError(
       'enableMetrics',
       'meterProvider',
-      'expected a MeterProvider (an object with getMeter)',
+      'must be a MeterProvider (an object with getMeter)',
       provider,
     );
   }

@@ -86,12 +86,12 @@ export function resolveSharedOptions(options: SharedBudgetOptions): ResolvedShar
     const ok =
       typeof store === 'object' && store !== null && typeof (store as BudgetStore).heartbeat === 'function';
     if (!ok || redis !== undefined) {
-      const message = ok ? 'give either redis or store, not both' : 'expected a BudgetStore';
+      const message = ok ? 'give either redis or store, not both' : 'must be a BudgetStore';
       throw new ConfigError([{ path: 'store', message, received: store }], 'shared budget options');
     }
   } else if (typeof redis !== 'string' && (typeof redis !== 'object' || redis === null)) {
     throw new ConfigError(
-      [{ path: 'redis', message: 'expected a Redis URL or an ioredis client', received: redis }],
+      [{ path: 'redis', message: 'must be a Redis URL or an ioredis client', received: redis }],
       'shared budget options',
     );
   } else if (typeof redis === 'string' && !isRedisUrl(redis)) {

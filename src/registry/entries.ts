@@ -85,7 +85,7 @@ export function buildEntry(
     });
   }
   if (typeof config !== 'object' || config === null) {
-    return { issues: [...issues, { path, message: 'expected a limiter config object', received: config }] };
+    return { issues: [...issues, { path, message: 'must be a limiter config object', received: config }] };
   }
   // A bad name is told once: the limiter is not made, so its options do not repeat it.
   const badName = issues.length > 0;
@@ -151,7 +151,7 @@ export function buildEntryOrThrow(
 export function defaultConfigIssues(config: Omit<LimiterConfig, 'origins'>, clock: Clock): ConfigIssue[] {
   const issues: ConfigIssue[] = [];
   if (typeof config !== 'object' || config === null) {
-    return [{ path: 'default', message: 'expected a limiter config object or false', received: config }];
+    return [{ path: 'default', message: 'must be a limiter config object or false', received: config }];
   }
   if ('origins' in config) {
     issues.push({

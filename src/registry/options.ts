@@ -77,10 +77,10 @@ export const registryOptionsSchema = z
     idleTimeout: z.number().nonnegative(),
     clock: clockSchema,
     limiters: z.custom<Record<string, LimiterConfig>>(isObject, {
-      message: 'expected an object of limiter configs by name',
+      message: 'must be an object of limiter configs by name',
     }),
     default: z.custom<Omit<LimiterConfig, 'origins'> | false>((v) => v === false || isObject(v), {
-      message: 'expected false or an object',
+      message: 'must be false or an object',
     }),
     // Taken with a config (`parseConfig`'s result is given as it is) and checked as it checks
     // them; the adapters read them from their own options, the registry not at all.

@@ -67,7 +67,7 @@ async function run(args: readonly string[], io: CliIo): Promise<number> {
       '--series: only with --json (the time series goes in its JSON; --html draws its own)',
     );
   if (values.controller === '')
-    throw new UsageError('--controller: expected the path of a module, received ""');
+    throw new UsageError('--controller: must be the path of a module, received ""');
 
   const scenarios = pickScenarios(values.scenario ?? 'steady');
   const custom =

@@ -50,7 +50,7 @@ export function applyOverrides(params: SimParams, v: Partial<Values>, scenario =
     if (typeof text !== 'string') return undefined;
     const x = Number(text);
     if (!NUMBER_TEXT.test(text.trim()) || !Number.isFinite(x) || !ok(x)) {
-      throw new UsageError(`--${flag}: expected ${what}, received "${text}"`);
+      throw new UsageError(`--${flag}: must be ${what}, received "${text}"`);
     }
     return x;
   };
@@ -63,7 +63,7 @@ export function applyOverrides(params: SimParams, v: Partial<Values>, scenario =
     if (typeof text !== 'string') return undefined;
     const ms = tryParseDuration(/^\d+(\.\d+)?$/.test(text.trim()) ? Number(text) : text);
     if (ms === undefined)
-      throw new UsageError(`--${flag}: expected a duration such as 500, "10s" or "2m", received "${text}"`);
+      throw new UsageError(`--${flag}: must be a duration such as 500, "10s" or "2m", received "${text}"`);
     return ms;
   };
   // An event the flags set that starts after the run's end would change nothing, in silence.
@@ -105,7 +105,7 @@ export function applyOverrides(params: SimParams, v: Partial<Values>, scenario =
     if (
       entries.some((d, i) => !NUMBER_TEXT.test(d) || !Number.isFinite(list[i]) || (list[i] as number) < 0)
     ) {
-      throw new UsageError(`--demand: expected numbers >= 0 separated by commas, received "${v.demand}"`);
+      throw new UsageError(`--demand: must be numbers >= 0 separated by commas, received "${v.demand}"`);
     }
     // A value past the last instance would be dropped in silence (the list is used in turn).
     if (list.length > p.instances) {
@@ -142,7 +142,7 @@ export function applyOverrides(params: SimParams, v: Partial<Values>, scenario =
     const min = m ? Number(m[1]) : Number.NaN;
     const max = m?.[2] !== undefined ? Number(m[2]) : min;
     if (!(min >= 1 && max >= min))
-      throw new UsageError(`--units: expected N or MIN-MAX (whole, >= 1), received "${v.units}"`);
+      throw new UsageError(`--units: must be N or MIN-MAX (whole, >= 1), received "${v.units}"`);
     p.unitsPerRequest = { ...p.unitsPerRequest, min, max };
   }
   set(duration('latency'), (x) => {
@@ -168,7 +168,7 @@ export function applyOverrides(params: SimParams, v: Partial<Values>, scenario =
     const model = ARRIVAL_MODELS.find((m) => m === v.arrivals);
     if (model === undefined) {
       throw new UsageError(
-        `--arrivals: expected one of ${ARRIVAL_MODELS.join(', ')}, received "${v.arrivals}"`,
+        `--arrivals: must be one of ${ARRIVAL_MODELS.join(', ')}, received "${v.arrivals}"`,
       );
     }
     p.arrivals = model;
@@ -213,7 +213,7 @@ export function applyOverrides(params: SimParams, v: Partial<Values>, scenario =
   set(duration('heartbeat-interval'), (x) => {
     if (!(x > 0)) {
       throw new UsageError(
-        `--heartbeat-interval: expected a duration > 0, received "${v['heartbeat-interval']}"`,
+        `--heartbeat-interval: must be a duration > 0, received "${v['heartbeat-interval']}"`,
       );
     }
     p.shared.heartbeatInterval = x;

@@ -155,11 +155,11 @@ function wrapIssues(limiter: unknown, fn: unknown, options: unknown): ConfigIssu
   const issues: ConfigIssue[] = [];
   const acquire = (limiter as { acquire?: unknown } | null | undefined)?.acquire;
   if (typeof limiter !== 'object' || limiter === null || typeof acquire !== 'function') {
-    issues.push({ path: 'limiter', message: 'expected a rate limiter (with acquire())', received: limiter });
+    issues.push({ path: 'limiter', message: 'must be a rate limiter (with acquire())', received: limiter });
   }
-  if (typeof fn !== 'function') issues.push({ path: 'fn', message: 'expected a function', received: fn });
+  if (typeof fn !== 'function') issues.push({ path: 'fn', message: 'must be a function', received: fn });
   if (typeof options !== 'object' || options === null || Array.isArray(options)) {
-    issues.push({ path: 'options', message: 'expected an object of wrap options', received: options });
+    issues.push({ path: 'options', message: 'must be an object of wrap options', received: options });
     return issues;
   }
   for (const key of Object.keys(options)) {
@@ -180,27 +180,27 @@ function wrapIssues(limiter: unknown, fn: unknown, options: unknown): ConfigIssu
   ) {
     issues.push({
       path: 'units',
-      message: 'expected a positive finite number, or a function of the arguments',
+      message: 'must be a positive finite number, or a function of the arguments',
       received: units,
     });
   }
   if (costs !== undefined && !isCostsObject(costs) && typeof costs !== 'function') {
     issues.push({
       path: 'costs',
-      message: 'expected an object of units per budget, or a function of the arguments',
+      message: 'must be an object of units per budget, or a function of the arguments',
       received: costs,
     });
   } else if (costs !== undefined && typeof costs !== 'function') {
     // Each budget's units, as acquire would check them (only the limiter knows its budgets' names).
     for (const [budget, value] of Object.entries(costs)) {
       if (!isCost(value))
-        issues.push({ path: configPath(['costs', budget]), message: COST, received: value });
+        issues.push({ path: configPath(['costs', budget]), message: `must be ${COST}`, received: value });
     }
   }
   if (signal !== undefined && typeof signal !== 'function' && !isSignal(signal)) {
     issues.push({
       path: 'signal',
-      message: 'expected an AbortSignal, or a function of the arguments returning one',
+      message: 'must be an AbortSignal, or a function of the arguments returning one',
       received: signal,
     });
   }
@@ -210,14 +210,14 @@ function wrapIssues(limiter: unknown, fn: unknown, options: unknown): ConfigIssu
     issues.push({ path: 'headers', message: HEADERS_MESSAGE, received: headers });
   }
   if (maxAttempts !== undefined && !(Number.isInteger(maxAttempts) && maxAttempts >= 1)) {
-    issues.push({ path: 'maxAttempts', message: 'expected an integer >= 1', received: maxAttempts });
+    issues.push({ path: 'maxAttempts', message: 'must be an integer >= 1', received: maxAttempts });
   }
   for (const [path, value] of [
     ['classify', classify],
     ['classifyError', classifyError],
   ] as const) {
     if (value !== undefined && typeof value !== 'function') {
-      issues.push({ path, message: 'expected a function returning an outcome', received: value });
+      issues.push({ path, message: 'must be a function returning an outcome', received: value });
     }
   }
   return issues;
@@ -233,13 +233,13 @@ function checkedUnits(n: unknown): number {
   if (typeof n === 'number' && n > 0 && Number.isFinite(n)) return n;
   throw new InvalidCallbackValueError(
     'units',
-    `units returned ${answeredLater(n) ? promiseAnswer('units') : String(n)}; expected a finite number > 0`,
+    `units returned ${answeredLater(n) ? promiseAnswer('units') : String(n)}; it must return a finite number > 0`,
     n,
   );
 }
 
 /** What a budget's units in `costs` must be, as acquire says it. */
-const COST = 'expected a finite number >= 0';
+const COST = 'a finite number >= 0';
 
 const isCost = (units: unknown) => typeof units === 'number' && units >= 0 && Number.isFinite(units);
 
@@ -255,7 +255,7 @@ function checkedCosts(costs: unknown): Readonly<Record<string, number>> | undefi
       if (!isCost(units)) {
         throw new InvalidCallbackValueError(
           'costs',
-          `costs returned ${configPath([budget])}: ${describe(units)}; ${COST} for each budget`,
+          `costs returned ${configPath([budget])}: ${describe(units)}; it must return ${COST} for each budget`,
           costs,
         );
       }
@@ -267,7 +267,7 @@ function checkedCosts(costs: unknown): Readonly<Record<string, number>> | undefi
   const what = answeredLater(costs) ? promiseAnswer('costs') : String(costs);
   throw new InvalidCallbackValueError(
     'costs',
-    `costs returned ${what}; expected an object of units per budget, or undefined`,
+    `costs returned ${what}; it must return an object of units per budget, or undefined`,
     costs,
   );
 }
@@ -291,7 +291,7 @@ function checkedSignal(signal: unknown): AbortSignal | undefined {
   if (signal === undefined || isSignal(signal)) return signal;
   throw new InvalidCallbackValueError(
     'signal',
-    `signal returned ${answeredLater(signal) ? promiseAnswer('signal') : String(signal)}; expected an AbortSignal or undefined`,
+    `signal returned ${answeredLater(signal) ? promiseAnswer('signal') : String(signal)}; it must return an AbortSignal or undefined`,
     signal,
   );
 }
@@ -316,7 +316,7 @@ function checkedOutcome(callback: 'classify' | 'classifyError', outcome: unknown
   if (valid) return outcome as Outcome;
   throw new InvalidCallbackValueError(
     callback,
-    `${callback} returned ${answeredLater(outcome) ? promiseAnswer(callback) : describeOutcome(outcome)}; expected { kind: 'success' | 'throttled' | 'failed' } (units or retryAfterMs a finite number >= 0, quota an array of { policy, remaining, resetMs, limit, windowMs }, numbers finite and >= 0, limit and windowMs > 0)`,
+    `${callback} returned ${answeredLater(outcome) ? promiseAnswer(callback) : describeOutcome(outcome)}; it must return { kind: 'success' | 'throttled' | 'failed' } (units or retryAfterMs a finite number >= 0, quota an array of { policy, remaining, resetMs, limit, windowMs }, numbers finite and >= 0, limit and windowMs > 0)`,
     outcome,
   );
 }

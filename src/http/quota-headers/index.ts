@@ -88,7 +88,7 @@ function ownQuota(value: unknown): AnnouncedQuota[] | undefined {
     if (problem !== undefined) {
       throw new InvalidCallbackValueError(
         'quotaFromHeaders',
-        `quotaFromHeaders returned ${describeValue(value)}: ${problem}; expected { policy, remaining, resetMs, limit, windowMs }, a list of them, or undefined`,
+        `quotaFromHeaders returned ${describeValue(value)}: ${problem}; it must return { policy, remaining, resetMs, limit, windowMs }, a list of them, or undefined`,
         value,
       );
     }
