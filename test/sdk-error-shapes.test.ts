@@ -207,3 +207,25 @@ describe('an SDK error whose status is its text', () => {
     limiter.close();
   });
 });
+
+describe('an SDK error with an empty headers holder beside one that has the answer', () => {
+  it.each([
+    ['a record', {}],
+    ['a Map', new Map()],
+    ['an array', []],
+    ['a Headers', new Headers()],
+  ])("passes over %s in error.headers for response.headers' Retry-After", (_, empty) => {
+    const error = { status: 429, headers: empty, response: { status: 429, headers: { 'retry-after': '2' } } };
+    expect(classifyThrown(error)).toEqual({ kind: 'throttled', retryAfterMs: 2_000 });
+  });
+
+  it('reads the quota a profile announces in response.headers past an empty error.headers', async () => {
+    const [profile, fields, limit] = PROFILE_HEADERS[0] as (typeof PROFILE_HEADERS)[number];
+    const error = Object.assign(new Error('429'), {
+      status: 429,
+      headers: {},
+      response: { headers: fields },
+    });
+    expect((await afterThrow(error, profile)).announcedRate).toBe(limit);
+  });
+});

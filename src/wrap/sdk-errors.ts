@@ -69,14 +69,35 @@ export function statusOfError(error: unknown): number | undefined {
  * `headers` (openai and Anthropic: a `Headers`; others: a record, a `Map`, an array of `[name,
  * value]` pairs), `response.headers` (ky: a `Headers`; got and Octokit: a record; axios: an
  * `AxiosHeaders`, read through its `get`), `$response.headers` (AWS SDK v3: a record). Whatever
- * the shape, its names are read case-insensitively.
+ * the shape, its names are read case-insensitively. The first of them that holds a header; an
+ * empty one (`headers: {}` beside a `response.headers` that has the answer's) is passed over.
  */
 export function headersOfError(error: unknown): ResponseHeaders {
   if (!isBag(error)) return undefined;
+  let empty: ResponseHeaders;
   for (const holder of [error, error.response, error.$response]) {
-    if (isBag(holder) && isBag(holder.headers)) return holder.headers as ResponseHeaders;
+    if (!isBag(holder) || !isBag(holder.headers)) continue;
+    const headers = holder.headers as ResponseHeaders;
+    if (!isEmptyHeaders(headers)) return headers;
+    empty ??= headers;
   }
-  return undefined;
+  return empty;
+}
+
+/**
+ * Whether a headers holder has no field: an empty record, array or `Map`, or a `Headers` whose
+ * `keys()` gives none. Anything else (an object read through its own `get`) counts as holding some.
+ */
+function isEmptyHeaders(headers: ResponseHeaders): boolean {
+  if (headers == null) return true;
+  if (Array.isArray(headers)) return headers.length === 0;
+  if (headers instanceof Map) return headers.size === 0;
+  const keys = (headers as { keys?: unknown }).keys;
+  if (typeof (headers as { get?: unknown }).get === 'function') {
+    return typeof keys === 'function' && (keys.call(headers) as Iterator<unknown>).next().done === true;
+  }
+  for (const _ in headers) return false;
+  return true;
 }
 
 /**
