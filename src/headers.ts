@@ -48,7 +48,10 @@ export function headerRecord(headers: unknown): HeaderRecord {
  */
 export type HeaderLookup = (name: string) => string | string[] | undefined;
 
-/** `[name, value]` pairs, as undici and `new Headers()` accept them: `[['retry-after', '2'], ...]`. */
+/**
+ * `[name, value]` pairs, as `fetch` and `new Headers()` accept them: `[['retry-after', '2'], ...]`
+ * (undici's `request()` and `dispatch()` take a flat array only, and throw on pairs).
+ */
 type HeaderPairs = readonly (readonly [string, string | readonly string[] | undefined])[];
 
 /**
