@@ -1,4 +1,5 @@
 import type { Clock } from '../clock.js';
+import { kOwes } from '../internal.js';
 import type { RateLimiter } from '../limiter/types.js';
 import type { LazySharedBudget } from './shared.js';
 
@@ -131,10 +132,18 @@ export class SharedPartitions {
     }
   }
 
-  /** Nothing in flight or queued (a pause is the store's: it outlives the member). */
+  /**
+   * Nothing in flight or queued, and no debt (a pause is the store's: it outlives the member). A
+   * budget that owes units (`kOwes`: a call used more than its bucket held, an LLM answer's tokens
+   * above the estimate) is kept until it is paid back, as the registry keeps such a limiter:
+   * closed, the partition's next budget would start with a full bucket and send at once what the
+   * API would answer with a 429.
+   */
   #idle(entry: Entry): boolean {
     const limiter = entry.budget.limiter;
-    return entry.inFlight === 0 && limiter !== undefined && limiter.snapshot().queued === 0;
+    return (
+      entry.inFlight === 0 && limiter !== undefined && limiter.snapshot().queued === 0 && !limiter[kOwes]()
+    );
   }
 
   #close(key: string, entry: Entry): void {
