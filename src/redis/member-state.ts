@@ -290,6 +290,7 @@ export class MemberState {
     const known = this.#era.generation;
     this.#learn(seq, reply.generation, reply.epoch);
     if (seq < this.#appliedSeq) return;
+    if (reply.rejoined === true && known !== undefined) this.#rejoining(reply.members);
     // The state was lost and made again with no rate (a budget with no initial rate): the
     // store's budget is unlimited until a 429, as a process that joins now is, so this member's
     // limiter is too, not held at its share of a rate nothing keeps any more (no proposal is made
@@ -509,6 +510,20 @@ export class MemberState {
     const from = this.#members;
     this.#members = members;
     this.#emit('members', { budget: this.#name, from, to: members });
+  }
+
+  /**
+   * Heard before, this member was not among the members when its heartbeat ran (the members lost
+   * to an eviction or a flush, or it was dropped after a silence): the others join again one by
+   * one, or count it again only at their next heartbeats. Held as back from an outage (see
+   * {@link #rejoined}), from the members known before: the first member heard after the members'
+   * key was evicted was answered the whole rate while the others still sent their parts (three
+   * members at 600 units/min: 1,000, then 1,100, for a heartbeat, after each eviction).
+   */
+  #rejoining(members: number): void {
+    if (this.#rejoinUntil !== undefined || members >= this.#members) return;
+    this.#membersBefore = this.#members;
+    this.#rejoinUntil = this.#clock.now() + this.#longestTimeout + this.#rejoinMarginMs;
   }
 
   #recover(members: number): void {

@@ -105,6 +105,7 @@ export class MemoryBudgetStore implements BudgetStore {
     this.#expire(now);
     const generation = this.#create(now, r.ttl);
     const members = this.#members;
+    const rejoined = !members.has(r.id);
     members.set(r.id, now);
     // Each member is judged by the timeout it sent with its report (members of one budget may beat
     // at different intervals, each timeout fitting its own heartbeat); one without, by this one's.
@@ -169,6 +170,7 @@ export class MemoryBudgetStore implements BudgetStore {
       longestMemberTimeout,
       index,
       proposed,
+      rejoined,
       now,
       books: this.#books(now),
     };

@@ -172,6 +172,7 @@ export class RedisBudgetStore implements BudgetStore {
       books: books(reply.slice(11, 21)),
       repaired: this.#repaired(reply[21]),
       longestMemberTimeout: typeof reply[22] === 'string' ? number(reply[22]) : undefined,
+      rejoined: integer(reply[23]) === 1,
     };
   }
 

@@ -252,7 +252,7 @@ end
  *   minRate, maxRate|'', ttlMs, candidateGeneration, proposalGeneration|'', proposalVersion|'',
  *   proposalRate|'', acceptedUnits, maxPauseMs
  * Returns: { rate|'', epoch, pauseRemainingMs, members, share|'', serverNow, generation, accepted,
- *   measured, index, proposed (0|1), books..., repaired, longestMemberTimeoutMs }
+ *   measured, index, proposed (0|1), books..., repaired, longestMemberTimeoutMs, rejoined (0|1) }
  */
 export const HEARTBEAT = `${NOW}${CHECK}${REPORTS}${GENERATION}${CLAMP}${BOOKS}
 local id = ARGV[1]
@@ -265,6 +265,9 @@ local ttl = ARGV[11]
 check(tonumber(ARGV[17]))
 local gen = generation(ARGV[12], ttl)
 
+-- Not among the members (dropped after its silence, or the members lost): it joins again.
+local rejoined = 0
+if not redis.call('ZSCORE', KEYS[2], id) then rejoined = 1 end
 redis.call('ZADD', KEYS[2], now, id)
 local reports = readReports()
 -- Each member is judged by the timeout it sent with its report (members of one budget may beat at
@@ -380,6 +383,7 @@ local reply = { rate, epoch, math.max(0, pausedUntil - now), members, share, now
 for _, v in ipairs(books()) do table.insert(reply, v) end
 table.insert(reply, repaired)
 table.insert(reply, string.format('%.17g', longest))
+table.insert(reply, rejoined)
 return reply
 `;
 

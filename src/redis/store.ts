@@ -179,6 +179,14 @@ export interface HeartbeatReply {
   index: number;
   /** Whether this heartbeat's proposal was applied. */
   proposed: boolean;
+  /**
+   * Whether this member was not among the members when the heartbeat ran: dropped by the others
+   * after a silence longer than its `memberTimeout` (a process stopped, a long pause), or the
+   * members lost (a `maxmemory` eviction, a `FLUSHDB`, a failover), so it joined again. The
+   * others count it again only at their next heartbeats (member-state.ts holds its share
+   * meanwhile). `undefined` (a store that does not answer it): `false`.
+   */
+  rejoined?: boolean | undefined;
   /** The store's clock at the answer, ms (Redis: the server's `TIME`). */
   now: number;
   books: ControllerBooks;
@@ -486,6 +494,7 @@ export function checkHeartbeat(
     repaired: reply.repaired,
     index: isCount(reply.index) && reply.index < members ? reply.index : 0,
     proposed: reply.proposed === true,
+    rejoined: reply.rejoined === true,
     now: typeof reply.now === 'number' && Number.isFinite(reply.now) ? reply.now : Number.NaN,
     books: checkBooks(reply.books),
   };
