@@ -1,3 +1,5 @@
+import { once } from 'node:events';
+import { createServer } from 'node:net';
 import type { Redis } from 'ioredis';
 import { expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
@@ -134,6 +136,27 @@ describeRedis('attack: the shared budget when Redis evicts its keys', () => {
   });
 });
 
+it('a server that refuses the connection at once (at its maxclients) is named as the cause, not "max retries per request"', async () => {
+  // What Redis does at its maxclients: it writes why, and closes the connection at once.
+  const server = createServer((socket) => socket.end('-ERR max number of clients reached\r\n'));
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  try {
+    const { port } = server.address() as { port: number };
+    const budget = member({ redis: `redis://127.0.0.1:${port}`, clock: new ManualClock(), failClosed: true });
+    const error = (await budget.acquire().catch((e: unknown) => e)) as Error & { code?: string };
+    expect(error.code).toBe('ERR_SHARED_BUDGET_UNAVAILABLE');
+    // Before: "Redis unreachable (Reached the max retries per request limit (which is 0). Refer to
+    // "maxRetriesPerRequest" option for details.)": ioredis told no error for that connection.
+    expect(error.message).toMatch(
+      /not connected to Redis: the server refused the connection: ERR max number of clients reached/,
+    );
+    await budget.close();
+  } finally {
+    server.close();
+  }
+});
+
 describeRedis('attack: shared partitions on a real Redis', () => {
   let server: RedisServer;
   let redis: Redis;
@@ -168,6 +191,49 @@ describeRedis('attack: shared partitions on a real Redis', () => {
       expect(b).toBeUndefined();
       expect(budget.limiter?.snapshot().closed).toBe(false);
     } finally {
+      registry.close();
+    }
+  });
+
+  it("at Redis's maxclients, a partition that cannot connect refuses with a typed error; the others are served", async () => {
+    const name = `maxclients-${process.pid}`;
+    const registry = new RateLimiterRegistry({
+      limiters: {
+        api: {
+          origins: [ORIGIN],
+          initialUnitsPerMinute: 6_000,
+          shared: { redis: server.url, name, heartbeatInterval: 60_000, failClosed: true },
+        },
+      },
+    });
+    const connected = Number(/connected_clients:(\d+)/.exec(await redis.info('clients'))?.[1]);
+    // Room for two more connections: each partition's budget opens its own.
+    await redis.config('SET', 'maxclients', String(connected + 2));
+    try {
+      const answers: unknown[] = [];
+      for (const id of ['P0', 'P1', 'P2', 'P3', 'P4']) {
+        const budget = registry[kPartitionForOrigin](ORIGIN, { id })?.instance as LazySharedBudget;
+        answers.push(
+          await budget.acquire(1).then(
+            (permit) => {
+              permit.success();
+              return 'served';
+            },
+            (e: unknown) => e,
+          ),
+        );
+      }
+      const refused = answers.filter((a) => a !== 'served') as (Error & { code?: string })[];
+      expect(answers.filter((a) => a === 'served').length).toBeGreaterThanOrEqual(1);
+      expect(refused.length).toBeGreaterThanOrEqual(1);
+      for (const error of refused) {
+        expect(error.code).toBe('ERR_SHARED_BUDGET_UNAVAILABLE');
+        // The server's own refusal, or the write that lost the race with its close (`write EPIPE`).
+        expect(error.message).toMatch(/not connected to Redis: \S/);
+        expect(error.message).not.toMatch(/maxRetriesPerRequest/);
+      }
+    } finally {
+      await redis.config('SET', 'maxclients', '10000');
       registry.close();
     }
   });

@@ -97,6 +97,7 @@ export class RedisBudgetStore implements BudgetStore {
       client.on('ready', () => {
         this.#connectionError = undefined;
       });
+      this.#watchRefusal(client);
       this.#client = client;
       this.#ownsClient = true;
     } else {
@@ -107,6 +108,37 @@ export class RedisBudgetStore implements BudgetStore {
 
   get roundTrips(): number {
     return this.#roundTrips;
+  }
+
+  /**
+   * A server that refuses a new connection (at its `maxclients`: `-ERR max number of clients
+   * reached`) writes why and closes it at once; ioredis tells no error (or, when its first write
+   * lost the race, `write EPIPE`), so the calls it fails meanwhile said only "Reached the max
+   * retries per request limit". The first reply of a connection, read before it is ready, when it
+   * is an error, is kept for them; else the close itself.
+   */
+  #watchRefusal(client: OwnClient): void {
+    let ready = false;
+    let refusal: string | undefined;
+    client.on('connect', () => {
+      ready = false;
+      refusal = undefined;
+      client.stream?.once('data', (chunk: unknown) => {
+        const text = String(chunk);
+        if (text.startsWith('-')) refusal = text.slice(1).trim();
+      });
+    });
+    client.on('ready', () => {
+      ready = true;
+    });
+    client.on('close', () => {
+      if (ready) return;
+      this.#connectionError ??= new Error(
+        refusal === undefined
+          ? 'the server closed the connection before it was ready'
+          : `the server refused the connection: ${refusal}`,
+      );
+    });
   }
 
   async heartbeat(r: HeartbeatRequest): Promise<HeartbeatReply> {
@@ -327,14 +359,17 @@ export class RedisBudgetStore implements BudgetStore {
   }
 }
 
+/** A client a store opens: one Redis (its socket, `stream`, once connected) or a Cluster. */
+type OwnClient = RedisClient & {
+  on(event: 'error' | 'ready' | 'connect' | 'close', f: (error: unknown) => void): unknown;
+  readonly stream?: { once(event: 'data', f: (chunk: unknown) => void): unknown } | undefined;
+};
+
 /**
  * A client for `url`: one Redis, or a Redis Cluster (`redis+cluster://`), failing fast while
  * disconnected (the heartbeat retries, and the local share serves meanwhile).
  */
-function openClient(
-  url: string,
-  timeout: number,
-): RedisClient & { on(event: 'error' | 'ready', f: (error: unknown) => void): unknown } {
+function openClient(url: string, timeout: number): OwnClient {
   const ioredis = loadIoredis();
   const retryStrategy = (times: number) => Math.min(50 * times, 500);
   // A primary demoted to a replica by a failover answers every write READONLY on the connection
