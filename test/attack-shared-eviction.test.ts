@@ -73,6 +73,28 @@ describeRedis('attack: the shared budget when Redis evicts its keys', () => {
     expect(sum(budgets)).toBeCloseTo(600, 0);
   });
 
+  it('busy members whose reports Redis evicted hold their parts until the others report again', async () => {
+    const clock = new ManualClock();
+    const budgets = [0, 1, 2].map(() => member({ redis: server.url, clock }));
+    // Each member busy: its units taken, a request waiting in its line (its demand).
+    for (const b of budgets) {
+      for (let i = 0; i < 1_000 && b.tryAcquire() !== undefined; i++);
+      void b.acquire(5).catch(() => undefined);
+    }
+    for (const b of [...budgets, ...budgets]) await b.refresh();
+    expect(sum(budgets)).toBeCloseTo(600, 0);
+    await redis.del(keys()[2] as string); // the :reports key alone, as allkeys-lru or -random may
+    const sums: number[] = [];
+    for (const b of [...budgets, ...budgets]) {
+      await b.refresh();
+      sums.push(sum(budgets));
+    }
+    // Before: the first member heard was answered 564 of 600 (the others, without a report, count
+    // as no demand) and took it while the others still sent 200 each: 964, then 1,059.
+    for (const total of sums) expect(total).toBeLessThanOrEqual(600 * 1.01);
+    expect(sum(budgets)).toBeCloseTo(600, 0);
+  });
+
   it('a member stopped past its memberTimeout and dropped joins again, and its waiting request is served', async () => {
     const clock = new ManualClock();
     const budgets = await threeMembers(server.url, clock);

@@ -315,7 +315,7 @@ export class MemberState {
     else this.#share = reply.share;
     // Back from an outage the share applied may be held below the one answered (see
     // #rejoined): the part a cut takes is the one applied, so a 429 never raises the rate.
-    const applied = this.#rejoined(now, reply.members);
+    const applied = this.#unreported(this.#rejoined(now, reply.members), reply.unreported, known);
     if (this.#rate !== undefined && applied !== undefined) {
       this.#fraction = applied / this.#rate;
       this.#fractionLearned = true;
@@ -413,6 +413,23 @@ export class MemberState {
       return share;
     }
     return share === undefined ? undefined : Math.min(share, this.limiter.rate);
+  }
+
+  /**
+   * `share`, not above the local rate while some live members have no report (`unreported`: the
+   * reports lost to an eviction, one dropped as broken), for a member heard before (`known`): the
+   * share counts each as one with no demand, while each still sends at its last share until its
+   * next heartbeat. Before, the first busy member heard after the reports were evicted took
+   * nearly the whole rate while the others still sent their parts (1,059 units/min of 600).
+   */
+  #unreported(
+    share: number | undefined,
+    unreported: number | undefined,
+    known: string | undefined,
+  ): number | undefined {
+    if (share === undefined || !(unreported !== undefined && unreported > 0) || known === undefined)
+      return share;
+    return Math.min(share, this.limiter.rate);
   }
 
   /**

@@ -171,6 +171,7 @@ export class MemoryBudgetStore implements BudgetStore {
       index,
       proposed,
       rejoined,
+      unreported: Math.max(0, members.size - this.#reports.size),
       now,
       books: this.#books(now),
     };

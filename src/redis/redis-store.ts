@@ -205,6 +205,7 @@ export class RedisBudgetStore implements BudgetStore {
       repaired: this.#repaired(reply[21]),
       longestMemberTimeout: typeof reply[22] === 'string' ? number(reply[22]) : undefined,
       rejoined: integer(reply[23]) === 1,
+      unreported: integer(reply[24]),
     };
   }
 

@@ -252,7 +252,8 @@ end
  *   minRate, maxRate|'', ttlMs, candidateGeneration, proposalGeneration|'', proposalVersion|'',
  *   proposalRate|'', acceptedUnits, maxPauseMs
  * Returns: { rate|'', epoch, pauseRemainingMs, members, share|'', serverNow, generation, accepted,
- *   measured, index, proposed (0|1), books..., repaired, longestMemberTimeoutMs, rejoined (0|1) }
+ *   measured, index, proposed (0|1), books..., repaired, longestMemberTimeoutMs, rejoined (0|1),
+ *   unreported (live members without a report) }
  */
 export const HEARTBEAT = `${NOW}${CHECK}${REPORTS}${GENERATION}${CLAMP}${BOOKS}
 local id = ARGV[1]
@@ -384,6 +385,7 @@ for _, v in ipairs(books()) do table.insert(reply, v) end
 table.insert(reply, repaired)
 table.insert(reply, string.format('%.17g', longest))
 table.insert(reply, rejoined)
+table.insert(reply, math.max(0, members - #kept))
 return reply
 `;
 

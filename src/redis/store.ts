@@ -187,6 +187,13 @@ export interface HeartbeatReply {
    * meanwhile). `undefined` (a store that does not answer it): `false`.
    */
   rejoined?: boolean | undefined;
+  /**
+   * Live members without a report (the reports lost to an eviction, one dropped as broken): each
+   * counts as one with no demand ({@link demandWeightedShare}) while it may still send at the share
+   * it was answered last, up to nearly the whole rate, until its next heartbeat reports again
+   * (member-state.ts holds the share meanwhile). `undefined` (a store that does not answer it): 0.
+   */
+  unreported?: number | undefined;
   /** The store's clock at the answer, ms (Redis: the server's `TIME`). */
   now: number;
   books: ControllerBooks;
@@ -495,6 +502,7 @@ export function checkHeartbeat(
     index: isCount(reply.index) && reply.index < members ? reply.index : 0,
     proposed: reply.proposed === true,
     rejoined: reply.rejoined === true,
+    unreported: isCount(reply.unreported) ? reply.unreported : 0,
     now: typeof reply.now === 'number' && Number.isFinite(reply.now) ? reply.now : Number.NaN,
     books: checkBooks(reply.books),
   };
