@@ -28,8 +28,9 @@ const first = (value: string | string[] | undefined): string | undefined =>
  * The header profile `headers: 'github'` reads the same headers for another purpose: it paces
  * from them (a ceiling, a pause at remaining 0) so that the 403 rarely comes; this function makes
  * the 403 that does come a throttle (a cut) rather than a success. Use both. The profile counts
- * the reset from the middle of the `Date` second (an unbiased ceiling); this function from its
- * start (a wait that never ends before the reset), so it keeps its own reading.
+ * the reset of its ceiling from the middle of the `Date` second (an unbiased ceiling), and of its
+ * pause at remaining 0 from the second's start, as this function does (a wait that never ends
+ * before the reset); this function keeps its own reading.
  */
 export function githubClassify(status: number, headers: HeaderRecord): ClassifyResult {
   if (status !== 403 && status !== 429) return undefined;

@@ -1,5 +1,5 @@
 import type { HeaderLookup } from '../../headers.js';
-import { nonNegativeInteger, serverNow, singleText } from '../../headers.js';
+import { nonNegativeInteger, responseDate, serverNow, singleText } from '../../headers.js';
 import type { ReadQuota } from '../../limiter/types.js';
 
 /**
@@ -24,7 +24,8 @@ const GRAPHQL_BURST_PER_MINUTE = 2_000;
 /**
  * GitHub's REST API (profile `'github'`): `x-ratelimit-limit` (the quota), `x-ratelimit-remaining`
  * (or `limit - x-ratelimit-used`), `x-ratelimit-reset` (the window's end in UTC epoch seconds,
- * counted from the response's `Date`, so a skewed local clock does not move it) and
+ * counted from the response's `Date`, so a skewed local clock does not move it: from the middle of
+ * its second, or, with nothing left, from its start, so the pause never ends before the reset) and
  * `x-ratelimit-resource` (the policy: `core`, `search`, ...). Values that are not non-negative
  * integers are ignored. The documented secondary limit rides along as the burst of a fixed window.
  */
@@ -38,7 +39,11 @@ export function readGithub(headers: HeaderLookup, nowMs: number): ReadQuota[] | 
   const reset = nonNegativeInteger(singleText(headers, 'x-ratelimit-reset'));
   if (remaining === undefined && limit === undefined) return undefined;
   const resource = singleText(headers, 'x-ratelimit-resource')?.trim() || 'core';
-  const resetMs = reset === undefined ? undefined : Math.max(0, reset * 1000 - serverNow(headers, nowMs));
+  // With nothing left the reset is a pause, counted from the start of the `Date` second (as
+  // githubClassify counts it): from its middle, the pause ended up to a second before the reset
+  // and the next call met the exhausted window. With some left, the middle: an unbiased ceiling.
+  const from = remaining === 0 ? (responseDate(headers, nowMs) ?? nowMs) : serverNow(headers, nowMs);
+  const resetMs = reset === undefined ? undefined : Math.max(0, reset * 1000 - from);
   const burstPerMinute = resource === 'graphql' ? GRAPHQL_BURST_PER_MINUTE : BURST_PER_MINUTE;
   return [
     {
