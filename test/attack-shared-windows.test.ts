@@ -114,3 +114,39 @@ describe('clients sharing one fixed window: nothing left pauses until the reset'
     ]);
   });
 });
+
+describe('a fixed window whose limit the API changes mid-run', () => {
+  it("reads a lowered limit's drop of remaining as the API's, not other clients': the burst stays (GitHub headers)", async () => {
+    // GitHub lowers a token's hour from 5,000 to 1,000 and `remaining` falls with it, from 3,997
+    // to 999. Read as other clients' drain (3,000 units gone for this process's one call), the
+    // process's part fell to about half and the window lost its burst (900 a minute) for its
+    // share of 999 over the 50 minutes left: about 9 a minute, until more drops were measured.
+    const clock = new ManualClock();
+    const answers = [
+      { limit: 5_000, remaining: 3_999 },
+      { limit: 5_000, remaining: 3_998 },
+      { limit: 5_000, remaining: 3_997 },
+      { limit: 1_000, remaining: 999 },
+    ];
+    const reset = Math.ceil((EPOCH_MS + 3_000_000) / 1000);
+    let n = 0;
+    const server = await serve({
+      respond: (_req, res) => {
+        const { limit: quota, remaining } = answers[Math.min(n++, answers.length - 1)] as (typeof answers)[0];
+        res
+          .writeHead(200, {
+            date: new Date(EPOCH_MS + clock.now()).toUTCString(),
+            'x-ratelimit-limit': String(quota),
+            'x-ratelimit-remaining': String(remaining),
+            'x-ratelimit-reset': String(reset),
+            'x-ratelimit-resource': 'core',
+          })
+          .end('x');
+        return true;
+      },
+    });
+    const { rl, agent } = githubClient(clock);
+    for (let i = 0; i < answers.length; i++) expect(await call(clock, agent, `${server.origin}/`)).toBe(200);
+    expect(rl.registry.get(server.origin)?.snapshot().announcedRate).toBe(900);
+  });
+});

@@ -91,8 +91,8 @@ const NOTHING: Announced = { pauseMs: 0, requestedMs: 0 };
  * with `r=10000;t=10`) is held to the quota. A reset longer than the policy's window is read as
  * the window, and, without a window, as `maxPause`. When `remaining` falls faster than this
  * process gets answers (other clients drain the same quota), the ceiling is scaled to this
- * process's part (measured over drops of at least 20 units in one window, smoothed by halves,
- * at least 5 %; until measured, 1/`instanceCount`). A policy missing from {@link STALE_AFTER_ANSWERS} answers in a row is dropped.
+ * process's part (measured over drops of at least 20 units in one window and one quota,
+ * smoothed by halves, at least 5 %; until measured, 1/`instanceCount`). A policy missing from {@link STALE_AFTER_ANSWERS} answers in a row is dropped.
  */
 export class Ceilings {
   readonly #policies = new Map<string, Policy>();
@@ -269,7 +269,7 @@ export class Ceilings {
       policy.own = Math.max(0, policy.own + Math.max(0, granted - policy.granted));
       policy.granted = Math.max(policy.granted, granted);
       if (!policy.asAnnounced) policy.shape = shapeOf(policy, remaining, resetAt, short, now);
-      this.#measurePart(policy, remaining, resetAt);
+      this.#measurePart(policy, remaining, resetAt, byQuota);
       policy.shortResetAt = short ? (policy.shortResetAt ?? resetAt) : undefined;
       policy.unitMs = unitMs;
       policy.byRemaining = byRemaining;
@@ -289,9 +289,17 @@ export class Ceilings {
   }
 
   /** Adds the drop since the last reading to the sample when both are in one window. */
-  #measurePart(policy: Policy, remaining: number | undefined, resetAt: number | undefined): void {
+  #measurePart(
+    policy: Policy,
+    remaining: number | undefined,
+    resetAt: number | undefined,
+    byQuota: number,
+  ): void {
     if (!this.#measure) return;
+    // A quota the API changed (a lowered limit takes `remaining` down with it) starts a new
+    // sample: that drop is the API's, not other clients' calls.
     const sameWindow =
+      byQuota === policy.byQuota &&
       remaining !== undefined &&
       policy.remaining !== undefined &&
       remaining <= policy.remaining &&
