@@ -290,7 +290,10 @@ export class MemberState {
     const known = this.#era.generation;
     this.#learn(seq, reply.generation, reply.epoch);
     if (seq < this.#appliedSeq) return;
-    if (reply.rejoined === true && known !== undefined) this.#rejoining(reply.members);
+    // A member dropped without its report (judged by this member's timeout, not its own) may
+    // still send at its last share until its next heartbeat: held as when rejoining.
+    if (known !== undefined && (reply.rejoined === true || (reply.droppedUnreported ?? 0) > 0))
+      this.#rejoining(reply.members);
     // The state was lost and made again with no rate (a budget with no initial rate): the
     // store's budget is unlimited until a 429, as a process that joins now is, so this member's
     // limiter is too, not held at its share of a rate nothing keeps any more (no proposal is made
@@ -532,7 +535,10 @@ export class MemberState {
   /**
    * Heard before, this member was not among the members when its heartbeat ran (the members lost
    * to an eviction or a flush, or it was dropped after a silence): the others join again one by
-   * one, or count it again only at their next heartbeats. Held as back from an outage (see
+   * one, or count it again only at their next heartbeats. Or its heartbeat dropped a member
+   * without a report (the reports evicted): judged by this member's `memberTimeout`, a member of
+   * a slower heartbeat was dropped while it still sends (300 units/min of 600, taken at once by
+   * the other: 900). Held as back from an outage (see
    * {@link #rejoined}), from the members known before: the first member heard after the members'
    * key was evicted was answered the whole rate while the others still sent their parts (three
    * members at 600 units/min: 1,000, then 1,100, for a heartbeat, after each eviction).

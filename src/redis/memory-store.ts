@@ -109,8 +109,10 @@ export class MemoryBudgetStore implements BudgetStore {
     members.set(r.id, now);
     // Each member is judged by the timeout it sent with its report (members of one budget may beat
     // at different intervals, each timeout fitting its own heartbeat); one without, by this one's.
+    let droppedUnreported = 0;
     for (const [id, seen] of members) {
       if (seen > now - (this.#reports.get(id)?.timeout ?? r.memberTimeout)) continue;
+      if (!this.#reports.has(id)) droppedUnreported++;
       members.delete(id);
       this.#reports.delete(id);
     }
@@ -172,6 +174,7 @@ export class MemoryBudgetStore implements BudgetStore {
       proposed,
       rejoined,
       unreported: Math.max(0, members.size - this.#reports.size),
+      droppedUnreported,
       now,
       books: this.#books(now),
     };

@@ -206,6 +206,7 @@ export class RedisBudgetStore implements BudgetStore {
       longestMemberTimeout: typeof reply[22] === 'string' ? number(reply[22]) : undefined,
       rejoined: integer(reply[23]) === 1,
       unreported: integer(reply[24]),
+      droppedUnreported: integer(reply[25]),
     };
   }
 

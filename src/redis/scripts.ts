@@ -253,7 +253,8 @@ end
  *   proposalRate|'', acceptedUnits, maxPauseMs
  * Returns: { rate|'', epoch, pauseRemainingMs, members, share|'', serverNow, generation, accepted,
  *   measured, index, proposed (0|1), books..., repaired, longestMemberTimeoutMs, rejoined (0|1),
- *   unreported (live members without a report) }
+ *   unreported (live members without a report), droppedUnreported (members dropped now without a
+ *   report) }
  */
 export const HEARTBEAT = `${NOW}${CHECK}${REPORTS}${GENERATION}${CLAMP}${BOOKS}
 local id = ARGV[1]
@@ -274,9 +275,14 @@ local reports = readReports()
 -- Each member is judged by the timeout it sent with its report (members of one budget may beat at
 -- different intervals, each timeout fitting its own heartbeat), this caller's when it has none.
 local timeouts = {}
+-- The members with a whole report: one without (its report lost or broken) dropped now may still
+-- be sending, judged by this caller's timeout, not its own (\`droppedUnreported\`).
+local reported = {}
 for _, r in ipairs(reports) do
   if r.timeout ~= nil then timeouts[r.id] = r.timeout end
+  if r.ok then reported[r.id] = true end
 end
+local droppedUnreported = 0
 local dead = {}
 local gone = {}
 local live = {}
@@ -288,6 +294,7 @@ for i = 1, #seen, 2 do
   if at <= now - (timeouts[seen[i]] or timeout) then
     table.insert(dead, seen[i])
     gone[seen[i]] = true
+    if not reported[seen[i]] then droppedUnreported = droppedUnreported + 1 end
   else
     live[seen[i]] = true
     table.insert(ids, seen[i])
@@ -386,6 +393,7 @@ table.insert(reply, repaired)
 table.insert(reply, string.format('%.17g', longest))
 table.insert(reply, rejoined)
 table.insert(reply, math.max(0, members - #kept))
+table.insert(reply, droppedUnreported)
 return reply
 `;
 

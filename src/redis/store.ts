@@ -194,6 +194,14 @@ export interface HeartbeatReply {
    * (member-state.ts holds the share meanwhile). `undefined` (a store that does not answer it): 0.
    */
   unreported?: number | undefined;
+  /**
+   * Members dropped by this heartbeat without a report (the reports lost to an eviction, one
+   * dropped as broken): judged by this member's `memberTimeout`, not their own, a member of a
+   * slower heartbeat is dropped while it still sends at its last share until its next heartbeat
+   * (member-state.ts holds the share meanwhile, as for {@link rejoined}). `undefined` (a store
+   * that does not answer it): 0.
+   */
+  droppedUnreported?: number | undefined;
   /** The store's clock at the answer, ms (Redis: the server's `TIME`). */
   now: number;
   books: ControllerBooks;
@@ -503,6 +511,7 @@ export function checkHeartbeat(
     proposed: reply.proposed === true,
     rejoined: reply.rejoined === true,
     unreported: isCount(reply.unreported) ? reply.unreported : 0,
+    droppedUnreported: isCount(reply.droppedUnreported) ? reply.droppedUnreported : 0,
     now: typeof reply.now === 'number' && Number.isFinite(reply.now) ? reply.now : Number.NaN,
     books: checkBooks(reply.books),
   };
