@@ -1,3 +1,5 @@
+import { once } from 'node:events';
+import { createServer } from 'node:net';
 import type { Redis } from 'ioredis';
 import { expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
@@ -56,4 +58,26 @@ describeRedis('review: the shared budget after its :reports key is evicted', () 
     expect(budgets.map((b) => b.state.members)).toEqual([2, 2]);
     expect(sum(budgets)).toBeCloseTo(600, 0);
   });
+});
+
+it('names the refusal a server wrote before its socket failed (ECONNRESET or EPIPE), not the socket error', async () => {
+  // A server at its maxclients writes why and closes; the client's first write may then fail
+  // (EPIPE) or be answered with a reset: here, a reset once the client writes.
+  const server = createServer((socket) => {
+    socket.write('-ERR max number of clients reached\r\n');
+    socket.once('data', () => socket.resetAndDestroy());
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  try {
+    const { port } = server.address() as { port: number };
+    const budget = member({ redis: `redis://127.0.0.1:${port}`, clock: new ManualClock(), failClosed: true });
+    const error = (await budget.acquire().catch((e: unknown) => e)) as Error & { code?: string };
+    expect(error.code).toBe('ERR_SHARED_BUDGET_UNAVAILABLE');
+    // Before: 'not connected to Redis: read ECONNRESET' (or 'write EPIPE'), the refusal read.
+    expect(error.message).toMatch(/the server refused the connection: ERR max number of clients reached/);
+    await budget.close();
+  } finally {
+    server.close();
+  }
 });

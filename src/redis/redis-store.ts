@@ -133,11 +133,11 @@ export class RedisBudgetStore implements BudgetStore {
     });
     client.on('close', () => {
       if (ready) return;
-      this.#connectionError ??= new Error(
-        refusal === undefined
-          ? 'the server closed the connection before it was ready'
-          : `the server refused the connection: ${refusal}`,
-      );
+      // The refusal read is why, over the socket's error it led to (the first write's `EPIPE`,
+      // a reset): kept behind that error, the calls said only `read ECONNRESET`.
+      if (refusal !== undefined)
+        this.#connectionError = new Error(`the server refused the connection: ${refusal}`);
+      else this.#connectionError ??= new Error('the server closed the connection before it was ready');
     });
   }
 
