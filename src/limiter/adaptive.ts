@@ -422,7 +422,8 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
 
   /** @internal */
   [kReadyAt](units: number, start: number): number {
-    return this.#bucket.readyAt(units, Math.max(start, this.#pause.until));
+    const held = this.#ceilings?.heldUntil(this.#grantedUnits, start) ?? Number.NEGATIVE_INFINITY;
+    return this.#bucket.readyAt(units, Math.max(start, this.#pause.until, held));
   }
 
   /** @internal */
@@ -765,9 +766,12 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     // No HTTP answer (a transport error, a request not sent) left no policy out: not counted.
     if (quota !== undefined || (answered && this.#ceilings !== undefined)) {
       this.#announce(quota, 0, this.#clock.now(), retryAfterMs, sentAfter, permit);
-    } else if (!counted && !answered) {
+    } else if (!answered && this.#ceilings !== undefined) {
       // Never sent (see `notSent`): its units are in the grant order, but the API never saw them.
-      this.#ceilings?.uncounted(permit.units);
+      if (!counted) this.#ceilings.uncounted(permit.units);
+      // No answer will read it: it no longer holds a fixed window's credit.
+      this.#ceilings.unanswered(permit.grantSeq, permit.units);
+      this.#line?.kick(this.#clock.now());
     }
   }
 
@@ -852,6 +856,8 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
       ceilings.floors ??= new LimitFloors();
       quota = ceilings.floors.apply(quota);
     }
+    // A fixed window's credit used up (see `Ceilings.heldUntil`): a newer reading computes it again.
+    const held = this.#line !== undefined && ceilings.heldUntil(this.#grantedUnits, now) > now;
     const { pauseMs, requestedMs } = ceilings.answer(
       quota,
       ownUnits,
@@ -868,7 +874,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     if (this.#announced !== undefined && quota !== undefined) {
       this.#announced.sync(quota, this.#flight?.units ?? 0, now, sentAfter);
       this.#line?.kick(now);
-    }
+    } else if (held) this.#line?.kick(now);
     return pauseMs;
   }
 
@@ -913,7 +919,12 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
   }
 
   #canGrant(units: number, now: number): boolean {
-    if (this.#ceilings?.expired(now)) this.#applyCeiling(now);
+    const ceilings = this.#ceilings;
+    if (ceilings !== undefined) {
+      if (ceilings.expired(now)) this.#applyCeiling(now);
+      // A fixed window's credit used up (see `Ceilings.heldUntil`): held until an answer or its reset.
+      if (ceilings.heldUntil(this.#grantedUnits, now) > now) return false;
+    }
     return (
       !this.#pause.active(now) &&
       this.#bucket.canTake(units, now) &&
@@ -1028,7 +1039,10 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
         budgets.holdHead(held);
         return false;
       },
-      heldBack: (units) => this.#slowStart !== undefined && !this.#slowStart.allows(units),
+      heldUntil: (units, now) => {
+        if (this.#slowStart !== undefined && !this.#slowStart.allows(units)) return Number.POSITIVE_INFINITY;
+        return this.#ceilings?.heldUntil(this.#grantedUnits, now) ?? Number.NEGATIVE_INFINITY;
+      },
       grant: (units, now, since) => {
         if (budgets === undefined) {
           this.#book.waited = true;

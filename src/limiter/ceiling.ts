@@ -22,6 +22,8 @@ const CEILING_STEP = 0.005;
 const SHORT_RESET_MS = 2_000;
 /** A part at least this large is "alone on the quota": a fixed window is spent at its burst. */
 const ALONE_PART = 0.95;
+/** The calls ended unanswered a fixed window keeps apart (see {@link Ceilings.unanswered}). */
+const MAX_RELEASED = 64;
 
 /**
  * What the answers so far say the policy is: `window` (a fixed window: the same reset across
@@ -70,6 +72,12 @@ interface Policy {
   unitMs: number | undefined;
   /** The burst the API documents (units/min; see `ReadQuota.burstPerMinute`); `Infinity`: none. */
   burst: number;
+  /**
+   * The calls granted after the request last read (grant order above `granted`) that ended with
+   * no answer, as flat [grant order, units] pairs: the API never counted them (see
+   * {@link Ceilings.unanswered}); `undefined` when none. Cleared by a newer reading and by the reset.
+   */
+  released: number[] | undefined;
 }
 
 /** What an announcement asks of the limiter. */
@@ -104,6 +112,8 @@ export class Ceilings {
   #expiresAt = Number.POSITIVE_INFINITY;
   /** Answers with an announcement so far. */
   #answers = 0;
+  /** Whether a policy is read as a fixed window: only then is there a credit to check. */
+  #windows = false;
   /** The limiter's floors under announced limits (see limit-floor.ts), kept here for it. */
   floors: LimitFloors | undefined;
   /**
@@ -160,6 +170,59 @@ export class Ceilings {
   /** `units` granted that the API never counted (a request never sent): not this process's part. */
   uncounted(units: number): void {
     for (const policy of this.#policies.values()) policy.own -= units;
+  }
+
+  /**
+   * The call at `granted` in grant order, of `units`, ended with no answer (a transport error, a
+   * request never sent): it is no longer in flight, and no reading will count it, so a fixed
+   * window's credit (see {@link heldUntil}) no longer sets it against `remaining`.
+   */
+  unanswered(granted: number, units: number): void {
+    if (!this.#windows) return;
+    for (const policy of this.#policies.values()) {
+      if (policy.shape !== 'window' || granted <= policy.granted) continue;
+      policy.released ??= [];
+      const released = policy.released;
+      // Bounded: past MAX_RELEASED calls the two oldest are kept as one, at the older place in
+      // grant order (a newer reading past that place drops both: the credit is never raised).
+      if (released.length >= 2 * MAX_RELEASED) {
+        released.splice(0, 4, Math.min(released[0]!, released[2]!), released[1]! + released[3]!);
+      }
+      released.push(granted, units);
+    }
+  }
+
+  /**
+   * Whether a fixed window's credit is used up at `now`, `granted` units having been granted so
+   * far: until when grants are held (the latest reset of the windows whose credit is used up), or
+   * `-Infinity` when none holds them.
+   *
+   * A fixed window's credit is what this process may still send in it: the last `remaining` less
+   * the units granted after the request whose answer gave that reading, those in flight or
+   * answered later without a newer reading (not those that ended with no answer: see
+   * {@link unanswered}). A window does not refill, so at 0 or below no more is granted until a
+   * newer reading (each answer read computes it again) or the window's reset; when every call
+   * granted since the reading ended unanswered, the credit is `remaining` again: no stall. When
+   * others share the window, `remaining` falls by their calls too and the credit is an upper
+   * bound: holding at 0 is still right. A refilling bucket, or a policy whose shape is not known
+   * yet, has no credit.
+   */
+  heldUntil(granted: number, now: number): number {
+    if (!this.#windows) return Number.NEGATIVE_INFINITY;
+    let until = Number.NEGATIVE_INFINITY;
+    for (const policy of this.#policies.values()) {
+      const { remaining, resetAt } = policy;
+      if (policy.shape !== 'window' || remaining === undefined || resetAt === undefined) continue;
+      if (resetAt <= now) {
+        policy.released = undefined;
+        continue;
+      }
+      let sent = granted - policy.granted;
+      const released = policy.released;
+      if (released !== undefined) for (let i = 1; i < released.length; i += 2) sent -= released[i]!;
+      if (remaining - sent <= 0 && resetAt > until) until = resetAt;
+    }
+    return until;
   }
 
   /**
@@ -253,6 +316,7 @@ export class Ceilings {
         shortResetAt: short ? resetAt : undefined,
         unitMs,
         burst: burst !== undefined && burst > 0 ? burst : Number.POSITIVE_INFINITY,
+        released: undefined,
       };
       this.#policies.set(name, policy);
     } else if (granted < policy.granted && !noMoreLeft(remaining, policy.remaining)) {
@@ -268,6 +332,7 @@ export class Ceilings {
       // (sent on another connection): read, with no units granted since.
       policy.own = Math.max(0, policy.own + Math.max(0, granted - policy.granted));
       policy.granted = Math.max(policy.granted, granted);
+      policy.released = releasedAfter(policy.released, policy.granted);
       if (!policy.asAnnounced) policy.shape = shapeOf(policy, remaining, resetAt, short, now);
       this.#measurePart(policy, remaining, resetAt, byQuota);
       policy.shortResetAt = short ? (policy.shortResetAt ?? resetAt) : undefined;
@@ -324,7 +389,9 @@ export class Ceilings {
     let lowest = Number.POSITIVE_INFINITY;
     let longRun = Number.POSITIVE_INFINITY;
     let expiresAt = Number.POSITIVE_INFINITY;
+    let windows = false;
     for (const policy of this.#policies.values()) {
+      if (policy.shape === 'window') windows = true;
       // A refilling bucket: its quota over its window (a `remaining` near 0 is the bucket
       // refilling at that rate, not a budget to spread). A fixed window alone on its quota, whose
       // API documents a burst: what remains is spent at up to that burst (below).
@@ -358,6 +425,7 @@ export class Ceilings {
     this.#lowest = lowest;
     this.#longRun = longRun;
     this.#expiresAt = expiresAt;
+    this.#windows = windows;
   }
 }
 
@@ -379,6 +447,16 @@ function shapeOf(
   if (!short && remaining <= last.remaining && Math.abs(resetAt - last.resetAt) <= SAME_RESET_MS)
     return 'window';
   return last.shape;
+}
+
+/** The pairs of `released` (see `Policy.released`) granted after `granted`; `undefined` for none. */
+function releasedAfter(released: number[] | undefined, granted: number): number[] | undefined {
+  if (released === undefined) return undefined;
+  const kept: number[] = [];
+  for (let i = 0; i < released.length; i += 2) {
+    if (released[i]! > granted) kept.push(released[i]!, released[i + 1]!);
+  }
+  return kept.length === 0 ? undefined : kept;
 }
 
 /** Whether a reading of `remaining` has no more left than `last` did (both known). */

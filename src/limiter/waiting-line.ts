@@ -80,8 +80,12 @@ export interface LineOwner {
   maxWait(): number;
   /** Whether `units` may be granted at `now`: no pause, and the bucket has them. */
   canGrant(units: number, now: number): boolean;
-  /** Whether `units` are held back by something only an answer frees (the cold start's cap): no timer for them. */
-  heldBack(units: number): boolean;
+  /**
+   * Until when (ms) `units` are held back at `now` by something an answer frees: `Infinity` when
+   * only an answer does (the cold start's cap: no timer for them), a fixed window's reset when
+   * its credit is used up (a timer then), `-Infinity` when nothing holds them.
+   */
+  heldUntil(units: number, now: number): number;
   /** Grants `units` at `now` to a waiter queued at `since`. */
   grant(units: number, now: number, since: number): Permit;
   /**
@@ -241,9 +245,10 @@ export class WaitingLine implements CancellableLine {
       const early = queue.earlyBehind(head);
       if (early !== -1) at = Math.min(at, queue.deadline(early));
       const units = queue.units(head);
-      if (!this.#owner.heldBack(units)) {
+      const held = this.#owner.heldUntil(units, now);
+      if (held !== Number.POSITIVE_INFINITY) {
         const bucket = this.#bucket;
-        const ready = bucket.readyAt(units, Math.max(now, this.#pause.until));
+        const ready = bucket.readyAt(units, Math.max(now, this.#pause.until, held));
         const wake = bucket.wakeAt === undefined ? ready : bucket.wakeAt(units, ready, this.#queuedUnits);
         // Put off past the head's turn (to the wake, or to the head's deadline if sooner).
         if (wake > ready && at > ready) batchFrom = ready;
