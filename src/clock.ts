@@ -19,7 +19,7 @@ export interface Clock {
 export const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /**
- * The real clock: `performance.now()` and Node's timers. A timer keeps the process alive only
+ * The real clock: `performance.now()` and the global timers. A timer keeps the process alive only
  * when asked (`keepAlive`: a request is waiting on it, and must not be dropped by an exit); an
  * idle limiter's timer (the end of a pause nobody waits for) never does.
  */
@@ -27,7 +27,9 @@ export const systemClock: Clock = {
   now: () => performance.now(),
   setTimeout(fn, ms, keepAlive = false) {
     const handle = setTimeout(fn, Math.min(Math.max(0, ms), MAX_TIMER_MS));
-    if (!keepAlive) handle.unref();
+    // A number where timers are not Node's (a Worker before its Node timers, a browser): nothing
+    // to unref, and no process to keep alive.
+    if (!keepAlive) (handle as { unref?: () => void }).unref?.();
     return handle;
   },
   clearTimeout(handle) {

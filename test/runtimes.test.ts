@@ -89,7 +89,7 @@ beforeAll(async () => {
     join(work, 'package.json'),
     JSON.stringify({ name: 'runtimes-check', private: true, type: 'module' }),
   );
-  for (const file of ['check.mjs', 'main.mjs', 'worker.mjs'])
+  for (const file of ['check.mjs', 'main.mjs', 'worker.mjs', 'idle-pause.mjs'])
     await copyFile(join(root, 'test/runtimes', file), join(work, file));
 }, 120_000);
 
@@ -162,20 +162,7 @@ describe('the fetch wrapper and wrap on other runtimes', () => {
   });
 
   runtime('workerd')('workerd', { timeout: 90_000 }, async () => {
-    // Bundled as wrangler does: the `workerd` and `worker` conditions, Node's modules left to
-    // workerd's nodejs_compat (the default from compatibility date 2026-08-04; node:os needs a
-    // 2026 date too).
-    await build({
-      entryPoints: [join(work, 'worker.mjs')],
-      outfile: join(work, 'bundle.mjs'),
-      bundle: true,
-      format: 'esm',
-      platform: 'neutral',
-      conditions: ['workerd', 'worker', 'import'],
-      mainFields: ['module', 'main'],
-      external: ['node:*'],
-      logLevel: 'silent',
-    });
+    await bundleWorker('worker.mjs');
     await withServer(async (origin) => {
       const response = await serveWorker(
         (port) => `http://127.0.0.1:${port}/?origin=${encodeURIComponent(origin)}`,
@@ -184,18 +171,72 @@ describe('the fetch wrapper and wrap on other runtimes', () => {
       return (await response.json()) as { fetch: Report; wrap: Report };
     });
   });
+
+  runtime('workerd')(
+    'workerd whose timers are numbers (a compatibility date before 2026-02): a pause nobody waits for',
+    { timeout: 90_000 },
+    async () => {
+      // The limiter's idle timer (the end of a pause with no waiter) called unref() on the
+      // number: a TypeError out of permit.throttled() and out of a fetch answered 429.
+      await bundleWorker('idle-pause.mjs');
+      const quota = new QuotaServer();
+      quota.server.listen(0, '127.0.0.1');
+      await once(quota.server, 'listening');
+      try {
+        const response = await serveWorker(
+          (port) => `http://127.0.0.1:${port}/?origin=${encodeURIComponent(quota.origin)}`,
+          { compatibilityDate: '2026-01-01', compatibilityFlags: ['nodejs_compat'] },
+        );
+        expect(await response.json()).toEqual({
+          timer: 'number',
+          permit: 'paused',
+          fetched: [200, 200, 429],
+        });
+      } finally {
+        quota.server.closeAllConnections();
+        quota.server.close();
+      }
+    },
+  );
 });
+
+/**
+ * Bundles test/runtimes/`entry` into bundle.mjs as wrangler does: the `workerd` and `worker`
+ * conditions, Node's modules left to workerd's nodejs_compat (the default from compatibility date
+ * 2026-08-04; node:os needs a 2026 date too).
+ */
+async function bundleWorker(entry: string): Promise<void> {
+  await build({
+    entryPoints: [join(work, entry)],
+    outfile: join(work, 'bundle.mjs'),
+    bundle: true,
+    format: 'esm',
+    platform: 'neutral',
+    conditions: ['workerd', 'worker', 'import'],
+    mainFields: ['module', 'main'],
+    external: ['node:*'],
+    logLevel: 'silent',
+  });
+}
+
+/** A Worker's compatibility date and flags (see workerd's compatibility-date.capnp). */
+interface Compatibility {
+  compatibilityDate: string;
+  compatibilityFlags?: readonly string[];
+}
+
+const TESTED: Compatibility = { compatibilityDate: '2026-11-01' };
 
 /**
  * Starts `workerd serve` on a free port and GETs `url(port)` once it listens. A workerd that
  * exits before it answers (the port taken meanwhile) is started again, at most 3 times; the
  * error says how each ended.
  */
-async function serveWorker(url: (port: number) => string): Promise<Response> {
+async function serveWorker(url: (port: number) => string, compatibility = TESTED): Promise<Response> {
   const failures: string[] = [];
   for (let attempt = 0; attempt < 3; attempt++) {
     const port = await freePort();
-    await writeFile(join(work, 'config.capnp'), workerdConfig(port));
+    await writeFile(join(work, 'config.capnp'), workerdConfig(port, compatibility));
     const child = spawn(RUNTIMES.workerd!, ['serve', 'config.capnp', '--experimental'], { cwd: work });
     let output = '';
     child.stdout.on('data', (d: Buffer) => (output += d.toString()));
@@ -225,7 +266,7 @@ async function serveWorker(url: (port: number) => string): Promise<Response> {
   throw new Error(`workerd never answered:\n${failures.join('\n')}`);
 }
 
-function workerdConfig(port: number): string {
+function workerdConfig(port: number, { compatibilityDate, compatibilityFlags = [] }: Compatibility): string {
   return `using Workerd = import "/workerd/workerd.capnp";
 const config :Workerd.Config = (
   services = [
@@ -236,7 +277,8 @@ const config :Workerd.Config = (
 );
 const worker :Workerd.Worker = (
   modules = [(name = "bundle.mjs", esModule = embed "bundle.mjs")],
-  compatibilityDate = "2026-11-01",
+  compatibilityDate = "${compatibilityDate}",
+  compatibilityFlags = [${compatibilityFlags.map((flag) => JSON.stringify(flag)).join(', ')}],
   globalOutbound = "net",
 );
 `;
