@@ -15,7 +15,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 // and imported as `adaptive-rate-limit/fetch` (workerd: bundled by esbuild with the `workerd`
 // condition, as wrangler bundles). The binaries come from the npm registry: .ci/run installs
 // them and sets DENO_BIN, BUN_BIN and WORKERD_BIN (with ARL_RUNTIMES=required, a missing one
-// fails); without them here, these tests are skipped.
+// fails); without them here, these tests are skipped. On workerd also: a pause nobody waits for
+// where timers are numbers (an earlier compatibility date), and a fetch wrapper in module scope
+// shared by two requests at once.
 
 const run = promisify(execFile);
 const root = resolve('.');
@@ -89,7 +91,7 @@ beforeAll(async () => {
     join(work, 'package.json'),
     JSON.stringify({ name: 'runtimes-check', private: true, type: 'module' }),
   );
-  for (const file of ['check.mjs', 'main.mjs', 'worker.mjs', 'idle-pause.mjs'])
+  for (const file of ['check.mjs', 'main.mjs', 'worker.mjs', 'idle-pause.mjs', 'shared-limiter.mjs'])
     await copyFile(join(root, 'test/runtimes', file), join(work, file));
 }, 120_000);
 
@@ -198,6 +200,43 @@ describe('the fetch wrapper and wrap on other runtimes', () => {
       }
     },
   );
+
+  runtime('workerd')(
+    'workerd: a request waiting its turn behind another request of a limiter kept in module scope',
+    { timeout: 90_000 },
+    async () => {
+      // A timer belongs to the request that armed it and ends with it, and a request that waits
+      // with none of its own is cancelled as hung: the limiter's one timer, armed by the first
+      // request for its own second call, left the second request nothing to wake it.
+      await bundleWorker('shared-limiter.mjs');
+      let queued: () => void = () => {};
+      const server = createServer((req, res) => {
+        if (req.url === '/queued') queued();
+        res.writeHead(200, { 'content-type': 'text/plain' }).end(`ok ${req.url}`);
+      });
+      server.listen(0, '127.0.0.1');
+      await once(server, 'listening');
+      const origin = encodeURIComponent(`http://127.0.0.1:${(server.address() as AddressInfo).port}`);
+      try {
+        const [first, second] = await withWorker(async (port) => {
+          const base = `http://127.0.0.1:${port}/?origin=${origin}`;
+          const secondQueued = new Promise<void>((resolve) => (queued = resolve));
+          const first = get(`${base}&name=first&calls=2&tell=1`);
+          // Sent once the first request's second call waits for its turn: this one waits behind it.
+          await Promise.race([secondQueued, first]);
+          const second = get(`${base}&name=second&calls=1`);
+          return [await first, await second];
+        });
+        expect(first.status).toBe(200);
+        expect(await first.json()).toEqual({ statuses: [200, 200] });
+        expect(second.status, await second.clone().text()).toBe(200);
+        expect(await second.json()).toEqual({ statuses: [200] });
+      } finally {
+        server.closeAllConnections();
+        server.close();
+      }
+    },
+  );
 });
 
 /**
@@ -232,7 +271,23 @@ const TESTED: Compatibility = { compatibilityDate: '2026-11-01' };
  * exits before it answers (the port taken meanwhile) is started again, at most 3 times; the
  * error says how each ended.
  */
-async function serveWorker(url: (port: number) => string, compatibility = TESTED): Promise<Response> {
+function serveWorker(url: (port: number) => string, compatibility = TESTED): Promise<Response> {
+  return withWorker((port) => get(url(port)), compatibility);
+}
+
+/** GETs `url`, its body read now: the worker's answer must not outlive the process. */
+async function get(url: string): Promise<Response> {
+  const response = await fetch(url, { signal: AbortSignal.timeout(40_000) });
+  const body = await response.arrayBuffer();
+  return new Response(body, { status: response.status, headers: response.headers });
+}
+
+/**
+ * Starts `workerd serve` on a free port and runs `ask(port)` once it listens (until then `ask`
+ * throws, its connection refused, and is tried again), then stops it. A workerd that exits before
+ * `ask` ends is started again, at most 3 times; the error says how each ended.
+ */
+async function withWorker<T>(ask: (port: number) => Promise<T>, compatibility = TESTED): Promise<T> {
   const failures: string[] = [];
   for (let attempt = 0; attempt < 3; attempt++) {
     const port = await freePort();
@@ -247,10 +302,7 @@ async function serveWorker(url: (port: number) => string, compatibility = TESTED
       // It refuses connections until it listens: at most 400 tries, none once it exited.
       for (let i = 0; exited === undefined && i < 400; i++) {
         try {
-          const response = await fetch(url(port), { signal: AbortSignal.timeout(40_000) });
-          // Read now: the worker's answer must not outlive the process.
-          const body = await response.arrayBuffer();
-          return new Response(body, { status: response.status, headers: response.headers });
+          return await ask(port);
         } catch {
           await new Promise((r) => setTimeout(r, 50));
         }

@@ -7,6 +7,7 @@ import { redactText } from '../redact.js';
 import { LazyEmitter, type LimiterEventMap, refusal } from './events.js';
 import { Fifo } from './fifo.js';
 import { clockSchema, LIMITER_DEFAULTS, limiterFieldsSchema } from './options.js';
+import { type OneTimer, OWN_WAKES, wakeOwn } from './own-wakes.js';
 import { badOptions, checkQuota, checkUnitsUsed, checkWait, waitedBefore } from './permit.js';
 import type { AcquireOptions, AnnouncedQuota, Permit, RateLimiter, WaitBound } from './types.js';
 
@@ -118,6 +119,8 @@ export class FixedWindowRateLimiter extends LazyEmitter<FixedWindowEventMap> imp
   #updateQueued = false;
   #timer: unknown;
   #timerAt = Number.POSITIVE_INFINITY;
+  /** The armed timer's mark: a timer left behind by a wake of a waiter's own does nothing (`OWN_WAKES`). */
+  #timerMark: object | undefined;
   #closed = false;
   /** Told when it closes: the gates whose requests wait for a slot outside the queue. */
   #onClose: Set<() => void> | undefined;
@@ -170,7 +173,7 @@ export class FixedWindowRateLimiter extends LazyEmitter<FixedWindowEventMap> imp
     }
     this.#tailCycle = cycle;
     this.#tailLeft = left - units;
-    return new Promise<Permit>((resolve, reject) => {
+    const waiting = new Promise<Permit>((resolve, reject) => {
       const waiter: Waiter = { units, cycle, since: now, resolve, reject, signal, dead: false };
       if (signal) {
         waiter.onAbort = () => this.#abort(waiter);
@@ -179,6 +182,25 @@ export class FixedWindowRateLimiter extends LazyEmitter<FixedWindowEventMap> imp
       this.#queue.push(waiter);
       this.#arm(now);
     });
+    if (OWN_WAKES) wakeOwn(this.#clock, waiting, this.#asOneTimer());
+    return waiting;
+  }
+
+  /** The limiter as its waiters' own wakes see it (`OWN_WAKES`). */
+  #asOneTimer(): OneTimer {
+    const limiter = this;
+    return {
+      get timerAt() {
+        return limiter.#timerAt;
+      },
+      get closed() {
+        return limiter.#closed;
+      },
+      fire() {
+        limiter.#timerMark = undefined;
+        limiter.#onTimer();
+      },
+    };
   }
 
   tryAcquire(units = 1): Permit | undefined {
@@ -360,8 +382,16 @@ export class FixedWindowRateLimiter extends LazyEmitter<FixedWindowEventMap> imp
     this.#clearTimer();
     this.#timerAt = at;
     const delay = Math.min(MAX_TIMER_MS, Math.max(0, at - now));
+    const mark = {};
+    this.#timerMark = mark;
     // Only waiters arm it: it keeps the process alive until they are served.
-    this.#timer = this.#clock.setTimeout(() => this.#onTimer(), delay, true);
+    this.#timer = this.#clock.setTimeout(
+      () => {
+        if (this.#timerMark === mark) this.#onTimer();
+      },
+      delay,
+      true,
+    );
   }
 
   #onTimer(): void {

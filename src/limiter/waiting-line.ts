@@ -2,6 +2,7 @@ import { type Clock, MAX_TIMER_MS } from '../clock.js';
 import type { RateLimitRejectedError, RejectionReason } from '../errors.js';
 import { kWaitCancel } from '../internal.js';
 import type { RateGate } from './bucket.js';
+import { type OneTimer, OWN_WAKES, wakeOwn } from './own-wakes.js';
 import { WAKE_BATCH_MS } from './pacer.js';
 import type { Pause } from './pause.js';
 import type { AcquireOptions, Permit } from './types.js';
@@ -138,6 +139,9 @@ export class WaitingLine implements CancellableLine {
    */
   #batchFrom = Number.NEGATIVE_INFINITY;
   #onTimerBound: (() => void) | undefined;
+  /** The armed timer's mark where waiters wake the line too (`OWN_WAKES`): a timer left behind does nothing. */
+  #timerMark: object | undefined;
+  #oneTimer: OneTimer | undefined;
   #closed = false;
   /** A drain is running (see {@link kick}). */
   #draining = false;
@@ -198,6 +202,7 @@ export class WaitingLine implements CancellableLine {
       // The head's turn and deadline arm the timer, and the deadline of a waiter behind it that
       // comes sooner than one before it (a retry with less of its maxWait left).
       if (this.#queue.size === 1 || deadline < this.#timerAt) this.arm(now);
+      if (OWN_WAKES && promise !== QUEUED) wakeOwn(this.#clock, promise, this.#asOneTimer());
     } catch (error) {
       // Out of the line again (a signal whose addEventListener throws): left there, it held the
       // head with no timer, and every later acquire waited for ever.
@@ -280,7 +285,33 @@ export class WaitingLine implements CancellableLine {
     this.#batchFrom = batchFrom;
     const delay = Math.min(MAX_TIMER_MS, Math.max(0, at - now));
     this.#onTimerBound ??= () => this.#onTimer();
-    this.#timer = this.#clock.setTimeout(this.#onTimerBound, delay, keepAlive);
+    let onTimer = this.#onTimerBound;
+    if (OWN_WAKES) {
+      const mark = {};
+      this.#timerMark = mark;
+      onTimer = () => {
+        if (this.#timerMark === mark) this.#onTimer();
+      };
+    }
+    this.#timer = this.#clock.setTimeout(onTimer, delay, keepAlive);
+  }
+
+  /** The line as its waiters' own wakes see it (`OWN_WAKES`), made at the first. */
+  #asOneTimer(): OneTimer {
+    const line = this;
+    this.#oneTimer ??= {
+      get timerAt() {
+        return line.#timerAt;
+      },
+      get closed() {
+        return line.#closed;
+      },
+      fire() {
+        line.#timerMark = undefined;
+        line.#onTimer();
+      },
+    };
+    return this.#oneTimer;
   }
 
   /** Clears the timer and rejects every waiter (reason `closed`); the line arms no timer again. */
