@@ -149,8 +149,10 @@ function dailyLimit(message: string): boolean {
  * characters/4, output the running average of the answers' `output_tokens`, at most `max_tokens`),
  * what the answer's `usage` says it really cost, and what a 429's body means. A string or bytes
  * body is read as JSON whatever its content type; one that is not JSON is charged its
- * characters/4 (no `max_tokens` known). A body it cannot see (a stream) is charged the running
- * average.
+ * characters/4 (no `max_tokens` known). A body it cannot see (a stream), or bytes that are not
+ * UTF-8 text (an audio file's multipart body, a compressed one), is charged the running average.
+ * An image, a PDF or audio sent inline (base64) is left out: the APIs count it by its size in tiles
+ * or pages, not its characters, and the answer's `usage` corrects the estimate.
  */
 export class LlmMeter {
   readonly api: LlmApi;
@@ -168,7 +170,7 @@ export class LlmMeter {
       return { costs, maxTokens: undefined, seen: true };
     }
     const text = bodyText(body);
-    const object = text === undefined ? (isObject(body) ? body : undefined) : jsonObject(text);
+    const object = objectOf(body, text);
     // A body that is not JSON (text, bytes): its characters/4, the rule of thumb the vendors give.
     const chars = object === undefined ? text?.length : promptChars(object);
     const maxTokens = object === undefined ? undefined : maxTokensOf(object);
@@ -564,18 +566,33 @@ function withoutNulls(usage: Record<string, unknown>): Record<string, unknown> {
  * estimate and the split by model read the same body alike.
  */
 export function bodyObject(body: unknown): Record<string, unknown> | undefined {
-  const text = bodyText(body);
-  return text === undefined ? (isObject(body) ? body : undefined) : jsonObject(text);
+  return objectOf(body, bodyText(body));
+}
+
+/**
+ * The JSON object of `body`, whose text is `text` ({@link bodyText}): the object an adapter parsed,
+ * or `text` parsed; bytes that are not text are none (a `Uint8Array` is an object, not a JSON one).
+ */
+function objectOf(body: unknown, text: string | undefined): Record<string, unknown> | undefined {
+  if (text !== undefined) return jsonObject(text);
+  return isObject(body) && !ArrayBuffer.isView(body) ? body : undefined;
 }
 
 /**
  * A body the adapter holds as a string or bytes (sent with no JSON content type, or one that did
- * not parse: the callbacks see it so), as text; `undefined` for anything else.
+ * not parse: the callbacks see it so), as text; `undefined` for anything else, and for bytes that
+ * are not UTF-8 text.
  */
 function bodyText(body: unknown): string | undefined {
   if (typeof body === 'string') return body;
-  if (body instanceof Uint8Array) return new TextDecoder().decode(body);
-  return undefined;
+  if (!(body instanceof Uint8Array)) return undefined;
+  try {
+    return new TextDecoder('utf-8', { fatal: true }).decode(body);
+  } catch {
+    // Not text (an audio file's multipart body, a gzip-compressed one): its bytes/4 is no count of
+    // tokens (a 3 MB recording was charged 710,000), so it is a body not seen.
+    return undefined;
+  }
 }
 
 /** `text` parsed as a JSON object (an LLM API's body is one, whatever its content type says). */

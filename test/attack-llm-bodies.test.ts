@@ -1,0 +1,304 @@
+import { randomBytes } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { afterEach, describe, expect, it } from 'vitest';
+import { ManualClock } from '../src/clock.js';
+import { rateLimitedFetch } from '../src/http/fetch.js';
+import type { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
+import { llmAgent } from './helpers/llm-agent.js';
+import { serveLocal } from './helpers/llm-clients.js';
+
+// The bodies real users send to `api: 'openai'` / `'anthropic'`, against node:http servers on
+// 127.0.0.1 that answer as the APIs do. The limiter's clock stands still, so the tokens a call leaves
+// drawn are what it was charged (its estimate, corrected by its answer's `usage`).
+
+const cleanups: (() => unknown)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+/** A quota large enough that no call here waits: 1,000,000 tokens a minute, all of them left. */
+const OPENAI_QUOTA = {
+  'content-type': 'application/json',
+  'x-ratelimit-limit-requests': '10000',
+  'x-ratelimit-remaining-requests': '9999',
+  'x-ratelimit-reset-requests': '6ms',
+  'x-ratelimit-limit-tokens': '1000000',
+  'x-ratelimit-remaining-tokens': '1000000',
+  'x-ratelimit-reset-tokens': '0s',
+};
+
+const ANTHROPIC_QUOTA = {
+  'content-type': 'application/json',
+  'anthropic-ratelimit-requests-limit': '10000',
+  'anthropic-ratelimit-requests-remaining': '9999',
+  'anthropic-ratelimit-input-tokens-limit': '1000000',
+  'anthropic-ratelimit-input-tokens-remaining': '1000000',
+  'anthropic-ratelimit-output-tokens-limit': '1000000',
+  'anthropic-ratelimit-output-tokens-remaining': '1000000',
+};
+
+type Answer = (path: string, method: string, body: Buffer) => { body: unknown } | string;
+
+/** The calls the server has read and not answered yet, by the order they came. */
+interface Held {
+  /** Resolves when the server has read a held call's whole body. */
+  arrived: Promise<void>;
+  answer: () => void;
+}
+
+/**
+ * A server that reads the whole request, then answers with `answer`'s JSON (or its text as an event
+ * stream). A call to a path `hold` accepts is answered only when the test says (`held()`), so its
+ * estimate can be read while it is in flight, before any answer corrects it.
+ */
+async function serve(
+  api: 'openai' | 'anthropic',
+  answer: Answer,
+  hold: (path: string) => boolean = () => false,
+) {
+  /** The call the test waits for: told when it arrives, answered when the test says. */
+  let waiting: { arrive: () => void; release: (() => void) | undefined } | undefined;
+  const origin = await serveLocal(async (req: IncomingMessage, res: ServerResponse) => {
+    const chunks: Buffer[] = [];
+    for await (const chunk of req) chunks.push(chunk as Buffer);
+    const quota = api === 'openai' ? OPENAI_QUOTA : ANTHROPIC_QUOTA;
+    const path = req.url ?? '';
+    if (hold(path)) {
+      const call = waiting;
+      await new Promise<void>((resolve) => {
+        if (call === undefined) return resolve();
+        call.release = resolve;
+        call.arrive();
+      });
+    }
+    const out = answer(path, req.method ?? '', Buffer.concat(chunks));
+    if (typeof out === 'string') {
+      res.writeHead(200, { ...quota, 'content-type': 'text/event-stream' }).end(out);
+      return;
+    }
+    res.writeHead(200, quota).end(JSON.stringify(out.body));
+  }, cleanups);
+  return {
+    origin,
+    held: (): Held => {
+      let arrive: () => void = () => {};
+      const arrived = new Promise<void>((resolve) => {
+        arrive = resolve;
+      });
+      const call = { arrive, release: undefined as (() => void) | undefined };
+      waiting = call;
+      return { arrived, answer: () => call.release?.() };
+    },
+  };
+}
+
+type Kind = 'the fetch wrapper' | 'the interceptor';
+/** A request body as the SDKs and users hand it: a string, bytes, or none. */
+type Body = string | Buffer | undefined;
+const KINDS: Kind[] = ['the fetch wrapper', 'the interceptor'];
+
+function client(kind: Kind, origin: string, api: 'openai' | 'anthropic') {
+  const clock = new ManualClock();
+  const auth: Record<string, string> =
+    api === 'openai' ? { authorization: 'Bearer k' } : { 'x-api-key': 'k' };
+  if (kind === 'the fetch wrapper') {
+    const f = rateLimitedFetch({ limiters: { llm: { origins: [origin], api } }, clock });
+    cleanups.push(() => f.close());
+    return {
+      limiter: (which: (name: string) => boolean = (name) => name === 'llm') =>
+        f.registry.get(f.registry.names().find(which) ?? '') as AdaptiveRateLimiter,
+      send: async (path: string, body: Body, headers: Record<string, string>, method = 'POST') =>
+        (
+          await f(`${origin}${path}`, {
+            method,
+            headers: { ...auth, ...headers },
+            body: body as BodyInit | undefined,
+          })
+        ).text(),
+    };
+  }
+  const { interceptor, agent } = llmAgent({ origin, api, rejection: 'error', clock }, cleanups);
+  return {
+    limiter: (which: (name: string) => boolean = (name) => name === 'llm') =>
+      interceptor.registry.get(interceptor.registry.names().find(which) ?? '') as AdaptiveRateLimiter,
+    send: async (path: string, body: Body, headers: Record<string, string>, method = 'POST') =>
+      (await agent.request({ origin, path, method, headers: { ...auth, ...headers }, body })).body.text(),
+  };
+}
+
+const JSON_TYPE = { 'content-type': 'application/json' };
+
+/** The level of each token budget of the (only) limiter: what is left to draw. */
+function levels(limiter: AdaptiveRateLimiter): Record<string, number> {
+  const budgets = limiter.snapshot().budgets ?? {};
+  return Object.fromEntries(
+    Object.entries(budgets)
+      .filter(([name]) => name !== 'requests')
+      .map(([name, b]) => [name, b.tokens]),
+  );
+}
+
+/** What the calls of `run` drew from each token budget, after a first call announced the quota. */
+async function drawn(
+  c: ReturnType<typeof client>,
+  warmUp: () => Promise<unknown>,
+  run: () => Promise<unknown>,
+): Promise<Record<string, number>> {
+  await warmUp();
+  const before = levels(c.limiter());
+  await run();
+  return spent(c, before);
+}
+
+function spent(c: ReturnType<typeof client>, before: Record<string, number>): Record<string, number> {
+  const after = levels(c.limiter());
+  return Object.fromEntries(
+    Object.entries(before).map(([name, level]) => [name, level - (after[name] ?? 0)]),
+  );
+}
+
+/**
+ * What one call drew before it was sent (its estimate): read while the server holds it, after a
+ * first call announced the quota.
+ */
+async function estimated(
+  c: ReturnType<typeof client>,
+  server: { held: () => Held },
+  warmUp: () => Promise<unknown>,
+  call: () => Promise<unknown>,
+): Promise<Record<string, number>> {
+  await warmUp();
+  const before = levels(c.limiter());
+  const held = server.held();
+  const sent = call();
+  await held.arrived;
+  const drew = spent(c, before);
+  held.answer();
+  await sent;
+  return drew;
+}
+
+/** A base64 payload of about `bytes` bytes, as an image or a PDF is sent inline. */
+const base64 = (bytes: number) => randomBytes(Math.ceil((bytes * 3) / 4)).toString('base64');
+
+/**
+ * A chat that names no model: a body whose model cannot be read (bytes that are not text) goes to
+ * the credential's limiter of no model, which this chat warms up.
+ */
+const noModel = JSON.stringify({ messages: [{ role: 'user', content: 'hi' }] });
+
+const chat = (content: unknown, extra: Record<string, unknown> = {}) =>
+  JSON.stringify({ model: 'gpt-4o', messages: [{ role: 'user', content }], ...extra });
+
+describe('multimodal bodies: an inline image or PDF is not counted as characters/4', () => {
+  it.each(KINDS)(
+    'OpenAI: a 3 MB image data URL is estimated by its text, then corrected by usage: %s',
+    async (kind) => {
+      const { origin } = await serve('openai', () => ({
+        body: { usage: { prompt_tokens: 1_105, completion_tokens: 20 } },
+      }));
+      const c = client(kind, origin, 'openai');
+      const image = chat([
+        { type: 'text', text: 'What is in this image?' },
+        {
+          type: 'image_url',
+          image_url: { url: `data:image/png;base64,${base64(3_000_000)}`, detail: 'high' },
+        },
+      ]);
+      const d = await drawn(
+        c,
+        () => c.send('/v1/chat/completions', chat('hi'), JSON_TYPE),
+        () => c.send('/v1/chat/completions', image, JSON_TYPE),
+      );
+      // Not 750,000 (the data URL's characters/4): the API's prompt_tokens, 1,105.
+      expect(d).toEqual({ tokens: 1_105 });
+    },
+  );
+
+  it.each(KINDS)('Anthropic: a base64 image and a PDF document: %s', async (kind) => {
+    const { origin } = await serve('anthropic', () => ({
+      body: { usage: { input_tokens: 4_200, output_tokens: 90 } },
+    }));
+    const c = client(kind, origin, 'anthropic');
+    const message = (content: unknown) =>
+      JSON.stringify({ model: 'claude-sonnet-4-5', max_tokens: 100, messages: [{ role: 'user', content }] });
+    const body = message([
+      { type: 'image', source: { type: 'base64', media_type: 'image/png', data: base64(2_000_000) } },
+      {
+        type: 'document',
+        source: { type: 'base64', media_type: 'application/pdf', data: base64(2_000_000) },
+      },
+      { type: 'text', text: 'Compare them.' },
+    ]);
+    const d = await drawn(
+      c,
+      () => c.send('/v1/messages', message('hi'), JSON_TYPE),
+      () => c.send('/v1/messages', body, JSON_TYPE),
+    );
+    expect(d).toEqual({ input_tokens: 4_200, output_tokens: 90 });
+  });
+});
+
+/** The paths of the calls held in flight: a chat's or a response's, not the warm-up's. */
+const held = (path: string) => path === '/v1/chat/completions?held' || path === '/v1/responses?held';
+
+describe('bodies that are not JSON', () => {
+  /** A multipart/form-data body with a 3 MB audio file in it, as bytes. */
+  function audioForm(): { body: Buffer; type: string } {
+    const boundary = 'form-boundary-7MA4YWxkTrZu0gW';
+    const body = Buffer.concat([
+      Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="model"\r\n\r\nwhisper-1\r\n`),
+      Buffer.from(
+        `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="call.mp3"\r\nContent-Type: audio/mpeg\r\n\r\n`,
+      ),
+      randomBytes(3_000_000),
+      Buffer.from(`\r\n--${boundary}--\r\n`),
+    ]);
+    return { body, type: `multipart/form-data; boundary=${boundary}` };
+  }
+
+  it.each(KINDS)(
+    "an audio file's multipart bytes are charged as a body not seen (the running average), not bytes/4: %s",
+    async (kind) => {
+      // Whisper's answer has no token usage (`type: 'duration'`): the estimate is what stays.
+      const server = await serve(
+        'openai',
+        (path) =>
+          path === '/v1/audio/transcriptions'
+            ? { body: { text: 'hello', usage: { type: 'duration', seconds: 31 } } }
+            : { body: { usage: { prompt_tokens: 800, completion_tokens: 50 } } },
+        (path) => path === '/v1/audio/transcriptions',
+      );
+      const c = client(kind, server.origin, 'openai');
+      const form = audioForm();
+      const d = await estimated(
+        c,
+        server,
+        () => c.send('/v1/chat/completions', noModel, JSON_TYPE),
+        () => c.send('/v1/audio/transcriptions', form.body, { 'content-type': form.type }),
+      );
+      // The running average of what the calls answered cost (800), where
+      // bytes/4 charged about 710,000: past a 30,000 tokens/min budget, 23 minutes of debt.
+      expect(d.tokens).toBe(800);
+    },
+  );
+
+  it.each(KINDS)(
+    'a gzip-compressed JSON body is charged as a body not seen, not its bytes/4: %s',
+    async (kind) => {
+      const { gzipSync } = await import('node:zlib');
+      const server = await serve('openai', () => ({ body: { id: 'x' } }), held);
+      const c = client(kind, server.origin, 'openai');
+      // 600,000 characters of prompt: compressed, a few kilobytes of bytes that are not text.
+      const body = gzipSync(chat('hello '.repeat(100_000), { max_tokens: 50 }));
+      const d = await estimated(
+        c,
+        server,
+        () => c.send('/v1/chat/completions', noModel, JSON_TYPE),
+        () => c.send('/v1/chat/completions?held', body, { ...JSON_TYPE, 'content-encoding': 'gzip' }),
+      );
+      // The first guess (no answer had usage), not the compressed bytes/4 (a few hundred).
+      expect(d.tokens).toBe(1_000);
+    },
+  );
+});
