@@ -302,3 +302,117 @@ describe('bodies that are not JSON', () => {
     },
   );
 });
+
+describe('structured output, tools, n, max_tokens and streams', () => {
+  /** A JSON schema of 200 described fields: about 20,000 characters. */
+  const schema = {
+    type: 'object',
+    properties: Object.fromEntries(
+      Array.from({ length: 200 }, (_, i) => [
+        `field_${i}`,
+        {
+          type: 'string',
+          description: 'What the customer said about this part of the order, in a sentence.',
+        },
+      ]),
+    ),
+    required: [],
+    additionalProperties: false,
+  };
+
+  /** The characters of the keys and strings of `body`'s field `key` (`text`: of its `format`). */
+  function keysAndStrings(body: string, key: string): number {
+    let value = (JSON.parse(body) as Record<string, unknown>)[key];
+    if (key === 'text') value = (value as Record<string, unknown>).format;
+    let n = 0;
+    JSON.stringify(value, (k, v: unknown) => {
+      n += k.length + (typeof v === 'string' ? v.length : 0);
+      return v;
+    });
+    return n;
+  }
+
+  it.each(KINDS)(
+    "a response_format's JSON schema counts in the estimate, as the API counts it: %s",
+    async (kind) => {
+      // No usage in the answer: the estimate is the charge.
+      const server = await serve('openai', () => ({ body: { id: 'x' } }), held);
+      const c = client(kind, server.origin, 'openai');
+      const body = chat('Summarize the order.', {
+        response_format: { type: 'json_schema', json_schema: { name: 'order', strict: true, schema } },
+      });
+      const d = await estimated(
+        c,
+        server,
+        () => c.send('/v1/chat/completions', chat('hi'), JSON_TYPE),
+        () => c.send('/v1/chat/completions?held', body, JSON_TYPE),
+      );
+      // The schema's keys and strings, with the prompt's 20 characters: not 5 tokens.
+      expect(d.tokens).toBe(Math.ceil((20 + keysAndStrings(body, 'response_format')) / 4));
+    },
+  );
+
+  it.each(KINDS)("the Responses API's text.format schema counts too: %s", async (kind) => {
+    const server = await serve('openai', () => ({ body: { id: 'x' } }), held);
+    const c = client(kind, server.origin, 'openai');
+    const body = JSON.stringify({
+      model: 'gpt-4o',
+      input: 'Summarize the order.',
+      text: { format: { type: 'json_schema', name: 'order', strict: true, schema } },
+      max_output_tokens: 100,
+    });
+    const d = await estimated(
+      c,
+      server,
+      () => c.send('/v1/responses', JSON.stringify({ model: 'gpt-4o', input: 'hi' }), JSON_TYPE),
+      () => c.send('/v1/responses?held', body, JSON_TYPE),
+    );
+    expect(d.tokens).toBe(Math.ceil((20 + keysAndStrings(body, 'text')) / 4));
+  });
+
+  it('without max_tokens an OpenAI call is charged its characters/4, so a small budget sends it', async () => {
+    const { origin } = await serve('openai', () => ({ body: { id: 'x' } }));
+    const c = client('the fetch wrapper', origin, 'openai');
+    const d = await drawn(
+      c,
+      () => c.send('/v1/chat/completions', chat('hi'), JSON_TYPE),
+      () => c.send('/v1/chat/completions', chat('x'.repeat(400), { n: 4 }), JSON_TYPE),
+    );
+    // OpenAI's admission: the larger of max_tokens (times n) and characters/4; no max_tokens, no default.
+    expect(d.tokens).toBe(100);
+  });
+
+  it('n times max_tokens is charged, and kept when the answer is larger than the prompt', async () => {
+    const { origin } = await serve('openai', () => ({
+      body: { usage: { prompt_tokens: 10, completion_tokens: 900 } },
+    }));
+    const c = client('the fetch wrapper', origin, 'openai');
+    const d = await drawn(
+      c,
+      () => c.send('/v1/chat/completions', chat('hi'), JSON_TYPE),
+      () => c.send('/v1/chat/completions', chat('hi', { n: 3, max_tokens: 500 }), JSON_TYPE),
+    );
+    expect(d.tokens).toBe(1_500);
+  });
+
+  it.each(KINDS)(
+    'a stream without stream_options.include_usage has no usage: its estimate (OpenAI admission charge) stays: %s',
+    async (kind) => {
+      const events = [
+        'data: {"choices":[{"delta":{"content":"Hel"}}]}\n\n',
+        'data: {"choices":[{"delta":{"content":"lo"}}]}\n\n',
+        'data: [DONE]\n\n',
+      ].join('');
+      const { origin } = await serve('openai', (_path, _m, body) =>
+        body.toString().includes('"stream":true') ? events : { body: { id: 'x' } },
+      );
+      const c = client(kind, origin, 'openai');
+      const d = await drawn(
+        c,
+        () => c.send('/v1/chat/completions', chat('hi'), JSON_TYPE),
+        () => c.send('/v1/chat/completions', chat('hi', { stream: true, max_tokens: 700 }), JSON_TYPE),
+      );
+      expect(d.tokens).toBe(700);
+    },
+  );
+});

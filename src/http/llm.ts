@@ -664,8 +664,10 @@ function textLength(content: unknown): number {
 
 /**
  * Characters of a request's prompt: `system` (the Responses API's `instructions`), the messages'
- * contents and tool calls, `input` / `prompt`, and the tools it declares (`tools`, OpenAI's older `functions`:
- * both APIs count their definitions as input tokens).
+ * contents and tool calls, `input` / `prompt`, the tools it declares (`tools`, OpenAI's older
+ * `functions`: both APIs count their definitions as input tokens), and the structured output's
+ * schema (Chat Completions' `response_format`, the Responses API's `text.format`), counted as
+ * input too.
  */
 function promptChars(body: Record<string, unknown>): number {
   let n =
@@ -674,7 +676,9 @@ function promptChars(body: Record<string, unknown>): number {
     textLength(body.input) +
     textLength(body.prompt) +
     definitionChars(body.tools) +
-    definitionChars(body.functions);
+    definitionChars(body.functions) +
+    definitionChars(body.response_format) +
+    (isObject(body.text) ? definitionChars(body.text.format) : 0);
   if (Array.isArray(body.messages)) {
     for (const m of body.messages) {
       // An assistant message's tool calls (Chat Completions' `tool_calls`, the older `function_call`).
