@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { Readable } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
 import { rateLimitedFetch } from '../src/http/fetch.js';
@@ -93,8 +94,11 @@ async function serve(
 }
 
 type Kind = 'the fetch wrapper' | 'the interceptor';
-/** A request body as the SDKs and users hand it: a string, bytes, or none. */
-type Body = string | Buffer | undefined;
+/**
+ * A request body as the SDKs and users hand it: a string, bytes, none, or a `Blob` (a body the
+ * limiter does not read: through the interceptor, sent as a stream, as Node's `fetch` sends every body).
+ */
+type Body = string | Buffer | Blob | undefined;
 const KINDS: Kind[] = ['the fetch wrapper', 'the interceptor'];
 
 function client(kind: Kind, origin: string, api: 'openai' | 'anthropic') {
@@ -122,7 +126,15 @@ function client(kind: Kind, origin: string, api: 'openai' | 'anthropic') {
     limiter: (which: (name: string) => boolean = (name) => name === 'llm') =>
       interceptor.registry.get(interceptor.registry.names().find(which) ?? '') as AdaptiveRateLimiter,
     send: async (path: string, body: Body, headers: Record<string, string>, method = 'POST') =>
-      (await agent.request({ origin, path, method, headers: { ...auth, ...headers }, body })).body.text(),
+      (
+        await agent.request({
+          origin,
+          path,
+          method,
+          headers: { ...auth, ...headers },
+          body: body instanceof Blob ? Readable.from([Buffer.from(await body.arrayBuffer())]) : body,
+        })
+      ).body.text(),
   };
 }
 
@@ -415,4 +427,96 @@ describe('structured output, tools, n, max_tokens and streams', () => {
       expect(d.tokens).toBe(700);
     },
   );
+});
+
+describe('calls that run no model', () => {
+  const response = {
+    id: 'resp_1',
+    object: 'response',
+    status: 'completed',
+    usage: { input_tokens: 5_000, output_tokens: 300, total_tokens: 5_300 },
+  };
+
+  it.each(KINDS)(
+    'a background response polled or cancelled is not charged its usage again: %s',
+    async (kind) => {
+      const server = await serve(
+        'openai',
+        (path) =>
+          path === '/v1/responses'
+            ? { body: { ...response, status: 'queued', usage: null } }
+            : { body: response },
+        (path) => path === '/v1/responses/resp_1/cancel',
+      );
+      const c = client(kind, server.origin, 'openai');
+      // Created with a body the limiter does not read (as Node's fetch sends it through the
+      // interceptor): its limiter is the credential's, the one the polls and the cancel draw from.
+      const created = JSON.stringify({
+        model: 'gpt-4o',
+        input: 'hi',
+        background: true,
+        max_output_tokens: 400,
+      });
+      await c.send('/v1/responses', new Blob([created]), JSON_TYPE);
+      const limiter = c.limiter();
+      const charged: unknown[] = [];
+      const charge = limiter.charge.bind(limiter);
+      limiter.charge = (units) => {
+        charged.push(units);
+        charge(units);
+      };
+      for (let i = 0; i < 3; i++) await c.send('/v1/responses/resp_1', undefined, {}, 'GET');
+      // The polls' usage (5,000 input tokens each) is the created call's, charged at its admission.
+      expect(charged).toEqual([]);
+      // A cancel runs no model: it draws no tokens (it drew the running average) and its answer's
+      // usage is not charged either.
+      const before = levels(limiter);
+      const held = server.held();
+      const cancelled = c.send('/v1/responses/resp_1/cancel', undefined, {});
+      await held.arrived;
+      const during = levels(limiter);
+      held.answer();
+      await cancelled;
+      expect(before.tokens).toBeLessThan(1_000_000);
+      expect(during).toEqual(before);
+      expect(charged).toEqual([]);
+    },
+  );
+
+  it.each(KINDS)("Anthropic's count_tokens and a batch's results draw no tokens: %s", async (kind) => {
+    const { origin } = await serve('anthropic', (path) =>
+      path.endsWith('/count_tokens')
+        ? { body: { input_tokens: 9_000 } }
+        : path.includes('/batches/')
+          ? { body: { id: 'b1', processing_status: 'canceling' } }
+          : { body: { usage: { input_tokens: 10, output_tokens: 5 } } },
+    );
+    const c = client(kind, origin, 'anthropic');
+    const message = JSON.stringify({
+      model: 'c',
+      max_tokens: 10,
+      messages: [{ role: 'user', content: 'x'.repeat(36_000) }],
+    });
+    const d = await drawn(
+      c,
+      () => c.send('/v1/messages', message, JSON_TYPE),
+      async () => {
+        await c.send('/v1/messages/count_tokens', message, JSON_TYPE);
+        await c.send('/v1/messages/batches/b1/cancel', undefined, {});
+      },
+    );
+    expect(d).toEqual({ input_tokens: 0, output_tokens: 0 });
+  });
+
+  it.each(KINDS)('embeddings given as token ids count a token per id: %s', async (kind) => {
+    const { origin } = await serve('openai', () => ({ body: { id: 'x' } }));
+    const c = client(kind, origin, 'openai');
+    const input = Array.from({ length: 10 }, () => Array.from({ length: 300 }, (_, i) => i));
+    const d = await drawn(
+      c,
+      () => c.send('/v1/embeddings', JSON.stringify({ model: 'e', input: 'hi' }), JSON_TYPE),
+      () => c.send('/v1/embeddings', JSON.stringify({ model: 'e', input }), JSON_TYPE),
+    );
+    expect(d.tokens).toBe(3_000);
+  });
 });

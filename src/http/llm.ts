@@ -21,6 +21,11 @@ export interface LlmEstimate {
   readonly maxTokens: number | undefined;
   /** Whether the body was seen. */
   readonly seen: boolean;
+  /**
+   * A call that runs no model (see {@link spendsNoTokens}): its answer's `usage`, when it has one
+   * (a background response polled or cancelled), is a call's counted already, not this one's.
+   */
+  readonly runsNoModel?: true;
 }
 
 /**
@@ -167,7 +172,7 @@ export class LlmMeter {
       // Counted as a request only: nothing it asks for runs a model, and no answer corrects it.
       const costs: Record<string, number> =
         this.api === 'openai' ? { tokens: 0 } : { input_tokens: 0, output_tokens: 0 };
-      return { costs, maxTokens: undefined, seen: true };
+      return { costs, maxTokens: undefined, seen: true, runsNoModel: true };
     }
     const text = bodyText(body);
     const object = objectOf(body, text);
@@ -195,10 +200,12 @@ export class LlmMeter {
    * and the running averages learn from it. OpenAI: the larger of `max_tokens` and the prompt
    * tokens (what it charged at admission); without the body, the prompt and completion tokens.
    * Anthropic: input (and cache creation) tokens, output tokens. A `refused` call (see
-   * {@link refusedCall}) was not admitted: OpenAI, the prompt and completion tokens.
+   * {@link refusedCall}) was not admitted: OpenAI, the prompt and completion tokens. A call that
+   * runs no model has no cost of its own: the `usage` of a response it polls or cancels was
+   * charged by the call that made it, so it is not charged again (nor learned).
    */
   used(usage: Usage | undefined, estimate: LlmEstimate, refused = false): Costs | undefined {
-    if (usage === undefined) return undefined;
+    if (usage === undefined || estimate.runsNoModel === true) return undefined;
     if (this.api === 'openai') {
       // Chat completions name them prompt and completion tokens; the Responses API input and output.
       const prompt = count(usage.prompt_tokens) ?? count(usage.input_tokens);
@@ -317,20 +324,25 @@ export function rateLimitOutcome(
 
 /**
  * Whether a call runs no model, so draws no tokens: a `GET`, `HEAD`, `DELETE` or `OPTIONS` (a
- * list of models, a batch or a file polled), a count of a prompt's tokens (Anthropic's
- * `/v1/messages/count_tokens`, OpenAI's `/v1/responses/input_tokens`), or a file uploaded or a
- * batch created or cancelled (a path with a `files`, `uploads` or `batches` segment: OpenAI's
- * `/v1/files`, `/v1/uploads/...`, `/v1/batches`, Anthropic's `/v1/messages/batches`; a batch's
- * calls run later, under the batch API's own limits). Their answers carry no `usage`: charged the
- * estimate of a call, each kept it (5 counts of a prompt took 10,000 input tokens from the model's
- * budget; 10 polls of a batch 4,000 tokens; a file's multipart body, the running average).
+ * list of models, a batch, a file or a background response polled), a count of a prompt's tokens
+ * (Anthropic's `/v1/messages/count_tokens`, OpenAI's `/v1/responses/input_tokens`), a cancel (a
+ * path ending in `/cancel`: a background response's, a batch's, a fine-tuning job's), or a file
+ * uploaded or a batch created or cancelled (a path with a `files`, `uploads` or `batches`
+ * segment: OpenAI's `/v1/files`, `/v1/uploads/...`, `/v1/batches`, Anthropic's
+ * `/v1/messages/batches`; a batch's calls run later, under the batch API's own limits). Most of
+ * their answers carry no `usage`: charged the estimate of a call, each kept it (5 counts of a
+ * prompt took 10,000 input tokens from the model's budget; 10 polls of a batch 4,000 tokens; a
+ * file's multipart body, the running average). A background response polled or cancelled answers
+ * with the response and its `usage`: that is the call's that made it, and is not charged again
+ * (see {@link LlmMeter.used}).
  */
 function spendsNoTokens(method: string, path: string): boolean {
   const m = method.toUpperCase();
   if (m === 'GET' || m === 'HEAD' || m === 'DELETE' || m === 'OPTIONS') return true;
   const end = path.indexOf('?');
   const route = end === -1 ? path : path.slice(0, end);
-  if (route.endsWith('/count_tokens') || route.endsWith('/input_tokens')) return true;
+  if (route.endsWith('/count_tokens') || route.endsWith('/input_tokens') || route.endsWith('/cancel'))
+    return true;
   return route.split('/').some((segment) => NO_MODEL_SEGMENTS.has(segment));
 }
 
