@@ -313,6 +313,48 @@ describe('bodies that are not JSON', () => {
       expect(d.tokens).toBe(1_000);
     },
   );
+
+  it('a 3 MB body given as a stream is sent whole and charged as a body not seen (the first guess)', async () => {
+    const server = await serve(
+      'openai',
+      (path, _method, body) =>
+        path.endsWith('?held')
+          ? { body: { received: body.length, usage: { prompt_tokens: 750_000, completion_tokens: 1 } } }
+          : { body: { id: 'x' } },
+      held,
+    );
+    const clock = new ManualClock();
+    const f = rateLimitedFetch({ limiters: { llm: { origins: [server.origin], api: 'openai' } }, clock });
+    cleanups.push(() => f.close());
+    const headers = { authorization: 'Bearer k', 'content-type': 'application/json' };
+    await (
+      await f(`${server.origin}/v1/chat/completions`, { method: 'POST', headers, body: noModel })
+    ).text();
+    const limiter = f.registry.get('llm') as AdaptiveRateLimiter;
+    const before = levels(limiter);
+    const text = chat('x'.repeat(3_000_000));
+    const bytes = new TextEncoder().encode(text);
+    // In 64 KiB chunks, as a stream the limiter does not read ahead of sending.
+    const body = new ReadableStream<Uint8Array>({
+      start(controller) {
+        for (let at = 0; at < bytes.length; at += 65_536) controller.enqueue(bytes.subarray(at, at + 65_536));
+        controller.close();
+      },
+    });
+    const held_ = server.held();
+    const answer = f(`${server.origin}/v1/chat/completions?held`, {
+      method: 'POST',
+      headers,
+      body,
+      duplex: 'half',
+    } as RequestInit);
+    await held_.arrived;
+    // A body not seen: the first guess (the warm-up's answer had no usage), not 0, not the bytes/4.
+    expect((before.tokens ?? 0) - (levels(limiter).tokens ?? 0)).toBe(1_000);
+    held_.answer();
+    const json = (await (await answer).json()) as { received: number };
+    expect(json.received).toBe(bytes.length);
+  });
 });
 
 describe('structured output, tools, n, max_tokens and streams', () => {
