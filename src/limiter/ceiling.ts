@@ -74,8 +74,9 @@ interface Policy {
   burst: number;
   /**
    * The calls granted after the request last read (grant order above `granted`) that ended with
-   * no answer, as flat [grant order, units] pairs: the API never counted them (see
-   * {@link Ceilings.unanswered}); `undefined` when none. Cleared by a newer reading and by the reset.
+   * no answer, or whose answer announced other policies and not this one, as flat [grant order,
+   * units] pairs: this policy never counted them (see {@link Ceilings.unanswered}); `undefined`
+   * when none. Cleared by a newer reading and by the reset.
    */
   released: number[] | undefined;
 }
@@ -179,17 +180,7 @@ export class Ceilings {
    */
   unanswered(granted: number, units: number): void {
     if (!this.#windows) return;
-    for (const policy of this.#policies.values()) {
-      if (policy.shape !== 'window' || granted <= policy.granted) continue;
-      policy.released ??= [];
-      const released = policy.released;
-      // Bounded: past MAX_RELEASED calls the two oldest are kept as one, at the older place in
-      // grant order (a newer reading past that place drops both: the credit is never raised).
-      if (released.length >= 2 * MAX_RELEASED) {
-        released.splice(0, 4, Math.min(released[0]!, released[2]!), released[1]! + released[3]!);
-      }
-      released.push(granted, units);
-    }
+    for (const policy of this.#policies.values()) release(policy, granted, units);
   }
 
   /**
@@ -258,8 +249,13 @@ export class Ceilings {
       const pause = this.#read(name, quota, now, limits, answer, granted);
       if (pause !== undefined && pause.requestedMs > announced.requestedMs) announced = pause;
     }
+    const others = quotas !== undefined && quotas.length > 0;
     for (const [name, policy] of this.#policies) {
-      if (policy.seenIn !== answer && ++policy.missed >= STALE_AFTER_ANSWERS) this.#policies.delete(name);
+      if (policy.seenIn === answer) continue;
+      if (++policy.missed >= STALE_AFTER_ANSWERS) this.#policies.delete(name);
+      // An answer that announces other policies, not this one (GitHub's core beside its search
+      // on one origin): its call counted against those, not against this window's credit.
+      else if (others && this.#windows) release(policy, granted, units);
     }
     this.#recompute(now);
     return announced;
@@ -447,6 +443,22 @@ function shapeOf(
   if (!short && remaining <= last.remaining && Math.abs(resetAt - last.resetAt) <= SAME_RESET_MS)
     return 'window';
   return last.shape;
+}
+
+/**
+ * The call at `granted` in grant order, of `units`, is not counted by `policy` (see
+ * `Ceilings.unanswered`): kept apart from its credit when it is a fixed window read before the call.
+ */
+function release(policy: Policy, granted: number, units: number): void {
+  if (policy.shape !== 'window' || granted <= policy.granted) return;
+  policy.released ??= [];
+  const released = policy.released;
+  // Bounded: past MAX_RELEASED calls the two oldest are kept as one, at the older place in
+  // grant order (a newer reading past that place drops both: the credit is never raised).
+  if (released.length >= 2 * MAX_RELEASED) {
+    released.splice(0, 4, Math.min(released[0]!, released[2]!), released[1]! + released[3]!);
+  }
+  released.push(granted, units);
 }
 
 /** The pairs of `released` (see `Policy.released`) granted after `granted`; `undefined` for none. */

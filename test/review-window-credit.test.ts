@@ -1,0 +1,67 @@
+import { describe, expect, it } from 'vitest';
+import { ManualClock } from '../src/clock.js';
+import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
+import type { AdaptiveLimiterOptions } from '../src/limiter/options.js';
+import type { Permit, ReadQuota } from '../src/limiter/types.js';
+
+// A review of the fixed window's credit (see window-credit.test.ts). Every limiter runs on a
+// manual clock; grants are counted with tryAcquire as the clock is stepped, never against real time.
+
+/** GitHub's headers as the profile reads them: one resource's window, spent at 900 a minute. */
+const github = (resource: string, limit: number, windowMs: number) => (remaining: number, resetMs: number) =>
+  [{ policy: `github:${resource}`, limit, windowMs, remaining, resetMs, burstPerMinute: 900 }] as ReadQuota[];
+const core = github('core', 5_000, 3_600_000);
+const search = github('search', 30, 60_000);
+
+function setup(options: AdaptiveLimiterOptions = {}) {
+  const clock = new ManualClock();
+  const limiter = new AdaptiveRateLimiter({
+    clock,
+    slowStart: false,
+    maxPause: 3_600_000,
+    maxWait: 3_600_000,
+    ...options,
+  });
+  return { clock, limiter };
+}
+
+function take(limiter: AdaptiveRateLimiter): Permit {
+  const permit = limiter.tryAcquire();
+  if (permit === undefined) throw new Error('no permit');
+  return permit;
+}
+
+/** The permits granted as the clock steps by 100 ms, `steps` times (900 a minute: one a step). */
+function grantsOver(clock: ManualClock, limiter: AdaptiveRateLimiter, steps = 100): Permit[] {
+  const granted: Permit[] = [];
+  for (let i = 0; i < steps; i++) {
+    clock.advance(100);
+    const permit = limiter.tryAcquire();
+    if (permit !== undefined) granted.push(permit);
+  }
+  return granted;
+}
+
+describe("a fixed window's credit, reviewed", () => {
+  it("does not set calls answered by another policy against a window's credit (GitHub's search and core on one origin)", () => {
+    const { clock, limiter } = setup();
+    // core and search both read as fixed windows: core with 3,999 left, search with 2.
+    const first = [take(limiter), take(limiter), take(limiter), take(limiter)];
+    first[0]?.success(undefined, core(4_000, 3_000_000));
+    clock.advance(100);
+    first[1]?.success(undefined, core(3_999, 2_999_900));
+    first[2]?.success(undefined, search(3, 50_000));
+    clock.advance(100);
+    first[3]?.success(undefined, search(2, 49_900));
+    expect(limiter.snapshot().announcedRate).toBe(900);
+    // Two core calls, answered as core's: search still has its 2, core thousands.
+    clock.advance(100);
+    const a = take(limiter);
+    clock.advance(100);
+    const b = take(limiter);
+    a.success(undefined, core(3_998, 2_999_500));
+    b.success(undefined, core(3_997, 2_999_400));
+    // Held until search's reset (49 s away) while no policy's window was spent.
+    expect(grantsOver(clock, limiter, 10).length).toBeGreaterThan(0);
+  });
+});
