@@ -65,3 +65,24 @@ describe("a fixed window's credit, reviewed", () => {
     expect(grantsOver(clock, limiter, 10).length).toBeGreaterThan(0);
   });
 });
+
+describe("a fixed window's hold, reviewed", () => {
+  /** An hour read as a fixed window this process is alone on, with 1 left; the next call spends it. */
+  function windowWithOneLeft(clock: ManualClock, limiter: AdaptiveRateLimiter): void {
+    take(limiter).success(undefined, core(2, 3_000_000));
+    clock.advance(50);
+    take(limiter).success(undefined, core(1, 2_999_950));
+    expect(limiter.snapshot().announcedRate).toBe(900);
+  }
+
+  it('holds an exhausted window no longer than maxPause, as its pause', () => {
+    const { clock, limiter } = setup({ maxPause: 60_000 });
+    windowWithOneLeft(clock, limiter);
+    clock.advance(100);
+    take(limiter).success(undefined, core(0, 2_999_850));
+    expect(limiter.snapshot().pausedUntil).toBe(clock.now() + 60_000);
+    clock.advance(60_000);
+    // The pause ended at maxPause; the hold went on to the reset, 49 minutes later.
+    expect(limiter.tryAcquire()).toBeDefined();
+  });
+});

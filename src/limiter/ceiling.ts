@@ -79,6 +79,8 @@ interface Policy {
    * when none. Cleared by a newer reading and by the reset.
    */
   released: number[] | undefined;
+  /** The reading's time plus `maxPause` (ms): a used-up credit holds no longer, as a pause. */
+  holdEnd: number;
 }
 
 /** What an announcement asks of the limiter. */
@@ -192,7 +194,8 @@ export class Ceilings {
    * the units granted after the request whose answer gave that reading, those in flight or
    * answered later without a newer reading (not those that ended with no answer: see
    * {@link unanswered}). A window does not refill, so at 0 or below no more is granted until a
-   * newer reading (each answer read computes it again) or the window's reset; when every call
+   * newer reading (each answer read computes it again) or the window's reset (or `maxPause` after
+   * the reading, as the pause at 0: a later reading of 0 holds again); when every call
    * granted since the reading ended unanswered, the credit is `remaining` again: no stall. When
    * others share the window, `remaining` falls by their calls too and the credit is an upper
    * bound: holding at 0 is still right. A refilling bucket, or a policy whose shape is not known
@@ -211,7 +214,9 @@ export class Ceilings {
       let sent = granted - policy.granted;
       const released = policy.released;
       if (released !== undefined) for (let i = 1; i < released.length; i += 2) sent -= released[i]!;
-      if (remaining - sent <= 0 && resetAt > until) until = resetAt;
+      // No longer than `maxPause` from the reading, as the pause at 0 (a newer reading holds again).
+      const end = Math.min(resetAt, policy.holdEnd);
+      if (remaining - sent <= 0 && end > now && end > until) until = end;
     }
     return until;
   }
@@ -313,6 +318,7 @@ export class Ceilings {
         unitMs,
         burst: burst !== undefined && burst > 0 ? burst : Number.POSITIVE_INFINITY,
         released: undefined,
+        holdEnd: now + maxPause,
       };
       this.#policies.set(name, policy);
     } else if (granted < policy.granted && !noMoreLeft(remaining, policy.remaining)) {
@@ -337,6 +343,7 @@ export class Ceilings {
       policy.byQuota = byQuota;
       policy.remaining = remaining;
       policy.resetAt = resetAt;
+      policy.holdEnd = now + maxPause;
       policy.missed = 0;
       policy.seenIn = answer;
       policy.own = 0;
