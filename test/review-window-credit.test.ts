@@ -86,3 +86,20 @@ describe("a fixed window's hold, reviewed", () => {
     expect(limiter.tryAcquire()).toBeDefined();
   });
 });
+
+describe("a fixed window's hold in snapshot(), reviewed", () => {
+  it('tells until when a used-up credit holds grants, where nothing else says why requests wait', () => {
+    const { clock, limiter } = setup();
+    take(limiter).success(undefined, core(2, 3_000_000));
+    clock.advance(50);
+    const readAt = clock.now();
+    take(limiter).success(undefined, core(1, 2_999_950));
+    clock.advance(100);
+    take(limiter); // in flight: it spends the 1 left
+    clock.advance(100);
+    expect(limiter.tryAcquire()).toBeUndefined();
+    const snapshot = limiter.snapshot();
+    expect(snapshot.pausedUntil).toBeUndefined();
+    expect(snapshot.heldUntil).toBe(readAt + 2_999_950);
+  });
+});

@@ -640,6 +640,8 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
       cuts: book.cuts,
       closed: this.#closed,
     };
+    const held = this.#ceilings?.heldUntil(this.#grantedUnits, now);
+    if (held !== undefined && held > now) snapshot.heldUntil = held;
     const label = this.#budgetName;
     if (label === undefined) return snapshot;
     snapshot.budget = label;

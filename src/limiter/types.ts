@@ -216,6 +216,12 @@ export interface LimiterSnapshot {
   inFlightCap: number | undefined;
   /** End of the current Retry-After pause, or `undefined` when not paused. */
   pausedUntil: number | undefined;
+  /**
+   * Until when nothing is granted because a fixed window's calls in flight took what its last
+   * `remaining` left (its reset, or `maxPause` after that reading; a newer answer may end it
+   * sooner); absent when no window holds grants.
+   */
+  heldUntil?: number;
   waited: boolean;
   instanceCount: number;
   throttles: number;
