@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { ManualClock } from '../src/clock.js';
-import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
-import type { AdaptiveLimiterOptions } from '../src/limiter/options.js';
-import type { Permit, ReadQuota } from '../src/limiter/types.js';
+import type { ManualClock } from '../src/clock.js';
+import type { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
+import type { ReadQuota } from '../src/limiter/types.js';
+import { grantsOver, take, windowLimiter } from './helpers/window-limiter.js';
 
 // A review of the fixed window's credit (see window-credit.test.ts). Every limiter runs on a
 // manual clock; grants are counted with tryAcquire as the clock is stepped, never against real time.
@@ -13,38 +13,9 @@ const github = (resource: string, limit: number, windowMs: number) => (remaining
 const core = github('core', 5_000, 3_600_000);
 const search = github('search', 30, 60_000);
 
-function setup(options: AdaptiveLimiterOptions = {}) {
-  const clock = new ManualClock();
-  const limiter = new AdaptiveRateLimiter({
-    clock,
-    slowStart: false,
-    maxPause: 3_600_000,
-    maxWait: 3_600_000,
-    ...options,
-  });
-  return { clock, limiter };
-}
-
-function take(limiter: AdaptiveRateLimiter): Permit {
-  const permit = limiter.tryAcquire();
-  if (permit === undefined) throw new Error('no permit');
-  return permit;
-}
-
-/** The permits granted as the clock steps by 100 ms, `steps` times (900 a minute: one a step). */
-function grantsOver(clock: ManualClock, limiter: AdaptiveRateLimiter, steps = 100): Permit[] {
-  const granted: Permit[] = [];
-  for (let i = 0; i < steps; i++) {
-    clock.advance(100);
-    const permit = limiter.tryAcquire();
-    if (permit !== undefined) granted.push(permit);
-  }
-  return granted;
-}
-
 describe("a fixed window's credit, reviewed", () => {
   it("does not set calls answered by another policy against a window's credit (GitHub's search and core on one origin)", () => {
-    const { clock, limiter } = setup();
+    const { clock, limiter } = windowLimiter();
     // core and search both read as fixed windows: core with 3,999 left, search with 2.
     const first = [take(limiter), take(limiter), take(limiter), take(limiter)];
     first[0]?.success(undefined, core(4_000, 3_000_000));
@@ -76,7 +47,7 @@ describe("a fixed window's hold, reviewed", () => {
   }
 
   it('holds an exhausted window no longer than maxPause, as its pause', () => {
-    const { clock, limiter } = setup({ maxPause: 60_000 });
+    const { clock, limiter } = windowLimiter({ maxPause: 60_000 });
     windowWithOneLeft(clock, limiter);
     clock.advance(100);
     take(limiter).success(undefined, core(0, 2_999_850));
@@ -89,7 +60,7 @@ describe("a fixed window's hold, reviewed", () => {
 
 describe("a fixed window's hold in snapshot(), reviewed", () => {
   it('tells until when a used-up credit holds grants, where nothing else says why requests wait', () => {
-    const { clock, limiter } = setup();
+    const { clock, limiter } = windowLimiter();
     take(limiter).success(undefined, core(2, 3_000_000));
     clock.advance(50);
     const readAt = clock.now();

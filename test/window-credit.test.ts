@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { ManualClock } from '../src/clock.js';
-import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
-import type { AdaptiveLimiterOptions } from '../src/limiter/options.js';
+import type { ManualClock } from '../src/clock.js';
+import type { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
 import { noAnswer, notSent } from '../src/limiter/permit.js';
-import type { AnnouncedQuota, Permit, ReadQuota } from '../src/limiter/types.js';
+import type { AnnouncedQuota, ReadQuota } from '../src/limiter/types.js';
+import { grantsOver, take, windowLimiter } from './helpers/window-limiter.js';
 
 // A fixed window's credit: what this process may still send in it, the last `remaining` less the
 // units granted after the request whose answer gave that reading. Every limiter runs on a manual
@@ -16,24 +16,6 @@ const hour = (remaining: number, resetMs: number): ReadQuota[] => [
   { policy: 'core', limit: 5_000, windowMs: 3_600_000, remaining, resetMs, burstPerMinute: 900 },
 ];
 
-function setup(options: AdaptiveLimiterOptions = {}) {
-  const clock = new ManualClock();
-  const limiter = new AdaptiveRateLimiter({
-    clock,
-    slowStart: false,
-    maxPause: 3_600_000,
-    maxWait: 3_600_000,
-    ...options,
-  });
-  return { clock, limiter };
-}
-
-function take(limiter: AdaptiveRateLimiter): Permit {
-  const permit = limiter.tryAcquire();
-  if (permit === undefined) throw new Error('no permit');
-  return permit;
-}
-
 /**
  * Two calls one after the other, answered 10 and then 9 left of the hour (the same reset): read
  * as a fixed window this process is alone on, spent at 900 a minute, 9 left and nothing in flight.
@@ -45,20 +27,9 @@ function windowWithNineLeft(clock: ManualClock, limiter: AdaptiveRateLimiter): v
   expect(limiter.snapshot().announcedRate).toBe(900);
 }
 
-/** The permits granted as the clock steps by 100 ms, `steps` times (900 a minute: one a step). */
-function grantsOver(clock: ManualClock, limiter: AdaptiveRateLimiter, steps = 100): Permit[] {
-  const granted: Permit[] = [];
-  for (let i = 0; i < steps; i++) {
-    clock.advance(100);
-    const permit = limiter.tryAcquire();
-    if (permit !== undefined) granted.push(permit);
-  }
-  return granted;
-}
-
 describe("a fixed window's credit: remaining less the calls granted after the reading", () => {
   it('grants what the reading left less the calls still in flight, then no more', () => {
-    const { clock, limiter } = setup();
+    const { clock, limiter } = windowLimiter();
     windowWithNineLeft(clock, limiter);
     clock.advance(100);
     const c = take(limiter);
@@ -70,7 +41,7 @@ describe("a fixed window's credit: remaining less the calls granted after the re
   });
 
   it('a newer reading gives the credit again, and a waiting request goes at once', async () => {
-    const { clock, limiter } = setup();
+    const { clock, limiter } = windowLimiter();
     windowWithNineLeft(clock, limiter);
     const inFlight = grantsOver(clock, limiter);
     expect(inFlight).toHaveLength(9);
@@ -90,7 +61,7 @@ describe("a fixed window's credit: remaining less the calls granted after the re
   });
 
   it('calls in flight that end with no answer release it: no stall', async () => {
-    const { clock, limiter } = setup();
+    const { clock, limiter } = windowLimiter();
     windowWithNineLeft(clock, limiter);
     const inFlight = grantsOver(clock, limiter);
     expect(inFlight).toHaveLength(9);
@@ -110,7 +81,7 @@ describe("a fixed window's credit: remaining less the calls granted after the re
   });
 
   it("the window's reset releases it, with calls still in flight", async () => {
-    const { clock, limiter } = setup();
+    const { clock, limiter } = windowLimiter();
     windowWithNineLeft(clock, limiter);
     expect(grantsOver(clock, limiter)).toHaveLength(9);
     let granted = false;
@@ -127,7 +98,7 @@ describe("a fixed window's credit: remaining less the calls granted after the re
   });
 
   it('a refilling bucket is paced at its quota, its calls in flight not set against remaining', () => {
-    const { clock, limiter } = setup();
+    const { clock, limiter } = windowLimiter();
     const bucket = (remaining: number): AnnouncedQuota[] => [
       { policy: 'b', limit: 600, windowMs: 60_000, remaining, resetMs: 1_000 },
     ];
@@ -140,7 +111,7 @@ describe("a fixed window's credit: remaining less the calls granted after the re
   });
 
   it("burst: 'announced' on a fixed window grants no more than its credit", () => {
-    const { clock, limiter } = setup({ burst: 'announced' });
+    const { clock, limiter } = windowLimiter({ burst: 'announced' });
     windowWithNineLeft(clock, limiter);
     expect(grantsOver(clock, limiter)).toHaveLength(9);
   });
