@@ -7,38 +7,26 @@
 export type HeaderRecord = Readonly<Record<string, string | string[] | undefined>>;
 
 /**
- * Any header shape undici or fetch accepts, as a {@link HeaderRecord}: names in lower case,
- * repeated names as arrays. Takes a plain object, a flat `[name, value, ...]` array (strings or
- * Buffers), an iterable of `[name, value]` pairs (`Map`, WHATWG `Headers`, an array of pairs), or
- * nothing.
+ * Any header shape undici or fetch accepts, as a {@link HeaderRecord}: names in lower case, each
+ * value by the rule of {@link fieldValue} (the one {@link headerLookup} reads by too), a name given
+ * more than once as the list of all its values, in order. Takes every {@link ResponseHeaders}
+ * shape, or nothing.
  */
 export function headerRecord(headers: unknown): HeaderRecord {
   const out: Record<string, string | string[]> = {};
-  const add = (name: unknown, value: unknown) => {
-    if (value === undefined || value === null) return;
-    const key = String(name).toLowerCase();
-    const values = Array.isArray(value) ? value.map(String) : [String(value)];
+  eachField(headers, (name, value) => {
+    const field = fieldValue(value);
+    if (field === undefined) return;
+    const key = name.toLowerCase();
     // Own keys only, each defined rather than assigned: a header named `constructor` or
     // `__proto__` (a hostile server's) is a header like any other.
     const had = Object.hasOwn(out, key) ? out[key] : undefined;
     const next =
       had === undefined
-        ? values.length === 1
-          ? (values[0] as string)
-          : values
-        : [...(Array.isArray(had) ? had : [had]), ...values];
+        ? field
+        : [...(Array.isArray(had) ? had : [had]), ...(Array.isArray(field) ? field : [field])];
     Object.defineProperty(out, key, { value: next, enumerable: true, writable: true, configurable: true });
-  };
-  if (headers == null || typeof headers !== 'object') return out;
-  if (Array.isArray(headers) && !isPairList(headers)) {
-    for (let i = 0; i + 1 < headers.length; i += 2) add(headers[i], headers[i + 1]);
-  } else if (typeof (headers as Iterable<unknown>)[Symbol.iterator] === 'function') {
-    for (const pair of headers as Iterable<unknown>) {
-      if (Array.isArray(pair)) add(pair[0], pair[1]);
-    }
-  } else {
-    for (const [name, value] of Object.entries(headers)) add(name, value);
-  }
+  });
   return out;
 }
 
@@ -60,7 +48,8 @@ type HeaderPairs = readonly (readonly [string, string | readonly string[] | unde
  *   keys, `string | string[]` values (any key case is accepted);
  * - a raw headers array, alternating name and value, each a `Buffer` (undici's legacy `onHeaders`
  *   and `controller.rawHeaders`) or a string (Node's `IncomingMessage.rawHeaders`);
- * - a WHATWG `Headers` (fetch's `Response.headers`), or anything with a case-insensitive `get`;
+ * - a WHATWG `Headers` (fetch's `Response.headers`), or any object with a `get` (an SDK's own
+ *   class, axios' `AxiosHeaders`), whose `get` may be case-sensitive;
  * - a `Map` or an array of `[name, value]` pairs (an SDK error's `headers`, a caller's own), any
  *   name case.
  */
@@ -69,7 +58,7 @@ export type ResponseHeaders =
   | readonly (Uint8Array | string)[]
   | HeaderPairs
   | ReadonlyMap<string, string | readonly string[] | undefined>
-  | { get(name: string): string | null }
+  | { get(name: string): unknown }
   | null
   | undefined;
 
@@ -83,99 +72,132 @@ function isPairList(headers: readonly unknown[]): boolean {
 
 /**
  * Builds a {@link HeaderLookup} over any {@link ResponseHeaders} shape, reading it only when asked.
- * Names are read case-insensitively in every shape. A name given more than once (in a raw array,
+ * Names are read case-insensitively in every shape, and values by the rule of {@link fieldValue},
+ * so that it reads what {@link headerRecord} gives. A name given more than once (in a raw array,
  * a list of pairs, a `Map` in two cases: `Retry-After` and `retry-after`) comes back as the list of
  * its values, in order, as a record's array value does: {@link fieldText} joins them with ", ", as
  * `Headers.get` does, and {@link singleText} takes the first.
+ *
+ * An object with a `get` that is no WHATWG `Headers` is not trusted to be case-insensitive (an
+ * SDK's own class may keep `Retry-After` as given): it is asked the lower-case name, and on a miss
+ * its fields are listed once ({@link eachField}) and read in any case.
  */
 export function headerLookup(headers: ResponseHeaders): HeaderLookup {
   if (headers == null) return () => undefined;
-  if (Array.isArray(headers))
-    return isPairList(headers)
-      ? pairsLookup(headers)
-      : rawHeadersLookup(headers as readonly (Uint8Array | string)[]);
-  // A Map's `get` is case-sensitive: a `Retry-After` key is missed by `get('retry-after')`.
-  if (headers instanceof Map) return pairsLookup(headers);
+  if (Array.isArray(headers) || headers instanceof Map) return recordLookup(headers);
   if (typeof (headers as { get?: unknown }).get === 'function') {
-    const fetchHeaders = headers as { get(name: string): unknown };
-    return (name) => fieldValue(fetchHeaders.get(name));
+    const withGet = headers as { get(name: string): unknown };
+    const asked = (name: string) => fieldValue(withGet.get(name.toLowerCase()));
+    if (isFetchHeaders(headers)) return asked;
+    const listed = recordLookup(headers);
+    return (name) => asked(name) ?? listed(name);
   }
   return objectHeadersLookup(headers as Readonly<Record<string, unknown>>);
 }
 
+/** Whether `headers` is this runtime's WHATWG `Headers`, whose `get` ignores case. */
+function isFetchHeaders(headers: object): boolean {
+  return typeof Headers === 'function' && headers instanceof Headers;
+}
+
 /**
  * Over undici's `onResponseStart` headers object, or one a caller built (an SDK error's
- * `headers`, deserialized): a number is read as its text (`'retry-after': 5`), any other value
- * that is not a string (`null`, an object) as no field.
+ * `headers`, deserialized): its lower-case keys read as they are; an object with a name in
+ * another case read through its {@link headerRecord}, made on the first lookup.
  */
 function objectHeadersLookup(headers: Readonly<Record<string, unknown>>): HeaderLookup {
   // undici's keys are lower case; a caller-built object may spell them otherwise. Checked once,
-  // on the first miss; a map is built only for an object with mixed-case names.
-  let mixedCase: Map<string, unknown> | false | undefined;
+  // on the first lookup; a record is built only for an object with mixed-case names.
+  let mixedCase: HeaderLookup | false | undefined;
   return (name) => {
-    const key = name.toLowerCase();
-    if (Object.hasOwn(headers, key)) return fieldValue(headers[key]);
     if (mixedCase === undefined) {
-      const keys = Object.keys(headers);
-      mixedCase =
-        keys.some((k) => k !== k.toLowerCase()) && new Map(keys.map((k) => [k.toLowerCase(), headers[k]]));
+      mixedCase = Object.keys(headers).some((k) => k !== k.toLowerCase()) && recordLookup(headers);
     }
-    return mixedCase === false ? undefined : fieldValue(mixedCase.get(key));
+    if (mixedCase !== false) return mixedCase(name);
+    const key = name.toLowerCase();
+    return Object.hasOwn(headers, key) ? fieldValue(headers[key]) : undefined;
   };
 }
 
 /**
- * A header value as the readers take it: a string or a list of strings as given; a number as its
- * text; in a list, the strings and numbers only; anything else `undefined` (no such field).
+ * The one rule by which both readers ({@link headerRecord}, {@link headerLookup}) take a header's
+ * value, whatever the shape holds it:
+ * - a string as it is; a number as its text (`'retry-after': 5` is `'5'`);
+ * - a list (a field's lines: undici gives a repeated field so) as its strings and numbers, each as
+ *   its text, in order: the readers join them with ", " as HTTP does ({@link fieldText}); a list of
+ *   one is its one value, a list with none is no field;
+ * - a `Buffer` (a raw array's) as its latin1 text;
+ * - anything else (`true`, an object, `null`) as no field.
  */
 function fieldValue(value: unknown): string | string[] | undefined {
   if (typeof value === 'string') return value;
   if (typeof value === 'number') return String(value);
+  if (value instanceof Uint8Array) return text(value);
   if (!Array.isArray(value)) return undefined;
-  if (value.every((v) => typeof v === 'string')) return value;
   const texts = value.flatMap((v) =>
-    typeof v === 'string' ? [v] : typeof v === 'number' ? [String(v)] : [],
+    typeof v === 'string'
+      ? [v]
+      : typeof v === 'number'
+        ? [String(v)]
+        : v instanceof Uint8Array
+          ? [text(v)]
+          : [],
   );
-  return texts.length === 0 ? undefined : texts;
-}
-
-/** Over a raw `[name, value, name, value, ...]` array; indexed on the first lookup. */
-function rawHeadersLookup(raw: readonly (Uint8Array | string)[]): HeaderLookup {
-  return indexedLookup((add) => {
-    for (let i = 0; i + 1 < raw.length; i += 2) add(text(raw[i]), text(raw[i + 1]));
-  });
+  return texts.length === 0 ? undefined : texts.length === 1 ? (texts[0] as string) : texts;
 }
 
 /**
- * Over `[name, value]` pairs (a `Map`, an array of pairs; an entry that is not a pair is skipped);
- * each value read as a record's is ({@link fieldValue}); indexed on the first lookup.
+ * Calls `add` with each field of any header shape, names and values as held (a `Buffer` name as
+ * its latin1 text): a flat `[name, value, ...]` array, `[name, value]` pairs (an array of them, a
+ * `Map`, a `Headers`, anything iterable; an entry that is not a pair is skipped), an object's own
+ * `entries()`, `forEach((value, name))` or `keys()` (each read through its `get`), or else its own
+ * enumerable keys.
  */
-function pairsLookup(pairs: Iterable<unknown>): HeaderLookup {
-  return indexedLookup((add) => {
-    for (const pair of pairs) if (Array.isArray(pair)) add(String(pair[0]), pair[1]);
-  });
-}
-
-/**
- * Over the fields `fill` adds, indexed by lower-case name on the first lookup: a name added once
- * gives its value, one added again the list of all its values, in order.
- */
-function indexedLookup(fill: (add: (name: string, value: unknown) => void) => void): HeaderLookup {
-  let index: Map<string, unknown[]> | undefined;
-  return (name) => {
-    if (index === undefined) {
-      const built = new Map<string, unknown[]>();
-      fill((key, value) => {
-        const lower = key.toLowerCase();
-        const values = built.get(lower);
-        if (values) values.push(value);
-        else built.set(lower, [value]);
-      });
-      index = built;
+function eachField(headers: unknown, add: (name: string, value: unknown) => void): void {
+  if (headers == null || typeof headers !== 'object') return;
+  const h = headers as {
+    [Symbol.iterator]?: unknown;
+    entries?: unknown;
+    forEach?: unknown;
+    keys?: unknown;
+    get?: unknown;
+  };
+  if (Array.isArray(headers) && !isPairList(headers)) {
+    for (let i = 0; i + 1 < headers.length; i += 2) add(nameText(headers[i]), headers[i + 1]);
+  } else if (typeof h[Symbol.iterator] === 'function') {
+    addPairs(headers as Iterable<unknown>, add);
+  } else if (typeof h.entries === 'function') {
+    addPairs((h.entries as () => Iterable<unknown>).call(headers), add);
+  } else if (typeof h.forEach === 'function') {
+    (h.forEach as (each: (value: unknown, name: unknown) => void) => void).call(headers, (value, name) =>
+      add(nameText(name), value),
+    );
+  } else if (typeof h.keys === 'function' && typeof h.get === 'function') {
+    const get = h.get as (name: string) => unknown;
+    for (const name of (h.keys as () => Iterable<unknown>).call(headers)) {
+      const key = nameText(name);
+      add(key, get.call(headers, key));
     }
-    const values = index.get(name.toLowerCase());
-    if (values === undefined) return undefined;
-    return fieldValue(values.length === 1 ? values[0] : values.flat());
+  } else {
+    for (const [name, value] of Object.entries(headers)) add(name, value);
+  }
+}
+
+function addPairs(pairs: Iterable<unknown>, add: (name: string, value: unknown) => void): void {
+  for (const pair of pairs) if (Array.isArray(pair)) add(nameText(pair[0]), pair[1]);
+}
+
+function nameText(name: unknown): string {
+  return name instanceof Uint8Array ? text(name) : String(name);
+}
+
+/** Over any shape read as its {@link headerRecord}, made on the first lookup. */
+function recordLookup(headers: unknown): HeaderLookup {
+  let record: HeaderRecord | undefined;
+  return (name) => {
+    record ??= headerRecord(headers);
+    const key = name.toLowerCase();
+    return Object.hasOwn(record, key) ? record[key] : undefined;
   };
 }
 

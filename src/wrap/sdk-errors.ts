@@ -1,4 +1,4 @@
-import { headerLookup, type ResponseHeaders } from '../headers.js';
+import { type HeaderLookup, headerLookup, type ResponseHeaders } from '../headers.js';
 import { neverSent } from '../http/classify.js';
 import { LlmMeter, type LlmRefusal, rateLimitOutcome, refusedCall } from '../http/llm.js';
 import { REFUSAL_HEADER } from '../http/refusal.js';
@@ -76,8 +76,10 @@ export function headersOfError(error: unknown): ResponseHeaders {
   if (!isBag(error)) return undefined;
   let empty: ResponseHeaders;
   for (const holder of [error, error.response, error.$response]) {
-    if (!isBag(holder) || !isBag(holder.headers)) continue;
-    const headers = holder.headers as ResponseHeaders;
+    // Read once: a getter (an SDK's lazy `headers`) may build them anew at each read.
+    const held: unknown = isBag(holder) ? holder.headers : undefined;
+    if (!isBag(held)) continue;
+    const headers = held as ResponseHeaders;
     if (!isEmptyHeaders(headers)) return headers;
     empty ??= headers;
   }
@@ -208,9 +210,11 @@ function clientError(status: number | undefined): boolean {
 
 function classifyBag(error: unknown): Outcome {
   if (!isBag(error)) return NO_ANSWER();
+  // The headers are found and read once, for the refusal mark and for the wait.
   const headers = headersOfError(error);
+  const lookup = headers === undefined ? undefined : headerLookup(headers);
   // The library's own refusal (`rejection: 'response'`) was never sent: not the server's word.
-  if (headers !== undefined && headerLookup(headers)(REFUSAL_HEADER) !== undefined) return { kind: 'failed' };
+  if (lookup?.(REFUSAL_HEADER) !== undefined) return { kind: 'failed' };
   const status = statusOfError(error);
   const llm = status === 429 ? llmRefusal(error) : undefined;
   // A call above a whole budget (openai's "Request too large"), or an LLM API's 4xx refusing the
@@ -231,7 +235,7 @@ function classifyBag(error: unknown): Outcome {
     return neverSent(error) ? NOT_SENT() : NO_ANSWER();
   if (!throttled && clientError(status)) return SERVER_ANSWERED();
   // A wait on a failure is kept only for a server error (a 503 "come back later").
-  const retryAfterMs = throttled || (status ?? 0) >= 500 ? retryAfterOfError(error) : undefined;
+  const retryAfterMs = throttled || (status ?? 0) >= 500 ? retryAfterOfError(error, lookup) : undefined;
   const kind = throttled ? 'throttled' : 'failed';
   const outcome: Outcome = retryAfterMs === undefined ? { kind } : { kind, retryAfterMs };
   // The budget the 429 names (openai's `error.type` `tokens`): only that one is cut; the wait its
@@ -239,11 +243,12 @@ function classifyBag(error: unknown): Outcome {
   return llm?.kind === 'rate' && outcome.kind === 'throttled' ? rateLimitOutcome(outcome, llm) : outcome;
 }
 
-/** The wait an error's headers ask for, or its own `retryAfterMs`; `undefined` when neither. */
-function retryAfterOfError(error: Bag): number | undefined {
-  const headers = headersOfError(error);
-  const fromHeaders =
-    headers === undefined ? undefined : retryAfterFromHeaders(headerLookup(headers), Date.now());
+/**
+ * The wait an error's headers ask for (`headers`: their lookup, read already), or its own
+ * `retryAfterMs`; `undefined` when neither.
+ */
+function retryAfterOfError(error: Bag, headers: HeaderLookup | undefined): number | undefined {
+  const fromHeaders = headers === undefined ? undefined : retryAfterFromHeaders(headers, Date.now());
   if (fromHeaders !== undefined) return fromHeaders;
   const own = error.retryAfterMs;
   return typeof own === 'number' && own >= 0 && Number.isFinite(own) ? own : undefined;
