@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Readable } from 'node:stream';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { ManualClock } from '../src/clock.js';
 import { rateLimitedFetch } from '../src/http/fetch.js';
 import type { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
@@ -109,6 +109,7 @@ function client(kind: Kind, origin: string, api: 'openai' | 'anthropic') {
     const f = rateLimitedFetch({ limiters: { llm: { origins: [origin], api } }, clock });
     cleanups.push(() => f.close());
     return {
+      names: () => f.registry.names(),
       limiter: (which: (name: string) => boolean = (name) => name === 'llm') =>
         f.registry.get(f.registry.names().find(which) ?? '') as AdaptiveRateLimiter,
       send: async (path: string, body: Body, headers: Record<string, string>, method = 'POST') =>
@@ -123,6 +124,7 @@ function client(kind: Kind, origin: string, api: 'openai' | 'anthropic') {
   }
   const { interceptor, agent } = llmAgent({ origin, api, rejection: 'error', clock }, cleanups);
   return {
+    names: () => interceptor.registry.names(),
     limiter: (which: (name: string) => boolean = (name) => name === 'llm') =>
       interceptor.registry.get(interceptor.registry.names().find(which) ?? '') as AdaptiveRateLimiter,
     send: async (path: string, body: Body, headers: Record<string, string>, method = 'POST') =>
@@ -295,22 +297,95 @@ describe('bodies that are not JSON', () => {
     },
   );
 
+  /** A multipart/form-data body with a file part of `file`, as an SDK serializes it to bytes. */
+  function fileForm(file: Buffer, head: string): { body: Buffer; type: string } {
+    const boundary = '----formdata-undici-0123456789';
+    const body = Buffer.concat([
+      Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="model"\r\n\r\nwhisper-1\r\n`),
+      Buffer.from(`--${boundary}\r\n${head}\r\n\r\n`),
+      file,
+      Buffer.from(`\r\n--${boundary}--\r\n`),
+    ]);
+    return { body, type: `multipart/form-data; boundary=${boundary}` };
+  }
+
+  const SILENCE: [string, string][] = [
+    ['with a filename', 'Content-Disposition: form-data; name="file"; filename="silence.wav"'],
+    [
+      'with an audio content type only',
+      'Content-Disposition: form-data; name="file"\r\nContent-Type: audio/wav',
+    ],
+  ];
+
+  it.each(KINDS.flatMap((kind) => SILENCE.map(([named, head]) => [kind, named, head] as const)))(
+    'a multipart file part of 1 MB of zero bytes (valid UTF-8) is charged as a body not seen, not bytes/4: %s, %s',
+    async (kind, _named, head) => {
+      const server = await serve(
+        'openai',
+        (path) =>
+          path === '/v1/audio/transcriptions'
+            ? { body: { text: '', usage: { type: 'duration', seconds: 31 } } }
+            : { body: { usage: { prompt_tokens: 800, completion_tokens: 50 } } },
+        (path) => path === '/v1/audio/transcriptions',
+      );
+      const c = client(kind, server.origin, 'openai');
+      // Digital silence: every byte 0, which decodes as UTF-8 text.
+      const form = fileForm(Buffer.alloc(1_000_000), head);
+      const d = await estimated(
+        c,
+        server,
+        () => c.send('/v1/chat/completions', noModel, JSON_TYPE),
+        () => c.send('/v1/audio/transcriptions', form.body, { 'content-type': form.type }),
+      );
+      // The running average of what the calls answered cost (800), where its bytes/4 were charged
+      // (250,059 tokens).
+      expect(d.tokens).toBe(800);
+    },
+  );
+
   it.each(KINDS)(
-    'a gzip-compressed JSON body is charged as a body not seen, not its bytes/4: %s',
+    'a gzip-compressed JSON body is decoded: charged its prompt, in the limiter of its model: %s',
     async (kind) => {
       const { gzipSync } = await import('node:zlib');
       const server = await serve('openai', () => ({ body: { id: 'x' } }), held);
       const c = client(kind, server.origin, 'openai');
       // 600,000 characters of prompt: compressed, a few kilobytes of bytes that are not text.
       const body = gzipSync(chat('hello '.repeat(100_000), { max_tokens: 50 }));
-      const d = await estimated(
-        c,
-        server,
-        () => c.send('/v1/chat/completions', noModel, JSON_TYPE),
-        () => c.send('/v1/chat/completions?held', body, { ...JSON_TYPE, 'content-encoding': 'gzip' }),
-      );
-      // The first guess (no answer had usage), not the compressed bytes/4 (a few hundred).
-      expect(d.tokens).toBe(1_000);
+      const gzipped = { ...JSON_TYPE, 'content-encoding': 'gzip' };
+      // The credential's call of no model claims the limiter `llm`; the model's limiter is made
+      // (and told its quota) by a first call of that model.
+      await c.send('/v1/chat/completions', noModel, JSON_TYPE);
+      await c.send('/v1/chat/completions', gzipSync(chat('hi')), gzipped);
+      const model = (name: string) => name !== 'llm';
+      const names = () => c.names();
+      expect(names().some(model), names().join()).toBe(true);
+      const before = levels(c.limiter(model));
+      const held_ = server.held();
+      const sent = c.send('/v1/chat/completions?held', body, gzipped);
+      await held_.arrived;
+      const drew = (before.tokens ?? 0) - (levels(c.limiter(model)).tokens ?? 0);
+      held_.answer();
+      await sent;
+      // Its prompt's 600,000 characters/4, where it was charged the first guess (1,000) in the
+      // limiter of no model.
+      expect(drew).toBe(150_000);
+    },
+  );
+
+  it.each(KINDS)(
+    'a JSON body sent as a string with no JSON content type is parsed once: %s',
+    async (kind) => {
+      const server = await serve('openai', () => ({ body: { id: 'x' } }));
+      const c = client(kind, server.origin, 'openai');
+      const body = chat('parse me once');
+      const parse = vi.spyOn(JSON, 'parse');
+      try {
+        await c.send('/v1/chat/completions', body, { 'content-type': 'text/plain' });
+        // The split by model and the estimate read one parse (it was parsed for each).
+        expect(parse.mock.calls.filter(([text]) => text === body)).toHaveLength(1);
+      } finally {
+        parse.mockRestore();
+      }
     },
   );
 

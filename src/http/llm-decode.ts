@@ -1,10 +1,17 @@
 import { brotliDecompressSync, gunzipSync, inflateRawSync, inflateSync } from 'node:zlib';
 
 /**
- * An answer's bytes as the server wrote them before its `content-encoding` (`gzip`, `deflate`,
+ * The longest a compressed body is read once decoded (bytes): an answer (a stream's events, each
+ * under 8 MiB) and a request body alike, so that a small body that decodes to gigabytes (a
+ * "zip bomb") stops there.
+ */
+export const MAX_DECODED_BYTES = 64 * 1024 * 1024;
+
+/**
+ * A body's bytes as their sender wrote them before its `content-encoding` (`gzip`, `deflate`,
  * `br`, several in the order applied; none or `identity`: as they are), at most `max` bytes once
  * decoded; `undefined` when an encoding is unknown, the bytes do not decode, or decoded they are
- * longer. The interceptor sits below the `fetch` that asked for a compressed answer and decodes
+ * longer. An LLM API's meter decodes a compressed request body so too (`llm-body.ts`). The interceptor sits below the `fetch` that asked for a compressed answer and decodes
  * it (Node's own sends `accept-encoding: gzip, deflate, br`, and the LLM APIs compress their JSON
  * for it): the `usage` and the 429 bodies it reads are still encoded there. The fetch wrapper
  * reads what `fetch` decoded.

@@ -2,7 +2,7 @@ import type { Dispatcher } from 'undici';
 import { QuotaExhaustedError } from '../errors.js';
 import { type LlmEstimate, type LlmMeter, MAX_JSON_BYTES, refusedCall, UsageScanner } from './llm.js';
 import { correctAtEnd } from './llm-answers.js';
-import { decodedBody, isEncoded } from './llm-decode.js';
+import { decodedBody, isEncoded, MAX_DECODED_BYTES } from './llm-decode.js';
 import { withRawHeaders } from './raw-headers.js';
 import type { RejectionMode } from './refusal.js';
 import type { Route } from './runtime.js';
@@ -122,9 +122,6 @@ export function usageTap(
     else encoded.chunks.push(chunk);
   }
 }
-
-/** A compressed answer's longest read once decoded (bytes): a stream's events, each under 8 MiB. */
-const MAX_DECODED_BYTES = 64 * 1024 * 1024;
 
 function joined(chunks: readonly Uint8Array[]): Uint8Array {
   return chunks.length === 1 ? (chunks[0] as Uint8Array) : Buffer.concat(chunks);

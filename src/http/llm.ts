@@ -1,6 +1,8 @@
 import { API_BUDGETS, type LlmApi } from '../config/api.js';
+import type { HeaderRecord } from '../headers.js';
 import type { Costs } from '../limiter/budgets.js';
 import type { Outcome } from '../limiter/types.js';
+import { type MeteredBody, meteredBody } from './llm-body.js';
 import { parseGoDuration } from './quota-headers/openai.js';
 
 /** Characters per token of the estimate before an answer (both vendors document about 4). */
@@ -153,9 +155,10 @@ function dailyLimit(message: string): boolean {
  * `n` and characters/4 of the prompt, as OpenAI charges at admission; Anthropic: input
  * characters/4, output the running average of the answers' `output_tokens`, at most `max_tokens`),
  * what the answer's `usage` says it really cost, and what a 429's body means. A string or bytes
- * body is read as JSON whatever its content type; one that is not JSON is charged its
- * characters/4 (no `max_tokens` known). A body it cannot see (a stream), or bytes that are not
- * UTF-8 text (an audio file's multipart body, a compressed one), is charged the running average.
+ * body is read as JSON whatever its content type (a compressed one decoded first); one that is not
+ * JSON is charged its characters/4 (no `max_tokens` known). A body it cannot see (a stream), a
+ * multipart body with a file part (an audio file, whatever its bytes), or bytes that are not UTF-8
+ * text, is charged the running average (see {@link meteredBody}).
  * An image, a PDF or audio sent inline (base64) is left out: the APIs count it by its size in tiles
  * or pages, not its characters, and the answer's `usage` corrects the estimate.
  */
@@ -167,15 +170,23 @@ export class LlmMeter {
     this.api = api;
   }
 
-  estimate(body: unknown, method = 'POST', path = ''): LlmEstimate {
+  /**
+   * The costs of a call before it is sent, from its `body` read with its `headers` (see
+   * {@link meteredBody}).
+   */
+  estimate(body: unknown, method = 'POST', path = '', headers?: HeaderRecord): LlmEstimate {
+    return this.estimateOf(() => meteredBody(body, headers), method, path);
+  }
+
+  /** {@link estimate} of a body read already (`read`: asked only for a call that runs a model). */
+  estimateOf(read: () => MeteredBody, method: string, path: string): LlmEstimate {
     if (spendsNoTokens(method, path)) {
       // Counted as a request only: nothing it asks for runs a model, and no answer corrects it.
       const costs: Record<string, number> =
         this.api === 'openai' ? { tokens: 0 } : { input_tokens: 0, output_tokens: 0 };
       return { costs, maxTokens: undefined, seen: true, runsNoModel: true };
     }
-    const text = bodyText(body);
-    const object = objectOf(body, text);
+    const { object, text } = read();
     // A body that is not JSON (text, bytes): its characters/4, the rule of thumb the vendors give.
     const chars = object === undefined ? text?.length : promptChars(object);
     const maxTokens = object === undefined ? undefined : maxTokensOf(object);
@@ -570,51 +581,6 @@ function usageIn(parsed: Record<string, unknown>): Record<string, unknown> | und
 
 function withoutNulls(usage: Record<string, unknown>): Record<string, unknown> {
   return Object.fromEntries(Object.entries(usage).filter(([, v]) => v !== null && v !== undefined));
-}
-
-/**
- * A request's body as the meter reads it: the object the adapter parsed (a JSON content type), or
- * a string or bytes parsed as a JSON object whatever its content type says; else `undefined`. The
- * estimate and the split by model read the same body alike.
- */
-export function bodyObject(body: unknown): Record<string, unknown> | undefined {
-  return objectOf(body, bodyText(body));
-}
-
-/**
- * The JSON object of `body`, whose text is `text` ({@link bodyText}): the object an adapter parsed,
- * or `text` parsed; bytes that are not text are none (a `Uint8Array` is an object, not a JSON one).
- */
-function objectOf(body: unknown, text: string | undefined): Record<string, unknown> | undefined {
-  if (text !== undefined) return jsonObject(text);
-  return isObject(body) && !ArrayBuffer.isView(body) ? body : undefined;
-}
-
-/**
- * A body the adapter holds as a string or bytes (sent with no JSON content type, or one that did
- * not parse: the callbacks see it so), as text; `undefined` for anything else, and for bytes that
- * are not UTF-8 text.
- */
-function bodyText(body: unknown): string | undefined {
-  if (typeof body === 'string') return body;
-  if (!(body instanceof Uint8Array)) return undefined;
-  try {
-    return new TextDecoder('utf-8', { fatal: true }).decode(body);
-  } catch {
-    // Not text (an audio file's multipart body, a gzip-compressed one): its bytes/4 is no count of
-    // tokens (a 3 MB recording was charged 710,000), so it is a body not seen.
-    return undefined;
-  }
-}
-
-/** `text` parsed as a JSON object (an LLM API's body is one, whatever its content type says). */
-function jsonObject(text: string): Record<string, unknown> | undefined {
-  try {
-    const parsed: unknown = JSON.parse(text);
-    return isObject(parsed) ? parsed : undefined;
-  } catch {
-    return undefined;
-  }
 }
 
 function isObject(value: unknown): value is Record<string, unknown> {

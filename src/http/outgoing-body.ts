@@ -26,7 +26,7 @@ export function outgoingBody(body: unknown, headers: HeaderRecord): unknown {
 }
 
 /** `application/json`, `application/problem+json`, ... with or without parameters. */
-function isJson(contentType: string | string[] | undefined): boolean {
+export function isJson(contentType: string | string[] | undefined): boolean {
   const value = Array.isArray(contentType) ? contentType[0] : contentType;
   if (value === undefined) return false;
   const type = value.split(';', 1)[0]?.trim().toLowerCase() ?? '';

@@ -22,7 +22,8 @@ import { answeredLater, promiseAnswer } from '../thenable.js';
 import { type AdapterWait, AdapterWaits } from './adapter-close.js';
 import { classifyResponse, type ResponseRules } from './classify.js';
 import { ConcurrencyGate } from './concurrency.js';
-import { bodyObject, type LlmEstimate, LlmMeter, rateLimitOutcome, refusedCall } from './llm.js';
+import { type LlmEstimate, LlmMeter, rateLimitOutcome, refusedCall } from './llm.js';
+import { requestBody } from './llm-body.js';
 import type { OutgoingRequest, ResolvedInterceptorOptions } from './options.js';
 import {
   credentialParts,
@@ -355,7 +356,7 @@ export class HttpRuntime {
       // alone when partitioning by credential is off.
       return (source) => {
         const credential = headers.length === 0 ? undefined : credentialParts(source.headers, headers);
-        const model = modelOf(source.request().body);
+        const model = modelOf(source.request());
         if (credential === undefined && model === undefined) return undefined;
         const parts = [...(credential ?? []), ...(model === undefined ? [] : ['model', model])];
         return { id: partitionId(parts, secret), name: named(source) };
@@ -424,10 +425,7 @@ export class HttpRuntime {
       return made;
     };
     const units = this.unitsFor(once);
-    const llm = route.llm;
-    if (llm === undefined) return { units, estimate: undefined };
-    const { body, method, path } = once();
-    return { units, estimate: llm.estimate(body, method, path) };
+    return { units, estimate: this.estimate(route, once) };
   }
 
   /**
@@ -482,8 +480,9 @@ export class HttpRuntime {
   estimate(route: Route, request: () => OutgoingRequest): LlmEstimate | undefined {
     const llm = route.llm;
     if (llm === undefined) return undefined;
-    const { body, method, path } = request();
-    return llm.estimate(body, method, path);
+    const made = request();
+    // The body read for the split by model is not read again (see `requestBody`).
+    return llm.estimateOf(() => requestBody(made), made.method, made.path);
   }
 
   /**
@@ -538,9 +537,9 @@ function describe(source: PartitionSource): string {
 }
 
 /** The `model` of an LLM API request's body, when it names one. */
-function modelOf(body: unknown): string | undefined {
-  // A string or bytes body is read as JSON, as the estimate reads it.
-  const model = bodyObject(body)?.model;
+function modelOf(request: OutgoingRequest): string | undefined {
+  // Read as the estimate reads it, once for both (a compressed body decoded, a string parsed).
+  const model = requestBody(request).object?.model;
   return typeof model === 'string' && model !== '' ? model : undefined;
 }
 
