@@ -120,7 +120,7 @@ describeRedis('shared budget: what Redis holds is checked before it is used', ()
     expect(said[0]).toContain(`${keys().state} pausedUntil`);
   });
 
-  it("a report of a member that is not live (one evicted, or written by hand): dropped, the live members' shares add up to the budget", async () => {
+  it("a report of a member that is not live while the members key is there (written by hand): dropped, the live members' shares add up to the budget", async () => {
     const clock = new ManualClock();
     const all = await sharing(clock);
     await redis.hset(keys().reports, 'ghost', '100000 0 0');

@@ -4,6 +4,7 @@ import type { RateController, RateControllerState } from '../controllers/types.j
 import { ConfigError } from '../errors.js';
 import { kAlignSlots, kRecentAcceptedRate } from '../internal.js';
 import type { AdaptiveRateLimiter } from '../limiter/adaptive.js';
+import { debugLine } from '../limiter/debug-log.js';
 import { warnListenerThrew } from '../limiter/listener-threw.js';
 import { redactText } from '../redact.js';
 import { BudgetController, type CutPlan } from './budget-controller.js';
@@ -286,6 +287,7 @@ export class MemberState {
   applyHeartbeat(seq: number, answer: HeartbeatReply, accepted: number, sentAt: number, away = false): void {
     const reply = checkHeartbeat(answer, this.#before, this.#bounds);
     this.#repaired(reply.repaired);
+    this.#membersLost(reply.membersLost);
     this.#recover(reply.members);
     const known = this.#era.generation;
     this.#learn(seq, reply.generation, reply.epoch);
@@ -460,6 +462,22 @@ export class MemberState {
       );
     }
     this.#emit('repaired', { budget: this.#name, repaired });
+  }
+
+  /**
+   * The members' key was missing while their reports were kept (Redis evicted it alone, as
+   * `allkeys-lru` may; a `DEL`): the reports were dropped and their members join again at their
+   * next heartbeats (`rejoined`, their shares held meanwhile). A key lost is no broken store:
+   * one debug line (`NODE_DEBUG=adaptive-rate-limit`), said by the one member heard first after
+   * it, not a `repaired` event or a process warning, which it was at every eviction.
+   */
+  #membersLost(lost: number | undefined): void {
+    if (lost === undefined || lost === 0) return;
+    debugLine(
+      'shared budget "%s": its members key was gone (evicted, deleted): %d reports of members not heard since dropped; they join again at their next heartbeats',
+      this.#name,
+      lost,
+    );
   }
 
   /** ms left of the local limiter's pause. */

@@ -175,6 +175,8 @@ export class MemoryBudgetStore implements BudgetStore {
       rejoined,
       unreported: Math.max(0, members.size - this.#reports.size),
       droppedUnreported,
+      // Its members and reports go together (no key is evicted alone): none is ever lost.
+      membersLost: 0,
       now,
       books: this.#books(now),
     };

@@ -207,6 +207,7 @@ export class RedisBudgetStore implements BudgetStore {
       rejoined: integer(reply[23]) === 1,
       unreported: integer(reply[24]),
       droppedUnreported: integer(reply[25]),
+      membersLost: integer(reply[26]),
     };
   }
 

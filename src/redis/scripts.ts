@@ -90,8 +90,11 @@ end
  * second, and less than a day, is set to now (after a failover to a server whose clock is behind,
  * the state and its learned rate are kept), a member's a day or more ahead is dropped; a report
  * that is not three finite numbers >= 0 and a timeout > 0 (or no timeout: a report of the build
- * before, its member judged by the caller's timeout), or whose member is not live, is dropped. Each repair is listed in `repaired` as "key field", answered to the caller (which
- * warns once). No value is answered: only the key and the field.
+ * before, its member judged by the caller's timeout), or whose member is not live while the members
+ * key is there, is dropped. Each repair is listed in `repaired` as "key field", answered to the
+ * caller (which warns once). No value is answered: only the key and the field. A key missing
+ * (evicted, flushed, expired) is no repair: a missing state is made again (a fresh generation),
+ * and the reports of members lost with the members key are dropped and counted (`membersLost`).
  *
  * A state without its generation (the field deleted by hand: every script writes it first) was
  * taken for a new generation that went on at the old epoch and books: a 429 of a request sent
@@ -254,7 +257,7 @@ end
  * Returns: { rate|'', epoch, pauseRemainingMs, members, share|'', serverNow, generation, accepted,
  *   measured, index, proposed (0|1), books..., repaired, longestMemberTimeoutMs, rejoined (0|1),
  *   unreported (live members without a report), droppedUnreported (members dropped now without a
- *   report) }
+ *   report), membersLost (well-formed reports dropped because the members key was missing) }
  */
 export const HEARTBEAT = `${NOW}${CHECK}${REPORTS}${GENERATION}${CLAMP}${BOOKS}
 local id = ARGV[1]
@@ -266,6 +269,9 @@ local maxRate = tonumber(ARGV[10])
 local ttl = ARGV[11]
 check(tonumber(ARGV[17]))
 local gen = generation(ARGV[12], ttl)
+-- No members key (evicted alone, as allkeys-lru may; deleted): the reports left are those of
+-- members that join again at their next heartbeats, not a broken store (\`membersLost\`).
+local membersMissing = redis.call('EXISTS', KEYS[2]) == 0
 
 -- Not among the members (dropped after its silence, or the members lost): it joins again.
 local rejoined = 0
@@ -308,16 +314,21 @@ for i = 1, #dead, ${DEAD_CHUNK} do
   redis.call('HDEL', KEYS[3], unpack(dead, i, last))
 end
 -- The reports left after the dead members were dropped: each one broken, or whose member is not
--- live, is deleted (and listed as repaired); the others are kept, in the hash's order, and this
--- member's own report takes its place among them (the end, when it had none or a broken one).
+-- live, is deleted (listed as repaired; one whose member was lost with the members key, counted
+-- in \`membersLost\`); the others are kept, in the hash's order, and this member's own report
+-- takes its place among them (the end, when it had none or a broken one).
 local report = ARGV[2] .. ' ' .. ARGV[3] .. ' ' .. ARGV[4] .. ' ' .. ARGV[6]
 -- This member's own figures as sent (its timeout is \`timeout\`, the longest's start below).
 local own = { id = id, d = ARGV[2], a = ARGV[3], m = ARGV[4] }
 local kept = {}
 local placed = false
+local membersLost = 0
 for _, r in ipairs(reports) do
   if not gone[r.id] then
-    if not r.ok or not live[r.id] then
+    if r.ok and not live[r.id] and membersMissing then
+      redis.call('HDEL', KEYS[3], r.id)
+      membersLost = membersLost + 1
+    elseif not r.ok or not live[r.id] then
       redis.call('HDEL', KEYS[3], r.id)
       table.insert(repaired, KEYS[3] .. ' ' .. r.id)
     elseif r.id == id then
@@ -394,6 +405,7 @@ table.insert(reply, string.format('%.17g', longest))
 table.insert(reply, rejoined)
 table.insert(reply, math.max(0, members - #kept))
 table.insert(reply, droppedUnreported)
+table.insert(reply, membersLost)
 return reply
 `;
 

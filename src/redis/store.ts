@@ -202,6 +202,14 @@ export interface HeartbeatReply {
    * that does not answer it): 0.
    */
   droppedUnreported?: number | undefined;
+  /**
+   * Reports dropped because the members' key was missing (Redis evicted it alone, as
+   * `allkeys-lru` or `allkeys-random` may, or it was deleted) while the reports were kept: each
+   * of their members joins again at its next heartbeat ({@link rejoined}). A key lost is not a
+   * broken store: not in {@link repaired}; member-state.ts says it as a debug line
+   * (`NODE_DEBUG=adaptive-rate-limit`). `undefined` (a store that does not answer it): 0.
+   */
+  membersLost?: number | undefined;
   /** The store's clock at the answer, ms (Redis: the server's `TIME`). */
   now: number;
   books: ControllerBooks;
@@ -512,6 +520,7 @@ export function checkHeartbeat(
     rejoined: reply.rejoined === true,
     unreported: isCount(reply.unreported) ? reply.unreported : 0,
     droppedUnreported: isCount(reply.droppedUnreported) ? reply.droppedUnreported : 0,
+    membersLost: isCount(reply.membersLost) ? reply.membersLost : 0,
     now: typeof reply.now === 'number' && Number.isFinite(reply.now) ? reply.now : Number.NaN,
     books: checkBooks(reply.books),
   };
