@@ -4,6 +4,7 @@ import { MAX_TIMER_MS } from '../clock.js';
 import { parseClusterUrl } from '../config/shared.js';
 import { AdaptiveRateLimitError, ConfigError } from '../errors.js';
 import type { RedisClient } from './client.js';
+import { oneWriteConnector } from './connector.js';
 import { CUT, HEARTBEAT, LEAVE, PAUSE } from './scripts.js';
 import {
   type BudgetStore,
@@ -112,10 +113,13 @@ export class RedisBudgetStore implements BudgetStore {
 
   /**
    * A server that refuses a new connection (at its `maxclients`: `-ERR max number of clients
-   * reached`) writes why and closes it at once; ioredis tells no error (or, when its first write
-   * lost the race, `write EPIPE`), so the calls it fails meanwhile said only "Reached the max
+   * reached`) writes why and closes it at once; ioredis tells no error (or, when a write met the
+   * server's reset, `write EPIPE`), so the calls it fails meanwhile said only "Reached the max
    * retries per request limit". The first reply of a connection, read before it is ready, when it
-   * is an error, is kept for them; else the close itself.
+   * is an error, is kept for them, over the socket's error that followed it; else the close
+   * itself. The handshake goes out in one write (connector.ts), so the refusal is read before the
+   * reset is: written command by command, the second write met the reset and the socket was
+   * destroyed with the refusal unread.
    */
   #watchRefusal(client: OwnClient): void {
     let ready = false;
@@ -381,7 +385,11 @@ function openClient(url: string, timeout: number): OwnClient {
   const reconnectOnError = (error: Error) => (error.message.startsWith('READONLY') ? 2 : false);
   const cluster = parseClusterUrl(url);
   if (cluster === undefined) {
+    // The handshake in one write, so a refusal at the server's maxclients is read (connector.ts);
+    // an ioredis without AbstractConnector connects as it does.
+    const base = ioredis.AbstractConnector as unknown as Parameters<typeof oneWriteConnector>[0] | undefined;
     return new ioredis.Redis(url, {
+      ...(base === undefined ? {} : { Connector: oneWriteConnector(base) as never }),
       maxRetriesPerRequest: 0,
       connectTimeout: timeout,
       retryStrategy,
