@@ -97,9 +97,12 @@ export interface AttemptPlan<T> {
    * answer that freed room in that turn), and the transport may not have settled that answer yet.
    * The HTTP adapters wait one turn of the event loop here, as undici gives a keep-alive socket
    * back to its pool only on the next turn: sent at once, the retry found the socket busy and
-   * opened a second connection. The abort, close and replay checks run after it. @default none
+   * opened a second connection. `held` is the throttled result the retry replaces (`undefined`
+   * after a thrown error): the HTTP adapters first read the rest of its body (see
+   * `HELD_BODY_DRAIN_MS`), as dropping a body still coming closes its connection. The abort,
+   * close and replay checks run after it. @default none
    */
-  beforeRetry?(): Promise<void>;
+  beforeRetry?(held: T | undefined): Promise<void>;
   /** Whether a throttled error may be sent again. @default true */
   canRetryError?(error: unknown): boolean;
   /**
@@ -202,7 +205,7 @@ async function attempts<T>(plan: AttemptPlan<T>, first: Permit | undefined): Pro
     }
     // A retry waits for its transport to settle the answer it replaces.
     if (attempt > 1 && plan.beforeRetry !== undefined) {
-      await plan.beforeRetry();
+      await plan.beforeRetry(held?.result);
     }
     // Aborted (or its adapter closed) after its units were granted, before it went: a grant
     // resolves a microtask before the send, and an abort in between must not send it. Nothing

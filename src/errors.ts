@@ -121,7 +121,9 @@ export class ThrottledBodyTooLongError extends AdaptiveRateLimitError {
  * closed, and the 429 judged on its status and headers alone (a rate limit, retried per its
  * `Retry-After`). When no retry is sent after all, the caller gets that answer (status and headers
  * as sent), and its body ends with this error after the bytes received in time, as a body cut at
- * the held-body cap ends with {@link ThrottledBodyTooLongError}.
+ * the held-body cap ends with {@link ThrottledBodyTooLongError}. Also the end of any held throttled
+ * answer's body still coming 1 s after its retry had its units (`HELD_BODY_DRAIN_MS`), when that
+ * retry is then not sent after all (a one-shot request body that could no longer be replayed).
  */
 export class ThrottledBodyTimeoutError extends AdaptiveRateLimitError {
   /** The status of the throttled answer. */
@@ -132,7 +134,7 @@ export class ThrottledBodyTimeoutError extends AdaptiveRateLimitError {
   constructor(status: number, timeoutMs: number) {
     super(
       'ERR_THROTTLED_BODY_TIMEOUT',
-      `the body of the throttled answer (${status}) read to judge it did not end within ${timeoutMs} ms: cut there, its connection closed`,
+      `the body of the throttled answer (${status}) did not end within ${timeoutMs} ms of its read: cut there, its connection closed`,
     );
     this.name = 'ThrottledBodyTimeoutError';
     this.status = status;

@@ -23,6 +23,23 @@ export interface BodyDeadline {
 export const MAX_HELD_BODY_BYTES = 64 * 1024;
 
 /**
+ * How long a throttled answer's body still coming when its retry is ready to go is read on before
+ * the retry goes (1 s, on the limiter's clock, from then): a body that needs more than one socket
+ * read (written in parts, longer than a TCP window) had not ended in the turn of a grant at once
+ * (`Retry-After: 0`), and dropping it aborted it, closing its keep-alive connection: the retry and
+ * the next request opened new sockets (3 sockets for each retried 429 on an undici `Agent`, where
+ * the retry, sent as the body ended, reuses the one). Read to its end, it is kept (up to
+ * {@link MAX_HELD_BODY_BYTES}, past which it is cut at once, as while it is held), and the retry
+ * goes over its socket. A body that has not ended by then (a proxy's page that trickles without
+ * end) is cut, its connection closed, and the retry goes: read on for ever, it held its
+ * connection (with `connections: 1` the retry never went out). 1 s is about what opening a new
+ * connection costs over TLS to a far origin several times over, so the wait rarely delays a retry
+ * more than the new socket would have; a refused retry's answer is never cut by it (the drain
+ * starts only once the retry has its units).
+ */
+export const HELD_BODY_DRAIN_MS = 1_000;
+
+/**
  * Keeps `chunk` of a throttled answer's body in `kept`, up to {@link MAX_HELD_BODY_BYTES}: past
  * the cap, the part that fits is kept and the error the body ends with is returned (the caller
  * then cuts the rest and closes its connection). The interceptor's held answer, the fetch wrapper's
@@ -375,12 +392,12 @@ export class Attempt implements Dispatcher.DispatchHandler {
   }
 
   /**
-   * Drops the held response without the caller seeing it, once its retry has its units. A body
-   * still coming by then (its retry waited a pause: a small 429 body has long ended) is aborted,
-   * its connection closed: read on and thrown away, a body that trickles without end (a proxy's
-   * page, a gateway's stream) was read for ever, holding its connection (with `connections: 1`
-   * the retry never went out); and a request body not sent whole must not be read on by this
-   * attempt, as the next one needs it.
+   * Drops the held response without the caller seeing it, once its retry has its units and its
+   * body was read to its end (or for {@link HELD_BODY_DRAIN_MS}). A body still coming then (a
+   * body that trickles without end: a proxy's page, a gateway's stream; one dropped as its
+   * request ends otherwise) is aborted, its connection closed: read on and thrown away, it was
+   * read for ever, holding its connection (with `connections: 1` the retry never went out); and a
+   * request body not sent whole must not be read on by this attempt, as the next one needs it.
    */
   discard(): void {
     if (!this.held) return;

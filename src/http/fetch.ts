@@ -9,10 +9,10 @@ import { normalizeOrigin } from '../origin.js';
 import { redactError } from '../redact.js';
 import type { RateLimiterRegistry } from '../registry/index.js';
 import { type AdapterWait, closedRefusal } from './adapter-close.js';
-import { untilSocketReturned } from './attempt.js';
+import { HELD_BODY_DRAIN_MS, untilSocketReturned } from './attempt.js';
 import { errorOutcome } from './classify.js';
 import { slotBound } from './concurrency.js';
-import { holdResponse } from './held-response.js';
+import { heldBodyEnded, holdResponse } from './held-response.js';
 import { heldRefusal, llmAnswer, readRefusal, refusalBody } from './llm-answers.js';
 import { type InterceptorOptions, type OutgoingRequest, resolveInterceptorOptions } from './options.js';
 import { withLazyBody } from './outgoing-body.js';
@@ -173,7 +173,13 @@ export function rateLimitedFetch(options: RateLimitedFetchOptions = {}): RateLim
         // Read into memory while the retry waits: an unread body would keep its connection.
         hold: holdWithRefusal,
         discard: (r) => dropBody(r.body),
-        beforeRetry: untilSocketReturned,
+        // The held body read to its end first: cancelled while it comes, it closed its connection.
+        beforeRetry: async (held) => {
+          if (held !== undefined) {
+            await heldBodyEnded(held, { clock: runtime.clockOf(route), ms: HELD_BODY_DRAIN_MS });
+          }
+          await untilSocketReturned();
+        },
       });
       return estimate === undefined
         ? response

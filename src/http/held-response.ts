@@ -1,5 +1,20 @@
-import { ThrottledBodyTooLongError } from '../errors.js';
-import { keepUpToCap, MAX_HELD_BODY_BYTES } from './attempt.js';
+import { ThrottledBodyTimeoutError, ThrottledBodyTooLongError } from '../errors.js';
+import { type BodyDeadline, HELD_BODY_DRAIN_MS, keepUpToCap, MAX_HELD_BODY_BYTES } from './attempt.js';
+
+/** How each held response's read is waited for ({@link heldBodyEnded}). */
+const drains = new WeakMap<Response, (deadline: BodyDeadline) => Promise<void>>();
+
+/**
+ * Resolves once the body of `held` (a response {@link holdResponse} made) has been read to its end,
+ * cut at the cap, or failed: what the retry waits for before it drops `held`, as a body cancelled
+ * while it comes closes its connection (see {@link HELD_BODY_DRAIN_MS}). A body that has not
+ * ended `deadline.ms` after this call is cut then, its connection closed (if the caller gets
+ * `held` after all, its body ends with a {@link ThrottledBodyTimeoutError} after the bytes kept).
+ * At once for any other response.
+ */
+export function heldBodyEnded(held: Response, deadline: BodyDeadline): Promise<void> {
+  return drains.get(held)?.(deadline) ?? Promise.resolve();
+}
 
 /**
  * A throttled fetch `Response` held while its retry waits, in the fetch wrapper. Its body is read
@@ -24,9 +39,12 @@ export function holdResponse(response: Response): Response {
   let end: { error?: unknown } | undefined;
   let wake: (() => void) | undefined;
   let dropped = false;
+  /** Told once the read has ended (see {@link heldBodyEnded}). */
+  let ended: (() => void) | undefined;
   const notify = () => {
     wake?.();
     wake = undefined;
+    if (end !== undefined) ended?.();
   };
 
   void (async () => {
@@ -75,6 +93,28 @@ export function holdResponse(response: Response): Response {
   Object.defineProperties(held, {
     url: { value: response.url },
     redirected: { value: response.redirected },
+  });
+  drains.set(held, ({ clock, ms }) => {
+    if (end !== undefined) return Promise.resolve();
+    return new Promise<void>((resolve) => {
+      // keepAlive: a request waits on it (its socket keeps the process running anyway).
+      const timer = clock.setTimeout(
+        () => {
+          if (end !== undefined) return;
+          const cut = new ThrottledBodyTimeoutError(response.status, ms);
+          end = { error: cut };
+          reader.cancel(cut).catch(() => {});
+          notify();
+        },
+        ms,
+        true,
+      );
+      ended = () => {
+        ended = undefined;
+        clock.clearTimeout(timer);
+        resolve();
+      };
+    });
   });
   return held;
 }

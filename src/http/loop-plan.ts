@@ -7,6 +7,7 @@ import {
   type AttemptJudge,
   type AttemptOwner,
   type BodyDeadline,
+  HELD_BODY_DRAIN_MS,
   untilSocketReturned,
 } from './attempt.js';
 import type { CallerController } from './caller-controller.js';
@@ -116,8 +117,17 @@ export class LoopPlan implements AttemptPlan<Attempt> {
     return !attempt.upgraded && this.#request.canRetry();
   }
 
-  /** A retry waits for undici to take its socket back (see {@link untilSocketReturned}). */
-  beforeRetry(): Promise<void> {
+  /**
+   * A retry waits for the body of the answer it replaces to end (read on for at most
+   * {@link HELD_BODY_DRAIN_MS}: dropped while it comes, it closed its connection), then for undici
+   * to take its socket back (see {@link untilSocketReturned}).
+   */
+  async beforeRetry(held: Attempt | undefined): Promise<void> {
+    if (held?.held === true && !held.heldToTheEnd) {
+      const { runtime, route } = this.#request;
+      const deadline = { clock: runtime.clockOf(route), ms: HELD_BODY_DRAIN_MS };
+      await new Promise<void>((resolve) => held.afterBody(resolve, deadline));
+    }
     return untilSocketReturned();
   }
 
