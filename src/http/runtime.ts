@@ -212,7 +212,7 @@ export class HttpRuntime {
     ) {
       return known;
     }
-    return this.#resolve(origin);
+    return this.#resolve(origin, known);
   }
 
   /**
@@ -263,10 +263,21 @@ export class HttpRuntime {
     return partitioned;
   }
 
-  #resolve(origin: string): Route | undefined {
+  /**
+   * Looks the route of `origin` up in the registry and builds it. `known`: the route remembered
+   * for it, looked up again (see {@link route}); when that is the overflow limiter's and the
+   * registry still has no room, it is returned as it is: it was built again at every request
+   * (its entry's config read, its quota reader, partitioner and meter made anew). The registry's
+   * look for room (at most 16 limiters looked at) still runs at each of them: it is how the origin
+   * leaves the overflow limiter as soon as a limiter's requests are done.
+   */
+  #resolve(origin: string, known?: Route): Route | undefined {
     // A limiter made now (a change of the registry) clears the routes at the next request:
     // simpler than telling which routes the look-up's own changes leave valid.
     const found = this.registry[kRouteForOrigin](origin);
+    // Nothing it was built from changed: the registry's entries (else `route` cleared it), the
+    // limiter, and `held`, which is never set for the overflow limiter.
+    if (known?.name === OVERFLOW && found?.name === OVERFLOW && found.limiter === known.limiter) return known;
     if (this.#routes.size >= MAX_ROUTES) this.#routes.clear();
     if (found === undefined) {
       this.#routes.set(origin, null);

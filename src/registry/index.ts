@@ -269,10 +269,14 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
       if (name !== undefined && claimed === undefined) this.#claims.set(name, partition.id);
       if (claimed === undefined || claimed === partition.id) return undefined;
     }
-    const label = partition.name?.();
-    const limiterName = label === undefined ? key : partitionKey(name ?? origin, label);
+    // Named (the user's `partitionName`) only when a limiter is made for it: a partition on the
+    // overflow limiter was named at each of its requests.
+    const limiterName = () => {
+      const label = partition.name?.();
+      return label === undefined ? key : partitionKey(name ?? origin, label);
+    };
     if (this.#closed) {
-      const limiter = makeLimiter(limiterName, config, this.#clock);
+      const limiter = makeLimiter(limiterName(), config, this.#clock);
       limiter.close();
       return { key, limiter, instance: limiter, own: false };
     }
@@ -284,7 +288,7 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
       const shared = name !== undefined ? this.#namedOverflowOf(name, config) : this.#overflowLimiter(config);
       return { key, limiter: shared, instance: shared, own: false };
     }
-    const limiter = makeLimiter(limiterName, config, this.#clock);
+    const limiter = makeLimiter(limiterName(), config, this.#clock);
     setLimiterPartition(limiter, partition.id);
     setLimiterOrigins(limiter, entry !== undefined ? entry.exact : [origin]);
     if (pausedUntil !== undefined) limiter.pauseFor(pausedUntil - this.#clock.now());
