@@ -247,6 +247,26 @@ describe('the read before the retry is bounded', () => {
     expectSettled(limiter, 2);
   });
 
+  it('an abort while the body is read before the retry: nothing more is sent, the caller gets its reason, the books settle', async () => {
+    const server = await firstThrottled((res) => {
+      res.write('x');
+      const drip = setInterval(() => res.write('x'), 5);
+      res.on('close', () => clearInterval(drip));
+    });
+    const { limiter, dispatcher } = limitedAgent(server.origin, new ManualClock());
+    const abort = new AbortController();
+    const reason = new Error('caller gave up');
+
+    const answer = settled(request(`${server.origin}/`, { dispatcher, signal: abort.signal }));
+    await until(() => limiter.granted === 2, 'the retry to be granted');
+    for (let i = 0; i < 10; i++) await nextTurn();
+    abort.abort(reason);
+    await until(() => answer.done, 'the request to end');
+    expect(answer.error).toBe(reason);
+    expect(server.requests).toBe(1);
+    expectSettled(limiter, 2);
+  });
+
   it('a 1 MiB body in two writes is cut at the 64 KiB kept, and the retry goes without waiting', async () => {
     const server = await firstThrottled((res) => {
       res.write(Buffer.alloc(512 * 1024, 'a'));
@@ -290,6 +310,39 @@ describe('the read before the retry is bounded', () => {
     await until(() => answer.done, 'the retry to be answered');
     expect(answer.value).toEqual({ status: 200, body: 'ok' });
     expect(server.connections).toBeGreaterThan(1);
+    expectSettled(limiter, 2);
+  });
+
+  it('the fetch wrapper: an abort while the body is read before the retry ends the call with its reason at once', async () => {
+    const server = await firstThrottled((res) => {
+      res.write('x');
+      const drip = setInterval(() => res.write('x'), 5);
+      res.on('close', () => clearInterval(drip));
+    });
+    const clock = new ManualClock();
+    const limiter = new CountingLimiter({ clock, ...NEVER_BINDS });
+    const agent = new Agent();
+    cleanups.push(
+      () => agent.close(),
+      () => limiter.close(),
+    );
+    const limited = rateLimitedFetch({
+      limiters: { x: { origins: [server.origin], limiter } },
+      default: false,
+      clock,
+      fetch: (input, init) => fetch(input, { ...init, dispatcher: agent } as RequestInit),
+    });
+    cleanups.push(() => limited.close());
+    const abort = new AbortController();
+    const reason = new Error('caller gave up');
+
+    const answer = settled(limited(`${server.origin}/`, { signal: abort.signal }));
+    await until(() => limiter.granted === 2, 'the retry to be granted');
+    for (let i = 0; i < 10; i++) await nextTurn();
+    abort.abort(reason);
+    await until(() => answer.done, 'the call to end');
+    expect(answer.error).toBe(reason);
+    expect(server.requests).toBe(1);
     expectSettled(limiter, 2);
   });
 });
