@@ -14,7 +14,14 @@ import {
   kTake,
 } from '../internal.js';
 import type { RateGate } from './bucket.js';
-import { checkQuota, checkUnitsUsed, checkWait, type LimiterPermit } from './permit.js';
+import {
+  checkedQuotas,
+  checkQuota,
+  checkUnitsUsed,
+  checkWait,
+  type LimiterPermit,
+  quotasChecked,
+} from './permit.js';
 import type { AnnouncedQuota, Permit } from './types.js';
 
 /** Units a request draws from each named budget (a budget left out: 0). */
@@ -505,7 +512,9 @@ export class BudgetedPermit implements Permit {
   #quotaOf(name: string, quota: Quota): Quota {
     if (quota === undefined) return undefined;
     const own = quota.filter((q) => (q.budget ?? this.#firstName) === name);
-    return own.length === 0 ? undefined : own;
+    if (own.length === 0) return undefined;
+    // Part of a list checked where it was read: its budget's permit does not check it again.
+    return quotasChecked(quota) ? checkedQuotas(own) : own;
   }
 }
 

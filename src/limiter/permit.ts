@@ -124,13 +124,37 @@ export class LimiterPermit implements Permit {
 }
 
 /**
+ * The lists of announced quotas the library made and checked where it read them (the HTTP
+ * adapters' quota reader, see `quotaReader`; a budget's part of such a list): {@link checkQuota}
+ * passes them as they are. Checked again at the permit, each answer's quotas were checked twice
+ * (every field of every quota: about 0.1 µs an answer for two quotas). A list you pass is never
+ * in it (you may change it between calls): it is checked at every call.
+ */
+const checkedLists = new WeakSet<readonly unknown[]>();
+
+/**
+ * `list`, marked as checked (see {@link checkedLists}): every item passes {@link quotaProblem}.
+ * Only for a list the library made and no code of yours can change. @internal
+ */
+export function checkedQuotas<L extends readonly unknown[]>(list: L): L {
+  checkedLists.add(list);
+  return list;
+}
+
+/** Whether `list` was marked by {@link checkedQuotas}. @internal */
+export function quotasChecked(list: readonly unknown[] | undefined): boolean {
+  return list !== undefined && checkedLists.has(list);
+}
+
+/**
  * Throws when a permit's `quota` argument is given but is not an array of announced quotas (one
  * object passed where the list belongs, or a list with a hole: `[undefined]`, `[null]`), before
- * the permit settles, so a corrected call still settles it.
+ * the permit settles, so a corrected call still settles it. A list the library checked where it
+ * read it ({@link checkedQuotas}) is not checked again.
  * @internal
  */
 export function checkQuota(method: string, quota: unknown): void {
-  if (quota === undefined) return;
+  if (quota === undefined || checkedLists.has(quota as readonly unknown[])) return;
   if (!Array.isArray(quota))
     throw new InvalidArgumentError(
       method,

@@ -1,7 +1,7 @@
 import type { HeaderProfile, QuotaFromHeaders } from '../../config/types.js';
 import { InvalidCallbackValueError } from '../../errors.js';
 import type { HeaderLookup, HeaderRecord } from '../../headers.js';
-import { describeValue, quotaProblem, validQuotaFields } from '../../limiter/permit.js';
+import { checkedQuotas, describeValue, quotaProblem, validQuotaFields } from '../../limiter/permit.js';
 import type { AnnouncedQuota } from '../../limiter/types.js';
 import { answeredLater, promiseAnswer } from '../../thenable.js';
 import { readAnthropic } from './anthropic.js';
@@ -30,7 +30,9 @@ const VENDORS: Readonly<
 
 /**
  * The reader of a limiter's `headers` profile and `quotaFromHeaders`, or `undefined` when it
- * reads nothing. What `quotaFromHeaders` returns is added to what the profile reads.
+ * reads nothing. What `quotaFromHeaders` returns is added to what the profile reads. Its list is
+ * checked here, once (the profile's quotas without the numbers no quota has, `quotaFromHeaders`'
+ * refused by name), and marked so (`checkedQuotas`): the permit it settles does not check it again.
  */
 export function quotaReader(
   profile: HeaderProfile | false | undefined,
@@ -46,9 +48,10 @@ export function quotaReader(
     if (out !== undefined) out = withValidFields(out);
     if (quotaFromHeaders !== undefined) {
       const own = ownQuota(quotaFromHeaders(record()));
-      if (own !== undefined) out = out === undefined ? own : [...out, ...own];
+      // Copied: the list is the reader's own, which the user's code no longer holds.
+      if (own !== undefined) out = out === undefined ? [...own] : [...out, ...own];
     }
-    return out;
+    return out === undefined ? undefined : checkedQuotas(out);
   };
 }
 
