@@ -192,8 +192,9 @@ export class Ceilings {
    *
    * A fixed window's credit is what this process may still send in it: the last `remaining` less
    * the units granted after the request whose answer gave that reading, those in flight or
-   * answered later without a newer reading (not those that ended with no answer: see
-   * {@link unanswered}). A window does not refill, so at 0 or below no more is granted until a
+   * answered later without a newer reading (not those that ended with no answer, see
+   * {@link unanswered}, nor those answered with no quota headers or with other policies': see
+   * {@link answer}). A window does not refill, so at 0 or below no more is granted until a
    * newer reading (each answer read computes it again) or the window's reset (or `maxPause` after
    * the reading, as the pause at 0: a later reading of 0 holds again); when every call
    * granted since the reading ended unanswered, the credit is `remaining` again: no stall. When
@@ -254,13 +255,16 @@ export class Ceilings {
       const pause = this.#read(name, quota, now, limits, answer, granted);
       if (pause !== undefined && pause.requestedMs > announced.requestedMs) announced = pause;
     }
-    const others = quotas !== undefined && quotas.length > 0;
     for (const [name, policy] of this.#policies) {
       if (policy.seenIn === answer) continue;
       if (++policy.missed >= STALE_AFTER_ANSWERS) this.#policies.delete(name);
       // An answer that announces other policies, not this one (GitHub's core beside its search
-      // on one origin): its call counted against those, not against this window's credit.
-      else if (others && this.#windows) release(policy, granted, units);
+      // on one origin): its call counted against those, not against this window's credit. An
+      // answer that announces none (a proxy's 502, a load balancer's 500 page, a 429 with no
+      // quota headers) tells nothing about the window: its unit is released as a call that
+      // ended unanswered is (the request may never have reached the API; the next reading
+      // counts it if it did). Kept, it held the credit until the reset with no reading to come.
+      else if (this.#windows) release(policy, granted, units);
     }
     this.#recompute(now);
     return announced;

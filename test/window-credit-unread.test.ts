@@ -1,0 +1,66 @@
+import { describe, expect, it } from 'vitest';
+import type { ManualClock } from '../src/clock.js';
+import type { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
+import type { ReadQuota } from '../src/limiter/types.js';
+import { grantsOver, take, windowLimiter } from './helpers/window-limiter.js';
+
+// A fixed window's credit and the answers that tell nothing about the window (a proxy's 502, a
+// 429 with no quota headers), and requests of several units. Every limiter runs on a manual
+// clock; grants are counted with tryAcquire as the clock is stepped, never against real time.
+
+const flush = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+/** GitHub's hour as its profile reads it (5,000 a window), spent at 900 a minute. */
+const hour = (remaining: number, resetMs: number): ReadQuota[] => [
+  { policy: 'github:core', limit: 5_000, windowMs: 3_600_000, remaining, resetMs, burstPerMinute: 900 },
+];
+
+/** Two calls answered 10 and then 9 left of the hour: a fixed window, 9 left, nothing in flight. */
+function windowWithNineLeft(clock: ManualClock, limiter: AdaptiveRateLimiter): void {
+  take(limiter).success(undefined, hour(10, 3_000_000));
+  clock.advance(50);
+  take(limiter).success(undefined, hour(9, 2_999_950));
+  expect(limiter.snapshot().announcedRate).toBe(900);
+}
+
+describe("a fixed window's credit and answers with no quota headers", () => {
+  it("releases the unit of an answer with no quota headers (a proxy's 502): no hold until the reset", () => {
+    const { clock, limiter } = windowLimiter();
+    windowWithNineLeft(clock, limiter);
+    const sent = grantsOver(clock, limiter);
+    expect(sent).toHaveLength(9);
+    expect(limiter.snapshot().heldUntil).toBeDefined();
+    // A load balancer answers three with a 502 page (the others still in flight): no reading
+    // will ever count them, and nothing else answers before the reset, 50 minutes away.
+    for (const permit of sent.slice(0, 3)) permit.failed();
+    expect(limiter.snapshot().heldUntil).toBeUndefined();
+    expect(grantsOver(clock, limiter, 10)).toHaveLength(3);
+  });
+
+  it('releases the unit of a success with no quota headers', () => {
+    const { clock, limiter } = windowLimiter();
+    windowWithNineLeft(clock, limiter);
+    const sent = grantsOver(clock, limiter);
+    for (const permit of sent.slice(0, 2)) permit.success();
+    expect(grantsOver(clock, limiter, 10)).toHaveLength(2);
+  });
+
+  it('counts a call throttled with no quota headers and then retried once', async () => {
+    const { clock, limiter } = windowLimiter();
+    windowWithNineLeft(clock, limiter);
+    // 8 calls in flight, 1 left; the ninth is answered 429 with no quota headers.
+    const sent = grantsOver(clock, limiter, 9);
+    expect(sent).toHaveLength(9);
+    sent[8]?.throttled(0);
+    // Its retry takes the one unit left; with both counted it waited for the reset (50 minutes).
+    let retried = false;
+    limiter.acquire().then((p) => {
+      retried = true;
+      p.success(undefined, hour(0, 2_999_000));
+    });
+    clock.advance(100);
+    await flush();
+    expect(retried).toBe(true);
+    expect(limiter.tryAcquire()).toBeUndefined();
+  });
+});
