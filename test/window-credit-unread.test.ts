@@ -64,3 +64,66 @@ describe("a fixed window's credit and answers with no quota headers", () => {
     expect(limiter.tryAcquire()).toBeUndefined();
   });
 });
+
+describe("a fixed window's credit and requests of several units", () => {
+  it('holds a request larger than the credit left until a newer reading', async () => {
+    const { clock, limiter } = windowLimiter();
+    windowWithNineLeft(clock, limiter);
+    // 7 in flight: 2 left.
+    const sent = grantsOver(clock, limiter, 7);
+    expect(sent).toHaveLength(7);
+    clock.advance(100);
+    expect(limiter.tryAcquire(5)).toBeUndefined();
+    let granted = false;
+    limiter.acquire(5).then((p) => {
+      granted = true;
+      p.success();
+    });
+    clock.advance(1_000);
+    await flush();
+    expect(granted).toBe(false);
+    expect(limiter.snapshot().heldUntil).toBeDefined();
+    // The last call sent, answered 1 s after it went, found 8 left: 8 more.
+    sent[6]?.success(undefined, hour(8, 2_998_000));
+    await flush();
+    expect(granted).toBe(true);
+  });
+
+  it("goes with the credit left once it is enough, a small request not held by a large one's need", () => {
+    const { clock, limiter } = windowLimiter();
+    windowWithNineLeft(clock, limiter);
+    grantsOver(clock, limiter, 7);
+    clock.advance(100);
+    expect(limiter.tryAcquire(2)).toBeDefined();
+    clock.advance(100);
+    expect(limiter.tryAcquire(1)).toBeUndefined();
+  });
+
+  it("lets a request larger than the window's whole limit go at the reset, never holding it for ever", async () => {
+    const { clock, limiter } = windowLimiter();
+    windowWithNineLeft(clock, limiter);
+    let granted = false;
+    limiter.acquire(6_000).then((p) => {
+      granted = true;
+      p.success(undefined, hour(5_000, 3_600_000));
+    });
+    clock.advance(1_000);
+    await flush();
+    expect(granted).toBe(false);
+    clock.advance(2_999_950 - 1_000);
+    await flush();
+    expect(granted).toBe(true);
+  });
+
+  it("lets a request larger than the window's whole limit go on a full window's reading", async () => {
+    const { clock, limiter } = windowLimiter();
+    take(limiter).success(undefined, hour(5_000, 3_600_000));
+    clock.advance(50);
+    const second = take(limiter);
+    clock.advance(50);
+    // Read as a window with its full credit (the first reading after a reset): it may go.
+    second.success(undefined, hour(5_000, 3_599_900));
+    clock.advance(2_000);
+    expect(limiter.tryAcquire(6_000)).toBeDefined();
+  });
+});

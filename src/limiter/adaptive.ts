@@ -422,7 +422,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
 
   /** @internal */
   [kReadyAt](units: number, start: number): number {
-    const held = this.#ceilings?.heldUntil(this.#grantedUnits, start) ?? Number.NEGATIVE_INFINITY;
+    const held = this.#ceilings?.heldUntil(this.#grantedUnits, start, units) ?? Number.NEGATIVE_INFINITY;
     return this.#bucket.readyAt(units, Math.max(start, this.#pause.until, held));
   }
 
@@ -640,7 +640,8 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
       cuts: book.cuts,
       closed: this.#closed,
     };
-    const held = this.#ceilings?.heldUntil(this.#grantedUnits, now);
+    // For the head's units when a request waits: a credit too little for it holds it too.
+    const held = this.#ceilings?.heldUntil(this.#grantedUnits, now, this.#line?.headUnits || 1);
     if (held !== undefined && held > now) snapshot.heldUntil = held;
     const label = this.#budgetName;
     if (label === undefined) return snapshot;
@@ -859,7 +860,8 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
       quota = ceilings.floors.apply(quota);
     }
     // A fixed window's credit used up (see `Ceilings.heldUntil`): a newer reading computes it again.
-    const held = this.#line !== undefined && ceilings.heldUntil(this.#grantedUnits, now) > now;
+    const line = this.#line;
+    const held = line !== undefined && ceilings.heldUntil(this.#grantedUnits, now, line.headUnits || 1) > now;
     const { pauseMs, requestedMs } = ceilings.answer(
       quota,
       ownUnits,
@@ -925,7 +927,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     if (ceilings !== undefined) {
       if (ceilings.expired(now)) this.#applyCeiling(now);
       // A fixed window's credit used up (see `Ceilings.heldUntil`): held until an answer or its reset.
-      if (ceilings.heldUntil(this.#grantedUnits, now) > now) return false;
+      if (ceilings.heldUntil(this.#grantedUnits, now, units) > now) return false;
     }
     return (
       !this.#pause.active(now) &&
@@ -1043,7 +1045,7 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
       },
       heldUntil: (units, now) => {
         if (this.#slowStart !== undefined && !this.#slowStart.allows(units)) return Number.POSITIVE_INFINITY;
-        return this.#ceilings?.heldUntil(this.#grantedUnits, now) ?? Number.NEGATIVE_INFINITY;
+        return this.#ceilings?.heldUntil(this.#grantedUnits, now, units) ?? Number.NEGATIVE_INFINITY;
       },
       grant: (units, now, since) => {
         if (budgets === undefined) {

@@ -81,6 +81,8 @@ interface Policy {
   released: number[] | undefined;
   /** The reading's time plus `maxPause` (ms): a used-up credit holds no longer, as a pause. */
   holdEnd: number;
+  /** The window's whole quota as last announced (units); `undefined` when not announced. */
+  limit: number | undefined;
 }
 
 /** What an announcement asks of the limiter. */
@@ -186,9 +188,9 @@ export class Ceilings {
   }
 
   /**
-   * Whether a fixed window's credit is used up at `now`, `granted` units having been granted so
-   * far: until when grants are held (the latest reset of the windows whose credit is used up), or
-   * `-Infinity` when none holds them.
+   * Whether a fixed window's credit is too little for `units` at `now`, `granted` units having
+   * been granted so far: until when a request of `units` is held (the latest reset of the windows
+   * whose credit is short), or `-Infinity` when none holds it.
    *
    * A fixed window's credit is what this process may still send in it: the last `remaining` less
    * the units granted after the request whose answer gave that reading, those in flight or
@@ -201,8 +203,14 @@ export class Ceilings {
    * others share the window, `remaining` falls by their calls too and the credit is an upper
    * bound: holding at 0 is still right. A refilling bucket, or a policy whose shape is not known
    * yet, has no credit.
+   *
+   * A request of more units than the credit left waits for them, as one of 1 waits at 0: sent,
+   * it took the window below 0. One of more units than the window's whole `limit` could never
+   * fit: it waits for a full credit (`remaining` at the limit, nothing sent since: the first
+   * reading of a window), or for the reset, and then goes, the server deciding; it never waits
+   * longer than `maxPause` after the reading, as any hold.
    */
-  heldUntil(granted: number, now: number): number {
+  heldUntil(granted: number, now: number, units = 1): number {
     if (!this.#windows) return Number.NEGATIVE_INFINITY;
     let until = Number.NEGATIVE_INFINITY;
     for (const policy of this.#policies.values()) {
@@ -217,7 +225,9 @@ export class Ceilings {
       if (released !== undefined) for (let i = 1; i < released.length; i += 2) sent -= released[i]!;
       // No longer than `maxPause` from the reading, as the pause at 0 (a newer reading holds again).
       const end = Math.min(resetAt, policy.holdEnd);
-      if (remaining - sent <= 0 && end > now && end > until) until = end;
+      const credit = remaining - sent;
+      const need = policy.limit !== undefined && units > policy.limit ? policy.limit : units;
+      if ((credit <= 0 || credit < need) && end > now && end > until) until = end;
     }
     return until;
   }
@@ -323,6 +333,7 @@ export class Ceilings {
         burst: burst !== undefined && burst > 0 ? burst : Number.POSITIVE_INFINITY,
         released: undefined,
         holdEnd: now + maxPause,
+        limit,
       };
       this.#policies.set(name, policy);
     } else if (granted < policy.granted && !noMoreLeft(remaining, policy.remaining)) {
@@ -348,6 +359,7 @@ export class Ceilings {
       policy.remaining = remaining;
       policy.resetAt = resetAt;
       policy.holdEnd = now + maxPause;
+      policy.limit = limit;
       policy.missed = 0;
       policy.seenIn = answer;
       policy.own = 0;

@@ -165,6 +165,12 @@ export class WaitingLine implements CancellableLine {
     return this.#queuedUnits;
   }
 
+  /** Units of the head, the first live waiter; 0 when nobody waits. */
+  get headUnits(): number {
+    const head = this.#queue.first();
+    return head === -1 ? 0 : this.#queue.units(head);
+  }
+
   /**
    * Queues `units` from `now` until `deadline` (ms); an abort of `signal`, or `cancel` (see
    * {@link WaitCancel}), takes them out again. `tag`: what the owner is told of the waiter if it
