@@ -120,3 +120,30 @@ describe("a fixed window's credit behind a proxy that answers with no quota head
     await Promise.all(calls);
   });
 });
+
+describe("a cold start's first answers on a fixed window", () => {
+  it('sends no call past 0 after the first answers, before they tell the window (10 left, 10 sent at once)', async () => {
+    // The cold start sends 10 at once, before any answer: the 10 left. Each answer freed its
+    // place in the cold start's cap (and grew it) before its quota was read, and one reading
+    // alone was not yet a window: 3 more calls went into the exhausted window, answered 403.
+    const clock = new ManualClock();
+    const { server, api, answerUpTo } = await githubBehindProxy(clock, () => undefined);
+    const rl = limit({ clock, default: { headers: 'github', maxPause: 120_000, maxWait: 120_000 } });
+    const agent = agentWith(rl);
+    let settled = 0;
+    const calls = Array.from({ length: 30 }, () =>
+      get(agent, `${server.origin}/`).then(
+        () => settled++,
+        () => settled++,
+      ),
+    );
+    await until(() => api.length === 10, 'the cold start to send 10');
+    await run(clock, 5_000, answerUpTo);
+    expect(api.filter((a) => a.at === 0)).toHaveLength(10);
+    expect(api.filter((a) => a.status === 403)).toHaveLength(0);
+    rl.close();
+    answerUpTo(Number.POSITIVE_INFINITY);
+    await Promise.all(calls);
+    expect(settled).toBe(30);
+  });
+});

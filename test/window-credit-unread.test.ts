@@ -127,3 +127,61 @@ describe("a fixed window's credit and requests of several units", () => {
     expect(limiter.tryAcquire(6_000)).toBeDefined();
   });
 });
+
+describe("a cold start's first reading of a window", () => {
+  it('grants nothing past 0 before a second answer tells the window from a bucket', async () => {
+    const { clock, limiter } = windowLimiter();
+    // Five calls go before any answer; the first is answered: 3 left, the other 4 in flight.
+    const first = take(limiter);
+    const inFlight = grantsOver(clock, limiter, 4);
+    expect(inFlight).toHaveLength(4);
+    first.success(undefined, hour(3, 3_000_000));
+    // One reading: not known yet as a window, and its credit (3 less 4 in flight) is below 0.
+    expect(grantsOver(clock, limiter)).toHaveLength(0);
+    expect(limiter.snapshot().heldUntil).toBeDefined();
+    let granted = false;
+    limiter.acquire().then(() => {
+      granted = true;
+    });
+    // The last call in flight, answered: 1 left, nothing granted after it: the request goes.
+    inFlight[3]?.success(undefined, hour(1, 2_989_900));
+    await flush();
+    expect(granted).toBe(true);
+  });
+
+  it("reads the first answer's quota before the cold start's cap lets a waiting request go", async () => {
+    const { clock, limiter } = windowLimiter({ slowStart: 10 });
+    // The cold start's 10 in flight at once, all the window had: the first answer says 9 left.
+    const sent = Array.from({ length: 10 }, () => take(limiter));
+    expect(limiter.tryAcquire()).toBeUndefined();
+    let granted = false;
+    limiter.acquire().then(() => {
+      granted = true;
+    });
+    clock.advance(1_000);
+    sent[0]?.success(undefined, hour(9, 2_999_000));
+    await flush();
+    expect(granted).toBe(false);
+  });
+
+  it.each([
+    ['a 403 with nothing left (GitHub), throttled', 'throttled'],
+    ['a 502 with the quota headers, failed', 'failed'],
+  ] as const)(
+    "reads the first answer's quota before the cold start's cap lets a waiting request go: %s",
+    async (_, kind) => {
+      const { clock, limiter } = windowLimiter({ slowStart: 10 });
+      const sent = Array.from({ length: 10 }, () => take(limiter));
+      let granted = false;
+      limiter.acquire().then(() => {
+        granted = true;
+      });
+      clock.advance(1_000);
+      const quota = hour(kind === 'throttled' ? 0 : 9, 2_999_000);
+      if (kind === 'throttled') sent[9]?.throttled(undefined, quota);
+      else sent[0]?.failed(undefined, quota);
+      await flush();
+      expect(granted).toBe(false);
+    },
+  );
+});

@@ -683,13 +683,14 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     if (typeof crowd === 'number') {
       if (crowd < CROWD_LEARNED) this.#crowd = crowd + 1;
     } else crowd?.success(this.#pause.active(now) || crowd.sentBefore(permit.grantedAt));
-    this.#answered(permit.units, true, now);
-    if (used !== permit.units) {
-      this.#bucket.charge(used - permit.units, now);
-      this.#line?.kick(now); // a refund may let the head go now
-    }
+    if (used !== permit.units) this.#bucket.charge(used - permit.units, now);
     if (quota !== undefined || this.#ceilings !== undefined)
       this.#announce(quota, used, now, undefined, sentAfter, permit);
+    // After the quota is read: the cold start's cap frees units and kicks the line, and a first
+    // answer's reading (a fixed window's credit) must hold what it says is spent.
+    this.#answered(permit.units, true, now);
+    // A refund may let the head go now (kicked when the cold start is over too).
+    if (used !== permit.units) this.#line?.kick(now);
     if (this.#pause.active(now) || this.#bucket.unlimited) return;
     // The built-in controllers raise only after a wait: skip building their state otherwise.
     if (!book.waited && book.builtIn) return;
@@ -715,7 +716,6 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
     // A wait that is only an exhausted policy's reset is left to the policy (its learned shape).
     const retryAfterMs = quotaWait && quota?.some((q) => q.remaining === 0) ? undefined : given;
     const sentAfter = this.#landed(permit);
-    this.#answered(permit.units, false, now);
     // Counted as a throttle either way; `noCut`: an answer that is no budget's throttle (see
     // `throttledWithoutCut`) only pauses.
     const cut = this.#book.throttled(permit, now) && !noCut;
@@ -742,6 +742,9 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
         if (leavingUnlimited) this.#bucket.empty(now);
       }
     } finally {
+      // After the pause, the quota and the cut (see kSuccess): the cold start's cap frees its
+      // units; a kick before them granted a request into what this answer says is spent.
+      this.#answered(permit.units, false, now);
       this.emit('throttled', { limiter: this.#shownName, retryAfterMs: given, cut });
       this.#arm(now);
     }
@@ -760,11 +763,6 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
       this.emit('failed', { limiter: this.#shownName, retryAfterMs });
     const quota = this.#own(given);
     const sentAfter = this.#landed(permit);
-    if (this.#slowStart !== undefined) {
-      const now = this.#clock.now();
-      this.#answered(permit.units, false, now);
-      this.#line?.kick(now);
-    }
     if (retryAfterMs !== undefined && retryAfterMs > 0) this.pauseFor(retryAfterMs);
     // No HTTP answer (a transport error, a request not sent) left no policy out: not counted.
     if (quota !== undefined || (answered && this.#ceilings !== undefined)) {
@@ -775,6 +773,12 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
       // No answer will read it: it no longer holds a fixed window's credit.
       this.#ceilings.unanswered(permit.grantSeq, permit.units);
       this.#line?.kick(this.#clock.now());
+    }
+    // After the pause and the quota are read (see kSuccess): the cold start's cap frees its units.
+    if (this.#slowStart !== undefined) {
+      const now = this.#clock.now();
+      this.#answered(permit.units, false, now);
+      this.#line?.kick(now);
     }
   }
 

@@ -117,7 +117,7 @@ export class Ceilings {
   #expiresAt = Number.POSITIVE_INFINITY;
   /** Answers with an announcement so far. */
   #answers = 0;
-  /** Whether a policy is read as a fixed window: only then is there a credit to check. */
+  /** Whether a policy has a credit (see `credited`): only then is there one to check. */
   #windows = false;
   /** The limiter's floors under announced limits (see limit-floor.ts), kept here for it. */
   floors: LimitFloors | undefined;
@@ -201,8 +201,14 @@ export class Ceilings {
    * the reading, as the pause at 0: a later reading of 0 holds again); when every call
    * granted since the reading ended unanswered, the credit is `remaining` again: no stall. When
    * others share the window, `remaining` falls by their calls too and the credit is an upper
-   * bound: holding at 0 is still right. A refilling bucket, or a policy whose shape is not known
-   * yet, has no credit.
+   * bound: holding at 0 is still right. A refilling bucket has no credit; nor has an
+   * `asAnnounced` policy. A policy read once (its shape not known yet: a cold start) has one, as
+   * a window has, once calls were granted after its reading, unless its reset is short (a
+   * bucket's next unit): the calls a cold start sent before the first answer, still in flight,
+   * may have taken what it said was left, and one more went past 0 before a second answer told
+   * the window. Were it a bucket, the hold lasts only until a call in flight answers (each answer
+   * is a newer reading; one with no quota headers releases its unit); with none granted since, a
+   * reading of 0 pauses as its own rules say (a Retry-After wins).
    *
    * A request of more units than the credit left waits for them, as one of 1 waits at 0: sent,
    * it took the window below 0. One of more units than the window's whole `limit` could never
@@ -215,7 +221,7 @@ export class Ceilings {
     let until = Number.NEGATIVE_INFINITY;
     for (const policy of this.#policies.values()) {
       const { remaining, resetAt } = policy;
-      if (policy.shape !== 'window' || remaining === undefined || resetAt === undefined) continue;
+      if (!credited(policy) || remaining === undefined || resetAt === undefined) continue;
       if (resetAt <= now) {
         policy.released = undefined;
         continue;
@@ -223,6 +229,8 @@ export class Ceilings {
       let sent = granted - policy.granted;
       const released = policy.released;
       if (released !== undefined) for (let i = 1; i < released.length; i += 2) sent -= released[i]!;
+      // Read once: held only by calls sent since (a reading of 0 alone pauses, as its Retry-After says).
+      if (sent <= 0 && policy.shape !== 'window') continue;
       // No longer than `maxPause` from the reading, as the pause at 0 (a newer reading holds again).
       const end = Math.min(resetAt, policy.holdEnd);
       const credit = remaining - sent;
@@ -410,7 +418,7 @@ export class Ceilings {
     let expiresAt = Number.POSITIVE_INFINITY;
     let windows = false;
     for (const policy of this.#policies.values()) {
-      if (policy.shape === 'window') windows = true;
+      if (credited(policy)) windows = true;
       // A refilling bucket: its quota over its window (a `remaining` near 0 is the bucket
       // refilling at that rate, not a budget to spread). A fixed window alone on its quota, whose
       // API documents a burst: what remains is spent at up to that burst (below).
@@ -473,7 +481,7 @@ function shapeOf(
  * `Ceilings.unanswered`): kept apart from its credit when it is a fixed window read before the call.
  */
 function release(policy: Policy, granted: number, units: number): void {
-  if (policy.shape !== 'window' || granted <= policy.granted) return;
+  if (!credited(policy) || granted <= policy.granted) return;
   policy.released ??= [];
   const released = policy.released;
   // Bounded: past MAX_RELEASED calls the two oldest are kept as one, at the older place in
@@ -492,6 +500,15 @@ function releasedAfter(released: number[] | undefined, granted: number): number[
     if (released[i]! > granted) kept.push(released[i]!, released[i + 1]!);
   }
   return kept.length === 0 ? undefined : kept;
+}
+
+/**
+ * Whether `policy` has a credit (see `Ceilings.heldUntil`): a fixed window, or a policy not known
+ * yet whose last reset was not a bucket's next unit, unless it is `asAnnounced`.
+ */
+function credited(policy: Policy): boolean {
+  if (policy.shape === 'window') return true;
+  return policy.shape === 'unknown' && !policy.asAnnounced && policy.shortResetAt === undefined;
 }
 
 /** Whether a reading of `remaining` has no more left than `last` did (both known). */
