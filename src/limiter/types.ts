@@ -218,8 +218,8 @@ export interface LimiterSnapshot {
   pausedUntil: number | undefined;
   /**
    * Until when nothing is granted because a fixed window's calls in flight took what its last
-   * `remaining` left (its reset, or `maxPause` after that reading; a newer answer may end it
-   * sooner); absent when no window holds grants.
+   * `remaining` left, or left less than the waiting request's units (its reset, or `maxPause`
+   * after that reading; a newer answer may end it sooner); absent when no window holds grants.
    */
   heldUntil?: number;
   waited: boolean;
