@@ -90,7 +90,19 @@ export function headerLookup(headers: ResponseHeaders): HeaderLookup {
     const asked = (name: string) => fieldValue(withGet.get(name.toLowerCase()));
     if (isFetchHeaders(headers)) return asked;
     const listed = recordLookup(headers);
-    return (name) => asked(name) ?? listed(name);
+    // A listing that throws (an `entries()` of its own that fails) lists nothing: what its `get`
+    // answers is still read (a 429's Retry-After: 7 was lost to the miss of another name).
+    let unlisted = false;
+    return (name) => {
+      const found = asked(name);
+      if (found !== undefined || unlisted) return found;
+      try {
+        return listed(name);
+      } catch {
+        unlisted = true;
+        return undefined;
+      }
+    };
   }
   return objectHeadersLookup(headers as Readonly<Record<string, unknown>>);
 }

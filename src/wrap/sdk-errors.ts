@@ -88,7 +88,8 @@ export function headersOfError(error: unknown): ResponseHeaders {
 
 /**
  * Whether a headers holder has no field: an empty record, array or `Map`, or a `Headers` whose
- * `keys()` gives none. Anything else (an object read through its own `get`) counts as holding some.
+ * `keys()` gives none (an iterator or an array). Anything else (an object read through its own
+ * `get`) counts as holding some.
  */
 function isEmptyHeaders(headers: ResponseHeaders): boolean {
   if (headers == null) return true;
@@ -96,7 +97,12 @@ function isEmptyHeaders(headers: ResponseHeaders): boolean {
   if (headers instanceof Map) return headers.size === 0;
   const keys = (headers as { keys?: unknown }).keys;
   if (typeof (headers as { get?: unknown }).get === 'function') {
-    return typeof keys === 'function' && (keys.call(headers) as Iterator<unknown>).next().done === true;
+    if (typeof keys !== 'function') return false;
+    // `keys()` gives an iterator (`Headers`, a `Map`) or an array (an SDK's own class).
+    const listed: unknown = keys.call(headers);
+    if (Array.isArray(listed)) return listed.length === 0;
+    const next = (listed as { next?: unknown } | null | undefined)?.next;
+    return typeof next === 'function' && (next.call(listed) as IteratorResult<unknown>).done === true;
   }
   for (const _ in headers) return false;
   return true;
