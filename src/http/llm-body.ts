@@ -74,17 +74,28 @@ function hasFilePart(body: string | Uint8Array, type: string): boolean {
   const bytes =
     typeof body === 'string' ? Buffer.from(body) : Buffer.from(body.buffer, body.byteOffset, body.byteLength);
   const delimiter = Buffer.from(`--${boundary}`, 'latin1');
+  // The last blank line: a part that starts after it has no head (the parts end there).
+  const lastBlank = bytes.lastIndexOf('\r\n\r\n');
   let parts = 0;
-  for (let at = bytes.indexOf(delimiter); at !== -1; at = bytes.indexOf(delimiter, at + delimiter.length)) {
+  let at = bytes.indexOf(delimiter);
+  while (at !== -1) {
     // A delimiter starts the body or a line; elsewhere it is a part's content.
-    if (at !== 0 && bytes[at - 1] !== 0x0a) continue;
+    if (at !== 0 && bytes[at - 1] !== 0x0a) {
+      at = bytes.indexOf(delimiter, at + delimiter.length);
+      continue;
+    }
     const start = at + delimiter.length;
     // The close delimiter (`--boundary--`) ends the parts.
     if (bytes[start] === 0x2d && bytes[start + 1] === 0x2d) break;
-    const end = bytes.indexOf('\r\n\r\n', start);
-    if (end === -1) break;
+    if (lastBlank < start) break;
+    // Its head: up to its blank line, at most MAX_PART_HEAD bytes, searched there only. The next
+    // part is looked for after it, so each byte is read once: a malformed body of 10,000 lines
+    // that start with the delimiter (50 kB) had 75 MB read for its heads, in 2 s.
+    const blank = bytes.subarray(start, start + MAX_PART_HEAD + 4).indexOf('\r\n\r\n');
+    const headEnd = blank === -1 ? start + MAX_PART_HEAD : start + Math.min(blank, MAX_PART_HEAD);
     parts++;
-    if (isFileHead(bytes.toString('latin1', start, Math.min(end, start + MAX_PART_HEAD)))) return true;
+    if (isFileHead(bytes.toString('latin1', start, headEnd))) return true;
+    at = bytes.indexOf(delimiter, headEnd);
   }
   return parts === 0;
 }
