@@ -41,13 +41,15 @@ describe('a multipart body, odd', () => {
     it('reads each byte of it at most once for the parts heads (10,000 such lines: 80 MB read, 1 s)', () => {
       const body = Buffer.from(`${'--b\r\n'.repeat(10_000)}\r\n\r\n`);
       let read = 0;
-      const toString = Buffer.prototype.toString;
-      vi.spyOn(Buffer.prototype, 'toString').mockImplementation(function (
-        this: Buffer,
-        ...args: Parameters<Buffer['toString']>
-      ) {
-        if (args[0] === 'latin1') read += (args[2] ?? this.length) - (args[1] ?? 0);
-        return toString.apply(this, args);
+      const original = Buffer.prototype.toString;
+      vi.spyOn(Buffer.prototype, 'toString').mockImplementation(function (this: Buffer, ...args: unknown[]) {
+        const [encoding, start, end] = args as [
+          BufferEncoding | undefined,
+          number | undefined,
+          number | undefined,
+        ];
+        if (encoding === 'latin1') read += (end ?? this.length) - (start ?? 0);
+        return original.call(this, encoding, start, end);
       });
       const metered = meteredBody(body, { 'content-type': 'multipart/form-data; boundary=b' });
       expect(metered).toEqual({ text: body.toString('utf8') });
