@@ -156,6 +156,16 @@ describeRedis("a shared budget's own client, through its one-write connector", (
       await redis.connect();
       expect((await redis.keys('arl:*')).length).toBeGreaterThan(0);
       expect(await heartbeatOf(`redis://:wrong@127.0.0.1:${port}/3`)).toMatch(/WRONGPASS|invalid/i);
+      // At its maxclients (the suite's client holds the one), AUTH and SELECT go out in the one
+      // write too: each call names the refusal.
+      await redis.config('SET', 'maxclients', '1');
+      for (let i = 0; i < 10; i++) {
+        const all = await Promise.all(
+          [0, 1, 2].map(() => heartbeatOf(`redis://:s3cret@127.0.0.1:${port}/3`)),
+        );
+        for (const m of all)
+          expect(m).toMatch(/the server refused the connection: ERR max number of clients reached/);
+      }
     } finally {
       redis.disconnect();
       await stopRedis(child);
