@@ -136,3 +136,161 @@ it("serves a request waiting behind another request's waiter once that request h
     limiter.close();
   }
 });
+
+/** A {@link RequestClock} that counts the timers armed. */
+class CountingClock extends RequestClock {
+  armed = 0;
+
+  override setTimeout(fn: () => void, ms: number): unknown {
+    this.armed++;
+    return super.setTimeout(fn, ms);
+  }
+}
+
+type Kind = 'line' | 'window';
+
+/** A limiter of one grant a second, in module scope, whose calls may wait `maxWait` ms. */
+function oneASecond(kind: Kind, clock: Clock, maxWait: number): Limiter | WindowLimiter {
+  return kind === 'line'
+    ? new AdaptiveRateLimiter({ name: 'worker', initialUnitsPerMinute: 60, maxWait, clock })
+    : new FixedWindowRateLimiter({
+        name: 'worker',
+        limitForPeriod: 1,
+        limitRefreshPeriod: 1000,
+        timeoutDuration: maxWait,
+        clock,
+      });
+}
+
+/** Timers armed to drain a line of `n` calls, one a second, each of a request of its own. */
+async function timersToDrain(kind: Kind, n: number): Promise<number> {
+  const clock = new CountingClock();
+  const limiter = oneASecond(kind, clock, n * 1000 + 1000);
+  try {
+    await clock.in('first', () => limiter.acquire());
+    const waiting = Array.from({ length: n }, (_, i) => settled(clock.in(`r${i}`, () => limiter.acquire())));
+    for (let i = 0; i < n; i++) {
+      clock.manual.advance(1000);
+      await Promise.resolve();
+      expect(waiting[i]?.permit).toBeDefined();
+    }
+    return clock.armed;
+  } finally {
+    limiter.close();
+  }
+}
+
+it('arms a few timers a waiting call to drain a line in a Worker, not one a call at each wake', async () => {
+  // Each call's timer set for every wake of the limiter's armed 80,999 for 400 calls (N²/2).
+  expect(await timersToDrain('line', 400)).toBeLessThanOrEqual(4 * 400);
+  expect(await timersToDrain('window', 400)).toBeLessThanOrEqual(4 * 400);
+});
+
+it.each(['line', 'window'] as const)(
+  "serves every call in order at its turn when each request ends as soon as it is served, the limiter's timer with it (%s)",
+  async (kind) => {
+    const clock = new RequestClock();
+    const limiter = oneASecond(kind, clock, 60_000);
+    try {
+      await clock.in('first', () => limiter.acquire());
+      clock.end('first');
+      const waiting = Array.from({ length: 6 }, (_, i) =>
+        settled(clock.in(`r${i}`, () => limiter.acquire())),
+      );
+      for (let i = 0; i < waiting.length; i++) {
+        for (let j = i; j < waiting.length; j++) expect(clock.pending(`r${j}`)).toBeGreaterThan(0);
+        clock.manual.advance(1000);
+        await Promise.resolve();
+        // The one whose turn it is, and nobody after it.
+        expect(waiting.map((w) => w.permit !== undefined)).toEqual(waiting.map((_, j) => j <= i));
+        // It answers at once: the timer it armed for the next turn ends with it.
+        clock.end(`r${i}`);
+      }
+      expect(waiting.every((w) => w.error === undefined)).toBe(true);
+    } finally {
+      limiter.close();
+    }
+  },
+);
+
+it.each(['line', 'window'] as const)(
+  'an abort of the head in a request that then ends hands the head on: the next call is served at that turn (%s)',
+  async (kind) => {
+    const clock = new RequestClock();
+    const limiter = oneASecond(kind, clock, 60_000);
+    try {
+      await clock.in('first', () => limiter.acquire());
+      clock.end('first');
+      const controller = new AbortController();
+      const head = settled(clock.in('head', () => limiter.acquire(1, { signal: controller.signal })));
+      const waiting = Array.from({ length: 3 }, (_, i) =>
+        settled(clock.in(`r${i}`, () => limiter.acquire())),
+      );
+      // The head armed the limiter's timer; it gives up and answers.
+      clock.in('head', () => controller.abort(new Error('gave up')));
+      await Promise.resolve();
+      clock.end('head');
+      expect(head.error).toBeDefined();
+      for (let i = 0; i < waiting.length; i++) {
+        for (let j = i; j < waiting.length; j++) expect(clock.pending(`r${j}`)).toBeGreaterThan(0);
+        clock.manual.advance(1000);
+        await Promise.resolve();
+        expect(waiting.map((w) => w.permit !== undefined)).toEqual(waiting.map((_, j) => j <= i));
+        clock.end(`r${i}`);
+      }
+    } finally {
+      limiter.close();
+    }
+  },
+);
+
+it('leaves no waiting request without a timer of its own through an abort from the middle of the line, a pause and a deadline', async () => {
+  const clock = new RequestClock();
+  const limiter = oneASecond('line', clock, 10_000) as Limiter;
+  try {
+    const first = await clock.in('first', () => limiter.acquire());
+    const controller = new AbortController();
+    const calls = [
+      clock.in('r0', () => limiter.acquire()),
+      clock.in('r1', () => limiter.acquire()),
+      clock.in('r2', () => limiter.acquire(1, { signal: controller.signal })),
+      // A retry with 4,500 ms of its maxWait left: its turn, 4 s away, is within it.
+      clock.in('r3', () => limiter.acquire(1, { waitedMs: 5_500 })),
+    ];
+    const at: (number | undefined)[] = [];
+    const outcomes = calls.map((call, i) => {
+      const state = settled(call);
+      call.then(
+        () => (at[i] = clock.now()),
+        () => (at[i] = clock.now()),
+      );
+      return state;
+    });
+    // r2 gives up from the middle of the line; a 429 pauses the line until 3 s: r3's turn falls
+    // past its deadline. Both requests answer then, the timers they armed with them.
+    clock.in('r2', () => controller.abort(new Error('gave up')));
+    clock.in('first', () => first.throttled(3000));
+    await Promise.resolve();
+    clock.end('r2');
+    clock.end('first');
+    for (let t = 500; t <= 12_000; t += 500) {
+      for (let i = 0; i < calls.length; i++) {
+        if (at[i] !== undefined) clock.end(`r${i}`);
+        else expect(clock.pending(`r${i}`), `r${i} at ${t - 500} ms`).toBeGreaterThan(0);
+      }
+      clock.manual.advance(500);
+      await Promise.resolve();
+      await Promise.resolve();
+    }
+    expect(outcomes[0]?.permit).toBeDefined();
+    expect(outcomes[1]?.permit).toBeDefined();
+    // In order, each at its turn after the pause (the 429 cut the rate to 40 a minute).
+    expect(at.slice(0, 2)).toEqual([3000, 4500]);
+    expect(outcomes[2]?.error).toBeDefined();
+    // Refused at its deadline, by its own timer: the line's was armed by a request that ended.
+    expect((outcomes[3]?.error as { reason?: string } | undefined)?.reason).toBe('max-wait');
+    expect(at[3]).toBe(4500);
+  } finally {
+    limiter.close();
+  }
+});

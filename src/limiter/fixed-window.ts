@@ -173,6 +173,7 @@ export class FixedWindowRateLimiter extends LazyEmitter<FixedWindowEventMap> imp
     }
     this.#tailCycle = cycle;
     this.#tailLeft = left - units;
+    let queued: Waiter | undefined;
     const waiting = new Promise<Permit>((resolve, reject) => {
       const waiter: Waiter = { units, cycle, since: now, resolve, reject, signal, dead: false };
       if (signal) {
@@ -181,8 +182,15 @@ export class FixedWindowRateLimiter extends LazyEmitter<FixedWindowEventMap> imp
       }
       this.#queue.push(waiter);
       this.#arm(now);
+      queued = waiter;
     });
-    if (OWN_WAKES) wakeOwn(this.#clock, waiting, this.#asOneTimer());
+    // Its own wakes (see wakeOwn) at the start of the cycle before its own (it moves up a cycle
+    // when the waiters ahead of it leave), and never before the limiter's next wake.
+    const waiter = queued;
+    if (OWN_WAKES && waiter !== undefined)
+      wakeOwn(this.#clock, waiting, this.#asOneTimer(), Number.POSITIVE_INFINITY, () =>
+        waiter.dead ? undefined : this.#startOf(waiter.cycle - 1),
+      );
     return waiting;
   }
 

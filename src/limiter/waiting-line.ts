@@ -6,7 +6,15 @@ import { type OneTimer, OWN_WAKES, wakeOwn } from './own-wakes.js';
 import { WAKE_BATCH_MS } from './pacer.js';
 import type { Pause } from './pause.js';
 import type { AcquireOptions, Permit } from './types.js';
-import { grantTo, type Resolve, refuseTo, type Settle, type Waiter, WaiterQueue } from './waiter-queue.js';
+import {
+  grantTo,
+  type Resolve,
+  refuseTo,
+  type SeqHolder,
+  type Settle,
+  type Waiter,
+  WaiterQueue,
+} from './waiter-queue.js';
 
 /**
  * How long past its deadline (ms) a head that can be granted is still served, under every clock:
@@ -142,6 +150,11 @@ export class WaitingLine implements CancellableLine {
   /** The armed timer's mark where waiters wake the line too (`OWN_WAKES`): a timer left behind does nothing. */
   #timerMark: object | undefined;
   #oneTimer: OneTimer | undefined;
+  /**
+   * Units queued since the line was last empty (`OWN_WAKES`): less those still queued, the units
+   * that left since, so a waiter's wake knows the least that can still be ahead of it.
+   */
+  #unitsIn = 0;
   #closed = false;
   /** A drain is running (see {@link kick}). */
   #draining = false;
@@ -205,10 +218,14 @@ export class WaitingLine implements CancellableLine {
       if (tag !== undefined) this.#queue.tag(seq, tag);
       this.#queuedUnits += units;
       counted = true;
+      // The line was empty: counted in from here.
+      if (this.#queue.size === 1) this.#unitsIn = this.#queuedUnits - units;
+      const before = this.#unitsIn;
+      this.#unitsIn += units;
       // The head's turn and deadline arm the timer, and the deadline of a waiter behind it that
       // comes sooner than one before it (a retry with less of its maxWait left).
       if (this.#queue.size === 1 || deadline < this.#timerAt) this.arm(now);
-      if (OWN_WAKES && promise !== QUEUED) wakeOwn(this.#clock, promise, this.#asOneTimer());
+      if (OWN_WAKES && promise !== QUEUED) this.#wakeOwn(promise, seq, units, before, deadline, cancel);
     } catch (error) {
       // Out of the line again (a signal whose addEventListener throws): left there, it held the
       // head with no timer, and every later acquire waited for ever.
@@ -300,6 +317,32 @@ export class WaitingLine implements CancellableLine {
       };
     }
     this.#timer = this.#clock.setTimeout(onTimer, delay, keepAlive);
+  }
+
+  /**
+   * Wakes waiter `seq` of `units` by timers of its own request's (`OWN_WAKES`, see
+   * {@link wakeOwn}), at its turn as the bucket predicts it now behind the units that can still
+   * be ahead of it (queued before it, less all that left since), less one waiter of its size.
+   */
+  #wakeOwn(
+    promise: Promise<Permit>,
+    seq: number,
+    units: number,
+    before: number,
+    deadline: number,
+    cancel: WaitCancel | undefined,
+  ): void {
+    // What tells it has left: the queue lets go of its holder's line then.
+    let holder: SeqHolder | undefined = cancel;
+    if (holder === undefined) {
+      holder = { waitSeq: seq, waitingIn: this };
+      this.#queue.hold(seq, holder);
+    }
+    wakeOwn(this.#clock, promise, this.#asOneTimer(), deadline, (now) => {
+      if (holder.waitingIn !== this) return undefined;
+      const ahead = Math.max(0, before - (this.#unitsIn - this.#queuedUnits) - units);
+      return now + this.#bucket.predictWait(units, ahead, this.#pause.left(now), now);
+    });
   }
 
   /** The line as its waiters' own wakes see it (`OWN_WAKES`), made at the first. */
