@@ -16,8 +16,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 // condition, as wrangler bundles). The binaries come from the npm registry: .ci/run installs
 // them and sets DENO_BIN, BUN_BIN and WORKERD_BIN (with ARL_RUNTIMES=required, a missing one
 // fails); without them here, these tests are skipped. On workerd also: a pause nobody waits for
-// where timers are numbers (an earlier compatibility date), and a fetch wrapper in module scope
-// shared by two requests at once.
+// where timers are numbers (an earlier compatibility date), a fetch wrapper in module scope
+// shared by two requests at once, and a limiter in module scope whose rate rises as it serves 30
+// requests at once, each answering as soon as it is served.
 
 const run = promisify(execFile);
 const root = resolve('.');
@@ -91,7 +92,14 @@ beforeAll(async () => {
     join(work, 'package.json'),
     JSON.stringify({ name: 'runtimes-check', private: true, type: 'module' }),
   );
-  for (const file of ['check.mjs', 'main.mjs', 'worker.mjs', 'idle-pause.mjs', 'shared-limiter.mjs'])
+  for (const file of [
+    'check.mjs',
+    'main.mjs',
+    'worker.mjs',
+    'idle-pause.mjs',
+    'shared-limiter.mjs',
+    'rising-limiter.mjs',
+  ])
     await copyFile(join(root, 'test/runtimes', file), join(work, file));
 }, 120_000);
 
@@ -235,6 +243,30 @@ describe('the fetch wrapper and wrap on other runtimes', () => {
         server.closeAllConnections();
         server.close();
       }
+    },
+  );
+
+  runtime('workerd')(
+    'workerd: 30 requests at once served in turn by a limiter kept in module scope whose rate rises, each answering as soon as it is served',
+    { timeout: 90_000 },
+    async () => {
+      // Each answer ends the request that armed the limiter's timer, with its timers: the next in
+      // line is woken by a timer its own request arms when told it is the head, in the
+      // continuation of a promise it made, which workerd runs in that request. Run elsewhere, the
+      // timer ended with the request that told it, and every later request waited for its
+      // keep-alive at its deadline (maxWait 35 s): refused, 503, or cancelled as hung.
+      await bundleWorker('rising-limiter.mjs');
+      const responses = await withWorker(async (port) => {
+        // The first alone: one that is refused a connection (workerd not listening yet) is tried again.
+        const first = await get(`http://127.0.0.1:${port}/0`);
+        const rest = Array.from({ length: 29 }, (_, i) => get(`http://127.0.0.1:${port}/${i + 1}`));
+        return [first, ...(await Promise.all(rest))];
+      });
+      const answers = await Promise.all(responses.map(async (r) => `${r.status} ${await r.text()}`));
+      expect(
+        answers.filter((answer) => !answer.startsWith('200 ')),
+        answers.join('\n'),
+      ).toEqual([]);
     },
   );
 });

@@ -7,7 +7,7 @@ import { redactText } from '../redact.js';
 import { LazyEmitter, type LimiterEventMap, refusal } from './events.js';
 import { Fifo } from './fifo.js';
 import { clockSchema, LIMITER_DEFAULTS, limiterFieldsSchema } from './options.js';
-import { type OneTimer, OWN_WAKES, wakeOwn } from './own-wakes.js';
+import { HeadNudges, type Nudge, type OneTimer, OWN_WAKES, wakeOwn } from './own-wakes.js';
 import { badOptions, checkQuota, checkUnitsUsed, checkWait, waitedBefore } from './permit.js';
 import type { AcquireOptions, AnnouncedQuota, Permit, RateLimiter, WaitBound } from './types.js';
 
@@ -73,6 +73,8 @@ interface Waiter {
   readonly signal: AbortSignal | undefined;
   onAbort?: () => void;
   dead: boolean;
+  /** Tells it it is the head, or that the timer moved (`OWN_WAKES`, see `wakeOwn`). */
+  nudge?: Nudge;
 }
 
 /**
@@ -121,6 +123,7 @@ export class FixedWindowRateLimiter extends LazyEmitter<FixedWindowEventMap> imp
   #timerAt = Number.POSITIVE_INFINITY;
   /** The armed timer's mark: a timer left behind by a wake of a waiter's own does nothing (`OWN_WAKES`). */
   #timerMark: object | undefined;
+  #headNudges: HeadNudges | undefined;
   #closed = false;
   /** Told when it closes: the gates whose requests wait for a slot outside the queue. */
   #onClose: Set<() => void> | undefined;
@@ -184,12 +187,16 @@ export class FixedWindowRateLimiter extends LazyEmitter<FixedWindowEventMap> imp
       this.#arm(now);
       queued = waiter;
     });
-    // Its own wakes (see wakeOwn) at the start of the cycle before its own (it moves up a cycle
-    // when the waiters ahead of it leave), and never before the limiter's next wake.
+    // Its own wakes (see wakeOwn): a keep-alive (it has no deadline once queued), and while it is
+    // the head, a timer at the limiter's.
     const waiter = queued;
     if (OWN_WAKES && waiter !== undefined)
-      wakeOwn(this.#clock, waiting, this.#asOneTimer(), Number.POSITIVE_INFINITY, () =>
-        waiter.dead ? undefined : this.#startOf(waiter.cycle - 1),
+      waiter.nudge = wakeOwn(
+        this.#clock,
+        waiting,
+        this.#asOneTimer(),
+        Number.POSITIVE_INFINITY,
+        () => this.#queue.peek() === waiter,
       );
     return waiting;
   }
@@ -378,8 +385,21 @@ export class FixedWindowRateLimiter extends LazyEmitter<FixedWindowEventMap> imp
     }
   }
 
-  /** Arms the one timer for the start of the cycle that covers the head; none when nobody waits. */
+  /**
+   * Arms the one timer for the start of the cycle that covers the head; none when nobody waits.
+   * Where waiters wake the limiter too (`OWN_WAKES`), then nudges the head if it is another or the
+   * timer moved (see `wakeOwn`).
+   */
   #arm(now: number): void {
+    this.#armTimer(now);
+    if (OWN_WAKES && !this.#closed) {
+      const head = this.#queue.peek();
+      this.#headNudges ??= new HeadNudges();
+      this.#headNudges.tell(head, head?.nudge, this.#timerAt);
+    }
+  }
+
+  #armTimer(now: number): void {
     const head = this.#queue.peek();
     if (this.#closed || head === undefined) {
       this.#clearTimer();

@@ -20,54 +20,106 @@ export interface OneTimer {
   fire(): void;
 }
 
+/** Tells a waiter woken by {@link wakeOwn} that it is the head, or that the limiter's timer moved. */
+export type Nudge = () => void;
+
+/** The delay (ms) of a timer for `at`, `now` being the clock's time. */
+function delayTo(at: number, now: number): number {
+  return at === Number.POSITIVE_INFINITY ? MAX_TIMER_MS : Math.min(MAX_TIMER_MS, Math.max(0, at - now));
+}
+
 /**
- * Until `waiting` settles, one timer at a time of the caller's request: one that finds the
- * limiter's timer overdue (armed by a request that ended, its timers with it) does its work, and
- * the limiter arms it again from here. So a waiter is served at its turn, and its request always
- * has a timer to wait on.
+ * Until `waiting` settles, timers of the caller's request: one that finds the limiter's timer
+ * overdue (armed by a request that ended, its timers with it) does its work, and the limiter arms
+ * it again from here. So a waiter is served at its turn, and its request always has a timer to
+ * wait on.
  *
- * Each timer is set for `turn(now)`, the soonest the limiter sees this waiter's turn coming as if
- * one waiter ahead of it had left (an abort's, in a request that then ends), but not before the
- * limiter's next wake (a waiter behind the head goes no sooner than that wake, and one served
- * sooner is served by whoever woke the limiter), nor after `deadline`, when the limiter refuses
- * it. The head and the waiter behind it so wake with the limiter, and the others once, at the
- * turn of the one ahead, and again when theirs is next: a few timers a waiter to drain a line,
- * where one at each of the limiter's wakes for every waiter cost N²/2 for a line of N. `turn`
- * answers `undefined` once the waiter has left. With no wake armed (none while a waiter has a
- * finite deadline) the timer is a keep-alive at `deadline`, or the longest a timer may wait.
- *
- * Chosen over a timer of each waiter at each wake: a turn that comes sooner than predicted (the
- * rate rose since, or more than one waiter ahead left) is served by the limiter's timer, or, if
- * the request that armed it has ended, no later than the turn predicted.
+ * The head of the line (`isHead()`: the next to be served) keeps a timer at the limiter's, set
+ * again after each wake while it is the head, as every waiter once did (N timers a wake, about
+ * N²/2 to drain a line of N). A waiter behind it keeps one keep-alive at `deadline` (when the
+ * limiter refuses it), or the longest a timer may wait, set again when it fires. The limiter
+ * calls the {@link Nudge} this returns when that waiter becomes the head, and when it sets its
+ * timer for another time while that waiter is the head (the rate rose): it resolves a promise
+ * made in the waiter's request, whose continuation workerd runs in that request (V8's promise
+ * context tags), which sets the head's timer there, at the limiter's. So a line drains at the
+ * rate as it rises, with about 3 timers a waiter.
  */
 export function wakeOwn(
   clock: Clock,
   waiting: Promise<unknown>,
   limiter: OneTimer,
   deadline: number,
-  turn: (now: number) => number | undefined,
-): void {
+  isHead: () => boolean,
+): Nudge {
   let settled = false;
+  let keepAlive: unknown;
+  let headTimer: unknown;
+  /** Resolves the promise the next nudge ends; `undefined` once settled. */
+  let nudged: (() => void) | undefined;
   const done = (): void => {
     settled = true;
+    nudged = undefined;
+    if (keepAlive !== undefined) clock.clearTimeout(keepAlive);
+    if (headTimer !== undefined) clock.clearTimeout(headTimer);
+    keepAlive = headTimer = undefined;
   };
   waiting.then(done, done);
-  const next = (): void => {
-    if (settled || limiter.closed) return;
-    const now = clock.now();
-    const soonest = turn(now);
-    if (soonest === undefined) return;
-    let at = Math.min(Math.max(limiter.timerAt, soonest), deadline);
-    // Past its deadline (the limiter refuses it at its next wake): that wake.
-    if (!(at > now)) at = limiter.timerAt;
-    const delay =
-      at === Number.POSITIVE_INFINITY ? MAX_TIMER_MS : Math.min(MAX_TIMER_MS, Math.max(0, at - now));
-    clock.setTimeout(wake, delay, true);
-  };
-  const wake = (): void => {
-    if (settled || limiter.closed) return;
+  /** Does the limiter's timer's work when it is overdue; whether the waiter still waits. */
+  const wake = (): boolean => {
+    if (settled || limiter.closed) return false;
     if (limiter.timerAt <= clock.now()) limiter.fire();
-    next();
+    return !settled && !limiter.closed;
   };
-  next();
+  const armHead = (): void => {
+    if (headTimer !== undefined) clock.clearTimeout(headTimer);
+    headTimer = undefined;
+    if (settled || limiter.closed || !isHead()) return;
+    const at = limiter.timerAt;
+    // No wake armed (only an answer lets it go): its keep-alive holds its request.
+    if (at !== Number.POSITIVE_INFINITY) headTimer = clock.setTimeout(onHead, delayTo(at, clock.now()), true);
+  };
+  const onHead = (): void => {
+    headTimer = undefined;
+    if (wake()) armHead();
+  };
+  const armKeepAlive = (): void => {
+    const now = clock.now();
+    // Past its deadline (the limiter refuses it at its next wake): that wake.
+    const at = deadline > now ? deadline : limiter.timerAt;
+    keepAlive = clock.setTimeout(onKeepAlive, delayTo(at, now), true);
+  };
+  const onKeepAlive = (): void => {
+    keepAlive = undefined;
+    if (wake()) armKeepAlive();
+  };
+  const listen = (): void => {
+    new Promise<void>((resolve) => (nudged = resolve)).then(onNudge);
+  };
+  const onNudge = (): void => {
+    if (settled) return;
+    listen();
+    armHead();
+  };
+  armKeepAlive();
+  listen();
+  armHead();
+  return () => nudged?.();
+}
+
+/**
+ * Which waiter a limiter last nudged as its head (see {@link wakeOwn}), and for which time of its
+ * timer: after each arming of its timer, {@link tell} nudges the head when it is another, or when
+ * the timer moved.
+ */
+export class HeadNudges {
+  #head: object | undefined;
+  #at = Number.NaN;
+
+  /** `head` (its `nudge`, if it has one) is the head, the limiter's timer due at `timerAt`. */
+  tell(head: object | undefined, nudge: Nudge | undefined, timerAt: number): void {
+    if (head === this.#head && timerAt === this.#at) return;
+    this.#head = nudge === undefined ? undefined : head;
+    this.#at = timerAt;
+    nudge?.();
+  }
 }

@@ -220,6 +220,11 @@ export class WaiterQueue<T> {
     this.#watches[seq & this.#mask] = watch;
   }
 
+  /** The holder of waiter `seq`'s number (see {@link hold}), if it has one. */
+  holderOf(seq: number): SeqHolder | undefined {
+    return this.#holders?.[seq & this.#mask];
+  }
+
   /** Keeps `holder.waitSeq` naming waiter `seq` until it leaves (see {@link SeqHolder}). */
   hold(seq: number, holder: SeqHolder): void {
     holder.waitSeq = seq;

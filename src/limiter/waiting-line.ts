@@ -2,7 +2,7 @@ import { type Clock, MAX_TIMER_MS } from '../clock.js';
 import type { RateLimitRejectedError, RejectionReason } from '../errors.js';
 import { kWaitCancel } from '../internal.js';
 import type { RateGate } from './bucket.js';
-import { type OneTimer, OWN_WAKES, wakeOwn } from './own-wakes.js';
+import { HeadNudges, type Nudge, type OneTimer, OWN_WAKES, wakeOwn } from './own-wakes.js';
 import { WAKE_BATCH_MS } from './pacer.js';
 import type { Pause } from './pause.js';
 import type { AcquireOptions, Permit } from './types.js';
@@ -150,11 +150,9 @@ export class WaitingLine implements CancellableLine {
   /** The armed timer's mark where waiters wake the line too (`OWN_WAKES`): a timer left behind does nothing. */
   #timerMark: object | undefined;
   #oneTimer: OneTimer | undefined;
-  /**
-   * Units queued since the line was last empty (`OWN_WAKES`): less those still queued, the units
-   * that left since, so a waiter's wake knows the least that can still be ahead of it.
-   */
-  #unitsIn = 0;
+  /** Each waiter's nudge, by what holds its number (`OWN_WAKES`, see {@link wakeOwn}). */
+  #nudges: WeakMap<SeqHolder, Nudge> | undefined;
+  #headNudges: HeadNudges | undefined;
   #closed = false;
   /** A drain is running (see {@link kick}). */
   #draining = false;
@@ -218,14 +216,10 @@ export class WaitingLine implements CancellableLine {
       if (tag !== undefined) this.#queue.tag(seq, tag);
       this.#queuedUnits += units;
       counted = true;
-      // The line was empty: counted in from here.
-      if (this.#queue.size === 1) this.#unitsIn = this.#queuedUnits - units;
-      const before = this.#unitsIn;
-      this.#unitsIn += units;
       // The head's turn and deadline arm the timer, and the deadline of a waiter behind it that
       // comes sooner than one before it (a retry with less of its maxWait left).
       if (this.#queue.size === 1 || deadline < this.#timerAt) this.arm(now);
-      if (OWN_WAKES && promise !== QUEUED) this.#wakeOwn(promise, seq, units, before, deadline, cancel);
+      if (OWN_WAKES && promise !== QUEUED) this.#wakeOwn(promise, seq, deadline, cancel);
     } catch (error) {
       // Out of the line again (a signal whose addEventListener throws): left there, it held the
       // head with no timer, and every later acquire waited for ever.
@@ -261,8 +255,23 @@ export class WaitingLine implements CancellableLine {
     this.arm(now);
   }
 
-  /** Arms the one timer for the next event: the head's turn, its deadline, or a pause's end. */
+  /**
+   * Arms the one timer for the next event: the head's turn, its deadline, or a pause's end. Where
+   * waiters wake the line too (`OWN_WAKES`), then nudges the head if it is another or the timer
+   * moved (see {@link wakeOwn}).
+   */
   arm(now: number): void {
+    this.#armTimer(now);
+    if (OWN_WAKES && !this.#closed) {
+      const head = this.#queue.first();
+      const holder = head === -1 ? undefined : this.#queue.holderOf(head);
+      const nudge = holder === undefined ? undefined : this.#nudges?.get(holder);
+      this.#headNudges ??= new HeadNudges();
+      this.#headNudges.tell(holder, nudge, this.#timerAt);
+    }
+  }
+
+  #armTimer(now: number): void {
     if (this.#closed) return;
     let at = this.#pause.resumePending ? this.#pause.until : Number.POSITIVE_INFINITY;
     let batchFrom = Number.NEGATIVE_INFINITY;
@@ -320,29 +329,25 @@ export class WaitingLine implements CancellableLine {
   }
 
   /**
-   * Wakes waiter `seq` of `units` by timers of its own request's (`OWN_WAKES`, see
-   * {@link wakeOwn}), at its turn as the bucket predicts it now behind the units that can still
-   * be ahead of it (queued before it, less all that left since), less one waiter of its size.
+   * Wakes waiter `seq` by timers of its own request's (`OWN_WAKES`, see {@link wakeOwn}): a
+   * keep-alive at `deadline`, and while it is the head, one at the line's timer.
    */
-  #wakeOwn(
-    promise: Promise<Permit>,
-    seq: number,
-    units: number,
-    before: number,
-    deadline: number,
-    cancel: WaitCancel | undefined,
-  ): void {
-    // What tells it has left: the queue lets go of its holder's line then.
+  #wakeOwn(promise: Promise<Permit>, seq: number, deadline: number, cancel: WaitCancel | undefined): void {
+    // What names it while it waits (the queue may number it again) and lets go once it left.
     let holder: SeqHolder | undefined = cancel;
     if (holder === undefined) {
       holder = { waitSeq: seq, waitingIn: this };
       this.#queue.hold(seq, holder);
     }
-    wakeOwn(this.#clock, promise, this.#asOneTimer(), deadline, (now) => {
-      if (holder.waitingIn !== this) return undefined;
-      const ahead = Math.max(0, before - (this.#unitsIn - this.#queuedUnits) - units);
-      return now + this.#bucket.predictWait(units, ahead, this.#pause.left(now), now);
-    });
+    const nudge = wakeOwn(
+      this.#clock,
+      promise,
+      this.#asOneTimer(),
+      deadline,
+      () => holder.waitingIn === this && this.#queue.first() === holder.waitSeq,
+    );
+    this.#nudges ??= new WeakMap();
+    this.#nudges.set(holder, nudge);
   }
 
   /** The line as its waiters' own wakes see it (`OWN_WAKES`), made at the first. */
