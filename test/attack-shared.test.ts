@@ -122,7 +122,7 @@ describeRedis('attack: the Redis-shared budget', () => {
     expect(await climb(true)).toBe(1_200);
   });
 
-  it('the state lost (FLUSHALL) of a budget without an initial rate: the members are back to unlimited, as the store says', async () => {
+  it('the state lost (FLUSHALL) of a budget without an initial rate: the members share the rate they knew, no one unlimited', async () => {
     const clock = new ManualClock();
     const opts = { redis: server.url, maxUnitsPerMinute: 6_000 };
     const [a, b] = [member(clock, opts), member(clock, opts)];
@@ -130,20 +130,25 @@ describeRedis('attack: the Redis-shared budget', () => {
     (await a.acquire()).throttled(); // the budget's first cut: it has a rate from now on
     await a.flush();
     for (const m of [a, b]) await m.refresh();
-    expect(a.state.rate).toBeDefined();
-    const lostShare = b.limiter.rate;
-    expect(Number.isFinite(lostShare)).toBe(true);
+    const lostRate = a.state.rate;
+    expect(lostRate).toBeDefined();
 
     await redis.flushall();
     for (let round = 0; round < 2; round++) for (const m of [a, b]) await m.refresh();
     const c = member(clock, opts); // a process that joins now
     await c.refresh();
-    // The store says: a fresh generation, no rate (unlimited until a 429). The new member is
-    // unlimited; the old ones stay at their share of the lost rate, with no way up (no proposal
-    // while unlimited): the members do not share one budget any more.
-    expect(b.state.rate).toBeUndefined();
-    expect(c.state.rate).toBeUndefined();
-    expect({ b: b.limiter.rate, a: a.limiter.rate }).toEqual({ b: c.limiter.rate, a: c.limiter.rate });
+    for (const m of [a, b]) await m.refresh();
+    // The state is made again from the rate the members knew (their heartbeats offer it): the
+    // process that joins now takes its share of it. (Before the fix before this one, the old
+    // members kept their shares while the new one was unlimited; then all were unlimited again
+    // until a 429, the budget unbounded.)
+    const rates = [a, b, c].map((m) => m.limiter.rate);
+    expect({ b: b.state.rate, c: c.state.rate, finite: rates.every(Number.isFinite) }).toEqual({
+      b: lostRate,
+      c: lostRate,
+      finite: true,
+    });
+    expect(rates.reduce((s, r) => s + r, 0)).toBeLessThanOrEqual(lostRate! * 1.001);
   });
 
   it("a throwing 'members' listener (a metrics bug): the heartbeat's shared pause is still applied and the member is not degraded", async () => {

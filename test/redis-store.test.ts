@@ -219,6 +219,17 @@ describe('MemoryBudgetStore', () => {
     expect(store.cut(cut(2, now, { generation: first })).cut).toBe(false);
     expect(store.cut(cut(1, now, { generation: reset.generation })).cut).toBe(true);
     expect(store.cuts).toBe(2);
+
+    // Lost again, and made again by a pause, with no rate: a cut computed from the lost books has
+    // nothing to be stale against; it sets the rate (stale, the 429 cut nothing shared).
+    clock.advance(HOUR); // the cuts above kept it an hour
+    store.pause({ ms: 1_000, ttl: 10_000 });
+    expect(store.cut(cut(2, now, { generation: reset.generation, ttl: 10_000 }))).toMatchObject({
+      cut: true,
+      stale: false,
+      rate: 420,
+      epoch: 1,
+    });
   });
 });
 
@@ -588,14 +599,18 @@ describeRedis('the Redis store and the memory store follow the same rules', () =
         ['a request of the new one cuts', (s, gen, last) => s.cut(cut(1, last, { generation: gen(1), ttl }))],
         ['a request of no known generation cuts in its epoch', (s, _, last) => s.cut(cut(2, last, { ttl }))],
         ttl + 100,
-        ['a pause makes a new state', (s) => s.pause({ ms: 1_000, ttl })],
+        ['a pause makes a new state, with no rate', (s) => s.pause({ ms: 1_000, ttl })],
         [
-          'a cut of the lost generation is stale',
+          'a cut of the lost generation sets its rate: no books to be stale against',
+          (s, gen) => s.cut(cut(3, { generation: gen(1), version: 7 }, { generation: gen(1), ttl })),
+        ],
+        [
+          'another one of the lost generation does not',
           (s, gen, last) => s.cut(cut(3, last, { generation: gen(1), ttl })),
         ],
         [
-          'computed again, it sets its rate',
-          (s, gen, last) => s.cut(cut(3, last, { generation: gen(1), ttl })),
+          'a cut of the lost books into a state with a rate is stale',
+          (s, gen) => s.cut(cut(1, { generation: gen(1), version: 1 }, { generation: gen(2), ttl })),
         ],
         ['a heartbeat shares it', (s) => s.heartbeat(beat('b', 500, { ttl }))],
       ],

@@ -422,7 +422,10 @@ export class Coordinator {
           proposal: member.proposal(),
           memberTimeout: o.memberTimeout,
           floorFraction: o.floorFraction,
-          initialRate: this.#initial,
+          // A state made again without a rate (lost: evicted, flushed) starts from this member's
+          // initial rate, or, without one, the whole rate it last knew: not from nothing
+          // (unlimited), which the members with an initial rate never were.
+          initialRate: this.#initial ?? member.lastRate,
           minRate: this.#min,
           maxRate: this.#max,
           ttl: o.stateTtl,

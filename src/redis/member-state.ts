@@ -183,6 +183,15 @@ export class MemberState {
   }
 
   /**
+   * The whole rate last answered (units/min), kept through a lost state until the store answers
+   * a rate again; `undefined`: none known (unlimited). What the heartbeat of a member with no
+   * initial rate offers a state made again without one to start from (coordinator.ts).
+   */
+  get lastRate(): number | undefined {
+    return this.#rate;
+  }
+
+  /**
    * The budget's first cut (leaving "unlimited") computed from the last heartbeat's answer, whose
    * reports every member made after the throttle (coordinator.ts): the fresh accepted sum, halved
    * (see BudgetController.cut); not `fresh` (read after the pause ended), as any cut. `first`:
@@ -296,11 +305,13 @@ export class MemberState {
     // still send at its last share until its next heartbeat: held as when rejoining.
     if (known !== undefined && (reply.rejoined === true || (reply.droppedUnreported ?? 0) > 0))
       this.#rejoining(reply.members);
-    // The state was lost and made again with no rate (a budget with no initial rate): the
-    // store's budget is unlimited until a 429, as a process that joins now is, so this member's
-    // limiter is too, not held at its share of a rate nothing keeps any more (no proposal is made
-    // without a rate).
-    if (known !== undefined && this.#era.generation !== known && reply.rate === undefined) {
+    // The state was lost and made again with no rate: a member that knew a rate keeps it, and its
+    // share, until the store answers one again (its next heartbeat offers it: coordinator.ts);
+    // set unlimited here, a member without initialUnitsPerMinute heard first after the loss sent
+    // without limit until its next heartbeat, the other members back at their shares of 600
+    // (200 / unlimited / 200). One that knew none (the budget never had a rate) stays unlimited.
+    const lost = known !== undefined && this.#era.generation !== known && reply.rate === undefined;
+    if (lost && this.#rate === undefined) {
       this.#fractionLearned = false;
       if (!this.#closed) this.limiter.setRate(Number.POSITIVE_INFINITY);
     }
@@ -315,7 +326,7 @@ export class MemberState {
     this.#index = reply.index;
     if (Number.isFinite(reply.now)) this.#serverOffset = reply.now - (sentAt + now) / 2;
     this.#acceptedSum = reply.accepted;
-    this.#rate = reply.rate;
+    if (!lost) this.#rate = reply.rate;
     if (away && this.#rate !== undefined && this.#fractionLearned) this.#share = this.#rate * this.#fraction;
     else this.#share = reply.share;
     // Back from an outage the share applied may be held below the one answered (see
@@ -341,7 +352,10 @@ export class MemberState {
     if (seq < this.#appliedSeq) return;
     this.#appliedSeq = seq;
     const now = this.#clock.now();
-    this.#rate = reply.rate;
+    // A reply with no rate (the state lost again before this cut, every try `stale`): the rate
+    // known is kept; made undefined, the member read as unlimited, and a 429 with a long
+    // Retry-After took the delayed first cut, dropped once a heartbeat brought a rate back.
+    this.#rate = reply.rate ?? this.#rate;
     const { generation, rate, books } = reply;
     this.#controller.learn({ generation, rate, books, pauseRemaining: this.#localPause(now) }, now);
     // Before any share was answered (the budget left "unlimited" with this cut): an equal part

@@ -188,7 +188,9 @@ export class MemoryBudgetStore implements BudgetStore {
     const generation = this.#create(now, r.ttl);
     const sentEpoch = sentEpochIn(r.sentEpoch, r.generation, generation);
     const refused = !mayCut(sentEpoch, this.#epoch, this.#lastCutAt, now, r.cooldown);
-    if (refused || !isCurrent(r.from, generation, this.#version)) {
+    // A state with no rate has no books a cut could be stale against (see scripts.ts, CUT).
+    const stale = this.#rate !== undefined && !isCurrent(r.from, generation, this.#version);
+    if (refused || stale) {
       const books = this.#books(now);
       return { cut: false, stale: !refused, rate: this.#rate, epoch: this.#epoch, generation, books };
     }

@@ -413,8 +413,9 @@ return reply
  * A throttle that cut locally asks to cut the whole budget. It cuts only when the throttled
  * request was sent in the current epoch (sent before the last cut: no) and the cooldown has
  * passed since the last cut, and only from the books the member computed the cut from (else it
- * answers `stale`: compute it again from the books it returns); then it sets the rate and the
- * books and bumps the epoch. A request sent in another generation counts as sent at epoch 0 of
+ * answers `stale`: compute it again from the books it returns), or into a state with no rate
+ * (nothing to be stale against: a state made again after it was lost starts from the cutting
+ * member's known rate times the cut); then it sets the rate and the books and bumps the epoch. A request sent in another generation counts as sent at epoch 0 of
  * this one (sentEpochIn in store.ts).
  *
  * ARGV: sentEpoch, rate, rateBefore, measured|'', cooldownMs, minRate, maxRate|'', ttlMs,
@@ -437,7 +438,10 @@ local lastCutAt = tonumber(redis.call('HGET', KEYS[1], 'lastCutAt'))
 local cut = 0
 local stale = 0
 if sentEpoch == epoch and (lastCutAt == nil or now - lastCutAt >= cooldown) then
-  if ARGV[11] == gen and tonumber(ARGV[12]) == num('version', 0) then
+  -- A state with no rate (made again after it was lost, or a budget not cut yet) has no books a
+  -- cut could be stale against: the cut is taken, from the rate its member knew.
+  local rateless = redis.call('HEXISTS', KEYS[1], 'rate') == 0
+  if rateless or (ARGV[11] == gen and tonumber(ARGV[12]) == num('version', 0)) then
     redis.call('HSET', KEYS[1], 'rate', clamp(tonumber(ARGV[2]), minRate, maxRate), 'rateBefore', ARGV[3])
     if ARGV[4] == '' then redis.call('HDEL', KEYS[1], 'measuredAtCut')
     else redis.call('HSET', KEYS[1], 'measuredAtCut', ARGV[4]) end

@@ -33,7 +33,8 @@ export interface BudgetStore {
   /**
    * A throttle that cut a member's share asks to cut the whole rate: only when the request was
    * sent in the current epoch and `cooldown` has passed since the last cut ({@link mayCut}), and
-   * the cut was computed from the current books (else `stale`: compute it again). A request sent
+   * the cut was computed from the current books (else `stale`: compute it again; a state with no
+   * rate, made again after it was lost, has no books to be stale against). A request sent
    * in another generation counts as sent at this one's start ({@link sentEpochIn}).
    */
   cut(request: CutRequest): Answer<CutReply>;
