@@ -121,4 +121,32 @@ describeRedis('shared budget: its :state lost', () => {
       rates: [140, 140, 140],
     });
   });
+
+  it('a shared pause lost with the state is written back by a member it paused: one that had not heard of it waits too', async () => {
+    const clock = new ManualClock();
+    const [a, b] = [0, 1].map(() => of(clock, { initialUnitsPerMinute: RATE })) as [
+      SharedBudget,
+      SharedBudget,
+    ];
+    for (let round = 0; round < 2; round++) for (const m of [a, b]) await m.refresh();
+    (await a.acquire()).throttled(30_000); // a Retry-After of 30 s: every member pauses
+    await a.flush();
+    await redis.del(stateKey()); // lost before b heard of the pause
+
+    clock.advance(1_000);
+    await a.refresh(); // paused itself, it finds the state made again without the pause
+    await a.flush();
+    await b.refresh();
+    const paused = b.snapshot().pausedUntil;
+    const stored = Number(await redis.hget(stateKey(), 'pausedUntil'));
+    const [seconds, micros] = await redis.time();
+    const serverNow = Number(seconds) * 1_000 + Number(micros) / 1_000;
+    // Before: the pause was gone with the state; b never heard of it and sent at once, 29 s
+    // before the server's Retry-After had passed.
+    expect({
+      bPausedFor: paused === undefined ? 0 : Math.round((paused - clock.now()) / 1_000),
+      bSends: b.tryAcquire() !== undefined,
+      storedFor: Math.round((stored - serverNow) / 1_000),
+    }).toEqual({ bPausedFor: 29, bSends: false, storedFor: 29 });
+  });
 });

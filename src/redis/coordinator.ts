@@ -436,6 +436,9 @@ export class Coordinator {
         // Heard once its reply was read (a malformed one throws above: the store failing).
         this.#heardAt = Math.max(this.#heardAt, sentAt);
         this.#firstCutNow(sentAt);
+        // A shared pause lost with the state (member-state.ts, #learnPause): shared again.
+        const lostPause = member.takeLostPause();
+        if (lostPause !== undefined && !this.#closed) this.#track(this.#pause(lostPause));
       },
     );
   }
@@ -479,6 +482,7 @@ export class Coordinator {
     if (this.#member.degraded) return undefined;
     const maxPause = this.#maxPause;
     const request = { ms: Math.min(ms, maxPause), ttl: this.#opts.stateTtl, maxPause };
+    this.#member.sharing(request.ms);
     return this.#ask(
       () => this.store.pause(request),
       () => {},

@@ -124,6 +124,13 @@ export class MemberState {
   #appliedSeq = 0;
   /** Units of this member's successes not reported yet. */
   #acceptedUnits = 0;
+  /**
+   * The shared pause this member knows of: when it ends (this member's clock) and the generation
+   * of the state it was known in. `undefined`: none, or it has ended.
+   */
+  #sharedPause: { readonly until: number; readonly generation: string | undefined } | undefined;
+  /** ms of a shared pause the state lost, for the coordinator to share again; 0: none. */
+  #lostPause = 0;
 
   constructor(events: EventEmitter<SharedBudgetEventMap>, init: MemberStateInit) {
     this.#events = events;
@@ -266,6 +273,21 @@ export class MemberState {
     return this.#controller.proposal(this.#clock.now(), this.#waitedSinceReply, this.acceptedRate());
   }
 
+  /** This member asks the store to pause every member for `ms`: a pause it knows of. */
+  sharing(ms: number): void {
+    this.#knowPause(this.#clock.now() + ms, this.#era.generation);
+  }
+
+  /**
+   * ms of a shared pause this member knows of that the state it just heard lost (made again
+   * since, without it), to share again; `undefined`: none.
+   */
+  takeLostPause(): number | undefined {
+    const ms = this.#lostPause;
+    this.#lostPause = 0;
+    return ms > 0 ? ms : undefined;
+  }
+
   /** The cut the local limiter just made (to ask the store for); `undefined`: none. */
   takeCut(): CutPlan | undefined {
     const cut = this.#pendingCut;
@@ -340,6 +362,7 @@ export class MemberState {
     this.#controller.learnSums(reply.accepted, reply.measured, accepted);
     this.#waitedSinceReply = false;
     this.#applyShare(applied);
+    this.#learnPause(now, reply.generation, reply.pauseRemaining);
     this.#applyPause(reply.pauseRemaining);
     this.#alignSlots();
   }
@@ -548,6 +571,31 @@ export class MemberState {
   #alignSlots(): void {
     if (this.#members < 2 || this.#closed) return;
     this.limiter[kAlignSlots](this.#index / this.#members, this.#serverOffset);
+  }
+
+  /**
+   * The shared pause a heartbeat answered (`remaining` ms, in state `generation`). A pause this
+   * member knows of from another generation than the one answered, that ends later than the
+   * answer's and has not ended here (its local limiter is still paused), was lost with the state
+   * (evicted, flushed: the pause's end lives in it): kept for the coordinator to share again, once
+   * per generation, so a member that had not heard of it before the loss hears of it at its next
+   * heartbeat; before, it never did, and sent before the server's Retry-After had passed.
+   */
+  #learnPause(now: number, generation: string, remaining: number): void {
+    const known = this.#sharedPause;
+    if (known !== undefined && known.until <= now) this.#sharedPause = undefined;
+    else if (known !== undefined && known.generation !== generation) {
+      const left = Math.min(known.until - now, this.#localPause(now));
+      if (left > remaining + PAUSE_TOLERANCE_MS && !this.#closed) this.#lostPause = left;
+      this.#sharedPause = { until: known.until, generation };
+    }
+    if (remaining > 0) this.#knowPause(now + remaining, generation);
+  }
+
+  /** A shared pause until `until` (this member's clock) is known, in state `generation`. */
+  #knowPause(until: number, generation: string | undefined): void {
+    const known = this.#sharedPause;
+    if (known === undefined || until > known.until) this.#sharedPause = { until, generation };
   }
 
   #applyPause(remaining: number): void {
