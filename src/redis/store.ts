@@ -88,7 +88,11 @@ export interface HeartbeatRequest {
   memberTimeout: number;
   /** Part of the rate kept as a floor, split between the members (0 to 1). */
   floorFraction: number;
-  /** The whole rate to start from when the store has none; `undefined`: unlimited until a cut. */
+  /**
+   * The whole rate to start from when the store has none: the member's `initialUnitsPerMinute`,
+   * or, without one, the rate it last knew (a state lost and made again); `undefined`: unlimited
+   * until a cut.
+   */
   initialRate: number | undefined;
   minRate: number;
   /** `undefined`: no maximum. */
