@@ -328,9 +328,9 @@ export class MemberState {
     if (known !== undefined && (reply.rejoined === true || (reply.droppedUnreported ?? 0) > 0))
       this.#rejoining(reply.members);
     // The state was lost and made again with no rate: a member that knew a rate keeps it, and its
-    // share, until the store answers one again (its next heartbeat offers it: coordinator.ts);
-    // set unlimited here, a member without initialUnitsPerMinute heard first after the loss sent
-    // without limit until its next heartbeat, the other members back at their shares of 600
+    // share, until the store answers one again (its next heartbeat offers it: coordinator.ts).
+    // Set unlimited here, a member without initialUnitsPerMinute heard first after the loss sent
+    // without limit until its next heartbeat while the others were back at their shares of 600
     // (200 / unlimited / 200). One that knew none (the budget never had a rate) stays unlimited.
     const lost = known !== undefined && this.#era.generation !== known && reply.rate === undefined;
     if (lost && this.#rate === undefined) {
