@@ -322,6 +322,28 @@ describe('SharedBudget after its shared state is lost', () => {
   });
 });
 
+describe('SharedBudget after its shared state is lost, on the memory store as on Redis', () => {
+  it('a member without an initial rate heard first keeps its share; a pause lost is shared again', async () => {
+    const clock = new ManualClock();
+    const store = new LosableStore(clock);
+    const a = member({ store, clock, initialUnitsPerMinute: undefined }); // beats first
+    const [b, c] = [member({ store, clock }), member({ store, clock })] as [SharedBudget, SharedBudget];
+    clock.advance(250);
+    clock.advance(250);
+    expect([a, b, c].map((m) => m.limiter.rate)).toEqual([200, 200, 200]);
+
+    (await b.acquire()).throttled(30_000); // every member pauses for 30 s
+    store.lose(); // before a and c heard of the pause
+    clock.advance(250); // a heartbeat each, in the order a, b, c
+    const paused = c.snapshot().pausedUntil;
+    expect({
+      rates: [a, b, c].map((m) => m.limiter.rate),
+      stored: store.inner.rate,
+      cPausedFor: paused === undefined ? 0 : Math.round((paused - clock.now()) / 1_000),
+    }).toEqual({ rates: [200, 140, 200], stored: 600, cPausedFor: 30 }); // b: its local cut, held
+  });
+});
+
 describe('SharedBudget with failClosed, before its first heartbeat', () => {
   /** A store whose first heartbeat is answered only when the test says so. */
   function slowStore() {
