@@ -280,7 +280,8 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
       limiter.close();
       return { key, limiter, instance: limiter, own: false };
     }
-    const pausedUntil = this.#perOrigin.takePause(key)?.until;
+    const record = this.#perOrigin.takePause(key);
+    const pausedUntil = record?.until;
     // No room: the overflow limiter of the named limiter or of the origins. A partition whose
     // pause was kept as a record gets its own limiter even then (see #perOriginFor): its pause is
     // its own.
@@ -288,7 +289,15 @@ export class RateLimiterRegistry extends EventEmitter<RegistryEventMap> {
       const shared = name !== undefined ? this.#namedOverflowOf(name, config) : this.#overflowLimiter(config);
       return { key, limiter: shared, instance: shared, own: false };
     }
-    const limiter = makeLimiter(limiterName(), config, this.#clock);
+    let named: string;
+    try {
+      named = limiterName();
+    } catch (error) {
+      // No limiter made: the pause stays kept for the partition's next request.
+      if (record !== undefined) this.#perOrigin.putBackPause(key, record);
+      throw error;
+    }
+    const limiter = makeLimiter(named, config, this.#clock);
     setLimiterPartition(limiter, partition.id);
     setLimiterOrigins(limiter, entry !== undefined ? entry.exact : [origin]);
     if (pausedUntil !== undefined) limiter.pauseFor(pausedUntil - this.#clock.now());

@@ -179,6 +179,16 @@ export class OriginPool {
   }
 
   /**
+   * Puts back a record {@link takePause} took, when no limiter was made for `key` after all (the
+   * user's `partitionName` threw as it was named): its pause stays for the key's next limiter.
+   */
+  putBackPause(key: string, record: PauseRecord): void {
+    if (record.until === undefined || this.#perOrigin.has(key)) return;
+    this.#paused.set(key, record.until);
+    if (record.claim !== undefined) this.#pausedClaims.set(key, record.claim);
+  }
+
+  /**
    * Keeps a pause until `until` for `key`, which has no limiter of its own here: a 429 its
    * server answered through an overflow limiter. Its next limiter starts with it (see
    * {@link takePause}), so the pause is not lost when the key leaves the overflow limiter.
