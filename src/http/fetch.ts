@@ -176,7 +176,9 @@ export function rateLimitedFetch(options: RateLimitedFetchOptions = {}): RateLim
         // The held body read to its end first: cancelled while it comes, it closed its connection.
         beforeRetry: async (held) => {
           if (held !== undefined) {
-            await heldBodyEnded(held, { clock: runtime.clockOf(route), ms: HELD_BODY_DRAIN_MS });
+            const deadline = { clock: runtime.clockOf(route), ms: HELD_BODY_DRAIN_MS };
+            // Or until the wrapper closes: then nothing more is sent (see `HttpRuntime.onClose`).
+            await heldBodyEnded(held, deadline, (stop) => runtime.onClose(stop));
           }
           await untilSocketReturned();
         },

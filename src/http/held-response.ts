@@ -2,7 +2,10 @@ import { ThrottledBodyTimeoutError, ThrottledBodyTooLongError } from '../errors.
 import { type BodyDeadline, HELD_BODY_DRAIN_MS, keepUpToCap, MAX_HELD_BODY_BYTES } from './attempt.js';
 
 /** How each held response's read is waited for ({@link heldBodyEnded}). */
-const drains = new WeakMap<Response, (deadline: BodyDeadline) => Promise<void>>();
+const drains = new WeakMap<Response, (deadline: BodyDeadline, stopWhen?: StopWhen) => Promise<void>>();
+
+/** Registers `stop`, which ends a wait early; returns what forgets it. */
+type StopWhen = (stop: () => void) => () => void;
 
 /**
  * Resolves once the body of `held` (a response {@link holdResponse} made) has been read to its end,
@@ -10,10 +13,11 @@ const drains = new WeakMap<Response, (deadline: BodyDeadline) => Promise<void>>(
  * while it comes closes its connection (see {@link HELD_BODY_DRAIN_MS}). A body that has not
  * ended `deadline.ms` after this call is cut then, its connection closed (if the caller gets
  * `held` after all, its body ends with a {@link ThrottledBodyTimeoutError} after the bytes kept).
- * At once for any other response.
+ * At once for any other response. `stopWhen` may end the wait sooner (the wrapper's close): the
+ * body is then read on, as while it was held, with no deadline.
  */
-export function heldBodyEnded(held: Response, deadline: BodyDeadline): Promise<void> {
-  return drains.get(held)?.(deadline) ?? Promise.resolve();
+export function heldBodyEnded(held: Response, deadline: BodyDeadline, stopWhen?: StopWhen): Promise<void> {
+  return drains.get(held)?.(deadline, stopWhen) ?? Promise.resolve();
 }
 
 /**
@@ -94,9 +98,10 @@ export function holdResponse(response: Response): Response {
     url: { value: response.url },
     redirected: { value: response.redirected },
   });
-  drains.set(held, ({ clock, ms }) => {
+  drains.set(held, ({ clock, ms }, stopWhen) => {
     if (end !== undefined) return Promise.resolve();
     return new Promise<void>((resolve) => {
+      let forget: (() => void) | undefined;
       // keepAlive: a request waits on it (its socket keeps the process running anyway).
       const timer = clock.setTimeout(
         () => {
@@ -111,9 +116,11 @@ export function holdResponse(response: Response): Response {
       );
       ended = () => {
         ended = undefined;
+        forget?.();
         clock.clearTimeout(timer);
         resolve();
       };
+      forget = stopWhen?.(() => ended?.());
     });
   });
   return held;

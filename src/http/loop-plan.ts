@@ -126,7 +126,14 @@ export class LoopPlan implements AttemptPlan<Attempt> {
     if (held?.held === true && !held.heldToTheEnd) {
       const { runtime, route } = this.#request;
       const deadline = { clock: runtime.clockOf(route), ms: HELD_BODY_DRAIN_MS };
-      await new Promise<void>((resolve) => held.afterBody(resolve, deadline));
+      // Or until the adapter closes: then nothing more is sent (see `HttpRuntime.onClose`).
+      await new Promise<void>((resolve) => {
+        const forget = runtime.onClose(resolve);
+        held.afterBody(() => {
+          forget();
+          resolve();
+        }, deadline);
+      });
     }
     return untilSocketReturned();
   }

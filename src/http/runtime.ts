@@ -140,6 +140,8 @@ export class HttpRuntime {
   readonly #partitionRoutes = new Map<string, Route>();
   /** Its requests that may wait now, behind a limiter its close leaves open (see {@link close}). */
   readonly #waits = new AdapterWaits();
+  /** What ends the reads of held bodies before their retries at the close (see {@link onClose}). */
+  readonly #onClose = new Set<() => void>();
   #seenChanges: number;
 
   /** `source`: what a `ConfigError` names, the factory the user called (`'rateLimitedFetch options'`). */
@@ -537,6 +539,24 @@ export class HttpRuntime {
     this.#removeBusyCheck();
     if (this.#ownsRegistry) this.registry.close();
     refuseWaits();
+    const stops = [...this.#onClose];
+    this.#onClose.clear();
+    for (const stop of stops) stop();
+  }
+
+  /**
+   * Calls `stop` once when the adapter closes (at once if it is closed); returns what forgets it.
+   * A retry reading the rest of the body of the answer it replaces (`HELD_BODY_DRAIN_MS`) stops
+   * there: nothing more is sent, and the caller gets that answer, its body still coming, at once.
+   * It waited for the body's end or the limiter's clock (for ever on a clock never advanced).
+   */
+  onClose(stop: () => void): () => void {
+    if (this.closed) {
+      stop();
+      return () => {};
+    }
+    this.#onClose.add(stop);
+    return () => this.#onClose.delete(stop);
   }
 }
 

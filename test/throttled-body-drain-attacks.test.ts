@@ -1,0 +1,302 @@
+import { once } from 'node:events';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Agent, type Dispatcher, request } from 'undici';
+import { describe, expect, it } from 'vitest';
+import { ManualClock } from '../src/clock.js';
+import { rateLimitedFetch } from '../src/http/fetch.js';
+import { CountingLimiter } from './helpers/counting-limiter.js';
+import { cleanups, limit, NEVER_BINDS } from './helpers/interceptor-fixtures.js';
+import { until } from './helpers/rate-limited-server.js';
+import { settled } from './helpers/settled.js';
+import { failOnUnhandledRejections } from './helpers/unhandled.js';
+
+failOnUnhandledRejections();
+
+type Answer = (req: IncomingMessage, res: ServerResponse, n: number) => void;
+
+/** A keep-alive server: the n-th request (1-based) answered by `answer`; counts connections. */
+async function server(answer: Answer) {
+  let requests = 0;
+  let connections = 0;
+  const s = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => answer(req, res, ++requests));
+  });
+  s.keepAliveTimeout = 60_000;
+  s.on('connection', () => connections++);
+  s.listen(0, '127.0.0.1');
+  await once(s, 'listening');
+  cleanups.push(async () => {
+    s.closeAllConnections();
+    await new Promise<void>((resolve) => s.close(() => resolve()));
+  });
+  return {
+    origin: `http://127.0.0.1:${(s.address() as AddressInfo).port}`,
+    get requests() {
+      return requests;
+    },
+    get connections() {
+      return connections;
+    },
+  };
+}
+
+/** Odd requests: a 429 (Retry-After: 0) written by `throttle`; even ones: 200 'ok'. */
+const oddThrottled =
+  (throttle: (res: ServerResponse, req: IncomingMessage) => void): Answer =>
+  (req, res, n) => {
+    if (n % 2 === 0) res.writeHead(200).end('ok');
+    else throttle(res, req);
+  };
+
+function interceptor(origin: string, clock: ManualClock, agentOptions: Agent.Options = {}, extra = {}) {
+  const limiter = new CountingLimiter({ clock, ...NEVER_BINDS });
+  const rl = limit({ limiters: { x: { origins: [origin], limiter, ...extra } }, default: false, clock });
+  const agent = new Agent(agentOptions);
+  cleanups.push(
+    () => agent.close(),
+    () => limiter.close(),
+  );
+  return { limiter, rl, dispatcher: agent.compose(rl) };
+}
+
+function wrapper(origin: string, clock: ManualClock, extra = {}) {
+  const limiter = new CountingLimiter({ clock, ...NEVER_BINDS });
+  const agent = new Agent();
+  cleanups.push(
+    () => agent.close(),
+    () => limiter.close(),
+  );
+  const limited = rateLimitedFetch({
+    limiters: { x: { origins: [origin], limiter, ...extra } },
+    default: false,
+    clock,
+    fetch: (input, init) => fetch(input, { ...init, dispatcher: agent } as RequestInit),
+  });
+  cleanups.push(() => limited.close());
+  return { limiter, limited };
+}
+
+async function get(dispatcher: Dispatcher, url: string, method: 'GET' | 'HEAD' = 'GET') {
+  const response = await request(url, { dispatcher, method });
+  return { status: response.statusCode, body: await response.body.text() };
+}
+
+const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+function expectSettled(limiter: CountingLimiter, granted: number) {
+  expect({ granted: limiter.granted, open: limiter.open }).toEqual({ granted, open: 0 });
+}
+
+describe('attacks on the read of a 429 body before its retry', () => {
+  it('interceptor: the 429 body fails mid-way (socket destroyed) while the retry waits for it', async () => {
+    let destroy: (() => void) | undefined;
+    const s = await server(
+      oddThrottled((res) => {
+        res.writeHead(429, { 'retry-after': '0', 'content-length': '100' });
+        res.write('x'.repeat(10));
+        destroy = () => res.socket?.destroy();
+      }),
+    );
+    const { limiter, dispatcher } = interceptor(s.origin, new ManualClock());
+    const answer = settled(get(dispatcher, `${s.origin}/`));
+    await until(() => limiter.granted === 2, 'the retry to be granted');
+    for (let i = 0; i < 5; i++) await nextTurn();
+    expect(s.requests).toBe(1);
+    destroy?.();
+    await until(() => answer.done, 'the request to end');
+    expect(answer.error).toBeUndefined();
+    expect(answer.value).toEqual({ status: 200, body: 'ok' });
+    expectSettled(limiter, 2);
+  });
+
+  it('fetch wrapper: the 429 body fails mid-way (socket destroyed) while the retry waits for it', async () => {
+    let destroy: (() => void) | undefined;
+    const s = await server(
+      oddThrottled((res) => {
+        res.writeHead(429, { 'retry-after': '0', 'content-length': '100' });
+        res.write('x'.repeat(10));
+        destroy = () => res.socket?.destroy();
+      }),
+    );
+    const { limiter, limited } = wrapper(s.origin, new ManualClock());
+    const answer = settled(
+      limited(`${s.origin}/`).then(async (r) => ({ status: r.status, body: await r.text() })),
+    );
+    await until(() => limiter.granted === 2, 'the retry to be granted');
+    for (let i = 0; i < 5; i++) await nextTurn();
+    expect(s.requests).toBe(1);
+    destroy?.();
+    await until(() => answer.done, 'the call to end');
+    expect(answer.error).toBeUndefined();
+    expect(answer.value).toEqual({ status: 200, body: 'ok' });
+    expectSettled(limiter, 2);
+  });
+
+  it.each([
+    [
+      'HEAD',
+      'HEAD' as const,
+      (res: ServerResponse) => res.writeHead(429, { 'retry-after': '0', 'content-length': '50' }).end(),
+    ],
+    [
+      'content-length 0',
+      'GET' as const,
+      (res: ServerResponse) => res.writeHead(429, { 'retry-after': '0', 'content-length': '0' }).end(),
+    ],
+    [
+      'chunked with trailers',
+      'GET' as const,
+      (res: ServerResponse) => {
+        res.writeHead(429, { 'retry-after': '0', trailer: 'x-why' });
+        res.write('part one ');
+        setTimeout(() => {
+          res.addTrailers({ 'x-why': 'busy' });
+          res.end('part two');
+        }, 20);
+      },
+    ],
+    [
+      'exactly 64 KiB in two writes',
+      'GET' as const,
+      (res: ServerResponse) => {
+        res.writeHead(429, { 'retry-after': '0', 'content-length': String(64 * 1024) });
+        res.write(Buffer.alloc(32 * 1024, 'a'));
+        setTimeout(() => res.end(Buffer.alloc(32 * 1024, 'b')), 20);
+      },
+    ],
+  ])(
+    'interceptor: a 429 (%s) then 200, 10 times: its connections reused',
+    async (_name, method, throttle) => {
+      const s = await server(oddThrottled(throttle));
+      const { limiter, dispatcher } = interceptor(s.origin, new ManualClock());
+      for (let i = 0; i < 10; i++) {
+        expect((await get(dispatcher, `${s.origin}/${i}`, method)).status).toBe(200);
+        await nextTurn();
+      }
+      expect(s.requests).toBe(20);
+      // undici closes the connection of every HEAD answer, with or without the interceptor.
+      expect(s.connections).toBe(method === 'HEAD' ? 20 : 1);
+      expectSettled(limiter, 20);
+    },
+  );
+
+  it.each([
+    [
+      'HEAD',
+      'HEAD',
+      (res: ServerResponse) => res.writeHead(429, { 'retry-after': '0', 'content-length': '50' }).end(),
+    ],
+    [
+      'content-length 0',
+      'GET',
+      (res: ServerResponse) => res.writeHead(429, { 'retry-after': '0', 'content-length': '0' }).end(),
+    ],
+    [
+      'exactly 64 KiB in two writes',
+      'GET',
+      (res: ServerResponse) => {
+        res.writeHead(429, { 'retry-after': '0', 'content-length': String(64 * 1024) });
+        res.write(Buffer.alloc(32 * 1024, 'a'));
+        setTimeout(() => res.end(Buffer.alloc(32 * 1024, 'b')), 20);
+      },
+    ],
+  ])(
+    'fetch wrapper: a 429 (%s) then 200, 10 times: its connections reused',
+    async (_name, method, throttle) => {
+      const s = await server(oddThrottled(throttle));
+      const { limiter, limited } = wrapper(s.origin, new ManualClock());
+      for (let i = 0; i < 10; i++) {
+        const r = await limited(`${s.origin}/${i}`, { method });
+        await r.text();
+        expect(r.status).toBe(200);
+        await nextTurn();
+      }
+      expect(s.requests).toBe(20);
+      // undici closes the connection of every HEAD answer, with or without the interceptor.
+      expect(s.connections).toBe(method === 'HEAD' ? 20 : 1);
+      expectSettled(limiter, 20);
+    },
+  );
+
+  it('interceptor: 6 at once with maxConcurrent: 1 and connections: 1, each 429 in two writes then 200', async () => {
+    const s = await server(
+      oddThrottled((res) => {
+        res.writeHead(429, { 'retry-after': '0', 'content-length': '20' });
+        res.write('x'.repeat(10));
+        setTimeout(() => res.end('y'.repeat(10)), 20);
+      }),
+    );
+    const { limiter, dispatcher } = interceptor(
+      s.origin,
+      new ManualClock(),
+      { connections: 1 },
+      { maxConcurrent: 1 },
+    );
+    const answers = await Promise.all(
+      Array.from({ length: 6 }, (_, i) => get(dispatcher, `${s.origin}/${i}`)),
+    );
+    expect(answers.map((a) => a.status)).toEqual([200, 200, 200, 200, 200, 200]);
+    expect(s.connections).toBe(1);
+    expectSettled(limiter, 12);
+  });
+
+  it('fetch wrapper: 6 at once with maxConcurrent: 1, each 429 in two writes then 200', async () => {
+    const s = await server(
+      oddThrottled((res) => {
+        res.writeHead(429, { 'retry-after': '0', 'content-length': '20' });
+        res.write('x'.repeat(10));
+        setTimeout(() => res.end('y'.repeat(10)), 20);
+      }),
+    );
+    const { limiter, limited } = wrapper(s.origin, new ManualClock(), { maxConcurrent: 1 });
+    const answers = await Promise.all(
+      Array.from({ length: 6 }, (_, i) =>
+        limited(`${s.origin}/${i}`).then((r) => r.text().then(() => r.status)),
+      ),
+    );
+    expect(answers).toEqual([200, 200, 200, 200, 200, 200]);
+    expectSettled(limiter, 12);
+  });
+
+  it('interceptor: closed while the 429 body trickles before the retry (clock never advanced): the caller gets the 429 at once', async () => {
+    const s = await server(
+      oddThrottled((res) => {
+        res.writeHead(429, { 'retry-after': '0' });
+        res.write('x');
+        const drip = setInterval(() => res.write('x'), 5);
+        res.on('close', () => clearInterval(drip));
+      }),
+    );
+    const { limiter, rl, dispatcher } = interceptor(s.origin, new ManualClock());
+    const answer = settled(request(`${s.origin}/`, { dispatcher }));
+    await until(() => limiter.granted === 2, 'the retry to be granted');
+    for (let i = 0; i < 5; i++) await nextTurn();
+    rl.close();
+    await until(() => answer.done, 'the request to end', 500);
+    expect(answer.value?.statusCode).toBe(429);
+    answer.value?.body.destroy();
+    expect(s.requests).toBe(1);
+  });
+
+  it('fetch wrapper: closed while the 429 body trickles before the retry (clock never advanced): the caller gets the 429 at once', async () => {
+    const s = await server(
+      oddThrottled((res) => {
+        res.writeHead(429, { 'retry-after': '0' });
+        res.write('x');
+        const drip = setInterval(() => res.write('x'), 5);
+        res.on('close', () => clearInterval(drip));
+      }),
+    );
+    const { limiter, limited } = wrapper(s.origin, new ManualClock());
+    const answer = settled(limited(`${s.origin}/`));
+    await until(() => limiter.granted === 2, 'the retry to be granted');
+    for (let i = 0; i < 5; i++) await nextTurn();
+    limited.close();
+    await until(() => answer.done, 'the call to end', 500);
+    expect(answer.value?.status).toBe(429);
+    await answer.value?.body?.cancel();
+    expect(s.requests).toBe(1);
+  });
+});
