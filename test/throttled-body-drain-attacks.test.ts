@@ -300,3 +300,62 @@ describe('attacks on the read of a 429 body before its retry', () => {
     expect(s.requests).toBe(1);
   });
 });
+
+describe('more reads before a retry', () => {
+  const trickle = (res: ServerResponse) => {
+    res.writeHead(429, { 'retry-after': '0' });
+    res.write('x');
+    const drip = setInterval(() => res.write('x'), 5);
+    res.on('close', () => clearInterval(drip));
+  };
+
+  it('interceptor with its own registry: closed while the 429 body trickles: the caller gets the 429 at once', async () => {
+    const s = await server(oddThrottled(trickle));
+    const clock = new ManualClock();
+    const rl = limit({ limiters: { x: { origins: [s.origin], ...NEVER_BINDS } }, default: false, clock });
+    const agent = new Agent();
+    cleanups.push(() => agent.close());
+    const answer = settled(request(`${s.origin}/`, { dispatcher: agent.compose(rl) }));
+    await until(() => s.requests === 1, 'the 429');
+    for (let i = 0; i < 10; i++) await nextTurn();
+    rl.close();
+    await until(() => answer.done, 'the request to end', 500);
+    expect(answer.value?.statusCode).toBe(429);
+    answer.value?.body.destroy();
+    expect(s.requests).toBe(1);
+  });
+
+  it("Node's fetch over the composed dispatcher: an abort while the body is read before the retry ends it with its reason", async () => {
+    const s = await server(oddThrottled(trickle));
+    const { limiter, dispatcher } = interceptor(s.origin, new ManualClock());
+    const abort = new AbortController();
+    const reason = new Error('caller gave up');
+    const answer = settled(fetch(`${s.origin}/`, { dispatcher, signal: abort.signal } as RequestInit));
+    await until(() => limiter.granted === 2, 'the retry to be granted');
+    for (let i = 0; i < 10; i++) await nextTurn();
+    abort.abort(reason);
+    await until(() => answer.done, 'the call to end', 500);
+    expect(answer.error).toBe(reason);
+    // fetch rejects at the abort itself; the request's books settle on a later turn.
+    await until(() => limiter.open === 0, 'the retry permit to settle', 500);
+    expect(s.requests).toBe(1);
+    expectSettled(limiter, 2);
+  });
+
+  it('a 429 body of 64 KiB + 1 in two writes is cut at the cap and the retry goes at once', async () => {
+    const s = await server(
+      oddThrottled((res) => {
+        res.writeHead(429, { 'retry-after': '0', 'content-length': String(64 * 1024 + 1) });
+        res.write(Buffer.alloc(32 * 1024, 'a'));
+        setTimeout(() => res.end(Buffer.alloc(32 * 1024 + 1, 'b')), 20);
+      }),
+    );
+    const { limiter, dispatcher } = interceptor(s.origin, new ManualClock());
+    expect(await get(dispatcher, `${s.origin}/`)).toEqual({ status: 200, body: 'ok' });
+    const { limiter: l2, limited } = wrapper(s.origin, new ManualClock());
+    const r = await limited(`${s.origin}/`);
+    expect({ status: r.status, body: await r.text() }).toEqual({ status: 200, body: 'ok' });
+    expectSettled(limiter, 2);
+    expectSettled(l2, 2);
+  });
+});
