@@ -2,7 +2,7 @@ import { once } from 'node:events';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Agent, type Dispatcher, request } from 'undici';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { ManualClock } from '../src/clock.js';
 import { rateLimitedFetch } from '../src/http/fetch.js';
 import { CountingLimiter } from './helpers/counting-limiter.js';
@@ -357,5 +357,34 @@ describe('more reads before a retry', () => {
     expect({ status: r.status, body: await r.text() }).toEqual({ status: 200, body: 'ok' });
     expectSettled(limiter, 2);
     expectSettled(l2, 2);
+  });
+});
+
+describe('under fake timers (the default clock)', () => {
+  it('a 429 body that ends goes on to its retry with no timer run: the read waits on the socket, not on the clock', async () => {
+    let end: (() => void) | undefined;
+    const s = await server(
+      oddThrottled((res) => {
+        res.writeHead(429, { 'retry-after': '0', 'content-length': '20' });
+        res.write('x'.repeat(10));
+        end = () => res.end('y'.repeat(10));
+      }),
+    );
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'Date'] });
+    try {
+      const rl = limit({ limiters: { x: { origins: [s.origin], ...NEVER_BINDS } }, default: false });
+      const agent = new Agent();
+      cleanups.push(() => agent.close());
+      const answer = settled(get(agent.compose(rl), `${s.origin}/`));
+      for (let i = 0; i < 200 && end === undefined; i++) await nextTurn();
+      for (let i = 0; i < 20; i++) await nextTurn();
+      expect(s.requests).toBe(1);
+      end?.();
+      for (let i = 0; i < 2000 && !answer.done; i++) await nextTurn();
+      expect(answer.value).toEqual({ status: 200, body: 'ok' });
+      expect(s.connections).toBe(1);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });
