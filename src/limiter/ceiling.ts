@@ -212,9 +212,9 @@ export class Ceilings {
    *
    * A request of more units than the credit left waits for them, as one of 1 waits at 0: sent,
    * it took the window below 0. One of more units than the window's whole `limit` could never
-   * fit: it waits for a full credit (`remaining` at the limit, nothing sent since: the first
-   * reading of a window), or for the reset, and then goes, the server deciding; it never waits
-   * longer than `maxPause` after the reading, as any hold.
+   * fit: it waits as one of 1 does (for any credit), and the server decides. Waiting for a full
+   * window did not work: an answer counts its own call, so no reading says the whole limit is
+   * left, and such a request waited for the reset (an hour on GitHub), past its `maxWait`.
    */
   heldUntil(granted: number, now: number, units = 1): number {
     if (!this.#windows) return Number.NEGATIVE_INFINITY;
@@ -234,7 +234,7 @@ export class Ceilings {
       // No longer than `maxPause` from the reading, as the pause at 0 (a newer reading holds again).
       const end = Math.min(resetAt, policy.holdEnd);
       const credit = remaining - sent;
-      const need = policy.limit !== undefined && units > policy.limit ? policy.limit : units;
+      const need = policy.limit !== undefined && units > policy.limit ? 1 : units;
       if ((credit <= 0 || credit < need) && end > now && end > until) until = end;
     }
     return until;
