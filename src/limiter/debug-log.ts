@@ -11,14 +11,6 @@ import { addLimiterWatcher, limiterOrigins, limiterPartition } from './watch.js'
  */
 const debug = typeof util.debuglog === 'function' ? util.debuglog('adaptive-rate-limit') : undefined;
 
-/**
- * One line under `NODE_DEBUG=adaptive-rate-limit` (through `redact()`), for what is told only
- * there: a diagnostic, not a warning (a shared budget's members lost with an evicted key).
- */
-export function debugLine(format: string, ...values: unknown[]): void {
-  if (debug?.enabled) debug('%s', redactText(util.format(format, ...values)));
-}
-
 if (debug?.enabled) {
   const log = (format: string, ...values: unknown[]) =>
     debug('%s', redactText(util.format(format, ...values)));

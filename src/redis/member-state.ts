@@ -1,10 +1,10 @@
 import type { EventEmitter } from 'node:events';
 import type { Clock } from '../clock.js';
 import type { RateController, RateControllerState } from '../controllers/types.js';
+import { debugLine } from '../debug-line.js';
 import { ConfigError } from '../errors.js';
 import { kAlignSlots, kRecentAcceptedRate } from '../internal.js';
 import type { AdaptiveRateLimiter } from '../limiter/adaptive.js';
-import { debugLine } from '../limiter/debug-log.js';
 import { warnListenerThrew } from '../limiter/listener-threw.js';
 import { redactText } from '../redact.js';
 import { BudgetController, type CutPlan } from './budget-controller.js';
