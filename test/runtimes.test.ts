@@ -17,8 +17,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 // them and sets DENO_BIN, BUN_BIN and WORKERD_BIN (with ARL_RUNTIMES=required, a missing one
 // fails); without them here, these tests are skipped. On workerd also: a pause nobody waits for
 // where timers are numbers (an earlier compatibility date), a fetch wrapper in module scope
-// shared by two requests at once, and a limiter in module scope whose rate rises as it serves 30
-// requests at once, each answering as soon as it is served.
+// shared by two requests at once, a limiter in module scope whose rate rises as it serves 30
+// requests at once, each answering as soon as it is served, and one whose head's request answered
+// without its call (it gave up waiting), the call left in the line.
 
 const run = promisify(execFile);
 const root = resolve('.');
@@ -99,6 +100,7 @@ beforeAll(async () => {
     'idle-pause.mjs',
     'shared-limiter.mjs',
     'rising-limiter.mjs',
+    'gone-head.mjs',
   ])
     await copyFile(join(root, 'test/runtimes', file), join(work, file));
 }, 120_000);
@@ -267,6 +269,35 @@ describe('the fetch wrapper and wrap on other runtimes', () => {
         answers.filter((answer) => !answer.startsWith('200 ')),
         answers.join('\n'),
       ).toEqual([]);
+    },
+  );
+
+  runtime('workerd')(
+    'workerd: the requests waiting behind a call whose request answered without it (it gave up, its call left in the line) are served at their turns',
+    { timeout: 90_000 },
+    async () => {
+      // The head's timers end with its request; the calls behind it kept only a keep-alive at
+      // their deadline (maxWait 20 s): each waited 20 s, and two of three were refused (503).
+      await bundleWorker('gone-head.mjs');
+      const answers = await withWorker(async (port) => {
+        const first = await get(`http://127.0.0.1:${port}/0`);
+        const head = get(`http://127.0.0.1:${port}/head`);
+        // Queued behind the head's call, which then gives up.
+        await new Promise((r) => setTimeout(r, 100));
+        const rest = [1, 2, 3].map((i) => get(`http://127.0.0.1:${port}/${i}`));
+        return Promise.all(
+          [first, head, ...rest].map(async (r) => `${(await r).status} ${await (await r).text()}`),
+        );
+      });
+      expect(answers[1]).toBe('200 gave up');
+      // Each a second or so after the one before it, from the head's turn (the rate rises as each is served).
+      const waited = answers
+        .slice(2)
+        .map((answer) => (answer.startsWith('200 ') ? JSON.parse(answer.slice(4)).waited : answer));
+      expect(
+        waited.every((w) => typeof w === 'number' && w < 10_000),
+        answers.join('\n'),
+      ).toBe(true);
     },
   );
 });

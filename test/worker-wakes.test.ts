@@ -1,0 +1,407 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
+import { afterAll, beforeAll, expect, it, vi } from 'vitest';
+import { type Clock, ManualClock } from '../src/clock.js';
+import type { kWaitCancel as WaitCancelKey } from '../src/internal.js';
+import type { AdaptiveRateLimiter as Limiter } from '../src/limiter/adaptive.js';
+import type { FixedWindowRateLimiter as WindowLimiter } from '../src/limiter/fixed-window.js';
+import type { AcquireOptions, Permit } from '../src/limiter/types.js';
+
+// A limiter kept across requests in a Cloudflare Worker (workerd), as test/worker-timers.test.ts
+// models it, and further: a request that ended (it answered, or its client went away) arms no
+// timer that fires again, and each timer runs with every microtask before the next one, as in a
+// runtime. Each scenario runs twice: with every timer alive (as on Node), and with each request
+// ended as soon as its call is settled, or when its client goes away: a live call must be served
+// (or refused) at the same time in both.
+
+interface Timer {
+  at: number;
+  seq: number;
+  fn: () => void;
+  request: string;
+  live: boolean;
+}
+
+/** A clock whose timers belong to the request running when they were armed. */
+class RequestClock implements Clock {
+  #now = 0;
+  #seq = 0;
+  #timers: Timer[] = [];
+  readonly #current = new AsyncLocalStorage<string>();
+  readonly #ended = new Set<string>();
+  armed = 0;
+
+  constructor(readonly endsRequests: boolean) {}
+
+  now(): number {
+    return this.#now;
+  }
+
+  setTimeout(fn: () => void, ms: number): unknown {
+    this.armed++;
+    const request = this.#current.getStore() ?? 'module';
+    const timer: Timer = { at: this.#now + Math.max(0, ms), seq: this.#seq++, fn, request, live: true };
+    // A request that ended runs nothing again (workerd runs none of its continuations either).
+    if (this.#ended.has(request)) timer.live = false;
+    else this.#timers.push(timer);
+    return timer;
+  }
+
+  clearTimeout(handle: unknown): void {
+    const timer = handle as Timer | undefined;
+    if (timer === undefined || !timer.live) return;
+    timer.live = false;
+    this.#timers.splice(this.#timers.indexOf(timer), 1);
+  }
+
+  in<T>(request: string, fn: () => T): T {
+    return this.#current.run(request, fn);
+  }
+
+  /** Request `request` ended: its timers end with it (only where requests end). */
+  end(request: string): void {
+    if (!this.endsRequests) return;
+    this.#ended.add(request);
+    this.#timers = this.#timers.filter((t) => {
+      if (t.request !== request) return true;
+      t.live = false;
+      return false;
+    });
+  }
+
+  pending(request: string): number {
+    return this.#timers.filter((t) => t.request === request).length;
+  }
+
+  get pendingTimers(): number {
+    return this.#timers.length;
+  }
+
+  /** Runs each timer due by `time` in order, every microtask (and `after`) after each, as a runtime does. */
+  async advanceTo(time: number, after: () => void = () => {}): Promise<void> {
+    for (;;) {
+      let next: Timer | undefined;
+      for (const t of this.#timers)
+        if (t.at <= time && (next === undefined || t.at < next.at || (t.at === next.at && t.seq < next.seq)))
+          next = t;
+      if (next === undefined) break;
+      this.#timers.splice(this.#timers.indexOf(next), 1);
+      next.live = false;
+      this.#now = next.at;
+      this.in(next.request, next.fn);
+      await flush();
+      after();
+    }
+    if (time > this.#now) this.#now = time;
+    await flush();
+    after();
+  }
+}
+
+function flush(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
+}
+
+let AdaptiveRateLimiter: typeof Limiter;
+let FixedWindowRateLimiter: typeof WindowLimiter;
+let kWaitCancel: typeof WaitCancelKey;
+
+beforeAll(async () => {
+  vi.stubGlobal('navigator', { userAgent: 'Cloudflare-Workers' });
+  vi.resetModules();
+  ({ AdaptiveRateLimiter } = await import('../src/limiter/adaptive.js'));
+  ({ FixedWindowRateLimiter } = await import('../src/limiter/fixed-window.js'));
+  ({ kWaitCancel } = await import('../src/internal.js'));
+});
+
+afterAll(() => {
+  vi.unstubAllGlobals();
+});
+
+type Kind = 'line' | 'window';
+
+function oneASecond(kind: Kind, clock: Clock, maxWait: number): Limiter | WindowLimiter {
+  return kind === 'line'
+    ? new AdaptiveRateLimiter({ name: 'worker', initialUnitsPerMinute: 60, maxWait, clock })
+    : new FixedWindowRateLimiter({
+        name: 'worker',
+        limitForPeriod: 1,
+        limitRefreshPeriod: 1000,
+        timeoutDuration: maxWait,
+        clock,
+      });
+}
+
+interface Outcome {
+  at?: number;
+  served?: boolean;
+}
+
+/** A call of request `request`: settles `outcome` when it is, and the request answers then. */
+function call(clock: RequestClock, request: string, acquire: () => Promise<Permit>, outcome: Outcome): void {
+  clock.in(request, acquire).then(
+    (permit) => {
+      outcome.at = clock.now();
+      outcome.served = true;
+      clock.in(request, () => permit.success());
+      clock.end(request);
+    },
+    () => {
+      outcome.at = clock.now();
+      outcome.served = false;
+      clock.end(request);
+    },
+  );
+}
+
+/**
+ * A line of 4 calls, each a request of its own, behind a first served at once; the head's request
+ * ends while its call waits (it answered without it, or its client went away: nothing aborts the
+ * call, which stays in the line; its timers end with the request, and its continuations never run).
+ */
+async function headGone(kind: Kind, endsRequests: boolean): Promise<Outcome[]> {
+  const clock = new RequestClock(endsRequests);
+  const limiter = oneASecond(kind, clock, 60_000);
+  try {
+    await clock.in('first', () => limiter.acquire());
+    clock.end('first');
+    const outcomes: Outcome[] = Array.from({ length: 4 }, () => ({}));
+    for (const [i, outcome] of outcomes.entries()) call(clock, `r${i}`, () => limiter.acquire(), outcome);
+    await flush();
+    clock.end('r0');
+    const alive = (): void => {
+      for (let i = 1; i < outcomes.length; i++)
+        if (outcomes[i]?.at === undefined) expect(clock.pending(`r${i}`), `r${i}`).toBeGreaterThan(0);
+    };
+    await clock.advanceTo(70_000, alive);
+    return outcomes.slice(1);
+  } finally {
+    limiter.close();
+  }
+}
+
+it.each(['line', 'window'] as const)(
+  "serves the calls behind a head whose request ended while its call waits (it answered without it) at their turns, not at the next one's deadline (%s)",
+  async (kind) => {
+    // With every timer alive: each in turn, from 1 s after the head's (about a second each).
+    const expected = await headGone(kind, false);
+    expect(expected.every((o) => o.served === true && (o.at as number) < 5000)).toBe(true);
+    expect((await headGone(kind, true)).map((o) => [o.served, o.at])).toEqual(
+      expected.map((o) => [o.served, o.at]),
+    );
+  },
+);
+
+/** A seeded pseudo-random number in [0, 1) (mulberry32). */
+function random(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+interface Plan {
+  arrive: number;
+  units: number;
+  abortAt?: number;
+  goneAt?: number;
+  throttle?: number;
+}
+
+function plans(seed: number, gone: boolean, kind: Kind): Plan[] {
+  const next = random(seed);
+  return Array.from({ length: 16 }, () => {
+    const plan: Plan = {
+      arrive: Math.floor(next() * 4000),
+      units: kind === 'line' ? 1 + Math.floor(next() * 3) : 1,
+    };
+    if (next() < 0.15) plan.abortAt = plan.arrive + Math.floor(next() * 8000);
+    if (gone && next() < 0.15) plan.goneAt = plan.arrive + Math.floor(next() * 8000);
+    if (kind === 'line' && next() < 0.1) plan.throttle = 500 + Math.floor(next() * 3000);
+    return plan;
+  });
+}
+
+/** Runs `plan` on a limiter; every request's timers alive, or each request ending as it answers. */
+async function runPlan(kind: Kind, plan: Plan[], endsRequests: boolean): Promise<Outcome[]> {
+  const clock = new RequestClock(endsRequests);
+  const limiter = oneASecond(kind, clock, 20_000);
+  const outcomes: Outcome[] = plan.map(() => ({}));
+  const gone = new Set<number>();
+  try {
+    plan.forEach((p, i) => {
+      const request = `r${i}`;
+      const controller = p.abortAt === undefined ? undefined : new AbortController();
+      clock.in(request, () =>
+        clock.setTimeout(() => {
+          const outcome = outcomes[i] as Outcome;
+          clock
+            .in(request, () => limiter.acquire(p.units, { signal: controller?.signal }))
+            .then(
+              (permit) => {
+                outcome.at = clock.now();
+                outcome.served = true;
+                if (p.throttle !== undefined) permit.throttled(p.throttle);
+                else permit.success();
+                clock.end(request);
+              },
+              () => {
+                outcome.at = clock.now();
+                outcome.served = false;
+                clock.end(request);
+              },
+            );
+        }, p.arrive),
+      );
+      if (controller !== undefined)
+        clock.in(request, () =>
+          clock.setTimeout(() => controller.abort(new Error('gave up')), p.abortAt as number),
+        );
+      if (p.goneAt !== undefined)
+        clock.in('driver', () =>
+          clock.setTimeout(() => {
+            gone.add(i);
+            clock.end(request);
+          }, p.goneAt as number),
+        );
+    });
+    const alive = (): void => {
+      if (!endsRequests) return;
+      plan.forEach((p, i) => {
+        const o = outcomes[i] as Outcome;
+        if (o.at === undefined && !gone.has(i) && clock.now() > p.arrive)
+          expect(clock.pending(`r${i}`), `r${i} at ${clock.now()} ms`).toBeGreaterThan(0);
+      });
+    };
+    await clock.advanceTo(40_000, alive);
+    return outcomes.map((o, i) => (plan[i]?.goneAt === undefined ? o : {}));
+  } finally {
+    limiter.close();
+  }
+}
+
+it.each(['line', 'window'] as const)(
+  'serves each call of random lines (units, aborts, 429s) at the same time whether or not each request ends as it answers (%s)',
+  async (kind) => {
+    for (let seed = 1; seed <= 40; seed++) {
+      const plan = plans(seed, false, kind);
+      const expected = await runPlan(kind, plan, false);
+      expect(await runPlan(kind, plan, true), `seed ${seed}`).toEqual(expected);
+    }
+  },
+);
+
+it('keeps at most two timers of each waiting call while a line drains as its rate rises at each grant, and none once closed', async () => {
+  const clock = new RequestClock(true);
+  const limiter = new AdaptiveRateLimiter({
+    name: 'worker',
+    initialUnitsPerMinute: 600,
+    maxWait: 600_000,
+    clock,
+  });
+  const n = 300;
+  let served = 0;
+  let most = 0;
+  try {
+    clock.in('first', () => limiter.tryAcquire())?.success();
+    clock.end('first');
+    for (let i = 0; i < n; i++) {
+      const request = `r${i}`;
+      clock
+        .in(request, () => limiter.acquire())
+        .then((permit) => {
+          // Each success raises the rate: the limiter's timer moves at each grant (a nudge each).
+          clock.in(request, () => permit.success());
+          clock.end(request);
+          served++;
+        });
+    }
+    await flush();
+    const bounded = (): void => {
+      const waiting = n - served;
+      most = Math.max(most, clock.pendingTimers - 2 * waiting);
+    };
+    for (let t = 100; served < n && t < 120_000; t += 100) await clock.advanceTo(t, bounded);
+    expect(served).toBe(n);
+    // One keep-alive a call, one at the limiter's timer for the head, and the limiter's own.
+    expect(most).toBeLessThanOrEqual(1);
+    expect(clock.armed).toBeLessThanOrEqual(4 * n);
+    // A line closed with calls in it leaves no timer behind.
+    const left = Array.from({ length: 50 }, (_, i) =>
+      clock.in(`c${i}`, () => limiter.acquire()).catch(() => 'closed'),
+    );
+    await flush();
+    expect(clock.pendingTimers).toBeGreaterThan(50);
+    limiter.close();
+    // The first granted at once (the bucket filled meanwhile), every other refused.
+    expect((await Promise.all(left)).slice(1)).toEqual(left.slice(1).map(() => 'closed'));
+    await flush();
+    expect(clock.pendingTimers).toBe(0);
+  } finally {
+    limiter.close();
+  }
+});
+
+setFlagsFromString('--expose-gc');
+const gc = runInNewContext('gc') as () => void;
+
+async function collected(refs: WeakRef<object>[]): Promise<number> {
+  for (let i = 0; i < 3; i++) {
+    await flush();
+    gc();
+  }
+  return refs.filter((ref) => ref.deref() === undefined).length;
+}
+
+it.each(['line', 'window'] as const)(
+  'keeps nothing of 10,000 calls served from a line in a Worker (%s)',
+  async (kind) => {
+    const clock = new ManualClock();
+    const n = 10_000;
+    const limiter =
+      kind === 'line'
+        ? new AdaptiveRateLimiter({
+            name: 'worker',
+            initialUnitsPerMinute: 600_000,
+            slowStart: false,
+            maxWait: 600_000,
+            clock,
+          })
+        : new FixedWindowRateLimiter({
+            name: 'worker',
+            limitForPeriod: 100,
+            limitRefreshPeriod: 10,
+            timeoutDuration: 600_000,
+            clock,
+          });
+    try {
+      while (limiter.tryAcquire() !== undefined);
+      const refs: WeakRef<object>[] = [];
+      let served = 0;
+      for (let i = 0; i < n; i++) {
+        // What names a call of the fetch wrapper's while it waits (line), or its promise (window).
+        const cancel = { waitingIn: undefined, waitSeq: 0 };
+        const options = (kind === 'line' ? { [kWaitCancel]: cancel } : {}) as AcquireOptions;
+        const promise = limiter.acquire(1, options);
+        refs.push(new WeakRef(kind === 'line' ? cancel : promise));
+        promise.then((permit) => {
+          permit.success();
+          served++;
+        });
+      }
+      for (let t = 0; served < n && t < 100_000; t += 10) {
+        clock.advance(10);
+        await flush();
+      }
+      expect(served).toBe(n);
+      expect(await collected(refs)).toBeGreaterThanOrEqual(n - 1);
+    } finally {
+      limiter.close();
+    }
+  },
+);
