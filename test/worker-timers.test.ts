@@ -181,7 +181,7 @@ async function timersToDrain(kind: Kind, n: number): Promise<number> {
 
 it('arms a few timers a waiting call to drain a line in a Worker, not one a call at each wake', async () => {
   // Each call's timer set for every wake of the limiter's armed 80,999 for 400 calls (N²/2): now a
-  // keep-alive each, and one at the limiter's timer while it is the head (1,200).
+  // timer each at its predicted turn, and one at the limiter's timer while it is the head (1,599).
   expect(await timersToDrain('line', 400)).toBeLessThanOrEqual(4 * 400);
   expect(await timersToDrain('window', 400)).toBeLessThanOrEqual(4 * 400);
 });

@@ -187,7 +187,8 @@ export class FixedWindowRateLimiter extends LazyEmitter<FixedWindowEventMap> imp
       this.#arm(now);
       queued = waiter;
     });
-    // Its own wakes (see wakeOwn): a keep-alive (it has no deadline once queued), and while it is
+    // Its own wakes (see wakeOwn): a timer at the start of the cycle before its own (it moves up a
+    // cycle when the waiters ahead of it leave; it has no deadline once queued), and while it is
     // the head, a timer at the limiter's.
     const waiter = queued;
     if (OWN_WAKES && waiter !== undefined)
@@ -197,6 +198,7 @@ export class FixedWindowRateLimiter extends LazyEmitter<FixedWindowEventMap> imp
         this.#asOneTimer(),
         Number.POSITIVE_INFINITY,
         () => this.#queue.peek() === waiter,
+        () => (waiter.dead ? undefined : this.#startOf(waiter.cycle - 1)),
       );
     return waiting;
   }

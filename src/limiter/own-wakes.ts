@@ -36,13 +36,18 @@ function delayTo(at: number, now: number): number {
  *
  * The head of the line (`isHead()`: the next to be served) keeps a timer at the limiter's, set
  * again after each wake while it is the head, as every waiter once did (N timers a wake, about
- * N²/2 to drain a line of N). A waiter behind it keeps one keep-alive at `deadline` (when the
- * limiter refuses it), or the longest a timer may wait, set again when it fires. The limiter
+ * N²/2 to drain a line of N). A waiter behind it keeps one timer at `turn(now)`, its turn as the
+ * limiter predicts it as if one waiter ahead of it had left, but not before the limiter's timer
+ * nor after `deadline` (when the limiter refuses it), set again when it fires; `turn` answers
+ * `undefined` once it has left. With no wake armed it is a keep-alive at `deadline`, or the
+ * longest a timer may wait. Chosen over a keep-alive at `deadline`: a head whose request ended
+ * while it waited (it answered without its call, which stays in the line) takes its timers with
+ * it, and the waiters behind it waited to their deadline. The limiter
  * calls the {@link Nudge} this returns when that waiter becomes the head, and when it sets its
  * timer for another time while that waiter is the head (the rate rose): it resolves a promise
  * made in the waiter's request, whose continuation workerd runs in that request (V8's promise
  * context tags), which sets the head's timer there, at the limiter's. So a line drains at the
- * rate as it rises, with about 3 timers a waiter.
+ * rate as it rises, with about 4 timers a waiter.
  */
 export function wakeOwn(
   clock: Clock,
@@ -50,6 +55,7 @@ export function wakeOwn(
   limiter: OneTimer,
   deadline: number,
   isHead: () => boolean,
+  turn: (now: number) => number | undefined,
 ): Nudge {
   let settled = false;
   let keepAlive: unknown;
@@ -84,8 +90,11 @@ export function wakeOwn(
   };
   const armKeepAlive = (): void => {
     const now = clock.now();
+    const soonest = turn(now);
+    if (soonest === undefined) return;
+    let at = Math.min(Math.max(limiter.timerAt, soonest), deadline);
     // Past its deadline (the limiter refuses it at its next wake): that wake.
-    const at = deadline > now ? deadline : limiter.timerAt;
+    if (!(at > now)) at = limiter.timerAt;
     keepAlive = clock.setTimeout(onKeepAlive, delayTo(at, now), true);
   };
   const onKeepAlive = (): void => {

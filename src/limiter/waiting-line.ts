@@ -153,6 +153,11 @@ export class WaitingLine implements CancellableLine {
   /** Each waiter's nudge, by what holds its number (`OWN_WAKES`, see {@link wakeOwn}). */
   #nudges: WeakMap<SeqHolder, Nudge> | undefined;
   #headNudges: HeadNudges | undefined;
+  /**
+   * Units queued since the line was last empty (`OWN_WAKES`): less those still queued, the units
+   * that left since, so a waiter's wake knows the least that can still be ahead of it.
+   */
+  #unitsIn = 0;
   #closed = false;
   /** A drain is running (see {@link kick}). */
   #draining = false;
@@ -219,7 +224,13 @@ export class WaitingLine implements CancellableLine {
       // The head's turn and deadline arm the timer, and the deadline of a waiter behind it that
       // comes sooner than one before it (a retry with less of its maxWait left).
       if (this.#queue.size === 1 || deadline < this.#timerAt) this.arm(now);
-      if (OWN_WAKES && promise !== QUEUED) this.#wakeOwn(promise, seq, deadline, cancel);
+      if (OWN_WAKES) {
+        // The line was empty: counted in from here.
+        if (this.#queue.size === 1) this.#unitsIn = this.#queuedUnits - units;
+        const before = this.#unitsIn;
+        this.#unitsIn += units;
+        if (promise !== QUEUED) this.#wakeOwn(promise, seq, units, before, deadline, cancel);
+      }
     } catch (error) {
       // Out of the line again (a signal whose addEventListener throws): left there, it held the
       // head with no timer, and every later acquire waited for ever.
@@ -329,10 +340,19 @@ export class WaitingLine implements CancellableLine {
   }
 
   /**
-   * Wakes waiter `seq` by timers of its own request's (`OWN_WAKES`, see {@link wakeOwn}): a
-   * keep-alive at `deadline`, and while it is the head, one at the line's timer.
+   * Wakes waiter `seq` of `units` by timers of its own request's (`OWN_WAKES`, see
+   * {@link wakeOwn}): one at its turn as the bucket predicts it now behind the units that can
+   * still be ahead of it (queued before it, `before`, less all that left since), less one waiter
+   * of its size, and while it is the head, one at the line's timer.
    */
-  #wakeOwn(promise: Promise<Permit>, seq: number, deadline: number, cancel: WaitCancel | undefined): void {
+  #wakeOwn(
+    promise: Promise<Permit>,
+    seq: number,
+    units: number,
+    before: number,
+    deadline: number,
+    cancel: WaitCancel | undefined,
+  ): void {
     // What names it while it waits (the queue may number it again) and lets go once it left.
     let holder: SeqHolder | undefined = cancel;
     if (holder === undefined) {
@@ -345,6 +365,11 @@ export class WaitingLine implements CancellableLine {
       this.#asOneTimer(),
       deadline,
       () => holder.waitingIn === this && this.#queue.first() === holder.waitSeq,
+      (now) => {
+        if (holder.waitingIn !== this) return undefined;
+        const ahead = Math.max(0, before - (this.#unitsIn - this.#queuedUnits) - units);
+        return now + this.#bucket.predictWait(units, ahead, this.#pause.left(now), now);
+      },
     );
     this.#nudges ??= new WeakMap();
     this.#nudges.set(holder, nudge);
