@@ -424,8 +424,12 @@ export class Coordinator {
           floorFraction: o.floorFraction,
           // A state made again without a rate (lost: evicted, flushed) starts from this member's
           // initial rate, or, without one, the whole rate it last knew: not from nothing
-          // (unlimited), which the members with an initial rate never were.
-          initialRate: this.#initial ?? member.lastRate,
+          // (unlimited), which the members with an initial rate never were. Not while degraded:
+          // the rate it knew is from before its outage, while the others may have cut since (a
+          // member back from a partition, heard first after a loss, made the state again at the
+          // 6,000 it knew where the others had cut to 1,441); it keeps its share meanwhile
+          // (member-state.ts), and the next heartbeat of a member heard since offers its rate.
+          initialRate: this.#initial ?? (member.degraded ? undefined : member.lastRate),
           minRate: this.#min,
           maxRate: this.#max,
           ttl: o.stateTtl,

@@ -358,7 +358,10 @@ export class MemberState {
       this.#fraction = applied / this.#rate;
       this.#fractionLearned = true;
     }
-    this.#controller.learn(reply, now);
+    // Lost, the rate kept is the one the budget's controller cuts from too: read as "unlimited",
+    // a 429 before the rate came back cut from the accepted sum of the members heard since the
+    // loss (one of three after a restart: 600 -> 101, not 420).
+    this.#controller.learn(lost ? { ...reply, rate: this.#rate } : reply, now);
     this.#controller.learnSums(reply.accepted, reply.measured, accepted);
     this.#waitedSinceReply = false;
     this.#applyShare(applied);
