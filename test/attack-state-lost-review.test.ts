@@ -94,6 +94,42 @@ describe('a lost :state made again from the rate a member last knew', () => {
     expect(Math.round(room.inner.rate ?? 0)).toBe(known);
   });
 
+  for (const [controller, seconds] of [
+    ['aimd', 20],
+    ['probe', 5],
+  ] as const)
+    it(`on its own timers, a member back from a partition leaves the state to the rate the others knew (${controller}, ${seconds} s)`, async () => {
+      const clock = new ManualClock();
+      const room = new Room(clock);
+      room.inner.heartbeat(heartbeatRequest('seed', { initialRate: 6_000 }));
+      room.inner.leave('seed');
+      let partitioned = false;
+      const opts = { clock, controller, heartbeatInterval: 3_000 };
+      const a = member({ store: room.link(), ...opts });
+      const c = member({ store: room.link(() => partitioned), ...opts });
+      for (const m of [a, c]) await m.refresh();
+      partitioned = true;
+      clock.advance(3_000); // c degraded, trying again every 250 ms
+      for (let i = 0; i < 4; i++) {
+        (await next(a, clock)).throttled();
+        await a.flush();
+      }
+      const known = Math.round(a.state.rate ?? 0);
+      room.lose();
+      partitioned = false; // c is heard at its next try, before a's next heartbeat
+      let highest = 0;
+      for (let t = 0; t < seconds * 1_000; t += 50) {
+        load([a, c], clock, 50);
+        highest = Math.max(highest, Math.round(room.inner.rate ?? 0));
+      }
+      // Before: c's try back made the state again at the 6,000 it knew (aimd: 6,120 after 20 s;
+      // probe: 12,000, its start-up doubling of it). Offering none at that try,
+      // c still proposed from the 6,000 it kept at its next heartbeat, and its proposal replaced
+      // the rate a had made the state again at (probe: 375 -> 12,000).
+      // (Within these seconds: aimd one step above the rate known, probe one start-up doubling.)
+      expect(highest).toBeLessThanOrEqual(controller === 'aimd' ? known + 120 : 2 * known);
+    });
+
   // Not fixed: a member not degraded knows the rate of its last heartbeat; one of a slower
   // heartbeat heard first after a loss makes the state again at a rate the others cut since.
   it.fails('a member of a slower heartbeat heard first after a loss seeds the rate the others knew (known: its own, 6,000)', async () => {

@@ -131,6 +131,8 @@ export class MemberState {
   #sharedPause: { readonly until: number; readonly generation: string | undefined } | undefined;
   /** ms of a shared pause the state lost, for the coordinator to share again; 0: none. */
   #lostPause = 0;
+  /** The last heartbeat found the state made again with no rate: `#rate` is kept, not answered. */
+  #rateKept = false;
 
   constructor(events: EventEmitter<SharedBudgetEventMap>, init: MemberStateInit) {
     this.#events = events;
@@ -269,7 +271,10 @@ export class MemberState {
    * heartbeat to carry; none while degraded.
    */
   proposal(): Proposal | undefined {
-    if (this.#degraded) return undefined;
+    // None on a rate kept through a lost state: the store has none to change, and one made from
+    // a rate kept through an outage (6,000, where the others had cut to 1,441) replaced the rate
+    // the first member heard since had made the state again at (12,000 with the probe controller).
+    if (this.#degraded || this.#rateKept) return undefined;
     return this.#controller.proposal(this.#clock.now(), this.#waitedSinceReply, this.acceptedRate());
   }
 
@@ -349,6 +354,7 @@ export class MemberState {
     if (Number.isFinite(reply.now)) this.#serverOffset = reply.now - (sentAt + now) / 2;
     this.#acceptedSum = reply.accepted;
     if (!lost) this.#rate = reply.rate;
+    this.#rateKept = lost && this.#rate !== undefined;
     if (away && this.#rate !== undefined && this.#fractionLearned) this.#share = this.#rate * this.#fraction;
     else this.#share = reply.share;
     // Back from an outage the share applied may be held below the one answered (see
@@ -382,6 +388,7 @@ export class MemberState {
     // known is kept; made undefined, the member read as unlimited, and a 429 with a long
     // Retry-After took the delayed first cut, dropped once a heartbeat brought a rate back.
     this.#rate = reply.rate ?? this.#rate;
+    if (reply.rate !== undefined) this.#rateKept = false;
     const { generation, rate, books } = reply;
     this.#controller.learn({ generation, rate, books, pauseRemaining: this.#localPause(now) }, now);
     // Before any share was answered (the budget left "unlimited" with this cut): an equal part
