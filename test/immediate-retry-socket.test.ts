@@ -1,14 +1,12 @@
-import { once } from 'node:events';
-import { createServer, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { Agent, type Dispatcher, request, fetch as undiciFetch } from 'undici';
+import { Agent, request, fetch as undiciFetch } from 'undici';
 import { describe, expect, it, vi } from 'vitest';
 import { ManualClock } from '../src/clock.js';
 import { rateLimitedFetch } from '../src/http/fetch.js';
 import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
 import { CountingLimiter } from './helpers/counting-limiter.js';
-import { advanceUntil, cleanups, limit, NEVER_BINDS } from './helpers/interceptor-fixtures.js';
+import { advanceUntil, cleanups, NEVER_BINDS } from './helpers/interceptor-fixtures.js';
 import { settled } from './helpers/settled.js';
+import { countingServer, getText, limitedAgent } from './helpers/socket-counting-server.js';
 import { failOnUnhandledRejections } from './helpers/unhandled.js';
 
 // Regression: the retry of a 429 whose permit was granted at once (`Retry-After: 0`) was
@@ -24,52 +22,12 @@ failOnUnhandledRejections();
  * A keep-alive node:http server that answers its first request with a 429 (`Retry-After:
  * retryAfter`, a small body) and every later one with a 200, counting the connections it accepts.
  */
-async function throttleOnce(retryAfter: string) {
-  let requests = 0;
-  let connections = 0;
-  const server = createServer((req, res: ServerResponse) => {
-    req.resume();
-    req.on('end', () => {
-      requests++;
-      if (requests === 1) {
-        res.writeHead(429, { 'retry-after': retryAfter, 'content-type': 'text/plain' }).end('slow down');
-      } else res.writeHead(200, { 'content-type': 'text/plain' }).end('ok');
-    });
+function throttleOnce(retryAfter: string) {
+  return countingServer((_req, res, n) => {
+    if (n === 1) {
+      res.writeHead(429, { 'retry-after': retryAfter, 'content-type': 'text/plain' }).end('slow down');
+    } else res.writeHead(200, { 'content-type': 'text/plain' }).end('ok');
   });
-  server.keepAliveTimeout = 60_000;
-  server.on('connection', () => connections++);
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  cleanups.push(async () => {
-    server.closeAllConnections();
-    await new Promise<void>((resolve) => server.close(() => resolve()));
-  });
-  return {
-    origin: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    get requests() {
-      return requests;
-    },
-    get connections() {
-      return connections;
-    },
-  };
-}
-
-/** An Agent composed with the interceptor over a limiter the test owns (never binding). */
-function limitedAgent(origin: string, clock: ManualClock, agentOptions: Agent.Options = {}) {
-  const limiter = new CountingLimiter({ clock, ...NEVER_BINDS });
-  const rl = limit({ limiters: { x: { origins: [origin], limiter } }, default: false, clock });
-  const agent = new Agent(agentOptions);
-  cleanups.push(
-    () => agent.close(),
-    () => limiter.close(),
-  );
-  return { limiter, dispatcher: agent.compose(rl) };
-}
-
-async function get(dispatcher: Dispatcher, url: string) {
-  const response = await request(url, { dispatcher });
-  return { status: response.statusCode, body: await response.body.text() };
 }
 
 /** Two permits granted (the 429's and its retry's), both told their answer; nobody waiting. */
@@ -85,7 +43,7 @@ describe('the retry of a 429 granted at once reuses its keep-alive socket', () =
     const server = await throttleOnce('0');
     const { limiter, dispatcher } = limitedAgent(server.origin, new ManualClock());
 
-    const answer = await get(dispatcher, `${server.origin}/`);
+    const answer = await getText(dispatcher, `${server.origin}/`);
     expect(answer).toEqual({ status: 200, body: 'ok' });
     expect(server.requests).toBe(2);
     expect(server.connections).toBe(1);
@@ -96,7 +54,7 @@ describe('the retry of a 429 granted at once reuses its keep-alive socket', () =
     const server = await throttleOnce('0');
     const { limiter, dispatcher } = limitedAgent(server.origin, new ManualClock(), { connections: 1 });
 
-    const answer = await get(dispatcher, `${server.origin}/`);
+    const answer = await getText(dispatcher, `${server.origin}/`);
     expect(answer).toEqual({ status: 200, body: 'ok' });
     expect(server.requests).toBe(2);
     expect(server.connections).toBe(1);
@@ -139,7 +97,7 @@ describe('the retry of a 429 granted at once reuses its keep-alive socket', () =
     const clock = new ManualClock();
     const { limiter, dispatcher } = limitedAgent(server.origin, clock);
 
-    const answer = settled(get(dispatcher, `${server.origin}/`));
+    const answer = settled(getText(dispatcher, `${server.origin}/`));
     await advanceUntil(clock, () => answer.done, 'the retry to be answered');
     expect(answer.error).toBeUndefined();
     expect(answer.value).toEqual({ status: 200, body: 'ok' });

@@ -1,46 +1,24 @@
-import { once } from 'node:events';
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { Agent, type Dispatcher, request } from 'undici';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { Agent, request } from 'undici';
 import { describe, expect, it, vi } from 'vitest';
 import { ManualClock } from '../src/clock.js';
-import { rateLimitedFetch } from '../src/http/fetch.js';
-import { CountingLimiter } from './helpers/counting-limiter.js';
+import type { CountingLimiter } from './helpers/counting-limiter.js';
 import { cleanups, limit, NEVER_BINDS } from './helpers/interceptor-fixtures.js';
 import { until } from './helpers/rate-limited-server.js';
 import { settled } from './helpers/settled.js';
+import {
+  type Answer,
+  countingServer,
+  drip,
+  getText,
+  limitedAgent,
+  limitedWrapper,
+  nextTurn,
+  turns,
+} from './helpers/socket-counting-server.js';
 import { failOnUnhandledRejections } from './helpers/unhandled.js';
 
 failOnUnhandledRejections();
-
-type Answer = (req: IncomingMessage, res: ServerResponse, n: number) => void;
-
-/** A keep-alive server: the n-th request (1-based) answered by `answer`; counts connections. */
-async function server(answer: Answer) {
-  let requests = 0;
-  let connections = 0;
-  const s = createServer((req, res) => {
-    req.resume();
-    req.on('end', () => answer(req, res, ++requests));
-  });
-  s.keepAliveTimeout = 60_000;
-  s.on('connection', () => connections++);
-  s.listen(0, '127.0.0.1');
-  await once(s, 'listening');
-  cleanups.push(async () => {
-    s.closeAllConnections();
-    await new Promise<void>((resolve) => s.close(() => resolve()));
-  });
-  return {
-    origin: `http://127.0.0.1:${(s.address() as AddressInfo).port}`,
-    get requests() {
-      return requests;
-    },
-    get connections() {
-      return connections;
-    },
-  };
-}
 
 /** Odd requests: a 429 (Retry-After: 0) written by `throttle`; even ones: 200 'ok'. */
 const oddThrottled =
@@ -50,40 +28,52 @@ const oddThrottled =
     else throttle(res, req);
   };
 
-function interceptor(origin: string, clock: ManualClock, agentOptions: Agent.Options = {}, extra = {}) {
-  const limiter = new CountingLimiter({ clock, ...NEVER_BINDS });
-  const rl = limit({ limiters: { x: { origins: [origin], limiter, ...extra } }, default: false, clock });
-  const agent = new Agent(agentOptions);
-  cleanups.push(
-    () => agent.close(),
-    () => limiter.close(),
-  );
-  return { limiter, rl, dispatcher: agent.compose(rl) };
-}
+/** A 429 (Retry-After: 0) whose body trickles without end. */
+const trickle = (res: ServerResponse) => {
+  res.writeHead(429, { 'retry-after': '0' });
+  drip(res);
+};
 
-function wrapper(origin: string, clock: ManualClock, extra = {}) {
-  const limiter = new CountingLimiter({ clock, ...NEVER_BINDS });
-  const agent = new Agent();
-  cleanups.push(
-    () => agent.close(),
-    () => limiter.close(),
-  );
-  const limited = rateLimitedFetch({
-    limiters: { x: { origins: [origin], limiter, ...extra } },
-    default: false,
-    clock,
-    fetch: (input, init) => fetch(input, { ...init, dispatcher: agent } as RequestInit),
-  });
-  cleanups.push(() => limited.close());
-  return { limiter, limited };
-}
+/** A 429 (Retry-After: 0) whose 20-byte body comes in two writes, 20 ms apart. */
+const inTwoWrites = (res: ServerResponse) => {
+  res.writeHead(429, { 'retry-after': '0', 'content-length': '20' });
+  res.write('x'.repeat(10));
+  setTimeout(() => res.end('y'.repeat(10)), 20);
+};
 
-async function get(dispatcher: Dispatcher, url: string, method: 'GET' | 'HEAD' = 'GET') {
-  const response = await request(url, { dispatcher, method });
-  return { status: response.statusCode, body: await response.body.text() };
-}
-
-const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
+/** A 429's shape: its name, the method that asks for it, and how the server writes it. */
+type Shape = [name: string, method: 'GET' | 'HEAD', throttle: (res: ServerResponse) => void];
+const HEAD: Shape = [
+  'HEAD',
+  'HEAD',
+  (res) => res.writeHead(429, { 'retry-after': '0', 'content-length': '50' }).end(),
+];
+const EMPTY: Shape = [
+  'content-length 0',
+  'GET',
+  (res) => res.writeHead(429, { 'retry-after': '0', 'content-length': '0' }).end(),
+];
+const CHUNKED: Shape = [
+  'chunked with trailers',
+  'GET',
+  (res) => {
+    res.writeHead(429, { 'retry-after': '0', trailer: 'x-why' });
+    res.write('part one ');
+    setTimeout(() => {
+      res.addTrailers({ 'x-why': 'busy' });
+      res.end('part two');
+    }, 20);
+  },
+];
+const EXACT_CAP: Shape = [
+  'exactly 64 KiB in two writes',
+  'GET',
+  (res) => {
+    res.writeHead(429, { 'retry-after': '0', 'content-length': String(64 * 1024) });
+    res.write(Buffer.alloc(32 * 1024, 'a'));
+    setTimeout(() => res.end(Buffer.alloc(32 * 1024, 'b')), 20);
+  },
+];
 
 function expectSettled(limiter: CountingLimiter, granted: number) {
   expect({ granted: limiter.granted, open: limiter.open }).toEqual({ granted, open: 0 });
@@ -92,17 +82,17 @@ function expectSettled(limiter: CountingLimiter, granted: number) {
 describe('attacks on the read of a 429 body before its retry', () => {
   it('interceptor: the 429 body fails mid-way (socket destroyed) while the retry waits for it', async () => {
     let destroy: (() => void) | undefined;
-    const s = await server(
+    const s = await countingServer(
       oddThrottled((res) => {
         res.writeHead(429, { 'retry-after': '0', 'content-length': '100' });
         res.write('x'.repeat(10));
         destroy = () => res.socket?.destroy();
       }),
     );
-    const { limiter, dispatcher } = interceptor(s.origin, new ManualClock());
-    const answer = settled(get(dispatcher, `${s.origin}/`));
+    const { limiter, dispatcher } = limitedAgent(s.origin, new ManualClock());
+    const answer = settled(getText(dispatcher, `${s.origin}/`));
     await until(() => limiter.granted === 2, 'the retry to be granted');
-    for (let i = 0; i < 5; i++) await nextTurn();
+    await turns(5);
     expect(s.requests).toBe(1);
     destroy?.();
     await until(() => answer.done, 'the request to end');
@@ -113,19 +103,19 @@ describe('attacks on the read of a 429 body before its retry', () => {
 
   it('fetch wrapper: the 429 body fails mid-way (socket destroyed) while the retry waits for it', async () => {
     let destroy: (() => void) | undefined;
-    const s = await server(
+    const s = await countingServer(
       oddThrottled((res) => {
         res.writeHead(429, { 'retry-after': '0', 'content-length': '100' });
         res.write('x'.repeat(10));
         destroy = () => res.socket?.destroy();
       }),
     );
-    const { limiter, limited } = wrapper(s.origin, new ManualClock());
+    const { limiter, limited } = limitedWrapper(s.origin, new ManualClock());
     const answer = settled(
       limited(`${s.origin}/`).then(async (r) => ({ status: r.status, body: await r.text() })),
     );
     await until(() => limiter.granted === 2, 'the retry to be granted');
-    for (let i = 0; i < 5; i++) await nextTurn();
+    await turns(5);
     expect(s.requests).toBe(1);
     destroy?.();
     await until(() => answer.done, 'the call to end');
@@ -134,45 +124,13 @@ describe('attacks on the read of a 429 body before its retry', () => {
     expectSettled(limiter, 2);
   });
 
-  it.each([
-    [
-      'HEAD',
-      'HEAD' as const,
-      (res: ServerResponse) => res.writeHead(429, { 'retry-after': '0', 'content-length': '50' }).end(),
-    ],
-    [
-      'content-length 0',
-      'GET' as const,
-      (res: ServerResponse) => res.writeHead(429, { 'retry-after': '0', 'content-length': '0' }).end(),
-    ],
-    [
-      'chunked with trailers',
-      'GET' as const,
-      (res: ServerResponse) => {
-        res.writeHead(429, { 'retry-after': '0', trailer: 'x-why' });
-        res.write('part one ');
-        setTimeout(() => {
-          res.addTrailers({ 'x-why': 'busy' });
-          res.end('part two');
-        }, 20);
-      },
-    ],
-    [
-      'exactly 64 KiB in two writes',
-      'GET' as const,
-      (res: ServerResponse) => {
-        res.writeHead(429, { 'retry-after': '0', 'content-length': String(64 * 1024) });
-        res.write(Buffer.alloc(32 * 1024, 'a'));
-        setTimeout(() => res.end(Buffer.alloc(32 * 1024, 'b')), 20);
-      },
-    ],
-  ])(
+  it.each([HEAD, EMPTY, CHUNKED, EXACT_CAP])(
     'interceptor: a 429 (%s) then 200, 10 times: its connections reused',
     async (_name, method, throttle) => {
-      const s = await server(oddThrottled(throttle));
-      const { limiter, dispatcher } = interceptor(s.origin, new ManualClock());
+      const s = await countingServer(oddThrottled(throttle));
+      const { limiter, dispatcher } = limitedAgent(s.origin, new ManualClock());
       for (let i = 0; i < 10; i++) {
-        expect((await get(dispatcher, `${s.origin}/${i}`, method)).status).toBe(200);
+        expect((await getText(dispatcher, `${s.origin}/${i}`, method)).status).toBe(200);
         await nextTurn();
       }
       expect(s.requests).toBe(20);
@@ -182,31 +140,11 @@ describe('attacks on the read of a 429 body before its retry', () => {
     },
   );
 
-  it.each([
-    [
-      'HEAD',
-      'HEAD',
-      (res: ServerResponse) => res.writeHead(429, { 'retry-after': '0', 'content-length': '50' }).end(),
-    ],
-    [
-      'content-length 0',
-      'GET',
-      (res: ServerResponse) => res.writeHead(429, { 'retry-after': '0', 'content-length': '0' }).end(),
-    ],
-    [
-      'exactly 64 KiB in two writes',
-      'GET',
-      (res: ServerResponse) => {
-        res.writeHead(429, { 'retry-after': '0', 'content-length': String(64 * 1024) });
-        res.write(Buffer.alloc(32 * 1024, 'a'));
-        setTimeout(() => res.end(Buffer.alloc(32 * 1024, 'b')), 20);
-      },
-    ],
-  ])(
+  it.each([HEAD, EMPTY, EXACT_CAP])(
     'fetch wrapper: a 429 (%s) then 200, 10 times: its connections reused',
     async (_name, method, throttle) => {
-      const s = await server(oddThrottled(throttle));
-      const { limiter, limited } = wrapper(s.origin, new ManualClock());
+      const s = await countingServer(oddThrottled(throttle));
+      const { limiter, limited } = limitedWrapper(s.origin, new ManualClock());
       for (let i = 0; i < 10; i++) {
         const r = await limited(`${s.origin}/${i}`, { method });
         await r.text();
@@ -221,21 +159,15 @@ describe('attacks on the read of a 429 body before its retry', () => {
   );
 
   it('interceptor: 6 at once with maxConcurrent: 1 and connections: 1, each 429 in two writes then 200', async () => {
-    const s = await server(
-      oddThrottled((res) => {
-        res.writeHead(429, { 'retry-after': '0', 'content-length': '20' });
-        res.write('x'.repeat(10));
-        setTimeout(() => res.end('y'.repeat(10)), 20);
-      }),
-    );
-    const { limiter, dispatcher } = interceptor(
+    const s = await countingServer(oddThrottled(inTwoWrites));
+    const { limiter, dispatcher } = limitedAgent(
       s.origin,
       new ManualClock(),
       { connections: 1 },
       { maxConcurrent: 1 },
     );
     const answers = await Promise.all(
-      Array.from({ length: 6 }, (_, i) => get(dispatcher, `${s.origin}/${i}`)),
+      Array.from({ length: 6 }, (_, i) => getText(dispatcher, `${s.origin}/${i}`)),
     );
     expect(answers.map((a) => a.status)).toEqual([200, 200, 200, 200, 200, 200]);
     expect(s.connections).toBe(1);
@@ -243,14 +175,8 @@ describe('attacks on the read of a 429 body before its retry', () => {
   });
 
   it('fetch wrapper: 6 at once with maxConcurrent: 1, each 429 in two writes then 200', async () => {
-    const s = await server(
-      oddThrottled((res) => {
-        res.writeHead(429, { 'retry-after': '0', 'content-length': '20' });
-        res.write('x'.repeat(10));
-        setTimeout(() => res.end('y'.repeat(10)), 20);
-      }),
-    );
-    const { limiter, limited } = wrapper(s.origin, new ManualClock(), { maxConcurrent: 1 });
+    const s = await countingServer(oddThrottled(inTwoWrites));
+    const { limiter, limited } = limitedWrapper(s.origin, new ManualClock(), { maxConcurrent: 1 });
     const answers = await Promise.all(
       Array.from({ length: 6 }, (_, i) =>
         limited(`${s.origin}/${i}`).then((r) => r.text().then(() => r.status)),
@@ -261,18 +187,11 @@ describe('attacks on the read of a 429 body before its retry', () => {
   });
 
   it('interceptor: closed while the 429 body trickles before the retry (clock never advanced): the caller gets the 429 at once', async () => {
-    const s = await server(
-      oddThrottled((res) => {
-        res.writeHead(429, { 'retry-after': '0' });
-        res.write('x');
-        const drip = setInterval(() => res.write('x'), 5);
-        res.on('close', () => clearInterval(drip));
-      }),
-    );
-    const { limiter, rl, dispatcher } = interceptor(s.origin, new ManualClock());
+    const s = await countingServer(oddThrottled(trickle));
+    const { limiter, rl, dispatcher } = limitedAgent(s.origin, new ManualClock());
     const answer = settled(request(`${s.origin}/`, { dispatcher }));
     await until(() => limiter.granted === 2, 'the retry to be granted');
-    for (let i = 0; i < 5; i++) await nextTurn();
+    await turns(5);
     rl.close();
     await until(() => answer.done, 'the request to end', 500);
     expect(answer.value?.statusCode).toBe(429);
@@ -281,18 +200,11 @@ describe('attacks on the read of a 429 body before its retry', () => {
   });
 
   it('fetch wrapper: closed while the 429 body trickles before the retry (clock never advanced): the caller gets the 429 at once', async () => {
-    const s = await server(
-      oddThrottled((res) => {
-        res.writeHead(429, { 'retry-after': '0' });
-        res.write('x');
-        const drip = setInterval(() => res.write('x'), 5);
-        res.on('close', () => clearInterval(drip));
-      }),
-    );
-    const { limiter, limited } = wrapper(s.origin, new ManualClock());
+    const s = await countingServer(oddThrottled(trickle));
+    const { limiter, limited } = limitedWrapper(s.origin, new ManualClock());
     const answer = settled(limited(`${s.origin}/`));
     await until(() => limiter.granted === 2, 'the retry to be granted');
-    for (let i = 0; i < 5; i++) await nextTurn();
+    await turns(5);
     limited.close();
     await until(() => answer.done, 'the call to end', 500);
     expect(answer.value?.status).toBe(429);
@@ -302,22 +214,15 @@ describe('attacks on the read of a 429 body before its retry', () => {
 });
 
 describe('more reads before a retry', () => {
-  const trickle = (res: ServerResponse) => {
-    res.writeHead(429, { 'retry-after': '0' });
-    res.write('x');
-    const drip = setInterval(() => res.write('x'), 5);
-    res.on('close', () => clearInterval(drip));
-  };
-
   it('interceptor with its own registry: closed while the 429 body trickles: the caller gets the 429 at once', async () => {
-    const s = await server(oddThrottled(trickle));
+    const s = await countingServer(oddThrottled(trickle));
     const clock = new ManualClock();
     const rl = limit({ limiters: { x: { origins: [s.origin], ...NEVER_BINDS } }, default: false, clock });
     const agent = new Agent();
     cleanups.push(() => agent.close());
     const answer = settled(request(`${s.origin}/`, { dispatcher: agent.compose(rl) }));
     await until(() => s.requests === 1, 'the 429');
-    for (let i = 0; i < 10; i++) await nextTurn();
+    await turns(10);
     rl.close();
     await until(() => answer.done, 'the request to end', 500);
     expect(answer.value?.statusCode).toBe(429);
@@ -326,13 +231,13 @@ describe('more reads before a retry', () => {
   });
 
   it("Node's fetch over the composed dispatcher: an abort while the body is read before the retry ends it with its reason", async () => {
-    const s = await server(oddThrottled(trickle));
-    const { limiter, dispatcher } = interceptor(s.origin, new ManualClock());
+    const s = await countingServer(oddThrottled(trickle));
+    const { limiter, dispatcher } = limitedAgent(s.origin, new ManualClock());
     const abort = new AbortController();
     const reason = new Error('caller gave up');
     const answer = settled(fetch(`${s.origin}/`, { dispatcher, signal: abort.signal } as RequestInit));
     await until(() => limiter.granted === 2, 'the retry to be granted');
-    for (let i = 0; i < 10; i++) await nextTurn();
+    await turns(10);
     abort.abort(reason);
     await until(() => answer.done, 'the call to end', 500);
     expect(answer.error).toBe(reason);
@@ -343,16 +248,16 @@ describe('more reads before a retry', () => {
   });
 
   it('a 429 body of 64 KiB + 1 in two writes is cut at the cap and the retry goes at once', async () => {
-    const s = await server(
+    const s = await countingServer(
       oddThrottled((res) => {
         res.writeHead(429, { 'retry-after': '0', 'content-length': String(64 * 1024 + 1) });
         res.write(Buffer.alloc(32 * 1024, 'a'));
         setTimeout(() => res.end(Buffer.alloc(32 * 1024 + 1, 'b')), 20);
       }),
     );
-    const { limiter, dispatcher } = interceptor(s.origin, new ManualClock());
-    expect(await get(dispatcher, `${s.origin}/`)).toEqual({ status: 200, body: 'ok' });
-    const { limiter: l2, limited } = wrapper(s.origin, new ManualClock());
+    const { limiter, dispatcher } = limitedAgent(s.origin, new ManualClock());
+    expect(await getText(dispatcher, `${s.origin}/`)).toEqual({ status: 200, body: 'ok' });
+    const { limiter: l2, limited } = limitedWrapper(s.origin, new ManualClock());
     const r = await limited(`${s.origin}/`);
     expect({ status: r.status, body: await r.text() }).toEqual({ status: 200, body: 'ok' });
     expectSettled(limiter, 2);
@@ -363,7 +268,7 @@ describe('more reads before a retry', () => {
 describe('under fake timers (the default clock)', () => {
   it('a 429 body that ends goes on to its retry with no timer run: the read waits on the socket, not on the clock', async () => {
     let end: (() => void) | undefined;
-    const s = await server(
+    const s = await countingServer(
       oddThrottled((res) => {
         res.writeHead(429, { 'retry-after': '0', 'content-length': '20' });
         res.write('x'.repeat(10));
@@ -375,7 +280,7 @@ describe('under fake timers (the default clock)', () => {
       const rl = limit({ limiters: { x: { origins: [s.origin], ...NEVER_BINDS } }, default: false });
       const agent = new Agent();
       cleanups.push(() => agent.close());
-      const answer = settled(get(agent.compose(rl), `${s.origin}/`));
+      const answer = settled(getText(agent.compose(rl), `${s.origin}/`));
       for (let i = 0; i < 200 && end === undefined; i++) await nextTurn();
       for (let i = 0; i < 20; i++) await nextTurn();
       expect(s.requests).toBe(1);

@@ -1,14 +1,20 @@
-import { once } from 'node:events';
-import { createServer, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { Agent, type Dispatcher, request } from 'undici';
+import type { ServerResponse } from 'node:http';
+import { request } from 'undici';
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
-import { rateLimitedFetch } from '../src/http/fetch.js';
-import { CountingLimiter } from './helpers/counting-limiter.js';
-import { advanceUntil, cleanups, limit, NEVER_BINDS } from './helpers/interceptor-fixtures.js';
+import type { CountingLimiter } from './helpers/counting-limiter.js';
+import { advanceUntil } from './helpers/interceptor-fixtures.js';
 import { until } from './helpers/rate-limited-server.js';
 import { settled } from './helpers/settled.js';
+import {
+  countingServer,
+  drip,
+  getText,
+  limitedAgent,
+  limitedWrapper,
+  nextTurn,
+  turns,
+} from './helpers/socket-counting-server.js';
 import { failOnUnhandledRejections } from './helpers/unhandled.js';
 
 // Regression: the retry of a 429 dropped the 429's body as it went out, and a body that had not
@@ -30,70 +36,23 @@ const SECOND = `${'and wait '.repeat(100)}"}}`;
  * body comes in two writes, the second when `finish` (by default: 25 ms after the first), and every
  * even one with a 200; it counts the connections it accepts.
  */
-async function throttleInTwoWrites(
+function throttleInTwoWrites(
   retryAfter: string,
   finish: (end: () => void) => void = (end) => setTimeout(end, 25),
 ) {
-  let requests = 0;
-  let connections = 0;
-  const server = createServer((req, res: ServerResponse) => {
-    req.resume();
-    req.on('end', () => {
-      requests++;
-      if (requests % 2 === 0) {
-        res.writeHead(200, { 'content-type': 'text/plain' }).end('ok');
-        return;
-      }
-      res.writeHead(429, {
-        'retry-after': retryAfter,
-        'content-type': 'application/json',
-        'content-length': Buffer.byteLength(FIRST) + Buffer.byteLength(SECOND),
-      });
-      res.write(FIRST);
-      finish(() => res.end(SECOND));
+  return countingServer((_req, res, n) => {
+    if (n % 2 === 0) {
+      res.writeHead(200, { 'content-type': 'text/plain' }).end('ok');
+      return;
+    }
+    res.writeHead(429, {
+      'retry-after': retryAfter,
+      'content-type': 'application/json',
+      'content-length': Buffer.byteLength(FIRST) + Buffer.byteLength(SECOND),
     });
+    res.write(FIRST);
+    finish(() => res.end(SECOND));
   });
-  server.keepAliveTimeout = 60_000;
-  server.on('connection', () => connections++);
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  cleanups.push(async () => {
-    server.closeAllConnections();
-    await new Promise<void>((resolve) => server.close(() => resolve()));
-  });
-  return {
-    origin: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    get requests() {
-      return requests;
-    },
-    get connections() {
-      return connections;
-    },
-  };
-}
-
-function limitedAgent(origin: string, clock: ManualClock, agentOptions: Agent.Options = {}) {
-  const limiter = new CountingLimiter({ clock, ...NEVER_BINDS });
-  const rl = limit({ limiters: { x: { origins: [origin], limiter } }, default: false, clock });
-  const agent = new Agent(agentOptions);
-  cleanups.push(
-    () => agent.close(),
-    () => limiter.close(),
-  );
-  return { limiter, dispatcher: agent.compose(rl) };
-}
-
-async function get(dispatcher: Dispatcher, url: string) {
-  const response = await request(url, { dispatcher });
-  return { status: response.statusCode, body: await response.body.text() };
-}
-
-/**
- * The turn undici takes to give a socket back to its pool after an answer ended: a caller's next
- * request sent before it opens a second connection, with or without the interceptor.
- */
-function nextTurn(): Promise<void> {
-  return new Promise<void>((resolve) => setImmediate(resolve));
 }
 
 /** Every permit granted was told its answer; nobody waiting. */
@@ -108,7 +67,7 @@ describe('a 429 body in two writes is read to its end before its retry, which re
     const { limiter, dispatcher } = limitedAgent(server.origin, new ManualClock());
 
     for (let i = 0; i < 20; i++) {
-      expect(await get(dispatcher, `${server.origin}/${i}`)).toEqual({ status: 200, body: 'ok' });
+      expect(await getText(dispatcher, `${server.origin}/${i}`)).toEqual({ status: 200, body: 'ok' });
       await nextTurn();
     }
     expect(server.requests).toBe(40);
@@ -121,7 +80,7 @@ describe('a 429 body in two writes is read to its end before its retry, which re
     const { limiter, dispatcher } = limitedAgent(server.origin, new ManualClock(), { connections: 1 });
 
     for (let i = 0; i < 5; i++) {
-      expect(await get(dispatcher, `${server.origin}/${i}`)).toEqual({ status: 200, body: 'ok' });
+      expect(await getText(dispatcher, `${server.origin}/${i}`)).toEqual({ status: 200, body: 'ok' });
       await nextTurn();
     }
     expect(server.requests).toBe(10);
@@ -145,19 +104,7 @@ describe('a 429 body in two writes is read to its end before its retry, which re
   it("20 requests through the fetch wrapper over Node's fetch: one connection in all", async () => {
     const server = await throttleInTwoWrites('0');
     const clock = new ManualClock();
-    const limiter = new CountingLimiter({ clock, ...NEVER_BINDS });
-    const agent = new Agent();
-    cleanups.push(
-      () => agent.close(),
-      () => limiter.close(),
-    );
-    const limited = rateLimitedFetch({
-      limiters: { x: { origins: [server.origin], limiter } },
-      default: false,
-      clock,
-      fetch: (input, init) => fetch(input, { ...init, dispatcher: agent } as RequestInit),
-    });
-    cleanups.push(() => limited.close());
+    const { limiter, limited } = limitedWrapper(server.origin, clock);
 
     for (let i = 0; i < 20; i++) {
       const response = await limited(`${server.origin}/${i}`);
@@ -176,7 +123,7 @@ describe('a 429 body in two writes is read to its end before its retry, which re
     const clock = new ManualClock();
     const { limiter, dispatcher } = limitedAgent(server.origin, clock);
 
-    const answer = settled(get(dispatcher, `${server.origin}/`));
+    const answer = settled(getText(dispatcher, `${server.origin}/`));
     await until(() => end !== undefined, 'the 429 to start');
     await advanceUntil(clock, () => limiter.granted === 2, 'the retry to be granted');
     // The retry's turn to go (after the turn undici takes to give a socket back) has passed.
@@ -194,50 +141,25 @@ describe('a 429 body in two writes is read to its end before its retry, which re
 
 describe('the read before the retry is bounded', () => {
   /** A server whose first answer is a 429 (`Retry-After: 0`) with `body`, then 200s; counts connections. */
-  async function firstThrottled(body: (res: ServerResponse) => void) {
-    let requests = 0;
-    let connections = 0;
-    const server = createServer((req, res) => {
-      req.resume();
-      req.on('end', () => {
-        if (++requests > 1) return void res.end('ok');
-        res.writeHead(429, { 'retry-after': '0', 'content-type': 'application/json' });
-        body(res);
-      });
-    });
-    server.on('connection', () => connections++);
-    server.listen(0, '127.0.0.1');
-    await once(server, 'listening');
-    cleanups.push(async () => {
-      server.closeAllConnections();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-    });
-    return {
-      origin: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-      get requests() {
-        return requests;
-      },
-      get connections() {
-        return connections;
-      },
-    };
+  function firstThrottled(body: (res: ServerResponse) => void) {
+    return countingServer((_req, res, n) => {
+      if (n > 1) return void res.end('ok');
+      res.writeHead(429, { 'retry-after': '0', 'content-type': 'application/json' });
+      body(res);
+    }, undefined);
   }
 
   it('a body that trickles without end is read for 1 s on the limiter clock, then cut, and the retry goes', async () => {
-    const server = await firstThrottled((res) => {
-      res.write('x');
-      const drip = setInterval(() => res.write('x'), 5);
-      res.on('close', () => clearInterval(drip));
-    });
+    const server = await firstThrottled(drip);
     const clock = new ManualClock();
     const { limiter, dispatcher } = limitedAgent(server.origin, clock);
 
-    const answer = settled(get(dispatcher, `${server.origin}/`));
+    const answer = settled(getText(dispatcher, `${server.origin}/`));
     await until(() => limiter.granted === 2, 'the retry to be granted');
-    for (let i = 0; i < 10; i++) await nextTurn();
+    await turns(10);
     expect(server.requests).toBe(1); // the retry waits for the body
     clock.advance(999);
-    for (let i = 0; i < 10; i++) await nextTurn();
+    await turns(10);
     expect(server.requests).toBe(1);
     clock.advance(1);
     await until(() => answer.done, 'the retry to be answered');
@@ -248,18 +170,14 @@ describe('the read before the retry is bounded', () => {
   });
 
   it('an abort while the body is read before the retry: nothing more is sent, the caller gets its reason, the books settle', async () => {
-    const server = await firstThrottled((res) => {
-      res.write('x');
-      const drip = setInterval(() => res.write('x'), 5);
-      res.on('close', () => clearInterval(drip));
-    });
+    const server = await firstThrottled(drip);
     const { limiter, dispatcher } = limitedAgent(server.origin, new ManualClock());
     const abort = new AbortController();
     const reason = new Error('caller gave up');
 
     const answer = settled(request(`${server.origin}/`, { dispatcher, signal: abort.signal }));
     await until(() => limiter.granted === 2, 'the retry to be granted');
-    for (let i = 0; i < 10; i++) await nextTurn();
+    await turns(10);
     abort.abort(reason);
     await until(() => answer.done, 'the request to end');
     expect(answer.error).toBe(reason);
@@ -274,37 +192,21 @@ describe('the read before the retry is bounded', () => {
     });
     const { limiter, dispatcher } = limitedAgent(server.origin, new ManualClock());
 
-    expect(await get(dispatcher, `${server.origin}/`)).toEqual({ status: 200, body: 'ok' });
+    expect(await getText(dispatcher, `${server.origin}/`)).toEqual({ status: 200, body: 'ok' });
     expect(server.requests).toBe(2);
     expectSettled(limiter, 2);
   });
 
   it('the fetch wrapper: a body that trickles without end is cut after 1 s on the limiter clock, and the retry goes', async () => {
-    const server = await firstThrottled((res) => {
-      res.write('x');
-      const drip = setInterval(() => res.write('x'), 5);
-      res.on('close', () => clearInterval(drip));
-    });
+    const server = await firstThrottled(drip);
     const clock = new ManualClock();
-    const limiter = new CountingLimiter({ clock, ...NEVER_BINDS });
-    const agent = new Agent();
-    cleanups.push(
-      () => agent.close(),
-      () => limiter.close(),
-    );
-    const limited = rateLimitedFetch({
-      limiters: { x: { origins: [server.origin], limiter } },
-      default: false,
-      clock,
-      fetch: (input, init) => fetch(input, { ...init, dispatcher: agent } as RequestInit),
-    });
-    cleanups.push(() => limited.close());
+    const { limiter, limited } = limitedWrapper(server.origin, clock);
 
     const answer = settled(
       limited(`${server.origin}/`).then(async (r) => ({ status: r.status, body: await r.text() })),
     );
     await until(() => limiter.granted === 2, 'the retry to be granted');
-    for (let i = 0; i < 10; i++) await nextTurn();
+    await turns(10);
     expect(server.requests).toBe(1);
     clock.advance(1_000);
     await until(() => answer.done, 'the retry to be answered');
@@ -314,31 +216,15 @@ describe('the read before the retry is bounded', () => {
   });
 
   it('the fetch wrapper: an abort while the body is read before the retry ends the call with its reason at once', async () => {
-    const server = await firstThrottled((res) => {
-      res.write('x');
-      const drip = setInterval(() => res.write('x'), 5);
-      res.on('close', () => clearInterval(drip));
-    });
+    const server = await firstThrottled(drip);
     const clock = new ManualClock();
-    const limiter = new CountingLimiter({ clock, ...NEVER_BINDS });
-    const agent = new Agent();
-    cleanups.push(
-      () => agent.close(),
-      () => limiter.close(),
-    );
-    const limited = rateLimitedFetch({
-      limiters: { x: { origins: [server.origin], limiter } },
-      default: false,
-      clock,
-      fetch: (input, init) => fetch(input, { ...init, dispatcher: agent } as RequestInit),
-    });
-    cleanups.push(() => limited.close());
+    const { limiter, limited } = limitedWrapper(server.origin, clock);
     const abort = new AbortController();
     const reason = new Error('caller gave up');
 
     const answer = settled(limited(`${server.origin}/`, { signal: abort.signal }));
     await until(() => limiter.granted === 2, 'the retry to be granted');
-    for (let i = 0; i < 10; i++) await nextTurn();
+    await turns(10);
     abort.abort(reason);
     await until(() => answer.done, 'the call to end');
     expect(answer.error).toBe(reason);
