@@ -1,9 +1,9 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
-import { afterAll, beforeAll, expect, it, vi } from 'vitest';
+import { expect, it } from 'vitest';
 import { type Clock, ManualClock } from '../src/clock.js';
 import type { AdaptiveRateLimiter as Limiter } from '../src/limiter/adaptive.js';
-import type { FixedWindowRateLimiter as WindowLimiter } from '../src/limiter/fixed-window.js';
 import type { Permit } from '../src/limiter/types.js';
+import { callsEndingWhenServed, type Kind, limitersInWorker } from './helpers/worker-limiters.js';
 
 // A limiter kept across requests in a Cloudflare Worker (workerd): a timer belongs to the request
 // that armed it and ends with it, and a request that waits with no timer of its own is cancelled
@@ -57,20 +57,9 @@ class RequestClock implements Clock {
   }
 }
 
-let AdaptiveRateLimiter: typeof Limiter;
-let FixedWindowRateLimiter: typeof WindowLimiter;
-
-beforeAll(async () => {
-  // The limiter reads where it runs when it loads.
-  vi.stubGlobal('navigator', { userAgent: 'Cloudflare-Workers' });
-  vi.resetModules();
-  ({ AdaptiveRateLimiter } = await import('../src/limiter/adaptive.js'));
-  ({ FixedWindowRateLimiter } = await import('../src/limiter/fixed-window.js'));
-});
-
-afterAll(() => {
-  vi.unstubAllGlobals();
-});
+/** The limiters as a Worker loads them (in `beforeAll`). */
+const worker = limitersInWorker();
+const { oneASecond } = worker;
 
 function settled(promise: Promise<Permit>): { permit?: Permit; error?: unknown } {
   const state: { permit?: Permit; error?: unknown } = {};
@@ -81,12 +70,19 @@ function settled(promise: Promise<Permit>): { permit?: Permit; error?: unknown }
   return state;
 }
 
-it("serves a request waiting behind another request's waiter once that request has ended", async () => {
-  const clock = new RequestClock();
-  // 60 units/min: a grant a second; kept in module scope, across requests.
-  const limiter = new AdaptiveRateLimiter({ name: 'worker', initialUnitsPerMinute: 60, clock });
+/**
+ * A first call of request A served, a second of A and a third of B waiting behind it; A's second
+ * is served a second later and A ends (with `answer`, each of A's permits told a success first):
+ * B keeps a timer of its own throughout, and is served a second after.
+ */
+async function behindAnEndedRequest(
+  clock: RequestClock,
+  limiter: { acquire(): Promise<Permit>; close(): void },
+  answer: boolean,
+): Promise<void> {
   try {
-    (await clock.in('A', () => limiter.acquire())).success();
+    const first = await clock.in('A', () => limiter.acquire());
+    if (answer) first.success();
     const second = settled(clock.in('A', () => limiter.acquire()));
     const third = settled(clock.in('B', () => limiter.acquire()));
     // B waits: it has a timer of its own to wait on (else workerd cancels it as hung).
@@ -94,7 +90,7 @@ it("serves a request waiting behind another request's waiter once that request h
     clock.manual.advance(1000);
     await Promise.resolve();
     expect(second.permit).toBeDefined();
-    second.permit?.success();
+    if (answer) second.permit?.success();
     // A answers: the line's timer, armed by A for B's turn, ends with it.
     clock.end('A');
     expect(clock.pending('B')).toBeGreaterThan(0);
@@ -105,35 +101,19 @@ it("serves a request waiting behind another request's waiter once that request h
   } finally {
     limiter.close();
   }
+}
+
+it("serves a request waiting behind another request's waiter once that request has ended", async () => {
+  const clock = new RequestClock();
+  // 60 units/min: a grant a second; kept in module scope, across requests.
+  const limiter = new worker.AdaptiveRateLimiter({ name: 'worker', initialUnitsPerMinute: 60, clock });
+  await behindAnEndedRequest(clock, limiter, true);
 });
 
 it("serves a request waiting behind another request's waiter once that request has ended: a fixed window", async () => {
   const clock = new RequestClock();
   // One unit a second.
-  const limiter = new FixedWindowRateLimiter({
-    name: 'worker',
-    limitForPeriod: 1,
-    limitRefreshPeriod: 1000,
-    timeoutDuration: 10_000,
-    clock,
-  });
-  try {
-    await clock.in('A', () => limiter.acquire());
-    const second = settled(clock.in('A', () => limiter.acquire()));
-    const third = settled(clock.in('B', () => limiter.acquire()));
-    expect(clock.pending('B')).toBeGreaterThan(0);
-    clock.manual.advance(1000);
-    await Promise.resolve();
-    expect(second.permit).toBeDefined();
-    clock.end('A');
-    expect(clock.pending('B')).toBeGreaterThan(0);
-    clock.manual.advance(1000);
-    await Promise.resolve();
-    expect(third.error).toBeUndefined();
-    expect(third.permit).toBeDefined();
-  } finally {
-    limiter.close();
-  }
+  await behindAnEndedRequest(clock, oneASecond('window', clock, 10_000), false);
 });
 
 /** A {@link RequestClock} that counts the timers armed. */
@@ -144,21 +124,6 @@ class CountingClock extends RequestClock {
     this.armed++;
     return super.setTimeout(fn, ms);
   }
-}
-
-type Kind = 'line' | 'window';
-
-/** A limiter of one grant a second, in module scope, whose calls may wait `maxWait` ms. */
-function oneASecond(kind: Kind, clock: Clock, maxWait: number): Limiter | WindowLimiter {
-  return kind === 'line'
-    ? new AdaptiveRateLimiter({ name: 'worker', initialUnitsPerMinute: 60, maxWait, clock })
-    : new FixedWindowRateLimiter({
-        name: 'worker',
-        limitForPeriod: 1,
-        limitRefreshPeriod: 1000,
-        timeoutDuration: maxWait,
-        clock,
-      });
 }
 
 /** Timers armed to drain a line of `n` calls, one a second, each of a request of its own. */
@@ -300,7 +265,7 @@ it('leaves no waiting request without a timer of its own through an abort from t
 it('drains a line as fast as its rate rises when each request ends as soon as it is served', async () => {
   const clock = new RequestClock();
   // From 60 units/min, each success raising the rate; every call a request of its own.
-  const limiter = new AdaptiveRateLimiter({
+  const limiter = new worker.AdaptiveRateLimiter({
     name: 'worker',
     initialUnitsPerMinute: 60,
     maxWait: 600_000,
@@ -310,27 +275,17 @@ it('drains a line as fast as its rate rises when each request ends as soon as it
     clock.in('first', () => limiter.tryAcquire())?.success();
     clock.end('first');
     const n = 200;
-    let served = 0;
-    for (let i = 0; i < n; i++) {
-      const request = `r${i}`;
-      clock
-        .in(request, () => limiter.acquire())
-        .then((permit) => {
-          // It answers at once: the limiter's timer, if this request armed it, ends with it.
-          clock.in(request, () => permit.success());
-          clock.end(request);
-          served++;
-        });
-    }
+    // Each answers at once: the limiter's timer, if its request armed it, ends with it.
+    const calls = callsEndingWhenServed(clock, limiter, n);
     // All served within half as long again as a timer of each call at each wake serves them
     // (14.8 s); a call's timer at its turn as predicted when it last woke took 199 s (the rate
     // rose since, and the limiter's timer ended with each request served).
-    while (served < n && clock.now() < 22_500) {
-      for (let i = served; i < n; i++) expect(clock.pending(`r${i}`), `r${i}`).toBeGreaterThan(0);
+    while (calls.served < n && clock.now() < 22_500) {
+      for (let i = calls.served; i < n; i++) expect(clock.pending(`r${i}`), `r${i}`).toBeGreaterThan(0);
       clock.manual.advance(10);
       for (let j = 0; j < 5; j++) await Promise.resolve();
     }
-    expect(served).toBe(n);
+    expect(calls.served).toBe(n);
   } finally {
     limiter.close();
   }

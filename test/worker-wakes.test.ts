@@ -1,12 +1,10 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import { afterAll, beforeAll, expect, it, vi } from 'vitest';
+import { expect, it } from 'vitest';
 import { type Clock, ManualClock } from '../src/clock.js';
-import type { kWaitCancel as WaitCancelKey } from '../src/internal.js';
-import type { AdaptiveRateLimiter as Limiter } from '../src/limiter/adaptive.js';
-import type { FixedWindowRateLimiter as WindowLimiter } from '../src/limiter/fixed-window.js';
 import type { AcquireOptions, Permit } from '../src/limiter/types.js';
+import { callsEndingWhenServed, type Kind, limitersInWorker } from './helpers/worker-limiters.js';
 
 // A limiter kept across requests in a Cloudflare Worker (workerd), as test/worker-timers.test.ts
 // models it, and further: a request that ended (it answered, or its client went away) arms no
@@ -103,35 +101,9 @@ function flush(): Promise<void> {
   return new Promise((resolve) => setImmediate(resolve));
 }
 
-let AdaptiveRateLimiter: typeof Limiter;
-let FixedWindowRateLimiter: typeof WindowLimiter;
-let kWaitCancel: typeof WaitCancelKey;
-
-beforeAll(async () => {
-  vi.stubGlobal('navigator', { userAgent: 'Cloudflare-Workers' });
-  vi.resetModules();
-  ({ AdaptiveRateLimiter } = await import('../src/limiter/adaptive.js'));
-  ({ FixedWindowRateLimiter } = await import('../src/limiter/fixed-window.js'));
-  ({ kWaitCancel } = await import('../src/internal.js'));
-});
-
-afterAll(() => {
-  vi.unstubAllGlobals();
-});
-
-type Kind = 'line' | 'window';
-
-function oneASecond(kind: Kind, clock: Clock, maxWait: number): Limiter | WindowLimiter {
-  return kind === 'line'
-    ? new AdaptiveRateLimiter({ name: 'worker', initialUnitsPerMinute: 60, maxWait, clock })
-    : new FixedWindowRateLimiter({
-        name: 'worker',
-        limitForPeriod: 1,
-        limitRefreshPeriod: 1000,
-        timeoutDuration: maxWait,
-        clock,
-      });
-}
+/** The limiters as a Worker loads them (in `beforeAll`). */
+const worker = limitersInWorker();
+const { oneASecond } = worker;
 
 interface Outcome {
   at?: number;
@@ -298,36 +270,26 @@ it.each(['line', 'window'] as const)(
 
 it('keeps at most two timers of each waiting call while a line drains as its rate rises at each grant, and none once closed', async () => {
   const clock = new RequestClock(true);
-  const limiter = new AdaptiveRateLimiter({
+  const limiter = new worker.AdaptiveRateLimiter({
     name: 'worker',
     initialUnitsPerMinute: 600,
     maxWait: 600_000,
     clock,
   });
   const n = 300;
-  let served = 0;
   let most = 0;
   try {
     clock.in('first', () => limiter.tryAcquire())?.success();
     clock.end('first');
-    for (let i = 0; i < n; i++) {
-      const request = `r${i}`;
-      clock
-        .in(request, () => limiter.acquire())
-        .then((permit) => {
-          // Each success raises the rate: the limiter's timer moves at each grant (a nudge each).
-          clock.in(request, () => permit.success());
-          clock.end(request);
-          served++;
-        });
-    }
+    // Each success raises the rate: the limiter's timer moves at each grant (a nudge each).
+    const calls = callsEndingWhenServed(clock, limiter, n);
     await flush();
     const bounded = (): void => {
-      const waiting = n - served;
+      const waiting = n - calls.served;
       most = Math.max(most, clock.pendingTimers - 2 * waiting);
     };
-    for (let t = 100; served < n && t < 120_000; t += 100) await clock.advanceTo(t, bounded);
-    expect(served).toBe(n);
+    for (let t = 100; calls.served < n && t < 120_000; t += 100) await clock.advanceTo(t, bounded);
+    expect(calls.served).toBe(n);
     // One keep-alive a call, one at the limiter's timer for the head, and the limiter's own.
     expect(most).toBeLessThanOrEqual(1);
     expect(clock.armed).toBeLessThanOrEqual(4 * n);
@@ -365,14 +327,14 @@ it.each(['line', 'window'] as const)(
     const n = 10_000;
     const limiter =
       kind === 'line'
-        ? new AdaptiveRateLimiter({
+        ? new worker.AdaptiveRateLimiter({
             name: 'worker',
             initialUnitsPerMinute: 600_000,
             slowStart: false,
             maxWait: 600_000,
             clock,
           })
-        : new FixedWindowRateLimiter({
+        : new worker.FixedWindowRateLimiter({
             name: 'worker',
             limitForPeriod: 100,
             limitRefreshPeriod: 10,
@@ -386,7 +348,7 @@ it.each(['line', 'window'] as const)(
       for (let i = 0; i < n; i++) {
         // What names a call of the fetch wrapper's while it waits (line), or its promise (window).
         const cancel = { waitingIn: undefined, waitSeq: 0 };
-        const options = (kind === 'line' ? { [kWaitCancel]: cancel } : {}) as AcquireOptions;
+        const options = (kind === 'line' ? { [worker.kWaitCancel]: cancel } : {}) as AcquireOptions;
         const promise = limiter.acquire(1, options);
         refs.push(new WeakRef(kind === 'line' ? cancel : promise));
         promise.then((permit) => {
