@@ -1,7 +1,7 @@
 import type { OutgoingHttpHeaders } from 'node:http';
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
-import { agentWith, get, limit, serve } from './helpers/interceptor-fixtures.js';
+import { agentWith, get, getMany, limit, serve } from './helpers/interceptor-fixtures.js';
 import { until } from './helpers/rate-limited-server.js';
 
 // A fixed window's credit behind a proxy that answers some calls itself, with no quota headers (a
@@ -81,20 +81,14 @@ describe("a fixed window's credit behind a proxy that answers with no quota head
       n >= 7 && n <= 9 ? 502 : undefined,
     );
     const { rl, agent } = await readWindow(clock, server.origin, answerUpTo);
-    const statuses: number[] = [];
-    const calls = Array.from({ length: 11 }, () =>
-      get(agent, `${server.origin}/`).then(
-        (r) => statuses.push(r.status),
-        () => statuses.push(0),
-      ),
-    );
+    const { statuses, all } = getMany(agent, `${server.origin}/`, 11);
     await run(clock, 10_000, answerUpTo);
     // The 8 left all reached the API within 10 s (they waited 2 minutes, maxPause, for a reading).
     expect(api.filter((a) => a.status === 200)).toHaveLength(10);
     expect(api.filter((a) => a.status === 403)).toHaveLength(0);
     rl.close();
     answerUpTo(Number.POSITIVE_INFINITY);
-    await Promise.all(calls);
+    await all;
     expect(statuses.filter((s) => s === 502)).toHaveLength(3);
   });
 
@@ -103,13 +97,7 @@ describe("a fixed window's credit behind a proxy that answers with no quota head
     // The last of the 8 calls the credit allows is answered 429 by the proxy; its retry reaches the API.
     const { server, api, answerUpTo } = await githubBehindProxy(clock, (n) => (n === 9 ? 429 : undefined));
     const { rl, agent } = await readWindow(clock, server.origin, answerUpTo);
-    const statuses: number[] = [];
-    const calls = Array.from({ length: 8 }, () =>
-      get(agent, `${server.origin}/`).then(
-        (r) => statuses.push(r.status),
-        () => statuses.push(0),
-      ),
-    );
+    const { statuses, all } = getMany(agent, `${server.origin}/`, 8);
     await run(clock, 10_000, answerUpTo);
     // The retry went with the unit left (it waited 2 minutes, maxPause, both attempts counted).
     expect(api.filter((a) => a.status === 200)).toHaveLength(10);
@@ -117,7 +105,7 @@ describe("a fixed window's credit behind a proxy that answers with no quota head
     expect(statuses).toEqual([200, 200, 200, 200, 200, 200, 200, 200]);
     rl.close();
     answerUpTo(Number.POSITIVE_INFINITY);
-    await Promise.all(calls);
+    await all;
   });
 });
 

@@ -127,6 +127,23 @@ export async function get(
   return { status: response.statusCode, headers: response.headers, body: await response.body.text() };
 }
 
+/**
+ * `n` requests at once through `dispatcher` to `url`: `statuses` in the order they settle (0 for
+ * one that failed), and `all`, settled when every one has.
+ */
+export function getMany(dispatcher: Dispatcher, url: string, n: number) {
+  const statuses: number[] = [];
+  const all = Promise.all(
+    Array.from({ length: n }, () =>
+      get(dispatcher, url).then(
+        (r) => statuses.push(r.status),
+        () => statuses.push(0),
+      ),
+    ),
+  );
+  return { statuses, all };
+}
+
 /** Answers the first `n` requests with `status` (and headers), then lets the bucket decide. */
 export function firstAnswers(n: number, status: number, headers: Record<string, string> = {}) {
   let left = n;
