@@ -46,8 +46,6 @@ export class MemoryBudgetStore implements BudgetStore {
   // the state hash of the Redis store (expires on its own); no generation: no state
   #generation: string | undefined;
   #rate: number | undefined;
-  /** The version at which the rate was last seeded (scripts.ts, SEEDED); `undefined`: not seeded. */
-  #seeded: number | undefined;
   #epoch = 0;
   #lastCutAt: number | undefined;
   #cuts = 0;
@@ -129,24 +127,13 @@ export class MemoryBudgetStore implements BudgetStore {
       report.timeout = r.memberTimeout;
     }
 
-    let rate = this.#rate;
-    const offered = r.initialRate === undefined ? undefined : clampRate(r.initialRate, r.minRate, r.maxRate);
-    if (rate === undefined && offered !== undefined) {
-      rate = offered;
-      this.#seeded = this.#version;
-    } else if (rate !== undefined && offered !== undefined && offered < rate && this.#isSeeded) {
-      // The lowest rate a member offers (scripts.ts, SEEDED); proposals from the higher are stale.
-      rate = offered;
-      this.#version++;
-      this.#seeded = this.#version;
-    }
+    let rate = this.#rate ?? r.initialRate;
     let proposed = false;
     if (rate !== undefined) {
       if (r.proposal !== undefined && isCurrent(r.proposal, generation, this.#version)) {
         rate = r.proposal.rate;
         proposed = true;
         this.#changed(now);
-        this.#seeded = undefined;
       }
       rate = clampRate(rate, r.minRate, r.maxRate);
       this.#rate = rate;
@@ -207,12 +194,8 @@ export class MemoryBudgetStore implements BudgetStore {
       const books = this.#books(now);
       return { cut: false, stale: !refused, rate: this.#rate, epoch: this.#epoch, generation, books };
     }
-    // Into a seeded state, from the lowest rate known (scripts.ts, CUT): the member's cut factor.
-    const stored = this.#rate;
-    const lower = this.#isSeeded && stored !== undefined && stored < r.rateBefore;
-    const seeded = stored === undefined || this.#isSeeded;
-    this.#rate = clampRate(lower ? (r.rate * stored) / r.rateBefore : r.rate, r.minRate, r.maxRate);
-    this.#rateBefore = lower ? stored : r.rateBefore;
+    this.#rate = clampRate(r.rate, r.minRate, r.maxRate);
+    this.#rateBefore = r.rateBefore;
     this.#measuredAtCut = r.measured;
     this.#decreases = appendDecrease(this.#decreases, r.record);
     this.#random = r.random;
@@ -222,7 +205,6 @@ export class MemoryBudgetStore implements BudgetStore {
     this.#cuts++;
     this.#pauseBanked = 0;
     this.#changed(now);
-    this.#seeded = seeded ? this.#version : undefined;
     this.#stateExpiresAt = now + r.ttl;
     return {
       cut: true,
@@ -273,11 +255,6 @@ export class MemoryBudgetStore implements BudgetStore {
     return this.#lastCutAt ?? this.#createdAt;
   }
 
-  /** Whether the rate is still only what members offered (seeded at this version). */
-  get #isSeeded(): boolean {
-    return this.#seeded === this.#version;
-  }
-
   /** The controller changed the rate (a cut or a proposal): a new version of its books. */
   #changed(now: number): void {
     this.#version++;
@@ -321,7 +298,6 @@ export class MemoryBudgetStore implements BudgetStore {
     if (now >= this.#stateExpiresAt) {
       this.#generation = undefined;
       this.#rate = undefined;
-      this.#seeded = undefined;
       this.#epoch = 0;
       this.#lastCutAt = undefined;
       this.#cuts = 0;

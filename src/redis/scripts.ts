@@ -6,7 +6,7 @@
  *
  * Keys (one hash tag, so a cluster keeps them on one slot):
  *   KEYS[1] `<prefix>{<name>}:state`    hash: generation, createdAt, rate, epoch, lastCutAt, cuts,
- *                                        pausedUntil, pauseFrom, pauseBanked, seeded (SEEDED), and the controller's
+ *                                        pausedUntil, pauseFrom, pauseBanked, and the controller's
  *                                        books: version, lastChangeAt, rateBefore, measuredAtCut, waited,
  *                                        decreases ("before accepted since;..."), random, acceptedSinceCut
  *   KEYS[2] `<prefix>{<name>}:members`  zset: member id -> last heartbeat (server ms)
@@ -146,7 +146,7 @@ local function stateRules(maxPause)
       local x = tonumber(v)
       return finite(x) and x > 0
     end,
-    epoch = count, cuts = count, version = count, seeded = count,
+    epoch = count, cuts = count, version = count,
     pauseBanked = atLeast0, acceptedSinceCut = atLeast0, rateBefore = atLeast0, measuredAtCut = atLeast0,
     waited = function(v) return v == '0' or v == '1' end,
     random = function(v)
@@ -234,29 +234,6 @@ local function readReports()
 end
 `;
 
-/**
- * `seeded`: the version at which the rate was last set from what a member knew rather than by
- * the budget's controller: offered with a heartbeat into a state with no rate (made again after it
- * was lost: a member's initialRate is its initial rate or the rate of its last heartbeat), or cut
- * into one. While it equals `version` (no proposal since), a heartbeat keeps the LOWEST rate a
- * member offers, and a cut whose member cut from a higher rate than the state's cuts from the
- * state's, by the member's factor: a member of a slower heartbeat, or back from a partition, knows
- * a rate the others may have cut since, and its rate can only lower what the others knew, never
- * raise it (it made the state again at 6,000 where the others knew 1,441). Lowering the rate bumps
- * the version, so a proposal computed from the higher rate is stale. Older builds' scripts ignore
- * the field (no check rule, never read), and their proposals and cuts bump the version, which
- * ends it: a budget shared across a rolling deploy is never held at a seeded rate.
- */
-const SEEDED = `
-local function isSeeded()
-  local s = tonumber(redis.call('HGET', KEYS[1], 'seeded'))
-  return s ~= nil and s == num('version', 0)
-end
-local function seed()
-  redis.call('HSET', KEYS[1], 'seeded', string.format('%d', num('version', 0)))
-end
-`;
-
 const CLAMP = `
 local function clamp(rate, minRate, maxRate)
   if not (rate >= minRate) then rate = minRate end
@@ -282,7 +259,7 @@ end
  *   unreported (live members without a report), droppedUnreported (members dropped now without a
  *   report), membersLost (well-formed reports dropped because the members key was missing) }
  */
-export const HEARTBEAT = `${NOW}${CHECK}${REPORTS}${GENERATION}${CLAMP}${BOOKS}${SEEDED}
+export const HEARTBEAT = `${NOW}${CHECK}${REPORTS}${GENERATION}${CLAMP}${BOOKS}
 local id = ARGV[1]
 local demand = tonumber(ARGV[2])
 local timeout = tonumber(ARGV[6])
@@ -366,24 +343,13 @@ if not placed then table.insert(kept, own) end
 redis.call('HSET', KEYS[3], id, report)
 
 local rate = tonumber(redis.call('HGET', KEYS[1], 'rate'))
-local offered = nil
-if ARGV[8] ~= '' then offered = clamp(tonumber(ARGV[8]), minRate, maxRate) end
-if rate == nil and offered ~= nil then
-  rate = offered
-  seed()
-elseif rate ~= nil and offered ~= nil and offered < rate and isSeeded() then
-  -- The lowest rate a member offers (SEEDED); a proposal from the higher one is stale.
-  rate = offered
-  redis.call('HSET', KEYS[1], 'version', string.format('%d', num('version', 0) + 1))
-  seed()
-end
+if rate == nil and ARGV[8] ~= '' then rate = tonumber(ARGV[8]) end
 local proposed = 0
 if rate ~= nil then
   if ARGV[13] == gen and tonumber(ARGV[14]) == num('version', 0) then
     rate = tonumber(ARGV[15]) or rate
     proposed = 1
     changed()
-    redis.call('HDEL', KEYS[1], 'seeded')
   end
   rate = clamp(rate, minRate, maxRate)
   redis.call('HSET', KEYS[1], 'rate', rate)
@@ -449,17 +415,15 @@ return reply
  * passed since the last cut, and only from the books the member computed the cut from (else it
  * answers `stale`: compute it again from the books it returns), or into a state with no rate
  * (nothing to be stale against: a state made again after it was lost starts from the cutting
- * member's known rate times the cut, and stays seeded: SEEDED); into a seeded state, from the
- * lowest rate known (the state's, when the member cut from a higher one); then it sets the rate
- * and the books and bumps the epoch. A request sent in another generation counts as sent at
- * epoch 0 of this one (sentEpochIn in store.ts).
+ * member's known rate times the cut); then it sets the rate and the books and bumps the epoch. A request sent in another generation counts as sent at epoch 0 of
+ * this one (sentEpochIn in store.ts).
  *
  * ARGV: sentEpoch, rate, rateBefore, measured|'', cooldownMs, minRate, maxRate|'', ttlMs,
  *   sentGeneration|'', candidateGeneration, fromGeneration|'', fromVersion|'', record (packDecrease),
  *   random, maxPauseMs
  * Returns: { cut (0|1), stale (0|1), rate|'', epoch, generation, books..., repaired }
  */
-export const CUT = `${NOW}${CHECK}${GENERATION}${CLAMP}${BOOKS}${SEEDED}
+export const CUT = `${NOW}${CHECK}${GENERATION}${CLAMP}${BOOKS}
 local sentEpoch = tonumber(ARGV[1])
 local cooldown = tonumber(ARGV[5])
 local minRate = tonumber(ARGV[6])
@@ -478,17 +442,7 @@ if sentEpoch == epoch and (lastCutAt == nil or now - lastCutAt >= cooldown) then
   -- cut could be stale against: the cut is taken, from the rate its member knew.
   local rateless = redis.call('HEXISTS', KEYS[1], 'rate') == 0
   if rateless or (ARGV[11] == gen and tonumber(ARGV[12]) == num('version', 0)) then
-    -- Into a seeded state (SEEDED), from the lowest rate known: a member that cut from a higher
-    -- rate than the state's cuts the state's by its factor; the state stays seeded after.
-    local seeded = rateless or isSeeded()
-    local stored = tonumber(redis.call('HGET', KEYS[1], 'rate'))
-    local newRate = tonumber(ARGV[2])
-    local before = ARGV[3]
-    if not rateless and seeded and stored < tonumber(ARGV[3]) then
-      newRate = newRate * stored / tonumber(ARGV[3])
-      before = stored
-    end
-    redis.call('HSET', KEYS[1], 'rate', clamp(newRate, minRate, maxRate), 'rateBefore', before)
+    redis.call('HSET', KEYS[1], 'rate', clamp(tonumber(ARGV[2]), minRate, maxRate), 'rateBefore', ARGV[3])
     if ARGV[4] == '' then redis.call('HDEL', KEYS[1], 'measuredAtCut')
     else redis.call('HSET', KEYS[1], 'measuredAtCut', ARGV[4]) end
     local cuts = {}
@@ -502,7 +456,6 @@ if sentEpoch == epoch and (lastCutAt == nil or now - lastCutAt >= cooldown) then
     redis.call('HSET', KEYS[1], 'epoch', string.format('%d', epoch), 'lastCutAt', now, 'pauseBanked', 0)
     redis.call('HSET', KEYS[1], 'cuts', string.format('%d', num('cuts', 0) + 1))
     changed()
-    if seeded then seed() else redis.call('HDEL', KEYS[1], 'seeded') end
     redis.call('PEXPIRE', KEYS[1], ttl)
     cut = 1
   else

@@ -91,8 +91,7 @@ export interface HeartbeatRequest {
   /**
    * The whole rate to start from when the store has none: the member's `initialUnitsPerMinute`,
    * or, without one, the rate it last knew (a state lost and made again); `undefined`: unlimited
-   * until a cut. While the state's rate is seeded (no proposal since it was made again: scripts.ts,
-   * SEEDED), the store keeps the lowest rate offered.
+   * until a cut.
    */
   initialRate: number | undefined;
   minRate: number;
