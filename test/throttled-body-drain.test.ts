@@ -101,7 +101,7 @@ describe('a 429 body in two writes is read to its end before its retry, which re
     expectSettled(limiter, 40);
   });
 
-  it("20 requests through the fetch wrapper over Node's fetch: one connection in all", async () => {
+  it("20 requests through the fetch wrapper over undici's fetch: one connection in all", async () => {
     const server = await throttleInTwoWrites('0');
     const clock = new ManualClock();
     const { limiter, limited } = limitedWrapper(server.origin, clock);

@@ -1,7 +1,7 @@
 import { once } from 'node:events';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { Agent, type Dispatcher, request } from 'undici';
+import { Agent, type Dispatcher, request, fetch as undiciFetch } from 'undici';
 import type { ManualClock } from '../../src/clock.js';
 import { rateLimitedFetch } from '../../src/http/fetch.js';
 import { CountingLimiter } from './counting-limiter.js';
@@ -65,7 +65,11 @@ export function limitedAgent(
   return { limiter, rl, dispatcher: agent.compose(rl) };
 }
 
-/** `rateLimitedFetch` over a never-binding limiter the test owns for `origin`, on Node's fetch over an Agent. */
+/**
+ * `rateLimitedFetch` over a never-binding limiter the test owns for `origin`, on the `undici`
+ * package's fetch over its Agent (Node's own fetch bundles another undici, which refuses an
+ * undici 8 Agent: `invalid onRequestStart method`).
+ */
 export function limitedWrapper(origin: string, clock: ManualClock, extra = {}) {
   const limiter = new CountingLimiter({ clock, ...NEVER_BINDS });
   const agent = new Agent();
@@ -77,7 +81,8 @@ export function limitedWrapper(origin: string, clock: ManualClock, extra = {}) {
     limiters: { x: { origins: [origin], limiter, ...extra } },
     default: false,
     clock,
-    fetch: (input, init) => fetch(input, { ...init, dispatcher: agent } as RequestInit),
+    fetch: (input, init) =>
+      undiciFetch(input as string, { ...init, dispatcher: agent } as never) as unknown as Promise<Response>,
   });
   cleanups.push(() => limited.close());
   return { limiter, limited };
