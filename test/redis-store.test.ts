@@ -574,6 +574,30 @@ describeRedis('the Redis store and the memory store follow the same rules', () =
       ['then shares it', (s) => s.heartbeat(beat('a', 100, { initialRate: undefined }))],
     ]);
 
+    // A state made again at a stale rate: the lowest offered until a proposal or a member heard
+    // again (scripts.ts, SEEDED).
+    await expectSameRules([
+      ['made again at a stale rate', (s) => s.heartbeat(beat('a', 100, { initialRate: 6_000 }))],
+      ['a lower rate offered is kept', (s) => s.heartbeat(beat('b', 100, { initialRate: 1_441 }))],
+      ['a higher one is not', (s) => s.heartbeat(beat('c', 100, { initialRate: 6_000 }))],
+      [
+        'a cut from the higher rate cuts the lowest',
+        (s, _, last) => s.cut(cut(0, last, { rate: 4_200, rateBefore: 6_000 })),
+      ],
+      [
+        'a proposal ends the seeding',
+        (s, _, last) =>
+          s.heartbeat(beat('d', 100, { initialRate: undefined, proposal: last && { ...last, rate: 1_100 } })),
+      ],
+      ['a lower rate offered after it is not kept', (s) => s.heartbeat(beat('e', 100, { initialRate: 500 }))],
+    ]);
+    await expectSameRules([
+      ['made again at a stale rate', (s) => s.heartbeat(beat('a', 100, { initialRate: 6_000 }))],
+      ['a lower rate offered is kept', (s) => s.heartbeat(beat('b', 100, { initialRate: 1_441 }))],
+      ['a member heard again ends the seeding', (s) => s.heartbeat(beat('a', 100, { initialRate: 500 }))],
+      ['a lower rate offered after it is not kept', (s) => s.heartbeat(beat('c', 100, { initialRate: 60 }))],
+    ]);
+
     // The probe controller's books: the last 8 cuts, the draw, the units accepted since the cut.
     const cuts: [string, Step][] = Array.from({ length: 10 }, (_, i) => [
       `cut ${i}`,

@@ -46,6 +46,10 @@ export class MemoryBudgetStore implements BudgetStore {
   // the state hash of the Redis store (expires on its own); no generation: no state
   #generation: string | undefined;
   #rate: number | undefined;
+  /** The version at which the rate was last seeded (scripts.ts, SEEDED); `undefined`: not seeded. */
+  #seeded: number | undefined;
+  /** When the seeding began (ms); it ends at the heartbeat of a member heard since (SEEDED). */
+  #seededAt = 0;
   #epoch = 0;
   #lastCutAt: number | undefined;
   #cuts = 0;
@@ -105,7 +109,8 @@ export class MemoryBudgetStore implements BudgetStore {
     this.#expire(now);
     const generation = this.#create(now, r.ttl);
     const members = this.#members;
-    const rejoined = !members.has(r.id);
+    const heardAt = members.get(r.id);
+    const rejoined = heardAt === undefined;
     members.set(r.id, now);
     // Each member is judged by the timeout it sent with its report (members of one budget may beat
     // at different intervals, each timeout fitting its own heartbeat); one without, by this one's.
@@ -127,13 +132,26 @@ export class MemoryBudgetStore implements BudgetStore {
       report.timeout = r.memberTimeout;
     }
 
-    let rate = this.#rate ?? r.initialRate;
+    let rate = this.#rate;
+    const offered = r.initialRate === undefined ? undefined : clampRate(r.initialRate, r.minRate, r.maxRate);
+    // A member heard since the seeding began is heard again: it ends (scripts.ts, SEEDED).
+    if (this.#isSeeded && heardAt !== undefined && heardAt >= this.#seededAt) this.#seeded = undefined;
+    if (rate === undefined && offered !== undefined) {
+      rate = offered;
+      this.#seed(now);
+    } else if (rate !== undefined && offered !== undefined && offered < rate && this.#isSeeded) {
+      // The lowest rate a member offers (scripts.ts, SEEDED); proposals from the higher are stale.
+      rate = offered;
+      this.#version++;
+      this.#seed(undefined);
+    }
     let proposed = false;
     if (rate !== undefined) {
       if (r.proposal !== undefined && isCurrent(r.proposal, generation, this.#version)) {
         rate = r.proposal.rate;
         proposed = true;
         this.#changed(now);
+        this.#seeded = undefined;
       }
       rate = clampRate(rate, r.minRate, r.maxRate);
       this.#rate = rate;
@@ -194,8 +212,12 @@ export class MemoryBudgetStore implements BudgetStore {
       const books = this.#books(now);
       return { cut: false, stale: !refused, rate: this.#rate, epoch: this.#epoch, generation, books };
     }
-    this.#rate = clampRate(r.rate, r.minRate, r.maxRate);
-    this.#rateBefore = r.rateBefore;
+    // Into a seeded state, from the lowest rate known (scripts.ts, CUT): the member's cut factor.
+    const stored = this.#rate;
+    const lower = this.#isSeeded && stored !== undefined && stored < r.rateBefore;
+    const seeded = stored === undefined || this.#isSeeded;
+    this.#rate = clampRate(lower ? (r.rate * stored) / r.rateBefore : r.rate, r.minRate, r.maxRate);
+    this.#rateBefore = lower ? stored : r.rateBefore;
     this.#measuredAtCut = r.measured;
     this.#decreases = appendDecrease(this.#decreases, r.record);
     this.#random = r.random;
@@ -205,6 +227,9 @@ export class MemoryBudgetStore implements BudgetStore {
     this.#cuts++;
     this.#pauseBanked = 0;
     this.#changed(now);
+    if (stored === undefined) this.#seed(now);
+    else if (seeded) this.#seed(undefined);
+    else this.#seeded = undefined;
     this.#stateExpiresAt = now + r.ttl;
     return {
       cut: true,
@@ -255,6 +280,17 @@ export class MemoryBudgetStore implements BudgetStore {
     return this.#lastCutAt ?? this.#createdAt;
   }
 
+  /** Seeded at this version; `from`: when it begins (`undefined`: it goes on, from when it began). */
+  #seed(from: number | undefined): void {
+    this.#seeded = this.#version;
+    if (from !== undefined) this.#seededAt = from;
+  }
+
+  /** Whether the rate is still only what members offered (seeded at this version). */
+  get #isSeeded(): boolean {
+    return this.#seeded === this.#version;
+  }
+
   /** The controller changed the rate (a cut or a proposal): a new version of its books. */
   #changed(now: number): void {
     this.#version++;
@@ -298,6 +334,7 @@ export class MemoryBudgetStore implements BudgetStore {
     if (now >= this.#stateExpiresAt) {
       this.#generation = undefined;
       this.#rate = undefined;
+      this.#seeded = undefined;
       this.#epoch = 0;
       this.#lastCutAt = undefined;
       this.#cuts = 0;

@@ -6,7 +6,7 @@
  *
  * Keys (one hash tag, so a cluster keeps them on one slot):
  *   KEYS[1] `<prefix>{<name>}:state`    hash: generation, createdAt, rate, epoch, lastCutAt, cuts,
- *                                        pausedUntil, pauseFrom, pauseBanked, and the controller's
+ *                                        pausedUntil, pauseFrom, pauseBanked, seeded, seededAt (SEEDED), and the controller's
  *                                        books: version, lastChangeAt, rateBefore, measuredAtCut, waited,
  *                                        decreases ("before accepted since;..."), random, acceptedSinceCut
  *   KEYS[2] `<prefix>{<name>}:members`  zset: member id -> last heartbeat (server ms)
@@ -137,7 +137,7 @@ end
 local function stateRules(maxPause)
   return {
     generation = function(v) return #v > 0 end,
-    createdAt = past, lastChangeAt = past, lastCutAt = past, pauseFrom = past,
+    createdAt = past, lastChangeAt = past, lastCutAt = past, pauseFrom = past, seededAt = past,
     pausedUntil = function(v)
       local x = tonumber(v)
       return finite(x) and x >= 0 and x <= now + math.max(maxPause, ${STORED_PAUSE_BOUND_MS}) + SLACK
@@ -146,7 +146,7 @@ local function stateRules(maxPause)
       local x = tonumber(v)
       return finite(x) and x > 0
     end,
-    epoch = count, cuts = count, version = count,
+    epoch = count, cuts = count, version = count, seeded = count,
     pauseBanked = atLeast0, acceptedSinceCut = atLeast0, rateBefore = atLeast0, measuredAtCut = atLeast0,
     waited = function(v) return v == '0' or v == '1' end,
     random = function(v)
@@ -234,6 +234,42 @@ local function readReports()
 end
 `;
 
+/**
+ * `seeded`: the version at which the rate was last set from what a member knew rather than by
+ * the budget's controller: offered with a heartbeat into a state with no rate (made again after it
+ * was lost: a member's initialRate is its initial rate or the rate of its last heartbeat), or cut
+ * into one. While it equals `version` (no proposal since), a heartbeat keeps the LOWEST rate a
+ * member offers, and a cut whose member cut from a higher rate than the state's cuts from the
+ * state's, by the member's factor: a member of a slower heartbeat, or back from a partition, knows
+ * a rate the others may have cut since, and its rate can only lower what the others knew, never
+ * raise it (it made the state again at 6,000 where the others knew 1,441). Lowering the rate bumps
+ * the version, so a proposal computed from the higher rate is stale.
+ *
+ * It ends at the first proposal, or at the heartbeat of a member already heard since it began
+ * (`seededAt`, server ms; a state without it: at any member heard before): by then one whole
+ * heartbeat interval has passed, and every member beating as often or more has offered what it
+ * knew; a slower member's rate is the older. A budget no proposal changes (every member's demand
+ * below its share) would otherwise stay seeded for as long as it lives, and a member joining ten
+ * minutes later with an initialUnitsPerMinute of 60 pulled the 6,000 every member shared down to
+ * 60. Older builds' scripts ignore both fields (no check rule, never read), and their proposals and
+ * cuts bump the version, which ends it: a budget shared across a rolling deploy is never held at a
+ * seeded rate.
+ */
+const SEEDED = `
+local function isSeeded()
+  local s = tonumber(redis.call('HGET', KEYS[1], 'seeded'))
+  return s ~= nil and s == num('version', 0)
+end
+-- Seeded at this version; \`from\`: when it begins (nil: it goes on, from when it began).
+local function seed(from)
+  redis.call('HSET', KEYS[1], 'seeded', string.format('%d', num('version', 0)))
+  if from ~= nil then redis.call('HSET', KEYS[1], 'seededAt', from) end
+end
+local function unseed()
+  redis.call('HDEL', KEYS[1], 'seeded', 'seededAt')
+end
+`;
+
 const CLAMP = `
 local function clamp(rate, minRate, maxRate)
   if not (rate >= minRate) then rate = minRate end
@@ -259,7 +295,7 @@ end
  *   unreported (live members without a report), droppedUnreported (members dropped now without a
  *   report), membersLost (well-formed reports dropped because the members key was missing) }
  */
-export const HEARTBEAT = `${NOW}${CHECK}${REPORTS}${GENERATION}${CLAMP}${BOOKS}
+export const HEARTBEAT = `${NOW}${CHECK}${REPORTS}${GENERATION}${CLAMP}${BOOKS}${SEEDED}
 local id = ARGV[1]
 local demand = tonumber(ARGV[2])
 local timeout = tonumber(ARGV[6])
@@ -275,7 +311,9 @@ local membersMissing = redis.call('EXISTS', KEYS[2]) == 0
 
 -- Not among the members (dropped after its silence, or the members lost): it joins again.
 local rejoined = 0
-if not redis.call('ZSCORE', KEYS[2], id) then rejoined = 1 end
+-- When this member was last heard (nil: not among the members), for SEEDED's end.
+local heardAt = tonumber(redis.call('ZSCORE', KEYS[2], id))
+if heardAt == nil then rejoined = 1 end
 redis.call('ZADD', KEYS[2], now, id)
 local reports = readReports()
 -- Each member is judged by the timeout it sent with its report (members of one budget may beat at
@@ -343,13 +381,28 @@ if not placed then table.insert(kept, own) end
 redis.call('HSET', KEYS[3], id, report)
 
 local rate = tonumber(redis.call('HGET', KEYS[1], 'rate'))
-if rate == nil and ARGV[8] ~= '' then rate = tonumber(ARGV[8]) end
+local offered = nil
+if ARGV[8] ~= '' then offered = clamp(tonumber(ARGV[8]), minRate, maxRate) end
+-- A member heard since the seeding began is heard again: it ends (SEEDED).
+if isSeeded() and heardAt ~= nil and heardAt >= (tonumber(redis.call('HGET', KEYS[1], 'seededAt')) or 0) then
+  unseed()
+end
+if rate == nil and offered ~= nil then
+  rate = offered
+  seed(now)
+elseif rate ~= nil and offered ~= nil and offered < rate and isSeeded() then
+  -- The lowest rate a member offers (SEEDED); a proposal from the higher one is stale.
+  rate = offered
+  redis.call('HSET', KEYS[1], 'version', string.format('%d', num('version', 0) + 1))
+  seed(nil)
+end
 local proposed = 0
 if rate ~= nil then
   if ARGV[13] == gen and tonumber(ARGV[14]) == num('version', 0) then
     rate = tonumber(ARGV[15]) or rate
     proposed = 1
     changed()
+    unseed()
   end
   rate = clamp(rate, minRate, maxRate)
   redis.call('HSET', KEYS[1], 'rate', rate)
@@ -415,15 +468,17 @@ return reply
  * passed since the last cut, and only from the books the member computed the cut from (else it
  * answers `stale`: compute it again from the books it returns), or into a state with no rate
  * (nothing to be stale against: a state made again after it was lost starts from the cutting
- * member's known rate times the cut); then it sets the rate and the books and bumps the epoch. A request sent in another generation counts as sent at epoch 0 of
- * this one (sentEpochIn in store.ts).
+ * member's known rate times the cut, and stays seeded: SEEDED); into a seeded state, from the
+ * lowest rate known (the state's, when the member cut from a higher one); then it sets the rate
+ * and the books and bumps the epoch. A request sent in another generation counts as sent at
+ * epoch 0 of this one (sentEpochIn in store.ts).
  *
  * ARGV: sentEpoch, rate, rateBefore, measured|'', cooldownMs, minRate, maxRate|'', ttlMs,
  *   sentGeneration|'', candidateGeneration, fromGeneration|'', fromVersion|'', record (packDecrease),
  *   random, maxPauseMs
  * Returns: { cut (0|1), stale (0|1), rate|'', epoch, generation, books..., repaired }
  */
-export const CUT = `${NOW}${CHECK}${GENERATION}${CLAMP}${BOOKS}
+export const CUT = `${NOW}${CHECK}${GENERATION}${CLAMP}${BOOKS}${SEEDED}
 local sentEpoch = tonumber(ARGV[1])
 local cooldown = tonumber(ARGV[5])
 local minRate = tonumber(ARGV[6])
@@ -442,7 +497,17 @@ if sentEpoch == epoch and (lastCutAt == nil or now - lastCutAt >= cooldown) then
   -- cut could be stale against: the cut is taken, from the rate its member knew.
   local rateless = redis.call('HEXISTS', KEYS[1], 'rate') == 0
   if rateless or (ARGV[11] == gen and tonumber(ARGV[12]) == num('version', 0)) then
-    redis.call('HSET', KEYS[1], 'rate', clamp(tonumber(ARGV[2]), minRate, maxRate), 'rateBefore', ARGV[3])
+    -- Into a seeded state (SEEDED), from the lowest rate known: a member that cut from a higher
+    -- rate than the state's cuts the state's by its factor; the state stays seeded after.
+    local seeded = rateless or isSeeded()
+    local stored = tonumber(redis.call('HGET', KEYS[1], 'rate'))
+    local newRate = tonumber(ARGV[2])
+    local before = ARGV[3]
+    if not rateless and seeded and stored < tonumber(ARGV[3]) then
+      newRate = newRate * stored / tonumber(ARGV[3])
+      before = stored
+    end
+    redis.call('HSET', KEYS[1], 'rate', clamp(newRate, minRate, maxRate), 'rateBefore', before)
     if ARGV[4] == '' then redis.call('HDEL', KEYS[1], 'measuredAtCut')
     else redis.call('HSET', KEYS[1], 'measuredAtCut', ARGV[4]) end
     local cuts = {}
@@ -456,6 +521,7 @@ if sentEpoch == epoch and (lastCutAt == nil or now - lastCutAt >= cooldown) then
     redis.call('HSET', KEYS[1], 'epoch', string.format('%d', epoch), 'lastCutAt', now, 'pauseBanked', 0)
     redis.call('HSET', KEYS[1], 'cuts', string.format('%d', num('cuts', 0) + 1))
     changed()
+    if rateless then seed(now) elseif seeded then seed(nil) else unseed() end
     redis.call('PEXPIRE', KEYS[1], ttl)
     cut = 1
   else
