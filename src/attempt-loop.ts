@@ -103,6 +103,19 @@ export interface AttemptPlan<T> {
    * close and replay checks run after it. @default none
    */
   beforeRetry?(held: T | undefined): Promise<void>;
+  /**
+   * With a `slot` only: what a retry waits for before it waits for its slot and its units, while
+   * the held result's body is still coming (`undefined` when it is not: no wait at all). The HTTP
+   * adapters resolve it once the body has ended, or `HELD_BODY_DRAIN_MS` after this call, or when
+   * the adapter closes or the caller aborts, and cut nothing: a retry the limiter then refuses
+   * gives the caller that body whole, as before; `beforeRetry` cuts one still coming once the
+   * retry has its units (at once: its time is counted from this call). Read in `beforeRetry`
+   * alone, the body held the slot taken before it (a body that trickles: its 1 s). Read before the
+   * slot, the retry joins the slot's line once it is ready to go: the requests that came
+   * meanwhile go first, using the slot it could not use, and its units are still taken after its
+   * slot, next to its send. @default none
+   */
+  heldBodyRead?(held: T): Promise<void> | undefined;
   /** Whether a throttled error may be sent again. @default true */
   canRetryError?(error: unknown): boolean;
   /**
@@ -174,6 +187,15 @@ async function attempts<T>(plan: AttemptPlan<T>, first: Permit | undefined): Pro
       granted = undefined;
     } else {
       try {
+        // The rest of the held body is read first, holding no slot (see `heldBodyRead`).
+        const reading =
+          plan.slot !== undefined && held !== undefined ? plan.heldBodyRead?.(held.result) : undefined;
+        if (reading !== undefined) {
+          await reading;
+          // Aborted or closed while it read: it ends as a refused or aborted wait does.
+          const stopped = stopReason(plan);
+          if (stopped !== undefined) throw stopped.reason;
+        }
         if (plan.slot !== undefined && plan.unitsFirst !== true) {
           const held = await plan.slot(plan.signal, waitedMs);
           release = held.release;

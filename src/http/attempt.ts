@@ -7,10 +7,14 @@ import { AdaptiveRateLimitError, ThrottledBodyTimeoutError, ThrottledBodyTooLong
 type Controller = Dispatcher.DispatchController;
 type HeaderMap = Record<string, string | string[] | undefined>;
 
-/** How long a held body is waited for (see {@link Attempt.afterBody}): `ms` on `clock`. */
+/**
+ * How long a held body is waited for (see {@link Attempt.afterBody}): `ms` on `clock`, from `since`
+ * (a time on `clock`; default: when the wait starts).
+ */
 export interface BodyDeadline {
   readonly clock: Clock;
   readonly ms: number;
+  readonly since?: number | undefined;
 }
 
 /**
@@ -34,8 +38,14 @@ export const MAX_HELD_BODY_BYTES = 64 * 1024;
  * end) is cut, its connection closed, and the retry goes: read on for ever, it held its
  * connection (with `connections: 1` the retry never went out). 1 s is about what opening a new
  * connection costs over TLS to a far origin several times over, so the wait rarely delays a retry
- * more than the new socket would have; a refused retry's answer is never cut by it (the drain
- * starts only once the retry has its units).
+ * more than the new socket would have; a retry refused its units never has its answer cut by it
+ * (a body is cut only once the retry has its units).
+ *
+ * With `maxConcurrent`, the read holds no slot: the retry reads first, for up to this long from
+ * when it is judged, cutting nothing, and only then waits for its slot and its units as any
+ * retry does (see `AttemptPlan.heldBodyRead`); a body still coming once it has them is cut at
+ * once. Read with the slot taken, a body that trickles held the slot its 1 s: three such 429s at
+ * `maxConcurrent: 1` took three 1 s steps one after another; read before the slot, one.
  */
 export const HELD_BODY_DRAIN_MS = 1_000;
 
@@ -216,20 +226,27 @@ export class Attempt implements Dispatcher.DispatchHandler {
   /**
    * Calls `callback` once the held response's body has ended (see {@link Attempt.body}), been cut
    * at the cap, or failed: at once if it has. Only for a held response (its judge returned `false`).
-   * With a `deadline`, a body that has not ended `deadline.ms` after this call is cut then, as one
-   * past the cap is (its connection closed; delivered, it ends with a
-   * {@link ThrottledBodyTimeoutError} after the bytes kept), and `callback` is called.
+   * With a `deadline`, a body that has not ended `deadline.ms` after `deadline.since` (this call
+   * when not given) is cut then (at once when that is past), as one past the cap is (its
+   * connection closed; delivered, it ends with a {@link ThrottledBodyTimeoutError} after the bytes
+   * kept), and `callback` is called. A later call replaces an earlier one's callback and deadline.
    */
   afterBody(callback: () => void, deadline?: BodyDeadline): void {
     if (!this.held || this.heldToTheEnd) {
       callback();
       return;
     }
+    this.#clearDeadline();
     this.#afterBody = callback;
     if (deadline !== undefined) {
-      const { clock, ms } = deadline;
+      const { clock, ms, since } = deadline;
+      const left = since === undefined ? ms : since + ms - clock.now();
+      if (left <= 0) {
+        this.#timedOut(ms);
+        return;
+      }
       // keepAlive: a request waits on it (its socket keeps the process running anyway).
-      this.#deadline = { clock, handle: clock.setTimeout(() => this.#timedOut(ms), ms, true) };
+      this.#deadline = { clock, handle: clock.setTimeout(() => this.#timedOut(ms), left, true) };
     }
   }
 

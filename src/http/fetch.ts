@@ -12,7 +12,7 @@ import { type AdapterWait, closedRefusal } from './adapter-close.js';
 import { HELD_BODY_DRAIN_MS, untilSocketReturned } from './attempt.js';
 import { errorOutcome } from './classify.js';
 import { slotBound } from './concurrency.js';
-import { heldBodyEnded, holdResponse } from './held-response.js';
+import { heldBodyEnded, heldBodyRead, holdResponse } from './held-response.js';
 import { heldRefusal, llmAnswer, readRefusal, refusalBody } from './llm-answers.js';
 import { type InterceptorOptions, type OutgoingRequest, resolveInterceptorOptions } from './options.js';
 import { withLazyBody } from './outgoing-body.js';
@@ -144,6 +144,8 @@ export function rateLimitedFetch(options: RateLimitedFetchOptions = {}): RateLim
             return readRefusal(response, runtime.clockOf(route));
           };
     const { limiter, gate } = route;
+    /** When the retry began to read its held answer's body before its slot (`heldBodyRead`). */
+    let readSince: number | undefined;
     const release = runtime.hold(route);
     if (closing !== undefined) runtime.track(closing);
     try {
@@ -173,10 +175,23 @@ export function rateLimitedFetch(options: RateLimitedFetchOptions = {}): RateLim
         // Read into memory while the retry waits: an unread body would keep its connection.
         hold: holdWithRefusal,
         discard: (r) => dropBody(r.body),
+        // With maxConcurrent, the held body is read before the retry's slot (holding none), cutting
+        // nothing; the retry then cuts one still coming (see `AttemptPlan.heldBodyRead`).
+        heldBodyRead: (held) => {
+          const clock = runtime.clockOf(route);
+          const since = clock.now();
+          const reading = heldBodyRead(held, { clock, ms: HELD_BODY_DRAIN_MS }, (stop) =>
+            runtime.onClose(stop),
+          );
+          if (reading !== undefined) readSince = since;
+          return reading;
+        },
         // The held body read to its end first: cancelled while it comes, it closed its connection.
         beforeRetry: async (held) => {
+          const since = readSince;
+          readSince = undefined;
           if (held !== undefined) {
-            const deadline = { clock: runtime.clockOf(route), ms: HELD_BODY_DRAIN_MS };
+            const deadline = { clock: runtime.clockOf(route), ms: HELD_BODY_DRAIN_MS, since };
             // Or until the wrapper closes: then nothing more is sent (see `HttpRuntime.onClose`).
             await heldBodyEnded(held, deadline, (stop) => runtime.onClose(stop));
           }

@@ -1,8 +1,14 @@
 import { ThrottledBodyTimeoutError, ThrottledBodyTooLongError } from '../errors.js';
 import { type BodyDeadline, HELD_BODY_DRAIN_MS, keepUpToCap, MAX_HELD_BODY_BYTES } from './attempt.js';
 
-/** How each held response's read is waited for ({@link heldBodyEnded}). */
-const drains = new WeakMap<Response, (deadline: BodyDeadline, stopWhen?: StopWhen) => Promise<void>>();
+/**
+ * How each held response's read is waited for ({@link heldBodyEnded}, {@link heldBodyRead}):
+ * `undefined` once it has ended. `cut`: whether a body still coming at the deadline is cut.
+ */
+const drains = new WeakMap<
+  Response,
+  (deadline: BodyDeadline, stopWhen: StopWhen | undefined, cut: boolean) => Promise<void> | undefined
+>();
 
 /** Registers `stop`, which ends a wait early; returns what forgets it. */
 type StopWhen = (stop: () => void) => () => void;
@@ -14,10 +20,25 @@ type StopWhen = (stop: () => void) => () => void;
  * ended `deadline.ms` after this call is cut then, its connection closed (if the caller gets
  * `held` after all, its body ends with a {@link ThrottledBodyTimeoutError} after the bytes kept).
  * At once for any other response. `stopWhen` may end the wait sooner (the wrapper's close): the
- * body is then read on, as while it was held, with no deadline.
+ * body is then read on, as while it was held, with no deadline. `deadline.since` (default: this
+ * call) is when the time counts from: a body still coming past it is cut at once.
  */
 export function heldBodyEnded(held: Response, deadline: BodyDeadline, stopWhen?: StopWhen): Promise<void> {
-  return drains.get(held)?.(deadline, stopWhen) ?? Promise.resolve();
+  return drains.get(held)?.(deadline, stopWhen, true) ?? Promise.resolve();
+}
+
+/**
+ * As {@link heldBodyEnded}, but cuts nothing: resolves once the body of `held` has ended, or
+ * `deadline.ms` after this call, or at `stopWhen`, the body read on after (a retry's read before
+ * its `maxConcurrent` slot: see `AttemptPlan.heldBodyRead`). `undefined` when it has ended, or for
+ * a response {@link holdResponse} did not make.
+ */
+export function heldBodyRead(
+  held: Response,
+  deadline: BodyDeadline,
+  stopWhen?: StopWhen,
+): Promise<void> | undefined {
+  return drains.get(held)?.(deadline, stopWhen, false);
 }
 
 /**
@@ -98,29 +119,30 @@ export function holdResponse(response: Response): Response {
     url: { value: response.url },
     redirected: { value: response.redirected },
   });
-  drains.set(held, ({ clock, ms }, stopWhen) => {
-    if (end !== undefined) return Promise.resolve();
+  drains.set(held, ({ clock, ms, since }, stopWhen, cut) => {
+    if (end !== undefined) return undefined;
     return new Promise<void>((resolve) => {
       let forget: (() => void) | undefined;
-      // keepAlive: a request waits on it (its socket keeps the process running anyway).
-      const timer = clock.setTimeout(
-        () => {
-          if (end !== undefined) return;
-          const cut = new ThrottledBodyTimeoutError(response.status, ms);
-          end = { error: cut };
-          reader.cancel(cut).catch(() => {});
-          notify();
-        },
-        ms,
-        true,
-      );
-      ended = () => {
-        ended = undefined;
+      let timer: unknown;
+      const done = () => {
+        if (ended === done) ended = undefined;
         forget?.();
         clock.clearTimeout(timer);
         resolve();
       };
-      forget = stopWhen?.(() => ended?.());
+      const timeUp = () => {
+        if (end !== undefined || !cut) return done();
+        const error = new ThrottledBodyTimeoutError(response.status, ms);
+        end = { error };
+        reader.cancel(error).catch(() => {});
+        notify(); // calls `ended`: done
+      };
+      ended = done;
+      const left = since === undefined ? ms : since + ms - clock.now();
+      if (left <= 0) return timeUp();
+      // keepAlive: a request waits on it (its socket keeps the process running anyway).
+      timer = clock.setTimeout(timeUp, left, true);
+      forget = stopWhen?.(done);
     });
   });
   return held;

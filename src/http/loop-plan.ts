@@ -123,9 +123,12 @@ export class LoopPlan implements AttemptPlan<Attempt> {
    * to take its socket back (see {@link untilSocketReturned}).
    */
   async beforeRetry(held: Attempt | undefined): Promise<void> {
+    const since = this.#readSince;
+    this.#readSince = undefined;
     if (held?.held === true && !held.heldToTheEnd) {
       const { runtime, route } = this.#request;
-      const deadline = { clock: runtime.clockOf(route), ms: HELD_BODY_DRAIN_MS };
+      // Counted from the read before the slot, when there was one: a body still coming then is cut at once.
+      const deadline = { clock: runtime.clockOf(route), ms: HELD_BODY_DRAIN_MS, since };
       // Or until the adapter closes: then nothing more is sent (see `HttpRuntime.onClose`).
       await new Promise<void>((resolve) => {
         const forget = runtime.onClose(resolve);
@@ -136,6 +139,34 @@ export class LoopPlan implements AttemptPlan<Attempt> {
       });
     }
     return untilSocketReturned();
+  }
+
+  /** When the retry began to read the rest of its held answer's body (`heldBodyRead`), on the route's clock. */
+  #readSince: number | undefined;
+
+  /**
+   * With `maxConcurrent`: the rest of the held answer's body read before the retry's slot, for
+   * {@link HELD_BODY_DRAIN_MS} at most, cutting nothing (see `AttemptPlan.heldBodyRead`); or until
+   * the adapter closes or the caller aborts (which ends the held body's read too).
+   */
+  heldBodyRead(held: Attempt): Promise<void> | undefined {
+    if (!held.held || held.heldToTheEnd) return undefined;
+    const { runtime, route } = this.#request;
+    const clock = runtime.clockOf(route);
+    this.#readSince = clock.now();
+    return new Promise<void>((resolve) => {
+      let timer: unknown;
+      let forget: (() => void) | undefined;
+      const done = () => {
+        forget?.();
+        clock.clearTimeout(timer);
+        resolve();
+      };
+      // keepAlive: a request waits on it (its socket keeps the process running anyway).
+      timer = clock.setTimeout(done, HELD_BODY_DRAIN_MS, true);
+      forget = runtime.onClose(done);
+      held.afterBody(done);
+    });
   }
 
   classify(attempt: Attempt): Outcome {
