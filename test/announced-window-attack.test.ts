@@ -248,7 +248,7 @@ describe('hostile announcements: every request ends, no pause outlives maxPause'
     expect(rl.registry.get(server.origin)?.snapshot().pausedUntil).toBeUndefined();
     expect((await get(agent, `${server.origin}/`)).status).toBe(200);
     expect(rl.registry.get(server.origin)?.snapshot().announcedRate).toBe(5);
-    // 5 a minute: one every 12 s, until four answers in a row have not announced the policy.
+    // 5 a minute: one every 12 s, through answers that do not announce the policy, until its reset.
     const statuses: number[] = [];
     for (let i = 0; i < 4; i++) {
       const pending = get(agent, `${server.origin}/`);
@@ -256,6 +256,10 @@ describe('hostile announcements: every request ends, no pause outlives maxPause'
       statuses.push((await pending).status);
     }
     expect(statuses).toEqual([200, 200, 200, 200]);
+    expect(rl.registry.get(server.origin)?.snapshot().announcedRate).toBe(5);
+    // Past the reset, the first answer without the fields forgets them.
+    clock.advance(60_000);
+    expect((await get(agent, `${server.origin}/`)).status).toBe(200);
     expect(rl.registry.get(server.origin)?.snapshot().announcedRate).toBeUndefined();
   });
 

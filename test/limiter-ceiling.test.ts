@@ -152,12 +152,14 @@ describe('AdaptiveRateLimiter: announced quotas', () => {
     expect(limiter.snapshot().pausedUntil).toBeUndefined();
   });
 
-  it('drops a policy once answers stop announcing it (stale values)', () => {
+  it('keeps a policy through answers that do not announce it until its reset, then forgets it', () => {
     // The one-second bucket: the answers go without moving the clock.
-    const { limiter } = setup({ burst: 'second' });
+    const { clock, limiter } = setup({ burst: 'second' });
     answer(limiter, [minute]);
-    for (let i = 0; i < 3; i++) answer(limiter, undefined);
+    for (let i = 0; i < 8; i++) answer(limiter, undefined);
+    answer(limiter, []);
     expect(limiter.snapshot().announcedRate).toBe(600);
+    clock.advance(60_000);
     answer(limiter, []);
     expect(limiter.snapshot().announcedRate).toBeUndefined();
   });

@@ -2,8 +2,6 @@ import type { RateGate } from './bucket.js';
 import type { LimitFloors } from './limit-floor.js';
 import type { AnnouncedQuota, ReadQuota } from './types.js';
 
-/** A policy missing from this many answers in a row is stale: it no longer caps the rate. */
-const STALE_AFTER_ANSWERS = 4;
 /** The least part of a shared quota this process keeps: it must send to measure its part. */
 const MIN_PART = 0.05;
 /** Units the announced `remaining` must drop by before this process's part is measured again. */
@@ -40,8 +38,11 @@ interface Policy {
   byQuota: number;
   remaining: number | undefined;
   resetAt: number | undefined;
-  /** Answers in a row that did not announce it. */
-  missed: number;
+  /**
+   * Until when (ms) what the last reading said is kept through answers that do not announce the
+   * policy: its reset, or without one the reading's time plus its window (or `maxPause`).
+   */
+  keptUntil: number;
   /** The number of the last answer that announced it. */
   seenIn: number;
   /**
@@ -105,7 +106,14 @@ const NOTHING: Announced = { pauseMs: 0, requestedMs: 0 };
  * the window, and, without a window, as `maxPause`. When `remaining` falls faster than this
  * process gets answers (other clients drain the same quota), the ceiling is scaled to this
  * process's part (measured over drops of at least 20 units in one window and one quota,
- * smoothed by halves, at least 5 %; until measured, 1/`instanceCount`). A policy missing from {@link STALE_AFTER_ANSWERS} answers in a row is dropped.
+ * smoothed by halves, at least 5 %; until measured, 1/`instanceCount`).
+ *
+ * What a policy's last reading said is kept until its reset (without one, its window after the
+ * reading), whatever the answers in between announce: an API that sends its quota headers on
+ * some answers only (a proxy's error page, a cached answer, an endpoint that omits them) keeps
+ * its window's ceiling and credit. The first answer past that time that does not announce it
+ * forgets it. Dropped after 4 answers in a row without it, a window GitHub announced on some
+ * answers only was lost with most of an hour to go, and a cold start's burst went again.
  */
 export class Ceilings {
   readonly #policies = new Map<string, Policy>();
@@ -275,7 +283,8 @@ export class Ceilings {
     }
     for (const [name, policy] of this.#policies) {
       if (policy.seenIn === answer) continue;
-      if (++policy.missed >= STALE_AFTER_ANSWERS) this.#policies.delete(name);
+      // Its reading is over (see `keptUntil`): forgotten.
+      if (now >= policy.keptUntil) this.#policies.delete(name);
       // An answer that announces other policies, not this one (GitHub's core beside its search
       // on one origin): its call counted against those, not against this window's credit. An
       // answer that announces none (a proxy's 502, a load balancer's 500 page, a 429 with no
@@ -327,7 +336,7 @@ export class Ceilings {
         byQuota,
         remaining,
         resetAt,
-        missed: 0,
+        keptUntil: keptUntil(resetAt, windowMs, now, maxPause),
         seenIn: answer,
         granted,
         part: 1 / instanceCount,
@@ -347,7 +356,6 @@ export class Ceilings {
     } else if (granted < policy.granted && !noMoreLeft(remaining, policy.remaining)) {
       // A slow call's answer, granted before the request last read and with more left than its
       // answer said (or no `remaining`): an older reading than the one it would replace.
-      policy.missed = 0;
       policy.seenIn = answer;
       return NOTHING;
     } else {
@@ -368,7 +376,7 @@ export class Ceilings {
       policy.resetAt = resetAt;
       policy.holdEnd = now + maxPause;
       policy.limit = limit;
-      policy.missed = 0;
+      policy.keptUntil = keptUntil(resetAt, windowMs, now, maxPause);
       policy.seenIn = answer;
       policy.own = 0;
     }
@@ -509,6 +517,20 @@ function releasedAfter(released: number[] | undefined, granted: number): number[
 function credited(policy: Policy): boolean {
   if (policy.shape === 'window') return true;
   return policy.shape === 'unknown' && !policy.asAnnounced && policy.shortResetAt === undefined;
+}
+
+/**
+ * Until when a reading at `now` is kept through answers that do not announce its policy: its
+ * reset, else its window after it, else `maxPause` after it (ms).
+ */
+function keptUntil(
+  resetAt: number | undefined,
+  windowMs: number | undefined,
+  now: number,
+  maxPause: number,
+): number {
+  if (resetAt !== undefined) return resetAt;
+  return now + (windowMs !== undefined && windowMs > 0 ? windowMs : maxPause);
 }
 
 /** Whether a reading of `remaining` has no more left than `last` did (both known). */
