@@ -56,6 +56,11 @@ export interface AttemptPlan<T> {
   send(attempt: number, started?: () => void): Promise<T>;
   /** How a result feeds the limiter. */
   classify(result: T): Outcome;
+  /**
+   * The quotas a result announces, for its permit when `classify` threw on it (the call was
+   * answered: the API counted it). @default none
+   */
+  thrownQuota?(result: T): Outcome['quota'];
   /** How a thrown error feeds the limiter. @default failed */
   classifyError?(error: unknown): Outcome;
   /**
@@ -290,8 +295,9 @@ async function attempts<T>(plan: AttemptPlan<T>, first: Permit | undefined): Pro
       outcome = plan.classify(result);
     } catch (error) {
       // A classify that throws fails the request; the answer came, so its permit is answered
-      // (failed, no cut), or the limiter counts it in flight (a cold start's cap stays taken).
-      permit.failed();
+      // (failed, no cut), or the limiter counts it in flight (a cold start's cap stays taken),
+      // with the quotas the answer announced (see `thrownQuota`).
+      permit.failed(undefined, plan.thrownQuota?.(result));
       throw error;
     }
     if (!judged(permit, outcome, attempt, plan.maxAttempts, () => plan.canRetry?.(result) ?? true))

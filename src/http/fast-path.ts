@@ -85,7 +85,10 @@ export class FastPathJudge implements AttemptJudge {
       } catch (error) {
         // A classify that throws fails the request; the answer came, so its permit is answered
         // (failed, no cut), or the limiter counts it in flight (a cold start's cap stays taken).
-        permit?.failed();
+        permit?.failed(
+          undefined,
+          request.runtime.thrownQuota(attempt, () => attempt.headers, request.route),
+        );
         throw error;
       }
       // A controller or a listener that throws fails the request, as it does in the loop.

@@ -169,6 +169,10 @@ export function rateLimitedFetch(options: RateLimitedFetchOptions = {}): RateLim
           redirectedAway(r, runtime, originRoute)
             ? otherOriginsAnswer(r, runtime)
             : runtime.classify(r, () => headerRecord(r.headers), route, refusalBody(r)),
+        thrownQuota: (r) =>
+          redirectedAway(r, runtime, originRoute)
+            ? undefined
+            : runtime.thrownQuota(r, () => headerRecord(r.headers), route),
         // A request that never reached the server gives back its LLM token draws.
         classifyError: errorOutcome,
         canRetry: () => bodies.replayable,

@@ -176,6 +176,11 @@ export class LoopPlan implements AttemptPlan<Attempt> {
     return runtime.classify(attempt, () => attempt.headers, route, body);
   }
 
+  thrownQuota(attempt: Attempt): Outcome['quota'] {
+    const { route, runtime } = this.#request;
+    return runtime.thrownQuota(attempt, () => attempt.headers, route);
+  }
+
   discard(attempt: Attempt): void {
     attempt.discard();
   }

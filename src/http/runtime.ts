@@ -3,7 +3,7 @@ import type { LlmApi } from '../config/api.js';
 import type { LimiterConfig } from '../config/schema.js';
 import { attachDiagnostics } from '../diagnostics.js';
 import { ConfigError, type ConfigIssue, configPath, InvalidCallbackValueError } from '../errors.js';
-import type { HeaderRecord, ResponseHeaders } from '../headers.js';
+import { type HeaderRecord, headerLookup, type ResponseHeaders } from '../headers.js';
 import {
   kAddBusyCheck,
   kChanges,
@@ -469,6 +469,28 @@ export class HttpRuntime {
     )
       this.registry[kKeepPause](key, outcome.retryAfterMs);
     return outcome;
+  }
+
+  /**
+   * The quotas `route` reads from an answer whose `classify` threw, for its permit: the call was
+   * sent and answered, so the API counted it, and the window's credit counts it whatever
+   * `classify` did. Settled with no quota, the call's unit was released as an answer with no quota
+   * headers is, and a burst that followed sent one call more than the window had left.
+   * `undefined` when the answer announces none, or when reading them threw too (a
+   * `quotaFromHeaders` of the caller's): the caller gets the error `classify` threw.
+   */
+  thrownQuota(
+    { headers }: { readonly headers: ResponseHeaders },
+    record: () => HeaderRecord,
+    route?: Route,
+  ): Outcome['quota'] {
+    const quotas = route?.quotas;
+    if (quotas === undefined) return undefined;
+    try {
+      return quotas(headerLookup(headers), record, Date.now());
+    } catch {
+      return undefined;
+    }
   }
 
   #outcome(
