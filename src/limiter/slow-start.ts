@@ -5,6 +5,14 @@
  * rounds that double, not all at once. The limiter drops it at the first throttle (the rate takes
  * over) and once it no longer binds: an answer finds nobody waiting and less than half the cap in
  * flight.
+ *
+ * Chosen: the cap goes before any answer for an API that announces a fixed window too (GitHub),
+ * though fewer than the cap may be left of it (10 at once with 8 left: 2 are refused; nothing
+ * goes past 0 after the first answers, see `Ceilings.heldUntil`). Sending one request first and
+ * the rest once its answer told what is left kept those 2 out, but slowed every first batch by a
+ * round trip (two, before a second reading told the window apart from a bucket) and held a whole
+ * batch behind a slow first call (40 at once, the first one slow: 1 sent in 3 s, not 40).
+ * `slowStart: 1` asks for that: one in flight first, each answer read before the cap grows.
  */
 export class SlowStart {
   /** The most units in flight at once. */
