@@ -28,6 +28,16 @@ describe('a multipart body, odd', () => {
     expect(meteredBody(body, { 'content-type': 'multipart/form-data; boundary=xyz' })).toEqual({});
   });
 
+  it('reads a text part whose quoted name holds "filename=" as text, not as a file', () => {
+    const body = form('xyz', [
+      'Content-Disposition: form-data; name="a; filename=b"\r\n\r\nhello',
+      'Content-Disposition: form-data; name="model"\r\n\r\nwhisper-1',
+    ]);
+    expect(meteredBody(body, { 'content-type': 'multipart/form-data; boundary=xyz' })).toEqual({
+      text: body.toString(),
+    });
+  });
+
   it('reads a form of text parts only as its text, its parameter in any case', () => {
     const body = form('xyz', ['Content-Disposition: form-data; name="model"\r\n\r\nwhisper-1']);
     expect(meteredBody(body, { 'content-type': 'Multipart/Form-Data;BOUNDARY=xyz' })).toEqual({

@@ -1,3 +1,4 @@
+import { parse as parseDisposition } from 'content-disposition';
 import type { HeaderRecord } from '../headers.js';
 import { decodedBody, isEncoded, MAX_DECODED_BYTES } from './llm-decode.js';
 import { isJson } from './outgoing-body.js';
@@ -111,11 +112,22 @@ function isFileHead(head: string): boolean {
     if (colon === -1) continue;
     const name = line.slice(0, colon).trim().toLowerCase();
     const value = line.slice(colon + 1);
-    if (name === 'content-disposition' && /;\s*filename\*?\s*=/i.test(value)) return true;
+    if (name === 'content-disposition' && isFileDisposition(value)) return true;
     if (name === 'content-type' && !value.trim().toLowerCase().startsWith('text/') && !isJson(value))
       return true;
   }
   return false;
+}
+
+/**
+ * Whether a part's `Content-Disposition` has a `filename` (or `filename*`) parameter, its
+ * parameters parsed as browsers send them (the `content-disposition` package, `multipart`): a
+ * quoted `name` that holds `filename=` (`name="a; filename=b"`) is a text field's name. A regular
+ * expression over the line took such a field for a file: the whole body was a body not seen.
+ */
+function isFileDisposition(value: string): boolean {
+  const { parameters } = parseDisposition(value.trim(), { multipart: true });
+  return 'filename' in parameters || 'filename*' in parameters;
 }
 
 /** Bytes as UTF-8 text, or `undefined` for bytes that are not (an audio file, a compressed body). */
