@@ -1,7 +1,7 @@
 import { type LoopCancel, runAttempts } from '../attempt-loop.js';
 import { DISPOSE } from '../dispose.js';
 import { ConfigError, InvalidCallbackValueError, type RateLimitRejectedError } from '../errors.js';
-import { headerRecord } from '../headers.js';
+import { type HeaderRecord, headerRecord } from '../headers.js';
 import { AdaptiveRateLimiter } from '../limiter/adaptive.js';
 import type { Outcome } from '../limiter/types.js';
 import type { CancellableLine } from '../limiter/waiting-line.js';
@@ -15,7 +15,7 @@ import { slotBound } from './concurrency.js';
 import { heldBodyEnded, heldBodyRead, holdResponse } from './held-response.js';
 import { heldRefusal, llmAnswer, readRefusal, refusalBody } from './llm-answers.js';
 import { type InterceptorOptions, type OutgoingRequest, resolveInterceptorOptions } from './options.js';
-import { withLazyBody } from './outgoing-body.js';
+import { decodingOf, withLazyBody } from './outgoing-body.js';
 import { refusalResponse } from './refusal.js';
 import { type AttemptBodies, attemptBodies, isReplayableBody } from './request-body.js';
 import { HttpRuntime, type Route } from './runtime.js';
@@ -96,10 +96,18 @@ export function rateLimitedFetch(options: RateLimitedFetchOptions = {}): RateLim
         throw fetchError(error, input, request, init);
       });
 
+    let record: HeaderRecord | undefined;
+    const headersOf = (): HeaderRecord => {
+      record ??= headerRecord(new Headers(init?.headers ?? request?.headers));
+      return record;
+    };
+    // A body sent compressed that the limiter reads is decoded first, off the event loop.
+    const decoding = runtime.readsBody(originRoute) ? decodingOf(init?.body, headersOf) : undefined;
+    const decoded = decoding === undefined ? undefined : await decoding;
     let outgoing: OutgoingRequest | undefined;
     const described = (): OutgoingRequest => {
       if (outgoing === undefined) {
-        const headers = headerRecord(new Headers(init?.headers ?? request?.headers));
+        const headers = headersOf();
         const made = {
           origin,
           method: init?.method ?? request?.method ?? 'GET',
@@ -107,7 +115,7 @@ export function rateLimitedFetch(options: RateLimitedFetchOptions = {}): RateLim
           headers,
         };
         // `init.body` as given; a `Request`'s own body is a stream: never read for it.
-        outgoing = withLazyBody(made, init?.body, headers);
+        outgoing = withLazyBody(made, init?.body, headers, decoded);
       }
       return outgoing;
     };

@@ -1,6 +1,7 @@
 import type { Dispatcher } from 'undici';
 import { runAttempts } from '../attempt-loop.js';
 import type { RateLimitRejectedError } from '../errors.js';
+import { headerRecord } from '../headers.js';
 import { kWaitCancel } from '../internal.js';
 import { AdaptiveRateLimiter } from '../limiter/adaptive.js';
 import type { Costs } from '../limiter/budgets.js';
@@ -20,6 +21,7 @@ import { warnHandlerThrew } from './handler-threw.js';
 import { MAX_REFUSAL_BYTES, REFUSAL_READ_TIMEOUT_MS, refusalJson } from './llm.js';
 import { decodedBody, isEncoded } from './llm-decode.js';
 import { LoopPlan, type LoopRequest } from './loop-plan.js';
+import { type DecodedBody, decodingOf } from './outgoing-body.js';
 import { answerRefusal } from './refusal.js';
 import { type AttemptBodies, attemptBodies } from './request-body.js';
 import { findDraw } from './request-draw.js';
@@ -114,13 +116,34 @@ export class RateLimitedDispatch implements LoopRequest, FastPathRequest, WaitCa
 
   // ---- the request --------------------------------------------------------------------------
 
-  /** Hands the caller its controller, then sends at once or waits, and retries; never throws. */
+  /**
+   * Hands the caller its controller, then sends at once or waits, and retries; never throws. A
+   * body sent compressed that the limiter reads (see `HttpRuntime.readsBody`) is decoded first,
+   * off the event loop (`decodingOf`), and the request goes on once it is.
+   */
   start(): void {
+    let decoding: Promise<DecodedBody> | undefined;
     try {
       this.handler.onRequestStart?.(this.controller, undefined);
       // Aborted already (fetch aborts inside onRequestStart when its signal was): nothing taken.
       if (this.controller.abortReason !== undefined) throw this.controller.abortReason;
-      findDraw(this, this.#origin, this.#opts);
+      if (this.runtime.readsBody(this.route))
+        decoding = decodingOf(this.#opts.body, () => headerRecord(this.#opts.headers));
+    } catch (error) {
+      if (this.#done) throw error;
+      this.fail(error);
+      return;
+    }
+    if (decoding === undefined) this.#draw(undefined);
+    else void decoding.then((decoded) => this.#detached(() => this.#draw(decoded)));
+  }
+
+  /** {@link start} once the body is read: finds what the request draws, and sends or waits. */
+  #draw(decoded: DecodedBody | undefined): void {
+    try {
+      // Aborted while its body was decoded: nothing taken.
+      if (this.controller.abortReason !== undefined) throw this.controller.abortReason;
+      findDraw(this, this.#origin, this.#opts, decoded);
       this.#release = this.runtime.hold(this.route);
       this.bodies = attemptBodies(this.#opts.body, this.runtime.options.maxReplayBodyBytes);
       if (!this.#sendFirst()) this.#loop(undefined);

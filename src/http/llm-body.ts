@@ -1,7 +1,7 @@
 import { parse as parseDisposition } from 'content-disposition';
 import type { HeaderRecord } from '../headers.js';
 import { decodedBody, isEncoded, MAX_DECODED_BYTES } from './llm-decode.js';
-import { isJson } from './outgoing-body.js';
+import { decodedOf, isJson } from './outgoing-body.js';
 
 /**
  * A request's body as an LLM API's meter reads it: a JSON `object`, or `text` that is not one, or
@@ -46,17 +46,30 @@ export function meteredBody(body: unknown, headers: HeaderRecord = {}): MeteredB
   return object === undefined ? { text } : { object };
 }
 
-/** {@link meteredBody} of a request, read once per request, however many ask (the split by model, the estimate). */
+/**
+ * {@link meteredBody} of a request, read once per request, however many ask (the split by model,
+ * the estimate). A body sent compressed was decoded before, off the event loop (see
+ * `decodingOf`): read as it decoded, or a body not seen when it did not.
+ */
 export function requestBody(request: {
   readonly body?: unknown;
   readonly headers?: HeaderRecord;
 }): MeteredBody {
   let read = readBodies.get(request);
   if (read === undefined) {
-    read = meteredBody(request.body, request.headers);
+    const decoded = decodedOf(request);
+    if (decoded === undefined) read = meteredBody(request.body, request.headers);
+    else if (decoded.bytes === undefined) read = NOT_SEEN;
+    else read = meteredBody(request.body, withoutEncoding(request.headers ?? {}));
     readBodies.set(request, read);
   }
   return read;
+}
+
+/** `headers` but their `content-encoding`: of a body decoded already. */
+function withoutEncoding(headers: HeaderRecord): HeaderRecord {
+  const { 'content-encoding': _decoded, ...rest } = headers;
+  return rest;
 }
 
 const readBodies = new WeakMap<object, MeteredBody>();

@@ -1,4 +1,15 @@
-import { brotliDecompressSync, gunzipSync, inflateRawSync, inflateSync } from 'node:zlib';
+import { promisify } from 'node:util';
+import {
+  brotliDecompress,
+  brotliDecompressSync,
+  gunzip,
+  gunzipSync,
+  inflate,
+  inflateRaw,
+  inflateRawSync,
+  inflateSync,
+  type ZlibOptions,
+} from 'node:zlib';
 
 /**
  * The longest a compressed body is read once decoded (bytes): an answer (a stream's events, each
@@ -26,28 +37,69 @@ export function decodedBody(
   try {
     // Decoded in the reverse of the order they were applied.
     for (let i = codings.length - 1; i >= 0; i--) {
-      const options = { maxOutputLength: max };
-      switch (codings[i]) {
-        case 'gzip':
-        case 'x-gzip':
-          body = gunzipSync(body, options);
-          break;
-        case 'deflate':
-          // HTTP's deflate is zlib-wrapped; some servers send it raw.
-          body = isZlibHeader(body) ? inflateSync(body, options) : inflateRawSync(body, options);
-          break;
-        case 'br':
-          body = brotliDecompressSync(body, options);
-          break;
-        default:
-          return undefined;
-      }
+      const decode = DECODERS.get(codings[i] as string);
+      if (decode === undefined) return undefined;
+      body = decode.sync(body, { maxOutputLength: max });
     }
   } catch {
     return undefined;
   }
   return body.byteLength > max ? undefined : body;
 }
+
+/**
+ * {@link decodedBody} decoded off the event loop (zlib's asynchronous forms, on libuv's thread
+ * pool, in chunks of 64 KiB): the same bytes, or `undefined` for the same bodies. What a request
+ * body is decoded with before it is metered: a "zip bomb" of 100 kB decoded for 1 s to the cap,
+ * and the event loop stood still that long. Never rejects.
+ */
+export async function decodedBodyAsync(
+  bytes: Uint8Array,
+  encoding: string | readonly string[] | undefined,
+  max: number,
+): Promise<Uint8Array | undefined> {
+  const codings = codingsOf(encoding);
+  let body: Uint8Array = bytes;
+  try {
+    for (let i = codings.length - 1; i >= 0; i--) {
+      const decode = DECODERS.get(codings[i] as string);
+      if (decode === undefined) return undefined;
+      body = await decode.async(body, { maxOutputLength: max, chunkSize: 64 * 1024 });
+    }
+  } catch {
+    return undefined;
+  }
+  return body.byteLength > max ? undefined : body;
+}
+
+interface Decoder {
+  sync(bytes: Uint8Array, options: ZlibOptions): Uint8Array;
+  async(bytes: Uint8Array, options: ZlibOptions): Promise<Uint8Array>;
+}
+
+const gunzipAsync = promisify<Uint8Array, ZlibOptions, Buffer>(gunzip);
+const inflateAsync = promisify<Uint8Array, ZlibOptions, Buffer>(inflate);
+const inflateRawAsync = promisify<Uint8Array, ZlibOptions, Buffer>(inflateRaw);
+const brotliAsync = promisify<Uint8Array, ZlibOptions, Buffer>(brotliDecompress);
+
+const GZIP: Decoder = { sync: gunzipSync, async: gunzipAsync };
+
+/** The decoders of the codings known, by name. */
+const DECODERS: ReadonlyMap<string, Decoder> = new Map([
+  ['gzip', GZIP],
+  ['x-gzip', GZIP],
+  [
+    // HTTP's deflate is zlib-wrapped; some servers send it raw.
+    'deflate',
+    {
+      sync: (bytes, options) =>
+        isZlibHeader(bytes) ? inflateSync(bytes, options) : inflateRawSync(bytes, options),
+      async: (bytes, options) =>
+        isZlibHeader(bytes) ? inflateAsync(bytes, options) : inflateRawAsync(bytes, options),
+    },
+  ],
+  ['br', { sync: brotliDecompressSync, async: brotliAsync }],
+]);
 
 /** Whether an answer with this `content-encoding` is encoded (not none, not `identity`). */
 export function isEncoded(encoding: string | readonly string[] | undefined): boolean {

@@ -31,7 +31,10 @@ export interface OutgoingRequest {
    * it does not parse), else the string (`URLSearchParams` as its string) or the bytes as they are;
    * `undefined` for no body and for a body that would have to be read to be seen (a stream, an
    * async iterable, a `Blob`, `FormData`, a `Request` object's body): the adapter never buffers a
-   * body for it. Parsed at its first read. Treat it as read-only: it is what is sent.
+   * body for it. Bytes sent with a `content-encoding` (`gzip`, `deflate`, `br`) are seen decoded
+   * (off the event loop, before the callbacks are asked; up to 64 MiB decoded), as an LLM API's
+   * estimate reads them; bytes that do not decode, or decode longer, are seen as sent. Parsed at
+   * its first read. Treat it as read-only: what is sent is the body as given.
    */
   readonly body?: unknown;
 }
@@ -64,7 +67,10 @@ export interface InterceptorOptions {
    * without `opts.origin`. An http(s) origin; normalized. @default none (such a request fails)
    */
   origin?: string | URL;
-  /** The cost of a request in units (> 0, finite). @default () => 1 */
+  /**
+   * The cost of a request in units (> 0, finite). Its `body` is the one sent, decoded when it was
+   * sent compressed (see {@link OutgoingRequest.body}). @default () => 1
+   */
   units?: (request: OutgoingRequest) => number;
   /**
    * The partition a request belongs to: each (origin, partition) gets a limiter of its own, so
@@ -74,7 +80,8 @@ export interface InterceptorOptions {
    * `InvalidCallbackValueError`. The key is hashed with a per-process random key at once and never kept or
    * shown; the partition is named by a short id (`https://api.example.com#Zt3kQ0b9xY1w`), or by
    * `partitionName`. A limiter's own `partitionBy` wins over it; limiters given as instances
-   * (`limiter`, `shared`) are not partitioned. See docs/partitions.md.
+   * (`limiter`, `shared`) are not partitioned. Its `body` is decoded when it was sent compressed
+   * (see {@link OutgoingRequest.body}). See docs/partitions.md.
    * @default by credential: the values of `authorization`, `x-api-key`, `api-key` (and the header
    * the limiter's `headers` profile names, `x-shopify-access-token`); none present: no partition
    */

@@ -1,11 +1,13 @@
 import type { HeaderRecord } from '../headers.js';
+import { decodedBodyAsync, isEncoded, MAX_DECODED_BYTES } from './llm-decode.js';
 
 /**
  * The body of a request as the callbacks (`units`, `partition`) see it, from what the adapter
  * already holds in memory: with a JSON content type (`application/json`, `application/*+json`), a
  * string or bytes parsed as JSON (a body that does not parse stays the string); otherwise the
  * string or the bytes as they are. A stream, an async iterable, a `Blob`, `FormData` or a
- * `Request`'s body is never read for it: `undefined`. Parsed once, at the first read.
+ * `Request`'s body is never read for it: `undefined`. Parsed once, at the first read. A body sent
+ * compressed is given here decoded (see {@link decodingOf}).
  */
 export function outgoingBody(body: unknown, headers: HeaderRecord): unknown {
   if (body == null) return undefined;
@@ -34,20 +36,56 @@ export function isJson(contentType: string | string[] | undefined): boolean {
 }
 
 /**
+ * A request body sent with a `content-encoding`, decoded before the callbacks and an LLM API's
+ * estimate read it: its `bytes` as their sender wrote them, or `undefined` when they do not
+ * decode, or decode longer than {@link MAX_DECODED_BYTES}.
+ */
+export interface DecodedBody {
+  readonly bytes: Uint8Array | undefined;
+}
+
+/**
+ * The decoding of a body of bytes sent with a `content-encoding` (`gzip`, `deflate`, `br`), off
+ * the event loop (see `decodedBodyAsync`); `undefined` for any other body (none to wait for).
+ * `headers` is asked only for a body of bytes.
+ */
+export function decodingOf(body: unknown, headers: () => HeaderRecord): Promise<DecodedBody> | undefined {
+  if (!(ArrayBuffer.isView(body) || body instanceof ArrayBuffer)) return undefined;
+  const encoding = headers()['content-encoding'];
+  if (!isEncoded(encoding)) return undefined;
+  const bytes = ArrayBuffer.isView(body)
+    ? new Uint8Array(body.buffer, body.byteOffset, body.byteLength)
+    : new Uint8Array(body);
+  return decodedBodyAsync(bytes, encoding, MAX_DECODED_BYTES).then((decoded) => ({ bytes: decoded }));
+}
+
+/** The {@link DecodedBody} a request made by {@link withLazyBody} was given, if any. */
+export function decodedOf(request: object): DecodedBody | undefined {
+  return decodedBodies.get(request);
+}
+
+const decodedBodies = new WeakMap<object, DecodedBody>();
+
+/**
  * Defines `request.body` as a getter that computes {@link outgoingBody} at its first read and
- * keeps it: a `units` callback that never reads the body costs no parse.
+ * keeps it: a `units` callback that never reads the body costs no parse. With `decoded` (a body
+ * sent compressed, see {@link decodingOf}), the body is its decoded bytes; bytes that did not
+ * decode are seen as sent.
  */
 export function withLazyBody<T extends object>(
   request: T,
   body: unknown,
   headers: HeaderRecord,
+  decoded?: DecodedBody,
 ): T & { readonly body: unknown } {
   let parsed: { value: unknown } | undefined;
+  if (decoded !== undefined) decodedBodies.set(request, decoded);
+  const source = decoded?.bytes ?? body;
   return Object.defineProperty(request, 'body', {
     enumerable: true,
     configurable: true,
     get() {
-      parsed ??= { value: outgoingBody(body, headers) };
+      parsed ??= { value: outgoingBody(source, headers) };
       return parsed.value;
     },
   }) as T & { readonly body: unknown };

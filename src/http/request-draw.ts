@@ -4,7 +4,7 @@ import type { Costs } from '../limiter/budgets.js';
 import type { Attempt } from './attempt.js';
 import { usageTap } from './llm-tap.js';
 import type { OutgoingRequest } from './options.js';
-import { withLazyBody } from './outgoing-body.js';
+import { type DecodedBody, withLazyBody } from './outgoing-body.js';
 import type { HttpRuntime, Route } from './runtime.js';
 
 /** A request about to draw from its limiter: what {@link findDraw} reads and sets. */
@@ -28,9 +28,15 @@ export interface DrawingRequest {
  * (when the origin's limiter has a `partition`), its units (the options' `units`), and, for an
  * LLM API's limiter, the other budgets' costs estimated from the body, with the tap that corrects
  * them from the answer's `usage` in front of the caller's handler. The request as these
- * callbacks see it is made once, on first need, and is not kept.
+ * callbacks see it is made once, on first need, and is not kept; its body is `decoded` when it was
+ * sent compressed (see `decodingOf`).
  */
-export function findDraw(request: DrawingRequest, origin: string, opts: Dispatcher.DispatchOptions): void {
+export function findDraw(
+  request: DrawingRequest,
+  origin: string,
+  opts: Dispatcher.DispatchOptions,
+  decoded?: DecodedBody,
+): void {
   const { runtime } = request;
   if (
     request.route.partitioner === undefined &&
@@ -43,7 +49,7 @@ export function findDraw(request: DrawingRequest, origin: string, opts: Dispatch
     if (outgoing === undefined) {
       const { method, path, headers, body } = opts;
       const record = headerRecord(headers);
-      outgoing = withLazyBody({ origin, method, path, headers: record }, body, record);
+      outgoing = withLazyBody({ origin, method, path, headers: record }, body, record, decoded);
     }
     return outgoing;
   };

@@ -408,6 +408,18 @@ export class HttpRuntime {
       : noop;
   }
 
+  /**
+   * Whether a request through `route` has its body read before it is sent: by an LLM API's
+   * estimate and split by model, or by the options' `units`, `partition` or `partitionName`. Such
+   * a body sent compressed is decoded first (see `decodingOf`).
+   */
+  readsBody(route: Route): boolean {
+    const { units, partition, partitionName } = this.options;
+    return (
+      route.llm !== undefined || units !== undefined || partition !== undefined || partitionName !== undefined
+    );
+  }
+
   /** The units a request is charged: `units(request)`, default 1. @throws {InvalidCallbackValueError} on a bad answer. */
   unitsFor(request: () => OutgoingRequest): number {
     const units = this.options.units;
