@@ -6,6 +6,7 @@ import { ManualClock } from '../src/clock.js';
 import { rateLimitedFetch } from '../src/http/fetch.js';
 import { adaptiveRateLimit } from '../src/http/interceptor.js';
 import type { OutgoingRequest } from '../src/http/options.js';
+import type { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
 import { serveLocal } from './helpers/llm-clients.js';
 
 // A request body sent compressed (`content-encoding: gzip`) to an LLM API's limiter, through both
@@ -48,21 +49,16 @@ type Kind = 'the fetch wrapper' | 'the interceptor';
 const KINDS: Kind[] = ['the fetch wrapper', 'the interceptor'];
 
 /**
- * A client of `origin` metered as OpenAI, with `units` and `partition` callbacks that record what
- * they see; `post` sends `body` with `GZIPPED` headers and resolves at the answer's end.
+ * A client of `origin` metered as OpenAI (its limiter `llm`), with `units` and `partition`
+ * callbacks that record what they see; `post` sends `body` with `GZIPPED` headers and resolves at
+ * the answer's end.
  */
-function client(
-  kind: Kind,
-  origin: string,
-  seen: { units: unknown[]; partition: unknown[] },
-  mark: () => void,
-) {
+function client(kind: Kind, origin: string, seen: { units: unknown[]; partition: unknown[] }) {
   const options = {
     limiters: { llm: { origins: [origin], api: 'openai' as const } },
     default: false as const,
     clock: new ManualClock(),
     units: (r: OutgoingRequest) => {
-      mark();
       seen.units.push(r.body);
       return 1;
     },
@@ -74,14 +70,17 @@ function client(
   if (kind === 'the fetch wrapper') {
     const f = rateLimitedFetch(options);
     cleanups.push(() => f.close());
-    return async (body: Buffer) => {
+    const limiter = () => f.registry.get('llm') as AdaptiveRateLimiter;
+    const post = async (body: Buffer, signal?: AbortSignal) => {
       const answer = await f(`${origin}/v1/chat/completions`, {
         method: 'POST',
         headers: GZIPPED,
         body: body as BodyInit,
+        signal,
       });
       await answer.text();
     };
+    return { post, limiter };
   }
   const interceptor = adaptiveRateLimit(options);
   const agent = new Agent().compose(interceptor);
@@ -89,22 +88,25 @@ function client(
     () => agent.close(),
     () => interceptor.close(),
   );
-  return async (body: Buffer) => {
+  const limiter = () => interceptor.registry.get('llm') as AdaptiveRateLimiter;
+  const post = async (body: Buffer, signal?: AbortSignal) => {
     const answer = await request(`${origin}/v1/chat/completions`, {
       method: 'POST',
       headers: GZIPPED,
       body,
+      signal,
       dispatcher: agent,
     });
     await answer.body.text();
   };
+  return { post, limiter };
 }
 
 describe('a request body sent compressed', () => {
   it.each(KINDS)('is seen decoded by the units and partition callbacks: %s', async (kind) => {
     const { origin, got } = await server();
     const seen = { units: [] as unknown[], partition: [] as unknown[] };
-    const post = client(kind, origin, seen, () => {});
+    const { post } = client(kind, origin, seen);
     await post(gzipSync(JSON.stringify(CHAT)));
     // Parsed as the JSON its content type says, as an uncompressed body is.
     expect(seen.units).toEqual([CHAT]);
@@ -116,7 +118,7 @@ describe('a request body sent compressed', () => {
   it.each(KINDS)('is seen as sent by the callbacks when it does not decode: %s', async (kind) => {
     const { origin } = await server();
     const seen = { units: [] as unknown[], partition: [] as unknown[] };
-    const post = client(kind, origin, seen, () => {});
+    const { post } = client(kind, origin, seen);
     const truncated = gzipSync(JSON.stringify(CHAT)).subarray(0, 20);
     await post(truncated);
     expect(seen.units).toHaveLength(1);
@@ -129,15 +131,32 @@ describe('a request body sent compressed', () => {
       const { origin, got } = await server();
       const seen = { units: [] as unknown[], partition: [] as unknown[] };
       const events: string[] = [];
-      const post = client(kind, origin, seen, () => events.push('read'));
+      const { post, limiter } = client(kind, origin, seen);
+      // The call draws its estimate once the body is read for it.
+      limiter().on('acquired', () => events.push('drawn'));
       setImmediate(() => events.push('immediate'));
-      // The callbacks and the estimate read the body once it is decoded: the immediate, scheduled
-      // before the call, ran while it was (it ran after them: the decoding blocked the loop).
+      // The immediate, scheduled before the call, ran while its body was decoded (it ran after
+      // the draw: the decoding, then the draw, ran in the call, the event loop standing still).
       await post(BOMB);
-      expect(events).toEqual(['immediate', 'read']);
+      expect(events).toEqual(['immediate', 'drawn']);
       // Past the cap: a body not seen, its bytes as sent.
       expect((seen.units[0] as Uint8Array).byteLength).toBe(BOMB.byteLength);
       expect(got).toEqual([BOMB.byteLength]);
     },
   );
+
+  it.each(KINDS)('aborted while it is decoded, is neither drawn for nor sent: %s', async (kind) => {
+    const { origin, got } = await server();
+    const seen = { units: [] as unknown[], partition: [] as unknown[] };
+    const events: string[] = [];
+    const { post, limiter } = client(kind, origin, seen);
+    limiter().on('acquired', () => events.push('drawn'));
+    const abort = new AbortController();
+    setImmediate(() => abort.abort());
+    await expect(post(BOMB, abort.signal)).rejects.toThrow(/abort/i);
+    // (The fetch wrapper asks the callbacks, then refuses the aborted call, as it does for a call
+    // aborted before it is made.)
+    expect(events).toEqual([]);
+    expect(got).toEqual([]);
+  });
 });
