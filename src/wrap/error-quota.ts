@@ -1,17 +1,17 @@
 import type { HeaderProfile } from '../config/types.js';
-import { headerLookup, headerRecord } from '../headers.js';
+import { headerRecord } from '../headers.js';
 import { onlyQuotaReset } from '../http/classify.js';
 import { type QuotaReader, quotaReader } from '../http/quota-headers/index.js';
 import { rateLimitWait, serverWait } from '../http/retry-after.js';
 import type { AnnouncedQuota, Outcome } from '../limiter/types.js';
-import { headersOfError } from './sdk-errors.js';
+import { headersAndLookup } from './sdk-errors.js';
 
 /** A call's outcome with the quotas its thrown error's headers announce added. */
 type ErrorQuota = (error: unknown, outcome: Outcome) => Outcome;
 
 /**
  * What `wrap`'s `headers` profile makes of a thrown error: the quotas its response headers
- * announce ({@link headersOfError}: an openai or Anthropic `APIError`'s `headers`, a `Headers`, a
+ * announce (`headersOfError`'s: an openai or Anthropic `APIError`'s `headers`, a `Headers`, a
  * record, a `Map` or an array of pairs; `response.headers`; `$response.headers`), read by the same
  * reader as the HTTP adapters' `headers` (`quota-headers/`), added to the outcome `classifyError`
  * gave, before what that outcome carries of its own (as the HTTP adapters put `quotaFromHeaders`'
@@ -50,9 +50,9 @@ function withErrorQuota(
   outcome: Outcome,
   markQuotaWait: boolean,
 ): Outcome {
-  const headers = headersOfError(error);
-  if (headers === undefined) return outcome;
-  const lookup = headerLookup(headers);
+  // The headers `classifyError` found already, when it looked (`readingHeadersOnce`).
+  const { headers, lookup } = headersAndLookup(error);
+  if (lookup === undefined) return outcome;
   const nowMs = Date.now();
   const found = read(lookup, () => headerRecord(headers), nowMs);
   if (found === undefined) return outcome;

@@ -86,6 +86,59 @@ export function headersOfError(error: unknown): ResponseHeaders {
   return empty;
 }
 
+/** An error's headers as found ({@link headersOfError}) and their lookup, or what finding them threw. */
+type ErrorHeaders =
+  | { readonly headers: ResponseHeaders; readonly lookup: HeaderLookup | undefined }
+  | { readonly thrown: unknown };
+
+/**
+ * The error `wrap` is classifying, and its headers once found: set by {@link readingHeadersOnce}
+ * around its `classifyError` and `headers` profile, both synchronous, so that the default
+ * `classifyThrown` (or a caller's `classifyError` falling back to it) and the profile find them
+ * once (an SDK's lazy `headers` getter runs once, a get-only holder is listed once).
+ */
+let classifying: { readonly error: object; found?: ErrorHeaders } | undefined;
+
+/**
+ * Runs `run` (synchronous) with `error`'s headers found at most once, by whichever reader first
+ * asks ({@link headersAndLookup}), and then lent to the others; a throw is found once too, and
+ * thrown again to each. Only for this run: the same error thrown again is read anew (a getter may
+ * answer otherwise).
+ */
+export function readingHeadersOnce<T>(error: unknown, run: () => T): T {
+  if (!isBag(error)) return run();
+  const outer = classifying;
+  classifying = { error };
+  try {
+    return run();
+  } finally {
+    classifying = outer;
+  }
+}
+
+/**
+ * `error`'s headers ({@link headersOfError}) and their lookup (`undefined` without headers), found
+ * once for the error {@link readingHeadersOnce} runs over.
+ */
+export function headersAndLookup(error: unknown): {
+  headers: ResponseHeaders;
+  lookup: HeaderLookup | undefined;
+} {
+  const memo = classifying !== undefined && classifying.error === error ? classifying : undefined;
+  let found = memo?.found;
+  if (found === undefined) {
+    try {
+      const headers = headersOfError(error);
+      found = { headers, lookup: headers === undefined ? undefined : headerLookup(headers) };
+    } catch (thrown) {
+      found = { thrown };
+    }
+    if (memo !== undefined) memo.found = found;
+  }
+  if ('thrown' in found) throw found.thrown;
+  return found;
+}
+
 /**
  * Whether a headers holder has no field: an empty record, array or `Map`, or a `Headers` whose
  * `keys()` gives none (an iterator or an array). Anything else (an object read through its own
@@ -216,9 +269,9 @@ function clientError(status: number | undefined): boolean {
 
 function classifyBag(error: unknown): Outcome {
   if (!isBag(error)) return NO_ANSWER();
-  // The headers are found and read once, for the refusal mark and for the wait.
-  const headers = headersOfError(error);
-  const lookup = headers === undefined ? undefined : headerLookup(headers);
+  // The headers are found and read once, for the refusal mark and for the wait (and, under `wrap`,
+  // for its `headers` profile: see `readingHeadersOnce`).
+  const { headers, lookup } = headersAndLookup(error);
   // The library's own refusal (`rejection: 'response'`) was never sent: not the server's word.
   if (lookup?.(REFUSAL_HEADER) !== undefined) return { kind: 'failed' };
   const status = statusOfError(error);

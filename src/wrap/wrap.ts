@@ -8,7 +8,7 @@ import type { Outcome, RateLimiter } from '../limiter/types.js';
 import { redact } from '../redact.js';
 import { answeredLater, isThenable, promiseAnswer } from '../thenable.js';
 import { errorQuota } from './error-quota.js';
-import { classifyThrown } from './sdk-errors.js';
+import { classifyThrown, readingHeadersOnce } from './sdk-errors.js';
 
 const success: Outcome = { kind: 'success' };
 
@@ -126,28 +126,31 @@ export function wrap<A extends unknown[], R>(
       maxAttempts,
       send: () => fn.apply(this, args),
       classify: (result) => checkedOutcome('classify', classify(result)),
-      classifyError: (error) => {
-        let outcome: Outcome;
-        try {
-          outcome = checkedOutcome('classifyError', classifyError(error));
-        } catch (thrown) {
-          // The call's own error stays reachable (a `classifyError` that threw, or returned
-          // what no outcome is: a forgotten `return`).
-          // Not on the call's own error (rethrown as it is: no cause pointing at itself), nor on
-          // one that takes no new field (frozen).
-          if (
-            thrown instanceof Error &&
-            thrown !== error &&
-            thrown.cause === undefined &&
-            Object.isExtensible(thrown)
-          )
-            thrown.cause = error;
-          throw thrown;
-        }
-        return quotaOfError === undefined ? outcome : quotaOfError(error, outcome);
-      },
+      // The error's headers are found once for `classifyError` and the `headers` profile both.
+      classifyError: (error) => readingHeadersOnce(error, () => classifiedError(error)),
     });
   };
+
+  function classifiedError(error: unknown): Outcome {
+    let outcome: Outcome;
+    try {
+      outcome = checkedOutcome('classifyError', classifyError(error));
+    } catch (thrown) {
+      // The call's own error stays reachable (a `classifyError` that threw, or returned
+      // what no outcome is: a forgotten `return`).
+      // Not on the call's own error (rethrown as it is: no cause pointing at itself), nor on
+      // one that takes no new field (frozen).
+      if (
+        thrown instanceof Error &&
+        thrown !== error &&
+        thrown.cause === undefined &&
+        Object.isExtensible(thrown)
+      )
+        thrown.cause = error;
+      throw thrown;
+    }
+    return quotaOfError === undefined ? outcome : quotaOfError(error, outcome);
+  }
 }
 
 /** Every bad argument of {@link wrap}, checked when it is called, before the first call. */
