@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { LlmMeter, UsageScanner } from '../src/http/llm.js';
+import { meteredBody } from '../src/http/llm-body.js';
 
 const bytes = (text: string) => new TextEncoder().encode(text);
 
@@ -11,7 +12,7 @@ function scan(type: string, text: string, size = 7) {
   return scanner.end();
 }
 
-describe('LlmMeter.estimate', () => {
+describe('LlmMeter.estimateOf', () => {
   // Regression: a body held as a string or bytes but not parsed (no JSON content type: fetch's
   // default for a string is text/plain) was charged the running average (1,000 tokens before any
   // answer), and bytes 1 token.
@@ -19,12 +20,12 @@ describe('LlmMeter.estimate', () => {
 
   it('reads a JSON string or bytes sent with no JSON content type as the JSON it is', () => {
     for (const body of [JSON.stringify(chat), bytes(JSON.stringify(chat))]) {
-      expect(new LlmMeter('openai').estimate(body)).toEqual({
+      expect(new LlmMeter('openai').estimateOf(() => meteredBody(body), 'POST', '')).toEqual({
         costs: { tokens: 100 },
         maxTokens: 50,
         seen: true,
       });
-      expect(new LlmMeter('anthropic').estimate(body).costs).toEqual({
+      expect(new LlmMeter('anthropic').estimateOf(() => meteredBody(body), 'POST', '').costs).toEqual({
         input_tokens: 100,
         output_tokens: 50,
       });
@@ -33,34 +34,43 @@ describe('LlmMeter.estimate', () => {
 
   it('charges a body that is not JSON its characters/4', () => {
     for (const body of ['b'.repeat(403), bytes('b'.repeat(403))]) {
-      expect(new LlmMeter('openai').estimate(body)).toEqual({
+      expect(new LlmMeter('openai').estimateOf(() => meteredBody(body), 'POST', '')).toEqual({
         costs: { tokens: 101 },
         maxTokens: undefined,
         seen: false,
       });
-      expect(new LlmMeter('anthropic').estimate(body).costs.input_tokens).toBe(101);
+      expect(
+        new LlmMeter('anthropic').estimateOf(() => meteredBody(body), 'POST', '').costs.input_tokens,
+      ).toBe(101);
     }
   });
 
   it('charges no tokens to a call that runs no model: a GET, a DELETE, a count of tokens', () => {
     const body = JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'x'.repeat(10_000) }] });
-    for (const [method, path] of [
+    for (const [method, path] of <[string, string][]>[
       ['GET', '/v1/batches/b1'],
       ['DELETE', '/v1/files/f1'],
       ['POST', '/v1/messages/count_tokens'],
       ['POST', '/v1/responses/input_tokens?x=1'],
     ]) {
-      expect(new LlmMeter('openai').estimate(body, method, path).costs).toEqual({ tokens: 0 });
-      expect(new LlmMeter('anthropic').estimate(body, method, path).costs).toEqual({
+      expect(new LlmMeter('openai').estimateOf(() => meteredBody(body), method, path).costs).toEqual({
+        tokens: 0,
+      });
+      expect(new LlmMeter('anthropic').estimateOf(() => meteredBody(body), method, path).costs).toEqual({
         input_tokens: 0,
         output_tokens: 0,
       });
     }
-    expect(new LlmMeter('anthropic').estimate(body, 'POST', '/v1/messages').costs.input_tokens).toBe(2_500);
+    expect(
+      new LlmMeter('anthropic').estimateOf(() => meteredBody(body), 'POST', '/v1/messages').costs
+        .input_tokens,
+    ).toBe(2_500);
   });
 
   it('charges a body it cannot see (a stream) the running average: 1,000 tokens before any answer', () => {
-    expect(new LlmMeter('openai').estimate(undefined).costs).toEqual({ tokens: 1_000 });
+    expect(new LlmMeter('openai').estimateOf(() => meteredBody(undefined), 'POST', '').costs).toEqual({
+      tokens: 1_000,
+    });
   });
 });
 
@@ -153,12 +163,18 @@ describe('LlmMeter', () => {
     let content: unknown = [{ type: 'text', text: 'x'.repeat(4_000) }];
     for (let i = 0; i < 200_000; i++) content = [{ type: 'tool_result', content }];
     const body = { model: 'm', messages: [{ role: 'user', content }], max_tokens: 10 };
-    expect(new LlmMeter('openai').estimate(body).costs).toEqual({ tokens: 1_000 });
+    expect(new LlmMeter('openai').estimateOf(() => meteredBody(body), 'POST', '').costs).toEqual({
+      tokens: 1_000,
+    });
   });
 
   it("a refused call's usage is what it used, not max_tokens (it was not admitted)", () => {
     const meter = new LlmMeter('openai');
-    const estimate = meter.estimate({ model: 'm', messages: [], max_tokens: 1_000_000 });
+    const estimate = meter.estimateOf(
+      () => meteredBody({ model: 'm', messages: [], max_tokens: 1_000_000 }),
+      'POST',
+      '',
+    );
     expect(meter.used({ prompt_tokens: 30, completion_tokens: 0 }, estimate, true)).toEqual({ tokens: 30 });
     expect(meter.used({ prompt_tokens: 30, completion_tokens: 0 }, estimate)).toEqual({ tokens: 1_000_000 });
   });
@@ -171,12 +187,20 @@ describe('LlmMeter', () => {
       max_tokens: 300,
       n: 2,
     };
-    const estimate = meter.estimate(body);
+    const estimate = meter.estimateOf(() => meteredBody(body), 'POST', '');
     expect(estimate.costs).toEqual({ tokens: 1_000 });
     expect(meter.used({ prompt_tokens: 1_200, completion_tokens: 50 }, estimate)).toEqual({ tokens: 1_200 });
     // The Responses API's names.
-    expect(meter.estimate({ input: 'x'.repeat(40), max_output_tokens: 500 }).costs).toEqual({ tokens: 500 });
-    expect(meter.used({ input_tokens: 10, output_tokens: 5 }, meter.estimate(undefined))).toEqual({
+    expect(
+      meter.estimateOf(() => meteredBody({ input: 'x'.repeat(40), max_output_tokens: 500 }), 'POST', '')
+        .costs,
+    ).toEqual({ tokens: 500 });
+    expect(
+      meter.used(
+        { input_tokens: 10, output_tokens: 5 },
+        meter.estimateOf(() => meteredBody(undefined), 'POST', ''),
+      ),
+    ).toEqual({
       tokens: 15,
     });
   });
@@ -188,12 +212,15 @@ describe('LlmMeter', () => {
       messages: [{ role: 'user', content: [{ type: 'text', text: 'y'.repeat(400) }] }],
       max_tokens: 100,
     };
-    expect(meter.estimate(body).costs).toEqual({ input_tokens: 200, output_tokens: 100 });
+    expect(meter.estimateOf(() => meteredBody(body), 'POST', '').costs).toEqual({
+      input_tokens: 200,
+      output_tokens: 100,
+    });
     meter.used(
       { input_tokens: 190, cache_creation_input_tokens: 10, output_tokens: 40 },
-      meter.estimate(body),
+      meter.estimateOf(() => meteredBody(body), 'POST', ''),
     );
-    expect(meter.estimate({ ...body, max_tokens: 1_000 }).costs).toEqual({
+    expect(meter.estimateOf(() => meteredBody({ ...body, max_tokens: 1_000 }), 'POST', '').costs).toEqual({
       input_tokens: 200,
       output_tokens: 40,
     });

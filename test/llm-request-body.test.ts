@@ -69,11 +69,16 @@ describe('a multipart body', () => {
       MODEL_PART,
       ['Content-Disposition: form-data; name="file"; filename="a.wav"', Buffer.alloc(1_000_000)],
     ]);
-    expect(meter.estimate(body, 'POST', '/v1/audio/transcriptions', { 'content-type': FORM }).costs).toEqual({
+    expect(
+      meter.estimateOf(() => meteredBody(body, { 'content-type': FORM }), 'POST', '/v1/audio/transcriptions')
+        .costs,
+    ).toEqual({
       tokens: 1_000,
     });
     // Without its headers: text of 1,000,000 zero bytes and the part heads, at characters/4.
-    expect(meter.estimate(body, 'POST', '/v1/audio/transcriptions').costs.tokens).toBeGreaterThan(250_000);
+    expect(
+      meter.estimateOf(() => meteredBody(body), 'POST', '/v1/audio/transcriptions').costs.tokens,
+    ).toBeGreaterThan(250_000);
   });
 });
 
@@ -89,7 +94,10 @@ describe('a compressed body', () => {
     const headers = { 'content-type': 'application/json', 'content-encoding': encoding };
     expect(meteredBody(body, headers).object?.model).toBe('gpt-4o');
     // 8,000 characters/4, not the first guess of a body not seen (1,000).
-    expect(new LlmMeter('openai').estimate(body, 'POST', '/v1/chat/completions', headers).costs).toEqual({
+    expect(
+      new LlmMeter('openai').estimateOf(() => meteredBody(body, headers), 'POST', '/v1/chat/completions')
+        .costs,
+    ).toEqual({
       tokens: 2_000,
     });
   });

@@ -1,5 +1,4 @@
 import { API_BUDGETS, type LlmApi } from '../config/api.js';
-import type { HeaderRecord } from '../headers.js';
 import type { Costs } from '../limiter/budgets.js';
 import type { Outcome } from '../limiter/types.js';
 import { type MeteredBody, meteredBody } from './llm-body.js';
@@ -171,14 +170,9 @@ export class LlmMeter {
   }
 
   /**
-   * The costs of a call before it is sent, from its `body` read with its `headers` (see
-   * {@link meteredBody}).
+   * The costs of a call before it is sent, from its body as {@link meteredBody} reads it (`read`:
+   * asked only for a call that runs a model).
    */
-  estimate(body: unknown, method = 'POST', path = '', headers?: HeaderRecord): LlmEstimate {
-    return this.estimateOf(() => meteredBody(body, headers), method, path);
-  }
-
-  /** {@link estimate} of a body read already (`read`: asked only for a call that runs a model). */
   estimateOf(read: () => MeteredBody, method: string, path: string): LlmEstimate {
     if (spendsNoTokens(method, path)) {
       // Counted as a request only: nothing it asks for runs a model, and no answer corrects it.

@@ -437,23 +437,6 @@ export class HttpRuntime {
   }
 
   /**
-   * The units of a request and, for an LLM API's limiter (`api`), its estimate: the costs it draws
-   * from the token budgets.
-   */
-  costsFor(
-    route: Route,
-    request: () => OutgoingRequest,
-  ): { units: number; estimate: LlmEstimate | undefined } {
-    let made: OutgoingRequest | undefined;
-    const once = () => {
-      made ??= request();
-      return made;
-    };
-    const units = this.unitsFor(once);
-    return { units, estimate: this.estimate(route, once) };
-  }
-
-  /**
    * The outcome of a response, with the quotas `route` reads from it; see {@link classifyResponse}.
    * For an LLM API's limiter, a throttled answer names the budgets that ran out, and one refused
    * for a spend cap or a used-up quota (`refusal` of its body, when read) fails: no cut, no retry.
