@@ -27,7 +27,8 @@ type AbstractConnectorClass = new (disconnectTimeout: number | undefined) => Abs
  * command met its reset at the second write, `write EPIPE`, and the socket was destroyed with
  * the refusal unread in its buffer: the calls said only "write EPIPE" (on a real redis-server,
  * in 50 to 60 of 60 connections). Written once, the write goes out, and the refusal is read
- * before the reset is: the calls name it (see RedisBudgetStore's `#watchRefusal`).
+ * before the reset is: the calls name it (see RedisBudgetStore's `#watchRefusal`). A single
+ * connection's only: why a Cluster's nodes connect without it is told in `openClient`.
  */
 export function oneWriteConnector(base: AbstractConnectorClass): new (options: unknown) => AbstractConnector {
   return class OneWriteConnector extends base {

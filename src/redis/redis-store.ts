@@ -396,6 +396,15 @@ function openClient(url: string, timeout: number): OwnClient {
       reconnectOnError,
     });
   }
+  // A Cluster's node connections are made without the one-write connector, on purpose. ioredis
+  // would take it (`redisOptions.Connector` reaches every node's connection, and the duplicates
+  // that learn the slots), but it changes nothing a caller sees: a Cluster reports a node that
+  // refused the connection at its `maxclients` as `Connection is closed.` (then `Failed to refresh
+  // slots cache`, `None of startup nodes is available`) with or without it, and retries, so a call
+  // ends at its timeout (three nodes at maxclients, 30 calls: 30 `no answer from Redis within
+  // 2000 ms` either way). Naming the refusal would take reading each node's first reply, the
+  // slot refresher's connections included, which the Cluster does not expose (no `stream`, and no
+  // `+node` event for those), so `#watchRefusal` reads a single connection's only.
   return new ioredis.Cluster(cluster.nodes, {
     // A call is retried through MOVED/ASK redirections and a failover within the budget's own
     // timeout (redisTimeout); the slots are learned again after a failover or a migration.
