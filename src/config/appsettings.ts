@@ -41,7 +41,7 @@ export function isDotnetSection(section: unknown, prefix: readonly string[]): bo
 export interface Level {
   /** Lower-case key to its canonical (camelCase) spelling. */
   keys: ReadonlyMap<string, string>;
-  /** The canonical keys whose value is a number, a list of numbers, or a duration (see {@link dotnetValue}). */
+  /** The canonical keys whose value is a number, a list of numbers, a boolean, or a duration (see {@link dotnetValue}). */
   kinds: ReadonlyMap<string, Kind>;
   /** Keys whose value is an object of this kind. */
   objects?: Readonly<Record<string, Level>>;
@@ -50,7 +50,7 @@ export interface Level {
 }
 
 /** What a key's value is, for the values .NET's binder reads from strings. */
-type Kind = 'number' | 'numbers' | 'duration';
+type Kind = 'number' | 'numbers' | 'boolean' | 'duration';
 
 export function level(schema: { shape: object }, more: Omit<Level, 'keys' | 'kinds'> = {}): Level {
   const kinds = new Map<string, Kind>();
@@ -61,7 +61,10 @@ export function level(schema: { shape: object }, more: Omit<Level, 'keys' | 'kin
   return { keys: new Map(Object.keys(schema.shape).map((k) => [k.toLowerCase(), k])), kinds, ...more };
 }
 
-/** Whether a field's schema takes a number, a list of numbers, or a duration (`durationSchema`), under its wrappers. */
+/**
+ * Whether a field's schema takes a number, a list of numbers, a boolean (`false` among its
+ * options counts: `headers`, `partitionBy`), or a duration (`durationSchema`), under its wrappers.
+ */
 function valueKind(field: unknown): Kind | undefined {
   let node = field as z.ZodType | undefined;
   for (let depth = 0; node !== undefined && depth < 8; depth++) {
@@ -70,15 +73,21 @@ function valueKind(field: unknown): Kind | undefined {
       type: string;
       innerType?: z.ZodType;
       in?: z.ZodType;
+      out?: z.ZodType;
       element?: z.ZodType;
       options?: z.ZodType[];
+      values?: unknown[];
     };
     if (def.type === 'number') return 'number';
+    if (def.type === 'boolean' || (def.type === 'literal' && def.values?.includes(false))) return 'boolean';
     // A number or a literal (`maxUnitsPerMinute`: a number, or Infinity): a number.
-    if (def.type === 'union')
-      return def.options?.some((o) => valueKind(o) === 'number') ? 'number' : undefined;
+    if (def.type === 'union') {
+      const kinds = def.options?.map(valueKind) ?? [];
+      return kinds.includes('number') ? 'number' : kinds.includes('boolean') ? 'boolean' : undefined;
+    }
     if (def.type === 'array') return valueKind(def.element) === 'number' ? 'numbers' : undefined;
-    node = def.innerType ?? def.in;
+    // A preprocess (`headers` in any case): the schema after it.
+    node = def.type === 'pipe' && def.in?._zod.def.type === 'transform' ? def.out : (def.innerType ?? def.in);
   }
   return undefined;
 }
@@ -89,13 +98,15 @@ function valueKind(field: unknown): Kind | undefined {
  * empty string as 0; the simulator's flags are read by this too.
  */
 export const NUMBER_TEXT = /^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$/;
+/** A boolean as .NET's `bool.Parse` reads one from a string: `true` or `false` in any case, spaces around. */
+const BOOLEAN_TEXT = /^\s*(?:true|false)\s*$/i;
 /** A duration written as a bare number in a string: .NET's `TimeSpan` reads `"30"` as 30 days. */
 const BARE_DURATION = /^\s*\d+(?:\.\d+)?\s*$/;
 
 /**
  * The value of a key of kind `kind` as read from a .NET `appsettings.json` (see
- * {@link canonicalKeys}): a number written as a string (`"2700"`) is that number, as .NET's
- * configuration binder reads it; a duration written as a bare number in a string is an issue,
+ * {@link canonicalKeys}): a number written as a string (`"2700"`) is that number, and a boolean
+ * (`"true"`, `"False"`) that boolean, as .NET's configuration binder reads them; a duration written as a bare number in a string is an issue,
  * because .NET reads `"30"` as 30 days where this library's own JSON reads it as 30 ms.
  */
 function dotnetValue(
@@ -109,6 +120,9 @@ function dotnetValue(
     return value.map((item, i) => dotnetValue(item, 'number', [...path, String(i)], issues));
   if (typeof value !== 'string') return value;
   if (kind === 'number' && NUMBER_TEXT.test(value.trim())) return Number(value.trim());
+  // `"FailClosed": "true"` (an environment variable's value is always a string): refused as
+  // `must be true or false (received "true")`, where .NET's binder reads it as true.
+  if (kind === 'boolean' && BOOLEAN_TEXT.test(value)) return value.trim().toLowerCase() === 'true';
   if (kind === 'duration' && BARE_DURATION.test(value)) {
     const n = value.trim();
     issues.push({

@@ -203,7 +203,8 @@ const ROOT: Level = level(configObject, { objects: { default: DEFAULT }, records
  * case (`"Cubic"`). Keys match without regard to case, as .NET binds them; limiter names are kept
  * as written. Durations are ms or strings (`"500ms"`, `"10s"`, `"2m"`, `"00:00:10"`). In an
  * appsettings.json section (the `AdaptiveRateLimiting` key, or PascalCase keys at its top), numbers
- * may be written as strings (`"2700"`), as .NET's binder reads them, and a duration may not be a
+ * and booleans may be written as strings (`"2700"`, `"true"`), as .NET's binder reads them (and
+ * environment variables give them), and a duration may not be a
  * bare number in a string (`"30"`: 30 days to .NET, 30 ms here), which is refused with its path.
  *
  * @throws {ConfigError} listing every bad field at once: its path as written in the input

@@ -1,0 +1,54 @@
+import { describe, expect, it } from 'vitest';
+import { parseConfig } from '../src/config/schema.js';
+import { configError } from './helpers/config-error.js';
+
+// Configuration input a realistic user gives: an appsettings.json section (or the environment
+// variables .NET maps onto it, every value a string). A bad value is refused naming the field and
+// the value with "must be ..."; a good one is read as .NET reads it.
+
+const origins = ['https://api.example.com'];
+
+describe('parseConfig: booleans written as strings in an appsettings.json section', () => {
+  it('reads "true" / "False" as .NET\'s binder does, as it reads numbers written as strings', () => {
+    // Refused as `must be true or false (received "true")`, a message that contradicts itself.
+    const config = parseConfig({
+      AdaptiveRateLimiting: {
+        Limiters: {
+          a: { Origins: origins, Shared: { Redis: 'redis://127.0.0.1:6379', FailClosed: 'true' } },
+          b: { Origins: ['https://b.example.com'], Headers: 'False', PartitionBy: ' false ' },
+        },
+      },
+    });
+    expect(config.limiters.a?.shared?.failClosed).toBe(true);
+    expect(config.limiters.b?.headers).toBe(false);
+    expect(config.limiters.b?.partitionBy).toBe(false);
+  });
+
+  it('still refuses another string, naming the field and the value', () => {
+    const error = configError(() =>
+      parseConfig({
+        AdaptiveRateLimiting: {
+          Limiters: {
+            a: { Origins: origins, Shared: { Redis: 'redis://127.0.0.1:6379', FailClosed: 'yes' } },
+          },
+        },
+      }),
+    );
+    expect(error.issues).toEqual([
+      {
+        path: 'AdaptiveRateLimiting.Limiters.a.Shared.FailClosed',
+        message: 'must be true or false',
+        received: 'yes',
+      },
+    ]);
+  });
+
+  it('leaves our own JSON as it was: a boolean there is a boolean, not a string', () => {
+    const error = configError(() =>
+      parseConfig({
+        limiters: { a: { origins, shared: { redis: 'redis://127.0.0.1:6379', failClosed: 'true' } } },
+      }),
+    );
+    expect(error.issues.map((i) => [i.path, i.received])).toEqual([['limiters.a.shared.failClosed', 'true']]);
+  });
+});
