@@ -134,6 +134,7 @@ export type Values = ReturnType<
 
 /** Parses the CLI's arguments (without node and the script); a bad flag throws {@link UsageError}. */
 export function parseFlags(args: readonly string[]): Values {
+  refuseMissingValues(args);
   let parsed: ReturnType<typeof parseTokens>;
   try {
     parsed = parseTokens(args);
@@ -165,6 +166,29 @@ function parseTokens(args: readonly string[]) {
     allowNegative: true,
     tokens: true,
   });
+}
+
+/**
+ * A flag that takes a value given without one, last (`--quota`) or before another flag
+ * (`--scenario --json`): parseArgs said `Option '--quota <value>' argument missing` or called it
+ * ambiguous, naming neither what the flag must be given nor what it received. A value that starts
+ * with a dash and is no flag (`--quota -5`, `--quota -`) is the flag's value, for its own check.
+ */
+function refuseMissingValues(args: readonly string[]): void {
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i] as string;
+    if (arg === '--') return;
+    const option = (OPTIONS as Record<string, { type: string }>)[arg.slice(2)];
+    if (!arg.startsWith('--') || option?.type !== 'string') continue;
+    const next = args[i + 1];
+    if (next !== undefined && !/^-(?:-.|[A-Za-z])/.test(next)) {
+      i++;
+      continue;
+    }
+    throw new UsageError(
+      `${arg}: must be given a value (${arg} VALUE or ${arg}=VALUE), received ${next === undefined ? 'none' : `the flag ${next}`}`,
+    );
+  }
 }
 
 /**

@@ -1,5 +1,5 @@
-import { writeFileSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { statSync, writeFileSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ConfigError } from '../errors.js';
 import { AdaptiveRateLimiter } from '../limiter/adaptive.js';
@@ -68,6 +68,8 @@ async function run(args: readonly string[], io: CliIo): Promise<number> {
     );
   if (values.controller === '')
     throw new UsageError('--controller: must be the path of a module, received ""');
+
+  if (values.html !== undefined) checkHtmlFile(values.html, io.cwd);
 
   const scenarios = pickScenarios(values.scenario ?? 'steady');
   const custom =
@@ -237,6 +239,34 @@ function refuseUnread(
     );
   if (values['api-burst-seconds'] !== undefined && plan.every((p) => p.params.leakyBucket !== undefined))
     throw new UsageError(`--api-burst-seconds: ${names}'s API is a leaky bucket (its size is --leaky-burst)`);
+}
+
+/**
+ * Refuses an `--html` file that cannot be written, before the runs: the page was written after
+ * every run, so `--html ""` (the working folder), a folder, or a file in a folder that does not
+ * exist failed only once the runs were done (`cannot write ... (EISDIR)`). What only the write can
+ * tell (no right to write, a full disk) still fails then, in one line.
+ */
+function checkHtmlFile(html: string, cwd: string): void {
+  const file = resolve(cwd, html);
+  if (html.trim() === '' || isFolder(file))
+    throw new UsageError(
+      `--html: must be the path of a file to write, received "${html}"${html.trim() === '' ? '' : ' (a folder)'}`,
+    );
+  const folder = dirname(file);
+  if (!isFolder(folder))
+    throw new UsageError(
+      `--html: must be a file in a folder that exists, received "${html}" (no folder ${folder})`,
+    );
+}
+
+/** Whether `path` is a folder; `false` when it is not there or cannot be read (a file on its path). */
+function isFolder(path: string): boolean {
+  try {
+    return statSync(path, { throwIfNoEntry: false })?.isDirectory() === true;
+  } catch {
+    return false;
+  }
 }
 
 /** `arg` as a POSIX shell reads it back: quoted when it holds anything but plain characters. */
