@@ -8,7 +8,7 @@ import {
   type Observable,
   ValueType,
 } from '@opentelemetry/api';
-import { InvalidArgumentError, type RejectionReason } from '../errors.js';
+import { InvalidArgumentError, type RejectionReason, unknownKeyMessage } from '../errors.js';
 import type { AdaptiveRateLimiter } from '../limiter/adaptive.js';
 import type { LimiterEventMap } from '../limiter/events.js';
 import type { LimiterSnapshot } from '../limiter/types.js';
@@ -77,13 +77,25 @@ const UNITS_PER_MINUTE = '{unit}/min';
  *
  * The instruments and their attributes are listed in docs/metrics.md (and {@link METRICS}).
  *
- * @throws {InvalidArgumentError} when `options.meterProvider` is not a MeterProvider.
+ * @throws {InvalidArgumentError} when `options.meterProvider` is not a MeterProvider (`null`
+ * included), or `options` has a key it does not know (a misspelt `meterProvider`).
  */
 export function enableMetrics(options: MetricsOptions = {}): MetricsHandle {
   if (typeof options !== 'object' || options === null) {
     throw new InvalidArgumentError('enableMetrics', 'options', 'must be an object', options);
   }
-  const provider = options.meterProvider ?? metrics.getMeterProvider();
+  // A misspelt key (`meterprovider`) or a provider of null recorded through the global provider,
+  // a no-op one until an SDK registers it: every metric lost without a word.
+  for (const key of Object.keys(options)) {
+    if (!METRICS_OPTION_KEYS.includes(key))
+      throw new InvalidArgumentError(
+        'enableMetrics',
+        key,
+        unknownKeyMessage(key, METRICS_OPTION_KEYS),
+        (options as Record<string, unknown>)[key],
+      );
+  }
+  const provider = options.meterProvider === undefined ? metrics.getMeterProvider() : options.meterProvider;
   if (typeof provider?.getMeter !== 'function') {
     throw new InvalidArgumentError(
       'enableMetrics',
@@ -112,6 +124,9 @@ export function enableMetrics(options: MetricsOptions = {}): MetricsHandle {
     },
   };
 }
+
+/** The keys of {@link MetricsOptions}. */
+const METRICS_OPTION_KEYS: readonly string[] = ['meterProvider'];
 
 /** The recorder of each meter, and how many handles of `enableMetrics` it serves. */
 const recorders = new WeakMap<Meter, { metrics: LimiterMetrics; handles: number }>();
