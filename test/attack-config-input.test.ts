@@ -52,3 +52,27 @@ describe('parseConfig: booleans written as strings in an appsettings.json sectio
     expect(error.issues.map((i) => [i.path, i.received])).toEqual([['limiters.a.shared.failClosed', 'true']]);
   });
 });
+
+describe('parseConfig: an appsettings.json whose AdaptiveRateLimiting section is missing or misspelt', () => {
+  const file = { Logging: { LogLevel: { Default: 'Information' } }, AllowedHosts: '*' };
+
+  it('names the section meant for a misspelt one, not only our own keys', () => {
+    // Was `AdaptiveRateLimitting: unknown key (expected one of: limiters, default, maxAttempts, ...)`:
+    // no word of the section the file was meant to hold.
+    const error = configError(() => parseConfig({ ...file, AdaptiveRateLimitting: { Limiters: {} } }));
+    const issue = error.issues.find((i) => i.path === 'AdaptiveRateLimitting');
+    expect(issue?.message).toBe(
+      'unknown key (did you mean "AdaptiveRateLimiting"? expected one of: limiters, default, maxAttempts, throttleStatuses, maxReplayBodyBytes, rejection, AdaptiveRateLimiting)',
+    );
+  });
+
+  it('lists the section among the keys expected when the file has none, and not inside the section', () => {
+    const error = configError(() => parseConfig(file));
+    expect(error.issues.map((i) => i.path)).toEqual(['Logging', 'AllowedHosts']);
+    for (const issue of error.issues) expect(issue.message).toContain('AdaptiveRateLimiting)');
+    const inside = configError(() => parseConfig({ AdaptiveRateLimiting: { Limitters: {} } }));
+    expect(inside.issues[0]?.message).toBe(
+      'unknown key (did you mean "limiters"? expected one of: limiters, default, maxAttempts, throttleStatuses, maxReplayBodyBytes, rejection)',
+    );
+  });
+});

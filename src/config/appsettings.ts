@@ -4,7 +4,7 @@ import { durationSchema } from './duration.js';
 import { isRecord, PROTO_MESSAGE, unknownKeyMessage } from './rules.js';
 
 /** The key of RateLimiting.Adaptive's `appsettings.json` section (matched without regard to case). */
-const APPSETTINGS_SECTION = 'AdaptiveRateLimiting';
+export const APPSETTINGS_SECTION = 'AdaptiveRateLimiting';
 
 /**
  * The config in `json`: its `AdaptiveRateLimiting` section (`prefix` that key) when it has one,

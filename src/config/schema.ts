@@ -12,6 +12,7 @@ import {
 import { originMatcher } from '../origin.js';
 import { LLM_APIS, type LlmApi } from './api.js';
 import {
+  APPSETTINGS_SECTION,
   canonicalKeys,
   expandIssues,
   isDotnetSection,
@@ -193,6 +194,15 @@ const LIMITER: Level = level(limiterConfigObject, {
 });
 const DEFAULT: Level = level(defaultConfigObject, { objects: CONTROLLERS, records: { budgets: BUDGET } });
 const ROOT: Level = level(configObject, { objects: { default: DEFAULT }, records: { limiters: LIMITER } });
+/**
+ * The keys a config's top level may hold when it came without an `AdaptiveRateLimiting` section:
+ * ours, or that section (for the unknown keys' messages). An appsettings.json whose section was
+ * missing or misspelt (`"AdaptiveRateLimitting"`) was told only our keys, no word of the section.
+ */
+const FILE_ROOT: Level = {
+  ...ROOT,
+  keys: new Map([...ROOT.keys, [APPSETTINGS_SECTION.toLowerCase(), APPSETTINGS_SECTION]]),
+};
 
 // ---- parseConfig -------------------------------------------------------------------------
 
@@ -219,7 +229,9 @@ export function parseConfig(json: unknown): RateLimitConfig {
   const result = configSchema.safeParse(input, { error: issueMessage });
   if (result.success && issues.length === 0) return result.data;
 
-  const zodIssues = result.success ? [] : expandIssues(result.error.issues, ROOT);
+  const zodIssues = result.success
+    ? []
+    : expandIssues(result.error.issues, prefix.length === 0 ? FILE_ROOT : ROOT);
   const converted = configErrorFrom(new z.ZodError(zodIssues), input, SOURCE).issues;
   zodIssues.forEach((issue, i) => {
     const path = configPath([...prefix, ...writtenPath(input, issue.path, written)]);
