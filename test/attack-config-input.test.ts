@@ -1,5 +1,10 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { loadConfig } from '../src/config/load.js';
 import { parseConfig } from '../src/config/schema.js';
+import { ConfigError } from '../src/errors.js';
 import { configError } from './helpers/config-error.js';
 
 // Configuration input a realistic user gives: an appsettings.json section (or the environment
@@ -74,5 +79,50 @@ describe('parseConfig: an appsettings.json whose AdaptiveRateLimiting section is
     expect(inside.issues[0]?.message).toBe(
       'unknown key (did you mean "limiters"? expected one of: limiters, default, maxAttempts, throttleStatuses, maxReplayBodyBytes, rejection)',
     );
+  });
+});
+
+describe('loadConfig: a file that is not JSON', () => {
+  async function loadError(text: string): Promise<ConfigError> {
+    const dir = await mkdtemp(join(tmpdir(), 'arl-config-input-'));
+    try {
+      const file = join(dir, 'config.json');
+      await writeFile(file, text);
+      const error = await loadConfig(file).catch((e: unknown) => e);
+      if (!(error instanceof ConfigError)) throw new Error(`expected a ConfigError, got ${String(error)}`);
+      return error;
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  }
+
+  it('says an empty file is empty, not "ValueExpected ... (received undefined)"', async () => {
+    for (const text of ['', '  \n', '// to do\n', '\uFEFF']) {
+      const error = await loadError(text);
+      expect(error.issues).toEqual([
+        { path: '', message: 'must be a JSON object (the config), received an empty file', received: '' },
+      ]);
+    }
+  });
+
+  it('names the first syntax error and the text at it, not each error that follows from it', async () => {
+    // `{'limiters': {}}` gave three issues (InvalidSymbol, PropertyNameExpected, ValueExpected),
+    // each `(received undefined)`.
+    const quotes = await loadError("{'limiters': {}}");
+    expect(quotes.issues).toEqual([
+      { path: '', message: 'must be valid JSON: InvalidSymbol at line 1, column 2', received: "'limiters'" },
+    ]);
+    const unit = await loadError('{\n  "default": { "maxWait": 10s }\n}');
+    expect(unit.issues).toEqual([
+      { path: '', message: 'must be valid JSON: InvalidSymbol at line 2, column 29', received: 's' },
+    ]);
+    const cut = await loadError('{ "default": {}');
+    expect(cut.issues).toEqual([
+      {
+        path: '',
+        message: 'must be valid JSON: CloseBraceExpected at line 1, column 16',
+        received: 'the end of the file',
+      },
+    ]);
   });
 });

@@ -1,5 +1,5 @@
 import { readFile } from 'node:fs/promises';
-import { type Node, type ParseError, parseTree, printParseErrorCode } from 'jsonc-parser';
+import { type Node, type ParseError, parseTree, printParseErrorCode, stripComments } from 'jsonc-parser';
 import { ConfigError, type ConfigIssue, configPath } from '../errors.js';
 import { parseConfig, type RateLimitConfig } from './schema.js';
 
@@ -9,21 +9,36 @@ import { parseConfig, type RateLimitConfig } from './schema.js';
  * it allows a byte order mark, `//` and `/* *\/` comments and trailing commas (read by
  * Microsoft's `jsonc-parser`, the parser of VS Code's settings files).
  *
- * @throws {ConfigError} naming the file: for a JSON syntax error (with its line and column), or
- * listing every bad field. A file that cannot be read rejects with the `fs` error.
+ * @throws {ConfigError} naming the file: for an empty file, for the first JSON syntax error (with
+ * its line and column and the text at it), or listing every bad field. A file that cannot be read
+ * rejects with the `fs` error.
  */
 export async function loadConfig(path: string): Promise<RateLimitConfig> {
   const source = `rate limit config file ${path}`;
   const text = (await readFile(path, 'utf8')).replace(/^\uFEFF/, '');
+  // An empty file (nothing but spaces or comments) was `not valid JSON: ValueExpected at line 1,
+  // column 1 (received undefined)`.
+  if (stripComments(text).trim() === '') {
+    const issue = {
+      path: '',
+      message: 'must be a JSON object (the config), received an empty file',
+      received: '',
+    };
+    throw new ConfigError([issue], source);
+  }
   const errors: ParseError[] = [];
   const tree = parseTree(text, errors, { allowTrailingComma: true, disallowComments: false });
-  if (errors.length > 0) {
-    const issues = errors.map((e) => ({
+  // The first syntax error only, with the text at it: those after it follow from it (a key in
+  // single quotes gave three, each `(received undefined)`).
+  const [first] = errors;
+  if (first !== undefined) {
+    const at = text.slice(first.offset, first.offset + first.length);
+    const issue = {
       path: '',
-      message: `not valid JSON: ${printParseErrorCode(e.error)} at ${lineAndColumn(text, e.offset)}`,
-      received: undefined,
-    }));
-    throw new ConfigError(issues, source);
+      message: `must be valid JSON: ${printParseErrorCode(first.error)} at ${lineAndColumn(text, first.offset)}`,
+      received: at === '' ? 'the end of the file' : at,
+    };
+    throw new ConfigError([issue], source);
   }
   const duplicates: ConfigIssue[] = [];
   const value = tree === undefined ? undefined : jsonValue(tree, text, [], duplicates);
