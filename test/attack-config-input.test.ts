@@ -126,3 +126,48 @@ describe('loadConfig: a file that is not JSON', () => {
     ]);
   });
 });
+
+describe('parseConfig: a budget of a limiter reads its fields as the limiter does', () => {
+  const limiter = (budget: Record<string, unknown>) =>
+    parseConfig({ limiters: { a: { origins, budgets: { tokens: budget } } } }).limiters.a?.budgets?.tokens;
+
+  it('takes durations as strings, and names in any case, in a budget as at the limiter', () => {
+    // Each was refused in a budget and taken at the limiter: `reserve: "1.5s"` (must be a finite
+    // number >= 0), `aimd.increaseInterval: "10s"`, `controller: "Cubic"`, `burst: "Announced"`.
+    expect(limiter({ reserve: '1.5s' })).toEqual({ reserve: 1_500 });
+    expect(limiter({ aimd: { increaseInterval: '10s' } })).toEqual({ aimd: { increaseInterval: 10_000 } });
+    expect(limiter({ controller: 'Cubic' })).toEqual({ controller: 'cubic' });
+    expect(limiter({ burst: 'Announced' })).toEqual({ burst: 'announced' });
+  });
+
+  it('takes burst in any case at the limiter and in an appsettings.json section, as the other names', () => {
+    expect(parseConfig({ default: { burst: 'Second' } }).default).toEqual({ burst: 'second' });
+    const config = parseConfig({
+      AdaptiveRateLimiting: {
+        Limiters: {
+          a: {
+            Origins: origins,
+            Burst: 'Announced',
+            Budgets: { Tokens: { Reserve: '00:00:01.500', Burst: 'Paced' } },
+          },
+        },
+      },
+    });
+    expect(config.limiters.a).toMatchObject({
+      burst: 'announced',
+      budgets: { Tokens: { reserve: 1_500, burst: 'paced' } },
+    });
+  });
+
+  it('still names a bad value in a budget', () => {
+    const error = configError(() => limiter({ reserve: '1.5 sec', burst: 'smooth' }));
+    expect(error.issues.map((i) => [i.path, i.message, i.received])).toEqual([
+      ['limiters.a.budgets.tokens.burst', "must be 'paced', 'second' or 'announced'", 'smooth'],
+      [
+        'limiters.a.budgets.tokens.reserve',
+        'must be a duration such as 500, "500ms", "10s", "2m" or "00:00:10"',
+        '1.5 sec',
+      ],
+    ]);
+  });
+});

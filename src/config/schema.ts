@@ -57,6 +57,12 @@ const controllerName = z.preprocess(
   z.enum(fields.controller.unwrap().options[0].options, { error: CONTROLLER_MESSAGE }),
 );
 
+/** `'paced'`, `'second'` or `'announced'`, in any case (`"Announced"`), as the other names. */
+const burstName = z.preprocess(
+  (value) => (typeof value === 'string' ? value.toLowerCase() : value),
+  fields.burst.unwrap(),
+);
+
 const aimdFields = fields.aimd.unwrap();
 const aimdSchema = aimdFields
   .extend({ increaseInterval: duration(aimdFields.shape.increaseInterval.unwrap()) })
@@ -105,6 +111,21 @@ function* probeRules(value: Record<string, unknown>): Iterable<RuleIssue> {
   }
 }
 
+const budgetFields = fields.budgets.unwrap().valueType;
+/**
+ * One budget of `budgets`, read as the limiter's own fields are: durations as strings
+ * (`reserve: "1.5s"`, `aimd.increaseInterval: "10s"`) and names in any case (`"Cubic"`). A budget
+ * took the code's schema, and refused each of these while its limiter took them.
+ */
+const budgetConfigSchema = budgetFields.extend({
+  controller: controllerName.optional(),
+  burst: burstName.optional(),
+  reserve: duration(budgetFields.shape.reserve.unwrap()),
+  aimd: aimdSchema.optional(),
+  cubic: cubicSchema.optional(),
+  probe: probeSchema.optional(),
+});
+
 /** One origin pattern, checked as the registry will read it. */
 const originPattern = z.string().superRefine((pattern, ctx) => {
   for (const issue of issuesOf(() => originMatcher([pattern]))) {
@@ -120,9 +141,8 @@ const limiterOptionsSchema = limiterFieldsSchema.omit({ name: true, clock: true,
   aimd: aimdSchema.optional(),
   cubic: cubicSchema.optional(),
   probe: probeSchema.optional(),
-  budgets: budgetsSchema(
-    fields.budgets.unwrap().valueType.extend({ probe: probeSchema.optional() }),
-  ).optional(),
+  burst: burstName.optional(),
+  budgets: budgetsSchema(budgetConfigSchema).optional(),
   maxConcurrent: maxConcurrent.optional(),
   maxConcurrentPer: z
     .preprocess((v) => (typeof v === 'string' ? v.toLowerCase() : v), maxConcurrentPer)
@@ -187,7 +207,7 @@ export const CONFIG_KEYS: readonly string[] = Object.keys(configObject.shape);
 
 const CONTROLLERS = { aimd: level(aimdSchema), cubic: level(cubicSchema), probe: level(probeSchema) };
 /** One budget of `budgets` (its name kept as written), its controller options below it. */
-const BUDGET: Level = level(fields.budgets.unwrap().valueType, { objects: CONTROLLERS });
+const BUDGET: Level = level(budgetConfigSchema, { objects: CONTROLLERS });
 const LIMITER: Level = level(limiterConfigObject, {
   objects: { ...CONTROLLERS, shared: level(sharedConfigSchema) },
   records: { budgets: BUDGET },
