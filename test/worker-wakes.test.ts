@@ -132,14 +132,15 @@ function call(clock: RequestClock, request: string, acquire: () => Promise<Permi
  * ends while its call waits (it answered without it, or its client went away: nothing aborts the
  * call, which stays in the line; its timers end with the request, and its continuations never run).
  */
-async function headGone(kind: Kind, endsRequests: boolean): Promise<Outcome[]> {
+async function headGone(kind: Kind, endsRequests: boolean, headUnits = 1): Promise<Outcome[]> {
   const clock = new RequestClock(endsRequests);
   const limiter = oneASecond(kind, clock, 60_000);
   try {
     await clock.in('first', () => limiter.acquire());
     clock.end('first');
     const outcomes: Outcome[] = Array.from({ length: 4 }, () => ({}));
-    for (const [i, outcome] of outcomes.entries()) call(clock, `r${i}`, () => limiter.acquire(), outcome);
+    for (const [i, outcome] of outcomes.entries())
+      call(clock, `r${i}`, () => limiter.acquire(i === 0 ? headUnits : 1), outcome);
     await flush();
     clock.end('r0');
     const alive = (): void => {
@@ -164,6 +165,18 @@ it.each(['line', 'window'] as const)(
     );
   },
 );
+
+it('serves the calls behind a head of more units than theirs whose request ended while its call waits at their turns', async () => {
+  // The head (3 units) goes at the first second, in debt; the calls of 1 behind it at 3.99 s,
+  // 4.49 s and 4.99 s (its answer raised the rate). Each call behind it woke at its turn as if a
+  // call of its own size ahead had left, after the head's: the head went late, and each behind
+  // it half a second late (4.485 s, 4.985 s, 5.485 s).
+  const expected = await headGone('line', false, 3);
+  expect(expected.every((o) => o.served === true && (o.at as number) < 10_000)).toBe(true);
+  expect((await headGone('line', true, 3)).map((o) => [o.served, o.at])).toEqual(
+    expected.map((o) => [o.served, o.at]),
+  );
+});
 
 /** A seeded pseudo-random number in [0, 1) (mulberry32). */
 function random(seed: number): () => number {

@@ -158,6 +158,8 @@ export class WaitingLine implements CancellableLine {
    * that left since, so a waiter's wake knows the least that can still be ahead of it.
    */
   #unitsIn = 0;
+  /** The most units of one waiter queued since the line was last empty (`OWN_WAKES`). */
+  #mostIn = 0;
   #closed = false;
   /** A drain is running (see {@link kick}). */
   #draining = false;
@@ -226,9 +228,13 @@ export class WaitingLine implements CancellableLine {
       if (this.#queue.size === 1 || deadline < this.#timerAt) this.arm(now);
       if (OWN_WAKES) {
         // The line was empty: counted in from here.
-        if (this.#queue.size === 1) this.#unitsIn = this.#queuedUnits - units;
+        if (this.#queue.size === 1) {
+          this.#unitsIn = this.#queuedUnits - units;
+          this.#mostIn = 0;
+        }
         const before = this.#unitsIn;
         this.#unitsIn += units;
+        this.#mostIn = Math.max(this.#mostIn, units);
         if (promise !== QUEUED) this.#wakeOwn(promise, seq, units, before, deadline, cancel);
       }
     } catch (error) {
@@ -341,9 +347,14 @@ export class WaitingLine implements CancellableLine {
 
   /**
    * Wakes waiter `seq` of `units` by timers of its own request's (`OWN_WAKES`, see
-   * {@link wakeOwn}): one at its turn as the bucket predicts it now behind the units that can
-   * still be ahead of it (queued before it, `before`, less all that left since), less one waiter
-   * of its size, and while it is the head, one at the line's timer.
+   * {@link wakeOwn}): one at the turn of the waiter ahead of it as the bucket predicts it now
+   * (the units that can still be ahead of it: queued before it, `before`, less all that left
+   * since; the waiter ahead taken as large as the largest queued since the line was last empty,
+   * which goes soonest: a bucket serves a request larger than itself when full, in debt), at its
+   * own turn once none can be ahead, and while it is the head, one at the line's timer. Not at its
+   * own turn as if a waiter of its own size ahead had left: behind a larger waiter whose request
+   * ended (it holds no timer), that came after the larger one's turn, which the line then served
+   * late, and every waiter behind it as late (a head of 3 units at 60 units/min: 0.5 s each).
    */
   #wakeOwn(
     promise: Promise<Permit>,
@@ -367,8 +378,11 @@ export class WaitingLine implements CancellableLine {
       () => holder.waitingIn === this && this.#queue.first() === holder.waitSeq,
       (now) => {
         if (holder.waitingIn !== this) return undefined;
-        const ahead = Math.max(0, before - (this.#unitsIn - this.#queuedUnits) - units);
-        return now + this.#bucket.predictWait(units, ahead, this.#pause.left(now), now);
+        const ahead = Math.max(0, before - (this.#unitsIn - this.#queuedUnits));
+        const pause = this.#pause.left(now);
+        if (ahead === 0) return now + this.#bucket.predictWait(units, 0, pause, now);
+        const next = Math.min(ahead, this.#mostIn);
+        return now + this.#bucket.predictWait(next, ahead - next, pause, now);
       },
     );
     this.#nudges ??= new WeakMap();
