@@ -178,6 +178,56 @@ it('serves the calls behind a head of more units than theirs whose request ended
   );
 });
 
+/**
+ * A call told by callbacks (as an interceptor's request is: no promise of its own to wait on),
+ * behind a call served at 1 s whose request ends as it answers, the limiter's timer for the
+ * other's turn with it.
+ */
+async function toldBehind(endsRequests: boolean): Promise<Outcome[]> {
+  const clock = new RequestClock(endsRequests);
+  const limiter = oneASecond('line', clock, 60_000);
+  try {
+    await clock.in('first', () => limiter.acquire());
+    clock.end('first');
+    const a: Outcome = {};
+    call(clock, 'a', () => limiter.acquire(), a);
+    const c: Outcome = {};
+    const told = {
+      waitingIn: undefined,
+      waitSeq: 0,
+      granted(permit: Permit) {
+        c.at = clock.now();
+        c.served = true;
+        clock.in('c', () => permit.success());
+        clock.end('c');
+      },
+      refused() {
+        c.at = clock.now();
+        c.served = false;
+        clock.end('c');
+      },
+    };
+    clock.in('c', () => limiter.acquire(1, { [worker.kWaitCancel]: told } as AcquireOptions));
+    await flush();
+    const alive = (): void => {
+      if (endsRequests && c.at === undefined)
+        expect(clock.pending('c'), `c at ${clock.now()} ms`).toBeGreaterThan(0);
+    };
+    await clock.advanceTo(10_000, alive);
+    return [a, c];
+  } finally {
+    limiter.close();
+  }
+}
+
+it("serves a call told by callbacks (the interceptor's way) at its turn once the request that armed the limiter's timer has ended", async () => {
+  // It kept no timer of its own request's: it waited on none (workerd cancels such a request as
+  // hung), and was never served.
+  const expected = await toldBehind(false);
+  expect(expected.map((o) => o.served)).toEqual([true, true]);
+  expect(await toldBehind(true)).toEqual(expected);
+});
+
 /** A seeded pseudo-random number in [0, 1) (mulberry32). */
 function random(seed: number): () => number {
   let a = seed >>> 0;

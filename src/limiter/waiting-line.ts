@@ -35,6 +35,32 @@ const capture = (resolve: Resolve<Permit>): void => {
   captured = resolve;
 };
 
+/**
+ * Where waiters wake the line by timers of their own requests' (`OWN_WAKES`), a waiter told by
+ * calls (the undici interceptor's request) is woken as one told by its promise is, which needs a
+ * promise that settles as it leaves: `told` wrapped to settle it. A Worker's bundle of this
+ * package (the `workerd` condition) holds no interceptor, but one made without that condition
+ * does, and a waiter with no timer of its own there waits on timers of other requests', which end
+ * with them (workerd cancels such a request as hung): it costs a promise a waiter only there.
+ */
+function toldAndLeaving(told: Waiter<Permit>): [Waiter<Permit>, Promise<void>] {
+  let left!: () => void;
+  const leaving = new Promise<void>((resolve) => {
+    left = resolve;
+  });
+  const settle: Waiter<Permit> = {
+    granted(permit) {
+      left();
+      told.granted(permit);
+    },
+    refused(error) {
+      left();
+      told.refused(error);
+    },
+  };
+  return [settle, leaving];
+}
+
 /** What cancels a queued waiter of {@link WaitCancel}: its line. */
 export interface CancellableLine {
   /** Takes waiter `seq` out, if it still waits, as an abort of its signal would. */
@@ -56,7 +82,7 @@ export interface CancellableLine {
  * With `granted` and `refused`, a queued waiter is told by these calls (made as the line serves,
  * expires, cancels or closes it out, in its call stack) instead of by its promise: the acquire
  * then returns {@link QUEUED}, which never settles, and the waiter holds nothing but its place in
- * the line. An acquire that is not queued (granted or refused at once) returns its promise as
+ * the line (in a Cloudflare Worker also a promise, for its own wakes: see `toldAndLeaving`). An acquire that is not queued (granted or refused at once) returns its promise as
  * always.
  */
 export interface WaitCancel extends Partial<Waiter<Permit>> {
@@ -204,8 +230,11 @@ export class WaitingLine implements CancellableLine {
   ): Promise<Permit> {
     let promise = QUEUED;
     let settle: Settle<Permit>;
+    /** Settles as a waiter told by calls leaves (`OWN_WAKES`): its own wakes end then. */
+    let leaving: Promise<void> | undefined;
     if (cancel?.granted !== undefined) {
       settle = cancel as Waiter<Permit>;
+      if (OWN_WAKES) [settle, leaving] = toldAndLeaving(settle);
     } else {
       promise = new Promise<Permit>(capture);
       settle = captured!;
@@ -235,7 +264,7 @@ export class WaitingLine implements CancellableLine {
         const before = this.#unitsIn;
         this.#unitsIn += units;
         this.#mostIn = Math.max(this.#mostIn, units);
-        if (promise !== QUEUED) this.#wakeOwn(promise, seq, units, before, deadline, cancel);
+        this.#wakeOwn(promise === QUEUED ? leaving! : promise, seq, units, before, deadline, cancel);
       }
     } catch (error) {
       // Out of the line again (a signal whose addEventListener throws): left there, it held the
@@ -357,7 +386,7 @@ export class WaitingLine implements CancellableLine {
    * late, and every waiter behind it as late (a head of 3 units at 60 units/min: 0.5 s each).
    */
   #wakeOwn(
-    promise: Promise<Permit>,
+    promise: Promise<unknown>,
     seq: number,
     units: number,
     before: number,
