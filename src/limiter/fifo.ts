@@ -24,6 +24,16 @@ export class Fifo<T extends { dead: boolean }> {
     return undefined;
   }
 
+  /** The second live entry, or `undefined`. */
+  peekSecond(): T | undefined {
+    if (this.peek() === undefined) return undefined;
+    for (let i = this.#head + 1; i < this.#items.length; i++) {
+      const item = this.#items[i];
+      if (item !== undefined && !item.dead) return item;
+    }
+    return undefined;
+  }
+
   /** Removes and returns the first live entry. */
   shift(): T | undefined {
     const item = this.peek();

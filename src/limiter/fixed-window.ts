@@ -189,7 +189,7 @@ export class FixedWindowRateLimiter extends LazyEmitter<FixedWindowEventMap> imp
     });
     // Its own wakes (see wakeOwn): a timer at the start of the cycle before its own (it moves up a
     // cycle when the waiters ahead of it leave; it has no deadline once queued), and while it is
-    // the head, a timer at the limiter's.
+    // the head or the one behind it, a timer at the limiter's.
     const waiter = queued;
     if (OWN_WAKES && waiter !== undefined)
       waiter.nudge = wakeOwn(
@@ -197,7 +197,7 @@ export class FixedWindowRateLimiter extends LazyEmitter<FixedWindowEventMap> imp
         waiting,
         this.#asOneTimer(),
         Number.POSITIVE_INFINITY,
-        () => this.#queue.peek() === waiter,
+        () => this.#queue.peek() === waiter || this.#queue.peekSecond() === waiter,
         () => (waiter.dead ? undefined : this.#startOf(waiter.cycle - 1)),
       );
     return waiting;
@@ -389,15 +389,16 @@ export class FixedWindowRateLimiter extends LazyEmitter<FixedWindowEventMap> imp
 
   /**
    * Arms the one timer for the start of the cycle that covers the head; none when nobody waits.
-   * Where waiters wake the limiter too (`OWN_WAKES`), then nudges the head if it is another or the
-   * timer moved (see `wakeOwn`).
+   * Where waiters wake the limiter too (`OWN_WAKES`), then nudges the head and the one behind it,
+   * each if it is another or the timer moved (see `wakeOwn`).
    */
   #arm(now: number): void {
     this.#armTimer(now);
     if (OWN_WAKES && !this.#closed) {
       const head = this.#queue.peek();
+      const second = this.#queue.peekSecond();
       this.#headNudges ??= new HeadNudges();
-      this.#headNudges.tell(head, head?.nudge, this.#timerAt);
+      this.#headNudges.tell(head, head?.nudge, this.#timerAt, second, second?.nudge);
     }
   }
 

@@ -243,6 +243,14 @@ export class WaiterQueue<T> {
     return -1;
   }
 
+  /** The sequence number of the first live waiter after `seq`, or -1. */
+  next(seq: number): number {
+    const fns = this.#fns;
+    const mask = this.#mask;
+    for (let i = seq + 1; i < this.#tail; i++) if (fns[i & mask] !== undefined) return i;
+    return -1;
+  }
+
   /** Whether waiter `seq` is queued and alive. */
   alive(seq: number): boolean {
     return seq >= this.#head && seq < this.#tail && this.#fns[seq & this.#mask] !== undefined;

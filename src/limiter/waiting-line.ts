@@ -303,8 +303,8 @@ export class WaitingLine implements CancellableLine {
 
   /**
    * Arms the one timer for the next event: the head's turn, its deadline, or a pause's end. Where
-   * waiters wake the line too (`OWN_WAKES`), then nudges the head if it is another or the timer
-   * moved (see {@link wakeOwn}).
+   * waiters wake the line too (`OWN_WAKES`), then nudges the head and the one behind it, each if
+   * it is another or the timer moved (see {@link wakeOwn}).
    */
   arm(now: number): void {
     this.#armTimer(now);
@@ -312,8 +312,11 @@ export class WaitingLine implements CancellableLine {
       const head = this.#queue.first();
       const holder = head === -1 ? undefined : this.#queue.holderOf(head);
       const nudge = holder === undefined ? undefined : this.#nudges?.get(holder);
+      const next = head === -1 ? -1 : this.#queue.next(head);
+      const second = next === -1 ? undefined : this.#queue.holderOf(next);
+      const nudgeSecond = second === undefined ? undefined : this.#nudges?.get(second);
       this.#headNudges ??= new HeadNudges();
-      this.#headNudges.tell(holder, nudge, this.#timerAt);
+      this.#headNudges.tell(holder, nudge, this.#timerAt, second, nudgeSecond);
     }
   }
 
@@ -380,7 +383,8 @@ export class WaitingLine implements CancellableLine {
    * (the units that can still be ahead of it: queued before it, `before`, less all that left
    * since; the waiter ahead taken as large as the largest queued since the line was last empty,
    * which goes soonest: a bucket serves a request larger than itself when full, in debt), at its
-   * own turn once none can be ahead, and while it is the head, one at the line's timer. Not at its
+   * own turn once none can be ahead, and while it is the head or the one behind it, one at the
+   * line's timer. Not at its
    * own turn as if a waiter of its own size ahead had left: behind a larger waiter whose request
    * ended (it holds no timer), that came after the larger one's turn, which the line then served
    * late, and every waiter behind it as late (a head of 3 units at 60 units/min: 0.5 s each).
@@ -404,7 +408,11 @@ export class WaitingLine implements CancellableLine {
       promise,
       this.#asOneTimer(),
       deadline,
-      () => holder.waitingIn === this && this.#queue.first() === holder.waitSeq,
+      () => {
+        if (holder.waitingIn !== this) return false;
+        const head = this.#queue.first();
+        return head === holder.waitSeq || this.#queue.next(head) === holder.waitSeq;
+      },
       (now) => {
         if (holder.waitingIn !== this) return undefined;
         const ahead = Math.max(0, before - (this.#unitsIn - this.#queuedUnits));
