@@ -132,8 +132,13 @@ describe('other types, values and forms', () => {
   });
 
   it('an empty string is told it must not be empty, in a value and in a key', () => {
-    expect(limiter({ name: '' })).toEqual(['name: must be a non-empty string']);
-    expect(limiter({ budgets: { '': {} } })).toEqual(['budgets."": must be a non-empty string']);
+    // The one rule of a limiter's and a budget's name (white space alone is refused too).
+    expect(limiter({ name: '' })).toEqual([
+      'name: a limiter name must be a non-empty string, not white space alone',
+    ]);
+    expect(limiter({ budgets: { '': {} } })).toEqual([
+      'budgets."": a budget name must be a non-empty string, not white space alone',
+    ]);
   });
 
   it('a value not among the ones taken: each named', () => {

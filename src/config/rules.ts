@@ -1,7 +1,13 @@
 import { z } from 'zod';
 import { ConfigError, type ConfigIssue, configErrorFrom, configPath, unknownKeyMessage } from '../errors.js';
 import { issueMessage } from '../issue-message.js';
-import { limiterFieldsSchema, RATE_FIELDS, resolveLimiterOptions } from '../limiter/options.js';
+import {
+  limiterFieldsSchema,
+  nameIssue,
+  nameSchema,
+  RATE_FIELDS,
+  resolveLimiterOptions,
+} from '../limiter/options.js';
 import type { RateLimiter } from '../limiter/types.js';
 import { normalizeOrigin, originMatcher, patternKey } from '../origin.js';
 import { API_WITH_SHARED, apiBudgetIssues, LLM_APIS } from './api.js';
@@ -13,11 +19,11 @@ export const SOURCE = 'rate limit config';
 /** The rule of `maxConcurrent`, in the schema and next to a `limiter` instance. */
 export const maxConcurrent = z.number().int().min(1);
 
-/** What a limiter's name must hold: a character other than white space (it names logs and metrics). */
-export const LIMITER_NAME_MESSAGE = 'a limiter name must be a non-empty string, not white space alone';
+/** What an empty or blank limiter name is told (see `nameIssue`: the rule of every name). */
+export const LIMITER_NAME_MESSAGE = nameIssue('limiter', '') as string;
 
-/** A limiter's name, as a key of `limiters`: the registry's own message when it is empty or blank. */
-export const limiterName = z.string().regex(/\S/, { error: LIMITER_NAME_MESSAGE });
+/** A limiter's name, as a key of `limiters`: the rule of every limiter's and budget's name. */
+export const limiterName = nameSchema('limiter');
 
 /** The rule of `maxConcurrentPer`. */
 export const maxConcurrentPer = z.enum(['partition', 'origin']);

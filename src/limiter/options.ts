@@ -194,9 +194,36 @@ export const RATE_FIELDS = ['minUnitsPerMinute', 'maxUnitsPerMinute', 'initialUn
 const rate = z.number().positive().finite();
 const ms = z.number().nonnegative().finite();
 
+/** A control character (C0, DEL or C1): a newline forges a `NODE_DEBUG` line, a NUL cuts a log. */
+const CONTROL = /\p{Cc}/u;
+
+/**
+ * What is wrong with `name` as a limiter's or a budget's name (`kind`), or `undefined`: one rule
+ * for both, in code and in JSON. A name shows in errors, `NODE_DEBUG` lines and the metrics'
+ * `adaptive_rate_limit.limiter` attribute, so it needs a character other than white space, and
+ * none of the control characters that would break those lines (refused with the character's code).
+ */
+export function nameIssue(kind: 'limiter' | 'budget', name: unknown): string | undefined {
+  if (typeof name !== 'string' || !/\S/.test(name)) {
+    return `a ${kind} name must be a non-empty string, not white space alone`;
+  }
+  const at = name.search(CONTROL);
+  if (at < 0) return undefined;
+  const code = (name.codePointAt(at) as number).toString(16).toUpperCase().padStart(4, '0');
+  return `a ${kind} name must be free of control characters (U+${code} at index ${at}): it would break NODE_DEBUG lines and metrics`;
+}
+
+/** The zod form of {@link nameIssue}: a limiter's name, or a key of `budgets` or `limiters`. */
+export function nameSchema(kind: 'limiter' | 'budget') {
+  return z.string().superRefine((name, ctx) => {
+    const message = nameIssue(kind, name);
+    if (message !== undefined) ctx.addIssue({ code: 'custom', message, input: name });
+  });
+}
+
 /** The fields of {@link limiterFieldsSchema} but `budgets`. */
 const limiterFieldsObject = z.object({
-  name: z.string().min(1),
+  name: nameSchema('limiter'),
   // The message on the union itself: a failed union reports only its own.
   controller: z.union(
     [
@@ -289,7 +316,7 @@ const budgetSchema = limiterFieldsObject
  */
 export function budgetsSchema<T extends z.ZodType>(budget: T) {
   return z
-    .record(z.string().min(1), budget)
+    .record(nameSchema('budget'), budget)
     .refine((b) => Object.keys(b).length > 0, { message: 'must have at least one budget' });
 }
 
