@@ -41,7 +41,7 @@ export function isDotnetSection(section: unknown, prefix: readonly string[]): bo
 export interface Level {
   /** Lower-case key to its canonical (camelCase) spelling. */
   keys: ReadonlyMap<string, string>;
-  /** The canonical keys whose value is a number, a list of numbers, a boolean, or a duration (see {@link dotnetValue}). */
+  /** The canonical keys whose value is a number (whole or not), a list of them, a boolean, or a duration (see {@link dotnetValue}). */
   kinds: ReadonlyMap<string, Kind>;
   /** Keys whose value is an object of this kind. */
   objects?: Readonly<Record<string, Level>>;
@@ -49,8 +49,8 @@ export interface Level {
   records?: Readonly<Record<string, Level>>;
 }
 
-/** What a key's value is, for the values .NET's binder reads from strings. */
-type Kind = 'number' | 'numbers' | 'boolean' | 'duration';
+/** What a key's value is, for the values .NET's binder reads from strings (`whole`: an `int`). */
+type Kind = 'number' | 'numbers' | 'whole' | 'wholes' | 'boolean' | 'duration';
 
 export function level(schema: { shape: object }, more: Omit<Level, 'keys' | 'kinds'> = {}): Level {
   const kinds = new Map<string, Kind>();
@@ -62,8 +62,9 @@ export function level(schema: { shape: object }, more: Omit<Level, 'keys' | 'kin
 }
 
 /**
- * Whether a field's schema takes a number, a list of numbers, a boolean (`false` among its
- * options counts: `headers`, `partitionBy`), or a duration (`durationSchema`), under its wrappers.
+ * Whether a field's schema takes a number (`whole` with `.int()`), a list of numbers, a boolean
+ * (`false` among its options counts: `headers`, `partitionBy`), or a duration (`durationSchema`),
+ * under its wrappers.
  */
 function valueKind(field: unknown): Kind | undefined {
   let node = field as z.ZodType | undefined;
@@ -78,14 +79,21 @@ function valueKind(field: unknown): Kind | undefined {
       options?: z.ZodType[];
       values?: unknown[];
     };
-    if (def.type === 'number') return 'number';
+    if (def.type === 'number') return (node as z.ZodNumber).isInt ? 'whole' : 'number';
     if (def.type === 'boolean' || (def.type === 'literal' && def.values?.includes(false))) return 'boolean';
-    // A number or a literal (`maxUnitsPerMinute`: a number, or Infinity): a number.
+    // A number or a literal (`maxUnitsPerMinute`: a number, or Infinity; `slowStart`: a whole
+    // number, or false): a number.
     if (def.type === 'union') {
       const kinds = def.options?.map(valueKind) ?? [];
-      return kinds.includes('number') ? 'number' : kinds.includes('boolean') ? 'boolean' : undefined;
+      return (
+        kinds.find((k) => k === 'number' || k === 'whole') ??
+        (kinds.includes('boolean') ? 'boolean' : undefined)
+      );
     }
-    if (def.type === 'array') return valueKind(def.element) === 'number' ? 'numbers' : undefined;
+    if (def.type === 'array') {
+      const element = valueKind(def.element);
+      return element === 'number' ? 'numbers' : element === 'whole' ? 'wholes' : undefined;
+    }
     // A preprocess (`headers` in any case): the schema after it.
     node = def.type === 'pipe' && def.in?._zod.def.type === 'transform' ? def.out : (def.innerType ?? def.in);
   }
@@ -98,6 +106,11 @@ function valueKind(field: unknown): Kind | undefined {
  * empty string as 0; the simulator's flags are read by this too.
  */
 export const NUMBER_TEXT = /^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$/;
+/**
+ * A whole number as .NET's binder reads an `int` from a string (`int.Parse`, `NumberStyles.Integer`):
+ * digits, an optional sign, spaces around. `"5.0"` and `"1e3"` are refused there, so here too.
+ */
+const WHOLE_TEXT = /^\s*[+-]?\d+\s*$/;
 /** A boolean as .NET's `bool.Parse` reads one from a string: `true` or `false` in any case, spaces around. */
 const BOOLEAN_TEXT = /^\s*(?:true|false)\s*$/i;
 /** A duration written as a bare number in a string: .NET's `TimeSpan` reads `"30"` as 30 days. */
@@ -116,10 +129,20 @@ function dotnetValue(
   issues: ConfigIssue[],
 ): unknown {
   // A list of numbers (`"ThrottleStatuses": ["429", "503"]`): each as a number field.
-  if (kind === 'numbers' && Array.isArray(value))
-    return value.map((item, i) => dotnetValue(item, 'number', [...path, String(i)], issues));
+  if ((kind === 'numbers' || kind === 'wholes') && Array.isArray(value)) {
+    const each = kind === 'numbers' ? 'number' : 'whole';
+    return value.map((item, i) => dotnetValue(item, each, [...path, String(i)], issues));
+  }
   if (typeof value !== 'string') return value;
   if (kind === 'number' && NUMBER_TEXT.test(value.trim())) return Number(value.trim());
+  if (kind === 'whole' && WHOLE_TEXT.test(value)) return Number(value.trim());
+  if (kind === 'whole' && NUMBER_TEXT.test(value.trim())) {
+    issues.push({
+      path: configPath(path),
+      message: `must be a whole number written in digits, as .NET's binder reads an int: it refuses a decimal point or an exponent`,
+      received: value,
+    });
+  }
   // `"FailClosed": "true"` (an environment variable's value is always a string): refused as
   // `must be true or false (received "true")`, where .NET's binder reads it as true.
   if (kind === 'boolean' && BOOLEAN_TEXT.test(value)) return value.trim().toLowerCase() === 'true';

@@ -18,31 +18,50 @@ const WITH_UNIT = /^(\d+(?:\.\d+)?) *(ms|s|m|h)?$/;
  */
 const TIME_SPAN = /^(?:(\d+)\.)?(\d{1,2}):(\d{2}):(\d{2})(?:\.(\d{1,7}))?$/;
 
+/** The resolution of a duration string (ms): one microsecond, as the rounding below keeps. */
+const RESOLUTION_MS = 0.001;
+
+/**
+ * What a nonzero duration string under {@link RESOLUTION_MS} is told. Refused, not rounded up: it
+ * rounded to 0 in silence, and 0 means something of its own (`maxWait` 0: never wait), while
+ * rounding up would make a value no one wrote; a text that far under a millisecond is a typo.
+ */
+const UNDER_RESOLUTION_MESSAGE = `must be 0 or at least ${RESOLUTION_MS} ms (a microsecond, the resolution of a duration): a shorter one would read as 0`;
+
+/**
+ * A duration in milliseconds, or what is wrong with `value` ({@link DURATION_MESSAGE} or
+ * {@link UNDER_RESOLUTION_MESSAGE}) as a string. Numbers are milliseconds (finite, >= 0);
+ * strings are described at {@link parseDuration}.
+ */
+function readDuration(value: unknown): number | string {
+  if (typeof value === 'number') return Number.isFinite(value) && value >= 0 ? value : DURATION_MESSAGE;
+  if (typeof value !== 'string') return DURATION_MESSAGE;
+  const text = value.trim();
+  let ms: number | undefined;
+
+  const unit = WITH_UNIT.exec(text);
+  const span = unit ? null : TIME_SPAN.exec(text);
+  if (unit) {
+    ms = Number(unit[1]) * (UNIT_MS[unit[2] ?? 'ms'] ?? 1);
+  } else if (span) {
+    const [, days = '0', hours = '', minutes = '', seconds = '', fraction = ''] = span;
+    if (Number(hours) > 23 || Number(minutes) > 59 || Number(seconds) > 59) return DURATION_MESSAGE;
+    const wholeSeconds = ((Number(days) * 24 + Number(hours)) * 60 + Number(minutes)) * 60 + Number(seconds);
+    ms = wholeSeconds * 1000 + Number(`0.${fraction || '0'}`) * 1000;
+  }
+  if (ms === undefined || !Number.isFinite(ms)) return DURATION_MESSAGE;
+  // Microsecond precision hides binary noise such as 1.1 * 60000 = 66000.00000000001.
+  const rounded = Math.round(ms / RESOLUTION_MS) / (1 / RESOLUTION_MS);
+  return rounded === 0 && ms > 0 ? UNDER_RESOLUTION_MESSAGE : rounded;
+}
+
 /**
  * A duration in milliseconds, or `undefined` when `value` is not one. Numbers are milliseconds
  * (finite, >= 0); strings are described at {@link parseDuration}.
  */
 export function tryParseDuration(value: unknown): number | undefined {
-  if (typeof value === 'number') return Number.isFinite(value) && value >= 0 ? value : undefined;
-  if (typeof value !== 'string') return undefined;
-  const text = value.trim();
-
-  const unit = WITH_UNIT.exec(text);
-  if (unit) {
-    const ms = Number(unit[1]) * (UNIT_MS[unit[2] ?? 'ms'] ?? 1);
-    // Microsecond precision hides binary noise such as 1.1 * 60000 = 66000.00000000001.
-    return Number.isFinite(ms) ? Math.round(ms * 1000) / 1000 : undefined;
-  }
-
-  const span = TIME_SPAN.exec(text);
-  if (span) {
-    const [, days = '0', hours = '', minutes = '', seconds = '', fraction = ''] = span;
-    if (Number(hours) > 23 || Number(minutes) > 59 || Number(seconds) > 59) return undefined;
-    const wholeSeconds = ((Number(days) * 24 + Number(hours)) * 60 + Number(minutes)) * 60 + Number(seconds);
-    const ms = wholeSeconds * 1000 + Number(`0.${fraction || '0'}`) * 1000;
-    return Number.isFinite(ms) ? Math.round(ms * 1000) / 1000 : undefined;
-  }
-  return undefined;
+  const ms = readDuration(value);
+  return typeof ms === 'number' ? ms : undefined;
 }
 
 /**
@@ -54,11 +73,14 @@ export function tryParseDuration(value: unknown): number | undefined {
  *   `"1.00:00:00"` (one day).
  *
  * @param path where the value came from, for the error, such as `limiters.github.maxWait`.
+ * A nonzero string under a microsecond (`"0.0000001s"`) is refused: it would read as 0.
+ *
+ * @param path where the value came from, for the error, such as `limiters.github.maxWait`.
  * @throws {ConfigError} for anything else (negative, `"1e3"`, `"10 sec"`, `"01:30"`, ...).
  */
 export function parseDuration(value: number | string, path: string): number {
-  const ms = tryParseDuration(value);
-  if (ms === undefined) throw new ConfigError([{ path, message: DURATION_MESSAGE, received: value }]);
+  const ms = readDuration(value);
+  if (typeof ms === 'string') throw new ConfigError([{ path, message: ms, received: value }]);
   return ms;
 }
 
@@ -69,9 +91,9 @@ export function parseDuration(value: number | string, path: string): number {
 export const durationSchema = z
   .union([z.number(), z.string()], { error: DURATION_MESSAGE })
   .transform((value, ctx) => {
-    const ms = tryParseDuration(value);
-    if (ms === undefined) {
-      ctx.addIssue({ code: 'custom', message: DURATION_MESSAGE, input: value });
+    const ms = readDuration(value);
+    if (typeof ms === 'string') {
+      ctx.addIssue({ code: 'custom', message: ms, input: value });
       return z.NEVER;
     }
     return ms;

@@ -253,8 +253,11 @@ export function parseConfig(json: unknown): RateLimitConfig {
     ? []
     : expandIssues(result.error.issues, prefix.length === 0 ? FILE_ROOT : ROOT);
   const converted = configErrorFrom(new z.ZodError(zodIssues), input, SOURCE).issues;
+  // A value canonicalKeys told already (`"QueueLimit": "5.0"`) is told once, with its reason.
+  const told = new Set(issues.map((issue) => issue.path));
   zodIssues.forEach((issue, i) => {
     const path = configPath([...prefix, ...writtenPath(input, issue.path, written)]);
+    if (told.has(path)) return;
     issues.push({ path, message: converted[i]?.message ?? issue.message, received: converted[i]?.received });
   });
   throw new ConfigError(issues, SOURCE);

@@ -92,7 +92,7 @@ export interface SharedConfig {
   /**
    * ms between two heartbeats (in JSON config, a duration string too). Each heartbeat is one
    * Redis round trip (one Lua script); a change of the shared rate, the members or a pause
-   * reaches this process within one heartbeat.
+   * reaches this process within one heartbeat. At least 10 ms ({@link MIN_HEARTBEAT_INTERVAL}).
    * @default 250
    */
   heartbeatInterval?: number;
@@ -184,6 +184,13 @@ export interface SharedTimings {
 
 /** The heartbeat's default (ms). */
 export const DEFAULT_HEARTBEAT_INTERVAL = 250;
+/**
+ * The shortest `heartbeatInterval` (ms). Each heartbeat is a Redis round trip running a Lua script,
+ * so 0.0001 ms was a call about every ms (the timers' own resolution) from every member; at 10 ms
+ * a member makes at most 100 a second, still within one round trip of a local Redis, and the
+ * timings derived from it stay sound (a `redisTimeout` of 1 s, a `memberTimeout` of 1.02 s).
+ */
+export const MIN_HEARTBEAT_INTERVAL = 10;
 /** The shared state's shortest default lifetime without a heartbeat (ms): an hour. */
 export const DEFAULT_STATE_TTL = 3_600_000;
 
@@ -197,7 +204,8 @@ export const DEFAULT_STATE_TTL = 3_600_000;
  * would keep sending its share while the others split the rate among fewer members. `stateTtl`
  * defaults to an hour, or twice `memberTimeout` when that is longer. Refused: a `memberTimeout`
  * within one heartbeat (every member dropped between its own heartbeats), a `stateTtl` within
- * `memberTimeout` (the state, its learned rate and cuts, expiring between the heartbeats).
+ * `memberTimeout` (the state, its learned rate and cuts, expiring between the heartbeats), and a
+ * `heartbeatInterval` under {@link MIN_HEARTBEAT_INTERVAL}.
  */
 export function sharedTimings(o: Partial<SharedTimings>): {
   timings: SharedTimings;
@@ -212,6 +220,13 @@ export function sharedTimings(o: Partial<SharedTimings>): {
   );
   const stateTtl = Math.ceil(o.stateTtl ?? Math.max(DEFAULT_STATE_TTL, 2 * memberTimeout));
   const issues: { path: string; message: string; received: number }[] = [];
+  if (heartbeatInterval < MIN_HEARTBEAT_INTERVAL) {
+    issues.push({
+      path: 'heartbeatInterval',
+      message: `must be at least ${MIN_HEARTBEAT_INTERVAL} ms: each heartbeat is one Redis round trip (a Lua script) from every member`,
+      received: heartbeatInterval,
+    });
+  }
   for (const [path, value] of [
     ['memberTimeout', memberTimeout],
     ['stateTtl', stateTtl],
