@@ -49,9 +49,13 @@ describe('simulate: no command runs for hours or out of memory', () => {
     expect(burst.stderr).toMatch(/^simulate: --minutes "10", --burst-factor "1e9": 6 runs would take/);
     const attempts = await cli(['--max-attempts', '1000000', '--modes', 'none']);
     expect(attempts.stderr).toMatch(/^simulate: --max-attempts "1000000", --modes "none": 1 run would take/);
-    const heartbeats = await cli(['--heartbeat-interval', '0.001', '--shared', '--modes', 'aimd']);
+    // The heartbeats alone: 1,000 instances with no demand, one heartbeat each every 10 ms (the least).
+    const heartbeats = await cli([
+      ...['--instances', '1000', '--demand', '0', '--minutes', '60'],
+      ...['--heartbeat-interval', '10', '--shared', '--modes', 'aimd'],
+    ]);
     expect(heartbeats.stderr).toMatch(
-      /^simulate: --heartbeat-interval "0.001", --modes "aimd": 2 runs would take/,
+      /^simulate: --instances "1000", --demand "0", --minutes "60", --heartbeat-interval "10", --modes "aimd": 2 runs would take up to 3\.7e\+8 steps/,
     );
     const all = await cli(['--scenario', 'all', '--minutes', '1440']);
     expect(all.stderr).toMatch(/^simulate: --minutes "1440", --scenario "all": 113 runs would take/);

@@ -281,7 +281,7 @@ describe('npm run simulate', () => {
     const endless = await cli(['--minutes', '1e9']);
     expect(endless.code).toBe(2);
     expect(endless.stderr).toContain(
-      '--minutes: must be a number > 0 and <= 1440 (a virtual day), received "1e9"',
+      '--minutes: must be a number from 0.0167 (a second, the first sample of a run) to 1440 (a virtual day), received "1e9"',
     );
     const unknown = await cli(['--scenario', 'nope']);
     expect(unknown.stderr).toContain('unknown scenario "nope"');

@@ -35,7 +35,7 @@ Model
   --instances N          processes sharing the quota, each with its own limiter (at most 1000)
   --quota N              the API's hidden quota for all instances, units/min (1 to 1e9)
   --demand N[,N...]      demand of each instance, units/min (a list is used in turn)
-  --minutes N            virtual minutes to run (at most 1440)
+  --minutes N            virtual minutes to run (0.0167, a second, to 1440)
   --seed N               seeds every random draw (same number, same run), 0 to 4294967295
   --units MIN-MAX        units of one request, a uniform whole number (default 1-3)
   --latency DURATION     median latency of an answer (log-normal; default 100ms)
@@ -70,7 +70,7 @@ Limiter (rates for the whole budget; each instance gets 1/instances of them)
   --scale-constant N             CUBIC (default 0.4)
 
 Shared budget (the "(shared)" modes)
-  --heartbeat-interval DURATION  each instance's heartbeat (default 250ms)
+  --heartbeat-interval DURATION  each instance's heartbeat (default 250ms, at least 10ms)
   --floor-fraction N             part of the rate kept as a floor for the instances (default 0.05)
 
 Output

@@ -1,11 +1,20 @@
 import { NUMBER_TEXT } from '../config/appsettings.js';
 import { tryParseDuration } from '../config/duration.js';
+import { MIN_HEARTBEAT_INTERVAL } from '../config/shared.js';
 import { UsageError, type Values } from './args.js';
 import { ARRIVAL_MODELS, type SimParams, type TimedFactor } from './scenarios.js';
 import { MAX_INSTANCES } from './workload.js';
 
 /** The longest run `--minutes` takes: one virtual day. */
 const MAX_MINUTES = 1440;
+
+/**
+ * The shortest run `--minutes` takes (0.0167, a second): when a run takes its first sample of the
+ * rates and the quota. A shorter run has none, and its throughput is its first requests over a
+ * sliver of a minute: 0.001 printed 200 % of the quota with no limiter and with AIMD alike, and
+ * 1e-300 a table of zeros.
+ */
+const MIN_MINUTES = 0.0167;
 
 /** The range of `--quota`, units/min. */
 const MIN_QUOTA = 1;
@@ -122,7 +131,11 @@ export function applyOverrides(params: SimParams, v: Partial<Values>, scenario =
   }
   // A virtual day at most: 15 virtual minutes take about 0.3 s, so 1e9 would run for years in silence.
   set(
-    num('minutes', (x) => x > 0 && x <= MAX_MINUTES, `a number > 0 and <= ${MAX_MINUTES} (a virtual day)`),
+    num(
+      'minutes',
+      (x) => x >= MIN_MINUTES && x <= MAX_MINUTES,
+      `a number from ${MIN_MINUTES} (a second, the first sample of a run) to ${MAX_MINUTES} (a virtual day)`,
+    ),
     (x) => {
       p.minutes = x;
     },
@@ -141,8 +154,12 @@ export function applyOverrides(params: SimParams, v: Partial<Values>, scenario =
     const m = /^(\d+)(?:-(\d+))?$/.exec(v.units.trim());
     const min = m ? Number(m[1]) : Number.NaN;
     const max = m?.[2] !== undefined ? Number(m[2]) : min;
-    if (!(min >= 1 && max >= min))
-      throw new UsageError(`--units: must be N or MIN-MAX (whole, >= 1), received "${v.units}"`);
+    // Past 2^53-1 a number is no longer the whole number written (99999999999999999999 is 1e20).
+    if (!(min >= 1 && max >= min && max <= Number.MAX_SAFE_INTEGER)) {
+      throw new UsageError(
+        `--units: must be N or MIN-MAX (whole, from 1 to ${Number.MAX_SAFE_INTEGER}), received "${v.units}"`,
+      );
+    }
     p.unitsPerRequest = { ...p.unitsPerRequest, min, max };
   }
   set(duration('latency'), (x) => {
@@ -210,10 +227,11 @@ export function applyOverrides(params: SimParams, v: Partial<Values>, scenario =
       else (options[group] as Record<string, number>)[key] = x;
     });
   }
+  // A shared budget's own minimum: each heartbeat is a Redis round trip (see MIN_HEARTBEAT_INTERVAL).
   set(duration('heartbeat-interval'), (x) => {
-    if (!(x > 0)) {
+    if (!(x >= MIN_HEARTBEAT_INTERVAL)) {
       throw new UsageError(
-        `--heartbeat-interval: must be a duration > 0, received "${v['heartbeat-interval']}"`,
+        `--heartbeat-interval: must be a duration of at least ${MIN_HEARTBEAT_INTERVAL} ms, received "${v['heartbeat-interval']}"`,
       );
     }
     p.shared.heartbeatInterval = x;
