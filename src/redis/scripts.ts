@@ -182,7 +182,9 @@ local function check(maxPause)
   end
   -- Times ahead of this clock by more than the slack (the server's clock is behind the one that
   -- wrote them: a failover, a restore) are now; the state, and its learned rate, are kept.
-  for _, field in ipairs({ 'createdAt', 'lastChangeAt', 'lastCutAt', 'pauseFrom' }) do
+  -- seededAt with them: left ahead, a member heard since the seeding (its time made now too)
+  -- would not be heard since it began until this clock caught up (SEEDED).
+  for _, field in ipairs({ 'createdAt', 'lastChangeAt', 'lastCutAt', 'pauseFrom', 'seededAt' }) do
     local at = tonumber(redis.call('HGET', KEYS[1], field))
     if at ~= nil and at > now + SLACK then redis.call('HSET', KEYS[1], field, now) end
   end
