@@ -134,8 +134,11 @@ export class MemoryBudgetStore implements BudgetStore {
 
     let rate = this.#rate;
     const offered = r.initialRate === undefined ? undefined : clampRate(r.initialRate, r.minRate, r.maxRate);
-    // A member heard since the seeding began is heard again: it ends (scripts.ts, SEEDED).
-    if (this.#isSeeded && heardAt !== undefined && heardAt >= this.#seededAt) this.#seeded = undefined;
+    // A member heard since the seeding began is heard again, and no live member was last heard
+    // before it began: it ends (scripts.ts, SEEDED).
+    if (this.#isSeeded && heardAt !== undefined && heardAt >= this.#seededAt && this.#allHeardSinceSeeded()) {
+      this.#seeded = undefined;
+    }
     if (rate === undefined && offered !== undefined) {
       rate = offered;
       this.#seed(now);
@@ -284,6 +287,12 @@ export class MemoryBudgetStore implements BudgetStore {
   #seed(from: number | undefined): void {
     this.#seeded = this.#version;
     if (from !== undefined) this.#seededAt = from;
+  }
+
+  /** Whether every live member was heard since the seeding began. */
+  #allHeardSinceSeeded(): boolean {
+    for (const at of this.#members.values()) if (at < this.#seededAt) return false;
+    return true;
   }
 
   /** Whether the rate is still only what members offered (seeded at this version). */

@@ -248,12 +248,16 @@ end
  * the version, so a proposal computed from the higher rate is stale.
  *
  * It ends at the first proposal, or at the heartbeat of a member already heard since it began
- * (`seededAt`, server ms; a state without it: at any member heard before): by then one whole
- * heartbeat interval has passed, and every member beating as often or more has offered what it
- * knew; a slower member's rate is the older. A budget no proposal changes (every member's demand
- * below its share) would otherwise stay seeded for as long as it lives, and a member joining ten
- * minutes later with an initialUnitsPerMinute of 60 pulled the 6,000 every member shared down to
- * 60. Older builds' scripts ignore both fields (no check rule, never read), and their proposals and
+ * (`seededAt`, server ms; a state without it: at any member heard before) once no live member
+ * was last heard before it began: by then every member has offered what it knew (the :state
+ * evicted alone, a member back from a partition beating every second was heard again before one
+ * beating every 10 s offered the 1,441 it knew, and the 6,000 it offered stayed); with the members
+ * lost too, every member beating as often or more has offered it, and a slower member's rate is
+ * the older.
+ * A member silent since is dropped after its timeout, so the seeding lasts at most that long. A
+ * budget no proposal changes (every member's demand below its share) would otherwise stay seeded
+ * for as long as it lives, and a member joining ten minutes later with an initialUnitsPerMinute
+ * of 60 pulled the 6,000 every member shared down to 60. Older builds' scripts ignore both fields (no check rule, never read), and their proposals and
  * cuts bump the version, which ends it: a budget shared across a rolling deploy is never held at a
  * seeded rate.
  */
@@ -385,9 +389,13 @@ redis.call('HSET', KEYS[3], id, report)
 local rate = tonumber(redis.call('HGET', KEYS[1], 'rate'))
 local offered = nil
 if ARGV[8] ~= '' then offered = clamp(tonumber(ARGV[8]), minRate, maxRate) end
--- A member heard since the seeding began is heard again: it ends (SEEDED).
-if isSeeded() and heardAt ~= nil and heardAt >= (tonumber(redis.call('HGET', KEYS[1], 'seededAt')) or 0) then
-  unseed()
+-- A member heard since the seeding began is heard again, and no live member was last heard
+-- before it began: it ends (SEEDED).
+if isSeeded() and heardAt ~= nil then
+  local seededAt = tonumber(redis.call('HGET', KEYS[1], 'seededAt')) or 0
+  if heardAt >= seededAt and redis.call('ZCOUNT', KEYS[2], '-inf', '(' .. string.format('%d', seededAt)) == 0 then
+    unseed()
+  end
 end
 if rate == nil and offered ~= nil then
   rate = offered
