@@ -127,6 +127,48 @@ describe('a seeded state, a live member not heard since it began (memory store)'
   });
 });
 
+/** The rate after c's 429 (6,000 -> 4,200, from the stale rate it knew) and a's offer of 1,441, in `order`. */
+async function cutAndOffer(order: 'cut first' | 'offer first'): Promise<number | undefined> {
+  const store = new MemoryBudgetStore({ clock: new ManualClock() });
+  const seeded = await store.heartbeat(beat('c', { initialRate: 6_000, minRate: 1 }));
+  const offer = () => store.heartbeat(beat('a', { initialRate: 1_441, minRate: 1 }));
+  const cut = async () => {
+    const at = await store.heartbeat(beat('b', { initialRate: undefined, minRate: 1 }));
+    return store.cut({
+      sentEpoch: 0,
+      from: { generation: seeded.generation, version: at.books?.version ?? 0 },
+      rate: 4_200,
+      rateBefore: 6_000,
+      measured: undefined,
+      record: { rateBefore: 6_000, acceptedRate: 6_000, acceptedRateSincePrevious: undefined },
+      random: 0.25,
+      cooldown: 0,
+      minRate: 1,
+      maxRate: undefined,
+      ttl: HOUR,
+    });
+  };
+  if (order === 'cut first') {
+    await cut();
+    await offer();
+  } else {
+    await offer();
+    await cut();
+  }
+  return Math.round((await store.heartbeat(beat('b', { initialRate: undefined, minRate: 1 }))).rate ?? 0);
+}
+
+describe('a seeded state: a 429 from a stale rate and a lower rate offered, in either order (memory store)', () => {
+  // Not fixed: the same two events leave 1,441 when the 429 reaches the store first (the lower
+  // offer replaces the cut rate: the 429's factor is lost) and 1,009 when the offer does (the cut
+  // is taken from it by the member's factor). Making them agree needs the seeded base the cuts
+  // were taken from kept beside the rate (a new :state field on both stores).
+  it.fails('cut then offer leaves what offer then cut leaves (known: 1,441 against 1,009)', async () => {
+    expect(await cutAndOffer('offer first')).toBe(1_009);
+    expect(await cutAndOffer('cut first')).toBe(1_009);
+  });
+});
+
 describe('a seeded state whose stale member beats faster than the others (memory store)', () => {
   // Not fixed: the state is lost with the members (the memory store, a Redis restart), so the store
   // knows no member not heard since the seeding began; c, beating 10 times as often as a, is heard
