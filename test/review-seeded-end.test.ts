@@ -55,6 +55,23 @@ describeRedis('a seeded state on a server whose clock is behind the one that see
     await store.heartbeat(beat('c', { initialRate: 6_000 })); // heard again since
     expect((await store.heartbeat(beat('a', { initialRate: 1_441 }))).rate).toBe(1_441);
   });
+
+  it('the :state evicted alone: the proposal of a member back from a partition, from the 6,000 it seeded, does not end the seeding before a live member not heard since offers the 1,441 it knew', async () => {
+    const name = `seeded-proposal-${process.pid}`;
+    const store = suite.store(name, 'arl-test:');
+    const state = `arl-test:{${name}}:state`;
+    const members = `arl-test:{${name}}:members`;
+    await store.heartbeat(beat('a', { initialRate: 6_000 }));
+    await store.heartbeat(beat('c', { initialRate: 6_000 }));
+    const [seconds] = await redis.time();
+    await redis.zadd(members, String(Number(seconds) * 1_000 - 1_000), 'a');
+    await redis.del(state);
+    await store.heartbeat(beat('c', { initialRate: undefined })); // back: offers none
+    const seeded = await store.heartbeat(beat('c', { initialRate: 6_000 })); // seeded at 6,000
+    const proposal = { generation: seeded.generation, version: seeded.books?.version ?? 0, rate: 6_120 };
+    expect((await store.heartbeat(beat('c', { initialRate: 6_000, proposal }))).proposed).toBe(true);
+    expect((await store.heartbeat(beat('a', { initialRate: 1_441 }))).rate).toBe(1_441);
+  });
 });
 
 const { member } = sharedMembers('seeded-end-review', { controller: 'aimd', decreaseCooldown: 0 }, [
@@ -122,6 +139,32 @@ describe('a seeded state, a live member not heard since it began (memory store)'
       clock.advance(1_000);
       await store.heartbeat(beat('c', { initialRate: 6_000 })); // the second: heard since it began
     }
+    clock.advance(1_000);
+    expect((await store.heartbeat(beat('a', { initialRate: 1_441 }))).rate).toBe(1_441);
+  });
+
+  it('a proposal from the rate seeded does not end it before the member heard only before offers its lower rate', async () => {
+    const clock = new ManualClock();
+    const store = new MemoryBudgetStore({ clock });
+    await store.heartbeat(beat('a', { initialRate: undefined }));
+    const c0 = await store.heartbeat(beat('c', { initialRate: undefined }));
+    clock.advance(1_000);
+    const cut = await store.cut({
+      sentEpoch: 0,
+      from: { generation: c0.generation, version: c0.books?.version ?? 0 },
+      rate: 4_200,
+      rateBefore: 6_000,
+      measured: undefined,
+      record: { rateBefore: 6_000, acceptedRate: 6_000, acceptedRateSincePrevious: undefined },
+      random: 0.25,
+      cooldown: 0,
+      minRate: 1,
+      maxRate: undefined,
+      ttl: HOUR,
+    });
+    clock.advance(1_000);
+    const proposal = { generation: cut.generation, version: cut.books?.version ?? 0, rate: 4_300 };
+    expect((await store.heartbeat(beat('c', { initialRate: 6_000, proposal }))).proposed).toBe(true);
     clock.advance(1_000);
     expect((await store.heartbeat(beat('a', { initialRate: 1_441 }))).rate).toBe(1_441);
   });

@@ -153,8 +153,11 @@ export class MemoryBudgetStore implements BudgetStore {
       if (r.proposal !== undefined && isCurrent(r.proposal, generation, this.#version)) {
         rate = r.proposal.rate;
         proposed = true;
+        // A proposal ends the seeding once every live member was heard since it began (SEEDED).
+        const seeded = this.#isSeeded;
         this.#changed(now);
-        this.#seeded = undefined;
+        if (seeded && !this.#allHeardSinceSeeded()) this.#seed(undefined);
+        else this.#seeded = undefined;
       }
       rate = clampRate(rate, r.minRate, r.maxRate);
       this.#rate = rate;

@@ -248,10 +248,12 @@ end
  * the version, so a proposal computed from the higher rate is stale.
  *
  * It ends at the first proposal, or at the heartbeat of a member already heard since it began
- * (`seededAt`, server ms; a state without it: at any member heard before) once no live member
+ * (`seededAt`, server ms; a state without it: at any member heard before), once no live member
  * was last heard before it began: by then every member has offered what it knew (the :state
- * evicted alone, a member back from a partition beating every second was heard again before one
- * beating every 10 s offered the 1,441 it knew, and the 6,000 it offered stayed); with the members
+ * evicted alone, a member back from a partition beating every second was heard again, or
+ * proposed 6,120 from the 6,000 it seeded, before one beating every 10 s offered the 1,441 it
+ * knew, and the 6,000 it offered stayed; a proposal before then is taken, and the state stays
+ * seeded at its version); with the members
  * lost too, every member beating as often or more has offered it, and a slower member's rate is
  * the older.
  * A member silent since is dropped after its timeout, so the seeding lasts at most that long. A
@@ -273,6 +275,11 @@ local function seed(from)
 end
 local function unseed()
   redis.call('HDEL', KEYS[1], 'seeded', 'seededAt')
+end
+-- No live member was last heard before the seeding began (the dead are dropped first).
+local function allHeardSinceSeeded()
+  local at = tonumber(redis.call('HGET', KEYS[1], 'seededAt')) or 0
+  return redis.call('ZCOUNT', KEYS[2], '-inf', '(' .. string.format('%d', at)) == 0
 end
 `;
 
@@ -391,11 +398,9 @@ local offered = nil
 if ARGV[8] ~= '' then offered = clamp(tonumber(ARGV[8]), minRate, maxRate) end
 -- A member heard since the seeding began is heard again, and no live member was last heard
 -- before it began: it ends (SEEDED).
-if isSeeded() and heardAt ~= nil then
-  local seededAt = tonumber(redis.call('HGET', KEYS[1], 'seededAt')) or 0
-  if heardAt >= seededAt and redis.call('ZCOUNT', KEYS[2], '-inf', '(' .. string.format('%d', seededAt)) == 0 then
-    unseed()
-  end
+if isSeeded() and heardAt ~= nil and heardAt >= (tonumber(redis.call('HGET', KEYS[1], 'seededAt')) or 0)
+  and allHeardSinceSeeded() then
+  unseed()
 end
 if rate == nil and offered ~= nil then
   rate = offered
@@ -411,8 +416,10 @@ if rate ~= nil then
   if ARGV[13] == gen and tonumber(ARGV[14]) == num('version', 0) then
     rate = tonumber(ARGV[15]) or rate
     proposed = 1
+    -- A proposal ends the seeding once every live member was heard since it began (SEEDED).
+    local seeded = isSeeded()
     changed()
-    unseed()
+    if seeded and not allHeardSinceSeeded() then seed(nil) else unseed() end
   end
   rate = clamp(rate, minRate, maxRate)
   redis.call('HSET', KEYS[1], 'rate', rate)

@@ -91,8 +91,9 @@ export interface HeartbeatRequest {
   /**
    * The whole rate to start from when the store has none: the member's `initialUnitsPerMinute`,
    * or, without one, the rate it last knew (a state lost and made again); `undefined`: unlimited
-   * until a cut. While the state's rate is seeded (since it was made again, no proposal and no
-   * member heard a second time: scripts.ts, SEEDED), the store keeps the lowest rate offered.
+   * until a cut. While the state's rate is seeded (since it was made again, until a proposal or a
+   * member heard a second time, once every live member was heard since: scripts.ts, SEEDED), the
+   * store keeps the lowest rate offered.
    */
   initialRate: number | undefined;
   minRate: number;
