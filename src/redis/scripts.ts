@@ -253,15 +253,15 @@ end
  * evicted alone, a member back from a partition beating every second was heard again, or
  * proposed 6,120 from the 6,000 it seeded, before one beating every 10 s offered the 1,441 it
  * knew, and the 6,000 it offered stayed; a proposal before then is taken, and the state stays
- * seeded at its version); with the members
- * lost too, every member beating as often or more has offered it, and a slower member's rate is
- * the older.
- * A member silent since is dropped after its timeout, so the seeding lasts at most that long. A
- * budget no proposal changes (every member's demand below its share) would otherwise stay seeded
- * for as long as it lives, and a member joining ten minutes later with an initialUnitsPerMinute
- * of 60 pulled the 6,000 every member shared down to 60. Older builds' scripts ignore both fields (no check rule, never read), and their proposals and
- * cuts bump the version, which ends it: a budget shared across a rolling deploy is never held at a
- * seeded rate.
+ * seeded at its version); with the members lost too, every member beating as often or more has
+ * offered it, and a slower member's rate is the older (not one back from a partition beating more
+ * often than the others: it ends it at the rate it knew before). A member silent since is dropped
+ * after its timeout, so the seeding lasts at most that long. A budget no proposal changes (every
+ * member's demand below its share) would otherwise stay seeded for as long as it lives, and a
+ * member joining ten minutes later with an initialUnitsPerMinute of 60 pulled the 6,000 every
+ * member shared down to 60. Older builds' scripts ignore both fields (no check rule, never read),
+ * and their proposals and cuts bump the version, which ends it: a budget shared across a rolling
+ * deploy is never held at a seeded rate.
  */
 const SEEDED = `
 local function isSeeded()
