@@ -113,6 +113,44 @@ async function next(b: SharedBudget, clock: ManualClock) {
   throw new Error('no permit in 20 s');
 }
 
+describeRedis(
+  'a seeded state, a live member not heard since it began (Redis store, as the memory store)',
+  () => {
+    let redis: Redis;
+    const suite = withRedisServer((started) => {
+      redis = started.redis;
+    });
+
+    it('a cut seeds a state with no rate; a proposal and a member heard twice since do not end it before the member heard only before offers 1,441', async () => {
+      const name = `seeded-cut-${process.pid}`;
+      const store = suite.store(name, 'arl-test:');
+      await store.heartbeat(beat('a', { initialRate: undefined }));
+      const c0 = await store.heartbeat(beat('c', { initialRate: undefined }));
+      // a and c were heard a second before c's cut (the server's time does not move here).
+      const [seconds] = await redis.time();
+      for (const id of ['a', 'c'])
+        await redis.zadd(`arl-test:{${name}}:members`, String(Number(seconds) * 1_000 - 1_000), id);
+      const cut = await store.cut({
+        sentEpoch: 0,
+        from: { generation: c0.generation, version: c0.books?.version ?? 0 },
+        rate: 4_200,
+        rateBefore: 6_000,
+        measured: undefined,
+        record: { rateBefore: 6_000, acceptedRate: 6_000, acceptedRateSincePrevious: undefined },
+        random: 0.25,
+        cooldown: 0,
+        minRate: 1,
+        maxRate: undefined,
+        ttl: HOUR,
+      });
+      const proposal = { generation: cut.generation, version: cut.books?.version ?? 0, rate: 4_300 };
+      expect((await store.heartbeat(beat('c', { initialRate: 6_000, proposal }))).proposed).toBe(true);
+      await store.heartbeat(beat('c', { initialRate: 6_000 })); // heard since, again
+      expect((await store.heartbeat(beat('a', { initialRate: 1_441 }))).rate).toBe(1_441);
+    });
+  },
+);
+
 describe('a seeded state, a live member not heard since it began (memory store)', () => {
   it('a member heard twice since the seeding does not end it before the member heard only before offers its lower rate', async () => {
     const clock = new ManualClock();
