@@ -118,9 +118,12 @@ export interface AttemptPlan<T> {
    * alone, the body held the slot taken before it (a body that trickles: its 1 s). Read before the
    * slot, the retry joins the slot's line once it is ready to go: the requests that came
    * meanwhile go first, using the slot it could not use, and its units are still taken after its
-   * slot, next to its send. @default none
+   * slot, next to its send. `waitedMs`: what the request waited so far; a retry the limiter
+   * would refuse at once (a `Retry-After` or a pause past what it leaves of `maxWait`, a queue
+   * full, a closed limiter) reads nothing first (`undefined`): it is refused, and its caller given
+   * the held result, at once. @default none
    */
-  heldBodyRead?(held: T): Promise<void> | undefined;
+  heldBodyRead?(held: T, waitedMs: number): Promise<void> | undefined;
   /** Whether a throttled error may be sent again. @default true */
   canRetryError?(error: unknown): boolean;
   /**
@@ -194,7 +197,9 @@ async function attempts<T>(plan: AttemptPlan<T>, first: Permit | undefined): Pro
       try {
         // The rest of the held body is read first, holding no slot (see `heldBodyRead`).
         const reading =
-          plan.slot !== undefined && held !== undefined ? plan.heldBodyRead?.(held.result) : undefined;
+          plan.slot !== undefined && held !== undefined
+            ? plan.heldBodyRead?.(held.result, waitedMs)
+            : undefined;
         if (reading !== undefined) {
           await reading;
           // Aborted or closed while it read: it ends as a refused or aborted wait does.

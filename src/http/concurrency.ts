@@ -48,6 +48,18 @@ export function slotBound(
   return slotOf(bound, units, waitedMs);
 }
 
+/**
+ * Whether `limiter` would refuse an acquire of `units` now, after `waitedMs` of earlier waits, at
+ * once (see `WaitBound.refusesNow`); `false` for a limiter that does not say, or cannot tell yet.
+ */
+export function refusedAtOnce(limiter: RateLimiter, units: number, waitedMs: number): boolean {
+  const bound = (limiter as { [kWaitBound]?: () => WaitBound | Promise<WaitBound | undefined> | undefined })[
+    kWaitBound
+  ]?.();
+  if (bound === undefined || bound instanceof Promise) return false;
+  return bound.refusesNow?.(units, waitedMs) === true;
+}
+
 function slotOf(bound: WaitBound, units: number, waitedMs: number): SlotBound {
   const slot: {
     -readonly [K in keyof SlotBound]: SlotBound[K];

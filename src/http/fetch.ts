@@ -11,7 +11,7 @@ import type { RateLimiterRegistry } from '../registry/index.js';
 import { type AdapterWait, closedRefusal } from './adapter-close.js';
 import { HELD_BODY_DRAIN_MS, untilSocketReturned } from './attempt.js';
 import { errorOutcome } from './classify.js';
-import { slotBound } from './concurrency.js';
+import { refusedAtOnce, slotBound } from './concurrency.js';
 import { heldBodyEnded, heldBodyRead, holdResponse } from './held-response.js';
 import { heldRefusal, llmAnswer, readRefusal, refusalBody } from './llm-answers.js';
 import { type InterceptorOptions, type OutgoingRequest, resolveInterceptorOptions } from './options.js';
@@ -189,7 +189,9 @@ export function rateLimitedFetch(options: RateLimitedFetchOptions = {}): RateLim
         discard: (r) => dropBody(r.body),
         // With maxConcurrent, the held body is read before the retry's slot (holding none), cutting
         // nothing; the retry then cuts one still coming (see `AttemptPlan.heldBodyRead`).
-        heldBodyRead: (held) => {
+        // A retry the limiter would refuse at once reads nothing first: refused with no wait.
+        heldBodyRead: (held, waitedMs) => {
+          if (refusedAtOnce(limiter, units, waitedMs)) return undefined;
           const clock = runtime.clockOf(route);
           const since = clock.now();
           const reading = heldBodyRead(held, { clock, ms: HELD_BODY_DRAIN_MS }, (stop) =>

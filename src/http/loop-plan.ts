@@ -12,7 +12,7 @@ import {
 } from './attempt.js';
 import type { CallerController } from './caller-controller.js';
 import { dispatcherClosed, errorOutcome } from './classify.js';
-import { slotBound } from './concurrency.js';
+import { refusedAtOnce, slotBound } from './concurrency.js';
 import { type AttemptBodies, bodyNeverSent } from './request-body.js';
 import type { HttpRuntime, Route } from './runtime.js';
 
@@ -147,11 +147,13 @@ export class LoopPlan implements AttemptPlan<Attempt> {
   /**
    * With `maxConcurrent`: the rest of the held answer's body read before the retry's slot, for
    * {@link HELD_BODY_DRAIN_MS} at most, cutting nothing (see `AttemptPlan.heldBodyRead`); or until
-   * the adapter closes or the caller aborts (which ends the held body's read too).
+   * the adapter closes or the caller aborts (which ends the held body's read too). None for a
+   * retry the limiter would refuse at once: it is refused with no wait (see {@link refusedAtOnce}).
    */
-  heldBodyRead(held: Attempt): Promise<void> | undefined {
+  heldBodyRead(held: Attempt, waitedMs: number): Promise<void> | undefined {
     if (!held.held || held.heldToTheEnd) return undefined;
-    const { runtime, route } = this.#request;
+    const { runtime, route, units } = this.#request;
+    if (refusedAtOnce(route.limiter, units, waitedMs)) return undefined;
     const clock = runtime.clockOf(route);
     this.#readSince = clock.now();
     return new Promise<void>((resolve) => {

@@ -966,6 +966,16 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
         return this.#rejection('max-wait', units, `no ${what} within ${left}maxWait ${max} ms`);
       },
       closed: (units) => (this.#closed ? this.#rejection('closed', units, 'closed') : undefined),
+      // The admission checks of `acquire`, telling nobody (another budget's wait is not predicted).
+      refusesNow: (units, waitedMs) => {
+        if (this.#closed) return true;
+        const now = this.#clock.now();
+        const line = this.#line;
+        const waiting = (line?.size ?? 0) + (this.#outside?.waiting ?? 0);
+        if (waiting >= this.#opts.queueLimit) return true;
+        const predicted = this.#bucket.predictWait(units, line?.queuedUnits ?? 0, this.#pause.left(now), now);
+        return predicted > this.#opts.maxWait - waitedMs;
+      },
       onClose: (listener) => {
         if (this.#closed) return;
         this.#outside ??= { waiting: 0, onClose: undefined };

@@ -284,6 +284,20 @@ export class FixedWindowRateLimiter extends LazyEmitter<FixedWindowEventMap> imp
         this.#closed
           ? refusal((e) => this.emit('rejected', e), this.#shownName, 'closed', units, 'closed')
           : undefined,
+      // The checks of `acquire` that refuse at once, telling nobody.
+      refusesNow: (units, waitedMs) => {
+        if (this.#closed) return true;
+        const now = this.#clock.now();
+        this.#drain(now);
+        if (this.#queue.size === 0 && units <= this.#left + EPSILON) return false;
+        let cycle = this.#queue.size === 0 ? this.#cycle : this.#tailCycle;
+        const left = this.#queue.size === 0 ? this.#left : this.#tailLeft;
+        if (units > left + EPSILON) {
+          if (units > this.#limit) return true;
+          cycle++;
+        }
+        return this.#startOf(cycle) - now > this.#timeout - waitedMs;
+      },
       onClose: (listener) => {
         if (this.#closed) return;
         this.#onClose ??= new Set();

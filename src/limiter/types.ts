@@ -176,6 +176,13 @@ export interface WaitBound {
    * is closed): a wait outside the line is then refused with {@link closed}.
    */
   onClose?(listener: () => void): void;
+  /**
+   * Whether an acquire of `units` now, after `waitedMs` of earlier waits, would be refused at
+   * once (closed, its line full, a predicted wait past what is left of `maxWait`), telling
+   * nobody: a retry that will be refused reads no held body first (see `AttemptPlan.heldBodyRead`).
+   * Absent: a limiter that does not say (taken as `false`).
+   */
+  refusesNow?(units: number, waitedMs: number): boolean;
 }
 
 /** The interface both limiter kinds share. */

@@ -1,0 +1,243 @@
+import { once } from 'node:events';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Agent, request, fetch as undiciFetch } from 'undici';
+import { describe, expect, it } from 'vitest';
+import { ManualClock } from '../src/clock.js';
+import { refusedAtOnce } from '../src/http/concurrency.js';
+import { rateLimitedFetch } from '../src/http/fetch.js';
+import { FixedWindowRateLimiter } from '../src/limiter/fixed-window.js';
+import type { RateLimiter } from '../src/limiter/types.js';
+import { CountingLimiter } from './helpers/counting-limiter.js';
+import { cleanups, limit, NEVER_BINDS } from './helpers/interceptor-fixtures.js';
+import { until } from './helpers/rate-limited-server.js';
+import { settled } from './helpers/settled.js';
+import { failOnUnhandledRejections } from './helpers/unhandled.js';
+
+// Regression: with `maxConcurrent`, the retry of a 429 whose body was still coming read the rest
+// of that body (up to 1 s on the limiter's clock) before it waited for its slot and its units, even
+// when the limiter would refuse it at once (a Retry-After longer than maxWait, a pause past
+// maxWait, a queue full): the caller got its 429 only once the body ended or the 1 s was up, where
+// it got it at once before. A retry the limiter refuses at once now reads nothing first. Real
+// node:http server, real undici Agent, ManualClock never advanced (the answer comes with no step).
+
+failOnUnhandledRejections();
+
+type Kind = 'interceptor' | 'fetch wrapper (undici fetch)' | "fetch wrapper (Node's fetch)";
+const KINDS: Kind[] = ['interceptor', 'fetch wrapper (undici fetch)', "fetch wrapper (Node's fetch)"];
+
+/** The caller's view of an answer: its status at once, its body when asked. */
+interface Answer {
+  status: number;
+  text(): Promise<string>;
+}
+
+function client(
+  kind: Kind,
+  origin: string,
+  clock: ManualClock,
+  options: { maxConcurrent?: number; maxWait?: number; queueLimit?: number },
+) {
+  const { maxConcurrent, ...rest } = options;
+  const limiter = new CountingLimiter({ clock, ...NEVER_BINDS, ...rest });
+  cleanups.push(() => limiter.close());
+  const limiters = {
+    x: { origins: [origin], limiter, ...(maxConcurrent === undefined ? {} : { maxConcurrent }) },
+  };
+  const agent = new Agent();
+  cleanups.push(() => agent.destroy());
+  if (kind === 'interceptor') {
+    const rl = limit({ limiters, default: false, clock });
+    const dispatcher = agent.compose(rl);
+    return {
+      limiter,
+      send: async (path: string): Promise<Answer> => {
+        const r = await request(`${origin}${path}`, { dispatcher });
+        return { status: r.statusCode, text: () => r.body.text() };
+      },
+    };
+  }
+  const limited = rateLimitedFetch({
+    limiters,
+    default: false,
+    clock,
+    ...(kind === "fetch wrapper (Node's fetch)"
+      ? {}
+      : {
+          fetch: (input, init) =>
+            undiciFetch(
+              input as string,
+              { ...init, dispatcher: agent } as never,
+            ) as unknown as Promise<Response>,
+        }),
+  });
+  cleanups.push(() => limited.close());
+  return {
+    limiter,
+    send: async (path: string): Promise<Answer> => {
+      const r = await limited(`${origin}${path}`);
+      return { status: r.status, text: () => r.text() };
+    },
+  };
+}
+
+/**
+ * `/slow*`: its first request a 429 (`Retry-After` from `?ra=`, default 0) whose body trickles
+ * until `end(path)`; `/held*`: answered 200 when `answer(path)` is called; anything else 200 at once.
+ */
+async function server() {
+  const arrivals: string[] = [];
+  const ends = new Map<string, () => void>();
+  const answers = new Map<string, () => void>();
+  const seen = new Map<string, number>();
+  const srv = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      const url = new URL(req.url ?? '/', 'http://x');
+      const path = url.pathname;
+      arrivals.push(path);
+      const n = (seen.get(path) ?? 0) + 1;
+      seen.set(path, n);
+      if (path.startsWith('/slow') && n === 1) {
+        const head = () =>
+          res.writeHead(429, {
+            'retry-after': url.searchParams.get('ra') ?? '0',
+            'content-type': 'text/plain',
+          });
+        if (url.searchParams.has('short')) {
+          head();
+          return void res.end('x');
+        }
+        if (url.searchParams.has('hold')) {
+          // Answered when told, its body then trickling as any other's.
+          answers.set(path, () => {
+            head();
+            res.write('x');
+            const drip = setInterval(() => res.write('x'), 5);
+            res.on('close', () => clearInterval(drip));
+            ends.set(path, () => {
+              clearInterval(drip);
+              res.end('x');
+            });
+          });
+          return;
+        }
+        head();
+        res.write('x');
+        const drip = setInterval(() => res.write('x'), 5);
+        res.on('close', () => clearInterval(drip));
+        ends.set(path, () => {
+          clearInterval(drip);
+          res.end('x');
+        });
+      } else if (path.startsWith('/held')) {
+        answers.set(path, () => res.writeHead(200).end('ok'));
+      } else {
+        res.writeHead(200).end('ok');
+      }
+    });
+  });
+  srv.listen(0, '127.0.0.1');
+  await once(srv, 'listening');
+  cleanups.push(async () => {
+    srv.closeAllConnections();
+    await new Promise<void>((resolve) => srv.close(() => resolve()));
+  });
+  return {
+    origin: `http://127.0.0.1:${(srv.address() as AddressInfo).port}`,
+    arrivals,
+    end: (path: string) => ends.get(path)?.(),
+    answer: (path: string) => answers.get(path)?.(),
+  };
+}
+
+describe.each(KINDS)('%s: a retry refused at once reads no body first', (kind) => {
+  it('Retry-After longer than maxWait, body that never ends, maxConcurrent: 1: the 429 comes with no step of the clock', async () => {
+    const clock = new ManualClock();
+    const s = await server();
+    const c = client(kind, s.origin, clock, { maxConcurrent: 1, maxWait: 5_000 });
+    const rejected: string[] = [];
+    c.limiter.on('rejected', (e) => rejected.push(e.reason));
+    const a = settled(c.send('/slow?ra=10'));
+    await until(() => a.done, 'the 429 to reach its caller (clock never advanced)', 2_000);
+    expect(a.value?.status).toBe(429);
+    expect(rejected).toEqual(['max-wait']);
+    s.end('/slow');
+    // Its body whole, not cut.
+    expect(await a.value?.text()).toMatch(/^x{2,}$/);
+    expect(s.arrivals).toEqual(['/slow']);
+    expect(c.limiter.open).toBe(0);
+  });
+
+  it('the queue full (queueLimit: 1, one waiting in the line through a 3 s pause): the 429 comes with no step of the clock', async () => {
+    const clock = new ManualClock();
+    const s = await server();
+    const c = client(kind, s.origin, clock, { maxConcurrent: 2, queueLimit: 1 });
+    const rejected: string[] = [];
+    c.limiter.on('rejected', (e) => rejected.push(e.reason));
+    const a = settled(c.send('/slowA?hold=1'));
+    await until(() => s.arrivals.length === 1, 'the first request at the server');
+    // A 429 whose body ended pauses the limiter 3 s: its retry waits in the line, which is then full.
+    const p = settled(c.send('/slowP?ra=3&short=1'));
+    await until(() => s.arrivals.length === 2 && c.limiter.snapshot().queued === 1, 'the retry in the line');
+    s.answer('/slowA');
+    await until(() => a.done, 'the 429 to reach its caller (clock never advanced)', 2_000);
+    expect(a.value?.status).toBe(429);
+    expect(rejected).toEqual(['queue-full']);
+    s.end('/slowA');
+    expect(await a.value?.text()).toMatch(/^x{2,}$/);
+    clock.advance(3_000);
+    await until(() => p.done, 'the paused retry answered');
+    expect(p.value?.status).toBe(200);
+    expect(s.arrivals).toEqual(['/slowA', '/slowP', '/slowP']);
+    expect(c.limiter.open).toBe(0);
+  });
+});
+
+describe('refusedAtOnce: what the limiter tells before a retry reads its body', () => {
+  /** Whether `acquire` rejects at once (a settled rejection within a few microtasks). */
+  async function refusedByAcquire(limiter: RateLimiter, units: number, waitedMs: number): Promise<boolean> {
+    const outcome = settled(limiter.acquire(units, { waitedMs }));
+    for (let i = 0; i < 10; i++) await Promise.resolve();
+    if (outcome.value !== undefined) outcome.value.success();
+    return outcome.error !== undefined;
+  }
+
+  it('a fixed-window limiter: as its acquire, for a full cycle, the next one past timeoutDuration, more than the limit, closed', async () => {
+    const clock = new ManualClock();
+    const limiter = new FixedWindowRateLimiter({
+      limitForPeriod: 2,
+      limitRefreshPeriod: 1_000,
+      timeoutDuration: 500,
+      clock,
+    });
+    limiter.on('rejected', () => {});
+    expect(refusedAtOnce(limiter, 1, 0)).toBe(false);
+    expect(refusedAtOnce(limiter, 3, 0)).toBe(true); // more than the limit: never served
+    expect(await refusedByAcquire(limiter, 3, 0)).toBe(true);
+    (await limiter.acquire(1)).success();
+    (await limiter.acquire(1)).success();
+    // The cycle is spent: the next starts in 1,000 ms, past 500.
+    expect(refusedAtOnce(limiter, 1, 0)).toBe(true);
+    expect(await refusedByAcquire(limiter, 1, 0)).toBe(true);
+    clock.advance(600); // 400 ms to the next cycle: within 500, not within the 300 left of it
+    expect(refusedAtOnce(limiter, 1, 200)).toBe(true);
+    expect(await refusedByAcquire(limiter, 1, 200)).toBe(true);
+    expect(refusedAtOnce(limiter, 1, 0)).toBe(false);
+    limiter.close();
+    expect(refusedAtOnce(limiter, 1, 0)).toBe(true);
+  });
+
+  it('an adaptive limiter: a Retry-After pause past what is left of maxWait, closed; not within it', async () => {
+    const clock = new ManualClock();
+    const limiter = new CountingLimiter({ clock, ...NEVER_BINDS, maxWait: 5_000 });
+    limiter.on('rejected', () => {});
+    expect(refusedAtOnce(limiter, 1, 0)).toBe(false);
+    (await limiter.acquire(1)).throttled(4_000);
+    expect(refusedAtOnce(limiter, 1, 0)).toBe(false);
+    expect(refusedAtOnce(limiter, 1, 2_000)).toBe(true);
+    expect(await refusedByAcquire(limiter, 1, 2_000)).toBe(true);
+    limiter.close();
+    expect(refusedAtOnce(limiter, 1, 0)).toBe(true);
+  });
+});
