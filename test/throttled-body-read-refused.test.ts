@@ -85,8 +85,10 @@ function client(
  * `/slow*`: its first request a 429 (`Retry-After` from `?ra=`, default 0) whose body trickles
  * until `end(path)`; `/held*`: answered 200 when `answer(path)` is called; anything else 200 at once.
  */
-async function server() {
+async function server(granted: () => number = () => 0) {
   const arrivals: string[] = [];
+  /** `granted()` as each request arrived. */
+  const grants: number[] = [];
   const ends = new Map<string, () => void>();
   const answers = new Map<string, () => void>();
   const seen = new Map<string, number>();
@@ -96,6 +98,7 @@ async function server() {
       const url = new URL(req.url ?? '/', 'http://x');
       const path = url.pathname;
       arrivals.push(path);
+      grants.push(granted());
       const n = (seen.get(path) ?? 0) + 1;
       seen.set(path, n);
       if (path.startsWith('/slow') && n === 1) {
@@ -146,6 +149,7 @@ async function server() {
   return {
     origin: `http://127.0.0.1:${(srv.address() as AddressInfo).port}`,
     arrivals,
+    grants,
     end: (path: string) => ends.get(path)?.(),
     answer: (path: string) => answers.get(path)?.(),
   };
@@ -191,6 +195,59 @@ describe.each(KINDS)('%s: a retry refused at once reads no body first', (kind) =
     expect(p.value?.status).toBe(200);
     expect(s.arrivals).toEqual(['/slowA', '/slowP', '/slowP']);
     expect(c.limiter.open).toBe(0);
+  });
+});
+
+describe.each(KINDS)('%s without maxConcurrent: a retry reads its 429 body before its units', (kind) => {
+  // Not fixed: without maxConcurrent the retry still takes its units first and reads the body
+  // after (up to 1 s from the grant), its units granted and idle meanwhile. Reading first there
+  // too (one rule for both) also moves the read's 1 s from the grant to the 429 (a Retry-After: 1
+  // whose body ends within 2 s would then be cut) and changes what the tests of the read without
+  // a slot wait for (the retry's grant before the body ends): a change of its own.
+  it.fails('a body that trickles: the retry takes no units while it reads; a request sent meanwhile goes with its own', async () => {
+    const clock = new ManualClock();
+    let limiter: CountingLimiter | undefined;
+    const s = await server(() => limiter?.granted ?? 0);
+    const c = client(kind, s.origin, clock, {});
+    limiter = c.limiter;
+    const a = settled(c.send('/slow'));
+    await until(() => s.arrivals.length === 1, 'the 429');
+    const b = settled(c.send('/b'));
+    await until(() => b.done, 'the request sent meanwhile answered');
+    // The retry reads the body: its units are not taken yet.
+    expect(limiter.granted).toBe(2);
+    clock.advance(1_000); // the read's 1 s: the body is cut, the retry takes its units and goes
+    await until(() => a.done, 'the retry answered');
+    expect([a.value?.status, b.value?.status]).toEqual([200, 200]);
+    expect(s.arrivals).toEqual(['/slow', '/b', '/slow']);
+    // The units of each were taken as it went: the retry's the third.
+    expect(s.grants).toEqual([1, 2, 3]);
+    expect(limiter.open).toBe(0);
+  });
+
+  it('a body that ends at once: the retry goes with no step of the clock, its units taken at once', async () => {
+    const clock = new ManualClock();
+    let limiter: CountingLimiter | undefined;
+    const s = await server(() => limiter?.granted ?? 0);
+    const c = client(kind, s.origin, clock, {});
+    limiter = c.limiter;
+    const a = settled(c.send('/slow?short=1'));
+    await until(() => a.done, 'the retry answered (clock never advanced)', 2_000);
+    expect(a.value?.status).toBe(200);
+    expect(s.arrivals).toEqual(['/slow', '/slow']);
+    expect(s.grants).toEqual([1, 2]);
+  });
+
+  it('a Retry-After longer than maxWait, a body that never ends: the 429 comes at once, its body whole', async () => {
+    const clock = new ManualClock();
+    const s = await server();
+    const c = client(kind, s.origin, clock, { maxWait: 5_000 });
+    const a = settled(c.send('/slow?ra=10'));
+    await until(() => a.done, 'the 429 to reach its caller (clock never advanced)', 2_000);
+    expect(a.value?.status).toBe(429);
+    s.end('/slow');
+    expect(await a.value?.text()).toMatch(/^x{2,}$/);
+    expect(s.arrivals).toEqual(['/slow']);
   });
 });
 
