@@ -51,8 +51,8 @@ function client(
     const dispatcher = agent.compose(rl);
     return {
       limiter,
-      send: async (path: string): Promise<Answer> => {
-        const r = await request(`${origin}${path}`, { dispatcher });
+      send: async (path: string, method = 'GET'): Promise<Answer> => {
+        const r = await request(`${origin}${path}`, { dispatcher, method });
         return { status: r.statusCode, text: () => r.body.text() };
       },
     };
@@ -74,8 +74,8 @@ function client(
   cleanups.push(() => limited.close());
   return {
     limiter,
-    send: async (path: string): Promise<Answer> => {
-      const r = await limited(`${origin}${path}`);
+    send: async (path: string, method = 'GET'): Promise<Answer> => {
+      const r = await limited(`${origin}${path}`, { method });
       return { status: r.status, text: () => r.text() };
     },
   };
@@ -101,7 +101,8 @@ async function server(granted: () => number = () => 0) {
       grants.push(granted());
       const n = (seen.get(path) ?? 0) + 1;
       seen.set(path, n);
-      if (path.startsWith('/slow') && n === 1) {
+      const times = Number(url.searchParams.get('times') ?? '1');
+      if (path.startsWith('/slow') && n <= times) {
         const head = () =>
           res.writeHead(429, {
             'retry-after': url.searchParams.get('ra') ?? '0',
@@ -126,6 +127,12 @@ async function server(granted: () => number = () => 0) {
           return;
         }
         head();
+        if (url.searchParams.has('big')) res.write('y'.repeat(100 * 1024));
+        if (url.searchParams.has('fail')) {
+          res.write('x');
+          ends.set(path, () => res.destroy());
+          return;
+        }
         res.write('x');
         const drip = setInterval(() => res.write('x'), 5);
         res.on('close', () => clearInterval(drip));
@@ -195,6 +202,83 @@ describe.each(KINDS)('%s: a retry refused at once reads no body first', (kind) =
     expect(p.value?.status).toBe(200);
     expect(s.arrivals).toEqual(['/slowA', '/slowP', '/slowP']);
     expect(c.limiter.open).toBe(0);
+  });
+});
+
+describe.each(KINDS)('%s at maxConcurrent: 1: more reads before a retry', (kind) => {
+  it('a body that fails mid-read (socket destroyed): the retry goes at once, no step of the clock', async () => {
+    const clock = new ManualClock();
+    const s = await server();
+    const c = client(kind, s.origin, clock, { maxConcurrent: 1 });
+    const a = settled(c.send('/slow?fail=1'));
+    await until(() => s.arrivals.length === 1, 'the 429');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    s.end('/slow');
+    await until(() => a.done, 'the retry answered (clock never advanced)', 2_000);
+    expect(a.value?.status).toBe(200);
+    expect(s.arrivals).toEqual(['/slow', '/slow']);
+    expect(c.limiter.open).toBe(0);
+  });
+
+  it('a body past the 64 KiB cap: cut there, the retry goes at once, no step of the clock', async () => {
+    const clock = new ManualClock();
+    const s = await server();
+    const c = client(kind, s.origin, clock, { maxConcurrent: 1 });
+    const a = settled(c.send('/slow?big=1'));
+    await until(() => a.done, 'the retry answered (clock never advanced)', 2_000);
+    expect(a.value?.status).toBe(200);
+    expect(s.arrivals).toEqual(['/slow', '/slow']);
+    expect(c.limiter.open).toBe(0);
+  });
+
+  it('two 429s in a row, each trickling without end: one 1 s step each, the slot never passed', async () => {
+    const clock = new ManualClock();
+    let limiter: CountingLimiter | undefined;
+    const s = await server(() => limiter?.granted ?? 0);
+    const c = client(kind, s.origin, clock, { maxConcurrent: 1 });
+    limiter = c.limiter;
+    const a = settled(c.send('/slow?times=2'));
+    await until(() => s.arrivals.length === 1, 'the first 429');
+    await new Promise((resolve) => setTimeout(resolve, 20)); // its headers at the client, the read begun
+    clock.advance(1_000);
+    await until(() => s.arrivals.length === 2, 'the first retry (a 429 again)');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(a.done).toBe(false);
+    clock.advance(1_000);
+    await until(() => a.done, 'the second retry answered');
+    expect(a.value?.status).toBe(200);
+    expect(s.grants).toEqual([1, 2, 3]);
+    expect(limiter.open).toBe(0);
+  });
+
+  it('maxAttempts reached: the last 429 reaches its caller at once, its body whole, nothing read first', async () => {
+    const clock = new ManualClock();
+    const s = await server();
+    const limiter = new CountingLimiter({ clock, ...NEVER_BINDS });
+    cleanups.push(() => limiter.close());
+    const rl = limit({
+      limiters: { x: { origins: [s.origin], limiter, maxConcurrent: 1 } },
+      default: false,
+      clock,
+      maxAttempts: 1,
+    } as never);
+    const agent = new Agent();
+    cleanups.push(() => agent.destroy());
+    const r = await request(`${s.origin}/slow`, { dispatcher: agent.compose(rl) });
+    expect(r.statusCode).toBe(429);
+    s.end('/slow');
+    expect(await r.body.text()).toMatch(/^x{2,}$/);
+    expect(s.arrivals).toEqual(['/slow']);
+  });
+
+  it('a HEAD answered 429 (its body never ending for a GET): no body to read, the retry goes at once', async () => {
+    const clock = new ManualClock();
+    const s = await server();
+    const c = client(kind, s.origin, clock, { maxConcurrent: 1 });
+    const a = settled(c.send('/slow?short=1', 'HEAD'));
+    await until(() => a.done, 'answered (clock never advanced)', 2_000);
+    expect(a.value?.status).toBe(200);
+    expect(s.arrivals).toEqual(['/slow', '/slow']);
   });
 });
 
