@@ -48,6 +48,42 @@ describe('parseConfig: booleans written as strings in an appsettings.json sectio
     ]);
   });
 
+  it('reads "false" for a field that takes a number or false (SlowStart) and for Default', () => {
+    // SlowStart (10, or false: none) was read as a number field only, and `default` (an object,
+    // or false) as an object level only: both refused "false" as `must be ... or false (received
+    // "false")`, where .NET's binder (and an environment variable) gives every value as a string.
+    const config = parseConfig({
+      AdaptiveRateLimiting: {
+        Default: 'False',
+        Limiters: {
+          a: { Origins: origins, SlowStart: ' false ' },
+          b: { Origins: ['https://b.example.com'], SlowStart: '5' },
+        },
+      },
+    });
+    expect(config.default).toBe(false);
+    expect(config.limiters.a?.slowStart).toBe(false);
+    expect(config.limiters.b?.slowStart).toBe(5);
+  });
+
+  it('tells "true" for a field that takes false alone as it was written, not as the boolean true', () => {
+    // `Headers: "True"` was told `(received true)`: the string read as a boolean, then refused.
+    const error = configError(() =>
+      parseConfig({
+        AdaptiveRateLimiting: {
+          Default: 'true',
+          Limiters: { a: { Origins: origins, Headers: 'True', PartitionBy: 'true', SlowStart: 'TRUE' } },
+        },
+      }),
+    );
+    expect(error.issues.map((i) => [i.path, i.received])).toEqual([
+      ['AdaptiveRateLimiting.Limiters.a.SlowStart', 'TRUE'],
+      ['AdaptiveRateLimiting.Limiters.a.PartitionBy', 'true'],
+      ['AdaptiveRateLimiting.Limiters.a.Headers', 'True'],
+      ['AdaptiveRateLimiting.Default', 'true'],
+    ]);
+  });
+
   it('leaves our own JSON as it was: a boolean there is a boolean, not a string', () => {
     const error = configError(() =>
       parseConfig({

@@ -41,7 +41,10 @@ export function isDotnetSection(section: unknown, prefix: readonly string[]): bo
 export interface Level {
   /** Lower-case key to its canonical (camelCase) spelling. */
   keys: ReadonlyMap<string, string>;
-  /** The canonical keys whose value is a number (whole or not), a list of them, a boolean, or a duration (see {@link dotnetValue}). */
+  /**
+   * The canonical keys whose value is a number (whole or not), a list of them, a boolean, `false`
+   * alone or beside a number or an object, or a duration (see {@link dotnetValue}).
+   */
   kinds: ReadonlyMap<string, Kind>;
   /** Keys whose value is an object of this kind. */
   objects?: Readonly<Record<string, Level>>;
@@ -49,8 +52,21 @@ export interface Level {
   records?: Readonly<Record<string, Level>>;
 }
 
-/** What a key's value is, for the values .NET's binder reads from strings (`whole`: an `int`). */
-type Kind = 'number' | 'numbers' | 'whole' | 'wholes' | 'boolean' | 'duration';
+/**
+ * What a key's value is, for the values .NET's binder reads from strings (`whole`: an `int`):
+ * `'false'` a field that takes `false` but not `true` (`headers`, `partitionBy`, `default`),
+ * `'number-or-false'` / `'whole-or-false'` one that takes a number or `false` (`slowStart`).
+ */
+type Kind =
+  | 'number'
+  | 'numbers'
+  | 'whole'
+  | 'wholes'
+  | 'boolean'
+  | 'false'
+  | 'number-or-false'
+  | 'whole-or-false'
+  | 'duration';
 
 export function level(schema: { shape: object }, more: Omit<Level, 'keys' | 'kinds'> = {}): Level {
   const kinds = new Map<string, Kind>();
@@ -62,9 +78,9 @@ export function level(schema: { shape: object }, more: Omit<Level, 'keys' | 'kin
 }
 
 /**
- * Whether a field's schema takes a number (`whole` with `.int()`), a list of numbers, a boolean
- * (`false` among its options counts: `headers`, `partitionBy`), or a duration (`durationSchema`),
- * under its wrappers.
+ * Whether a field's schema takes a number (`whole` with `.int()`), a list of numbers, a boolean,
+ * `false` (among its options: `headers`, `partitionBy`, `default`; beside a number: `slowStart`),
+ * or a duration (`durationSchema`), under its wrappers.
  */
 function valueKind(field: unknown): Kind | undefined {
   let node = field as z.ZodType | undefined;
@@ -80,15 +96,16 @@ function valueKind(field: unknown): Kind | undefined {
       values?: unknown[];
     };
     if (def.type === 'number') return (node as z.ZodNumber).isInt ? 'whole' : 'number';
-    if (def.type === 'boolean' || (def.type === 'literal' && def.values?.includes(false))) return 'boolean';
-    // A number or a literal (`maxUnitsPerMinute`: a number, or Infinity; `slowStart`: a whole
-    // number, or false): a number.
+    if (def.type === 'boolean') return 'boolean';
+    if (def.type === 'literal' && def.values?.includes(false)) return 'false';
+    // A number or a literal (`maxUnitsPerMinute`: a number, or Infinity): a number; a number or
+    // false (`slowStart`: a whole number, or false): both read.
     if (def.type === 'union') {
       const kinds = def.options?.map(valueKind) ?? [];
-      return (
-        kinds.find((k) => k === 'number' || k === 'whole') ??
-        (kinds.includes('boolean') ? 'boolean' : undefined)
-      );
+      const orFalse = kinds.includes('false') || kinds.includes('boolean');
+      if (kinds.includes('whole')) return orFalse ? 'whole-or-false' : 'whole';
+      if (kinds.includes('number')) return orFalse ? 'number-or-false' : 'number';
+      return kinds.includes('boolean') ? 'boolean' : kinds.includes('false') ? 'false' : undefined;
     }
     if (def.type === 'array') {
       const element = valueKind(def.element);
@@ -113,6 +130,8 @@ export const NUMBER_TEXT = /^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$/;
 const WHOLE_TEXT = /^\s*[+-]?\d+\s*$/;
 /** A boolean as .NET's `bool.Parse` reads one from a string: `true` or `false` in any case, spaces around. */
 const BOOLEAN_TEXT = /^\s*(?:true|false)\s*$/i;
+/** `false` as {@link BOOLEAN_TEXT} reads it. */
+const FALSE_TEXT = /^\s*false\s*$/i;
 /** A duration written as a bare number in a string: .NET's `TimeSpan` reads `"30"` as 30 days. */
 const BARE_DURATION = /^\s*\d+(?:\.\d+)?\s*$/;
 
@@ -134,9 +153,11 @@ function dotnetValue(
     return value.map((item, i) => dotnetValue(item, each, [...path, String(i)], issues));
   }
   if (typeof value !== 'string') return value;
-  if (kind === 'number' && NUMBER_TEXT.test(value.trim())) return Number(value.trim());
-  if (kind === 'whole' && WHOLE_TEXT.test(value)) return Number(value.trim());
-  if (kind === 'whole' && NUMBER_TEXT.test(value.trim())) {
+  const number = kind === 'number' || kind === 'number-or-false';
+  const whole = kind === 'whole' || kind === 'whole-or-false';
+  if (number && NUMBER_TEXT.test(value.trim())) return Number(value.trim());
+  if (whole && WHOLE_TEXT.test(value)) return Number(value.trim());
+  if (whole && NUMBER_TEXT.test(value.trim())) {
     issues.push({
       path: configPath(path),
       message: `must be a whole number written in digits, as .NET's binder reads an int: it refuses a decimal point or an exponent`,
@@ -146,6 +167,10 @@ function dotnetValue(
   // `"FailClosed": "true"` (an environment variable's value is always a string): refused as
   // `must be true or false (received "true")`, where .NET's binder reads it as true.
   if (kind === 'boolean' && BOOLEAN_TEXT.test(value)) return value.trim().toLowerCase() === 'true';
+  // A field that takes false but not true (`"SlowStart": "false"`, `"Default": "false"`): only
+  // "false" is read; "True" stays the string it was, refused as written (not as `true`).
+  if ((kind === 'false' || kind === 'number-or-false' || kind === 'whole-or-false') && FALSE_TEXT.test(value))
+    return false;
   if (kind === 'duration' && BARE_DURATION.test(value)) {
     const n = value.trim();
     issues.push({
@@ -191,7 +216,9 @@ export function canonicalKeys(
     // Own keys only: `constructor` or `hasOwnProperty` is an unknown key, not a level.
     const objectLevel = ownValue(lvl.objects, name);
     const recordLevel = ownValue(lvl.records, name);
-    if (objectLevel) out[name] = canonicalKeys(v, objectLevel, written, issues, [...path, key], dotnet);
+    // An object level given no object (`"Default": "false"`) is read as any other value.
+    if (objectLevel && isRecord(v))
+      out[name] = canonicalKeys(v, objectLevel, written, issues, [...path, key], dotnet);
     else if (recordLevel && isRecord(v)) {
       // In a .NET section, names (limiters, budgets) are keys that ignore case as every other.
       const names = new Map<string, string>();
