@@ -33,6 +33,15 @@ describe('simulate: a flag without its value', () => {
     );
   });
 
+  it('names the flag given before `--`, the end of the flags, as one without its value', async () => {
+    // `--quota --` was Node's "Option '--quota' argument is ambiguous. Did you forget ...".
+    const { code, stderr } = await cli([...quick, '--quota', '--']);
+    expect(code).toBe(2);
+    expect(stderr.split('\n')[0]).toBe(
+      'simulate: --quota: must be given a value (--quota VALUE or --quota=VALUE), received none',
+    );
+  });
+
   it('still reads a negative number as the value (the flag then tells its range)', async () => {
     const { code, stderr } = await cli(['--quota', '-5', ...quick]);
     expect(code).toBe(2);

@@ -171,7 +171,8 @@ function parseTokens(args: readonly string[]) {
 /**
  * A flag that takes a value given without one, last (`--quota`) or before another flag
  * (`--scenario --json`): parseArgs said `Option '--quota <value>' argument missing` or called it
- * ambiguous, naming neither what the flag must be given nor what it received. A value that starts
+ * ambiguous, naming neither what the flag must be given nor what it received; so was one before
+ * `--`, the end of the flags (`--quota --`), which gives none. A value that starts
  * with a dash and is no flag (`--quota -5`, `--quota -`) is the flag's value, for its own check.
  */
 function refuseMissingValues(args: readonly string[]): void {
@@ -180,7 +181,8 @@ function refuseMissingValues(args: readonly string[]): void {
     if (arg === '--') return;
     const option = (OPTIONS as Record<string, { type: string }>)[arg.slice(2)];
     if (!arg.startsWith('--') || option?.type !== 'string') continue;
-    const next = args[i + 1];
+    // `--` ends the flags: what follows it is no value (`--quota --` was "argument is ambiguous").
+    const next = args[i + 1] === '--' ? undefined : args[i + 1];
     if (next !== undefined && !/^-(?:-.|[A-Za-z])/.test(next)) {
       i++;
       continue;
