@@ -195,6 +195,21 @@ describe('parseConfig: a budget of a limiter reads its fields as the limiter doe
     });
   });
 
+  it("refuses a budget's bare number in a string in an appsettings.json section, as the limiter's", () => {
+    // Read as 1,500 ms while a budget took the code's schema; .NET's TimeSpan reads it as 1,500 days.
+    const error = configError(() =>
+      parseConfig({
+        AdaptiveRateLimiting: {
+          Limiters: { a: { Origins: origins, Reserve: '1500', Budgets: { Tokens: { Reserve: '1500' } } } },
+        },
+      }),
+    );
+    expect(error.issues.map((i) => i.path)).toEqual([
+      'AdaptiveRateLimiting.Limiters.a.Reserve',
+      'AdaptiveRateLimiting.Limiters.a.Budgets.Tokens.Reserve',
+    ]);
+  });
+
   it('still names a bad value in a budget', () => {
     const error = configError(() => limiter({ reserve: '1.5 sec', burst: 'smooth' }));
     expect(error.issues.map((i) => [i.path, i.message, i.received])).toEqual([
