@@ -163,6 +163,38 @@ describe('loadConfig: a file that is not JSON', () => {
   });
 });
 
+describe('loadConfig: the text at a syntax error, as its message shows it', () => {
+  async function received(text: string): Promise<unknown> {
+    const dir = await mkdtemp(join(tmpdir(), 'arl-config-secret-'));
+    try {
+      const file = join(dir, 'appsettings.json');
+      await writeFile(file, text);
+      const error = await loadConfig(file).catch((e: unknown) => e);
+      if (!(error instanceof ConfigError)) throw new Error(`expected a ConfigError, got ${String(error)}`);
+      expect(error.issues).toHaveLength(1);
+      expect(error.message).not.toContain('hunter2');
+      return error.issues[0]?.received;
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  }
+
+  it("shows none of a string's text, nor a credential's value: an appsettings.json's other sections hold secrets", async () => {
+    // A string not closed was shown to the end of its line (`"Server=db;Password=hunter2;...`),
+    // 5,000 characters of a one-line file; an unquoted secret (`"Password": hunter2`) whole.
+    const connection =
+      '{\n  "ConnectionStrings": { "Db": "Server=db;Password=hunter2;Encrypt=true },\n  "AdaptiveRateLimiting": {}\n}';
+    expect(await received(connection)).toBe('"...');
+    expect(await received('{ "Smtp": { "Password": hunter2 } }')).toBe('***');
+    expect(await received(`{ "Note": "${'x'.repeat(5_000)}`)).toBe('"...');
+  });
+
+  it('still shows a word that is no JSON, cut at 40 characters', async () => {
+    expect(await received('{ "default": { "maxWait": 10s } }')).toBe('s');
+    expect(await received(`{ "default": { "maxWait": ${'y'.repeat(100)} } }`)).toBe(`${'y'.repeat(40)}...`);
+  });
+});
+
 describe('parseConfig: a budget of a limiter reads its fields as the limiter does', () => {
   const limiter = (budget: Record<string, unknown>) =>
     parseConfig({ limiters: { a: { origins, budgets: { tokens: budget } } } }).limiters.a?.budgets?.tokens;

@@ -1,6 +1,14 @@
 import { readFile } from 'node:fs/promises';
-import { type Node, type ParseError, parseTree, printParseErrorCode, stripComments } from 'jsonc-parser';
+import {
+  getLocation,
+  type Node,
+  type ParseError,
+  parseTree,
+  printParseErrorCode,
+  stripComments,
+} from 'jsonc-parser';
 import { ConfigError, type ConfigIssue, configPath } from '../errors.js';
+import { isCredentialName, MASK } from '../redact.js';
 import { parseConfig, type RateLimitConfig } from './schema.js';
 
 /**
@@ -32,11 +40,10 @@ export async function loadConfig(path: string): Promise<RateLimitConfig> {
   // single quotes gave three, each `(received undefined)`).
   const [first] = errors;
   if (first !== undefined) {
-    const at = text.slice(first.offset, first.offset + first.length);
     const issue = {
       path: '',
       message: `must be valid JSON: ${printParseErrorCode(first.error)} at ${lineAndColumn(text, first.offset)}`,
-      received: at === '' ? 'the end of the file' : at,
+      received: textAt(text, first),
     };
     throw new ConfigError([issue], source);
   }
@@ -50,6 +57,27 @@ export async function loadConfig(path: string): Promise<RateLimitConfig> {
     throw error;
   }
   throw new ConfigError(duplicates, source);
+}
+
+/** How long a word at a syntax error is shown (`10s`'s `s`, `'limiters'`), at most. */
+const SHOWN_TEXT = 40;
+
+/**
+ * The text at a syntax error, as its message shows it: the file may be a whole appsettings.json,
+ * whose other sections hold secrets (`"ConnectionStrings": { "Db": "...;Password=..."`), and the
+ * redaction of `received` cannot tell them in a bare piece of text. So a string's text is never
+ * shown (a string not closed ran to the end of its line: the rest of a one-line file), a value
+ * under a credential's name (`"Password": hunter2`) is masked, and any other text is cut at its
+ * line's end and {@link SHOWN_TEXT} characters.
+ */
+function textAt(text: string, error: ParseError): string {
+  const at = text.slice(error.offset, error.offset + error.length);
+  if (at === '') return 'the end of the file';
+  const { path, isAtPropertyKey } = getLocation(text, error.offset);
+  if (path.some((key) => typeof key === 'string' && isCredentialName(key))) return MASK;
+  if (!isAtPropertyKey && (at.startsWith('"') || at.startsWith("'"))) return `${at[0]}...`;
+  const line = at.split(/\r?\n/, 1)[0] ?? '';
+  return line.length > SHOWN_TEXT ? `${line.slice(0, SHOWN_TEXT)}...` : line;
 }
 
 function lineAndColumn(text: string, offset: number): string {
