@@ -33,15 +33,24 @@ function refuse(message: string): void {
   process.exitCode = 2;
 }
 
+/** Whether a word asks for this usage: `help`, `--help` or `-h`. */
+function isHelp(word: string | undefined): boolean {
+  return word === 'help' || word === '--help' || word === '-h';
+}
+
 endQuietlyOnClosedPipe(process.stdout, process.stderr);
 const [command, ...rest] = process.argv.slice(2);
 if (command === 'simulate') simulate(rest);
-else if (command === '--help' || command === '-h' || command === 'help') {
+else if (isHelp(command)) {
   // `help simulate` printed this usage, nothing of the simulator's flags; a word after `help`
   // was ignored in silence.
+  // `help help` is this usage; two words are one too many (not "must be simulate" of "simulate now").
   const [topic, ...more] = rest;
-  if (topic === undefined) process.stdout.write(USAGE);
-  else if (topic === 'simulate' && more.length === 0) simulate(['--help']);
-  else refuse(`help: the command must be simulate, received ${rest.map((word) => `"${word}"`).join(' ')}`);
+  const received = rest.map((word) => `"${word}"`).join(' ');
+  if (topic === undefined || (isHelp(topic) && more.length === 0)) process.stdout.write(USAGE);
+  else if (more.length > 0)
+    refuse(`help: must be given one command (simulate or help), received ${received}`);
+  else if (topic === 'simulate') simulate(['--help']);
+  else refuse(`help: the command must be simulate, received ${received}`);
 } else if (command === undefined) refuse('a command is missing: it must be simulate or help');
 else refuse(`the command must be simulate or help, received "${command}"`);

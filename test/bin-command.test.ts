@@ -43,4 +43,19 @@ describe('adaptive-rate-limit <command>', () => {
       'adaptive-rate-limit: help: the command must be simulate, received "simulte"',
     );
   });
+
+  it('takes help about help, and names a second word after help as one too many', {
+    timeout: 40_000,
+  }, async () => {
+    // `help help` was refused as "the command must be simulate, received "help"" (help is one of
+    // the two), and `help simulate now` as "must be simulate, received "simulate" "now"".
+    const help = await bin(['help', 'help']);
+    expect(help.code).toBe(0);
+    expect(help.stdout).toMatch(/^Usage: adaptive-rate-limit <command>/);
+    const more = await bin(['help', 'simulate', 'now']);
+    expect(more.code).toBe(2);
+    expect(more.stderr.split('\n')[0]).toBe(
+      'adaptive-rate-limit: help: must be given one command (simulate or help), received "simulate" "now"',
+    );
+  });
 });
