@@ -38,6 +38,18 @@ describe('enableMetrics: its options', () => {
     );
   });
 
+  it('says a MeterProvider given as the options goes in meterProvider', () => {
+    // `enableMetrics(provider)` was told `_sharedState: unknown key (expected one of:
+    // meterProvider)`, a field of the SDK's own; before the key check, it recorded through the
+    // global provider in silence.
+    const { provider } = otelHarness();
+    const error = thrown(() => enableMetrics(provider as never));
+    expect(error.argument).toBe('options');
+    expect(error.message).toMatch(
+      /^enableMetrics\(\): options: must be an object of options: pass the provider as \{ meterProvider \} \(received /,
+    );
+  });
+
   it('still takes no options, an undefined meterProvider, and a provider', () => {
     const { provider } = otelHarness();
     handles.push(

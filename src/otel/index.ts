@@ -78,11 +78,22 @@ const UNITS_PER_MINUTE = '{unit}/min';
  * The instruments and their attributes are listed in docs/metrics.md (and {@link METRICS}).
  *
  * @throws {InvalidArgumentError} when `options.meterProvider` is not a MeterProvider (`null`
- * included), or `options` has a key it does not know (a misspelt `meterProvider`).
+ * included), `options` has a key it does not know (a misspelt `meterProvider`), or is itself a
+ * MeterProvider (given where `{ meterProvider }` goes).
  */
 export function enableMetrics(options: MetricsOptions = {}): MetricsHandle {
   if (typeof options !== 'object' || options === null) {
     throw new InvalidArgumentError('enableMetrics', 'options', 'must be an object', options);
+  }
+  // A provider given as the options (`enableMetrics(provider)`) was told an unknown key of the
+  // SDK's own (`_sharedState`).
+  if (typeof (options as { getMeter?: unknown }).getMeter === 'function') {
+    throw new InvalidArgumentError(
+      'enableMetrics',
+      'options',
+      'must be an object of options: pass the provider as { meterProvider }',
+      options,
+    );
   }
   // A misspelt key (`meterprovider`) or a provider of null recorded through the global provider,
   // a no-op one until an SDK registers it: every metric lost without a word.
