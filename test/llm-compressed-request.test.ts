@@ -154,8 +154,7 @@ describe('a request body sent compressed', () => {
     const abort = new AbortController();
     setImmediate(() => abort.abort());
     await expect(post(BOMB, abort.signal)).rejects.toThrow(/abort/i);
-    // (The fetch wrapper asks the callbacks, then refuses the aborted call, as it does for a call
-    // aborted before it is made.)
+    // (Refused at the abort, the decoding's result dropped: see test/review-llm-decode-stop.test.ts.)
     expect(events).toEqual([]);
     expect(got).toEqual([]);
   });

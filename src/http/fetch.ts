@@ -15,7 +15,13 @@ import { refusedAtOnce, slotBound } from './concurrency.js';
 import { heldBodyEnded, heldBodyRead, holdResponse } from './held-response.js';
 import { heldRefusal, llmAnswer, readRefusal, refusalBody } from './llm-answers.js';
 import { type InterceptorOptions, type OutgoingRequest, resolveInterceptorOptions } from './options.js';
-import { decodingOf, withLazyBody } from './outgoing-body.js';
+import {
+  type DecodedBody,
+  decodedUnlessStopped,
+  decodingOf,
+  isBytes,
+  withLazyBody,
+} from './outgoing-body.js';
 import { refusalResponse } from './refusal.js';
 import { type AttemptBodies, attemptBodies, isReplayableBody } from './request-body.js';
 import { HttpRuntime, type Route } from './runtime.js';
@@ -96,18 +102,28 @@ export function rateLimitedFetch(options: RateLimitedFetchOptions = {}): RateLim
         throw fetchError(error, input, request, init);
       });
 
+    // A body sent compressed that the limiter reads is decoded first, off the event loop; an
+    // abort or the close meanwhile ends the call at once. Any other body: no await, no closure.
+    const body = init?.body;
     let record: HeaderRecord | undefined;
-    const headersOf = (): HeaderRecord => {
-      record ??= headerRecord(new Headers(init?.headers ?? request?.headers));
-      return record;
-    };
-    // A body sent compressed that the limiter reads is decoded first, off the event loop.
-    const decoding = runtime.readsBody(originRoute) ? decodingOf(init?.body, headersOf) : undefined;
-    const decoded = decoding === undefined ? undefined : await decoding;
+    let decoded: DecodedBody | undefined;
+    if (isBytes(body) && runtime.readsBody(originRoute)) {
+      record = headerRecord(new Headers(init?.headers ?? request?.headers));
+      const decoding = decodingOf(body, record);
+      if (decoding !== undefined) {
+        const signal = signalOf(request, init) ?? undefined;
+        decoded = await decodedUnlessStopped(
+          decoding,
+          typeof signal?.addEventListener === 'function' ? signal : undefined,
+          (stop) => runtime.onClose(stop),
+          () => closedRefusal(originRoute),
+        );
+      }
+    }
     let outgoing: OutgoingRequest | undefined;
     const described = (): OutgoingRequest => {
       if (outgoing === undefined) {
-        const headers = headersOf();
+        const headers = record ?? headerRecord(new Headers(init?.headers ?? request?.headers));
         const made = {
           origin,
           method: init?.method ?? request?.method ?? 'GET',

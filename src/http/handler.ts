@@ -1,7 +1,7 @@
 import type { Dispatcher } from 'undici';
 import { runAttempts } from '../attempt-loop.js';
 import type { RateLimitRejectedError } from '../errors.js';
-import { headerRecord } from '../headers.js';
+import { type HeaderRecord, headerRecord } from '../headers.js';
 import { kWaitCancel } from '../internal.js';
 import { AdaptiveRateLimiter } from '../limiter/adaptive.js';
 import type { Costs } from '../limiter/budgets.js';
@@ -21,7 +21,7 @@ import { warnHandlerThrew } from './handler-threw.js';
 import { MAX_REFUSAL_BYTES, REFUSAL_READ_TIMEOUT_MS, refusalJson } from './llm.js';
 import { decodedBody, isEncoded } from './llm-decode.js';
 import { LoopPlan, type LoopRequest } from './loop-plan.js';
-import { type DecodedBody, decodingOf } from './outgoing-body.js';
+import { type DecodedBody, decodedUnlessStopped, decodingOf, isBytes } from './outgoing-body.js';
 import { answerRefusal } from './refusal.js';
 import { type AttemptBodies, attemptBodies } from './request-body.js';
 import { findDraw } from './request-draw.js';
@@ -119,31 +119,60 @@ export class RateLimitedDispatch implements LoopRequest, FastPathRequest, WaitCa
   /**
    * Hands the caller its controller, then sends at once or waits, and retries; never throws. A
    * body sent compressed that the limiter reads (see `HttpRuntime.readsBody`) is decoded first,
-   * off the event loop (`decodingOf`), and the request goes on once it is.
+   * off the event loop (`decodingOf`), and the request goes on once it is; an abort or the
+   * adapter's close meanwhile ends it at once (`decodedUnlessStopped`). Any other body goes on
+   * in this call, with no promise or closure more.
    */
   start(): void {
     let decoding: Promise<DecodedBody> | undefined;
+    let record: HeaderRecord | undefined;
     try {
       this.handler.onRequestStart?.(this.controller, undefined);
       // Aborted already (fetch aborts inside onRequestStart when its signal was): nothing taken.
       if (this.controller.abortReason !== undefined) throw this.controller.abortReason;
-      if (this.runtime.readsBody(this.route))
-        decoding = decodingOf(this.#opts.body, () => headerRecord(this.#opts.headers));
+      const body = this.#opts.body;
+      if (isBytes(body) && this.runtime.readsBody(this.route)) {
+        // Made once: `findDraw` reads it too.
+        record = headerRecord(this.#opts.headers);
+        decoding = decodingOf(body, record);
+      }
     } catch (error) {
       if (this.#done) throw error;
       this.fail(error);
       return;
     }
-    if (decoding === undefined) this.#draw(undefined);
-    else void decoding.then((decoded) => this.#detached(() => this.#draw(decoded)));
+    if (decoding === undefined) this.#draw(undefined, record);
+    else this.#drawDecoded(decoding, record as HeaderRecord);
+  }
+
+  /**
+   * {@link start} once `decoding` ends; the caller's abort (through its controller's `cancel`)
+   * and the adapter's close end the request at once, its decoded body dropped.
+   */
+  #drawDecoded(decoding: Promise<DecodedBody>, record: HeaderRecord): void {
+    const stop = new AbortController();
+    this.controller.cancel = stop;
+    decodedUnlessStopped(
+      decoding,
+      stop.signal,
+      (end) => this.runtime.onClose(end),
+      () => closedRefusal(this.route),
+    ).then(
+      (decoded) =>
+        this.#detached(() => {
+          if (this.controller.cancel === stop) this.controller.cancel = undefined;
+          this.#draw(decoded, record);
+        }),
+      (error: unknown) => this.#detached(() => this.fail(error)),
+    );
   }
 
   /** {@link start} once the body is read: finds what the request draws, and sends or waits. */
-  #draw(decoded: DecodedBody | undefined): void {
+  #draw(decoded: DecodedBody | undefined, record: HeaderRecord | undefined): void {
     try {
       // Aborted while its body was decoded: nothing taken.
       if (this.controller.abortReason !== undefined) throw this.controller.abortReason;
-      findDraw(this, this.#origin, this.#opts, decoded);
+      findDraw(this, this.#origin, this.#opts, decoded, record);
       this.#release = this.runtime.hold(this.route);
       this.bodies = attemptBodies(this.#opts.body, this.runtime.options.maxReplayBodyBytes);
       if (!this.#sendFirst()) this.#loop(undefined);

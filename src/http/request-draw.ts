@@ -1,5 +1,5 @@
 import type { Dispatcher } from 'undici';
-import { headerRecord } from '../headers.js';
+import { type HeaderRecord, headerRecord } from '../headers.js';
 import type { Costs } from '../limiter/budgets.js';
 import type { Attempt } from './attempt.js';
 import { usageTap } from './llm-tap.js';
@@ -29,13 +29,14 @@ export interface DrawingRequest {
  * LLM API's limiter, the other budgets' costs estimated from the body, with the tap that corrects
  * them from the answer's `usage` in front of the caller's handler. The request as these
  * callbacks see it is made once, on first need, and is not kept; its body is `decoded` when it was
- * sent compressed (see `decodingOf`).
+ * sent compressed (see `decodingOf`). `record`: the headers' record, when the caller made it already.
  */
 export function findDraw(
   request: DrawingRequest,
   origin: string,
   opts: Dispatcher.DispatchOptions,
   decoded?: DecodedBody,
+  record?: HeaderRecord,
 ): void {
   const { runtime } = request;
   if (
@@ -48,8 +49,8 @@ export function findDraw(
   const view = (): OutgoingRequest => {
     if (outgoing === undefined) {
       const { method, path, headers, body } = opts;
-      const record = headerRecord(headers);
-      outgoing = withLazyBody({ origin, method, path, headers: record }, body, record, decoded);
+      const made = record ?? headerRecord(headers);
+      outgoing = withLazyBody({ origin, method, path, headers: made }, body, made, decoded);
     }
     return outgoing;
   };
