@@ -11,7 +11,7 @@ const RAW = Buffer.from(JSON.stringify({ model: 'gpt-4o', messages: [{ role: 'us
 const decoded = async (body: ArrayBufferView | ArrayBuffer, encoding: string) => {
   const decoding = decodingOf(body, { 'content-encoding': encoding });
   if (decoding === undefined) return 'not decoded';
-  const { bytes } = await decoding;
+  const { bytes } = await decoding();
   return bytes === undefined ? undefined : Buffer.from(bytes).toString();
 };
 

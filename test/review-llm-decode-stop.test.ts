@@ -9,27 +9,30 @@ import { adaptiveRateLimit } from '../src/http/interceptor.js';
 import type { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
 import { serveLocal } from './helpers/llm-clients.js';
 
-// A request body sent compressed is decoded (zlib's asynchronous form) before its draw. Here
-// zlib's gunzip is held: its callback is called only when the test says, so a call that the
+// A request body sent compressed is decoded (zlib's streams) before its draw. Here zlib's gunzip
+// stream is held: it takes the bytes and gives nothing, until it is destroyed, so a call that the
 // adapter would only stop once its body decoded hangs. Regressions: an abort, or the adapter's
 // close, while the body decoded was seen only when the decoding ended (a "zip bomb" decodes for
-// 0.5 s), where the adapters' rule is that an aborted call ends at once, even while it waits.
+// 0.5 s), where the adapters' rule is that an aborted call ends at once, even while it waits; and
+// the decoding ran on to its end (zlib's one-call form cannot be stopped).
 
-const held = vi.hoisted(() => ({ callbacks: [] as ((error: Error | null, out?: Buffer) => void)[] }));
+const held = vi.hoisted(() => ({ engines: [] as import('node:stream').Transform[] }));
 vi.mock('node:zlib', async (original) => {
   const zlib = await original<typeof import('node:zlib')>();
+  const { Transform } = await import('node:stream');
   return {
     ...zlib,
-    gunzip: (_bytes: unknown, _options: unknown, callback: (error: Error | null, out?: Buffer) => void) => {
-      held.callbacks.push(callback);
+    createGunzip: () => {
+      const engine = new Transform({ transform: () => {} });
+      held.engines.push(engine);
+      return engine;
     },
   };
 });
 
 const cleanups: (() => unknown)[] = [];
 afterEach(async () => {
-  // The decodings held end, as they would.
-  for (const callback of held.callbacks.splice(0)) callback(null, Buffer.from('{}'));
+  for (const engine of held.engines.splice(0)) engine.destroy();
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
 
@@ -116,10 +119,12 @@ describe('a call whose compressed body is decoding', () => {
     const abort = new AbortController();
     const call = post(abort.signal);
     expect(await settled(call)).toBe('pending');
-    expect(held.callbacks).toHaveLength(1);
+    expect(held.engines.map((e) => e.destroyed)).toEqual([false]);
     const reason = new Error('stop');
     abort.abort(reason);
     expect(await settled(call)).toBe(reason);
+    // The decoding stopped too.
+    expect(held.engines.map((e) => e.destroyed)).toEqual([true]);
     expect(drawn).toEqual([]);
     expect(got).toEqual([]);
   });
@@ -135,6 +140,7 @@ describe('a call whose compressed body is decoding', () => {
     const outcome = await settled(call);
     expect(outcome).toBeInstanceOf(RateLimitRejectedError);
     expect((outcome as RateLimitRejectedError).reason).toBe('closed');
+    expect(held.engines.map((e) => e.destroyed)).toEqual([true]);
     expect(drawn).toEqual([]);
     expect(got).toEqual([]);
   });

@@ -124,7 +124,7 @@ export class RateLimitedDispatch implements LoopRequest, FastPathRequest, WaitCa
    * in this call, with no promise or closure more.
    */
   start(): void {
-    let decoding: Promise<DecodedBody> | undefined;
+    let decoding: ((signal: AbortSignal) => Promise<DecodedBody>) | undefined;
     let record: HeaderRecord | undefined;
     try {
       this.handler.onRequestStart?.(this.controller, undefined);
@@ -149,7 +149,7 @@ export class RateLimitedDispatch implements LoopRequest, FastPathRequest, WaitCa
    * {@link start} once `decoding` ends; the caller's abort (through its controller's `cancel`)
    * and the adapter's close end the request at once, its decoded body dropped.
    */
-  #drawDecoded(decoding: Promise<DecodedBody>, record: HeaderRecord): void {
+  #drawDecoded(decoding: (signal: AbortSignal) => Promise<DecodedBody>, record: HeaderRecord): void {
     const stop = new AbortController();
     this.controller.cancel = stop;
     decodedUnlessStopped(

@@ -1,11 +1,11 @@
-import { promisify } from 'node:util';
+import type { Transform } from 'node:stream';
 import {
-  brotliDecompress,
   brotliDecompressSync,
-  gunzip,
+  createBrotliDecompress,
+  createGunzip,
+  createInflate,
+  createInflateRaw,
   gunzipSync,
-  inflate,
-  inflateRaw,
   inflateRawSync,
   inflateSync,
   type ZlibOptions,
@@ -48,23 +48,28 @@ export function decodedBody(
 }
 
 /**
- * {@link decodedBody} decoded off the event loop (zlib's asynchronous forms, on libuv's thread
- * pool, in chunks of 64 KiB): the same bytes, or `undefined` for the same bodies. What a request
- * body is decoded with before it is metered: a "zip bomb" of 100 kB decoded for 1 s to the cap,
- * and the event loop stood still that long. Never rejects.
+ * {@link decodedBody} decoded off the event loop (zlib's streams, on libuv's thread pool, in
+ * chunks of 64 KiB): the same bytes, or `undefined` for the same bodies. What a request body is
+ * decoded with before it is metered: a "zip bomb" of 100 kB decoded for 1 s to the cap, and the
+ * event loop stood still that long. Once `signal` aborts, the decoding stops at its next chunk
+ * (its stream destroyed) and gives `undefined`: zlib's one-call forms (`gunzip`) cannot be
+ * stopped, and ran on to the cap (0.5 s of a thread pool's thread) for a call aborted at once.
+ * Never rejects.
  */
 export async function decodedBodyAsync(
   bytes: Uint8Array,
   encoding: string | readonly string[] | undefined,
   max: number,
+  signal?: AbortSignal,
 ): Promise<Uint8Array | undefined> {
   const codings = codingsOf(encoding);
   let body: Uint8Array = bytes;
   try {
     for (let i = codings.length - 1; i >= 0; i--) {
       const decode = DECODERS.get(codings[i] as string);
-      if (decode === undefined) return undefined;
-      body = await decode.async(body, { maxOutputLength: max, chunkSize: 64 * 1024 });
+      if (decode === undefined || signal?.aborted === true) return undefined;
+      const options = { chunkSize: 64 * 1024 };
+      body = await streamed(decode.stream(body, options), body, max, signal);
     }
   } catch {
     return undefined;
@@ -72,17 +77,44 @@ export async function decodedBodyAsync(
   return body.byteLength > max ? undefined : body;
 }
 
-interface Decoder {
-  sync(bytes: Uint8Array, options: ZlibOptions): Uint8Array;
-  async(bytes: Uint8Array, options: ZlibOptions): Promise<Uint8Array>;
+/** `input` through `engine` (a zlib stream), at most `max` bytes out; stopped once `signal` aborts. */
+function streamed(
+  engine: Transform,
+  input: Uint8Array,
+  max: number,
+  signal?: AbortSignal,
+): Promise<Uint8Array> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let length = 0;
+    const stop = (error: unknown): void => {
+      signal?.removeEventListener('abort', onAbort);
+      // Its work ends at the chunk in progress.
+      engine.destroy();
+      reject(error);
+    };
+    const onAbort = (): void => stop(signal?.reason);
+    signal?.addEventListener('abort', onAbort, { once: true });
+    engine.on('data', (chunk: Buffer) => {
+      length += chunk.byteLength;
+      if (length > max) stop(new RangeError(`decoded body must be at most ${max} bytes`));
+      else chunks.push(chunk);
+    });
+    engine.on('error', stop);
+    engine.on('end', () => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve(chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, length));
+    });
+    engine.end(input);
+  });
 }
 
-const gunzipAsync = promisify<Uint8Array, ZlibOptions, Buffer>(gunzip);
-const inflateAsync = promisify<Uint8Array, ZlibOptions, Buffer>(inflate);
-const inflateRawAsync = promisify<Uint8Array, ZlibOptions, Buffer>(inflateRaw);
-const brotliAsync = promisify<Uint8Array, ZlibOptions, Buffer>(brotliDecompress);
+interface Decoder {
+  sync(bytes: Uint8Array, options: ZlibOptions): Uint8Array;
+  stream(bytes: Uint8Array, options: ZlibOptions): Transform;
+}
 
-const GZIP: Decoder = { sync: gunzipSync, async: gunzipAsync };
+const GZIP: Decoder = { sync: gunzipSync, stream: (_bytes, options) => createGunzip(options) };
 
 /** The decoders of the codings known, by name. */
 const DECODERS: ReadonlyMap<string, Decoder> = new Map([
@@ -94,11 +126,10 @@ const DECODERS: ReadonlyMap<string, Decoder> = new Map([
     {
       sync: (bytes, options) =>
         isZlibHeader(bytes) ? inflateSync(bytes, options) : inflateRawSync(bytes, options),
-      async: (bytes, options) =>
-        isZlibHeader(bytes) ? inflateAsync(bytes, options) : inflateRawAsync(bytes, options),
+      stream: (bytes, options) => (isZlibHeader(bytes) ? createInflate(options) : createInflateRaw(options)),
     },
   ],
-  ['br', { sync: brotliDecompressSync, async: brotliAsync }],
+  ['br', { sync: brotliDecompressSync, stream: (_bytes, options) => createBrotliDecompress(options) }],
 ]);
 
 /** Whether an answer with this `content-encoding` is encoded (not none, not `identity`). */

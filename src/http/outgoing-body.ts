@@ -51,53 +51,53 @@ export function isBytes(body: unknown): body is ArrayBufferView | ArrayBuffer {
 
 /**
  * The decoding of a body of bytes sent with a `content-encoding` (`gzip`, `deflate`, `br`), off
- * the event loop (see `decodedBodyAsync`); `undefined` for a body sent as it is (none to wait
- * for). Asked only for a body of bytes ({@link isBytes}): an adapter that reads the body checks
- * that first, so a body sent as it is costs no more than its headers' record, made anyway.
+ * the event loop (see `decodedBodyAsync`), to start (stopped once its signal aborts); `undefined`
+ * for a body sent as it is (none to wait for). Asked only for a body of bytes ({@link isBytes}):
+ * an adapter that reads the body checks that first, so a body sent as it is costs no more than
+ * its headers' record, made anyway.
  */
 export function decodingOf(
   body: ArrayBufferView | ArrayBuffer,
   headers: HeaderRecord,
-): Promise<DecodedBody> | undefined {
+): ((signal?: AbortSignal) => Promise<DecodedBody>) | undefined {
   const encoding = headers['content-encoding'];
   if (!isEncoded(encoding)) return undefined;
   const bytes = ArrayBuffer.isView(body)
     ? new Uint8Array(body.buffer, body.byteOffset, body.byteLength)
     : new Uint8Array(body);
-  return decodedBodyAsync(bytes, encoding, MAX_DECODED_BYTES).then((decoded) => ({ bytes: decoded }));
+  return (signal) =>
+    decodedBodyAsync(bytes, encoding, MAX_DECODED_BYTES, signal).then((decoded) => ({ bytes: decoded }));
 }
 
 /**
- * `decoding`, unless its call stops first: rejected at once with `signal`'s reason when it
+ * `decode` started, unless its call stops first: rejected at once with `signal`'s reason when it
  * aborts, or with `closed()` when the adapter closes (`onClose`, see `HttpRuntime.onClose`), and
- * the decoding's result is dropped. An aborted call ends at once, as one waiting for its units
- * does; it ended only once its body had decoded (a "zip bomb": 0.5 s). zlib's one-call forms
- * cannot be stopped: the decoding itself runs on to its end (the 64 MiB cap at most) on libuv's
- * thread pool, off the event loop.
+ * the decoding stopped at its next chunk. An aborted call ends at once, as one waiting for its
+ * units does; it ended only once its body had decoded (a "zip bomb": 0.5 s).
  */
 export function decodedUnlessStopped(
-  decoding: Promise<DecodedBody>,
+  decode: (signal: AbortSignal) => Promise<DecodedBody>,
   signal: AbortSignal | undefined,
   onClose: (stop: () => void) => () => void,
   closed: () => unknown,
 ): Promise<DecodedBody> {
   if (signal?.aborted === true) return Promise.reject(signal.reason);
   return new Promise((resolve, reject) => {
-    let ended = false;
+    const halt = new AbortController();
     let forget: (() => void) | undefined;
     const onAbort = (): void => end(() => reject(signal?.reason));
-    // Closed already: `stop` is called at once, before `forget` is known (nothing to forget).
-    forget = onClose(() => end(() => reject(closed())));
     function end(settle: () => void): void {
-      if (ended) return;
-      ended = true;
+      if (halt.signal.aborted) return;
+      halt.abort();
       forget?.();
       signal?.removeEventListener('abort', onAbort);
       settle();
     }
-    if (ended) return;
+    // Closed already: `stop` is called at once, before `forget` is known (nothing to forget).
+    forget = onClose(() => end(() => reject(closed())));
+    if (halt.signal.aborted) return;
     signal?.addEventListener('abort', onAbort, { once: true });
-    decoding.then((decoded) => end(() => resolve(decoded)));
+    decode(halt.signal).then((decoded) => end(() => resolve(decoded)));
   });
 }
 
