@@ -1,4 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { gzipSync } from 'node:zlib';
 import { Agent, type Dispatcher, fetch as undiciFetch } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
@@ -114,5 +115,32 @@ describe('a body sent as it is, its limiter reading it', () => {
     });
     expect(drawn).toEqual(['drawn']);
     await (await call).text();
+  });
+});
+
+describe('a body sent compressed, its limiter not partitioned', () => {
+  it('is not waited for when only partition or partitionName would read it (no partition)', async () => {
+    const origin = await server();
+    // The adapter's `partition`, but the limiter partitions nothing (`partitionBy: false`, no `api`).
+    const interceptor = adaptiveRateLimit({
+      limiters: { a: { origins: [origin], partitionBy: false } },
+      default: false,
+      clock: new ManualClock(),
+      partition: () => 'p',
+      partitionName: () => 'n',
+    });
+    const agent = new Agent().compose(interceptor);
+    cleanups.push(
+      () => agent.close(),
+      () => interceptor.close(),
+    );
+    const drawn: string[] = [];
+    (interceptor.registry.get('a') as AdaptiveRateLimiter).on('acquired', () => drawn.push('drawn'));
+    const done = dispatched(agent, origin, gzipSync(CHAT), {
+      'content-type': 'application/json',
+      'content-encoding': 'gzip',
+    });
+    expect(drawn).toEqual(['drawn']);
+    await done;
   });
 });

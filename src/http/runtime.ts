@@ -410,13 +410,17 @@ export class HttpRuntime {
 
   /**
    * Whether a request through `route` has its body read before it is sent: by an LLM API's
-   * estimate and split by model, or by the options' `units`, `partition` or `partitionName`. Such
-   * a body sent compressed is decoded first (see `decodingOf`).
+   * estimate and split by model, by the options' `units`, or by `partition` or `partitionName`
+   * when the route partitions its requests (a limiter with `partitionBy: false` and no `api` asks
+   * neither). Such a body sent compressed is decoded first (see `decodingOf`): one no callback
+   * reads is not waited for.
    */
   readsBody(route: Route): boolean {
     const { units, partition, partitionName } = this.options;
     return (
-      route.llm !== undefined || units !== undefined || partition !== undefined || partitionName !== undefined
+      route.llm !== undefined ||
+      units !== undefined ||
+      (route.partitioner !== undefined && (partition !== undefined || partitionName !== undefined))
     );
   }
 
