@@ -257,7 +257,7 @@ describe('hostile announcements: every request ends, no pause outlives maxPause'
     }
     expect(statuses).toEqual([200, 200, 200, 200]);
     expect(rl.registry.get(server.origin)?.snapshot().announcedRate).toBe(5);
-    // Past the reset, the first answer without the fields forgets them.
+    // Past the reset, the first answer without the fields forgets them (4 in a row left them out).
     clock.advance(60_000);
     expect((await get(agent, `${server.origin}/`)).status).toBe(200);
     expect(rl.registry.get(server.origin)?.snapshot().announcedRate).toBeUndefined();

@@ -9,7 +9,7 @@ import { advanceUntil, agentWith, cleanups, get, limit, serve } from './helpers/
 import { until } from './helpers/rate-limited-server.js';
 
 // A real node:http server announcing an IETF quota, then resetting connections; the limiter on a
-// ManualClock. "The first answer past a policy's reset that leaves it out forgets it": a transport
+// ManualClock. "Past a policy's reset, 4 answers in a row that leave it out forget it": a transport
 // error is no answer, and leaves no policy out.
 
 /** An hour's quota of 100 (50 min to its reset: 1.67 a minute at most); requests 2-5 are reset. */
@@ -163,7 +163,9 @@ describe('announced quotas through transport errors', () => {
     expect(limiter.snapshot().announcedRate).toBe(6_000);
     for (let i = 0; i < 4; i++) noAnswer(acquire());
     expect(limiter.snapshot().announcedRate).toBe(6_000);
-    // A failed answer (a 5xx) is an answer that left the policy out.
+    // A failed answer (a 5xx) is an answer that left the policy out: 4 in a row forget it.
+    for (let i = 0; i < 3; i++) acquire().failed();
+    expect(limiter.snapshot().announcedRate).toBe(6_000);
     acquire().failed();
     expect(limiter.snapshot().announcedRate).toBeUndefined();
   });

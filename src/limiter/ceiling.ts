@@ -2,6 +2,11 @@ import type { RateGate } from './bucket.js';
 import type { LimitFloors } from './limit-floor.js';
 import type { AnnouncedQuota, ReadQuota } from './types.js';
 
+/**
+ * A policy left out of this many answers in a row, its reading over (see `Policy.keptUntil`), is
+ * forgotten.
+ */
+const STALE_AFTER_ANSWERS = 4;
 /** The least part of a shared quota this process keeps: it must send to measure its part. */
 const MIN_PART = 0.05;
 /** Units the announced `remaining` must drop by before this process's part is measured again. */
@@ -43,6 +48,8 @@ interface Policy {
    * policy: its reset, or without one the reading's time plus its window (or `maxPause`).
    */
   keptUntil: number;
+  /** Answers in a row that did not announce it. */
+  missed: number;
   /** The number of the last answer that announced it. */
   seenIn: number;
   /**
@@ -111,9 +118,13 @@ const NOTHING: Announced = { pauseMs: 0, requestedMs: 0 };
  * What a policy's last reading said is kept until its reset (without one, its window after the
  * reading), whatever the answers in between announce: an API that sends its quota headers on
  * some answers only (a proxy's error page, a cached answer, an endpoint that omits them) keeps
- * its window's ceiling and credit. The first answer past that time that does not announce it
- * forgets it. Dropped after 4 answers in a row without it, a window GitHub announced on some
- * answers only was lost with most of an hour to go, and a cold start's burst went again.
+ * its window's ceiling and credit. Past that time, it is forgotten once {@link STALE_AFTER_ANSWERS}
+ * answers in a row have left it out (the first answer past it, when as many already had).
+ * Dropped after 4 answers in a row without it, a window GitHub announced on some answers only
+ * was lost with most of an hour to go, and a cold start's burst went again. Forgotten at the
+ * first answer past its reset, a refilling bucket (whose reset is its next unit, a second or
+ * less away) was lost at a proxy's 502 with no headers, and the calls queued at its rate went at
+ * once (an IETF bucket of 60 a minute, 20 queued: 15 got a 429).
  */
 export class Ceilings {
   readonly #policies = new Map<string, Policy>();
@@ -283,8 +294,8 @@ export class Ceilings {
     }
     for (const [name, policy] of this.#policies) {
       if (policy.seenIn === answer) continue;
-      // Its reading is over (see `keptUntil`): forgotten.
-      if (now >= policy.keptUntil) this.#policies.delete(name);
+      // Its reading is over (see `keptUntil`), and answers keep leaving it out: forgotten.
+      if (++policy.missed >= STALE_AFTER_ANSWERS && now >= policy.keptUntil) this.#policies.delete(name);
       // An answer that announces other policies, not this one (GitHub's core beside its search
       // on one origin): its call counted against those, not against this window's credit. An
       // answer that announces none (a proxy's 502, a load balancer's 500 page, a 429 with no
@@ -337,6 +348,7 @@ export class Ceilings {
         remaining,
         resetAt,
         keptUntil: keptUntil(resetAt, windowMs, now, maxPause),
+        missed: 0,
         seenIn: answer,
         granted,
         part: 1 / instanceCount,
@@ -356,6 +368,7 @@ export class Ceilings {
     } else if (granted < policy.granted && !noMoreLeft(remaining, policy.remaining)) {
       // A slow call's answer, granted before the request last read and with more left than its
       // answer said (or no `remaining`): an older reading than the one it would replace.
+      policy.missed = 0;
       policy.seenIn = answer;
       return NOTHING;
     } else {
@@ -377,6 +390,7 @@ export class Ceilings {
       policy.holdEnd = now + maxPause;
       policy.limit = limit;
       policy.keptUntil = keptUntil(resetAt, windowMs, now, maxPause);
+      policy.missed = 0;
       policy.seenIn = answer;
       policy.own = 0;
     }

@@ -404,8 +404,8 @@ export function throttledWithoutCut(permit: Permit, retryAfterMs: number | undef
 /**
  * Settles the permit of a request that reached (or may have reached) the API but got no HTTP
  * answer (a connection reset, a socket error, a timeout): as `failed()`, with its `failed` event,
- * but the limiter counts no answer that left an announced policy out (a policy missing from 4
- * answers in a row stops capping; a transport error is no answer). A permit of your own limiter:
+ * but the limiter counts no answer that left an announced policy out (a policy past its reset
+ * and missing from 4 answers in a row stops capping; a transport error is no answer). A permit of your own limiter:
  * `failed()`.
  */
 export function noAnswer(permit: Permit): void {

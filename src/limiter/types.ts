@@ -64,7 +64,7 @@ export interface Permit {
    * The request failed without an answer about the rate (transport error, 5xx): neither raises nor
    * cuts. `retryAfterMs` (a 503 with `Retry-After` when 503 is not a throttle status) pauses the
    * limiter (capped by `maxPause`) without cutting. Without `quota` it counts as an answer that
-   * announced none (a policy missing from 4 answers in a row stops capping); the HTTP adapters
+   * announced none (a policy past its reset and missing from 4 answers in a row stops capping); the HTTP adapters
    * count no answer for a transport error.
    */
   failed(retryAfterMs?: number, quota?: readonly AnnouncedQuota[]): void;
