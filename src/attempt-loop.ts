@@ -64,6 +64,11 @@ export interface AttemptPlan<T> {
   /** How a thrown error feeds the limiter. @default failed */
   classifyError?(error: unknown): Outcome;
   /**
+   * The quotas a thrown error's answer announces, for its permit when `classifyError` threw on it
+   * (an SDK's 4xx: the API counted the call). @default none
+   */
+  thrownErrorQuota?(error: unknown): Outcome['quota'];
+  /**
    * Whether a throttled result may be sent again (its body can be replayed). Asked when the
    * result arrives, and again once its retry has its slot and units: a request body that could
    * no longer be replayed meanwhile (a one-shot body read past its cap) is not sent again, and
@@ -283,8 +288,9 @@ async function attempts<T>(plan: AttemptPlan<T>, first: Permit | undefined): Pro
       try {
         outcome = plan.classifyError ? plan.classifyError(error) : ({ kind: 'failed' } as const);
       } catch (thrown) {
-        // The attempt is over: its permit is answered, or the limiter counts it in flight.
-        permit.failed();
+        // The attempt is over: its permit is answered, or the limiter counts it in flight, with
+        // the quotas its error's answer announced (see `thrownErrorQuota`).
+        permit.failed(undefined, plan.thrownErrorQuota?.(error));
         throw thrown;
       }
       if (judged(permit, outcome, attempt, plan.maxAttempts, () => plan.canRetryError?.(error) ?? true)) {

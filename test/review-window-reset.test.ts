@@ -1,7 +1,11 @@
 import type { OutgoingHttpHeaders } from 'node:http';
+import { Agent, request } from 'undici';
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
-import { agentWith, get, limit, serve } from './helpers/interceptor-fixtures.js';
+import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
+import { classifyThrown } from '../src/wrap/sdk-errors.js';
+import { wrap } from '../src/wrap/wrap.js';
+import { agentWith, cleanups, get, limit, serve } from './helpers/interceptor-fixtures.js';
 import { until } from './helpers/rate-limited-server.js';
 
 // A review of "a window read from some answers' headers holds until its reset" (announced quotas
@@ -69,5 +73,102 @@ describe('a refilling bucket announced on some answers only', () => {
     expect(statuses.length).toBeLessThanOrEqual(3 + 4);
     expect(statuses.filter((s) => s === 429)).toEqual([]);
     expect(rl.registry.get(server.origin)?.snapshot().announcedRate).toBe(60);
+  });
+});
+
+/** The server's wall clock at the manual clock's 0: a whole second, as a `Date` starts. */
+const EPOCH_MS = Date.UTC(2026, 0, 5, 12, 0, 0);
+
+/**
+ * GitHub's core hour with 10 left, its reset 50 minutes away; every call counted. `/missing` is
+ * answered 404, `/bad` 422, `/held` 200 when the test calls `answerHeld` (calls in flight).
+ */
+async function github(clock: ManualClock) {
+  let left = 10;
+  const statuses: number[] = [];
+  const held: (() => void)[] = [];
+  const reset = Math.ceil((EPOCH_MS + 3_000_000) / 1000);
+  const server = await serve({
+    respond: (req, res) => {
+      const status = left === 0 ? 403 : req.url === '/bad' ? 422 : req.url === '/missing' ? 404 : 200;
+      if (left > 0) left--;
+      statuses.push(status);
+      const headers: OutgoingHttpHeaders = {
+        date: new Date(EPOCH_MS + clock.now()).toUTCString(),
+        'x-ratelimit-limit': '5000',
+        'x-ratelimit-remaining': String(left),
+        'x-ratelimit-reset': String(reset),
+        'x-ratelimit-resource': 'core',
+      };
+      const end = () => res.writeHead(status, headers).end('x');
+      if (req.url === '/held') held.push(end);
+      else end();
+      return true;
+    },
+  });
+  const answerHeld = () => {
+    for (const end of held.splice(0)) end();
+  };
+  cleanups.push(answerHeld);
+  return { server, statuses, answerHeld };
+}
+
+/** Awaits `pending`, stepping the clock 50 ms while it is not settled. */
+async function stepping<T>(clock: ManualClock, pending: Promise<T>): Promise<T> {
+  let settled = false;
+  const done = pending.finally(() => {
+    settled = true;
+  });
+  void done.catch(() => {});
+  while (!settled) {
+    let polls = 0;
+    await until(() => settled || ++polls >= 5, 'the sockets to settle');
+    if (!settled) clock.advance(50);
+  }
+  return pending;
+}
+
+describe("wrap: a classifyError that throws on an error the API counted (an SDK's 422)", () => {
+  it('counts the call against the window from the error headers: 7 left, 8 sent at once, 7 go and none is refused', async () => {
+    const clock = new ManualClock();
+    const { server, statuses, answerHeld } = await github(clock);
+    const agent = new Agent();
+    cleanups.push(() => agent.close());
+    // An SDK's call: a 4xx is thrown with its status and headers (as Octokit's RequestError).
+    const call = async (path: string) => {
+      const res = await request(`${server.origin}${path}`, { dispatcher: agent });
+      const body = await res.body.text();
+      if (res.statusCode >= 400)
+        throw Object.assign(new Error(`HTTP ${res.statusCode}`), {
+          status: res.statusCode,
+          headers: res.headers,
+        });
+      return body;
+    };
+    const limiter = new AdaptiveRateLimiter({ clock, maxPause: 3_600_000, maxWait: 3_600_000 });
+    cleanups.push(() => limiter.close());
+    const limited = wrap(limiter, call, {
+      headers: 'github',
+      // A `classifyError` with a bug on 422.
+      classifyError: (error) => {
+        if ((error as { status?: number }).status === 422) throw new Error('classifyError bug');
+        return classifyThrown(error);
+      },
+    });
+    // Two 404s read the window (a 4xx the API counted: a success, its headers read).
+    await expect(stepping(clock, limited('/missing'))).rejects.toThrow('HTTP 404');
+    await expect(stepping(clock, limited('/missing'))).rejects.toThrow('HTTP 404');
+    await expect(stepping(clock, limited('/bad'))).rejects.toThrow('classifyError bug');
+    const before = statuses.length;
+    for (let i = 0; i < 8; i++) void limited('/held').catch(() => {});
+    for (let t = 0; t < 3_000; t += 50) {
+      let polls = 0;
+      await until(() => ++polls >= 5, 'the sockets to settle');
+      clock.advance(50);
+    }
+    const sent = statuses.length - before;
+    answerHeld();
+    expect(sent).toBe(7);
+    expect(statuses.filter((s) => s === 403)).toEqual([]);
   });
 });

@@ -11,6 +11,7 @@ import { errorQuota } from './error-quota.js';
 import { classifyThrown, readingHeadersOnce } from './sdk-errors.js';
 
 const success: Outcome = { kind: 'success' };
+const FAILED: Outcome = { kind: 'failed' };
 
 /**
  * How {@link wrap} meters and judges a call. Any other key is refused (a `ConfigError` at its
@@ -46,7 +47,7 @@ export interface WrapOptions<R, A extends unknown[] = any[]> {
    * `false` none. The headers are the error's (an openai or Anthropic `APIError`'s `headers`, a
    * `Headers`, a record, a `Map` or an array of `[name, value]` pairs, names in any case;
    * `response.headers`; `$response.headers`: see `classifyThrown`), read whatever `classifyError`
-   * says of it; what its outcome carries in `quota` is added after them.
+   * says of it, and when it throws; what its outcome carries in `quota` is added after them.
    * A resolved result carries no headers: give `classify` its `quota` instead. @default false
    * (unlike the HTTP adapters' `'standard'`: an error's quotas are read when a profile is named)
    */
@@ -103,6 +104,15 @@ export function wrap<A extends unknown[], R>(
   // it from the headers: a `classifyError` of your own that asks for a wait asked for it, as a
   // `classify` callback's wait is in the HTTP adapters.
   const quotaOfError = errorQuota(profile, classifyError === classifyThrown);
+  // A `classifyError` that threw on an SDK's error (a 4xx the API counted): the quotas its headers
+  // announce still settle the permit, as the HTTP adapters read an answer's when `classify` threw.
+  // Settled with none, its unit went back to a fixed window's credit, and a burst that followed
+  // sent one call more than the window had left (7 left, 8 at once: 8 went). Its headers are
+  // looked up again on this path only (`readingHeadersOnce` is over once `classifyError` threw).
+  const thrownErrorQuota =
+    quotaOfError === undefined
+      ? undefined
+      : (error: unknown) => readingHeadersOnce(error, () => quotaOfError(error, FAILED).quota);
   // A function, not an arrow: a wrapped method (`api.get = wrap(limiter, api.get)`) keeps its
   // `this`, and so do `units` and `costs`.
   return function (this: unknown, ...args: A): Promise<R> {
@@ -128,6 +138,7 @@ export function wrap<A extends unknown[], R>(
       classify: (result) => checkedOutcome('classify', classify(result)),
       // The error's headers are found once for `classifyError` and the `headers` profile both.
       classifyError: (error) => readingHeadersOnce(error, () => classifiedError(error)),
+      thrownErrorQuota,
     });
   };
 
