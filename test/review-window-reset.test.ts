@@ -172,3 +172,61 @@ describe("wrap: a classifyError that throws on an error the API counted (an SDK'
     expect(statuses.filter((s) => s === 403)).toEqual([]);
   });
 });
+
+describe("the interceptor's attempt loop: a retry whose classify throws", () => {
+  it("counts the retry's call against the window: 5 left after it, 6 sent at once, 5 go and none is refused", async () => {
+    const clock = new ManualClock();
+    let left = 10;
+    let retried = 0;
+    const statuses: number[] = [];
+    const held: (() => void)[] = [];
+    const reset = Math.ceil((EPOCH_MS + 3_000_000) / 1000);
+    const server = await serve({
+      respond: (req, res) => {
+        // `/retry`: a 429 first (not counted), then a 422 (counted).
+        const throttle = req.url === '/retry' && retried++ === 0;
+        const status = throttle ? 429 : left === 0 ? 403 : req.url === '/retry' ? 422 : 200;
+        if (!throttle && left > 0) left--;
+        statuses.push(status);
+        const headers: OutgoingHttpHeaders = {
+          date: new Date(EPOCH_MS + clock.now()).toUTCString(),
+          'x-ratelimit-limit': '5000',
+          'x-ratelimit-remaining': String(left),
+          'x-ratelimit-reset': String(reset),
+          'x-ratelimit-resource': 'core',
+          ...(throttle ? { 'retry-after': '1' } : {}),
+        };
+        const end = () => res.writeHead(status, headers).end('x');
+        if (req.url === '/held') held.push(end);
+        else end();
+        return true;
+      },
+    });
+    const rl = limit({
+      clock,
+      // A `classify` with a bug on 422.
+      classify: (status) => {
+        if (status === 422) throw new Error('classify bug');
+        return undefined;
+      },
+      default: { headers: 'github', maxPause: 3_600_000, maxWait: 3_600_000 },
+    });
+    const agent = agentWith(rl);
+    // Answered before the agent closes (cleanups run newest first): a held answer keeps it open.
+    cleanups.push(() => {
+      for (const end of held.splice(0)) end();
+    });
+    for (let i = 0; i < 4; i++)
+      expect((await stepping(clock, get(agent, `${server.origin}/`))).status).toBe(200);
+    await expect(stepping(clock, get(agent, `${server.origin}/retry`))).rejects.toThrow('classify bug');
+    expect(statuses).toEqual([200, 200, 200, 200, 429, 422]);
+    for (let i = 0; i < 6; i++) void get(agent, `${server.origin}/held`).catch(() => {});
+    for (let t = 0; t < 3_000; t += 50) {
+      let polls = 0;
+      await until(() => ++polls >= 5, 'the sockets to settle');
+      clock.advance(50);
+    }
+    expect(statuses.length - 6).toBe(5);
+    expect(statuses.filter((s) => s === 403)).toEqual([]);
+  });
+});
