@@ -1,7 +1,8 @@
 import type { OutgoingHttpHeaders } from 'node:http';
-import { Agent, request } from 'undici';
+import { Agent, request, fetch as undiciFetch } from 'undici';
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
+import { rateLimitedFetch } from '../src/http/fetch.js';
 import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
 import { classifyThrown } from '../src/wrap/sdk-errors.js';
 import { wrap } from '../src/wrap/wrap.js';
@@ -227,6 +228,43 @@ describe("the interceptor's attempt loop: a retry whose classify throws", () => 
       clock.advance(50);
     }
     expect(statuses.length - 6).toBe(5);
+    expect(statuses.filter((s) => s === 403)).toEqual([]);
+  });
+});
+
+describe("the fetch wrapper over the undici package's fetch: a classify that throws", () => {
+  it('counts the call against the window: 7 left, 8 sent at once, 7 go and none is refused', async () => {
+    const clock = new ManualClock();
+    const { server, statuses, answerHeld } = await github(clock);
+    const limited = rateLimitedFetch({
+      clock,
+      fetch: undiciFetch as unknown as typeof fetch,
+      classify: (status) => {
+        if (status === 422) throw new Error('classify bug');
+        return undefined;
+      },
+      default: { headers: 'github', maxPause: 3_600_000, maxWait: 3_600_000 },
+    });
+    cleanups.push(() => limited.close());
+    for (let i = 0; i < 2; i++) {
+      const res = await stepping(clock, limited(`${server.origin}/`));
+      expect(res.status).toBe(200);
+      await res.text();
+    }
+    await expect(stepping(clock, limited(`${server.origin}/bad`))).rejects.toThrow('classify bug');
+    const before = statuses.length;
+    for (let i = 0; i < 8; i++)
+      void limited(`${server.origin}/held`)
+        .then((r) => r.text())
+        .catch(() => {});
+    for (let t = 0; t < 3_000; t += 50) {
+      let polls = 0;
+      await until(() => ++polls >= 5, 'the sockets to settle');
+      clock.advance(50);
+    }
+    const sent = statuses.length - before;
+    answerHeld();
+    expect(sent).toBe(7);
     expect(statuses.filter((s) => s === 403)).toEqual([]);
   });
 });
