@@ -8,6 +8,7 @@ import { classifyThrown } from '../src/wrap/sdk-errors.js';
 import { wrap } from '../src/wrap/wrap.js';
 import { agentWith, cleanups, get, limit, serve } from './helpers/interceptor-fixtures.js';
 import { until } from './helpers/rate-limited-server.js';
+import { take, windowLimiter } from './helpers/window-limiter.js';
 
 // A review of "a window read from some answers' headers holds until its reset" (announced quotas
 // kept through answers that leave them out). Real node:http servers on 127.0.0.1, the limiter's
@@ -266,5 +267,29 @@ describe("the fetch wrapper over the undici package's fetch: a classify that thr
     answerHeld();
     expect(sent).toBe(7);
     expect(statuses.filter((s) => s === 403)).toEqual([]);
+  });
+});
+
+describe('a server that moves this client to another named limit', () => {
+  // Expected failure, kept for a decision: an answer that announces other policies and not this
+  // one keeps it until its reset too, as GitHub's core is kept through its search's answers (one
+  // origin, one resource a answer). Before, 4 such answers in a row dropped it: a client moved
+  // from a "free" policy (500 left of 1,000 an hour, 30 minutes to its reset: 16.7 a minute) to a
+  // "pro" one (99,000 left) went at pro's rate after 4 answers; now at free's 16.7 a minute for
+  // the 30 minutes. Telling a tier change from GitHub's resources needs more than this reading.
+  it.fails("stops capping at the old policy's rate once answers announce only the new one", () => {
+    const { clock, limiter } = windowLimiter({ burst: 'second' });
+    const policy = (name: string, limit: number) => (remaining: number) => [
+      { policy: name, limit, windowMs: 3_600_000, remaining, resetMs: 1_800_000 },
+    ];
+    const free = policy('free', 1_000);
+    const pro = policy('pro', 100_000);
+    take(limiter).success(undefined, free(500));
+    expect(limiter.snapshot().announcedRate).toBeCloseTo(16.7, 1);
+    for (let i = 0; i < 10; i++) {
+      clock.advance(4_000);
+      take(limiter).success(undefined, pro(99_000 - i));
+    }
+    expect(limiter.snapshot().announcedRate).toBeGreaterThan(1_000);
   });
 });
