@@ -12,7 +12,8 @@
  * the rest once its answer told what is left kept those 2 out, but slowed every first batch by a
  * round trip (two, before a second reading told the window apart from a bucket) and held a whole
  * batch behind a slow first call (40 at once, the first one slow: 1 sent in 3 s, not 40).
- * `slowStart: 1` asks for that: one in flight first, each answer read before the cap grows.
+ * `slowStart: 1` asks for that: one in flight first; the window's credit read from its answer
+ * holds the rest (each success then lets two go, as the cap grows by one).
  */
 export class SlowStart {
   /** The most units in flight at once. */
