@@ -4,6 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
 import { rateLimitedFetch } from '../src/http/fetch.js';
 import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
+import { createSharedBudget, MemoryBudgetStore } from '../src/redis/index.js';
 import { classifyThrown } from '../src/wrap/sdk-errors.js';
 import { wrap } from '../src/wrap/wrap.js';
 import { agentWith, cleanups, get, limit, serve } from './helpers/interceptor-fixtures.js';
@@ -291,5 +292,43 @@ describe('a server that moves this client to another named limit', () => {
       take(limiter).success(undefined, pro(99_000 - i));
     }
     expect(limiter.snapshot().announcedRate).toBeGreaterThan(1_000);
+  });
+});
+
+describe('a SharedBudget (memory store) behind the interceptor: a classify that throws', () => {
+  it("counts the call against this process's window: 7 left, 8 sent at once, 7 go and none is refused", async () => {
+    const clock = new ManualClock();
+    const { server, statuses, answerHeld } = await github(clock);
+    const budget = createSharedBudget({
+      name: 'api',
+      store: new MemoryBudgetStore({ clock }),
+      clock,
+      maxPause: 3_600_000,
+      maxWait: 3_600_000,
+    });
+    cleanups.push(() => budget.close());
+    const rl = limit({
+      clock,
+      classify: (status) => {
+        if (status === 422) throw new Error('classify bug');
+        return undefined;
+      },
+      limiters: { api: { origins: [server.origin], limiter: budget, headers: 'github' } },
+    });
+    const agent = agentWith(rl);
+    for (let i = 0; i < 2; i++)
+      expect((await stepping(clock, get(agent, `${server.origin}/`))).status).toBe(200);
+    await expect(stepping(clock, get(agent, `${server.origin}/bad`))).rejects.toThrow('classify bug');
+    const before = statuses.length;
+    for (let i = 0; i < 8; i++) void get(agent, `${server.origin}/held`).catch(() => {});
+    for (let t = 0; t < 3_000; t += 50) {
+      let polls = 0;
+      await until(() => ++polls >= 5, 'the sockets to settle');
+      clock.advance(50);
+    }
+    const sent = statuses.length - before;
+    answerHeld();
+    expect(sent).toBe(7);
+    expect(statuses.filter((s) => s === 403)).toEqual([]);
   });
 });
