@@ -179,6 +179,46 @@ it('serves the calls behind a head of more units than theirs whose request ended
 });
 
 /**
+ * Five calls of a fixed window of one grant a second whose calls may wait 5 s, queued at once
+ * behind one served at once (one a cycle: at 1 s, ..., 5 s), each a request of its own; the
+ * requests of the first two end at once (they answered without them: their calls stay in the
+ * line, their timers and continuations end).
+ */
+async function twoGoneInWindow(endsRequests: boolean): Promise<Outcome[]> {
+  const clock = new RequestClock(endsRequests);
+  const limiter = oneASecond('window', clock, 5000);
+  try {
+    await clock.in('first', () => limiter.acquire());
+    clock.end('first');
+    const outcomes: Outcome[] = Array.from({ length: 5 }, () => ({}));
+    for (const [i, outcome] of outcomes.entries()) call(clock, `r${i}`, () => limiter.acquire(), outcome);
+    await flush();
+    clock.end('r0');
+    clock.end('r1');
+    await clock.advanceTo(20_000);
+    return outcomes.slice(2);
+  } finally {
+    limiter.close();
+  }
+}
+
+it('never serves a call of a fixed window past its timeoutDuration when the requests of the two calls ahead of it ended while they waited', async () => {
+  // Nobody woke the window at the first one's cycle (1 s): the calls behind were woken at the
+  // start of the cycle before their own, 2 s, and packed again from there, each a cycle later
+  // than planned: the last served at 6 s, 1 s past its timeoutDuration. It is refused then
+  // (reason timeout), as a call that cannot be served by its timeoutDuration is at once.
+  const alive = await twoGoneInWindow(false);
+  expect(alive.map((o) => [o.served, o.at])).toEqual([
+    [true, 3000],
+    [true, 4000],
+    [true, 5000],
+  ]);
+  const ended = await twoGoneInWindow(true);
+  for (const o of ended) expect(o.at as number).toBeLessThanOrEqual(5000);
+  expect(ended.map((o) => o.served)).toEqual([true, true, false]);
+});
+
+/**
  * A call told by callbacks (as an interceptor's request is: no promise of its own to wait on),
  * behind a call served at 1 s whose request ends as it answers, the limiter's timer for the
  * other's turn with it.
@@ -263,9 +303,14 @@ function plans(seed: number, gone: boolean, kind: Kind): Plan[] {
 }
 
 /** Runs `plan` on a limiter; every request's timers alive, or each request ending as it answers. */
-async function runPlan(kind: Kind, plan: Plan[], endsRequests: boolean): Promise<Outcome[]> {
+async function runPlan(
+  kind: Kind,
+  plan: Plan[],
+  endsRequests: boolean,
+  maxWait = 20_000,
+): Promise<Outcome[]> {
   const clock = new RequestClock(endsRequests);
-  const limiter = oneASecond(kind, clock, 20_000);
+  const limiter = oneASecond(kind, clock, maxWait);
   const outcomes: Outcome[] = plan.map(() => ({}));
   const gone = new Set<number>();
   try {
@@ -348,6 +393,46 @@ it.each(['line', 'window'] as const)(
       const expected = await runPlan(kind, plan, false);
       expect(await runPlan(kind, plan, true), `seed ${seed}`).toEqual(expected);
     }
+  },
+);
+
+it.each(['line', 'window'] as const)(
+  'serves or refuses each call of random lines behind two calls next to each other whose requests ended while they waited by its deadline, never past it (%s)',
+  async (kind) => {
+    // Two calls next to each other gone (their requests answered without them, their calls left in
+    // the line): the calls behind them wake at their turns as the rate predicted them at their last
+    // wake, not as it rose since, so they may go later than with every request alive (a fixed
+    // window: a cycle later for each cycle nobody woke at); but each is served by its deadline
+    // (maxWait, timeoutDuration) or refused by it (a fixed window's: up to 1 s past it before).
+    const maxWait = 5000;
+    let moved = 0;
+    for (let seed = 1; seed <= 40; seed++) {
+      const plan = plans(seed, false, kind);
+      const order = plan.map((_, i) => i).sort((a, b) => (plan[a] as Plan).arrive - (plan[b] as Plan).arrive);
+      const next = random(seed * 104_729);
+      const at = Math.floor(next() * (order.length - 2));
+      const first = plan[order[at] as number] as Plan;
+      const second = plan[order[at + 1] as number] as Plan;
+      for (const gone of [first, second]) {
+        delete gone.abortAt;
+        gone.goneAt = second.arrive + Math.floor(next() * 3000);
+      }
+      const alive = await runPlan(kind, plan, false, maxWait);
+      const ended = await runPlan(kind, plan, true, maxWait);
+      ended.forEach((o, i) => {
+        const p = plan[i] as Plan;
+        if (p.goneAt !== undefined || p.abortAt !== undefined) return;
+        expect(o.at, `seed ${seed}, r${i}`).toBeDefined();
+        expect(
+          o.at as number,
+          `seed ${seed}, r${i} (${o.served ? 'served' : 'refused'})`,
+        ).toBeLessThanOrEqual(p.arrive + maxWait + 1);
+        const a = alive[i] as Outcome;
+        if (o.at !== a.at || o.served !== a.served) moved++;
+      });
+    }
+    // Some went otherwise than with every request alive (the lines tell nothing if none did).
+    expect(moved).toBeGreaterThan(0);
   },
 );
 

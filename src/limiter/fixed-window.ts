@@ -75,6 +75,11 @@ interface Waiter {
   dead: boolean;
   /** Tells it it is the head, or that the timer moved (`OWN_WAKES`, see `wakeOwn`). */
   nudge?: Nudge;
+  /**
+   * The latest its cycle may start (ms): when it was queued, plus `timeoutDuration` less what its
+   * request waited before (`OWN_WAKES`, see `#replan`).
+   */
+  deadline?: number;
 }
 
 /**
@@ -168,7 +173,8 @@ export class FixedWindowRateLimiter extends LazyEmitter<FixedWindowEventMap> imp
       left = this.#limit;
     }
     const wait = this.#startOf(cycle) - now;
-    if (wait > this.#timeout - waitedBefore(options)) {
+    const within = this.#timeout - waitedBefore(options);
+    if (wait > within) {
       const detail = `${units} units would wait ${Math.ceil(wait)} ms for cycle ${cycle}, longer than timeoutDuration ${this.#timeout} ms`;
       return Promise.reject(
         refusal((e) => this.emit('rejected', e), this.#shownName, 'timeout', units, detail, wait),
@@ -188,10 +194,12 @@ export class FixedWindowRateLimiter extends LazyEmitter<FixedWindowEventMap> imp
       queued = waiter;
     });
     // Its own wakes (see wakeOwn): a timer at the start of the cycle before its own (it moves up a
-    // cycle when the waiters ahead of it leave; it has no deadline once queued), and while it is
-    // the head or the one behind it, a timer at the limiter's.
+    // cycle when the waiters ahead of it leave; its deadline only refuses it once a missed cycle
+    // put it past it, see #replan), and while it is the head or the one behind it, a timer at the
+    // limiter's.
     const waiter = queued;
-    if (OWN_WAKES && waiter !== undefined)
+    if (OWN_WAKES && waiter !== undefined) {
+      waiter.deadline = now + within;
       waiter.nudge = wakeOwn(
         this.#clock,
         waiting,
@@ -200,6 +208,7 @@ export class FixedWindowRateLimiter extends LazyEmitter<FixedWindowEventMap> imp
         () => this.#queue.peek() === waiter || this.#queue.peekSecond() === waiter,
         () => (waiter.dead ? undefined : this.#startOf(waiter.cycle - 1)),
       );
+    }
     return waiting;
   }
 
@@ -354,12 +363,21 @@ export class FixedWindowRateLimiter extends LazyEmitter<FixedWindowEventMap> imp
    * Packs the waiters into cycles again, in queue order, from what the current cycle has left; a
    * waiter that fits in no cycle at the current limit is rejected. O(waiters): it runs after an
    * abort, a limit change or a missed cycle only.
+   *
+   * After a missed cycle (`missed`), where waiters wake the limiter too (`OWN_WAKES`), a waiter
+   * whose cycle now starts past its deadline is rejected too (reason `timeout`), as a caller that
+   * would wait past `timeoutDuration` is at once: in a Worker a cycle is missed when nobody woke
+   * at its start (the requests of the two waiters ahead ended while they waited, their timers
+   * with them), which put each waiter behind a cycle later, and served one past its
+   * `timeoutDuration`. On Node a missed cycle (an event loop busy for a whole cycle) still serves
+   * it late, as before.
    */
-  #replan(): void {
+  #replan(missed = false): void {
     this.#stale = false;
     let cycle = this.#cycle;
     let left = this.#left;
     const dropped: Waiter[] = [];
+    let late: [Waiter, number][] | undefined;
     for (const waiter of this.#queue.drain()) {
       if (waiter.units > left + EPSILON) {
         if (waiter.units > this.#limit) {
@@ -368,6 +386,12 @@ export class FixedWindowRateLimiter extends LazyEmitter<FixedWindowEventMap> imp
         }
         cycle++;
         left = this.#limit;
+      }
+      if (missed && waiter.deadline !== undefined && this.#startOf(cycle) > waiter.deadline) {
+        // Its place is given up: the waiters behind it are packed from here.
+        late ??= [];
+        late.push([waiter, cycle]);
+        continue;
       }
       waiter.cycle = cycle;
       left -= waiter.units;
@@ -380,6 +404,15 @@ export class FixedWindowRateLimiter extends LazyEmitter<FixedWindowEventMap> imp
       this.#settle(waiter);
       waiter.reject(this.#neverServed(waiter.units));
     }
+    for (const [waiter, at] of late ?? []) {
+      this.#settle(waiter);
+      const wait = this.#startOf(at) - waiter.since;
+      const detail = `${waiter.units} units would wait ${Math.ceil(wait)} ms for cycle ${at} (a cycle passed with nobody awake), longer than the ${Math.ceil((waiter.deadline as number) - waiter.since)} ms they may wait`;
+      const left = this.#startOf(at) - this.#clock.now();
+      waiter.reject(
+        refusal((e) => this.emit('rejected', e), this.#shownName, 'timeout', waiter.units, detail, left),
+      );
+    }
   }
 
   /** Starts the cycle `now` falls in, then grants the waiters of the cycles begun, in order. */
@@ -391,7 +424,8 @@ export class FixedWindowRateLimiter extends LazyEmitter<FixedWindowEventMap> imp
     }
     // A timer that fired late (a busy event loop) skipped a cycle its waiters were packed into.
     const first = this.#queue.peek();
-    if (this.#stale || (first !== undefined && first.cycle < this.#cycle)) this.#replan();
+    const missed = first !== undefined && first.cycle < this.#cycle;
+    if (this.#stale || missed) this.#replan(missed);
     for (let head = this.#queue.peek(); head !== undefined; head = this.#queue.peek()) {
       if (head.cycle > this.#cycle) return;
       this.#queue.shift();
