@@ -537,3 +537,59 @@ it.each(['line', 'window'] as const)(
     }
   },
 );
+
+it.each([
+  [
+    'cancelled',
+    (cancel: { waitingIn?: { cancel(seq: number, reason: unknown): void }; waitSeq: number }) =>
+      cancel.waitingIn?.cancel(cancel.waitSeq, new Error('gone')),
+  ],
+  ['closed out', () => {}],
+] as const)(
+  "leaves no timer and keeps nothing of 500 calls told by callbacks (the interceptor's way) in a Worker's line, %s",
+  async (how, leave) => {
+    const clock = new ManualClock();
+    const limiter = new worker.AdaptiveRateLimiter({
+      name: 'worker',
+      initialUnitsPerMinute: 60,
+      maxWait: 600_000,
+      clock,
+    });
+    const n = 500;
+    const refs: WeakRef<object>[] = [];
+    let left = 0;
+    try {
+      limiter.tryAcquire()?.success();
+      const cancels = Array.from({ length: n }, () => {
+        const cancel = {
+          waitingIn: undefined,
+          waitSeq: 0,
+          granted: (permit: Permit) => {
+            left++;
+            permit.success();
+          },
+          refused: () => {
+            left++;
+          },
+        };
+        limiter.acquire(1, { [worker.kWaitCancel]: cancel } as AcquireOptions);
+        refs.push(new WeakRef(cancel));
+        return cancel;
+      });
+      await flush();
+      // Each keeps a timer of its own while it waits.
+      expect(clock.pendingTimers).toBeGreaterThan(n);
+      if (how === 'cancelled') for (const cancel of cancels) leave(cancel);
+      else limiter.close();
+      cancels.length = 0;
+      await flush();
+      // Each told it left (the last cancels may let one go: the units of those before came back).
+      expect(left).toBe(n);
+      // Its own timers ended as it left (none held its request on to its deadline).
+      expect(clock.pendingTimers).toBe(0);
+      expect(await collected(refs)).toBeGreaterThanOrEqual(n - 1);
+    } finally {
+      limiter.close();
+    }
+  },
+);
