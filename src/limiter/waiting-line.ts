@@ -82,8 +82,8 @@ export interface CancellableLine {
  * With `granted` and `refused`, a queued waiter is told by these calls (made as the line serves,
  * expires, cancels or closes it out, in its call stack) instead of by its promise: the acquire
  * then returns {@link QUEUED}, which never settles, and the waiter holds nothing but its place in
- * the line (in a Cloudflare Worker also a promise, for its own wakes: see `toldAndLeaving`). An acquire that is not queued (granted or refused at once) returns its promise as
- * always.
+ * the line (in a Cloudflare Worker also a promise, for its own wakes: see `toldAndLeaving`). An
+ * acquire that is not queued (granted or refused at once) returns its promise as always.
  */
 export interface WaitCancel extends Partial<Waiter<Permit>> {
   waitingIn: CancellableLine | undefined;
@@ -384,10 +384,10 @@ export class WaitingLine implements CancellableLine {
    * since; the waiter ahead taken as large as the largest queued since the line was last empty,
    * which goes soonest: a bucket serves a request larger than itself when full, in debt), at its
    * own turn once none can be ahead, and while it is the head or the one behind it, one at the
-   * line's timer. Not at its
-   * own turn as if a waiter of its own size ahead had left: behind a larger waiter whose request
-   * ended (it holds no timer), that came after the larger one's turn, which the line then served
-   * late, and every waiter behind it as late (a head of 3 units at 60 units/min: 0.5 s each).
+   * line's timer. Not at its own turn as if a waiter of its own size ahead had left: behind a
+   * larger waiter whose request ended (it holds no timer), that came after the larger one's turn,
+   * which the line then served late, and every waiter behind it as late (a head of 3 units at 60
+   * units/min: 0.5 s each).
    */
   #wakeOwn(
     promise: Promise<unknown>,
