@@ -259,7 +259,7 @@ describe('npm run simulate', () => {
     const file = join(dir, 'no-such-folder', 'report.html');
     const { code, stderr } = await cli(['--minutes', '1', '--modes', 'none', '--html', file]);
     expect(code).toBe(2);
-    expect(stderr).toContain(`simulate: --html: cannot write ${file}`);
+    expect(stderr).toContain(`simulate: --html: must be a file in a folder that exists, received "${file}"`);
     expect(stderr).not.toContain('    at ');
   });
 
