@@ -2,6 +2,7 @@ import type { OutgoingHttpHeaders } from 'node:http';
 import type { Dispatcher } from 'undici';
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
+import { githubCoreHeaders } from './helpers/github-window.js';
 import { agentWith, get, limit, serve } from './helpers/interceptor-fixtures.js';
 import { until } from './helpers/rate-limited-server.js';
 
@@ -167,13 +168,7 @@ describe('a fixed window alone, spent at its burst while its calls are in flight
         const status = left > 0 ? 200 : 403;
         if (left > 0) left--;
         else throttled++;
-        const headers: OutgoingHttpHeaders = {
-          date: new Date(EPOCH_MS + clock.now()).toUTCString(),
-          'x-ratelimit-limit': '5000',
-          'x-ratelimit-remaining': String(left),
-          'x-ratelimit-reset': String(reset),
-          'x-ratelimit-resource': 'core',
-        };
+        const headers = githubCoreHeaders(EPOCH_MS + clock.now(), left, reset);
         held.push({ end: () => res.writeHead(status, headers).end('x'), at: clock.now() });
         return true;
       },

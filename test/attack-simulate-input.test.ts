@@ -52,6 +52,18 @@ describe('simulate: a flag without its value', () => {
 });
 
 describe('simulate: --html refused before the runs', () => {
+  /** The flags of a one-minute run of the custom controller `controller` with its report to `file`. */
+  const htmlArgs = (file: string, controller: string) => [
+    '--html',
+    file,
+    '--controller',
+    controller,
+    '--modes',
+    'custom',
+    '--minutes',
+    '1',
+  ];
+
   /** A custom controller that marks each run it takes part in. */
   async function marking(): Promise<{ file: string; ran: () => boolean }> {
     const file = join(dir, `marking-${Math.random().toString(36).slice(2)}.mjs`);
@@ -82,16 +94,7 @@ describe('simulate: --html refused before the runs', () => {
   it('refuses a folder that does not exist before the runs, not after them', async () => {
     const controller = await marking();
     const file = join(dir, 'missing', 'report.html');
-    const { code, stderr } = await cli([
-      '--html',
-      file,
-      '--controller',
-      controller.file,
-      '--modes',
-      'custom',
-      '--minutes',
-      '1',
-    ]);
+    const { code, stderr } = await cli(htmlArgs(file, controller.file));
     expect(code).toBe(2);
     expect(stderr.split('\n')[0]).toBe(
       `simulate: --html: must be a file in a folder that exists, received "${file}" (no folder ${join(dir, 'missing')})`,
@@ -104,16 +107,7 @@ describe('simulate: --html refused before the runs', () => {
     const plain = join(dir, 'plain.txt');
     await writeFile(plain, 'x');
     const file = join(plain, 'report.html');
-    const { code, stderr } = await cli([
-      '--html',
-      file,
-      '--controller',
-      controller.file,
-      '--modes',
-      'custom',
-      '--minutes',
-      '1',
-    ]);
+    const { code, stderr } = await cli(htmlArgs(file, controller.file));
     expect(code).toBe(2);
     expect(stderr.split('\n')[0]).toBe(
       `simulate: --html: must be a file in a folder that exists, received "${file}" (no folder ${plain})`,
@@ -124,32 +118,14 @@ describe('simulate: --html refused before the runs', () => {
   it('writes the page to a good file after the runs (the marking controller marks them)', async () => {
     const controller = await marking();
     const file = join(dir, 'report.html');
-    const { code } = await cli([
-      '--html',
-      file,
-      '--controller',
-      controller.file,
-      '--modes',
-      'custom',
-      '--minutes',
-      '1',
-    ]);
+    const { code } = await cli(htmlArgs(file, controller.file));
     expect(code).toBe(0);
     expect(controller.ran()).toBe(true);
   });
 
   it('refuses a folder given as the file', async () => {
     const controller = await marking();
-    const { code, stderr } = await cli([
-      '--html',
-      dir,
-      '--controller',
-      controller.file,
-      '--modes',
-      'custom',
-      '--minutes',
-      '1',
-    ]);
+    const { code, stderr } = await cli(htmlArgs(dir, controller.file));
     expect(code).toBe(2);
     expect(stderr.split('\n')[0]).toBe(
       `simulate: --html: must be the path of a file to write, received "${dir}" (a folder)`,

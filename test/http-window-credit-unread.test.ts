@@ -1,6 +1,6 @@
-import type { OutgoingHttpHeaders } from 'node:http';
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
+import { githubCoreHeaders } from './helpers/github-window.js';
 import { agentWith, get, getMany, limit, serve } from './helpers/interceptor-fixtures.js';
 import { until } from './helpers/rate-limited-server.js';
 
@@ -32,13 +32,7 @@ async function githubBehindProxy(clock: ManualClock, proxy: (n: number) => numbe
       const status = left > 0 ? 200 : 403;
       if (left > 0) left--;
       api.push({ status, at: clock.now() });
-      const headers: OutgoingHttpHeaders = {
-        date: new Date(EPOCH_MS + clock.now()).toUTCString(),
-        'x-ratelimit-limit': '5000',
-        'x-ratelimit-remaining': String(left),
-        'x-ratelimit-reset': String(reset),
-        'x-ratelimit-resource': 'core',
-      };
+      const headers = githubCoreHeaders(EPOCH_MS + clock.now(), left, reset);
       held.push({ end: () => res.writeHead(status, headers).end('x'), at: clock.now() });
       return true;
     },

@@ -104,6 +104,23 @@ class Room {
   }
 }
 
+/** A member's 429 cut from the 6,000 it knew to 4,200, from the books at `from`. */
+function cutFrom6000(store: BudgetStore, from: { generation: string; version: number }) {
+  return store.cut({
+    sentEpoch: 0,
+    from,
+    rate: 4_200,
+    rateBefore: 6_000,
+    measured: undefined,
+    record: { rateBefore: 6_000, acceptedRate: 6_000, acceptedRateSincePrevious: undefined },
+    random: 0.25,
+    cooldown: 0,
+    minRate: 1,
+    maxRate: undefined,
+    ttl: HOUR,
+  });
+}
+
 async function next(b: SharedBudget, clock: ManualClock) {
   for (let i = 0; i < 400; i++) {
     const permit = b.tryAcquire();
@@ -130,19 +147,7 @@ describeRedis(
       const [seconds] = await redis.time();
       for (const id of ['a', 'c'])
         await redis.zadd(`arl-test:{${name}}:members`, String(Number(seconds) * 1_000 - 1_000), id);
-      const cut = await store.cut({
-        sentEpoch: 0,
-        from: { generation: c0.generation, version: c0.books?.version ?? 0 },
-        rate: 4_200,
-        rateBefore: 6_000,
-        measured: undefined,
-        record: { rateBefore: 6_000, acceptedRate: 6_000, acceptedRateSincePrevious: undefined },
-        random: 0.25,
-        cooldown: 0,
-        minRate: 1,
-        maxRate: undefined,
-        ttl: HOUR,
-      });
+      const cut = await cutFrom6000(store, { generation: c0.generation, version: c0.books?.version ?? 0 });
       const proposal = { generation: cut.generation, version: cut.books?.version ?? 0, rate: 4_300 };
       expect((await store.heartbeat(beat('c', { initialRate: 6_000, proposal }))).proposed).toBe(true);
       await store.heartbeat(beat('c', { initialRate: 6_000 })); // heard since, again
@@ -159,19 +164,7 @@ describe('a seeded state, a live member not heard since it began (memory store)'
     const c0 = await store.heartbeat(beat('c', { initialRate: undefined }));
     clock.advance(1_000);
     // A state with no rate: c's cut seeds it (from c's 6,000 to 4,200).
-    const cut = await store.cut({
-      sentEpoch: 0,
-      from: { generation: c0.generation, version: c0.books?.version ?? 0 },
-      rate: 4_200,
-      rateBefore: 6_000,
-      measured: undefined,
-      record: { rateBefore: 6_000, acceptedRate: 6_000, acceptedRateSincePrevious: undefined },
-      random: 0.25,
-      cooldown: 0,
-      minRate: 1,
-      maxRate: undefined,
-      ttl: HOUR,
-    });
+    const cut = await cutFrom6000(store, { generation: c0.generation, version: c0.books?.version ?? 0 });
     expect(cut.cut).toBe(true);
     for (let i = 0; i < 2; i++) {
       clock.advance(1_000);
@@ -187,19 +180,7 @@ describe('a seeded state, a live member not heard since it began (memory store)'
     await store.heartbeat(beat('a', { initialRate: undefined }));
     const c0 = await store.heartbeat(beat('c', { initialRate: undefined }));
     clock.advance(1_000);
-    const cut = await store.cut({
-      sentEpoch: 0,
-      from: { generation: c0.generation, version: c0.books?.version ?? 0 },
-      rate: 4_200,
-      rateBefore: 6_000,
-      measured: undefined,
-      record: { rateBefore: 6_000, acceptedRate: 6_000, acceptedRateSincePrevious: undefined },
-      random: 0.25,
-      cooldown: 0,
-      minRate: 1,
-      maxRate: undefined,
-      ttl: HOUR,
-    });
+    const cut = await cutFrom6000(store, { generation: c0.generation, version: c0.books?.version ?? 0 });
     clock.advance(1_000);
     const proposal = { generation: cut.generation, version: cut.books?.version ?? 0, rate: 4_300 };
     expect((await store.heartbeat(beat('c', { initialRate: 6_000, proposal }))).proposed).toBe(true);
@@ -215,19 +196,7 @@ async function cutAndOffer(order: 'cut first' | 'offer first'): Promise<number |
   const offer = () => store.heartbeat(beat('a', { initialRate: 1_441, minRate: 1 }));
   const cut = async () => {
     const at = await store.heartbeat(beat('b', { initialRate: undefined, minRate: 1 }));
-    return store.cut({
-      sentEpoch: 0,
-      from: { generation: seeded.generation, version: at.books?.version ?? 0 },
-      rate: 4_200,
-      rateBefore: 6_000,
-      measured: undefined,
-      record: { rateBefore: 6_000, acceptedRate: 6_000, acceptedRateSincePrevious: undefined },
-      random: 0.25,
-      cooldown: 0,
-      minRate: 1,
-      maxRate: undefined,
-      ttl: HOUR,
-    });
+    return cutFrom6000(store, { generation: seeded.generation, version: at.books?.version ?? 0 });
   };
   if (order === 'cut first') {
     await cut();

@@ -7,6 +7,7 @@ import { AdaptiveRateLimiter } from '../src/limiter/adaptive.js';
 import { createSharedBudget, MemoryBudgetStore } from '../src/redis/index.js';
 import { classifyThrown } from '../src/wrap/sdk-errors.js';
 import { wrap } from '../src/wrap/wrap.js';
+import { githubCoreHeaders } from './helpers/github-window.js';
 import { agentWith, cleanups, get, limit, serve } from './helpers/interceptor-fixtures.js';
 import { until } from './helpers/rate-limited-server.js';
 import { take, windowLimiter } from './helpers/window-limiter.js';
@@ -96,13 +97,7 @@ async function github(clock: ManualClock) {
       const status = left === 0 ? 403 : req.url === '/bad' ? 422 : req.url === '/missing' ? 404 : 200;
       if (left > 0) left--;
       statuses.push(status);
-      const headers: OutgoingHttpHeaders = {
-        date: new Date(EPOCH_MS + clock.now()).toUTCString(),
-        'x-ratelimit-limit': '5000',
-        'x-ratelimit-remaining': String(left),
-        'x-ratelimit-reset': String(reset),
-        'x-ratelimit-resource': 'core',
-      };
+      const headers = githubCoreHeaders(EPOCH_MS + clock.now(), left, reset);
       const end = () => res.writeHead(status, headers).end('x');
       if (req.url === '/held') held.push(end);
       else end();

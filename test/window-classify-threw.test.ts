@@ -1,7 +1,7 @@
-import type { OutgoingHttpHeaders } from 'node:http';
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
 import { rateLimitedFetch } from '../src/http/fetch.js';
+import { githubCoreHeaders } from './helpers/github-window.js';
 import { agentWith, cleanups, get, limit, serve } from './helpers/interceptor-fixtures.js';
 import { until } from './helpers/rate-limited-server.js';
 
@@ -26,13 +26,7 @@ async function github(clock: ManualClock) {
       const status = left === 0 ? 403 : req.url === '/bad' ? 422 : 200;
       if (left > 0) left--;
       statuses.push(status);
-      const headers: OutgoingHttpHeaders = {
-        date: new Date(EPOCH_MS + clock.now()).toUTCString(),
-        'x-ratelimit-limit': '5000',
-        'x-ratelimit-remaining': String(left),
-        'x-ratelimit-reset': String(reset),
-        'x-ratelimit-resource': 'core',
-      };
+      const headers = githubCoreHeaders(EPOCH_MS + clock.now(), left, reset);
       const end = () => res.writeHead(status, headers).end('x');
       if (req.url === '/held') held.push(end);
       else end();

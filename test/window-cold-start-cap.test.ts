@@ -1,6 +1,6 @@
-import type { OutgoingHttpHeaders } from 'node:http';
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/clock.js';
+import { githubCoreHeaders } from './helpers/github-window.js';
 import { agentWith, cleanups, get, limit, serve } from './helpers/interceptor-fixtures.js';
 import { until } from './helpers/rate-limited-server.js';
 
@@ -22,13 +22,7 @@ async function github(clock: ManualClock, left: number) {
       const status = left === 0 ? 403 : 200;
       if (left > 0) left--;
       statuses.push(status);
-      const headers: OutgoingHttpHeaders = {
-        date: new Date(EPOCH_MS + clock.now()).toUTCString(),
-        'x-ratelimit-limit': '5000',
-        'x-ratelimit-remaining': String(left),
-        'x-ratelimit-reset': String(reset),
-        'x-ratelimit-resource': 'core',
-      };
+      const headers = githubCoreHeaders(EPOCH_MS + clock.now(), left, reset);
       held.push(() => res.writeHead(status, headers).end('x'));
       return true;
     },
