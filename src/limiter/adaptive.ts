@@ -970,11 +970,8 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
       refusesNow: (units, waitedMs) => {
         if (this.#closed) return true;
         const now = this.#clock.now();
-        const line = this.#line;
-        const waiting = (line?.size ?? 0) + (this.#outside?.waiting ?? 0);
-        if (waiting >= this.#opts.queueLimit) return true;
-        const predicted = this.#bucket.predictWait(units, line?.queuedUnits ?? 0, this.#pause.left(now), now);
-        return predicted > this.#opts.maxWait - waitedMs;
+        if (this.#waitingAtLimit()) return true;
+        return this[kPredictWait](units, this.#line?.queuedUnits ?? 0, now) > this.#opts.maxWait - waitedMs;
       },
       onClose: (listener) => {
         if (this.#closed) return;
@@ -1004,12 +1001,17 @@ export class AdaptiveRateLimiter extends LazyEmitter<LimiterEventMap> implements
    * `maxConcurrent` slot, reach `queueLimit`; `undefined` while there is room.
    */
   #full(units: number, predicted?: number): RateLimitRejectedError | undefined {
+    if (!this.#waitingAtLimit()) return undefined;
     const outside = this.#outside?.waiting ?? 0;
     const waiting = (this.#line?.size ?? 0) + outside;
-    if (waiting < this.#opts.queueLimit) return undefined;
     const slots = outside > 0 ? ` (${outside} of them for a maxConcurrent slot)` : '';
     const detail = `queue full: ${waiting} of ${this.#opts.queueLimit} waiting${slots}`;
     return this.#rejection('queue-full', units, detail, predicted);
+  }
+
+  /** Whether the requests waiting, in the line or for an adapter's slot, reach `queueLimit` (see {@link #full}). */
+  #waitingAtLimit(): boolean {
+    return (this.#line?.size ?? 0) + (this.#outside?.waiting ?? 0) >= this.#opts.queueLimit;
   }
 
   #tooLong(units: number, predicted: number, maxWait: number): RateLimitRejectedError {

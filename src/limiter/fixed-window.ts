@@ -165,13 +165,9 @@ export class FixedWindowRateLimiter extends LazyEmitter<FixedWindowEventMap> imp
       this.#left -= units;
       return Promise.resolve(this.#grant(units, 0));
     }
-    let cycle = this.#queue.size === 0 ? this.#cycle : this.#tailCycle;
-    let left = this.#queue.size === 0 ? this.#left : this.#tailLeft;
-    if (units > left + EPSILON) {
-      if (units > this.#limit) return Promise.reject(this.#neverServed(units));
-      cycle++;
-      left = this.#limit;
-    }
+    const place = this.#placeOf(units);
+    if (place === undefined) return Promise.reject(this.#neverServed(units));
+    const { cycle, left } = place;
     const wait = this.#startOf(cycle) - now;
     const within = this.#timeout - waitedBefore(options);
     if (wait > within) {
@@ -299,13 +295,8 @@ export class FixedWindowRateLimiter extends LazyEmitter<FixedWindowEventMap> imp
         const now = this.#clock.now();
         this.#drain(now);
         if (this.#queue.size === 0 && units <= this.#left + EPSILON) return false;
-        let cycle = this.#queue.size === 0 ? this.#cycle : this.#tailCycle;
-        const left = this.#queue.size === 0 ? this.#left : this.#tailLeft;
-        if (units > left + EPSILON) {
-          if (units > this.#limit) return true;
-          cycle++;
-        }
-        return this.#startOf(cycle) - now > this.#timeout - waitedMs;
+        const place = this.#placeOf(units);
+        return place === undefined || this.#startOf(place.cycle) - now > this.#timeout - waitedMs;
       },
       onClose: (listener) => {
         if (this.#closed) return;
@@ -357,6 +348,22 @@ export class FixedWindowRateLimiter extends LazyEmitter<FixedWindowEventMap> imp
   #available(): number {
     if (this.#queue.size === 0) return this.#left;
     return -((this.#tailCycle - this.#cycle - 1) * this.#limit + (this.#limit - this.#tailLeft));
+  }
+
+  /**
+   * Where a request of `units` queued now goes: its cycle (the tail's, or the next when the tail's
+   * has too little left) and what that cycle has left before it; `undefined` when it fits in no
+   * cycle (more units than the limit). For `acquire` and the refusal it is asked for beforehand.
+   */
+  #placeOf(units: number): { cycle: number; left: number } | undefined {
+    let cycle = this.#queue.size === 0 ? this.#cycle : this.#tailCycle;
+    let left = this.#queue.size === 0 ? this.#left : this.#tailLeft;
+    if (units > left + EPSILON) {
+      if (units > this.#limit) return undefined;
+      cycle++;
+      left = this.#limit;
+    }
+    return { cycle, left };
   }
 
   /**
